@@ -1,0 +1,205 @@
+package core
+
+import (
+	"sync"
+	"time"
+)
+
+// Edit is one write transaction holding the writer lock: it may request jobs,
+// claim, and complete (with facts) atomically. Leases it claims are pending
+// until Commit succeeds; a failed or aborted edit closes them. Leases that
+// were already active and are completed in an edit stay active if the edit
+// does not commit. An Edit is safe for concurrent use, but holds the writer
+// lock until Commit or Abort: keep it short.
+type Edit struct {
+	a         *Authority
+	mu        sync.Mutex
+	g         *guard
+	pending   []*Lease
+	finishing []*Lease
+	done      bool
+}
+
+// Begin starts an edit, taking the writer lock.
+func (a *Authority) Begin() (*Edit, error) {
+	if err := a.usable(); err != nil {
+		return nil, err
+	}
+	g, err := a.beginGuard()
+	if err != nil {
+		return nil, err
+	}
+	return &Edit{a: a, g: g}, nil
+}
+
+func (e *Edit) check() error {
+	if e == nil || e.a == nil {
+		return errf(KindInvalidArgument, "edit is nil")
+	}
+	if e.done {
+		return errf(KindClosed, "edit is already committed or aborted")
+	}
+	return e.a.usable()
+}
+
+// afterOp keeps the edit usable after a rejection (which wrote nothing) but
+// aborts it after a storage failure, which may have left partial writes.
+func (e *Edit) afterOp(err error) error {
+	switch KindOf(err) {
+	case 0:
+		return nil
+	case KindStorage, KindBusy, KindInternal, KindOutcomeUnknown:
+		e.abortLocked()
+		return err
+	}
+	return err
+}
+
+// RequestJob requests a job inside the edit.
+func (e *Edit) RequestJob(production, key string, payload []byte) (string, error) {
+	if err := checkRequest(production, key, payload); err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.check(); err != nil {
+		return "", err
+	}
+	id, err := requestJob(e.g.tx, e.a.now(), production, key, payload)
+	return id, e.afterOp(err)
+}
+
+// Claim claims the next job inside the edit; the lease is pending until Commit.
+func (e *Edit) Claim(production, worker string, d time.Duration) (*Lease, error) {
+	return e.claim(production, "", worker, d)
+}
+
+// ClaimJob claims a given job inside the edit.
+func (e *Edit) ClaimJob(production, jobID, worker string, d time.Duration) (*Lease, error) {
+	if err := checkID("job id", jobID); err != nil {
+		return nil, err
+	}
+	return e.claim(production, jobID, worker, d)
+}
+
+func (e *Edit) claim(production, jobID, worker string, d time.Duration) (*Lease, error) {
+	us, err := checkClaim(production, worker, d)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	l, err := claimIn(e.g, production, jobID, worker, us)
+	if err != nil {
+		return nil, e.afterOp(err)
+	}
+	l.edit = e
+	e.pending = append(e.pending, l)
+	return l, nil
+}
+
+// Complete completes a lease inside the edit: a lease this edit claimed, or
+// an active one. The facts are published only if the edit commits.
+func (e *Edit) Complete(l *Lease, f Facts) error {
+	if err := l.nilCheck(); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.check(); err != nil {
+		return err
+	}
+	if l.a != e.a {
+		return errf(KindInvalidArgument, "lease belongs to another authority handle")
+	}
+	l.mu.Lock()
+	var err error
+	switch {
+	case l.state == LeaseClosed:
+		err = errf(KindClosed, "lease for job %s is closed", l.jobID)
+	case l.state == LeasePending && l.edit != e:
+		err = errf(KindClosed, "lease for job %s is pending in another edit", l.jobID)
+	default:
+		err = completeIn(e.g, l, f)
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return e.afterOp(err)
+	}
+	e.finishing = append(e.finishing, l)
+	return nil
+}
+
+// Commit commits the edit and consumes it. On success its pending leases
+// become active, and leases it completed close. On failure nothing is
+// published, its pending leases close, and other leases stay as they were.
+func (e *Edit) Commit() error {
+	if e == nil || e.a == nil {
+		return errf(KindInvalidArgument, "edit is nil")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done {
+		return errf(KindClosed, "edit is already committed or aborted")
+	}
+	e.done = true
+	err := e.g.commit()
+	finished := map[*Lease]bool{}
+	for _, l := range e.finishing {
+		finished[l] = true
+	}
+	for _, l := range e.pending {
+		if l != nil && !finished[l] {
+			l.mu.Lock()
+			l.edit = nil
+			if err == nil {
+				l.state = LeaseActive
+			} else {
+				l.state = LeaseClosed
+			}
+			l.mu.Unlock()
+		}
+	}
+	for _, l := range e.finishing {
+		l.mu.Lock()
+		l.edit = nil
+		if err == nil || l.state == LeasePending {
+			l.state = LeaseClosed
+		}
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// Abort rolls the edit back and consumes it; its pending leases close.
+// Aborting a finished edit does nothing.
+func (e *Edit) Abort() {
+	if e == nil || e.a == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.abortLocked()
+}
+
+func (e *Edit) abortLocked() {
+	if e.done {
+		return
+	}
+	e.done = true
+	e.g.rollback()
+	for _, l := range append(e.pending, e.finishing...) {
+		l.mu.Lock()
+		if l.state == LeasePending {
+			l.state = LeaseClosed
+		}
+		l.edit = nil
+		l.mu.Unlock()
+	}
+}

@@ -1,0 +1,137 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind is the class of a failure. Its numeric value is the C status code
+// (LEASES_OK is 0), so every surface reports the same number for the same rule.
+type Kind int
+
+// The kinds, in C status order. Do not renumber: this is ABI.
+const (
+	KindInvalidArgument Kind = iota + 1
+	KindInvalidDuration
+	KindNotFound
+	KindNothingToClaim
+	KindWrongState
+	KindLeaseLost
+	KindExpired
+	KindCancelled
+	KindNotExtended
+	KindClockRegressed
+	KindClosed
+	KindBadToken
+	KindBusy
+	KindStorage
+	KindOutcomeUnknown
+	KindSchemaTooNew
+	KindForked
+	KindInternal
+)
+
+var kindNames = map[Kind]string{
+	KindInvalidArgument: "invalid_argument",
+	KindInvalidDuration: "invalid_duration",
+	KindNotFound:        "not_found",
+	KindNothingToClaim:  "nothing_to_claim",
+	KindWrongState:      "wrong_state",
+	KindLeaseLost:       "lease_lost",
+	KindExpired:         "expired",
+	KindCancelled:       "cancelled",
+	KindNotExtended:     "not_extended",
+	KindClockRegressed:  "clock_regressed",
+	KindClosed:          "closed",
+	KindBadToken:        "bad_token",
+	KindBusy:            "busy",
+	KindStorage:         "storage",
+	KindOutcomeUnknown:  "outcome_unknown",
+	KindSchemaTooNew:    "schema_too_new",
+	KindForked:          "forked",
+	KindInternal:        "internal",
+}
+
+// Kinds lists every kind in status order.
+func Kinds() []Kind {
+	out := make([]Kind, 0, len(kindNames))
+	for k := KindInvalidArgument; k <= KindInternal; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// String is the stable snake_case name shared by every surface.
+func (k Kind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Error is every failure the authority reports. Compare with errors.Is against
+// the Err* sentinels, or errors.As to read Kind. Messages never hold a secret.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Err  error // underlying cause (storage errors); never holds a secret
+}
+
+func (e *Error) Error() string {
+	if e.Msg == "" {
+		return e.Kind.String()
+	}
+	if e.Err != nil {
+		return e.Kind.String() + ": " + e.Msg + ": " + e.Err.Error()
+	}
+	return e.Kind.String() + ": " + e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches any *Error of the same Kind, so errors.Is(err, ErrExpired) works.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Kind == e.Kind
+	}
+	return false
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrInvalidArgument = &Error{Kind: KindInvalidArgument}
+	ErrInvalidDuration = &Error{Kind: KindInvalidDuration}
+	ErrNotFound        = &Error{Kind: KindNotFound}
+	ErrNothingToClaim  = &Error{Kind: KindNothingToClaim}
+	ErrWrongState      = &Error{Kind: KindWrongState}
+	ErrLeaseLost       = &Error{Kind: KindLeaseLost}
+	ErrExpired         = &Error{Kind: KindExpired}
+	ErrCancelled       = &Error{Kind: KindCancelled}
+	ErrNotExtended     = &Error{Kind: KindNotExtended}
+	ErrClockRegressed  = &Error{Kind: KindClockRegressed}
+	ErrClosed          = &Error{Kind: KindClosed}
+	ErrBadToken        = &Error{Kind: KindBadToken}
+	ErrBusy            = &Error{Kind: KindBusy}
+	ErrStorage         = &Error{Kind: KindStorage}
+	ErrOutcomeUnknown  = &Error{Kind: KindOutcomeUnknown}
+	ErrSchemaTooNew    = &Error{Kind: KindSchemaTooNew}
+	ErrForked          = &Error{Kind: KindForked}
+	ErrInternal        = &Error{Kind: KindInternal}
+)
+
+// KindOf returns the kind of err, KindInternal for foreign errors, 0 for nil.
+func KindOf(err error) Kind {
+	if err == nil {
+		return 0
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindInternal
+}
+
+func errf(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
+}

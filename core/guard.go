@@ -1,0 +1,123 @@
+package core
+
+import (
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+)
+
+// guard is one guarded write transaction under the clock policy (SPEC "Clock
+// policy"): the clock is sampled when an operation starts and must not be
+// behind the durable high-water mark; it is sampled again before commit, when
+// every claim the transaction relies on must still be unexpired; the mark is
+// advanced in the same transaction. If that commit fails, the transaction is
+// rolled back first and the observed mark is then stored on its own.
+type guard struct {
+	a         *Authority
+	tx        store.Tx
+	hwm       int64 // durable mark read under the writer lock
+	observed  int64 // greatest sample taken so far
+	guarded   bool  // at least one guarded operation ran
+	deadlines []int64
+}
+
+func (a *Authority) beginGuard() (*guard, error) {
+	tx, err := a.b.BeginWrite(bg)
+	if err != nil {
+		return nil, storageErr("begin", err)
+	}
+	hwm, err := tx.HWM(bg)
+	if err != nil {
+		tx.Rollback()
+		return nil, storageErr("read high-water mark", err)
+	}
+	return &guard{a: a, tx: tx, hwm: hwm}, nil
+}
+
+// sample is the first sample of a guarded operation: a clock behind the mark
+// (or behind an earlier sample of this transaction) rejects it.
+func (g *guard) sample() (int64, error) {
+	now := g.a.now()
+	floor := max(g.hwm, g.observed)
+	if now < floor {
+		return 0, errf(KindClockRegressed,
+			"the authority clock (%s) is behind its high-water mark (%s); guarded operations resume when it catches up",
+			describeUS(now), describeUS(floor))
+	}
+	g.observed = now
+	g.guarded = true
+	return now, nil
+}
+
+// mustOutlive records that the transaction relies on a claim expiring at
+// expiry: the pre-commit sample must be before it.
+func (g *guard) mustOutlive(expiry int64) { g.deadlines = append(g.deadlines, expiry) }
+
+func (g *guard) rollback() { g.tx.Rollback() }
+
+// commit applies the pre-commit checks and commits.
+func (g *guard) commit() error {
+	if !g.guarded {
+		if err := g.tx.Commit(); err != nil {
+			return outcomeUnknown(err)
+		}
+		return nil
+	}
+	now := g.a.now()
+	if now < g.observed {
+		g.tx.Rollback()
+		g.a.recordHWM(g.observed)
+		return errf(KindClockRegressed, "the authority clock went back during the operation (%s < %s); nothing was committed",
+			describeUS(now), describeUS(g.observed))
+	}
+	for _, d := range g.deadlines {
+		if now >= d {
+			g.tx.Rollback()
+			g.a.recordHWM(now)
+			return errf(KindExpired, "the claim expired at %s, before the operation could commit at %s; nothing was committed",
+				describeUS(d), describeUS(now))
+		}
+	}
+	if err := g.tx.SetHWM(bg, now); err != nil {
+		g.tx.Rollback()
+		g.a.recordHWM(now)
+		return storageErr("record high-water mark", err)
+	}
+	if err := g.tx.Commit(); err != nil {
+		g.a.recordHWM(now)
+		return outcomeUnknown(err)
+	}
+	return nil
+}
+
+func outcomeUnknown(err error) error {
+	return &Error{Kind: KindOutcomeUnknown,
+		Msg: "commit failed; the change may or may not have persisted, so the next use asks the store again", Err: err}
+}
+
+// recordHWM stores an observed clock sample in its own transaction, after a
+// guarded commit failed and was rolled back. Best effort: if the store cannot
+// write, the operation already reported its own failure.
+func (a *Authority) recordHWM(sample int64) {
+	tx, err := a.b.BeginWrite(bg)
+	if err != nil {
+		return
+	}
+	if err := tx.SetHWM(bg, sample); err != nil {
+		tx.Rollback()
+		return
+	}
+	tx.Commit()
+}
+
+// HighWaterMark reports the durable clock high-water mark.
+func (a *Authority) HighWaterMark() (time.Time, error) {
+	if err := a.usable(); err != nil {
+		return time.Time{}, err
+	}
+	v, err := a.b.HWM(bg)
+	if err != nil {
+		return time.Time{}, storageErr("read high-water mark", err)
+	}
+	return time.UnixMicro(v).UTC(), nil
+}

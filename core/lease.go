@@ -1,0 +1,469 @@
+package core
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/libleases/libleases/core/store"
+)
+
+// LeaseState is the local state of a lease handle.
+type LeaseState int
+
+const (
+	// LeasePending: claimed inside an edit that has not committed yet.
+	LeasePending LeaseState = iota
+	// LeaseActive: the claim is committed; operations ask the store.
+	LeaseActive
+	// LeaseClosed: released, failed, completed, or its edit failed.
+	LeaseClosed
+)
+
+func (s LeaseState) String() string {
+	switch s {
+	case LeasePending:
+		return "pending"
+	case LeaseActive:
+		return "active"
+	case LeaseClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("LeaseState(%d)", int(s))
+}
+
+// Lease is the owning handle of one claim: production, job, secret and
+// expiry. It is safe for concurrent use; operations on one lease are
+// serialized. Dropping a Lease writes nothing: an unreleased claim lasts until
+// its expiry or a coordinator cancel.
+type Lease struct {
+	a            *Authority
+	mu           sync.Mutex
+	productionID string
+	production   string
+	jobID        string
+	worker       string
+	secret       Secret
+	claimedAt    int64
+	expiry       int64
+	state        LeaseState
+	edit         *Edit // while pending
+}
+
+// JobID is the claimed job's id.
+func (l *Lease) JobID() string { return l.jobID }
+
+// Production is the production's name.
+func (l *Lease) Production() string { return l.production }
+
+// ProductionID is the production's id.
+func (l *Lease) ProductionID() string { return l.productionID }
+
+// Worker is the attribution given at claim.
+func (l *Lease) Worker() string { return l.worker }
+
+// Expiry is the expiry last confirmed by the authority.
+func (l *Lease) Expiry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.UnixMicro(l.expiry).UTC()
+}
+
+// ExpiryUnixUS is Expiry in unix microseconds.
+func (l *Lease) ExpiryUnixUS() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiry
+}
+
+// State is the local state.
+func (l *Lease) State() LeaseState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
+// String never includes the secret.
+func (l *Lease) String() string {
+	return fmt.Sprintf("lease{production=%q job=%s worker=%q}", l.production, l.jobID, l.worker)
+}
+
+// GoString never includes the secret.
+func (l *Lease) GoString() string { return l.String() }
+
+// localCheck is rule 3 of the rejection order: closed or pending locally.
+// Callers hold l.mu.
+func (l *Lease) localCheck() error {
+	switch l.state {
+	case LeaseClosed:
+		return errf(KindClosed, "lease for job %s is closed", l.jobID)
+	case LeasePending:
+		return errf(KindClosed, "lease for job %s is pending until its edit commits", l.jobID)
+	}
+	return l.a.usable()
+}
+
+func newSecret() (Secret, error) {
+	u, err := uuid.NewRandomFromReader(rand.Reader)
+	if err != nil {
+		return Secret{}, &Error{Kind: KindInternal, Msg: "random source failed", Err: err}
+	}
+	return Secret(u), nil
+}
+
+// checkHeld applies the claimant rules in the documented order after the
+// local check: clock regressed, not found (or another production), cancelled,
+// lease lost, wrong state, expired. It returns the job and the first sample.
+func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
+	now, err := g.sample()
+	if err != nil {
+		return store.Job{}, 0, err
+	}
+	if _, err := g.tx.ProductionByID(bg, l.productionID); err != nil {
+		if errors.Is(err, store.ErrNoRow) {
+			return store.Job{}, 0, errf(KindNotFound, "production %q of this lease does not exist", l.production)
+		}
+		return store.Job{}, 0, storageErr("look up production", err)
+	}
+	j, err := g.tx.JobByID(bg, l.jobID)
+	if errors.Is(err, store.ErrNoRow) {
+		return j, 0, errf(KindNotFound, "job %s does not exist", l.jobID)
+	}
+	if err != nil {
+		return j, 0, storageErr("look up job", err)
+	}
+	if j.ProductionID != l.productionID {
+		return j, 0, errf(KindNotFound, "job %s does not belong to production %q", l.jobID, l.production)
+	}
+	if j.State == store.StateCancelled {
+		return j, 0, errf(KindCancelled, "job %s was cancelled by the coordinator", l.jobID)
+	}
+	if !l.secret.matches(j.ClaimHash) {
+		return j, 0, errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
+	}
+	if j.State != store.StateClaimed {
+		return j, 0, errf(KindWrongState, "this claim on job %s already finished: the job is %s", l.jobID, j.State)
+	}
+	if now >= j.Expiry {
+		return j, 0, errf(KindExpired, "the claim on job %s expired at %s", l.jobID, describeUS(j.Expiry))
+	}
+	g.mustOutlive(j.Expiry)
+	return j, now, nil
+}
+
+// ---- claiming --------------------------------------------------------------
+
+// Claim claims the next claimable job of production (FIFO by request order; a
+// claimed job whose expiry has passed is claimable again) for duration d.
+// It returns ErrNothingToClaim when there is none.
+func (a *Authority) Claim(production, worker string, d time.Duration) (*Lease, error) {
+	return a.claimOne(production, "", worker, d)
+}
+
+// ClaimJob claims one given job.
+func (a *Authority) ClaimJob(production, jobID, worker string, d time.Duration) (*Lease, error) {
+	if err := checkID("job id", jobID); err != nil {
+		return nil, err
+	}
+	return a.claimOne(production, jobID, worker, d)
+}
+
+func checkClaim(production, worker string, d time.Duration) (int64, error) {
+	us, err := ValidateDuration(d)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkText("production name", production, MaxNameLen, false); err != nil {
+		return 0, err
+	}
+	if err := checkText("worker name", worker, MaxNameLen, false); err != nil {
+		return 0, err
+	}
+	return us, nil
+}
+
+func (a *Authority) claimOne(production, jobID, worker string, d time.Duration) (*Lease, error) {
+	us, err := checkClaim(production, worker, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.usable(); err != nil {
+		return nil, err
+	}
+	g, err := a.beginGuard()
+	if err != nil {
+		return nil, err
+	}
+	l, err := claimIn(g, production, jobID, worker, us)
+	if err != nil {
+		g.rollback()
+		return nil, err
+	}
+	if err := g.commit(); err != nil {
+		return nil, err
+	}
+	l.state = LeaseActive
+	return l, nil
+}
+
+// claimIn performs a claim inside g; the lease comes back pending.
+func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, error) {
+	now, err := g.sample()
+	if err != nil {
+		return nil, err
+	}
+	p, err := productionByName(g.tx, production)
+	if err != nil {
+		return nil, err
+	}
+	var j store.Job
+	if jobID == "" {
+		j, err = g.tx.NextClaimable(bg, p.ID, now)
+		if errors.Is(err, store.ErrNoRow) {
+			return nil, errf(KindNothingToClaim, "production %q has no claimable job", production)
+		}
+		if err != nil {
+			return nil, storageErr("find claimable job", err)
+		}
+	} else {
+		if j, err = jobIn(g.tx, p, jobID); err != nil {
+			return nil, err
+		}
+		switch {
+		case j.State == store.StateCancelled:
+			return nil, errf(KindCancelled, "job %s was cancelled by the coordinator", jobID)
+		case j.State == store.StateClaimed && now < j.Expiry:
+			return nil, errf(KindWrongState, "job %s is claimed by %q until %s", jobID, j.Worker, describeUS(j.Expiry))
+		case j.State != store.StateRequested && j.State != store.StateClaimed:
+			return nil, errf(KindWrongState, "job %s is already %s", jobID, j.State)
+		}
+	}
+	if j.State == store.StateClaimed {
+		if err := event(g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",
+			Worker: j.Worker, Expiry: j.Expiry, Detail: "the previous claim expired before it finished"}); err != nil {
+			return nil, err
+		}
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return nil, err
+	}
+	expiry := now + us
+	j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry = store.StateClaimed, secret.hash(), worker, now, expiry
+	j.Attempts++
+	j.Reason, j.UpdatedAt = "", now
+	if err := g.tx.UpdateJob(bg, j); err != nil {
+		return nil, storageErr("claim", err)
+	}
+	if err := event(g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claimed",
+		Worker: worker, Expiry: expiry}); err != nil {
+		return nil, err
+	}
+	g.mustOutlive(expiry)
+	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
+		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
+}
+
+// ---- claimant transitions --------------------------------------------------
+
+// transition runs one guarded claimant operation on an active lease. On
+// success closeAfter closes the lease; on any failure the lease stays active
+// locally and its next use asks the store again.
+func (l *Lease) transition(closeAfter bool, fn func(g *guard) error) error {
+	if err := l.localCheck(); err != nil {
+		return err
+	}
+	g, err := l.a.beginGuard()
+	if err != nil {
+		return err
+	}
+	if err := fn(g); err != nil {
+		g.rollback()
+		return err
+	}
+	if err := g.commit(); err != nil {
+		return err
+	}
+	if closeAfter {
+		l.state = LeaseClosed
+	}
+	return nil
+}
+
+func (l *Lease) nilCheck() error {
+	if l == nil || l.a == nil {
+		return errf(KindInvalidArgument, "lease is nil")
+	}
+	return nil
+}
+
+// Renew extends the claim to now+d. The new expiry must be later than the
+// current one (else NotExtended), and the renewal must commit before the
+// current expiry (else Expired, with nothing changed).
+func (l *Lease) Renew(d time.Duration) error {
+	if err := l.nilCheck(); err != nil {
+		return err
+	}
+	us, err := ValidateDuration(d)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var newExpiry int64
+	err = l.transition(false, func(g *guard) error {
+		j, now, err := checkHeld(g, l)
+		if err != nil {
+			return err
+		}
+		newExpiry = now + us
+		if newExpiry <= j.Expiry {
+			return errf(KindNotExtended, "renewing job %s for %s would not extend its expiry %s",
+				l.jobID, d, describeUS(j.Expiry))
+		}
+		j.Expiry, j.UpdatedAt = newExpiry, now
+		if err := g.tx.UpdateJob(bg, j); err != nil {
+			return storageErr("renew", err)
+		}
+		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "renewed",
+			Worker: l.worker, Expiry: newExpiry})
+	})
+	if err == nil {
+		l.expiry = newExpiry
+	}
+	return err
+}
+
+// Release gives the job back: it becomes requested again. The claim must be
+// unexpired. Success closes the lease.
+func (l *Lease) Release() error {
+	if err := l.nilCheck(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.transition(true, func(g *guard) error {
+		j, now, err := checkHeld(g, l)
+		if err != nil {
+			return err
+		}
+		// The claim hash stays so that another handle of this same claim
+		// reports WrongState rather than LeaseLost.
+		j.State, j.Worker, j.ClaimedAt, j.Expiry, j.UpdatedAt = store.StateRequested, "", 0, 0, now
+		if err := g.tx.UpdateJob(bg, j); err != nil {
+			return storageErr("release", err)
+		}
+		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
+			Worker: l.worker})
+	})
+}
+
+// Fail marks the job failed with a reason. The claim must be unexpired.
+// Success closes the lease.
+func (l *Lease) Fail(reason string) error {
+	if err := l.nilCheck(); err != nil {
+		return err
+	}
+	if err := checkText("failure reason", reason, MaxReasonLen, true); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.transition(true, func(g *guard) error {
+		j, now, err := checkHeld(g, l)
+		if err != nil {
+			return err
+		}
+		j.State, j.Reason, j.UpdatedAt = store.StateFailed, reason, now
+		if err := g.tx.UpdateJob(bg, j); err != nil {
+			return storageErr("fail", err)
+		}
+		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
+			Worker: l.worker, Detail: reason})
+	})
+}
+
+// Complete marks the job completed and publishes facts, all in one commit.
+// The claim must be unexpired at commit. Success closes the lease.
+func (l *Lease) Complete(f Facts) error {
+	if err := l.nilCheck(); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.transition(true, func(g *guard) error { return completeIn(g, l, f) })
+}
+
+func completeIn(g *guard, l *Lease, f Facts) error {
+	j, now, err := checkHeld(g, l)
+	if err != nil {
+		return err
+	}
+	j.State, j.UpdatedAt = store.StateCompleted, now
+	if err := g.tx.UpdateJob(bg, j); err != nil {
+		return storageErr("complete", err)
+	}
+	facts, outs := factRows(l.jobID, f)
+	if err := g.tx.InsertFacts(bg, facts); err != nil {
+		return storageErr("publish facts", err)
+	}
+	if err := g.tx.InsertOutputs(bg, outs); err != nil {
+		return storageErr("register outputs", err)
+	}
+	return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "completed",
+		Worker: l.worker})
+}
+
+// ---- tokens ----------------------------------------------------------------
+
+// Export encodes an active lease as a token for another process. The token
+// carries the secret: treat it as a credential.
+func (l *Lease) Export() (string, error) {
+	if err := l.nilCheck(); err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.localCheck(); err != nil {
+		return "", err
+	}
+	return EncodeToken(Token{ProductionID: l.productionID, JobID: l.jobID, Secret: l.secret})
+}
+
+// Import turns a token back into an active lease after checking production,
+// job and secret against the current state: the claim must exist, be the
+// job's current claim and be unexpired.
+func (a *Authority) Import(token string) (*Lease, error) {
+	t, err := DecodeToken(token)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.usable(); err != nil {
+		return nil, err
+	}
+	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: t.Secret, state: LeaseActive}
+	g, err := a.beginGuard()
+	if err != nil {
+		return nil, err
+	}
+	p, err := g.tx.ProductionByID(bg, t.ProductionID)
+	if err == nil {
+		l.production = p.Name
+	}
+	j, _, err := checkHeld(g, l)
+	if err != nil {
+		g.rollback()
+		return nil, err
+	}
+	if err := g.commit(); err != nil {
+		return nil, err
+	}
+	l.worker, l.claimedAt, l.expiry = j.Worker, j.ClaimedAt, j.Expiry
+	return l, nil
+}

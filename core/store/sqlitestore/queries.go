@@ -1,0 +1,240 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/libleases/libleases/core/store"
+)
+
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// queries holds every statement; it runs on the pool or inside a transaction.
+type queries struct{ c querier }
+
+const jobColumns = `id, production_id, key, payload, seq, state, claim_hash, worker,
+	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(r scanner) (store.Job, error) {
+	var j store.Job
+	var key sql.NullString
+	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Payload, &j.Seq, &j.State, &j.ClaimHash, &j.Worker,
+		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt)
+	if err != nil {
+		return store.Job{}, classify(err)
+	}
+	j.Key, j.HasKey = key.String, key.Valid
+	if j.Payload == nil {
+		j.Payload = []byte{}
+	}
+	return j, nil
+}
+
+func (q queries) HWM(ctx context.Context) (int64, error) {
+	var v int64
+	err := q.c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'hwm_unix_us'`).Scan(&v)
+	return v, classify(err)
+}
+
+func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
+	_, err := q.c.ExecContext(ctx, `UPDATE meta SET v = max(v, ?) WHERE k = 'hwm_unix_us'`, unixUS)
+	return classify(err)
+}
+
+func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	var p store.Production
+	err := q.c.QueryRowContext(ctx, `SELECT id, name, created_unix_us FROM productions WHERE name = ?`, name).
+		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	return p, classify(err)
+}
+
+func (q queries) ProductionByID(ctx context.Context, id string) (store.Production, error) {
+	var p store.Production
+	err := q.c.QueryRowContext(ctx, `SELECT id, name, created_unix_us FROM productions WHERE id = ?`, id).
+		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	return p, classify(err)
+}
+
+func (q queries) Productions(ctx context.Context) ([]store.Production, error) {
+	rows, err := q.c.QueryContext(ctx, `SELECT id, name, created_unix_us FROM productions ORDER BY name`)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Production{}
+	for rows.Next() {
+		var p store.Production
+		if err := rows.Scan(&p.ID, &p.Name, &p.CreatedAt); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, p)
+	}
+	return out, classify(rows.Err())
+}
+
+func (q queries) JobByID(ctx context.Context, id string) (store.Job, error) {
+	return scanJob(q.c.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+}
+
+func (q queries) JobByKey(ctx context.Context, productionID, key string) (store.Job, error) {
+	return scanJob(q.c.QueryRowContext(ctx,
+		`SELECT `+jobColumns+` FROM jobs WHERE production_id = ? AND key = ?`, productionID, key))
+}
+
+func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, error) {
+	rows, err := q.c.QueryContext(ctx,
+		`SELECT `+jobColumns+` FROM jobs WHERE production_id = ? ORDER BY seq`, productionID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, classify(rows.Err())
+}
+
+// NextClaimable takes the first requested job, or the first claimed job whose
+// claim has expired, in request order. Both arms use jobs_claimable.
+func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
+	return scanJob(q.c.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM (
+		SELECT * FROM (SELECT * FROM jobs WHERE production_id = ?1 AND state = 'requested' ORDER BY seq LIMIT 1)
+		UNION ALL
+		SELECT * FROM (SELECT * FROM jobs WHERE production_id = ?1 AND state = 'claimed' AND expiry_unix_us <= ?2
+			ORDER BY seq LIMIT 1)
+	) ORDER BY seq LIMIT 1`, productionID, now))
+}
+
+func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	var rows *sql.Rows
+	var err error
+	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM events`
+	if productionID == "" {
+		rows, err = q.c.QueryContext(ctx, cols+` WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	} else {
+		rows, err = q.c.QueryContext(ctx, cols+` WHERE production_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+			productionID, after, limit)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Event{}
+	for rows.Next() {
+		var e store.Event
+		if err := rows.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, e)
+	}
+	return out, classify(rows.Err())
+}
+
+func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) {
+	rows, err := q.c.QueryContext(ctx,
+		`SELECT job_id, kind, key, value_json FROM facts WHERE job_id = ? ORDER BY kind, key`, jobID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Fact{}
+	for rows.Next() {
+		var f store.Fact
+		if err := rows.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, f)
+	}
+	return out, classify(rows.Err())
+}
+
+func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, error) {
+	rows, err := q.c.QueryContext(ctx,
+		`SELECT job_id, path, size, sha256, nonce FROM outputs WHERE job_id = ? ORDER BY path`, jobID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Output{}
+	for rows.Next() {
+		var o store.Output
+		if err := rows.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, o)
+	}
+	return out, classify(rows.Err())
+}
+
+func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
+	_, err := q.c.ExecContext(ctx, `INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, ?)`,
+		p.ID, p.Name, p.CreatedAt)
+	return classify(err)
+}
+
+func (q queries) InsertJob(ctx context.Context, j store.Job) error {
+	var key any
+	if j.HasKey {
+		key = j.Key
+	}
+	_, err := q.c.ExecContext(ctx, `INSERT INTO jobs (id, production_id, key, payload, seq, state, claim_hash,
+			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us)
+		VALUES (?, ?, ?, ?, (SELECT COALESCE(max(seq), 0) + 1 FROM jobs WHERE production_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		j.ID, j.ProductionID, key, j.Payload, j.ProductionID, j.State, j.ClaimHash, j.Worker,
+		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt)
+	return classify(err)
+}
+
+func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
+	res, err := q.c.ExecContext(ctx, `UPDATE jobs SET state = ?, claim_hash = ?, worker = ?, claimed_unix_us = ?,
+			expiry_unix_us = ?, attempts = ?, reason = ?, updated_unix_us = ? WHERE id = ?`,
+		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt, j.ID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
+	_, err := q.c.ExecContext(ctx, `INSERT INTO events (at_unix_us, production_id, job_id, kind, worker,
+			expiry_unix_us, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	return classify(err)
+}
+
+func (q queries) InsertFacts(ctx context.Context, facts []store.Fact) error {
+	for _, f := range facts {
+		if _, err := q.c.ExecContext(ctx, `INSERT INTO facts (job_id, kind, key, value_json) VALUES (?, ?, ?, ?)`,
+			f.JobID, f.Kind, f.Key, f.Value); err != nil {
+			return classify(err)
+		}
+	}
+	return nil
+}
+
+func (q queries) InsertOutputs(ctx context.Context, outs []store.Output) error {
+	for _, o := range outs {
+		if _, err := q.c.ExecContext(ctx, `INSERT INTO outputs (job_id, path, size, sha256, nonce) VALUES (?, ?, ?, ?, ?)`,
+			o.JobID, o.Path, o.Size, o.SHA256, o.Nonce); err != nil {
+			return classify(err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+// Package sqlitestore is the SQLite backend of the lease authority: one
+// database file in WAL mode, synchronous=FULL, BEGIN IMMEDIATE for every write.
+// It holds all SQL for SQLite and none of the lease rules.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Options tune how a file is opened.
+type Options struct {
+	// BusyTimeout is how long a writer waits for the writer lock.
+	BusyTimeout time.Duration
+	// Synchronous is the SQLite synchronous level; "" means FULL.
+	Synchronous string
+}
+
+// DefaultBusyTimeout is how long a writer waits for the lock before Busy.
+const DefaultBusyTimeout = 10 * time.Second
+
+// DB is an opened SQLite authority store.
+type DB struct {
+	db *sql.DB
+	queries
+}
+
+// Open opens (creating or migrating) the database at path. now is the
+// migration time in unix µs, used only when an old schema is migrated.
+func Open(path string, opts Options, now func() int64) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("database path is empty")
+	}
+	if strings.ContainsRune(path, 0) {
+		return nil, errors.New("database path contains a NUL byte")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("database path: %w", err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("database path %q is a directory", path)
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	syncMode := strings.ToUpper(opts.Synchronous)
+	if syncMode == "" {
+		syncMode = "FULL"
+	}
+	switch syncMode {
+	case "FULL", "NORMAL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("unsupported synchronous level %q", opts.Synchronous)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, classify(err)
+	}
+	s := &DB{db: db}
+	s.queries = queries{db}
+	if err := s.migrate(now); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+var _ store.Backend = (*DB)(nil)
+
+// Close closes every connection.
+func (s *DB) Close() error { return s.db.Close() }
+
+func (s *DB) migrate(now func() int64) error {
+	ctx := context.Background()
+	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE through _txlock
+	if err != nil {
+		return classify(err)
+	}
+	defer tx.Rollback()
+	var version int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return classify(err)
+	}
+	switch {
+	case version == SchemaVersion:
+		return nil
+	case version > SchemaVersion:
+		return fmt.Errorf("%w: file has schema %d, this library knows %d", store.ErrSchemaTooNew, version, SchemaVersion)
+	case version == 0:
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+			return classify(err)
+		}
+		if n != 0 {
+			return store.ErrNotLeases
+		}
+		if err := execAll(ctx, tx, schemaV2); err != nil {
+			return err
+		}
+	case version == 1:
+		if err := execAll(ctx, tx, migrateV1toV2); err != nil {
+			return err
+		}
+		if err := execAll(ctx, tx, schemaV2); err != nil {
+			return err
+		}
+		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
+			return err
+		}
+	default:
+		return store.ErrNotLeases
+	}
+	return classify(tx.Commit())
+}
+
+func execAll(ctx context.Context, tx *sql.Tx, stmts []string, args ...any) error {
+	for _, st := range stmts {
+		var a []any
+		if strings.Contains(st, "?1") {
+			a = args
+		}
+		if _, err := tx.ExecContext(ctx, st, a...); err != nil {
+			return fmt.Errorf("migration: %w", classify(err))
+		}
+	}
+	return nil
+}
+
+// BeginWrite takes the writer lock with BEGIN IMMEDIATE.
+func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &Tx{tx: tx, queries: queries{tx}}, nil
+}
+
+// Tx is one write transaction.
+type Tx struct {
+	tx *sql.Tx
+	queries
+}
+
+// Commit commits; an error here means the outcome is unknown.
+func (t *Tx) Commit() error { return classify(t.tx.Commit()) }
+
+// Rollback rolls back; rolling back a finished transaction is a no-op.
+func (t *Tx) Rollback() error {
+	err := t.tx.Rollback()
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return classify(err)
+}
+
+// classify maps SQLite errors onto the store's error values, keeping the
+// driver message for diagnostics.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("%w: %v", store.ErrBusy, err)
+		case sqlite3.SQLITE_CONSTRAINT:
+			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+		case sqlite3.SQLITE_READONLY:
+			return fmt.Errorf("%w: %v", store.ErrReadOnly, err)
+		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+			return fmt.Errorf("%w: %v", store.ErrCorrupt, err)
+		case sqlite3.SQLITE_FULL:
+			return fmt.Errorf("%w: %v", store.ErrFull, err)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+			return fmt.Errorf("cannot open database: %w", err)
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNoRow
+	}
+	return err
+}

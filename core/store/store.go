@@ -1,0 +1,136 @@
+// Package store is the storage contract the lease rules in package core are
+// written against. It knows rows and transactions, never rules: every decision
+// about who may do what lives in core, so a second SQL engine can sit behind
+// the same rules by implementing these interfaces.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Job states as stored.
+const (
+	StateRequested = "requested"
+	StateClaimed   = "claimed"
+	StateCompleted = "completed"
+	StateFailed    = "failed"
+	StateCancelled = "cancelled"
+)
+
+// Errors a backend reports; core maps them onto its public kinds.
+var (
+	// ErrBusy: the writer lock was not obtained within the busy timeout.
+	ErrBusy = errors.New("database is busy")
+	// ErrNoRow: the looked-up row does not exist.
+	ErrNoRow = errors.New("no such row")
+	// ErrConflict: a uniqueness constraint refused the write.
+	ErrConflict = errors.New("unique constraint refused the write")
+	// ErrSchemaTooNew: the file was written by a newer library.
+	ErrSchemaTooNew = errors.New("database schema is newer than this library")
+	// ErrNotLeases: the file is a database, but not one of ours.
+	ErrNotLeases = errors.New("database is not a libleases authority")
+	// ErrReadOnly: the file cannot be written.
+	ErrReadOnly = errors.New("database is read-only")
+	// ErrCorrupt: the file is damaged or not a database.
+	ErrCorrupt = errors.New("database file is corrupt or not a database")
+	// ErrFull: the disk or database is full.
+	ErrFull = errors.New("database or disk is full")
+)
+
+// Production is one named batch of jobs.
+type Production struct {
+	ID        string
+	Name      string
+	CreatedAt int64 // unix µs
+}
+
+// Job is one stored job row. ClaimHash is the hash of the most recent claim's
+// secret; it is kept after the claim finishes so the rules can tell "this claim
+// already finished" from "another claim owns the job".
+type Job struct {
+	ID           string
+	ProductionID string
+	Key          string
+	HasKey       bool
+	Payload      []byte
+	Seq          int64
+	State        string
+	ClaimHash    []byte
+	Worker       string
+	ClaimedAt    int64 // unix µs, 0 when never claimed
+	Expiry       int64 // unix µs, 0 when never claimed
+	Attempts     int64
+	Reason       string
+	RequestedAt  int64
+	UpdatedAt    int64
+}
+
+// Event is one row of the append-only event log. It never carries a secret.
+type Event struct {
+	Seq          int64
+	At           int64
+	ProductionID string
+	JobID        string
+	Kind         string
+	Worker       string
+	Expiry       int64
+	Detail       string
+}
+
+// Fact is one published metadata or provenance entry (Value is JSON).
+type Fact struct {
+	JobID string
+	Kind  string // "metadata" or "provenance"
+	Key   string
+	Value string
+}
+
+// Output is one registered output file of a completed execution.
+type Output struct {
+	JobID  string
+	Path   string
+	Size   int64
+	SHA256 string
+	Nonce  string
+}
+
+// Reader is what both a plain connection and a write transaction can answer.
+type Reader interface {
+	HWM(ctx context.Context) (int64, error)
+	ProductionByName(ctx context.Context, name string) (Production, error)
+	ProductionByID(ctx context.Context, id string) (Production, error)
+	Productions(ctx context.Context) ([]Production, error)
+	JobByID(ctx context.Context, id string) (Job, error)
+	JobByKey(ctx context.Context, productionID, key string) (Job, error)
+	Jobs(ctx context.Context, productionID string) ([]Job, error)
+	// NextClaimable returns the first job in request order that is requested,
+	// or claimed with an expiry at or before now.
+	NextClaimable(ctx context.Context, productionID string, now int64) (Job, error)
+	// Events lists events with seq > after; productionID "" means all.
+	Events(ctx context.Context, productionID string, after int64, limit int) ([]Event, error)
+	Facts(ctx context.Context, jobID string) ([]Fact, error)
+	Outputs(ctx context.Context, jobID string) ([]Output, error)
+}
+
+// Tx is one write transaction holding the writer lock.
+type Tx interface {
+	Reader
+	SetHWM(ctx context.Context, unixUS int64) error
+	InsertProduction(ctx context.Context, p Production) error
+	InsertJob(ctx context.Context, j Job) error // assigns Seq
+	UpdateJob(ctx context.Context, j Job) error
+	InsertEvent(ctx context.Context, e Event) error // assigns Seq
+	InsertFacts(ctx context.Context, facts []Fact) error
+	InsertOutputs(ctx context.Context, outs []Output) error
+	Commit() error
+	Rollback() error
+}
+
+// Backend is one opened authority store.
+type Backend interface {
+	Reader
+	// BeginWrite takes the writer lock (waiting up to the busy timeout).
+	BeginWrite(ctx context.Context) (Tx, error)
+	Close() error
+}
