@@ -45,15 +45,22 @@ func OpenWith(path string, opts Options) (*Authority, error) {
 	if err := checkText("database path", path, MaxPathLen, false); err != nil {
 		return nil, err
 	}
-	a := &Authority{}
-	clk := systemClock
-	a.clock.Store(&clk)
+	a := newAuthority(nil)
 	b, err := sqlitestore.Open(path, sqlitestore.Options{BusyTimeout: opts.BusyTimeout, Synchronous: opts.Synchronous}, a.now)
 	if err != nil {
 		return nil, storageErr("open "+path, err)
 	}
 	a.b = b
 	return a, nil
+}
+
+// newAuthority wraps an opened backend. The rules never depend on which
+// backend it is.
+func newAuthority(b store.Backend) *Authority {
+	a := &Authority{b: b}
+	clk := systemClock
+	a.clock.Store(&clk)
+	return a
 }
 
 func (a *Authority) now() int64 { return (*a.clock.Load())() }

@@ -1,0 +1,157 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+	"github.com/stretchr/testify/require"
+)
+
+// t0 is an arbitrary fixed start for the fake clock (2026-01-01T00:00:00Z).
+const t0 = int64(1_767_225_600_000_000)
+
+// fakeClock is the test clock. Samples queued with then() are returned first,
+// one per reading, so a test can place a jump between the two samples of one
+// operation; otherwise it returns the current setting.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    int64
+	queued []int64
+	reads  int
+}
+
+func (c *fakeClock) Now() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	if len(c.queued) > 0 {
+		v := c.queued[0]
+		c.queued = c.queued[1:]
+		return v
+	}
+	return c.now
+}
+
+func (c *fakeClock) set(us int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = us
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now += d.Microseconds()
+}
+
+// then queues exact samples for the next readings.
+func (c *fakeClock) then(samples ...int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queued = append(c.queued, samples...)
+}
+
+type fixture struct {
+	t    *testing.T
+	path string
+	a    *Authority
+	clk  *fakeClock
+}
+
+// newFixture opens a fresh authority with a fake clock and one production "p".
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "leases.db")
+	f := &fixture{t: t, path: path, clk: &fakeClock{now: t0}}
+	f.a = f.open()
+	_, err := f.a.CreateProduction("p")
+	require.NoError(t, err)
+	return f
+}
+
+func (f *fixture) open() *Authority {
+	f.t.Helper()
+	a, err := Open(f.path)
+	require.NoError(f.t, err)
+	a.setClock(f.clk.Now)
+	f.t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func (f *fixture) reopen() {
+	f.t.Helper()
+	require.NoError(f.t, f.a.Close())
+	f.a = f.open()
+}
+
+func (f *fixture) request(n int) []string {
+	f.t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := f.a.RequestJob("p", "", []byte{byte(i)})
+		require.NoError(f.t, err)
+		ids[i] = id
+	}
+	return ids
+}
+
+func (f *fixture) claim(worker string, d time.Duration) *Lease {
+	f.t.Helper()
+	l, err := f.a.Claim("p", worker, d)
+	require.NoError(f.t, err)
+	return l
+}
+
+func (f *fixture) job(id string) Job {
+	f.t.Helper()
+	j, err := f.a.Job("p", id)
+	require.NoError(f.t, err)
+	return j
+}
+
+func (f *fixture) hwm() int64 {
+	f.t.Helper()
+	v, err := f.a.b.HWM(context.Background())
+	require.NoError(f.t, err)
+	return v
+}
+
+// snapshot captures everything observable in the store, to prove that a
+// rejection changed nothing.
+type snapshot struct {
+	jobs   []store.Job
+	events int
+	hwm    int64
+	facts  int
+}
+
+func (f *fixture) snapshot() snapshot {
+	f.t.Helper()
+	ctx := context.Background()
+	p, err := f.a.b.ProductionByName(ctx, "p")
+	require.NoError(f.t, err)
+	js, err := f.a.b.Jobs(ctx, p.ID)
+	require.NoError(f.t, err)
+	es, err := f.a.b.Events(ctx, "", 0, 0)
+	require.NoError(f.t, err)
+	n := 0
+	for _, j := range js {
+		fs, err := f.a.b.Facts(ctx, j.ID)
+		require.NoError(f.t, err)
+		n += len(fs)
+	}
+	return snapshot{jobs: js, events: len(es), hwm: f.hwm(), facts: n}
+}
+
+func requireKind(t *testing.T, err error, want Kind) {
+	t.Helper()
+	require.Error(t, err)
+	var e *Error
+	require.True(t, errors.As(err, &e), "error %v is not a *core.Error", err)
+	require.Equal(t, want.String(), e.Kind.String(), "error: %v", err)
+}

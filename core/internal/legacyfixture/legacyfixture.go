@@ -1,0 +1,109 @@
+// Package legacyfixture builds databases in the pre-lease schema (version 1),
+// where jobs carried a plaintext claim id and a claim time, so migration tests
+// start from a real old file rather than a description of one.
+package legacyfixture
+
+import (
+	"database/sql"
+	"fmt"
+
+	"github.com/google/uuid"
+	_ "modernc.org/sqlite" // driver
+)
+
+// Job is one job row of the old schema.
+type Job struct {
+	ID        string
+	Key       string
+	Payload   []byte
+	State     string // requested, claimed, completed, failed, cancelled
+	Worker    string
+	ClaimID   string // plaintext claim id (the old credential)
+	ClaimedAt int64  // unix µs
+	Reason    string
+}
+
+// Fixture describes one old database.
+type Fixture struct {
+	ProductionID   string
+	ProductionName string
+	Jobs           []Job
+	Facts          map[string]map[string]string // job id -> key -> JSON value (metadata)
+}
+
+const schemaV1 = `
+CREATE TABLE productions (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL);
+CREATE TABLE jobs (
+	id TEXT PRIMARY KEY, production_id TEXT NOT NULL, key TEXT, payload BLOB NOT NULL,
+	seq INTEGER NOT NULL, state TEXT NOT NULL, worker TEXT, claim_id TEXT, claimed_at INTEGER,
+	attempts INTEGER NOT NULL DEFAULT 0, reason TEXT, requested_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+	UNIQUE (production_id, key));
+CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, production_id TEXT NOT NULL,
+	job_id TEXT, kind TEXT NOT NULL, worker TEXT, detail TEXT);
+CREATE TABLE facts (job_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+	PRIMARY KEY (job_id, kind, key));
+PRAGMA user_version = 1;
+`
+
+// Build writes f into a new file at path in the pre-lease schema.
+func Build(path string, f Fixture) error {
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Exec(schemaV1); err != nil {
+		return fmt.Errorf("legacy schema: %w", err)
+	}
+	if f.ProductionID == "" {
+		f.ProductionID = uuid.NewString()
+	}
+	const t0 = int64(1_700_000_000_000_000)
+	if _, err := db.Exec(`INSERT INTO productions VALUES (?, ?, ?)`, f.ProductionID, f.ProductionName, t0); err != nil {
+		return err
+	}
+	for i, j := range f.Jobs {
+		var key, worker, claimID, reason any
+		var claimedAt any
+		if j.Key != "" {
+			key = j.Key
+		}
+		if j.Worker != "" {
+			worker = j.Worker
+		}
+		if j.ClaimID != "" {
+			claimID = j.ClaimID
+		}
+		if j.ClaimedAt != 0 {
+			claimedAt = j.ClaimedAt
+		}
+		if j.Reason != "" {
+			reason = j.Reason
+		}
+		payload := j.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		attempts := 0
+		if j.State != "requested" {
+			attempts = 1
+		}
+		if _, err := db.Exec(`INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			j.ID, f.ProductionID, key, payload, i+1, j.State, worker, claimID, claimedAt, attempts, reason,
+			t0+int64(i), t0+int64(i)+10); err != nil {
+			return err
+		}
+		if _, err := db.Exec(`INSERT INTO events (at, production_id, job_id, kind, worker, detail) VALUES (?, ?, ?, 'requested', NULL, NULL)`,
+			t0+int64(i), f.ProductionID, j.ID); err != nil {
+			return err
+		}
+	}
+	for jobID, kv := range f.Facts {
+		for k, v := range kv {
+			if _, err := db.Exec(`INSERT INTO facts VALUES (?, 'metadata', ?, ?)`, jobID, k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
