@@ -90,7 +90,7 @@ func execExists(path string) bool {
 	return err == nil
 }
 
-func wantKind(t *testing.T, err error, k Kind) {
+func execWantKind(t *testing.T, err error, k Kind) {
 	t.Helper()
 	if KindOf(err) != k {
 		t.Fatalf("got error %v (kind %v), want kind %v", err, KindOf(err), k)
@@ -115,7 +115,7 @@ func execFacts(t *testing.T, fx *execFixture, jobID string) Facts {
 	return f
 }
 
-func dirNames(t *testing.T, dir string) []string {
+func execDirNames(t *testing.T, dir string) []string {
 	t.Helper()
 	es, err := os.ReadDir(dir)
 	if err != nil {
@@ -184,7 +184,7 @@ func TestBeginExecutionRequiresAnActiveLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := released.BeginExecution(out)
-	wantKind(t, err, KindClosed)
+	execWantKind(t, err, KindClosed)
 
 	if _, err := fx.a.RequestJob(execProd, "", nil); err != nil {
 		t.Fatal(err)
@@ -198,12 +198,12 @@ func TestBeginExecutionRequiresAnActiveLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = pending.BeginExecution(out)
-	wantKind(t, err, KindClosed)
+	execWantKind(t, err, KindClosed)
 	e.Abort()
 
 	_, err = fx.claimNew(t, "w3").BeginExecution(filepath.Join(fx.dir, "missing"))
-	wantKind(t, err, KindInvalidArgument)
-	if names := dirNames(t, out); len(names) != 0 {
+	execWantKind(t, err, KindInvalidArgument)
+	if names := execDirNames(t, out); len(names) != 0 {
 		t.Fatalf("refused requests left files: %v", names)
 	}
 }
@@ -254,7 +254,7 @@ func TestExecutionIsConsumedOnce(t *testing.T) {
 	if err := x.Finish(Facts{}); err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, x.Finish(Facts{}), KindClosed)
+	execWantKind(t, x.Finish(Facts{}), KindClosed)
 	x.Abandon()
 	if !execExists(x.FinalPath()) {
 		t.Fatal("Abandon after Finish removed the registered output")
@@ -263,7 +263,7 @@ func TestExecutionIsConsumedOnce(t *testing.T) {
 	l2 := fx.claimNew(t, "w1")
 	y := execBegin(t, l2, out)
 	y.Abandon()
-	wantKind(t, y.Finish(Facts{}), KindClosed)
+	execWantKind(t, y.Finish(Facts{}), KindClosed)
 	if s := execJobState(t, fx, l2.JobID()); s != StateClaimed {
 		t.Fatalf("finishing an abandoned request changed the job to %s", s)
 	}
@@ -321,7 +321,7 @@ func TestRejectedCompletionRemovesOnlyItsOwnFiles(t *testing.T) {
 			x := execBegin(t, l, out)
 			execWrite(t, x, "work")
 			c.lose(fx, l)
-			wantKind(t, x.Finish(Facts{Metadata: map[string]json.RawMessage{"k": json.RawMessage(`true`)}}), c.kind)
+			execWantKind(t, x.Finish(Facts{Metadata: map[string]json.RawMessage{"k": json.RawMessage(`true`)}}), c.kind)
 			if execExists(x.TempPath()) || execExists(x.FinalPath()) {
 				t.Fatal("rejected completion left its files")
 			}
@@ -359,7 +359,7 @@ func TestTwoWorkersOnOneJobNeverTouchEachOthersFiles(t *testing.T) {
 		t.Fatalf("b's finish touched a's temporary file: %q", got)
 	}
 
-	wantKind(t, xa.Finish(Facts{}), KindLeaseLost)
+	execWantKind(t, xa.Finish(Facts{}), KindLeaseLost)
 	if execExists(xa.TempPath()) || execExists(xa.FinalPath()) {
 		t.Fatal("a's rejected completion left its files")
 	}
@@ -408,7 +408,7 @@ func TestFinishRejectsBadFactsBeforeWritingAndCleansUp(t *testing.T) {
 	l := fx.claimNew(t, "w1")
 	x := execBegin(t, l, fx.outDir(t))
 	err := x.Finish(Facts{Metadata: map[string]json.RawMessage{"k": json.RawMessage(`{not json`)}})
-	wantKind(t, err, KindInvalidArgument)
+	execWantKind(t, err, KindInvalidArgument)
 	if execExists(x.TempPath()) || execExists(x.FinalPath()) {
 		t.Fatal("refused Finish left its files")
 	}
@@ -432,7 +432,7 @@ func TestFinishRefusesATempPathReplacedBySymlink(t *testing.T) {
 	if err := os.Symlink(target, x.TempPath()); err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, x.Finish(Facts{}), KindInvalidArgument)
+	execWantKind(t, x.Finish(Facts{}), KindInvalidArgument)
 	if got, _ := os.ReadFile(target); !bytes.Equal(got, []byte("precious")) {
 		t.Fatal("the symlink target was touched")
 	}
