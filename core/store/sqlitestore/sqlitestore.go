@@ -87,11 +87,32 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 
 var _ store.Backend = (*DB)(nil)
 
+// Pragma reads one pragma's value, for diagnostics and tests.
+func (s *DB) Pragma(name string) (string, error) {
+	switch name {
+	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check":
+	default:
+		return "", fmt.Errorf("pragma %q is not readable here", name)
+	}
+	var v string
+	err := s.db.QueryRow("PRAGMA " + name).Scan(&v)
+	return v, classify(err)
+}
+
 // Close closes every connection.
 func (s *DB) Close() error { return s.db.Close() }
 
 func (s *DB) migrate(now func() int64) error {
 	ctx := context.Background()
+	// The common case, an up-to-date file, needs no writer lock: opening must
+	// not wait behind another process's edit.
+	var current int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+		return classify(err)
+	}
+	if current == SchemaVersion {
+		return nil
+	}
 	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE through _txlock
 	if err != nil {
 		return classify(err)

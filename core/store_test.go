@@ -1,0 +1,319 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/libleases/libleases/core/internal/legacyfixture"
+	"github.com/libleases/libleases/core/store"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	claimID := uuid.NewString()
+	require.NoError(t, legacyfixture.Build(path, legacyfixture.Fixture{
+		ProductionName: "nightly",
+		Jobs: []legacyfixture.Job{
+			{ID: ids[0], Key: "a", Payload: []byte("A"), State: "requested"},
+			{ID: ids[1], Key: "b", State: "claimed", Worker: "old-w", ClaimID: claimID, ClaimedAt: 1_700_000_000_000_000},
+			{ID: ids[2], State: "completed", Worker: "old-w", ClaimedAt: 1_700_000_000_000_001},
+			{ID: ids[3], State: "failed", Worker: "old-w", Reason: "boom", ClaimedAt: 1_700_000_000_000_002},
+			{ID: ids[4], State: "cancelled"},
+		},
+		Facts: map[string]map[string]string{ids[2]: {"frames": "7"}},
+	}))
+	a, err := Open(path)
+	require.NoError(t, err)
+	defer a.Close()
+	js, err := a.Jobs("nightly")
+	require.NoError(t, err)
+	require.Len(t, js, 5)
+	want := []string{StateRequested, StateRequested, StateCompleted, StateFailed, StateCancelled}
+	for i, j := range js {
+		require.Equal(t, ids[i], j.ID, "request order is kept")
+		require.Equal(t, want[i], j.State)
+	}
+	require.Equal(t, "boom", js[3].Reason)
+	require.Equal(t, "old-w", js[2].Worker, "terminal jobs keep their attribution")
+	payload, err := a.Payload("nightly", ids[0])
+	require.NoError(t, err)
+	require.Equal(t, []byte("A"), payload)
+	facts, err := a.FactsOf("nightly", ids[2])
+	require.NoError(t, err)
+	require.JSONEq(t, "7", string(facts.Metadata["frames"]))
+
+	evs, err := a.Events("nightly", 0)
+	require.NoError(t, err)
+	var expired []Event
+	for _, e := range evs {
+		if e.Kind == "claim_expired" {
+			expired = append(expired, e)
+		}
+	}
+	require.Len(t, expired, 1)
+	require.Equal(t, ids[1], expired[0].JobID)
+	require.Contains(t, expired[0].Detail, "migration")
+
+	// The migrated job is claimable again, before the later requested ones.
+	l, err := a.Claim("nightly", "w", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, ids[0], l.JobID())
+	l, err = a.Claim("nightly", "w", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, ids[1], l.JobID())
+	// Keys survive: the same request is still idempotent.
+	id, err := a.RequestJob("nightly", "a", []byte("A"))
+	require.NoError(t, err)
+	require.Equal(t, ids[0], id)
+	require.NoError(t, a.Close())
+
+	// The old plaintext claim id is gone from the schema.
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'claim_id'`).Scan(&n))
+	require.Zero(t, n)
+	var v int
+	require.NoError(t, db.QueryRow(`PRAGMA user_version`).Scan(&v))
+	require.Equal(t, 2, v)
+}
+
+func TestANewerSchemaIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.db")
+	a, err := Open(path)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	_, err = db.Exec(`PRAGMA user_version = 99`)
+	require.NoError(t, err)
+	db.Close()
+	_, err = Open(path)
+	requireKind(t, err, KindSchemaTooNew)
+	require.Contains(t, err.Error(), "99")
+}
+
+func TestAFileThatIsNotALeasesDatabaseIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := sql.Open("sqlite", "file:"+foreign)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE t (x)`)
+	require.NoError(t, err)
+	db.Close()
+	_, err = Open(foreign)
+	requireKind(t, err, KindStorage)
+	require.Contains(t, err.Error(), "not a libleases")
+
+	garbage := filepath.Join(dir, "garbage.db")
+	require.NoError(t, os.WriteFile(garbage, bytes.Repeat([]byte("not a database "), 500), 0o600))
+	_, err = Open(garbage)
+	requireKind(t, err, KindStorage)
+	got, _ := os.ReadFile(garbage)
+	require.Equal(t, bytes.Repeat([]byte("not a database "), 500), got, "a refused file is left untouched")
+
+	_, err = Open(dir)
+	requireKind(t, err, KindStorage)
+	_, err = Open("")
+	requireKind(t, err, KindInvalidArgument)
+	_, err = Open("bad\xffpath")
+	requireKind(t, err, KindInvalidArgument)
+}
+
+func TestOpeningCreatesTheFileInWALModeWithFullSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	a, err := Open(path)
+	require.NoError(t, err)
+	defer a.Close()
+	sq := a.b.(interface{ Pragma(string) (string, error) })
+	mode, err := sq.Pragma("journal_mode")
+	require.NoError(t, err)
+	require.Equal(t, "wal", mode)
+	syncLevel, err := sq.Pragma("synchronous")
+	require.NoError(t, err)
+	require.Equal(t, "2", syncLevel) // FULL
+	bt, err := sq.Pragma("busy_timeout")
+	require.NoError(t, err)
+	require.NotEqual(t, "0", bt)
+}
+
+// ---- secrets ------------------------------------------------------------------
+
+func TestSecretsNeverAppearInListingsEventsErrorsOrTheDatabaseFile(t *testing.T) {
+	f := newFixture(t)
+	f.request(3)
+	var secrets, tokens []string
+	var errs []string
+	for i := 0; i < 3; i++ {
+		l := f.claim("w", time.Minute)
+		tok, err := l.Export()
+		require.NoError(t, err)
+		tokens = append(tokens, tok)
+		secrets = append(secrets, hex.EncodeToString(l.secret[:]), uuid.UUID(l.secret).String(), string(l.secret[:]))
+		require.NoError(t, l.Renew(2*time.Minute))
+		errs = append(errs, fmtAll(l)...)
+		if i == 0 {
+			require.NoError(t, l.Complete(Facts{}))
+			errs = append(errs, l.Renew(time.Hour).Error())
+		}
+		if i == 1 {
+			require.NoError(t, f.a.Cancel("p", l.JobID()))
+			errs = append(errs, l.Renew(time.Hour).Error())
+			_, err := f.a.Import(tok)
+			errs = append(errs, err.Error())
+		}
+	}
+	f.clk.advance(time.Hour)
+	_, err := f.a.Import(tokens[2])
+	errs = append(errs, err.Error())
+	js, err := f.a.Jobs("p")
+	require.NoError(t, err)
+	evs, err := f.a.Events("", 0)
+	require.NoError(t, err)
+	var text strings.Builder
+	for _, j := range js {
+		text.WriteString(mustJSON(t, j))
+	}
+	for _, e := range evs {
+		text.WriteString(mustJSON(t, e))
+	}
+	text.WriteString(strings.Join(errs, "\n"))
+	require.NoError(t, f.a.Close())
+	files := ""
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(f.path + suffix)
+		if err == nil {
+			files += string(b)
+		}
+	}
+	require.NotEmpty(t, files)
+	for _, s := range append(secrets, tokens...) {
+		require.NotContains(t, text.String(), s)
+		require.NotContains(t, files, s, "the database keeps only hashes")
+	}
+}
+
+func fmtAll(l *Lease) []string {
+	return []string{l.String(), l.GoString(), sprintf("%v", l), sprintf("%+v", l.secret), sprintf("%#v", l.secret)}
+}
+
+// ---- storage failures -------------------------------------------------------------
+
+// faultyBackend wraps a real backend and fails chosen steps, to prove that
+// the rules report storage failures honestly.
+type faultyBackend struct {
+	store.Backend
+	commitErr      error // returned by Commit
+	commitSucceeds bool  // the underlying commit still happens (outcome unknown)
+	factsErr       error
+}
+
+type faultyTx struct {
+	store.Tx
+	b *faultyBackend
+}
+
+func (b *faultyBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyTx{Tx: tx, b: b}, nil
+}
+
+func (t *faultyTx) Commit() error {
+	if t.b.commitErr == nil {
+		return t.Tx.Commit()
+	}
+	if t.b.commitSucceeds {
+		t.Tx.Commit()
+	} else {
+		t.Tx.Rollback()
+	}
+	return t.b.commitErr
+}
+
+func (t *faultyTx) InsertFacts(ctx context.Context, fs []store.Fact) error {
+	if t.b.factsErr != nil {
+		return t.b.factsErr
+	}
+	return t.Tx.InsertFacts(ctx, fs)
+}
+
+func faulty(f *fixture) *faultyBackend {
+	fb := &faultyBackend{Backend: f.a.b}
+	f.a.b = fb
+	return fb
+}
+
+func TestAStorageFailureDuringCommitIsOutcomeUnknownAndTheLeaseStaysActive(t *testing.T) {
+	f := newFixture(t)
+	f.request(2)
+	l := f.claim("w", time.Minute)
+	fb := faulty(f)
+	fb.commitErr, fb.commitSucceeds = errors.New("disk I/O error (fsync)"), true
+	err := l.Complete(Facts{})
+	requireKind(t, err, KindOutcomeUnknown)
+	require.False(t, errors.Is(err, ErrStorage), "outcome unknown is distinct from a rejection")
+	require.Equal(t, LeaseActive, l.State())
+	fb.commitErr = nil
+	// The commit did survive: the next use asks the store and learns it.
+	requireKind(t, l.Renew(time.Hour), KindWrongState)
+
+	l2 := f.claim("w", time.Minute)
+	fb.commitErr, fb.commitSucceeds = errors.New("disk I/O error (fsync)"), false
+	requireKind(t, l2.Release(), KindOutcomeUnknown)
+	fb.commitErr = nil
+	require.NoError(t, l2.Renew(2*time.Minute), "it did not survive: the lease still holds")
+}
+
+func TestAStorageFailureBeforeCommitChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.request(1)
+	l := f.claim("w", time.Minute)
+	before := f.snapshot()
+	fb := faulty(f)
+	fb.factsErr = errors.New("database or disk is full")
+	err := l.Complete(Facts{Metadata: map[string]json.RawMessage{"a": json.RawMessage("1")}})
+	requireKind(t, err, KindStorage)
+	require.Equal(t, before, f.snapshot())
+	require.Equal(t, LeaseActive, l.State())
+}
+
+func TestBusyIsReportedWhenTheWriterLockIsNotObtainedInTime(t *testing.T) {
+	f := newFixture(t)
+	f.request(1)
+	e, err := f.a.Begin()
+	require.NoError(t, err)
+	defer e.Abort()
+	other, err := OpenWith(f.path, Options{BusyTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	defer other.Close()
+	other.setClock(f.clk.Now)
+	_, err = other.Claim("p", "w", time.Minute)
+	requireKind(t, err, KindBusy)
+	_, err = other.Jobs("p")
+	require.NoError(t, err, "readers are not blocked by the writer (WAL)")
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func mustJSON(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
