@@ -219,10 +219,12 @@ func TestRenewalMustCommitBeforeThePreviousExpiry(t *testing.T) {
 
 func TestReleaseFailAndCompleteRequireAnUnexpiredClaim(t *testing.T) {
 	ops := map[string]func(*Lease) error{
-		"release":  func(l *Lease) error { return l.Release() },
-		"fail":     func(l *Lease) error { return l.Fail("why") },
-		"complete": func(l *Lease) error { return l.Complete(Facts{Metadata: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}) },
-		"renew":    func(l *Lease) error { return l.Renew(time.Hour) },
+		"release": func(l *Lease) error { return l.Release() },
+		"fail":    func(l *Lease) error { return l.Fail("why") },
+		"complete": func(l *Lease) error {
+			return l.Complete(Facts{Metadata: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
+		},
+		"renew": func(l *Lease) error { return l.Renew(time.Hour) },
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
