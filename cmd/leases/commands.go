@@ -1,0 +1,633 @@
+// The operator commands: productions, jobs, claims and claimant transitions,
+// cancellation, events and version. No output of any command holds a secret:
+// the only secret the CLI ever handles is written to the --token-out file.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/libleases/libleases/core"
+)
+
+func init() {
+	register(&command{name: "production create", args: "NAME [--json]",
+		summary: "create a production (idempotent) and print its id",
+		examples: []string{"leases production create nightly",
+			"leases --db /srv/jobs.db production create nightly --json"},
+		run: runProductionCreate})
+	register(&command{name: "production list", args: "[--json]",
+		summary:  "list productions",
+		examples: []string{"leases production list", "leases production list --json | jq -r '.[].name'"},
+		run:      runProductionList})
+	register(&command{name: "job request", args: "--production P [--key K] [--payload-file F|-] [--json]",
+		summary: "request a job and print its id",
+		detail: `With --key the request is idempotent: the same key and payload return the same job;
+the same key with another payload is refused.`,
+		examples: []string{"leases job request --production nightly --key frame-1",
+			"render-spec frame-2 | leases job request --production nightly --key frame-2 --payload-file -"},
+		run: runJobRequest})
+	register(&command{name: "job list", args: "--production P [--json]",
+		summary:  "list the jobs of a production (attribution and expiry, never a secret)",
+		examples: []string{"leases job list --production nightly", "leases job list --production nightly --json"},
+		run:      runJobList})
+	register(&command{name: "claim", args: "--production P --worker W --duration D --token-out FILE [--job ID] [--json]",
+		summary: "claim the next job (or --job ID) and write its token to a new private file",
+		detail: `FILE is created exclusively with mode 0600 before the claim commits; if it already
+exists nothing is claimed. The token is written only after the claim is active. If writing
+it fails, FILE is removed, the committed claim's receipt (production, job, worker, expiry)
+is printed on standard error and the exit status is 4: the claim stays until its expiry or
+'leases cancel'. Exit status 3 means there was nothing to claim.
+Durations take a unit: us, ms, s, m or h (250ms, 30s, 1500us, 1m30s); at most 24h.`,
+		examples: []string{"leases claim --production nightly --worker host-7 --duration 5m --token-out job.token",
+			"leases claim --production nightly --worker host-7 --duration 30s --token-out t --job 3f1c...-...",
+			`leases claim ... --token-out t; case $? in 3) echo "queue empty";; esac`},
+		run: runClaim})
+	register(&command{name: "renew", args: "--token-file F --duration D [--json]",
+		summary:  "extend a claim to now+D (must extend it, and commit before the current expiry)",
+		examples: []string{"leases renew --token-file job.token --duration 5m", "leases renew --token-file - --duration 30s < job.token"},
+		run:      runRenew})
+	register(&command{name: "release", args: "--token-file F",
+		summary:  "give a claimed job back (it becomes requested again)",
+		examples: []string{"leases release --token-file job.token"},
+		run:      runRelease})
+	register(&command{name: "fail", args: "--token-file F --reason TEXT",
+		summary:  "mark a claimed job failed",
+		examples: []string{"leases fail --token-file job.token --reason 'input corrupt'"},
+		run:      runFail})
+	register(&command{name: "complete", args: "--token-file F [--metadata KEY=JSON]... [--provenance KEY=JSON]...",
+		summary: "mark a claimed job completed, publishing metadata and provenance in the same commit",
+		examples: []string{`leases complete --token-file job.token --metadata frames=12 --provenance tool='"render 2.1"'`,
+			"leases complete --token-file job.token"},
+		run: runComplete})
+	register(&command{name: "cancel", args: "--production P --job ID",
+		summary: "coordinator cancel of a requested or claimed job (no token needed)",
+		detail: `The holder's next operation fails as cancelled. Use it to recover a claim whose token
+was lost, e.g. after exit status 4 from 'leases claim'.`,
+		examples: []string{"leases cancel --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44"},
+		run:      runCancel})
+	register(&command{name: "events", args: "[--production P] [--after SEQ] [--follow [--interval D]] [--json]",
+		summary: "list the event log (no secrets); --follow streams new events until interrupted",
+		detail: `--json prints a JSON array, or with --follow one JSON object per line.
+--follow polls every --interval (default 250ms) and stops on SIGINT or SIGTERM with status 0.`,
+		examples: []string{"leases events --production nightly", "leases events --follow --json | jq .kind",
+			"leases events --after 120"},
+		run: runEvents})
+	register(&command{name: "version", args: "",
+		summary: "print the version", examples: []string{"leases version"}, run: runVersion})
+}
+
+// timeText formats a time as RFC 3339 UTC with microseconds; "-" for none.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func table(header string) *tabwriter.Writer {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, header)
+	return w
+}
+
+// prepare parses flags; it reports the shown-help case as done.
+func prepare(cc *cmdContext, interleave bool) ([]string, bool, error) {
+	pos, err := cc.parse(interleave)
+	if errors.Is(err, errHelpShown) {
+		return nil, true, nil
+	}
+	return pos, false, err
+}
+
+func runProductionCreate(cc *cmdContext) error {
+	cc.withJSON()
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef(cc.cmd.name, "give exactly one production NAME")
+	}
+	a, err := cc.open()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	p, err := a.CreateProduction(pos[0])
+	if err != nil {
+		return err
+	}
+	if cc.jsonOut() {
+		return printJSON(p)
+	}
+	fmt.Println(p.ID)
+	return nil
+}
+
+func runProductionList(cc *cmdContext) error {
+	cc.withJSON()
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	a, err := cc.open()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ps, err := a.Productions()
+	if err != nil {
+		return err
+	}
+	if cc.jsonOut() {
+		if ps == nil {
+			ps = []core.Production{}
+		}
+		return printJSON(ps)
+	}
+	w := table("NAME\tID\tCREATED")
+	for _, p := range ps {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, p.ID, timeText(p.CreatedAt))
+	}
+	return w.Flush()
+}
+
+func runJobRequest(cc *cmdContext) error {
+	cc.withJSON()
+	prod := cc.fs.String("production", "", "production `NAME`")
+	key := cc.fs.String("key", "", "idempotency `KEY`, unique within the production")
+	payloadFile := cc.fs.String("payload-file", "", "read the payload from `FILE` (- for standard input)")
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	if err := cc.required("production", *prod); err != nil {
+		return err
+	}
+	var payload []byte
+	if *payloadFile != "" {
+		var r io.Reader = os.Stdin
+		if *payloadFile != "-" {
+			f, err := os.Open(*payloadFile)
+			if err != nil {
+				return fmt.Errorf("payload file: %w", err)
+			}
+			defer f.Close()
+			r = f
+		}
+		payload, err = io.ReadAll(io.LimitReader(r, core.MaxPayloadLen+1))
+		if err != nil {
+			return fmt.Errorf("read payload: %w", err)
+		}
+		if len(payload) > core.MaxPayloadLen {
+			return usagef(cc.cmd.name, "the payload is larger than %d bytes", core.MaxPayloadLen)
+		}
+	}
+	a, err := cc.open()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	id, err := a.RequestJob(*prod, *key, payload)
+	if err != nil {
+		return err
+	}
+	if cc.jsonOut() {
+		return printJSON(map[string]string{"id": id, "production": *prod})
+	}
+	fmt.Println(id)
+	return nil
+}
+
+func runJobList(cc *cmdContext) error {
+	cc.withJSON()
+	prod := cc.fs.String("production", "", "production `NAME`")
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	if err := cc.required("production", *prod); err != nil {
+		return err
+	}
+	a, err := cc.open()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	js, err := a.Jobs(*prod)
+	if err != nil {
+		return err
+	}
+	if cc.jsonOut() {
+		if js == nil {
+			js = []core.Job{}
+		}
+		return printJSON(js)
+	}
+	w := table("ID\tKEY\tSTATE\tWORKER\tEXPIRY\tATTEMPTS\tREASON")
+	for _, j := range js {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, dash(j.Key), j.State, dash(j.Worker),
+			timeText(j.Expiry), j.Attempts, dash(oneLine(j.Reason)))
+	}
+	return w.Flush()
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// receipt is what a committed claim reports: never the secret.
+type receipt struct {
+	Production string `json:"production"`
+	JobID      string `json:"job_id"`
+	Worker     string `json:"worker"`
+	Expiry     int64  `json:"expiry_unix_us"`
+	TokenFile  string `json:"token_file,omitempty"`
+}
+
+func (r receipt) text() string {
+	return fmt.Sprintf("production=%s job=%s worker=%s expiry=%s", r.Production, r.JobID, r.Worker,
+		timeText(time.UnixMicro(r.Expiry)))
+}
+
+func runClaim(cc *cmdContext) error {
+	cc.withJSON()
+	prod := cc.fs.String("production", "", "production `NAME`")
+	worker := cc.fs.String("worker", "", "worker `NAME` recorded as the claim's attribution")
+	var dur durationFlag
+	cc.fs.Var(&dur, "duration", "claim `DURATION` with a unit: us, ms, s, m, h (e.g. 30s)")
+	tokenOut := cc.fs.String("token-out", "", "create `FILE` (exclusively, mode 0600) and write the token to it")
+	jobID := cc.fs.String("job", "", "claim this job `ID` instead of the next one")
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	for _, r := range []struct{ n, v string }{{"production", *prod}, {"worker", *worker}, {"token-out", *tokenOut}} {
+		if err := cc.required(r.n, r.v); err != nil {
+			return err
+		}
+	}
+	if !dur.set {
+		return usagef(cc.cmd.name, "--duration is required (e.g. --duration 30s)")
+	}
+	if *tokenOut == "-" {
+		return usagef(cc.cmd.name, "--token-out needs a file: a token is never written to standard output")
+	}
+
+	// Reserve the credential file before anything else, so an existing file
+	// refuses the claim with nothing changed (not even a database created).
+	out, err := os.OpenFile(*tokenOut, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("token file %s already exists; nothing was claimed (choose a new file name)", *tokenOut)
+		}
+		return fmt.Errorf("create token file: %w; nothing was claimed", err)
+	}
+	reserved, err := out.Stat()
+	if err != nil {
+		out.Close()
+		return fmt.Errorf("create token file: %w; nothing was claimed", err)
+	}
+	discard := func() {
+		out.Close()
+		removeOwn(*tokenOut, reserved)
+	}
+	if err := out.Chmod(0o600); err != nil {
+		discard()
+		return fmt.Errorf("create token file: %w; nothing was claimed", err)
+	}
+
+	a, err := cc.open()
+	if err != nil {
+		discard()
+		return err
+	}
+	var l *core.Lease
+	if *jobID != "" {
+		l, err = a.ClaimJob(*prod, *jobID, *worker, dur.d)
+	} else {
+		l, err = a.Claim(*prod, *worker, dur.d)
+	}
+	if err != nil {
+		a.Close()
+		discard()
+		return err
+	}
+	rc := receipt{Production: l.Production(), JobID: l.JobID(), Worker: l.Worker(), Expiry: l.ExpiryUnixUS(), TokenFile: *tokenOut}
+	tok, err := l.Export()
+	a.Close()
+	if err == nil {
+		err = writeToken(out, *tokenOut, tok)
+	}
+	if err != nil {
+		discard()
+		return &deliveryError{msg: fmt.Sprintf("the claim is committed but its token could not be written to %s (%v); "+
+			"the file was removed.\nleases: receipt: %s\n"+
+			"leases: the claim stays until its expiry; to give the job back now run: leases cancel --production %s --job %s",
+			*tokenOut, scrubErr(err, tok), rc.text(), rc.Production, rc.JobID)}
+	}
+	if cc.jsonOut() {
+		return printJSON(rc)
+	}
+	fmt.Printf("claimed %s (token in %s)\n", rc.text(), *tokenOut)
+	return nil
+}
+
+// writeToken writes and fsyncs the token and the directory entry.
+func writeToken(f *os.File, path, tok string) error {
+	restore := tokenWriteHook()
+	_, err := f.Write([]byte(tok + "\n"))
+	restore()
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if d, err := os.Open(dirOf(path)); err == nil {
+		defer d.Close()
+		return d.Sync()
+	}
+	return nil
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndex(path, "/"); i >= 0 {
+		if i == 0 {
+			return "/"
+		}
+		return path[:i]
+	}
+	return "."
+}
+
+// removeOwn removes path only if it is still the file we created.
+func removeOwn(path string, ours os.FileInfo) {
+	if st, err := os.Lstat(path); err == nil && os.SameFile(ours, st) {
+		os.Remove(path)
+	}
+}
+
+// scrubErr makes sure an error text cannot carry the token.
+func scrubErr(err error, tok string) string {
+	msg := err.Error()
+	if tok != "" {
+		msg = strings.ReplaceAll(msg, tok, "[redacted]")
+	}
+	return msg
+}
+
+func runRenew(cc *cmdContext) error {
+	cc.withJSON()
+	tf := tokenFileFlag(cc)
+	var dur durationFlag
+	cc.fs.Var(&dur, "duration", "new expiry is now + `DURATION` (us, ms, s, m, h)")
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	if !dur.set {
+		return usagef(cc.cmd.name, "--duration is required (e.g. --duration 30s)")
+	}
+	a, l, err := cc.importLease(*tf)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := l.Renew(dur.d); err != nil {
+		return err
+	}
+	rc := receipt{Production: l.Production(), JobID: l.JobID(), Worker: l.Worker(), Expiry: l.ExpiryUnixUS()}
+	if cc.jsonOut() {
+		return printJSON(rc)
+	}
+	fmt.Printf("renewed %s\n", rc.text())
+	return nil
+}
+
+// transition runs release/fail/complete: token in, one claimant operation.
+func transition(cc *cmdContext, verb string, op func(l *core.Lease) error) error {
+	a, l, err := cc.importLease(cc.fs.Lookup("token-file").Value.String())
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := op(l); err != nil {
+		return err
+	}
+	fmt.Printf("%s job %s of production %s\n", verb, l.JobID(), l.Production())
+	return nil
+}
+
+func runRelease(cc *cmdContext) error {
+	tokenFileFlag(cc)
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	return transition(cc, "released", func(l *core.Lease) error { return l.Release() })
+}
+
+func runFail(cc *cmdContext) error {
+	tokenFileFlag(cc)
+	reason := cc.fs.String("reason", "", "why the job failed (`TEXT`)")
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	if err := cc.required("reason", *reason); err != nil {
+		return err
+	}
+	return transition(cc, "failed", func(l *core.Lease) error { return l.Fail(*reason) })
+}
+
+func runComplete(cc *cmdContext) error {
+	tokenFileFlag(cc)
+	md, pv := cc.factFlags()
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	return transition(cc, "completed", func(l *core.Lease) error {
+		return l.Complete(core.Facts{Metadata: md.m, Provenance: pv.m})
+	})
+}
+
+func runCancel(cc *cmdContext) error {
+	prod := cc.fs.String("production", "", "production `NAME`")
+	job := cc.fs.String("job", "", "job `ID`")
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	if err := cc.required("production", *prod); err != nil {
+		return err
+	}
+	if err := cc.required("job", *job); err != nil {
+		return err
+	}
+	a, err := cc.open()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.Cancel(*prod, *job); err != nil {
+		return err
+	}
+	fmt.Printf("cancelled job %s of production %s\n", *job, *prod)
+	return nil
+}
+
+func runEvents(cc *cmdContext) error {
+	cc.withJSON()
+	prod := cc.fs.String("production", "", "only events of production `NAME`")
+	after := cc.fs.String("after", "0", "only events with a sequence number greater than `SEQ`")
+	follow := cc.fs.Bool("follow", false, "keep printing new events until SIGINT or SIGTERM")
+	interval := durationFlag{d: 250 * time.Millisecond}
+	cc.fs.Var(&interval, "interval", "polling `DURATION` for --follow (default 250ms)")
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	seq, err := strconv.ParseInt(*after, 10, 64)
+	if err != nil || seq < 0 {
+		return usagef(cc.cmd.name, "--after wants a non-negative sequence number")
+	}
+	a, err := cc.open()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	first := true
+	for {
+		es, err := a.Events(*prod, seq)
+		if err != nil {
+			if !*follow || !transient(err) {
+				return err
+			}
+		}
+		if err := printEvents(es, cc.jsonOut(), *follow, first); err != nil {
+			return err
+		}
+		first = false
+		if len(es) > 0 {
+			seq = es[len(es)-1].Seq
+		}
+		if !*follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval.d):
+		}
+	}
+}
+
+// transient errors are worth retrying: another process holds the lock.
+func transient(err error) bool {
+	k := core.KindOf(err)
+	return k == core.KindBusy || k == core.KindStorage
+}
+
+const eventFormat = "%-6s  %-27s  %-16s  %-36s  %-18s  %-16s  %-27s  %s\n"
+
+func printEvents(es []core.Event, asJSON, follow, header bool) error {
+	if asJSON && !follow {
+		if es == nil {
+			es = []core.Event{}
+		}
+		return printJSON(es)
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, e := range es {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if header {
+		fmt.Printf(eventFormat, "SEQ", "AT", "PRODUCTION", "JOB", "KIND", "WORKER", "EXPIRY", "DETAIL")
+	}
+	for _, e := range es {
+		fmt.Printf(eventFormat, strconv.FormatInt(e.Seq, 10), timeText(e.At), e.Production, dash(e.JobID), e.Kind,
+			dash(e.Worker), timeText(e.Expiry), dash(oneLine(e.Detail)))
+	}
+	return nil
+}
+
+func runVersion(cc *cmdContext) error {
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return err
+	}
+	if err := cc.noPositional(pos); err != nil {
+		return err
+	}
+	if testHooks {
+		fmt.Printf("leases %s (test build)\n", version)
+		return nil
+	}
+	fmt.Printf("leases %s\n", version)
+	return nil
+}

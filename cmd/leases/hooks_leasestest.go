@@ -1,0 +1,36 @@
+//go:build leasestest
+
+// Test hooks of the leasestest build (the binary the CLI tests run). Each one
+// makes a real failure happen, not a simulated one.
+package main
+
+import (
+	"os"
+	"syscall"
+)
+
+const testHooks = true
+
+// tokenWriteHook: with LEASES_TEST_TOKEN_WRITE_EFBIG=1 the token write of
+// `claim` runs under RLIMIT_FSIZE=0, so the kernel refuses it with EFBIG
+// (Go ignores SIGXFSZ). The limit is restored right after, so that the
+// receipt can still be printed to a file.
+func tokenWriteHook() (restore func()) {
+	if os.Getenv("LEASES_TEST_TOKEN_WRITE_EFBIG") != "1" {
+		return func() {}
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		return func() {}
+	}
+	zero := old
+	zero.Cur = 0
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &zero); err != nil {
+		return func() {}
+	}
+	return func() { syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old) }
+}
+
+// execRenewalDisabled: with LEASES_TEST_EXEC_NO_RENEW=1, exec does not renew,
+// so a test can let the claim expire while the program runs.
+func execRenewalDisabled() bool { return os.Getenv("LEASES_TEST_EXEC_NO_RENEW") == "1" }

@@ -1,0 +1,11 @@
+//go:build !leasestest
+
+// Release builds have no test hooks: the functions below do nothing, so no
+// environment variable can change how a shipped leases binary behaves.
+package main
+
+const testHooks = false
+
+func tokenWriteHook() (restore func()) { return func() {} }
+
+func execRenewalDisabled() bool { return false }

@@ -1,0 +1,233 @@
+// Command leases is the operator and shell-worker front end of the lease
+// authority: dispatch, exit statuses and error reporting live here.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/libleases/libleases/core"
+)
+
+// version is set at build time: -ldflags "-X main.version=$(cat VERSION)".
+var version = "devel"
+
+// Exit statuses (INTERFACES.md, CLI).
+const (
+	exitOK        = 0
+	exitFailure   = 1
+	exitUsage     = 2
+	exitNothing   = 3
+	exitDelivery  = 4
+	defaultDBPath = "./leases.db"
+)
+
+// usageError is a bad command line: exit status 2.
+type usageError struct{ msg, cmd string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(cmd, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), cmd: cmd}
+}
+
+// deliveryError: a claim committed but its token could not be delivered
+// (exit status 4). Its message already holds the receipt.
+type deliveryError struct{ msg string }
+
+func (e *deliveryError) Error() string { return e.msg }
+
+// exitStatus maps an error onto the documented exit statuses.
+func exitStatus(err error) int {
+	var ue *usageError
+	var de *deliveryError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &de):
+		return exitDelivery
+	}
+	switch core.KindOf(err) {
+	case core.KindNothingToClaim:
+		return exitNothing
+	case core.KindInvalidArgument, core.KindInvalidDuration:
+		// Rejected before any store access: the command line was wrong.
+		return exitUsage
+	}
+	return exitFailure
+}
+
+type command struct {
+	name     string // "production create"
+	args     string // synopsis after the name
+	summary  string
+	detail   string
+	examples []string
+	run      func(c *cmdContext) error
+}
+
+var commands []*command
+
+func register(c *command) { commands = append(commands, c) }
+
+func findCommand(args []string) (*command, []string) {
+	if len(args) >= 2 {
+		for _, c := range commands {
+			if c.name == args[0]+" "+args[1] {
+				return c, args[2:]
+			}
+		}
+	}
+	if len(args) >= 1 {
+		for _, c := range commands {
+			if c.name == args[0] {
+				return c, args[1:]
+			}
+		}
+	}
+	return nil, args
+}
+
+// groupHelp lists the subcommands of "production" or "job".
+func groupHelp(w io.Writer, group string) bool {
+	var subs []*command
+	for _, c := range commands {
+		if strings.HasPrefix(c.name, group+" ") {
+			subs = append(subs, c)
+		}
+	}
+	if len(subs) == 0 {
+		return false
+	}
+	fmt.Fprintf(w, "Usage: leases %s COMMAND [FLAGS]\n\nCommands:\n", group)
+	for _, c := range subs {
+		fmt.Fprintf(w, "  %-20s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'leases %s COMMAND --help' for a command's flags and examples.\n", group)
+	return true
+}
+
+func mainHelp(w io.Writer) {
+	fmt.Fprint(w, `leases: job leases from the command line.
+
+Usage: leases [--db PATH] COMMAND [FLAGS] [ARGS]
+
+The database is --db PATH, else $LEASES_DB, else ./leases.db (created if missing).
+Tokens (lease credentials) are read only from --token-file FILE, or --token-file -
+for standard input; never from an argument.
+
+Commands:
+`)
+	cs := append([]*command(nil), commands...)
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-20s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Exit status: 0 done; 2 usage error; 3 nothing to claim; 4 claim committed but
+token delivery failed (receipt on standard error); 1 any other failure.
+
+Run 'leases COMMAND --help' for a command's flags and examples.
+`)
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	err := dispatch(args)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(os.Stderr, "leases: %s\n", err.Error())
+	var ue *usageError
+	if errors.As(err, &ue) {
+		if ue.cmd != "" {
+			fmt.Fprintf(os.Stderr, "Run 'leases %s --help' for usage.\n", ue.cmd)
+		} else {
+			fmt.Fprintln(os.Stderr, "Run 'leases --help' for usage.")
+		}
+	}
+	return exitStatus(err)
+}
+
+func dispatch(args []string) error {
+	// Checked first, before anything could echo an argument back.
+	if err := refuseTokenArguments(args); err != nil {
+		return err
+	}
+	db := ""
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "-h" || a == "-help" || a == "--help":
+			mainHelp(os.Stdout)
+			return nil
+		case a == "--db" || a == "-db":
+			if len(args) < 2 {
+				return usagef("", "flag needs an argument: --db")
+			}
+			db, args = args[1], args[2:]
+			continue
+		case strings.HasPrefix(a, "--db=") || strings.HasPrefix(a, "-db="):
+			db, args = a[strings.Index(a, "=")+1:], args[1:]
+			continue
+		case strings.HasPrefix(a, "-"):
+			return usagef("", "unknown global flag %s (command flags go after the command)", flagName(a))
+		}
+		break
+	}
+	if len(args) == 0 {
+		mainHelp(os.Stderr)
+		return usagef("", "no command given")
+	}
+	if args[0] == "help" {
+		if len(args) == 1 {
+			mainHelp(os.Stdout)
+			return nil
+		}
+		if c, rest := findCommand(args[1:]); c != nil && len(rest) == 0 {
+			newCmdContext(c, db).usage(os.Stdout)
+			return nil
+		}
+		if len(args) == 2 && groupHelp(os.Stdout, args[1]) {
+			return nil
+		}
+		return usagef("", "unknown command %q", strings.Join(args[1:], " "))
+	}
+	c, rest := findCommand(args)
+	if c == nil {
+		if len(args) >= 1 {
+			group := args[0]
+			if len(args) == 1 || isHelpFlag(args[1]) {
+				if groupHelp(os.Stdout, group) {
+					if len(args) == 1 {
+						return usagef(group, "%s needs a command", group)
+					}
+					return nil
+				}
+			} else if groupHelp(io.Discard, group) {
+				return usagef(group, "unknown command %q", group+" "+args[1])
+			}
+		}
+		return usagef("", "unknown command %q", args[0])
+	}
+	cc := newCmdContext(c, db)
+	cc.args = rest
+	return c.run(cc)
+}
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
+// flagName is the flag part of "--name=value", so a value is never echoed.
+func flagName(a string) string {
+	if i := strings.Index(a, "="); i >= 0 {
+		return a[:i]
+	}
+	return a
+}
