@@ -49,8 +49,17 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database path: %w", err)
 	}
-	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("database path %q is a directory", path)
+	if fi, err := os.Lstat(abs); err == nil {
+		switch {
+		case fi.IsDir():
+			return nil, fmt.Errorf("database path %q is a directory", path)
+		case fi.Mode()&os.ModeSymlink != 0:
+			// SQLite would follow it, but the -wal and -shm files of two
+			// spellings of one database must never diverge: name the file itself.
+			return nil, fmt.Errorf("database path %q is a symbolic link; open the file it points to", path)
+		case !fi.Mode().IsRegular():
+			return nil, fmt.Errorf("database path %q is not a regular file", path)
+		}
 	}
 	busy := opts.BusyTimeout
 	if busy <= 0 {
