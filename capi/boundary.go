@@ -1,0 +1,94 @@
+// The C boundary: status and last-error reporting, panic recovery, and
+// copying strings across without ever handing Go pointers to C.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+void leasesshim_set_error(const char *msg, size_t len);
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/libleases/libleases/core"
+)
+
+// main is required by -buildmode=c-shared; it never runs.
+func main() {}
+
+func invalid(format string, args ...any) error {
+	return &core.Error{Kind: core.KindInvalidArgument, Msg: fmt.Sprintf(format, args...)}
+}
+
+// setError stores msg in the calling thread's last-error buffer (kept by the
+// C shim). Go runs an export on the caller's thread, so the C call made here
+// lands in that thread's buffer. Messages come from core, which never puts a
+// secret in one.
+func setError(msg string) {
+	if msg == "" {
+		msg = "unknown error"
+	}
+	C.leasesshim_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+}
+
+// status turns err into the C status, recording the message on failure.
+func status(err error) C.int {
+	if err == nil {
+		return 0
+	}
+	setError(err.Error())
+	return C.int(core.KindOf(err))
+}
+
+// recoverTo is deferred by every export: a panic becomes LEASES_INTERNAL and
+// the host process carries on. Only runtime errors are described (their text
+// is ours, never caller data); other panic values are withheld.
+func recoverTo(st *C.int) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	detail := "panic value withheld"
+	if re, ok := r.(runtime.Error); ok {
+		detail = re.Error()
+	}
+	setError("internal: the library recovered from a panic (" + detail + "); please report it")
+	*st = C.int(core.KindInternal)
+}
+
+// inStr copies a borrowed C string, reading at most max+1 bytes so that an
+// unterminated or huge input is refused without scanning all of it.
+// optional lets NULL mean "".
+func inStr(what string, p *C.char, max int, optional bool) (string, error) {
+	if p == nil {
+		if optional {
+			return "", nil
+		}
+		return "", invalid("%s is NULL", what)
+	}
+	n := int(C.strnlen(p, C.size_t(max+1)))
+	if n > max {
+		return "", invalid("%s is longer than the limit of %d bytes", what, max)
+	}
+	s := C.GoStringN(p, C.int(n))
+	if !utf8.ValidString(s) {
+		return "", invalid("%s is not valid UTF-8", what)
+	}
+	return s, nil
+}
+
+// cString hands out a copy in C memory; the caller frees it with leases_free.
+func cString(s string) *C.char { return C.CString(s) }
+
+func durationOf(us C.int64_t) (int64, error) {
+	if _, err := core.ValidateDurationUS(int64(us)); err != nil {
+		return 0, err
+	}
+	return int64(us), nil
+}

@@ -1,0 +1,66 @@
+//go:build leasestest
+
+// Test-only exports, present only in the leasestest build
+// (build/test/libleases.so) and declared in include/leases_testing.h.
+// The release library has no way to choose the authority's time.
+package main
+
+/*
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"time"
+
+	"github.com/libleases/libleases/core"
+)
+
+//export leasesgo_testing_set_clock
+func leasesgo_testing_set_clock(h C.uintptr_t, now C.int64_t) (st C.int) {
+	defer recoverTo(&st)
+	a, err := authorityOf(uintptr(h))
+	if err != nil {
+		return status(err)
+	}
+	if now < 0 {
+		return status(invalid("now_unix_us must not be negative"))
+	}
+	if now == 0 {
+		core.SetClockForTest(a, func() int64 { return time.Now().UnixMicro() })
+		return 0
+	}
+	v := int64(now)
+	core.SetClockForTest(a, func() int64 { return v })
+	return 0
+}
+
+//export leasesgo_testing_open
+func leasesgo_testing_open(path *C.char, busyUS C.int64_t, out *C.uintptr_t) (st C.int) {
+	defer recoverTo(&st)
+	if out == nil {
+		return status(invalid("out is NULL"))
+	}
+	*out = 0
+	p, err := inStr("path", path, core.MaxPathLen, false)
+	if err != nil {
+		return status(err)
+	}
+	if busyUS <= 0 {
+		return status(invalid("busy_timeout_us must be positive"))
+	}
+	a, err := core.OpenWith(p, core.Options{BusyTimeout: time.Duration(busyUS) * time.Microsecond})
+	if err != nil {
+		return status(err)
+	}
+	*out = C.uintptr_t(newHandle(kindAuthority, a))
+	return 0
+}
+
+//export leasesgo_testing_panic
+func leasesgo_testing_panic() (st C.int) {
+	defer recoverTo(&st)
+	var m map[string]int
+	m["boom"] = 1 // a runtime error: assignment to entry in nil map
+	return 0
+}

@@ -1,0 +1,221 @@
+// The public C names of include/leases.h. This file owns what must not enter
+// Go: the per-thread last error, the fork check, and the static strings. Every
+// other call forwards to a Go export (leasesgo_*), passing handles as ids.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "../include/leases.h"
+#include "_cgo_export.h"
+
+#ifndef LEASES_RELEASE_VERSION
+#define LEASES_RELEASE_VERSION unknown /* the Makefile passes VERSION */
+#endif
+#define LEASES_STR2(x) #x
+#define LEASES_STR(x) LEASES_STR2(x)
+
+// One message per thread, in static storage: never NULL, never allocated,
+// truncated (at a UTF-8 boundary) rather than failing.
+static __thread char last_error[1024];
+
+void leasesshim_set_error(const char *msg, size_t len) {
+	if (len >= sizeof last_error) {
+		len = sizeof last_error - 1;
+		while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80) len--;
+	}
+	memcpy(last_error, msg, len);
+	last_error[len] = '\0';
+}
+
+static pid_t load_pid;
+
+__attribute__((constructor)) static void leasesshim_load(void) { load_pid = getpid(); }
+
+// forked reports a call from a fork()ed child: the Go runtime's threads did not
+// survive the fork, so entering Go could hang. Answer without entering it.
+int leasesshim_forked(void) {
+	if (getpid() == load_pid) return 0;
+	static const char msg[] =
+		"forked: libleases was loaded by another process; a fork()ed child cannot use it (exec first)";
+	leasesshim_set_error(msg, sizeof msg - 1);
+	return 1;
+}
+
+#define forked leasesshim_forked
+#define H(p) ((uintptr_t)(p))
+#define CHECK_FORK() do { if (forked()) return LEASES_FORKED; } while (0)
+
+uint32_t leases_abi_version(void) { return LEASES_ABI_VERSION; }
+
+const char *leases_version(void) { return LEASES_STR(LEASES_RELEASE_VERSION); }
+
+const char *leases_status_name(leases_status status) {
+	static const char *const names[] = {
+		"ok", "invalid_argument", "invalid_duration", "not_found", "nothing_to_claim",
+		"wrong_state", "lease_lost", "expired", "cancelled", "not_extended",
+		"clock_regressed", "closed", "bad_token", "busy", "storage", "outcome_unknown",
+		"schema_too_new", "forked", "internal",
+	};
+	if (status < 0 || (size_t)status >= sizeof names / sizeof names[0]) return "unknown";
+	return names[status];
+}
+
+const char *leases_last_error(void) { return last_error; }
+
+void leases_free(void *p) { free(p); }
+
+leases_status leases_authority_open(const char *path, leases_authority **out) {
+	CHECK_FORK();
+	uintptr_t h = 0;
+	leases_status st = leasesgo_authority_open((char *)path, out ? &h : NULL);
+	if (out) *out = (leases_authority *)h;
+	return st;
+}
+
+void leases_authority_close(leases_authority *authority) {
+	if (authority == NULL || forked()) return;
+	leasesgo_authority_close(H(authority));
+}
+
+leases_status leases_production_create(leases_authority *authority, const char *name) {
+	CHECK_FORK();
+	return leasesgo_production_create(H(authority), (char *)name);
+}
+
+leases_status leases_job_request(leases_authority *authority, const char *production,
+                                 const char *key, const uint8_t *payload, size_t payload_len,
+                                 char **out_job_id) {
+	CHECK_FORK();
+	return leasesgo_job_request(H(authority), (char *)production, (char *)key,
+	                            (uint8_t *)payload, payload_len, out_job_id);
+}
+
+// Handle outputs go through a local id so that Go never writes a pointer type.
+#define OUT_HANDLE(T, out, call)                            \
+	do {                                                    \
+		uintptr_t h_ = 0;                                   \
+		uintptr_t *hp_ = (out) ? &h_ : NULL;                \
+		leases_status st_ = (call);                         \
+		if (out) *(out) = (T *)h_;                          \
+		return st_;                                         \
+	} while (0)
+
+leases_status leases_claim(leases_authority *authority, const char *production,
+                           const char *worker, int64_t duration_us, leases_lease **out) {
+	CHECK_FORK();
+	OUT_HANDLE(leases_lease, out,
+	           leasesgo_claim(H(authority), (char *)production, (char *)worker, duration_us, hp_));
+}
+
+leases_status leases_claim_job(leases_authority *authority, const char *production,
+                               const char *job_id, const char *worker, int64_t duration_us,
+                               leases_lease **out) {
+	CHECK_FORK();
+	OUT_HANDLE(leases_lease, out,
+	           leasesgo_claim_job(H(authority), (char *)production, (char *)job_id,
+	                              (char *)worker, duration_us, hp_));
+}
+
+leases_status leases_cancel(leases_authority *authority, const char *production,
+                            const char *job_id) {
+	CHECK_FORK();
+	return leasesgo_cancel(H(authority), (char *)production, (char *)job_id);
+}
+
+leases_status leases_lease_renew(leases_lease *lease, int64_t duration_us) {
+	CHECK_FORK();
+	return leasesgo_lease_renew(H(lease), duration_us);
+}
+
+leases_status leases_lease_release(leases_lease *lease) {
+	CHECK_FORK();
+	return leasesgo_lease_release(H(lease));
+}
+
+leases_status leases_lease_fail(leases_lease *lease, const char *reason) {
+	CHECK_FORK();
+	return leasesgo_lease_fail(H(lease), (char *)reason);
+}
+
+leases_status leases_lease_complete(leases_lease *lease, const char *facts_json) {
+	CHECK_FORK();
+	return leasesgo_lease_complete(H(lease), (char *)facts_json);
+}
+
+leases_status leases_lease_expiry(const leases_lease *lease, int64_t *out_expiry_unix_us) {
+	CHECK_FORK();
+	return leasesgo_lease_expiry(H(lease), out_expiry_unix_us);
+}
+
+leases_status leases_lease_job_id(const leases_lease *lease, char **out_job_id) {
+	CHECK_FORK();
+	return leasesgo_lease_job_id(H(lease), out_job_id);
+}
+
+leases_status leases_lease_production(const leases_lease *lease, char **out_production) {
+	CHECK_FORK();
+	return leasesgo_lease_production(H(lease), out_production);
+}
+
+leases_status leases_lease_worker(const leases_lease *lease, char **out_worker) {
+	CHECK_FORK();
+	return leasesgo_lease_worker(H(lease), out_worker);
+}
+
+leases_status leases_lease_export(const leases_lease *lease, char **out_token) {
+	CHECK_FORK();
+	return leasesgo_lease_export(H(lease), out_token);
+}
+
+leases_status leases_lease_import(leases_authority *authority, const char *token,
+                                  leases_lease **out) {
+	CHECK_FORK();
+	OUT_HANDLE(leases_lease, out, leasesgo_lease_import(H(authority), (char *)token, hp_));
+}
+
+void leases_lease_free(leases_lease *lease) {
+	if (lease == NULL || forked()) return;
+	leasesgo_lease_free(H(lease));
+}
+
+leases_status leases_edit_begin(leases_authority *authority, leases_edit **out) {
+	CHECK_FORK();
+	OUT_HANDLE(leases_edit, out, leasesgo_edit_begin(H(authority), hp_));
+}
+
+leases_status leases_edit_claim(leases_edit *edit, const char *production, const char *worker,
+                                int64_t duration_us, leases_lease **out) {
+	CHECK_FORK();
+	OUT_HANDLE(leases_lease, out,
+	           leasesgo_edit_claim(H(edit), (char *)production, (char *)worker, duration_us, hp_));
+}
+
+leases_status leases_edit_complete(leases_edit *edit, leases_lease *lease,
+                                   const char *facts_json) {
+	CHECK_FORK();
+	return leasesgo_edit_complete(H(edit), H(lease), (char *)facts_json);
+}
+
+leases_status leases_edit_commit(leases_edit *edit) {
+	CHECK_FORK();
+	return leasesgo_edit_commit(H(edit));
+}
+
+void leases_edit_abort(leases_edit *edit) {
+	if (edit == NULL || forked()) return;
+	leasesgo_edit_abort(H(edit));
+}
+
+leases_status leases_jobs_json(leases_authority *authority, const char *production,
+                               char **out_json) {
+	CHECK_FORK();
+	return leasesgo_jobs_json(H(authority), (char *)production, out_json);
+}
+
+leases_status leases_events_json(leases_authority *authority, const char *production,
+                                 int64_t after_seq, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_events_json(H(authority), (char *)production, after_seq, out_json);
+}

@@ -1,0 +1,30 @@
+/*
+ * leases_testing.h: test-only entry points. They exist only in the test
+ * build of the library (build/test/libleases.so, Go build tag leasestest);
+ * the release libleases.so has none of them, so no production caller can
+ * choose the authority's time. Not part of the ABI contract.
+ */
+#ifndef LEASES_TESTING_H
+#define LEASES_TESTING_H
+
+#include "leases.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Freezes the authority's clock at now_unix_us (> 0); 0 restores the system
+ * clock. */
+leases_status leases_testing_set_clock(leases_authority *authority, int64_t now_unix_us);
+/* leases_authority_open with a writer-lock busy timeout (> 0, microseconds,
+ * used at millisecond resolution) instead of the default 10 s. */
+leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,
+                                  leases_authority **out);
+/* Panics inside the library; returns LEASES_INTERNAL once recovered. */
+leases_status leases_testing_panic(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LEASES_TESTING_H */

@@ -1,0 +1,1086 @@
+/* C tests of include/leases.h. Built twice by mk/20-capi.mk: against the test
+ * library (LEASES_TEST_BUILD: every test, clock seam included) and against
+ * the release library (every test that needs no test seam). Each test is
+ * named after the rule it protects. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "leases.h"
+#include "vectors.h"
+#ifdef LEASES_TEST_BUILD
+#include "leases_testing.h"
+#endif
+
+#define NVEC(a) (sizeof(a) / sizeof((a)[0]))
+#define SEC INT64_C(1000000)
+
+static char tmpdir[256];
+
+/* A fresh database per test, with production "p". */
+static leases_authority *fresh(const char *name, char *path_out, size_t path_cap) {
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s.db", tmpdir, name);
+	if (path_out) snprintf(path_out, path_cap, "%s", path);
+	leases_authority *a = NULL;
+	CHECK_OK(leases_authority_open(path, &a));
+	CHECK(a != NULL);
+	CHECK_OK(leases_production_create(a, "p"));
+	return a;
+}
+
+static char *request(leases_authority *a, const char *key) {
+	char *id = NULL;
+	CHECK_OK(leases_job_request(a, "p", key, (const uint8_t *)"payload", 7, &id));
+	CHECK(id != NULL && strlen(id) == 36);
+	return id;
+}
+
+/* The "state" of job id in the listing, or "" (static buffer). */
+static const char *job_state(leases_authority *a, const char *id) {
+	static char state[32];
+	char *json = NULL;
+	state[0] = '\0';
+	CHECK_OK(leases_jobs_json(a, "p", &json));
+	if (json == NULL) return state;
+	char needle[64];
+	snprintf(needle, sizeof needle, "\"id\":\"%s\"", id);
+	const char *at = strstr(json, needle);
+	const char *st = at ? strstr(at, "\"state\":\"") : NULL;
+	if (st) {
+		st += strlen("\"state\":\"");
+		size_t n = strcspn(st, "\"");
+		if (n < sizeof state) {
+			memcpy(state, st, n);
+			state[n] = '\0';
+		}
+	}
+	leases_free(json);
+	return state;
+}
+
+static char *listing(leases_authority *a) {
+	char *json = NULL;
+	CHECK_OK(leases_jobs_json(a, "p", &json));
+	return json;
+}
+
+/* ---- versions and statuses ------------------------------------------------ */
+
+static void test_versions_match_abi_file_and_release_file(void) {
+	CHECK(LEASES_ABI_VERSION == EXPECTED_ABI_VERSION);
+	CHECK(leases_abi_version() == (uint32_t)EXPECTED_ABI_VERSION);
+	CHECK(strcmp(leases_version(), EXPECTED_RELEASE_VERSION) == 0);
+}
+
+static void test_status_names_and_codes_match_shared_vectors(void) {
+	static const struct { int code; const char *name; } macros[] = {
+		{LEASES_OK, "ok"}, {LEASES_INVALID_ARGUMENT, "invalid_argument"},
+		{LEASES_INVALID_DURATION, "invalid_duration"}, {LEASES_NOT_FOUND, "not_found"},
+		{LEASES_NOTHING_TO_CLAIM, "nothing_to_claim"}, {LEASES_WRONG_STATE, "wrong_state"},
+		{LEASES_LEASE_LOST, "lease_lost"}, {LEASES_EXPIRED, "expired"},
+		{LEASES_CANCELLED, "cancelled"}, {LEASES_NOT_EXTENDED, "not_extended"},
+		{LEASES_CLOCK_REGRESSED, "clock_regressed"}, {LEASES_CLOSED, "closed"},
+		{LEASES_BAD_TOKEN, "bad_token"}, {LEASES_BUSY, "busy"}, {LEASES_STORAGE, "storage"},
+		{LEASES_OUTCOME_UNKNOWN, "outcome_unknown"}, {LEASES_SCHEMA_TOO_NEW, "schema_too_new"},
+		{LEASES_FORKED, "forked"}, {LEASES_INTERNAL, "internal"},
+	};
+	CHECK(NVEC(macros) == NVEC(status_vectors));
+	for (size_t i = 0; i < NVEC(status_vectors); i++) {
+		const struct status_vector *v = &status_vectors[i];
+		CHECK(strcmp(leases_status_name(v->code), v->name) == 0);
+		int found = 0;
+		for (size_t j = 0; j < NVEC(macros); j++)
+			if (strcmp(macros[j].name, v->name) == 0) found = macros[j].code == v->code;
+		if (!found) fprintf(stderr, "    status %s: header macro differs from vector code %d\n", v->name, v->code);
+		CHECK(found);
+	}
+	CHECK(strcmp(leases_status_name(-1), "unknown") == 0);
+	CHECK(strcmp(leases_status_name((int)NVEC(status_vectors)), "unknown") == 0);
+	CHECK(strcmp(leases_status_name(1000), "unknown") == 0);
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static void test_full_lifecycle_request_claim_renew_complete_release_fail(void) {
+	leases_authority *a = fresh("lifecycle", NULL, 0);
+	char *j1 = request(a, "frame-1");
+	char *again = request(a, "frame-1");
+	CHECK(strcmp(j1, again) == 0); /* a keyed request is idempotent */
+	char *j2 = request(a, NULL);
+	char *j3 = NULL;
+	CHECK_OK(leases_job_request(a, "p", "", NULL, 0, &j3)); /* empty payload, no key */
+
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w1", 30 * SEC, &l)); /* FIFO: the first request */
+	char *id = NULL, *prod = NULL, *worker = NULL;
+	CHECK_OK(leases_lease_job_id(l, &id));
+	CHECK_OK(leases_lease_production(l, &prod));
+	CHECK_OK(leases_lease_worker(l, &worker));
+	CHECK(id && strcmp(id, j1) == 0);
+	CHECK(prod && strcmp(prod, "p") == 0);
+	CHECK(worker && strcmp(worker, "w1") == 0);
+	CHECK(strcmp(job_state(a, j1), "claimed") == 0);
+
+	int64_t e1 = 0, e2 = 0;
+	CHECK_OK(leases_lease_expiry(l, &e1));
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	int64_t now = (int64_t)tv.tv_sec * SEC + tv.tv_usec;
+	CHECK(e1 > now && e1 <= now + 31 * SEC);
+	CHECK_OK(leases_lease_renew(l, 60 * SEC));
+	CHECK_OK(leases_lease_expiry(l, &e2));
+	CHECK(e2 > e1);
+	CHECK_OK(leases_lease_complete(l, "{\"metadata\":{\"frames\":1},\"provenance\":{\"tool\":\"render\"}}"));
+	CHECK(strcmp(job_state(a, j1), "completed") == 0);
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CLOSED); /* completion closed it */
+	leases_lease_free(l);
+
+	CHECK_OK(leases_claim(a, "p", "w2", 30 * SEC, &l));
+	CHECK_OK(leases_lease_release(l));
+	CHECK(strcmp(job_state(a, j2), "requested") == 0);
+	leases_lease_free(l);
+	CHECK_OK(leases_claim_job(a, "p", j2, "w3", 30 * SEC, &l));
+	CHECK_OK(leases_lease_fail(l, "renderer crashed"));
+	CHECK(strcmp(job_state(a, j2), "failed") == 0);
+	leases_lease_free(l);
+	CHECK_OK(leases_cancel(a, "p", j3));
+	CHECK(strcmp(job_state(a, j3), "cancelled") == 0);
+
+	char *events = NULL;
+	CHECK_OK(leases_events_json(a, "p", 0, &events));
+	CHECK(events && strstr(events, "\"kind\":\"completed\"") && strstr(events, "\"kind\":\"failed\""));
+	leases_free(events);
+	CHECK_OK(leases_events_json(a, NULL, 0, &events)); /* every production */
+	CHECK(events && events[0] == '[');
+	leases_free(events);
+	CHECK_OK(leases_events_json(a, "", 1000000, &events));
+	CHECK(events && strcmp(events, "[]") == 0);
+	leases_free(events);
+
+	leases_free(id);
+	leases_free(prod);
+	leases_free(worker);
+	leases_free(j1);
+	leases_free(again);
+	leases_free(j2);
+	leases_free(j3);
+	leases_authority_close(a);
+}
+
+static void test_claim_with_nothing_to_claim_sets_out_to_null(void) {
+	leases_authority *a = fresh("nothing", NULL, 0);
+	leases_lease *l = (leases_lease *)(uintptr_t)0x1234; /* must be overwritten */
+	CHECK_ST(leases_claim(a, "p", "w", SEC, &l), LEASES_NOTHING_TO_CLAIM);
+	CHECK(l == NULL);
+	CHECK(strstr(leases_last_error(), "nothing_to_claim") != NULL);
+	leases_authority_close(a);
+}
+
+/* ---- durations ------------------------------------------------------------ */
+
+static void test_every_invalid_duration_is_rejected_and_changes_nothing(void) {
+	static const int64_t bad[] = {
+		0, -1, -SEC, INT64_MIN, INT64_MIN + 1, INT64_MAX,
+		LEASES_MAX_DURATION_US + 1, 2 * LEASES_MAX_DURATION_US, -LEASES_MAX_DURATION_US,
+	};
+	leases_authority *a = fresh("durations", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", LEASES_MAX_DURATION_US, &l)); /* 24 h is inclusive */
+	char *other = request(a, NULL);
+	leases_edit *e = NULL;
+	char *before = listing(a);
+	for (size_t i = 0; i < NVEC(bad); i++) {
+		leases_lease *out = NULL;
+		CHECK_ST(leases_claim(a, "p", "w", bad[i], &out), LEASES_INVALID_DURATION);
+		CHECK(out == NULL);
+		CHECK_ST(leases_claim_job(a, "p", other, "w", bad[i], &out), LEASES_INVALID_DURATION);
+		CHECK_ST(leases_lease_renew(l, bad[i]), LEASES_INVALID_DURATION);
+		CHECK_OK(leases_edit_begin(a, &e));
+		CHECK_ST(leases_edit_claim(e, "p", "w", bad[i], &out), LEASES_INVALID_DURATION);
+		leases_edit_abort(e);
+	}
+	char *after = listing(a);
+	CHECK(before && after && strcmp(before, after) == 0);
+	CHECK_OK(leases_lease_renew(l, LEASES_MAX_DURATION_US));
+	/* 1 µs is the shortest duration accepted; on a real clock such a claim
+	 * expires before it can commit, which is the expiry rule, not a duration
+	 * rejection. */
+	leases_lease *one = NULL;
+	leases_status st = leases_claim(a, "p", "w", 1, &one);
+	CHECK(st == LEASES_OK || st == LEASES_EXPIRED);
+	leases_lease_free(one);
+	leases_lease_free(l);
+	leases_free(before);
+	leases_free(after);
+	leases_free(j);
+	leases_free(other);
+	leases_authority_close(a);
+}
+
+/* ---- bad input ------------------------------------------------------------ */
+
+static void test_null_for_every_pointer_parameter_is_an_argument_error(void) {
+	leases_authority *a = fresh("nulls", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_job(a, "p", j, "w", 30 * SEC, &l));
+	char *s = NULL;
+	leases_lease *lo = NULL;
+	leases_authority *ao = NULL;
+	leases_edit *eo = NULL;
+	int64_t i64 = 0;
+	const int IA = LEASES_INVALID_ARGUMENT;
+
+	CHECK_ST(leases_authority_open(NULL, &ao), IA);
+	CHECK_ST(leases_authority_open("x.db", NULL), IA);
+	CHECK_ST(leases_production_create(NULL, "q"), IA);
+	CHECK_ST(leases_production_create(a, NULL), IA);
+	CHECK_ST(leases_job_request(NULL, "p", NULL, NULL, 0, &s), IA);
+	CHECK_ST(leases_job_request(a, NULL, NULL, NULL, 0, &s), IA);
+	CHECK_ST(leases_job_request(a, "p", NULL, NULL, 1, &s), IA); /* NULL payload, len 1 */
+	CHECK_ST(leases_job_request(a, "p", NULL, NULL, 0, NULL), IA);
+	CHECK_ST(leases_claim(NULL, "p", "w", SEC, &lo), IA);
+	CHECK_ST(leases_claim(a, NULL, "w", SEC, &lo), IA);
+	CHECK_ST(leases_claim(a, "p", NULL, SEC, &lo), IA);
+	CHECK_ST(leases_claim(a, "p", "w", SEC, NULL), IA);
+	CHECK_ST(leases_claim_job(NULL, "p", j, "w", SEC, &lo), IA);
+	CHECK_ST(leases_claim_job(a, NULL, j, "w", SEC, &lo), IA);
+	CHECK_ST(leases_claim_job(a, "p", NULL, "w", SEC, &lo), IA);
+	CHECK_ST(leases_claim_job(a, "p", j, NULL, SEC, &lo), IA);
+	CHECK_ST(leases_claim_job(a, "p", j, "w", SEC, NULL), IA);
+	CHECK_ST(leases_cancel(NULL, "p", j), IA);
+	CHECK_ST(leases_cancel(a, NULL, j), IA);
+	CHECK_ST(leases_cancel(a, "p", NULL), IA);
+	CHECK_ST(leases_lease_renew(NULL, SEC), IA);
+	CHECK_ST(leases_lease_release(NULL), IA);
+	CHECK_ST(leases_lease_fail(NULL, "r"), IA);
+	CHECK_ST(leases_lease_fail(l, NULL), IA);
+	CHECK_ST(leases_lease_complete(NULL, "{}"), IA);
+	CHECK_ST(leases_lease_expiry(NULL, &i64), IA);
+	CHECK_ST(leases_lease_expiry(l, NULL), IA);
+	CHECK_ST(leases_lease_job_id(NULL, &s), IA);
+	CHECK_ST(leases_lease_job_id(l, NULL), IA);
+	CHECK_ST(leases_lease_production(NULL, &s), IA);
+	CHECK_ST(leases_lease_production(l, NULL), IA);
+	CHECK_ST(leases_lease_worker(NULL, &s), IA);
+	CHECK_ST(leases_lease_worker(l, NULL), IA);
+	CHECK_ST(leases_lease_export(NULL, &s), IA);
+	CHECK_ST(leases_lease_export(l, NULL), IA);
+	CHECK_ST(leases_lease_import(NULL, "lt1.x", &lo), IA);
+	CHECK_ST(leases_lease_import(a, NULL, &lo), IA);
+	CHECK_ST(leases_lease_import(a, "lt1.x", NULL), IA);
+	CHECK_ST(leases_edit_begin(NULL, &eo), IA);
+	CHECK_ST(leases_edit_begin(a, NULL), IA);
+	CHECK_OK(leases_edit_begin(a, &eo));
+	CHECK_ST(leases_edit_claim(NULL, "p", "w", SEC, &lo), IA);
+	CHECK_ST(leases_edit_claim(eo, NULL, "w", SEC, &lo), IA);
+	CHECK_ST(leases_edit_claim(eo, "p", NULL, SEC, &lo), IA);
+	CHECK_ST(leases_edit_claim(eo, "p", "w", SEC, NULL), IA);
+	CHECK_ST(leases_edit_complete(NULL, l, "{}"), IA);
+	CHECK_ST(leases_edit_complete(eo, NULL, "{}"), IA);
+	leases_edit_abort(eo);
+	CHECK_ST(leases_edit_commit(NULL), IA);
+	CHECK_ST(leases_jobs_json(NULL, "p", &s), IA);
+	CHECK_ST(leases_jobs_json(a, NULL, &s), IA);
+	CHECK_ST(leases_jobs_json(a, "p", NULL), IA);
+	CHECK_ST(leases_events_json(NULL, "p", 0, &s), IA);
+	CHECK_ST(leases_events_json(a, "p", 0, NULL), IA);
+	CHECK_ST(leases_events_json(a, "p", -1, &s), IA);
+	leases_execution *xo = NULL;
+	CHECK_ST(leases_execution_begin(NULL, tmpdir, &xo), IA);
+	CHECK_ST(leases_execution_begin(l, NULL, &xo), IA);
+	CHECK_ST(leases_execution_begin(l, tmpdir, NULL), IA);
+	CHECK(leases_execution_temp_path(NULL) == NULL);
+	CHECK(leases_execution_final_path(NULL) == NULL);
+	CHECK_ST(leases_execution_finish(NULL, "{}"), IA);
+	leases_execution_abandon(NULL);
+	leases_free(NULL);
+	CHECK(s == NULL && lo == NULL && ao == NULL);
+
+	/* Optional pointers: NULL key, NULL facts (no facts). */
+	CHECK_OK(leases_lease_complete(l, NULL));
+	CHECK(strcmp(job_state(a, j), "completed") == 0);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_bad_input_gets_a_clear_status_and_changes_nothing(void) {
+	leases_authority *a = fresh("badinput", NULL, 0);
+	char *j = request(a, "k");
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_job(a, "p", j, "w", 30 * SEC, &l));
+	char *before = listing(a);
+	char *s = NULL;
+	leases_lease *lo = NULL;
+	const int IA = LEASES_INVALID_ARGUMENT;
+	const char bad_utf8[] = {'p', (char)0xC3, (char)0x28, 0};
+	char longname[LEASES_MAX_NAME_LEN + 2];
+	memset(longname, 'n', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	size_t big = LEASES_MAX_PAYLOAD_LEN + 1;
+	uint8_t *payload = calloc(1, big);
+
+	CHECK_ST(leases_production_create(a, bad_utf8), IA);
+	CHECK(strstr(leases_last_error(), "UTF-8") != NULL);
+	CHECK_ST(leases_production_create(a, longname), IA);
+	CHECK(strstr(leases_last_error(), "limit") != NULL);
+	CHECK_ST(leases_production_create(a, ""), IA);
+	CHECK_ST(leases_job_request(a, "p", bad_utf8, NULL, 0, &s), IA);
+	CHECK_ST(leases_job_request(a, "p", longname, NULL, 0, &s), IA);
+	CHECK_ST(leases_job_request(a, "p", NULL, payload, big, &s), IA);
+	CHECK_ST(leases_job_request(a, "p", "k", (const uint8_t *)"other", 5, &s), LEASES_WRONG_STATE);
+	CHECK_ST(leases_claim(a, "p", bad_utf8, SEC, &lo), IA);
+	CHECK_ST(leases_claim_job(a, "p", "not-a-uuid", "w", SEC, &lo), IA);
+	CHECK_ST(leases_claim_job(a, "p", "6F1C2F5E-8A3B-4C1D-9E2F-0A1B2C3D4E5F", "w", SEC, &lo), IA);
+	CHECK_ST(leases_cancel(a, "p", "nope"), IA);
+	CHECK_ST(leases_lease_complete(l, "{\"metadata\": [1]}"), IA);
+	CHECK_ST(leases_lease_complete(l, "{\"metadata\": {}} trailing"), IA);
+	CHECK_ST(leases_lease_complete(l, "{\"unknown\": {}}"), IA);
+	CHECK_ST(leases_lease_complete(l, "not json"), IA);
+	CHECK_ST(leases_lease_fail(l, bad_utf8), IA);
+	CHECK(s == NULL && lo == NULL);
+
+	char *after = listing(a);
+	CHECK(before && after && strcmp(before, after) == 0);
+	CHECK(strcmp(job_state(a, j), "claimed") == 0); /* every rejection left the lease alone */
+	CHECK_OK(leases_lease_release(l));
+	leases_lease_free(l);
+	free(payload);
+	leases_free(before);
+	leases_free(after);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+/* ---- handles -------------------------------------------------------------- */
+
+static void test_unknown_freed_and_wrong_type_handles_are_rejected(void) {
+	leases_authority *a = fresh("handles", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	char *s = NULL;
+	leases_lease *lo = NULL;
+	const int IA = LEASES_INVALID_ARGUMENT;
+
+	/* Another object's handle where a lease is expected, and vice versa. */
+	CHECK_ST(leases_lease_renew((leases_lease *)a, SEC), IA);
+	CHECK_ST(leases_production_create((leases_authority *)l, "q"), IA);
+	CHECK_ST(leases_edit_commit((leases_edit *)l), IA);
+	CHECK_ST(leases_execution_finish((leases_execution *)l, NULL), IA);
+	leases_authority_close((leases_authority *)l); /* ignored: not an authority */
+	leases_edit_abort((leases_edit *)a);           /* ignored: not an edit */
+	CHECK(strcmp(job_state(a, j), "claimed") == 0);
+	/* Stray small and garbage values. */
+	CHECK_ST(leases_lease_release((leases_lease *)(uintptr_t)1), IA);
+	CHECK_ST(leases_lease_release((leases_lease *)(uintptr_t)UINTPTR_MAX), IA);
+	CHECK_ST(leases_claim((leases_authority *)(uintptr_t)0xdeadbeef, "p", "w", SEC, &lo), IA);
+	CHECK(leases_execution_temp_path((leases_execution *)a) == NULL);
+	/* Freed handles stay invalid; ids are never reused. */
+	leases_lease *stale = l;
+	leases_lease_free(l);
+	CHECK_ST(leases_lease_release(stale), IA);
+	CHECK_ST(leases_lease_export(stale, &s), IA);
+	CHECK(strstr(leases_last_error(), "leases_lease") != NULL);
+	CHECK(s == NULL);
+	leases_authority *b = NULL;
+	char path[512];
+	snprintf(path, sizeof path, "%s/handles.db", tmpdir);
+	CHECK_OK(leases_authority_open(path, &b));
+	CHECK(b != a);
+	leases_authority_close(a);
+	CHECK_ST(leases_production_create(a, "q"), IA); /* closed authority handle */
+	CHECK_OK(leases_production_create(b, "q"));
+	leases_free(j);
+	leases_authority_close(b);
+}
+
+static void test_free_functions_accept_null_and_double_free(void) {
+	leases_authority *a = fresh("doublefree", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	leases_edit *e = NULL;
+	CHECK_OK(leases_edit_begin(a, &e));
+	leases_edit_abort(e);
+	leases_edit_abort(e);
+	CHECK_ST(leases_edit_commit(e), LEASES_INVALID_ARGUMENT); /* consumed */
+	leases_lease_free(l);
+	leases_lease_free(l);
+	leases_lease_free(NULL);
+	leases_edit_abort(NULL);
+	leases_execution_abandon(NULL);
+	leases_authority_close(NULL);
+	leases_free(NULL);
+	leases_free(j);
+	leases_authority_close(a);
+	leases_authority_close(a);
+}
+
+static void test_lease_free_never_writes(void) {
+	leases_authority *a = fresh("freenowrite", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	char *events_before = NULL, *events_after = NULL;
+	CHECK_OK(leases_events_json(a, "p", 0, &events_before));
+	leases_lease_free(l);
+	CHECK_OK(leases_events_json(a, "p", 0, &events_after));
+	CHECK(strcmp(job_state(a, j), "claimed") == 0); /* the claim lasts until expiry */
+	CHECK(events_before && events_after && strcmp(events_before, events_after) == 0);
+	leases_free(events_before);
+	leases_free(events_after);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_closed_lease_reports_closed(void) {
+	leases_authority *a = fresh("closedlease", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	char *s = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	CHECK_OK(leases_lease_release(l));
+	CHECK_ST(leases_lease_release(l), LEASES_CLOSED);
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CLOSED);
+	CHECK_ST(leases_lease_fail(l, ""), LEASES_CLOSED);
+	CHECK_ST(leases_lease_complete(l, NULL), LEASES_CLOSED);
+	CHECK_ST(leases_lease_export(l, &s), LEASES_CLOSED);
+	CHECK(s == NULL);
+	CHECK_ST(leases_execution_begin(l, tmpdir, &(leases_execution *){NULL}), LEASES_CLOSED);
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	/* Local reads still answer. */
+	CHECK_OK(leases_lease_job_id(l, &s));
+	CHECK(s && strcmp(s, j) == 0);
+	leases_free(s);
+	/* An authority closed under a live lease closes the lease too. */
+	leases_lease *m = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &m));
+	leases_authority_close(a);
+	CHECK_ST(leases_lease_renew(m, SEC), LEASES_CLOSED);
+	leases_lease_free(m);
+	leases_lease_free(l);
+	leases_free(j);
+}
+
+/* ---- edits ---------------------------------------------------------------- */
+
+static void test_claim_and_complete_in_one_edit(void) {
+	leases_authority *a = fresh("editcomplete", NULL, 0);
+	char *j = request(a, NULL);
+	leases_edit *e = NULL;
+	leases_lease *l = NULL;
+	CHECK_OK(leases_edit_begin(a, &e));
+	CHECK_OK(leases_edit_claim(e, "p", "w", 30 * SEC, &l));
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CLOSED); /* pending until commit */
+	CHECK_OK(leases_edit_complete(e, l, "{\"metadata\":{\"inline\":true}}"));
+	CHECK_OK(leases_edit_commit(e));
+	CHECK(strcmp(job_state(a, j), "completed") == 0);
+	CHECK_ST(leases_lease_release(l), LEASES_CLOSED);
+	CHECK_ST(leases_edit_commit(e), LEASES_INVALID_ARGUMENT); /* consumed */
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_failed_or_aborted_edit_closes_its_pending_leases(void) {
+	leases_authority *a = fresh("editabort", NULL, 0);
+	char *j = request(a, NULL);
+	leases_edit *e = NULL;
+	leases_lease *l = NULL, *none = NULL;
+	CHECK_OK(leases_edit_begin(a, &e));
+	CHECK_OK(leases_edit_claim(e, "p", "w", 30 * SEC, &l));
+	CHECK_ST(leases_edit_claim(e, "p", "w", 30 * SEC, &none), LEASES_NOTHING_TO_CLAIM);
+	CHECK_ST(leases_edit_complete(e, l, "[]"), LEASES_INVALID_ARGUMENT);
+	leases_edit_abort(e);
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_ST(leases_lease_release(l), LEASES_CLOSED);
+	leases_lease_free(l);
+	/* An active lease completed in an aborted edit stays active. */
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	CHECK_OK(leases_edit_begin(a, &e));
+	CHECK_OK(leases_edit_complete(e, l, NULL));
+	leases_edit_abort(e);
+	CHECK(strcmp(job_state(a, j), "claimed") == 0);
+	CHECK_OK(leases_lease_release(l));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+/* ---- tokens --------------------------------------------------------------- */
+
+static void test_token_export_import_round_trip(void) {
+	leases_authority *a = fresh("tokens", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL, *back = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	char *token = NULL, *id = NULL, *worker = NULL;
+	CHECK_OK(leases_lease_export(l, &token));
+	CHECK(token && strncmp(token, "lt1.", 4) == 0 && strlen(token) <= LEASES_MAX_TOKEN_LEN);
+	CHECK_OK(leases_lease_import(a, token, &back));
+	CHECK_OK(leases_lease_job_id(back, &id));
+	CHECK_OK(leases_lease_worker(back, &worker));
+	CHECK(id && strcmp(id, j) == 0);
+	CHECK(worker && strcmp(worker, "w") == 0);
+	int64_t e1 = 0, e2 = 0;
+	CHECK_OK(leases_lease_expiry(l, &e1));
+	CHECK_OK(leases_lease_expiry(back, &e2));
+	CHECK(e1 == e2);
+	/* The imported lease is the same claim: completing through it finishes
+	 * the claim for the original handle. */
+	CHECK_OK(leases_lease_complete(back, NULL));
+	CHECK_ST(leases_lease_renew(l, 60 * SEC), LEASES_WRONG_STATE);
+	CHECK_ST(leases_lease_import(a, token, &(leases_lease *){NULL}), LEASES_WRONG_STATE);
+	/* Listings and messages never show the token. */
+	char *json = listing(a), *events = NULL;
+	CHECK_OK(leases_events_json(a, NULL, 0, &events));
+	CHECK(json && strstr(json, token + 4) == NULL);
+	CHECK(events && strstr(events, token + 4) == NULL);
+	CHECK(strstr(leases_last_error(), token + 4) == NULL);
+	token[10] = token[10] == 'A' ? 'B' : 'A'; /* a damaged token */
+	CHECK_ST(leases_lease_import(a, token, &(leases_lease *){NULL}), LEASES_BAD_TOKEN);
+	CHECK(strstr(leases_last_error(), token + 4) == NULL);
+	leases_free(json);
+	leases_free(events);
+	leases_free(token);
+	leases_free(id);
+	leases_free(worker);
+	leases_lease_free(l);
+	leases_lease_free(back);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_token_vectors_decode_or_reject_as_shared(void) {
+	leases_authority *a = fresh("tokenvectors", NULL, 0);
+	CHECK(VECTOR_MAX_TOKEN_LEN == LEASES_MAX_TOKEN_LEN);
+	for (size_t i = 0; i < NVEC(valid_token_vectors); i++) {
+		/* Well formed, so it reaches the store, which knows no such claim. */
+		leases_lease *l = (leases_lease *)(uintptr_t)1;
+		CHECK_ST(leases_lease_import(a, valid_token_vectors[i].token, &l), LEASES_NOT_FOUND);
+		CHECK(l == NULL);
+		CHECK(strstr(leases_last_error(), valid_token_vectors[i].token + 4) == NULL);
+	}
+	for (size_t i = 0; i < NVEC(invalid_token_vectors); i++) {
+		leases_lease *l = NULL;
+		leases_status st = leases_lease_import(a, invalid_token_vectors[i].token, &l);
+		if (st != LEASES_BAD_TOKEN)
+			fprintf(stderr, "    invalid token vector %zu (%s): got %s\n", i, invalid_token_vectors[i].why,
+			        leases_status_name(st));
+		CHECK(st == LEASES_BAD_TOKEN);
+		if (st == LEASES_BAD_TOKEN) status_reached[st] = 1;
+		CHECK(l == NULL);
+	}
+	char huge[4096];
+	memset(huge, 'A', sizeof huge - 1);
+	huge[sizeof huge - 1] = '\0';
+	memcpy(huge, "lt1.", 4);
+	CHECK_ST(leases_lease_import(a, huge, &(leases_lease *){NULL}), LEASES_BAD_TOKEN);
+	leases_authority_close(a);
+}
+
+/* ---- threads -------------------------------------------------------------- */
+
+static void *thread_fresh_error(void *arg) {
+	(void)arg;
+	const char *e = leases_last_error();
+	int ok = e != NULL && e[0] == '\0';
+	ok = ok && leases_lease_release(NULL) == LEASES_INVALID_ARGUMENT;
+	ok = ok && strstr(leases_last_error(), "leases_lease handle is NULL") != NULL;
+	return ok ? (void *)1 : NULL;
+}
+
+static void test_last_error_is_per_thread_and_never_null(void) {
+	CHECK_ST(leases_claim(NULL, "p", "w", 0, &(leases_lease *){NULL}), LEASES_INVALID_ARGUMENT);
+	char mine[1024];
+	snprintf(mine, sizeof mine, "%s", leases_last_error());
+	CHECK(strstr(mine, "leases_authority") != NULL);
+	pthread_t t;
+	void *ok = NULL;
+	CHECK(pthread_create(&t, NULL, thread_fresh_error, NULL) == 0);
+	CHECK(pthread_join(t, &ok) == 0);
+	CHECK(ok == (void *)1);
+	CHECK(strcmp(leases_last_error(), mine) == 0); /* the other thread's failure is not ours */
+}
+
+#define THREADS 4
+struct claimer { leases_authority *a; char job[40]; int status; };
+
+static void *thread_claim(void *arg) {
+	struct claimer *c = arg;
+	leases_lease *l = NULL;
+	c->status = leases_claim(c->a, "p", "t", 30 * SEC, &l);
+	char *id = NULL;
+	if (c->status == LEASES_OK && leases_lease_job_id(l, &id) == LEASES_OK) {
+		snprintf(c->job, sizeof c->job, "%s", id);
+		leases_free(id);
+	}
+	leases_lease_free(l);
+	return NULL;
+}
+
+static void test_threads_share_one_authority_and_never_share_a_job(void) {
+	leases_authority *a = fresh("threads", NULL, 0);
+	char *ids[THREADS];
+	for (int i = 0; i < THREADS; i++) ids[i] = request(a, NULL);
+	struct claimer c[THREADS];
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		memset(&c[i], 0, sizeof c[i]);
+		c[i].a = a;
+		CHECK(pthread_create(&t[i], NULL, thread_claim, &c[i]) == 0);
+	}
+	for (int i = 0; i < THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+	for (int i = 0; i < THREADS; i++) {
+		CHECK(c[i].status == LEASES_OK);
+		for (int k = 0; k < i; k++) CHECK(strcmp(c[i].job, c[k].job) != 0);
+	}
+	for (int i = 0; i < THREADS; i++) leases_free(ids[i]);
+	leases_authority_close(a);
+}
+
+/* ---- executor ------------------------------------------------------------- */
+
+static int file_exists(const char *path) {
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+static void test_execution_finish_registers_output_and_abandon_removes_files(void) {
+	leases_authority *a = fresh("execution", NULL, 0);
+	char *j1 = request(a, NULL);
+	char *j2 = request(a, NULL);
+	char dir[512];
+	snprintf(dir, sizeof dir, "%s/out", tmpdir);
+	mkdir(dir, 0700);
+	leases_lease *l = NULL;
+	leases_execution *x = NULL;
+	CHECK_OK(leases_claim_job(a, "p", j1, "w", 30 * SEC, &l));
+	CHECK_OK(leases_execution_begin(l, dir, &x));
+	const char *temp = leases_execution_temp_path(x);
+	const char *final = leases_execution_final_path(x);
+	CHECK(temp && final && strcmp(temp, final) != 0);
+	CHECK(temp && strstr(temp, j1) && strncmp(temp, dir, strlen(dir)) == 0);
+	CHECK(final && strstr(final, j1));
+	char final_copy[1024] = "";
+	if (final) snprintf(final_copy, sizeof final_copy, "%s", final);
+	FILE *f = temp ? fopen(temp, "w") : NULL;
+	CHECK(f != NULL);
+	if (f) {
+		fputs("frame data\n", f);
+		fclose(f);
+	}
+	CHECK_ST(leases_execution_finish(x, "{\"metadata\": 1}"), LEASES_INVALID_ARGUMENT);
+	CHECK(leases_execution_temp_path(x) == temp); /* still usable after a bad argument */
+	CHECK_OK(leases_execution_finish(x, "{\"metadata\":{\"frames\":1}}"));
+	CHECK(leases_execution_temp_path(x) == NULL); /* consumed */
+	CHECK_ST(leases_execution_finish(x, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK(file_exists(final_copy));
+	CHECK(strcmp(job_state(a, j1), "completed") == 0);
+	leases_lease_free(l);
+
+	CHECK_OK(leases_claim_job(a, "p", j2, "w", 30 * SEC, &l));
+	CHECK_OK(leases_execution_begin(l, dir, &x));
+	char temp_copy[1024] = "";
+	if (leases_execution_temp_path(x)) snprintf(temp_copy, sizeof temp_copy, "%s", leases_execution_temp_path(x));
+	CHECK(file_exists(temp_copy));
+	leases_execution_abandon(x);
+	leases_execution_abandon(x);
+	CHECK(!file_exists(temp_copy));
+	CHECK(strcmp(job_state(a, j2), "claimed") == 0); /* abandoning writes nothing */
+	CHECK_OK(leases_lease_release(l));
+	CHECK_ST(leases_execution_begin(l, dir, &x), LEASES_CLOSED);
+	CHECK(x == NULL);
+	leases_lease_free(l);
+	leases_free(j1);
+	leases_free(j2);
+	leases_authority_close(a);
+}
+
+/* ---- process and storage statuses ---------------------------------------- */
+
+static void test_forked_child_gets_forked_status_within_one_second(void) {
+	leases_authority *a = fresh("fork", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	int fds[2];
+	CHECK(pipe(fds) == 0);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(1); /* watchdog: a hang in the Go runtime kills the child */
+		char ok = 1;
+		ok &= leases_claim(a, "p", "w", SEC, &(leases_lease *){NULL}) == LEASES_FORKED;
+		/* Forked outranks every other rejection, bad arguments included. */
+		ok &= leases_claim(NULL, NULL, NULL, 0, NULL) == LEASES_FORKED;
+		ok &= leases_lease_renew(l, SEC) == LEASES_FORKED;
+		ok &= leases_authority_open("x", &(leases_authority *){NULL}) == LEASES_FORKED;
+		ok &= strstr(leases_last_error(), "fork") != NULL;
+		ok &= strcmp(leases_status_name(LEASES_FORKED), "forked") == 0;
+		leases_lease_free(l); /* do nothing, do not hang */
+		leases_authority_close(a);
+		alarm(0);
+		ssize_t w = write(fds[1], &ok, 1);
+		(void)w;
+		_exit(0);
+	}
+	CHECK(pid > 0);
+	close(fds[1]);
+	char ok = 0;
+	ssize_t n = read(fds[0], &ok, 1);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(fds[0]);
+	int wst = 0;
+	CHECK(waitpid(pid, &wst, 0) == pid);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECK(n == 1 && ok == 1);
+	CHECK(secs < 1.0 || getenv("LEASES_UNDER_VALGRIND") != NULL);
+	if (n == 1 && ok == 1) status_reached[LEASES_FORKED] = 1;
+	/* The parent is unaffected. */
+	CHECK_OK(leases_lease_release(l));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_storage_failure_on_unusable_path(void) {
+	leases_authority *a = (leases_authority *)(uintptr_t)1;
+	CHECK_ST(leases_authority_open(tmpdir, &a), LEASES_STORAGE); /* a directory */
+	CHECK(a == NULL);
+	char path[512];
+	snprintf(path, sizeof path, "%s/no/such/dir/x.db", tmpdir);
+	CHECK_ST(leases_authority_open(path, &a), LEASES_STORAGE);
+	/* A file that is not a database at all. */
+	snprintf(path, sizeof path, "%s/garbage.db", tmpdir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (f) {
+		for (int i = 0; i < 512; i++) fputs("not a database ", f);
+		fclose(f);
+	}
+	CHECK_ST(leases_authority_open(path, &a), LEASES_STORAGE);
+	CHECK(a == NULL);
+}
+
+static void test_schema_too_new_is_refused(void) {
+	char path[512];
+	leases_authority *a = fresh("schema", path, sizeof path);
+	leases_authority_close(a); /* the last connection checkpoints the WAL into the file */
+	char wal[600];
+	snprintf(wal, sizeof wal, "%s-wal", path);
+	struct stat st;
+	CHECK(stat(wal, &st) != 0 || st.st_size == 0);
+	/* PRAGMA user_version is the big-endian 32-bit word at offset 60. */
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	unsigned char v[4] = {0, 0, 0, 99};
+	CHECK(pwrite(fd, v, 4, 60) == 4);
+	close(fd);
+	a = (leases_authority *)(uintptr_t)1;
+	CHECK_ST(leases_authority_open(path, &a), LEASES_SCHEMA_TOO_NEW);
+	CHECK(a == NULL);
+	CHECK(strstr(leases_last_error(), "99") != NULL);
+}
+
+/* A commit that cannot be written (the file-size limit stops the WAL from
+ * growing) is reported as outcome unknown, not as a rejection, and the
+ * authority stays usable. Nothing is printed while the limit is low. */
+static void test_outcome_unknown_when_commit_cannot_write(void) {
+	leases_authority *a = fresh("outcome", NULL, 0);
+	char *j = request(a, NULL);
+	size_t big = LEASES_MAX_PAYLOAD_LEN;
+	uint8_t *payload = malloc(big);
+	for (size_t i = 0; i < big; i++) payload[i] = (uint8_t)(i * 2654435761u >> 24);
+	struct rlimit old, low;
+	CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+	low = old;
+	low.rlim_cur = 256 * 1024;
+	void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+	char *id = NULL;
+	leases_status st = LEASES_OK;
+	if (setrlimit(RLIMIT_FSIZE, &low) == 0) {
+		st = leases_job_request(a, "p", "big", payload, big, &id);
+		setrlimit(RLIMIT_FSIZE, &old);
+	}
+	signal(SIGXFSZ, prev);
+	CHECK_ST(st, LEASES_OUTCOME_UNKNOWN);
+	CHECK(id == NULL);
+	CHECK(strstr(leases_last_error(), "may or may not") != NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_job(a, "p", j, "w", 30 * SEC, &l)); /* still usable */
+	CHECK_OK(leases_lease_release(l));
+	leases_lease_free(l);
+	free(payload);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_not_extended_and_cancelled_reach_the_holder(void) {
+	leases_authority *a = fresh("notextended", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_NOT_EXTENDED);
+	CHECK_ST(leases_claim_job(a, "p", j, "w2", SEC, &(leases_lease *){NULL}), LEASES_WRONG_STATE);
+	CHECK_ST(leases_claim(a, "nope", "w", SEC, &(leases_lease *){NULL}), LEASES_NOT_FOUND);
+	CHECK_ST(leases_cancel(a, "p", "6f1c2f5e-8a3b-4c1d-9e2f-0a1b2c3d4e5f"), LEASES_NOT_FOUND);
+	CHECK_OK(leases_cancel(a, "p", j));
+	CHECK_ST(leases_lease_renew(l, 120 * SEC), LEASES_CANCELLED);
+	CHECK_ST(leases_lease_complete(l, NULL), LEASES_CANCELLED);
+	CHECK(strcmp(job_state(a, j), "cancelled") == 0);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+#ifdef LEASES_TEST_BUILD
+/* ---- statuses that need the test clock or test seams ---------------------- */
+
+#define T0 INT64_C(2000000000000000) /* a frozen authority time, unix µs */
+
+static leases_authority *fresh_clocked(const char *name) {
+	leases_authority *a = fresh(name, NULL, 0);
+	CHECK_OK(leases_testing_set_clock(a, T0));
+	return a;
+}
+
+static void test_expired_claim_cannot_renew_release_or_complete(void) {
+	leases_authority *a = fresh_clocked("expired");
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 10 * SEC, &l));
+	CHECK_OK(leases_testing_set_clock(a, T0 + 10 * SEC)); /* expiry is exclusive */
+	CHECK_ST(leases_lease_renew(l, 60 * SEC), LEASES_EXPIRED);
+	CHECK_ST(leases_lease_release(l), LEASES_EXPIRED);
+	CHECK_ST(leases_lease_complete(l, NULL), LEASES_EXPIRED);
+	char *token = NULL;
+	CHECK_OK(leases_lease_export(l, &token)); /* a rejection leaves it active locally */
+	leases_free(token);
+	CHECK(strcmp(job_state(a, j), "claimed") == 0);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_clock_regression_rejects_guarded_operations_but_not_cancel(void) {
+	leases_authority *a = fresh_clocked("regressed");
+	char *j = request(a, NULL);
+	char *k = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_job(a, "p", j, "w", 60 * SEC, &l));
+	CHECK_OK(leases_testing_set_clock(a, T0 - SEC));
+	CHECK_ST(leases_claim(a, "p", "w", SEC, &(leases_lease *){NULL}), LEASES_CLOCK_REGRESSED);
+	CHECK_ST(leases_lease_renew(l, 120 * SEC), LEASES_CLOCK_REGRESSED);
+	CHECK_ST(leases_lease_release(l), LEASES_CLOCK_REGRESSED);
+	CHECK(strcmp(job_state(a, j), "claimed") == 0);
+	CHECK_OK(leases_cancel(a, "p", k)); /* the recovery tool is not blocked */
+	CHECK_OK(leases_testing_set_clock(a, T0 + SEC)); /* caught up */
+	CHECK_OK(leases_lease_release(l));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_free(k);
+	leases_authority_close(a);
+}
+
+static void test_lease_lost_when_an_expired_claim_is_taken(void) {
+	leases_authority *a = fresh_clocked("leaselost");
+	char *j = request(a, NULL);
+	leases_lease *old = NULL, *cur = NULL;
+	CHECK_OK(leases_claim(a, "p", "w1", 10 * SEC, &old));
+	CHECK_OK(leases_testing_set_clock(a, T0 + 20 * SEC));
+	CHECK_OK(leases_claim(a, "p", "w2", 10 * SEC, &cur));
+	CHECK_ST(leases_lease_renew(old, 60 * SEC), LEASES_LEASE_LOST);
+	CHECK_ST(leases_lease_complete(old, NULL), LEASES_LEASE_LOST);
+	CHECK_OK(leases_lease_complete(cur, NULL));
+	CHECK_ST(leases_lease_release(old), LEASES_LEASE_LOST); /* another claim finished it */
+	leases_lease_free(old);
+	leases_lease_free(cur);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+/* One check per row of the rejection-order table (docs/c-api.md); the
+ * forked row is test_forked_child_gets_forked_status_within_one_second. */
+static void test_rejection_order_matches_the_spec_table(void) {
+	leases_authority *a = fresh_clocked("order");
+	char *j = request(a, NULL);
+	leases_lease *l = NULL, *l2 = NULL, *twin = NULL;
+	char *token = NULL;
+
+	/* invalid argument/duration before closed, and before any store access */
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	CHECK_OK(leases_lease_release(l));
+	CHECK_ST(leases_lease_renew(l, 0), LEASES_INVALID_DURATION);
+	CHECK_ST(leases_lease_fail(l, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_claim(a, "no-such-production", "w", -5, &(leases_lease *){NULL}), LEASES_INVALID_DURATION);
+	/* closed before clock regressed */
+	CHECK_OK(leases_testing_set_clock(a, T0 - SEC));
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CLOSED);
+	/* clock regressed before not found */
+	CHECK_ST(leases_claim(a, "no-such-production", "w", SEC, &(leases_lease *){NULL}), LEASES_CLOCK_REGRESSED);
+	CHECK_OK(leases_testing_set_clock(a, T0));
+	/* not found (job in no production) */
+	CHECK_ST(leases_claim_job(a, "p", "6f1c2f5e-8a3b-4c1d-9e2f-0a1b2c3d4e5f", "w", SEC, &(leases_lease *){NULL}),
+	         LEASES_NOT_FOUND);
+	leases_lease_free(l);
+
+	/* cancelled before lease lost: l expired, l2 took the job, then cancel */
+	CHECK_OK(leases_claim(a, "p", "w1", 10 * SEC, &l));
+	CHECK_OK(leases_testing_set_clock(a, T0 + 20 * SEC));
+	CHECK_OK(leases_claim(a, "p", "w2", 10 * SEC, &l2));
+	CHECK_OK(leases_cancel(a, "p", j));
+	CHECK_ST(leases_lease_renew(l, 60 * SEC), LEASES_CANCELLED);
+	leases_lease_free(l);
+	leases_lease_free(l2);
+	leases_free(j);
+
+	/* lease lost before wrong state: another claim finished the job */
+	j = request(a, NULL);
+	CHECK_OK(leases_claim(a, "p", "w1", 10 * SEC, &l));
+	CHECK_OK(leases_testing_set_clock(a, T0 + 40 * SEC));
+	CHECK_OK(leases_claim(a, "p", "w2", 10 * SEC, &l2));
+	CHECK_OK(leases_lease_complete(l2, NULL));
+	CHECK_ST(leases_lease_renew(l, 60 * SEC), LEASES_LEASE_LOST);
+	leases_lease_free(l);
+	leases_lease_free(l2);
+	leases_free(j);
+
+	/* wrong state before expired: this claim finished through another handle */
+	j = request(a, NULL);
+	CHECK_OK(leases_claim(a, "p", "w", 10 * SEC, &l));
+	CHECK_OK(leases_lease_export(l, &token));
+	CHECK_OK(leases_lease_import(a, token, &twin));
+	CHECK_OK(leases_lease_complete(twin, NULL));
+	CHECK_OK(leases_testing_set_clock(a, T0 + 60 * SEC));
+	CHECK_ST(leases_lease_renew(l, 60 * SEC), LEASES_WRONG_STATE);
+	leases_lease_free(l);
+	leases_lease_free(twin);
+	leases_free(token);
+	leases_free(j);
+
+	/* expired before not extended */
+	j = request(a, NULL);
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	CHECK_OK(leases_testing_set_clock(a, T0 + 200 * SEC));
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_EXPIRED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_busy_when_another_handle_holds_the_writer_lock(void) {
+	char path[512];
+	leases_authority *a = fresh("busy", path, sizeof path);
+	char *j = request(a, NULL);
+	leases_authority *b = NULL;
+	CHECK_OK(leases_testing_open(path, 100000, &b)); /* 100 ms busy timeout */
+	leases_edit *e = NULL;
+	CHECK_OK(leases_edit_begin(a, &e)); /* holds the writer lock */
+	CHECK_ST(leases_production_create(b, "q"), LEASES_BUSY);
+	CHECK_ST(leases_claim(b, "p", "w", SEC, &(leases_lease *){NULL}), LEASES_BUSY);
+	CHECK_ST(leases_edit_begin(b, &(leases_edit *){NULL}), LEASES_BUSY);
+	leases_edit_abort(e);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(b, "p", "w", SEC, &l)); /* the lock is free again */
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(b);
+	leases_authority_close(a);
+}
+
+static void test_panic_becomes_internal_status(void) {
+	CHECK_ST(leases_testing_panic(), LEASES_INTERNAL);
+	CHECK(strstr(leases_last_error(), "panic") != NULL);
+	CHECK_ST(leases_lease_release(NULL), LEASES_INVALID_ARGUMENT); /* the library goes on */
+}
+#endif /* LEASES_TEST_BUILD */
+
+static void test_every_status_c_can_reach_was_reached(void) {
+	for (size_t i = 0; i < NVEC(status_vectors); i++) {
+		int code = status_vectors[i].code;
+#ifndef LEASES_TEST_BUILD
+		/* These need the test clock or a test seam: the test build covers them. */
+		if (code == LEASES_EXPIRED || code == LEASES_LEASE_LOST || code == LEASES_CLOCK_REGRESSED ||
+		    code == LEASES_BUSY || code == LEASES_INTERNAL)
+			continue;
+#endif
+		if (!status_reached[code]) fprintf(stderr, "    status %s was never reached\n", status_vectors[i].name);
+		CHECK(status_reached[code]);
+	}
+}
+
+static void remove_tree(const char *dir) {
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void) {
+	const char *base = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof tmpdir, "%s/leases-ctest-XXXXXX", base && *base ? base : "/tmp");
+	if (mkdtemp(tmpdir) == NULL) {
+		perror("mkdtemp");
+		return 2;
+	}
+	status_reached[LEASES_OK] = 1;
+	RUN(test_versions_match_abi_file_and_release_file);
+	RUN(test_status_names_and_codes_match_shared_vectors);
+	RUN(test_full_lifecycle_request_claim_renew_complete_release_fail);
+	RUN(test_claim_with_nothing_to_claim_sets_out_to_null);
+	RUN(test_every_invalid_duration_is_rejected_and_changes_nothing);
+	RUN(test_null_for_every_pointer_parameter_is_an_argument_error);
+	RUN(test_bad_input_gets_a_clear_status_and_changes_nothing);
+	RUN(test_unknown_freed_and_wrong_type_handles_are_rejected);
+	RUN(test_free_functions_accept_null_and_double_free);
+	RUN(test_lease_free_never_writes);
+	RUN(test_closed_lease_reports_closed);
+	RUN(test_claim_and_complete_in_one_edit);
+	RUN(test_failed_or_aborted_edit_closes_its_pending_leases);
+	RUN(test_token_export_import_round_trip);
+	RUN(test_token_vectors_decode_or_reject_as_shared);
+	RUN(test_last_error_is_per_thread_and_never_null);
+	RUN(test_threads_share_one_authority_and_never_share_a_job);
+	RUN(test_execution_finish_registers_output_and_abandon_removes_files);
+	RUN(test_forked_child_gets_forked_status_within_one_second);
+	RUN(test_storage_failure_on_unusable_path);
+	RUN(test_schema_too_new_is_refused);
+	RUN(test_outcome_unknown_when_commit_cannot_write);
+	RUN(test_not_extended_and_cancelled_reach_the_holder);
+#ifdef LEASES_TEST_BUILD
+	RUN(test_expired_claim_cannot_renew_release_or_complete);
+	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);
+	RUN(test_lease_lost_when_an_expired_claim_is_taken);
+	RUN(test_rejection_order_matches_the_spec_table);
+	RUN(test_busy_when_another_handle_holds_the_writer_lock);
+	RUN(test_panic_becomes_internal_status);
+#else
+	printf("note: release build: the clock, busy and panic tests run against the test build\n");
+#endif
+	RUN(test_every_status_c_can_reach_was_reached);
+	remove_tree(tmpdir);
+	if (check_failures) {
+		fprintf(stderr, "%d check(s) failed\n", check_failures);
+		return 1;
+	}
+	printf("all C API tests passed\n");
+	return 0;
+}
