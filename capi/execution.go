@@ -1,5 +1,3 @@
-//go:build !capi_noexec
-
 // Execution handles of the reference executor (core.Execution). The handle
 // owns C copies of its two paths, which leases_execution_temp_path and
 // leases_execution_final_path lend out until finish or abandon.

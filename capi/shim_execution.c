@@ -1,5 +1,3 @@
-//go:build !capi_noexec
-
 // Public names of the reference executor (see shim.c for the conventions).
 #include "../include/leases.h"
 #include "_cgo_export.h"

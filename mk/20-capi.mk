@@ -75,6 +75,7 @@ test-capi-valgrind: $(CTEST_DIR)/test_capi $(CTEST_DIR)/valgrind_canary ## the C
 test-abi: $(CAPI_SO) $(CAPI_TEST_SO) ## ABI checks: symbols, manifest and versions, header compiles, no test seam
 	python3 tests/abi/check_abi.py --root $(ROOT) --so $(CAPI_SO) --test-so $(CAPI_TEST_SO) \
 		--cc "$(CC)" --cxx "$(CXX)"
+	python3 tests/abi/test_check_abi.py $(ROOT) $(CAPI_SO) $(CAPI_TEST_SO)
 
 abi-manifest: ## regenerate abi/leases.abi from include/leases.h (after an ABI bump)
 	python3 tests/abi/check_abi.py --root $(ROOT) --write-manifest
