@@ -134,6 +134,26 @@ func TestAFileThatIsNotALeasesDatabaseIsRefused(t *testing.T) {
 	requireKind(t, err, KindInvalidArgument)
 }
 
+func TestPathsWithURICharactersOpenExactlyThatFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a #b?c=d&e%20f.db")
+	a, err := Open(path)
+	require.NoError(t, err)
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	names := []string{}
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.Contains(t, names, "a #b?c=d&e%20f.db")
+	for _, n := range names {
+		require.True(t, strings.HasPrefix(n, "a #b?c=d&e%20f.db"), "stray file %q", n)
+	}
+}
+
 func TestOpeningCreatesTheFileInWALModeWithFullSync(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.db")
 	a, err := Open(path)

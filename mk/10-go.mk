@@ -1,6 +1,8 @@
-# Go core: unit, rule, multi-process and fuzz tests.
+# Go core: unit, rule, multi-process, reliability and fuzz tests.
 
-FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzDecodeToken FuzzParseFacts FuzzMigrateLegacy
+FUZZTIME  ?= 5s
+FUZZ_LONG ?= 5m
 
 .PHONY: test-go fuzz vet
 TEST_TARGETS += vet test-go
@@ -9,10 +11,13 @@ vet: ## go vet (release and test builds)
 	$(GO) vet ./...
 	$(GO) vet -tags leasestest ./...
 
-test-go: ## Go tests, plus a short run of every fuzz target
-	$(GO) test -count=1 ./...
-	$(GO) test -count=1 -run='^$$' -fuzz='^FuzzDecodeToken$$' -fuzztime=$(FUZZTIME) ./core
+test-go: ## Go tests (core rules, processes, reliability short run), plus a short run of every fuzz target
+	$(GO) test -count=1 -timeout 20m ./...
+	for f in $(FUZZ_TARGETS); do \
+		$(GO) test -count=1 -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) ./core || exit 1; \
+	done
 
-FUZZ_LONG ?= 5m
-fuzz: ## run the fuzz targets longer (FUZZ_LONG=5m)
-	$(GO) test -count=1 -run='^$$' -fuzz='^FuzzDecodeToken$$' -fuzztime=$(FUZZ_LONG) ./core
+fuzz: ## run every fuzz target longer (FUZZ_LONG=5m each)
+	for f in $(FUZZ_TARGETS); do \
+		$(GO) test -count=1 -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZ_LONG) ./core || exit 1; \
+	done

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -164,7 +165,7 @@ func verifyStore(t *testing.T, path string, acks []ack) {
 	a, err := core.Open(path)
 	require.NoError(t, err, "the store must open after the fault")
 	defer a.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(10000)"}).String())
 	require.NoError(t, err)
 	defer db.Close()
 	var integrity string

@@ -6,6 +6,7 @@ package legacyfixture
 import (
 	"database/sql"
 	"fmt"
+	"net/url"
 
 	"github.com/google/uuid"
 	_ "modernc.org/sqlite" // driver
@@ -47,7 +48,7 @@ PRAGMA user_version = 1;
 
 // Build writes f into a new file at path in the pre-lease schema.
 func Build(path string, f Fixture) error {
-	db, err := sql.Open("sqlite", "file:"+path)
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path}).String())
 	if err != nil {
 		return err
 	}
