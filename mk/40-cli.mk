@@ -1,0 +1,19 @@
+# CLI: build/leases (release build, version from VERSION) and an end-to-end
+# smoke test of that binary. The CLI's own subprocess tests (cmd/leases, run
+# against a leasestest build) already run in test-go.
+
+CLI_BIN  := $(BUILD)/leases
+CLI_SRCS := $(wildcard cmd/leases/*.go core/*.go core/*/*.go core/*/*/*.go) go.mod go.sum VERSION
+
+.PHONY: cli test-cli
+BUILD_TARGETS += $(CLI_BIN)
+TEST_TARGETS  += test-cli
+
+cli: $(CLI_BIN) ## build the leases CLI (build/leases)
+
+$(CLI_BIN): $(CLI_SRCS)
+	@mkdir -p $(@D)
+	$(GO) build -trimpath -ldflags="-X main.version=$(VERSION)" -o $@ ./cmd/leases
+
+test-cli: $(CLI_BIN) ## shell smoke test of the release CLI binary, as an operator uses it
+	bash tests/cli/smoke.sh $(ROOT)/$(CLI_BIN) $(VERSION)

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# End-to-end smoke test of the release `leases` binary, as a shell worker
+# uses it: a whole job round trip, the exit statuses a script branches on,
+# no test hook in a release build, and no token in any output.
+# Usage: tests/cli/smoke.sh PATH/TO/leases VERSION
+set -euo pipefail
+leases=$1
+want_version=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export LEASES_DB=$work/jobs.db
+log=$work/output.log
+fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
+# run EXPECTED-STATUS ARGS...: runs leases, logs both streams, checks status.
+run() {
+  local want=$1; shift
+  local st=0
+  "$leases" "$@" >"$work/out" 2>"$work/err" || st=$?
+  cat "$work/out" "$work/err" >>"$log"
+  [ "$st" -eq "$want" ] || fail "leases $1 ...: exit $st, want $want: $(cat "$work/err")"
+}
+
+run 0 version
+grep -qx "leases $want_version" "$work/out" || fail "version: $(cat "$work/out")"
+
+run 0 production create nightly
+printf 'frame-1' | "$leases" job request --production nightly --key f1 --payload-file - >>"$log"
+printf 'frame-2' | "$leases" job request --production nightly --key f2 --payload-file - >>"$log"
+run 0 job list --production nightly
+grep -q requested "$work/out" || fail "job list: $(cat "$work/out")"
+
+# Claim into a private token file; run the job through exec.
+run 0 claim --production nightly --worker smoke --duration 30s --token-out "$work/t1"
+[ "$(stat -c %a "$work/t1")" = 600 ] || fail "token file mode $(stat -c %a "$work/t1")"
+run 1 claim --production nightly --worker smoke --duration 30s --token-out "$work/t1"
+mkdir "$work/out.d"
+run 0 exec --token-file "$work/t1" --output-dir "$work/out.d" -- sh -c 'tr a-z A-Z > "$LEASES_OUTPUT"'
+outputs=("$work"/out.d/*.out)
+[ "${#outputs[@]}" = 1 ] && [ "$(cat "${outputs[0]}")" = FRAME-1 ] || fail "exec output: ${outputs[*]}"
+grep -q "sha256 $(sha256sum <"${outputs[0]}" | cut -d' ' -f1)" "$work/err" || fail "exec did not report the output"
+
+# A release build has no test hooks: this variable changes nothing.
+LEASES_TEST_TOKEN_WRITE_EFBIG=1 run 0 claim --production nightly --worker smoke --duration 30s --token-out "$work/t2"
+[ -s "$work/t2" ] || fail "the release build honoured a test hook"
+run 0 fail --token-file - --reason "smoke test" <"$work/t2"
+run 3 claim --production nightly --worker smoke --duration 30s --token-out "$work/t3"
+[ ! -e "$work/t3" ] || fail "exit 3 left the token file"
+
+# Tokens never come from arguments; durations need units.
+run 2 release "$(cat "$work/t1")"
+run 2 renew --token-file "$work/t1" --duration 30
+run 0 events --production nightly --json
+grep -q '"completed"' "$work/out" && grep -q '"failed"' "$work/out" || fail "events: $(cat "$work/out")"
+
+for t in "$work"/t1 "$work"/t2; do
+  tok=$(cat "$t")
+  ! grep -qF "$tok" "$log" || fail "a token appeared in command output"
+  ! grep -qF "${tok#lt1.}" "$log" || fail "a token appeared in command output"
+done
+echo "smoke: the release leases binary passed"
