@@ -346,6 +346,14 @@ func TestBadTokenInputsAreRejectedWithoutEchoingThem(t *testing.T) {
 		}
 	}
 	wantExit(t, e.run("renew", "--token-file", filepath.Join(e.dir, "missing"), "--duration", "1m"), 1, "token file")
+
+	// A token file others can read still works, with a warning.
+	os.Chmod(tokPath, 0o644)
+	r := e.run("renew", "--token-file", tokPath, "--duration", "2m")
+	wantExit(t, r, 0)
+	if !strings.Contains(r.stderr, "warning: token file") || !strings.Contains(r.stderr, "0644") {
+		t.Fatalf("no warning about a readable token file: %s", r)
+	}
 }
 
 func TestDurationsFollowTheSharedVectors(t *testing.T) {

@@ -204,14 +204,13 @@ func dispatch(args []string) error {
 	if c == nil {
 		if len(args) >= 1 {
 			group := args[0]
-			if len(args) == 1 || isHelpFlag(args[1]) {
-				if groupHelp(os.Stdout, group) {
-					if len(args) == 1 {
-						return usagef(group, "%s needs a command", group)
-					}
-					return nil
-				}
-			} else if groupHelp(io.Discard, group) {
+			if len(args) == 1 && groupHelp(os.Stderr, group) {
+				return usagef(group, "%s needs a command", group)
+			}
+			if len(args) > 1 && isHelpFlag(args[1]) && groupHelp(os.Stdout, group) {
+				return nil
+			}
+			if len(args) > 1 && groupHelp(io.Discard, group) {
 				return usagef(group, "unknown command %q", group+" "+args[1])
 			}
 		}
