@@ -1,0 +1,676 @@
+//! Safe Rust projection of **libleases**, a job-lease authority: workers claim
+//! jobs of a *production* and receive an owning [`Lease`]; the authority (a
+//! SQLite file and its private clock) decides every transition.
+//!
+//! The crate links `libleases.so` through [`sys`], the raw declarations of
+//! `include/leases.h`. It was written for C ABI [`ABI_VERSION`];
+//! [`Authority::open`] refuses a library reporting another one
+//! ([`ErrorKind::AbiMismatch`]).
+//!
+//! ```
+//! use std::time::Duration;
+//! use leases::{Authority, Facts};
+//!
+//! # fn main() -> Result<(), leases::Error> {
+//! # let dir = std::env::temp_dir().join(format!("leases-doc-lib-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! let auth = Authority::open(dir.join("jobs.db"))?; // creates or migrates the file
+//! auth.create_production("nightly")?;
+//! let job_id = auth.request_job("nightly", Some("frame-1"), b"render frame 1")?;
+//!
+//! // None when nothing is claimable.
+//! let lease = auth.claim("nightly", "w1", Duration::from_secs(30))?.expect("a job");
+//! assert_eq!(lease.job_id(), job_id);
+//! lease.renew(Duration::from_secs(30))?;
+//! lease.complete(&Facts::new().metadata("frames", 1).provenance("tool", "render"))?;
+//!
+//! let jobs = auth.jobs("nightly")?;
+//! assert_eq!(jobs[0].state, leases::JobState::Completed);
+//! # drop(auth);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Rules worth knowing
+//!
+//! - Durations are [`std::time::Duration`]: zero, over 24 h, or a fractional
+//!   number of microseconds returns `Err(InvalidDuration)` before any call
+//!   into the library. Nothing is rounded, and no call takes a "now".
+//! - Dropping a [`Lease`] frees local memory only: it never writes, renews or
+//!   releases. An unreleased claim lasts until its expiry or a coordinator
+//!   [`cancel`](Authority::cancel).
+//! - A failed operation leaves a lease active locally; its next use asks the
+//!   store again. Successful `release`, `fail` or `complete` closes it.
+//! - Errors never show a claim secret or a token; neither does `Debug` of a
+//!   [`Lease`] or a [`Token`].
+//!
+//! See `docs/rust.md` in the repository for linking, threads and the error table.
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod duration;
+mod error;
+mod listing;
+pub mod sys;
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::os::raw::c_char;
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use duration::{duration_us, MAX_DURATION};
+pub use error::{Error, ErrorKind, Result};
+pub use listing::{Event, Facts, Job, JobState};
+/// The JSON crate used by [`Facts`] values (re-exported so callers can use the
+/// same version).
+pub use serde_json;
+
+/// The C ABI version this crate was written for (`LEASES_ABI_VERSION`; also
+/// `package.metadata.leases.abi-version` in `Cargo.toml`).
+pub const ABI_VERSION: u32 = sys::LEASES_ABI_VERSION;
+
+/// Longest production, worker, job key or fact key, in bytes.
+pub const MAX_NAME_LEN: usize = sys::LEASES_MAX_NAME_LEN;
+/// Longest failure reason, in bytes.
+pub const MAX_REASON_LEN: usize = sys::LEASES_MAX_REASON_LEN;
+/// Largest job payload, in bytes.
+pub const MAX_PAYLOAD_LEN: usize = sys::LEASES_MAX_PAYLOAD_LEN;
+/// Longest exported token, in bytes.
+pub const MAX_TOKEN_LEN: usize = sys::LEASES_MAX_TOKEN_LEN;
+
+/// The ABI version of the loaded library (`leases_abi_version()`).
+pub fn library_abi_version() -> u32 {
+    // SAFETY: no arguments; works in every process state.
+    unsafe { sys::leases_abi_version() }
+}
+
+/// The release version of the loaded library, e.g. `"0.1.0"`.
+pub fn library_version() -> &'static str {
+    // SAFETY: a static NUL-terminated string owned by the library, never freed
+    // (the library is never unloaded).
+    unsafe { CStr::from_ptr(sys::leases_version()) }.to_str().unwrap_or("unknown")
+}
+
+/// Refuses a library built for another ABI than this crate.
+fn check_abi(found: u32) -> Result<()> {
+    if found == ABI_VERSION {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::AbiMismatch,
+            format!("libleases.so reports ABI version {found}, this crate was written for ABI version {ABI_VERSION}; use a matching library or crate"),
+        ))
+    }
+}
+
+// ---- helpers ----------------------------------------------------------------
+
+/// A borrowed C string for an input; a NUL byte is refused here (the library
+/// would see a shorter string).
+fn c_in(what: &str, s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::new(ErrorKind::InvalidArgument, format!("{what} contains a NUL byte")))
+}
+
+fn c_path(what: &str, p: &Path) -> Result<CString> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, format!("{what} is not valid UTF-8")))?;
+    c_in(what, s)
+}
+
+/// Copies a library-allocated string and frees it with `leases_free`.
+///
+/// # Safety
+/// `p` is NULL or a string the library handed out and nobody else frees.
+unsafe fn take_string(p: *mut c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: per the contract above.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    // SAFETY: allocated by the library, released exactly once with its free.
+    unsafe { sys::leases_free(p.cast()) };
+    s
+}
+
+/// Unix microseconds as a `SystemTime`.
+pub(crate) fn from_unix_us(us: i64) -> SystemTime {
+    if us >= 0 {
+        UNIX_EPOCH + Duration::from_micros(us as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_micros(us.unsigned_abs())
+    }
+}
+
+fn facts_ptr(facts: &Facts) -> Result<Option<CString>> {
+    if facts.is_empty() {
+        return Ok(None);
+    }
+    c_in("facts", &facts.to_json()).map(Some)
+}
+
+fn opt_ptr(c: &Option<CString>) -> *const c_char {
+    c.as_ref().map_or(ptr::null(), |c| c.as_ptr())
+}
+
+// ---- authority --------------------------------------------------------------
+
+/// An open authority database. Share it between threads (`Send + Sync`: the
+/// C handle is thread-safe); dropping it closes the handle. Leases outliving
+/// their authority report [`ErrorKind::Closed`].
+pub struct Authority {
+    raw: *mut sys::leases_authority,
+}
+
+// SAFETY: include/leases.h: "leases_authority: safe to share between threads".
+unsafe impl Send for Authority {}
+// SAFETY: as above.
+unsafe impl Sync for Authority {}
+
+impl fmt::Debug for Authority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authority").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Authority {
+    fn drop(&mut self) {
+        // SAFETY: we own the handle; close accepts any handle value.
+        unsafe { sys::leases_authority_close(self.raw) }
+    }
+}
+
+impl Authority {
+    /// Opens the authority database at `path`, creating or migrating it.
+    ///
+    /// Fails with [`ErrorKind::AbiMismatch`] before opening anything when the
+    /// loaded library was built for another ABI than [`ABI_VERSION`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Authority> {
+        check_abi(library_abi_version())?;
+        let path = c_path("path", path.as_ref())?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: valid C string, valid out pointer.
+        error::check(unsafe { sys::leases_authority_open(path.as_ptr(), &mut raw) })?;
+        Ok(Authority { raw })
+    }
+
+    /// The raw handle, for calls into [`sys`]. It stays owned by `self`.
+    pub fn as_raw(&self) -> *mut sys::leases_authority {
+        self.raw
+    }
+
+    /// Creates a production; creating an existing name succeeds.
+    pub fn create_production(&self, name: &str) -> Result<()> {
+        let name = c_in("production", name)?;
+        // SAFETY: live handle, valid C string.
+        error::check(unsafe { sys::leases_production_create(self.raw, name.as_ptr()) })
+    }
+
+    /// Requests a job and returns its id. With a `key` the request is
+    /// idempotent: the same key and payload return the same job; the same key
+    /// with another payload is [`ErrorKind::WrongState`]. `None` or `""`
+    /// means no key.
+    pub fn request_job(&self, production: &str, key: Option<&str>, payload: &[u8]) -> Result<String> {
+        let production = c_in("production", production)?;
+        let key = key.map(|k| c_in("key", k)).transpose()?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid strings, payload pointer valid for its length.
+        error::check(unsafe {
+            sys::leases_job_request(self.raw, production.as_ptr(), opt_ptr(&key), payload.as_ptr(), payload.len(), &mut out)
+        })?;
+        // SAFETY: on success out is a library string we now own.
+        Ok(unsafe { take_string(out) })
+    }
+
+    /// Claims the next claimable job of `production` (FIFO by request; an
+    /// expired claim is claimable again) for `duration`. `Ok(None)` when no
+    /// job is claimable.
+    pub fn claim(&self, production: &str, worker: &str, duration: Duration) -> Result<Option<Lease>> {
+        let us = duration_us(duration)?;
+        let production = c_in("production", production)?;
+        let worker = c_in("worker", worker)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid strings, valid out pointer.
+        let st = unsafe { sys::leases_claim(self.raw, production.as_ptr(), worker.as_ptr(), us, &mut out) };
+        if st == sys::LEASES_NOTHING_TO_CLAIM {
+            return Ok(None);
+        }
+        error::check(st)?;
+        Lease::from_raw(out).map(Some)
+    }
+
+    /// Claims the job `job_id` of `production` for `duration`.
+    pub fn claim_job(&self, production: &str, job_id: &str, worker: &str, duration: Duration) -> Result<Lease> {
+        let us = duration_us(duration)?;
+        let production = c_in("production", production)?;
+        let job_id = c_in("job id", job_id)?;
+        let worker = c_in("worker", worker)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid strings, valid out pointer.
+        error::check(unsafe {
+            sys::leases_claim_job(self.raw, production.as_ptr(), job_id.as_ptr(), worker.as_ptr(), us, &mut out)
+        })?;
+        Lease::from_raw(out)
+    }
+
+    /// Coordinator cancel by job id (no secret). Works on requested and
+    /// claimed jobs, and is not blocked by a clock regression: it is the
+    /// recovery tool. The holder's next operation fails as
+    /// [`ErrorKind::Cancelled`].
+    pub fn cancel(&self, production: &str, job_id: &str) -> Result<()> {
+        let production = c_in("production", production)?;
+        let job_id = c_in("job id", job_id)?;
+        // SAFETY: live handle, valid strings.
+        error::check(unsafe { sys::leases_cancel(self.raw, production.as_ptr(), job_id.as_ptr()) })
+    }
+
+    /// Turns a token exported by [`Lease::export_token`] (maybe in another
+    /// process) back into an active lease, after checking production, job
+    /// and secret against the current state.
+    pub fn import_token(&self, token: &str) -> Result<Lease> {
+        // Every malformed token is a bad token, also one the C string cannot carry.
+        let token = CString::new(token).map_err(|_| Error::new(ErrorKind::BadToken, "token contains a NUL byte"))?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid string, valid out pointer.
+        error::check(unsafe { sys::leases_lease_import(self.raw, token.as_ptr(), &mut out) })?;
+        Lease::from_raw(out)
+    }
+
+    /// The jobs of `production` in request order. Observations: attribution
+    /// and expiry, never a secret.
+    pub fn jobs(&self, production: &str) -> Result<Vec<Job>> {
+        let production = c_in("production", production)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid string, valid out pointer.
+        error::check(unsafe { sys::leases_jobs_json(self.raw, production.as_ptr(), &mut out) })?;
+        // SAFETY: on success out is a library string we now own.
+        listing::parse_jobs(&unsafe { take_string(out) })
+    }
+
+    /// Events with a sequence number above `after`, oldest first, of one
+    /// production or (`None`) of every production.
+    pub fn events(&self, production: Option<&str>, after: u64) -> Result<Vec<Event>> {
+        let production = production.map(|p| c_in("production", p)).transpose()?;
+        let after = i64::try_from(after)
+            .map_err(|_| Error::new(ErrorKind::InvalidArgument, "after is larger than the largest sequence number"))?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid string or NULL, valid out pointer.
+        error::check(unsafe { sys::leases_events_json(self.raw, opt_ptr(&production), after, &mut out) })?;
+        // SAFETY: on success out is a library string we now own.
+        listing::parse_events(&unsafe { take_string(out) })
+    }
+
+    /// Begins an edit: one write transaction holding the database writer
+    /// lock until [`Edit::commit`] or [`Edit::abort`] (or drop, which
+    /// aborts). Keep it short; may fail with [`ErrorKind::Busy`].
+    pub fn edit(&self) -> Result<Edit<'_>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid out pointer.
+        error::check(unsafe { sys::leases_edit_begin(self.raw, &mut out) })?;
+        Ok(Edit { authority: self, raw: out })
+    }
+}
+
+// ---- leases -----------------------------------------------------------------
+
+/// An owning lease on one job. `Send` and `Sync`: the library serializes
+/// operations on one lease.
+///
+/// Dropping it frees local memory only; it never writes, renews or releases.
+/// `Debug` shows production, job and worker, never the secret.
+pub struct Lease {
+    raw: *mut sys::leases_lease,
+    job_id: String,
+    production: String,
+    worker: String,
+}
+
+// SAFETY: include/leases.h: "leases_lease: safe to share; operations on one
+// lease are serialized". The cached strings are immutable.
+unsafe impl Send for Lease {}
+// SAFETY: as above.
+unsafe impl Sync for Lease {}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("production", &self.production)
+            .field("job_id", &self.job_id)
+            .field("worker", &self.worker)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // SAFETY: we own the handle; free is local memory only.
+        unsafe { sys::leases_lease_free(self.raw) }
+    }
+}
+
+impl Lease {
+    /// Wraps a lease handle the library just handed out, reading its local
+    /// attributes. On failure the handle is freed (local memory only; the
+    /// claim itself stays until expiry).
+    fn from_raw(raw: *mut sys::leases_lease) -> Result<Lease> {
+        let mut lease = Lease { raw, job_id: String::new(), production: String::new(), worker: String::new() };
+        lease.job_id = lease.string(sys::leases_lease_job_id)?;
+        lease.production = lease.string(sys::leases_lease_production)?;
+        lease.worker = lease.string(sys::leases_lease_worker)?;
+        Ok(lease)
+    }
+
+    fn string(
+        &self,
+        get: unsafe extern "C" fn(*const sys::leases_lease, *mut *mut c_char) -> sys::leases_status,
+    ) -> Result<String> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid out pointer.
+        error::check(unsafe { get(self.raw, &mut out) })?;
+        // SAFETY: on success out is a library string we now own.
+        Ok(unsafe { take_string(out) })
+    }
+
+    /// The raw handle, for calls into [`sys`]. It stays owned by `self`.
+    pub fn as_raw(&self) -> *mut sys::leases_lease {
+        self.raw
+    }
+
+    /// The job id.
+    pub fn job_id(&self) -> &str {
+        &self.job_id
+    }
+
+    /// The production name.
+    pub fn production(&self) -> &str {
+        &self.production
+    }
+
+    /// The worker attribution given at claim.
+    pub fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    /// The expiry last confirmed by the authority (local; no store access).
+    pub fn expiry(&self) -> Result<SystemTime> {
+        let mut us = 0i64;
+        // SAFETY: live handle, valid out pointer.
+        error::check(unsafe { sys::leases_lease_expiry(self.raw, &mut us) })?;
+        Ok(from_unix_us(us))
+    }
+
+    /// Sets the expiry to now + `duration`. It must extend the current expiry
+    /// ([`ErrorKind::NotExtended`] otherwise) and commit before it
+    /// ([`ErrorKind::Expired`] otherwise).
+    pub fn renew(&self, duration: Duration) -> Result<()> {
+        let us = duration_us(duration)?;
+        // SAFETY: live handle.
+        error::check(unsafe { sys::leases_lease_renew(self.raw, us) })
+    }
+
+    /// Gives the job back (it becomes requested again). Success closes the lease.
+    pub fn release(&self) -> Result<()> {
+        // SAFETY: live handle.
+        error::check(unsafe { sys::leases_lease_release(self.raw) })
+    }
+
+    /// Marks the job failed with `reason` (may be empty, at most
+    /// [`MAX_REASON_LEN`] bytes). Success closes the lease.
+    pub fn fail(&self, reason: &str) -> Result<()> {
+        let reason = c_in("reason", reason)?;
+        // SAFETY: live handle, valid string.
+        error::check(unsafe { sys::leases_lease_fail(self.raw, reason.as_ptr()) })
+    }
+
+    /// Completes the job, publishing `facts` (use `&Facts::new()` for none).
+    /// Success closes the lease.
+    pub fn complete(&self, facts: &Facts) -> Result<()> {
+        let facts = facts_ptr(facts)?;
+        // SAFETY: live handle, valid string or NULL.
+        error::check(unsafe { sys::leases_lease_complete(self.raw, opt_ptr(&facts)) })
+    }
+
+    /// Exports this active lease as a [`Token`] for another process. The
+    /// token is a credential: keep it out of logs and argument lists.
+    pub fn export_token(&self) -> Result<Token> {
+        let mut out: *mut c_char = ptr::null_mut();
+        // SAFETY: live handle, valid out pointer.
+        error::check(unsafe { sys::leases_lease_export(self.raw, &mut out) })?;
+        // SAFETY: on success out is a library string we now own; it is
+        // overwritten before it goes back to the library's allocator.
+        let text = unsafe {
+            let (text, len) = {
+                let bytes = CStr::from_ptr(out).to_bytes();
+                (String::from_utf8_lossy(bytes).into_owned(), bytes.len())
+            };
+            ptr::write_bytes(out, 0, len);
+            sys::leases_free(out.cast());
+            text
+        };
+        Ok(Token(text))
+    }
+
+    /// Begins an execution of the reference executor: reserves a temporary
+    /// output file in `output_dir` and names the final one (both contain the
+    /// job id and a fresh nonce).
+    pub fn execution(&self, output_dir: impl AsRef<Path>) -> Result<Execution> {
+        let dir = c_path("output dir", output_dir.as_ref())?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid string, valid out pointer.
+        error::check(unsafe { sys::leases_execution_begin(self.raw, dir.as_ptr(), &mut out) })?;
+        // SAFETY: out is a live execution; its paths are valid until it is consumed.
+        let (temp, fin) = unsafe {
+            let path = |p: *const c_char| {
+                if p.is_null() {
+                    PathBuf::new()
+                } else {
+                    PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned())
+                }
+            };
+            (path(sys::leases_execution_temp_path(out)), path(sys::leases_execution_final_path(out)))
+        };
+        Ok(Execution { raw: out, temp, fin })
+    }
+}
+
+/// An exported lease token: a credential. `Debug` redacts it and there is no
+/// `Display`; read it with [`Token::as_str`] only to hand it to another
+/// process through a file or pipe. Its memory is overwritten on drop.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// The token text (74 ASCII characters for version 1).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        let mut bytes = std::mem::take(&mut self.0).into_bytes();
+        bytes.fill(0);
+        std::hint::black_box(&bytes);
+    }
+}
+
+// ---- edits ------------------------------------------------------------------
+
+/// One write transaction on an [`Authority`], which it borrows. Claims made
+/// in it are pending until [`commit`](Edit::commit) succeeds; a failed,
+/// aborted or dropped edit closes them. `Send` but not `Sync`: use it from
+/// one thread at a time. Dropping it aborts (rolls back: nothing is written).
+pub struct Edit<'a> {
+    authority: &'a Authority,
+    raw: *mut sys::leases_edit,
+}
+
+// SAFETY: include/leases.h: an edit may be called from several threads, one
+// at a time; !Sync keeps it to one at a time.
+unsafe impl Send for Edit<'_> {}
+
+impl fmt::Debug for Edit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Edit").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Edit<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we own the edit; abort accepts a consumed one.
+        unsafe { sys::leases_edit_abort(self.raw) }
+    }
+}
+
+impl<'a> Edit<'a> {
+    /// The authority this edit writes to.
+    pub fn authority(&self) -> &'a Authority {
+        self.authority
+    }
+
+    /// The raw handle, for calls into [`sys`]. It stays owned by `self`.
+    pub fn as_raw(&self) -> *mut sys::leases_edit {
+        self.raw
+    }
+
+    /// Claims the next job inside the edit; the lease is pending (its own
+    /// operations report [`ErrorKind::Closed`]) until the edit commits.
+    /// `Ok(None)` when no job is claimable.
+    pub fn claim(&self, production: &str, worker: &str, duration: Duration) -> Result<Option<Lease>> {
+        let us = duration_us(duration)?;
+        let production = c_in("production", production)?;
+        let worker = c_in("worker", worker)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live edit, valid strings, valid out pointer.
+        let st = unsafe { sys::leases_edit_claim(self.raw, production.as_ptr(), worker.as_ptr(), us, &mut out) };
+        if st == sys::LEASES_NOTHING_TO_CLAIM {
+            return Ok(None);
+        }
+        error::check(st)?;
+        Lease::from_raw(out).map(Some)
+    }
+
+    /// Completes `lease` (one this edit claimed, or an active one) inside
+    /// the edit; `facts` are published only if the edit commits.
+    pub fn complete(&self, lease: &Lease, facts: &Facts) -> Result<()> {
+        let facts = facts_ptr(facts)?;
+        // SAFETY: live edit and lease, valid string or NULL.
+        error::check(unsafe { sys::leases_edit_complete(self.raw, lease.raw, opt_ptr(&facts)) })
+    }
+
+    /// Commits the edit. It is consumed also when the commit fails; then its
+    /// pending leases are closed and leases it completed stay active.
+    pub fn commit(self) -> Result<()> {
+        let raw = self.raw;
+        std::mem::forget(self);
+        // SAFETY: we own the edit; commit consumes it.
+        error::check(unsafe { sys::leases_edit_commit(raw) })
+    }
+
+    /// Rolls the edit back (the same as dropping it).
+    pub fn abort(self) {}
+}
+
+// ---- reference executor -----------------------------------------------------
+
+/// An execution of the reference executor, begun by [`Lease::execution`].
+/// Write the output to [`temp_path`](Execution::temp_path), then
+/// [`finish`](Execution::finish). `Send`, not `Sync`. Dropping an unfinished
+/// execution abandons it: its own files are removed; the store is not touched.
+pub struct Execution {
+    raw: *mut sys::leases_execution,
+    temp: PathBuf,
+    fin: PathBuf,
+}
+
+// SAFETY: include/leases.h: "leases_execution: use from one thread at a time".
+unsafe impl Send for Execution {}
+
+impl fmt::Debug for Execution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Execution")
+            .field("temp_path", &self.temp)
+            .field("final_path", &self.fin)
+            .field("consumed", &self.raw.is_null())
+            .finish()
+    }
+}
+
+impl Drop for Execution {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            // SAFETY: we own the execution; abandon consumes it.
+            unsafe { sys::leases_execution_abandon(self.raw) }
+        }
+    }
+}
+
+impl Execution {
+    /// The temporary file to write the output to.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// The final file name the output is renamed to by `finish`.
+    pub fn final_path(&self) -> &Path {
+        &self.fin
+    }
+
+    /// Fsyncs and renames the temporary file to the final name, then
+    /// completes the lease registering the output together with `facts`.
+    ///
+    /// The execution is consumed (later calls report [`ErrorKind::Closed`])
+    /// except when the library refuses the facts with
+    /// [`ErrorKind::InvalidArgument`]: then nothing happened and it can be
+    /// finished again or abandoned. A rejected completion (expired, lost,
+    /// cancelled) removes only this execution's files.
+    pub fn finish(&mut self, facts: &Facts) -> Result<()> {
+        if self.raw.is_null() {
+            return Err(Error::new(ErrorKind::Closed, "execution is already finished or abandoned"));
+        }
+        let facts = facts_ptr(facts)?;
+        // SAFETY: live execution, valid string or NULL.
+        let st = unsafe { sys::leases_execution_finish(self.raw, opt_ptr(&facts)) };
+        if st != sys::LEASES_INVALID_ARGUMENT {
+            self.raw = ptr::null_mut();
+        }
+        error::check(st)
+    }
+
+    /// Removes this execution's files and consumes it (the same as dropping it).
+    pub fn abandon(self) {}
+}
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_refuses_a_library_with_another_abi_version() {
+        assert!(check_abi(ABI_VERSION).is_ok());
+        let err = check_abi(ABI_VERSION + 1).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AbiMismatch);
+        assert_eq!(err.status(), None);
+        assert!(err.to_string().contains("ABI version"), "{err}");
+    }
+
+    #[test]
+    fn unix_microseconds_map_to_system_time_exactly() {
+        assert_eq!(from_unix_us(0), UNIX_EPOCH);
+        assert_eq!(from_unix_us(1_500_000).duration_since(UNIX_EPOCH).unwrap(), Duration::from_micros(1_500_000));
+        assert_eq!(UNIX_EPOCH.duration_since(from_unix_us(-5)).unwrap(), Duration::from_micros(5));
+    }
+}
