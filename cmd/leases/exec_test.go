@@ -152,9 +152,9 @@ func TestExecThatCannotStartChangesNothing(t *testing.T) {
 func TestExecRenewsTheClaimWhileTheProgramRuns(t *testing.T) {
 	e := newEnv(t)
 	ids := e.setup(1)
-	tok, _ := e.claim("w", "900ms")
+	tok, _ := e.claim("w", "1200ms")
 	// The program outlives the original claim three times over.
-	r := e.run("exec", "--token-file", tok, "--output-dir", e.outDir(), "--", "sh", "-c", `sleep 2.7; echo ok > "$LEASES_OUTPUT"`)
+	r := e.run("exec", "--token-file", tok, "--output-dir", e.outDir(), "--", "sh", "-c", `sleep 3; echo ok > "$LEASES_OUTPUT"`)
 	wantExit(t, r, 0)
 	if j := e.job(ids[0]); j.State != "completed" {
 		t.Fatalf("job %+v", j)
@@ -210,10 +210,10 @@ func TestExecWhoseClaimExpiredRemovesItsOutputAndPublishesNothing(t *testing.T) 
 	e := newEnv(t)
 	ids := e.setup(1)
 	out := e.outDir()
-	tok, _ := e.claim("w", "300ms")
+	tok, _ := e.claim("w", "600ms")
 	// The leasestest binary skips renewal here, so the claim expires mid-run.
 	r := e.runWith(opts{env: []string{"LEASES_TEST_EXEC_NO_RENEW=1"}},
-		"exec", "--token-file", tok, "--output-dir", out, "--", "sh", "-c", `echo late > "$LEASES_OUTPUT"; sleep 0.6`)
+		"exec", "--token-file", tok, "--output-dir", out, "--", "sh", "-c", `echo late > "$LEASES_OUTPUT"; sleep 1.2`)
 	wantExit(t, r, 1, "completion was rejected", "expired")
 	if names := listDir(t, out); len(names) != 0 {
 		t.Fatalf("a rejected completion left files: %v", names)
@@ -233,7 +233,7 @@ func TestTwoExecWorkersOnOneJobNeverTouchEachOthersFiles(t *testing.T) {
 	gate := filepath.Join(e.dir, "gate")
 	startedA := filepath.Join(e.dir, "a-started")
 
-	tokA, _ := e.claim("worker-a", "400ms")
+	tokA, _ := e.claim("worker-a", "800ms")
 	waitA := e.startExec(opts{env: []string{"LEASES_TEST_EXEC_NO_RENEW=1"}},
 		"--token-file", tokA, "--output-dir", out, "--", "sh", "-c",
 		`echo from-a > "$LEASES_OUTPUT"; touch `+startedA+`; while [ ! -e `+gate+` ]; do sleep 0.02; done`)
@@ -241,7 +241,7 @@ func TestTwoExecWorkersOnOneJobNeverTouchEachOthersFiles(t *testing.T) {
 
 	// After a's claim expires, b claims the same job and runs it to the end
 	// in the same directory.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(900 * time.Millisecond)
 	tokB, _ := e.claim("worker-b", "1m", "--job", ids[0])
 	rb := e.run("exec", "--token-file", tokB, "--output-dir", out, "--", "sh", "-c", `echo from-b > "$LEASES_OUTPUT"`)
 	wantExit(t, rb, 0)
