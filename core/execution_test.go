@@ -4,6 +4,7 @@ package core
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/libleases/libleases/core/store"
 )
 
 // execFixture is an authority on a controllable clock with one production.
@@ -441,5 +443,93 @@ func TestFinishRefusesATempPathReplacedBySymlink(t *testing.T) {
 	}
 	if s := execJobState(t, fx, l.JobID()); s != StateClaimed {
 		t.Fatalf("job is %s, want claimed", s)
+	}
+}
+
+// execCommitFault wraps the real backend: Commit really commits (or rolls
+// back) and then reports an error, as SQLite can after an fsync failure.
+type execCommitFault struct {
+	store.Backend
+	commits bool
+	err     error
+}
+
+type execCommitFaultTx struct {
+	store.Tx
+	b *execCommitFault
+}
+
+func (b *execCommitFault) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &execCommitFaultTx{tx, b}, nil
+}
+
+func (t *execCommitFaultTx) Commit() error {
+	if t.b.err == nil {
+		return t.Tx.Commit()
+	}
+	if t.b.commits {
+		t.Tx.Commit()
+	} else {
+		t.Tx.Rollback()
+	}
+	return t.b.err
+}
+
+func TestFinishKeepsTheFinalFileWhenTheCommitOutcomeIsUnknown(t *testing.T) {
+	for _, survived := range []bool{true, false} {
+		fx := newExecFixture(t)
+		l := fx.claimNew(t, "w1")
+		x := execBegin(t, l, fx.outDir(t))
+		execWrite(t, x, "maybe")
+		fault := &execCommitFault{Backend: fx.a.b, commits: survived, err: errors.New("disk I/O error (fsync)")}
+		fx.a.b = fault
+		execWantKind(t, x.Finish(Facts{}), KindOutcomeUnknown)
+		fault.err = nil
+		if !execExists(x.FinalPath()) {
+			t.Fatalf("survived=%v: the output was removed although its completion may have been published", survived)
+		}
+		f := execFacts(t, fx, l.JobID())
+		if survived && (len(f.Outputs) != 1 || f.Outputs[0].Path != x.FinalPath()) {
+			t.Fatalf("the surviving commit registered %+v", f.Outputs)
+		}
+		if !survived && len(f.Outputs) != 0 {
+			t.Fatalf("a rolled-back commit registered %+v", f.Outputs)
+		}
+	}
+}
+
+func TestFinishRemovesItsFilesWhenNothingCommitted(t *testing.T) {
+	fx := newExecFixture(t)
+	l := fx.claimNew(t, "w1")
+	x := execBegin(t, l, fx.outDir(t))
+	execWrite(t, x, "work")
+	// Another connection holds the writer lock: the completion is refused as
+	// busy before anything is written.
+	other, err := OpenWith(filepath.Join(fx.dir, "leases.db"), Options{BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	e, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := OpenWith(filepath.Join(fx.dir, "leases.db"), Options{BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fx.a.b, slow.b = slow.b, fx.a.b
+	execWantKind(t, x.Finish(Facts{}), KindBusy)
+	e.Abort()
+	if execExists(x.TempPath()) || execExists(x.FinalPath()) {
+		t.Fatal("a completion that wrote nothing left its files")
+	}
+	if s := execJobState(t, fx, l.JobID()); s != StateClaimed {
+		t.Fatalf("job is %s", s)
 	}
 }
