@@ -1,0 +1,139 @@
+// Duration rules of the C++ projection: integral std::chrono durations of any
+// period, positive whole microseconds up to 24 h, rejected before the C call,
+// never rounded, no overflow for huge counts.
+#include "support.hpp"
+
+#include <limits>
+
+using namespace leases_test;
+using namespace std::chrono_literals;
+using leases::to_microseconds;
+
+namespace {
+
+template <class D>
+void expect_rejected(D d) {
+    EXPECT_THROW((void)to_microseconds(d), leases::DurationError) << d.count();
+    try {
+        (void)to_microseconds(d);
+    } catch (const leases::DurationError &e) {
+        EXPECT_EQ(e.status(), LEASES_INVALID_DURATION);
+    }
+}
+
+}  // namespace
+
+TEST(Durations, NanosecondsAreAcceptedOnlyInWholeMicroseconds) {
+    EXPECT_EQ(to_microseconds(1000ns), 1);
+    EXPECT_EQ(to_microseconds(1500000ns), 1500);
+    EXPECT_EQ(to_microseconds(std::chrono::nanoseconds(86'400'000'000'000)), LEASES_MAX_DURATION_US);
+    expect_rejected(1ns);
+    expect_rejected(999ns);
+    expect_rejected(1500ns);
+    expect_rejected(std::chrono::nanoseconds(86'400'000'000'001));
+    expect_rejected(std::chrono::nanoseconds(86'400'000'001'000));
+}
+
+TEST(Durations, MicrosecondsFromOneUpTo24HoursInclusive) {
+    EXPECT_EQ(to_microseconds(1us), 1);
+    EXPECT_EQ(to_microseconds(1500us), 1500);
+    EXPECT_EQ(to_microseconds(std::chrono::microseconds(86'399'999'999)), 86'399'999'999);
+    EXPECT_EQ(to_microseconds(leases::max_duration), LEASES_MAX_DURATION_US);
+    expect_rejected(0us);
+    expect_rejected(-1us);
+    expect_rejected(leases::max_duration + 1us);
+}
+
+TEST(Durations, MillisecondsAndSecondsConvertExactly) {
+    EXPECT_EQ(to_microseconds(250ms), 250'000);
+    EXPECT_EQ(to_microseconds(30s), 30'000'000);
+    EXPECT_EQ(to_microseconds(std::chrono::milliseconds(86'400'000)), LEASES_MAX_DURATION_US);
+    expect_rejected(0ms);
+    expect_rejected(-5s);
+    expect_rejected(std::chrono::milliseconds(86'400'001));
+    expect_rejected(86401s);
+}
+
+TEST(Durations, HoursUpTo24AndHugeCountsRejectWithoutOverflow) {
+    EXPECT_EQ(to_microseconds(24h), LEASES_MAX_DURATION_US);
+    EXPECT_EQ(to_microseconds(1h), 3'600'000'000);
+    expect_rejected(25h);
+    expect_rejected(48h);
+    // hours::max() * 3.6e9 overflows int64 many times over: a naive
+    // duration_cast<microseconds> would wrap into a "valid" value.
+    expect_rejected(std::chrono::hours::max());
+    expect_rejected(std::chrono::hours::min());
+    expect_rejected(std::chrono::minutes::max());
+    expect_rejected(std::chrono::seconds::max());
+    expect_rejected(std::chrono::milliseconds::max());
+    expect_rejected(std::chrono::microseconds::max());
+    expect_rejected(std::chrono::nanoseconds::max());
+    expect_rejected(std::chrono::nanoseconds::min());
+}
+
+TEST(Durations, EveryIntegralRepAndPeriodFollowsTheSameRule) {
+    // Narrow and unsigned counts.
+    EXPECT_EQ(to_microseconds(std::chrono::duration<std::int8_t, std::ratio<3600>>(24)), LEASES_MAX_DURATION_US);
+    expect_rejected(std::chrono::duration<std::int8_t, std::ratio<3600>>(25));
+    expect_rejected(std::chrono::duration<std::int8_t, std::ratio<3600>>(-1));
+    EXPECT_EQ(to_microseconds(std::chrono::duration<unsigned short, std::milli>(65535)), 65'535'000);
+    expect_rejected(std::chrono::duration<std::uint64_t, std::nano>(std::numeric_limits<std::uint64_t>::max()));
+    expect_rejected(std::chrono::duration<std::uint64_t, std::ratio<86400>>(std::numeric_limits<std::uint64_t>::max()));
+    expect_rejected(std::chrono::duration<std::uint32_t>(0));
+    // Periods that are not powers of ten: thirds of a second, 7 us ticks, attoseconds.
+    EXPECT_EQ(to_microseconds(std::chrono::duration<long long, std::ratio<1, 3>>(3)), 1'000'000);
+    expect_rejected(std::chrono::duration<long long, std::ratio<1, 3>>(1));  // 333333.33 us
+    EXPECT_EQ(to_microseconds(std::chrono::duration<int, std::ratio<7, 1'000'000>>(3)), 21);
+    EXPECT_EQ(to_microseconds(std::chrono::duration<long long, std::atto>(1'000'000'000'000)), 1);
+    expect_rejected(std::chrono::duration<long long, std::atto>(1'000'000'000'001));
+    // Days (a period of its own) at the boundary.
+    EXPECT_EQ(to_microseconds(std::chrono::duration<int, std::ratio<86400>>(1)), LEASES_MAX_DURATION_US);
+    expect_rejected(std::chrono::duration<int, std::ratio<86400>>(2));
+}
+
+TEST(Durations, SharedVectorsAgreeWithTheRule) {
+    const auto v = mini_json::parse_file(vectors_path("durations.json"));
+    ASSERT_EQ(v["max_us"].integer(), LEASES_MAX_DURATION_US);
+    for (const auto &ok : v["accepted"].items) {
+        const std::int64_t ns = std::stoll(ok["nanoseconds"].str());
+        EXPECT_EQ(to_microseconds(std::chrono::nanoseconds(ns)), ns / 1000) << ok["text"].str();
+    }
+    for (const auto &bad : v["rejected"].items) {
+        const std::int64_t ns = std::stoll(bad["nanoseconds"].str());
+        expect_rejected(std::chrono::nanoseconds(ns));
+    }
+}
+
+using DurationsAtTheBoundary = AuthorityTest;
+
+TEST_F(DurationsAtTheBoundary, InvalidDurationsRejectBeforeTheLibraryIsCalled) {
+    // The production does not exist and the authority handle is empty: a
+    // library call would report not_found or invalid_argument, so
+    // DurationError proves the check came first.
+    EXPECT_THROW((void)a().claim("no-such-production", "w", 1500ns), leases::DurationError);
+    EXPECT_THROW((void)a().claim_job("no-such-production", "x", "w", 0s), leases::DurationError);
+    leases::Authority empty = std::move(*auth);
+    EXPECT_THROW((void)auth->claim("p", "w", 25h), leases::DurationError);
+    EXPECT_THROW((void)auth->claim("p", "w", 1s), leases::InvalidArgument);
+    auth = std::move(empty);
+
+    request(1);
+    auto l = claim("w", 1min);
+    EXPECT_THROW(l.renew(1ns), leases::DurationError);
+    EXPECT_THROW(l.renew(std::chrono::hours::max()), leases::DurationError);
+    auto e = a().edit();
+    EXPECT_THROW((void)e.claim("p", "w", -1us), leases::DurationError);
+    e.abort();
+    l.renew(2min);  // the lease was never touched by the rejected renewals
+    EXPECT_EQ(l.expiry_unix_us(), t0 + 120'000'000);
+}
+
+TEST_F(DurationsAtTheBoundary, TheLibraryAgreesOnTheMicrosecondRange) {
+    request(1);
+    leases_lease *out = nullptr;
+    EXPECT_EQ(leases_claim(a().capi(), "p", "w", 0, &out), LEASES_INVALID_DURATION);
+    EXPECT_EQ(leases_claim(a().capi(), "p", "w", LEASES_MAX_DURATION_US + 1, &out), LEASES_INVALID_DURATION);
+    auto l = a().claim("p", "w", std::chrono::microseconds(LEASES_MAX_DURATION_US));
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(l->expiry_unix_us(), t0 + LEASES_MAX_DURATION_US);
+}

@@ -1,0 +1,258 @@
+// One exception class per status: every status of tests/vectors/statuses.json
+// is driven for real through the projection (clock statuses through the test
+// library's frozen clock) and must throw its own leases::Error subclass.
+#include "support.hpp"
+
+#include <csignal>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <typeindex>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace leases_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct StatusVector {
+    int code;
+    std::string name;
+};
+
+void PrintTo(const StatusVector &s, std::ostream *os) { *os << s.name << " (" << s.code << ")"; }
+
+std::vector<StatusVector> status_vectors() {
+    std::vector<StatusVector> out;
+    for (const auto &s : mini_json::parse_file(vectors_path("statuses.json")).items) {
+        out.push_back({static_cast<int>(s["code"].integer()), s["name"].str()});
+    }
+    return out;
+}
+
+// The class each status must map to.
+const std::map<std::string, std::type_index> &expected_classes() {
+    static const std::map<std::string, std::type_index> m{
+        {"invalid_argument", typeid(leases::InvalidArgument)},
+        {"invalid_duration", typeid(leases::DurationError)},
+        {"not_found", typeid(leases::NotFound)},
+        {"nothing_to_claim", typeid(leases::NothingToClaim)},
+        {"wrong_state", typeid(leases::StateError)},
+        {"lease_lost", typeid(leases::LeaseLost)},
+        {"expired", typeid(leases::Expired)},
+        {"cancelled", typeid(leases::Cancelled)},
+        {"not_extended", typeid(leases::NotExtended)},
+        {"clock_regressed", typeid(leases::ClockRegressed)},
+        {"closed", typeid(leases::Closed)},
+        {"bad_token", typeid(leases::TokenError)},
+        {"busy", typeid(leases::Busy)},
+        {"storage", typeid(leases::StorageError)},
+        {"outcome_unknown", typeid(leases::OutcomeUnknown)},
+        {"schema_too_new", typeid(leases::SchemaError)},
+        {"forked", typeid(leases::ForkedProcess)},
+        {"internal", typeid(leases::InternalError)},
+    };
+    return m;
+}
+
+class EveryStatus : public AuthorityTest, public ::testing::WithParamInterface<StatusVector> {
+protected:
+    // Runs the real operation that yields the status; it must throw.
+    void drive(const std::string &name);
+
+    // Sets RLIMIT_FSIZE to 0 around fn so every file write fails (EFBIG):
+    // the commit's WAL append fails after the transaction did its work.
+    template <class F>
+    void with_writes_failing(F fn) {
+        struct rlimit old {};
+        ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+        void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+        struct rlimit none = old;
+        none.rlim_cur = 0;
+        ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &none), 0);
+        try {
+            fn();
+        } catch (...) {
+            setrlimit(RLIMIT_FSIZE, &old);
+            std::signal(SIGXFSZ, old_handler);
+            throw;
+        }
+        setrlimit(RLIMIT_FSIZE, &old);
+        std::signal(SIGXFSZ, old_handler);
+    }
+};
+
+void EveryStatus::drive(const std::string &name) {
+    if (name == "invalid_argument") {
+        a().create_production("");  // empty name
+    } else if (name == "invalid_duration") {
+        // The projection never lets one through (DurationError before the
+        // call, tests/test_durations.cpp); here the library's own status.
+        request(1);
+        leases_lease *out = nullptr;
+        leases::check(leases_claim(a().capi(), "p", "w", 0, &out));
+    } else if (name == "not_found") {
+        (void)a().claim("no-such-production", "w", 1s);
+    } else if (name == "nothing_to_claim") {
+        // claim() turns it into std::nullopt; the raw status maps to its class.
+        EXPECT_FALSE(a().claim("p", "w", 1s).has_value());
+        leases_lease *out = nullptr;
+        leases::check(leases_claim(a().capi(), "p", "w", 1'000'000, &out));
+    } else if (name == "wrong_state") {
+        const auto ids = request(1);
+        claim().complete();
+        a().cancel("p", ids[0]);  // cancelling a completed job
+    } else if (name == "lease_lost") {
+        request(1);
+        auto old = claim("w1", 1s);
+        advance(2s);
+        auto current = claim("w2", 1min);
+        old.renew(1min);
+    } else if (name == "expired") {
+        request(1);
+        auto l = claim("w", 1s);
+        advance(1s);  // expiry is exclusive
+        l.complete();
+    } else if (name == "cancelled") {
+        const auto ids = request(1);
+        auto l = claim();
+        a().cancel("p", ids[0]);
+        l.complete();
+    } else if (name == "not_extended") {
+        request(1);
+        auto l = claim("w", 1h);
+        l.renew(1s);
+    } else if (name == "clock_regressed") {
+        request(2);
+        advance(1min);
+        auto l = claim();  // the high-water mark is now t0 + 1 min
+        now = 0;
+        advance(0s);  // back to t0
+        (void)a().claim("p", "w", 1s);
+    } else if (name == "closed") {
+        request(1);
+        auto l = claim();
+        l.release();
+        l.release();
+    } else if (name == "bad_token") {
+        (void)a().import_token("lt1.not-a-token");
+    } else if (name == "busy") {
+        leases_authority *raw = nullptr;
+        leases::check(leases_testing_open(db.c_str(), 50'000, &raw));  // 50 ms
+        leases::Authority impatient(raw);
+        request(1);
+        auto e = a().edit();  // holds the writer lock
+        (void)impatient.claim("p", "w", 1s);
+    } else if (name == "storage") {
+        const std::string junk = (dir.path() / "not-a-database").string();
+        std::ofstream(junk, std::ios::binary) << std::string(8192, 'x');
+        (void)leases::Authority::open(junk);
+    } else if (name == "outcome_unknown") {
+        request(1);
+        auto l = claim("w", 1min);
+        bool thrown = false;
+        with_writes_failing([&] {
+            try {
+                l.renew(1h);
+            } catch (const leases::OutcomeUnknown &) {
+                thrown = true;
+            }
+        });
+        ASSERT_TRUE(thrown) << "renew under a failing disk did not report outcome_unknown";
+        // The lease stays active locally; its next use asks the store.
+        l.renew(2h);
+        with_writes_failing([&] { l.complete(); });
+    } else if (name == "schema_too_new") {
+        auth.reset();  // the last connection checkpoints and removes the WAL
+        ASSERT_FALSE(fs::exists(db + "-wal"));
+        {
+            // PRAGMA user_version is the big-endian 32-bit integer at offset 60.
+            std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(60);
+            const char newer[4] = {0, 0, 0x27, 0x0f};  // 9999
+            f.write(newer, 4);
+        }
+        (void)leases::Authority::open(db);
+    } else if (name == "forked") {
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            int code = 1;
+            try {
+                (void)leases::Authority::open(db);
+            } catch (const leases::ForkedProcess &e) {
+                code = e.status() == LEASES_FORKED ? 0 : 2;
+            } catch (...) {
+                code = 3;
+            }
+            _exit(code);
+        }
+        int wstatus = 0;
+        ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+        ASSERT_TRUE(WIFEXITED(wstatus));
+        ASSERT_EQ(WEXITSTATUS(wstatus), 0) << "the forked child did not get ForkedProcess";
+        throw leases::ForkedProcess("seen in the child");  // reported to the parent by exit code
+    } else if (name == "internal") {
+        leases::check(leases_testing_panic());
+    } else {
+        FAIL() << "no driver for status " << name << ": add one";
+    }
+}
+
+}  // namespace
+
+TEST_P(EveryStatus, ThrowsItsOwnExceptionClassCarryingTheStatus) {
+    const StatusVector &s = GetParam();
+    if (s.code == LEASES_OK) {
+        EXPECT_STREQ(leases_status_name(LEASES_OK), "ok");
+        EXPECT_NO_THROW(leases::check(LEASES_OK));
+        return;
+    }
+    EXPECT_STREQ(leases_status_name(s.code), s.name.c_str());
+    auto cls = expected_classes().find(s.name);
+    ASSERT_NE(cls, expected_classes().end()) << "no exception class expected for " << s.name;
+    try {
+        drive(s.name);
+        if (!HasFatalFailure()) {
+            ADD_FAILURE() << s.name << ": nothing thrown";
+        }
+    } catch (const leases::Error &e) {
+        EXPECT_EQ(std::type_index(typeid(e)), cls->second) << "thrown " << e.name() << ": " << e.what();
+        EXPECT_EQ(e.status(), s.code);
+        EXPECT_STREQ(e.name(), s.name.c_str());
+        EXPECT_NE(std::string(e.what()), "") << "messages come from leases_last_error()";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Statuses, EveryStatus, ::testing::ValuesIn(status_vectors()),
+                         [](const ::testing::TestParamInfo<StatusVector> &info) { return info.param.name; });
+
+TEST(StatusMapping, EachStatusHasADistinctClassAndUnknownStatusesKeepTheBase) {
+    std::set<std::type_index> seen;
+    for (const auto &s : status_vectors()) {
+        if (s.code == LEASES_OK) continue;
+        try {
+            leases::throw_status(s.code, "m");
+        } catch (const leases::Error &e) {
+            EXPECT_EQ(e.status(), s.code);
+            EXPECT_TRUE(seen.insert(typeid(e)).second) << s.name << " shares a class";
+            EXPECT_NE(std::type_index(typeid(e)), std::type_index(typeid(leases::Error)));
+        }
+    }
+    EXPECT_EQ(seen.size(), expected_classes().size());
+    try {
+        leases::throw_status(99, "future");
+    } catch (const leases::Error &e) {
+        EXPECT_EQ(std::type_index(typeid(e)), std::type_index(typeid(leases::Error)));
+        EXPECT_EQ(e.status(), 99);
+    }
+}
+
+TEST(StatusMapping, EveryErrorIsARuntimeError) {
+    EXPECT_THROW(leases::throw_status(LEASES_EXPIRED, "x"), std::runtime_error);
+    EXPECT_THROW(leases::throw_status(LEASES_EXPIRED, "x"), leases::Error);
+}
