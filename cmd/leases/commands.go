@@ -123,6 +123,25 @@ func prepare(cc *cmdContext, interleave bool) ([]string, bool, error) {
 	return pos, false, err
 }
 
+// parseOnly parses a command that takes flags and no positional argument,
+// and checks that the named flags were given. done reports that --help was
+// shown.
+func parseOnly(cc *cmdContext, required ...string) (done bool, err error) {
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return done, err
+	}
+	if len(pos) > 0 {
+		return false, usagef(cc.cmd.name, "unexpected argument %q", pos[0])
+	}
+	for _, name := range required {
+		if err := cc.required(name, cc.fs.Lookup(name).Value.String()); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 func runProductionCreate(cc *cmdContext) error {
 	cc.withJSON()
 	pos, done, err := prepare(cc, true)
@@ -150,11 +169,7 @@ func runProductionCreate(cc *cmdContext) error {
 
 func runProductionList(cc *cmdContext) error {
 	cc.withJSON()
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
+	if done, err := parseOnly(cc); done || err != nil {
 		return err
 	}
 	a, err := cc.open()
@@ -184,14 +199,7 @@ func runJobRequest(cc *cmdContext) error {
 	prod := cc.fs.String("production", "", "production `NAME`")
 	key := cc.fs.String("key", "", "idempotency `KEY`, unique within the production")
 	payloadFile := cc.fs.String("payload-file", "", "read the payload from `FILE` (- for standard input)")
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
-		return err
-	}
-	if err := cc.required("production", *prod); err != nil {
+	if done, err := parseOnly(cc, "production"); done || err != nil {
 		return err
 	}
 	var payload []byte
@@ -205,6 +213,7 @@ func runJobRequest(cc *cmdContext) error {
 			defer f.Close()
 			r = f
 		}
+		var err error
 		payload, err = io.ReadAll(io.LimitReader(r, core.MaxPayloadLen+1))
 		if err != nil {
 			return fmt.Errorf("read payload: %w", err)
@@ -232,14 +241,7 @@ func runJobRequest(cc *cmdContext) error {
 func runJobList(cc *cmdContext) error {
 	cc.withJSON()
 	prod := cc.fs.String("production", "", "production `NAME`")
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
-		return err
-	}
-	if err := cc.required("production", *prod); err != nil {
+	if done, err := parseOnly(cc, "production"); done || err != nil {
 		return err
 	}
 	a, err := cc.open()
@@ -289,20 +291,8 @@ func runClaim(cc *cmdContext) error {
 	cc.fs.Var(&dur, "duration", "claim `DURATION` with a unit: us, ms, s, m, h (e.g. 30s)")
 	tokenOut := cc.fs.String("token-out", "", "create `FILE` (exclusively, mode 0600) and write the token to it")
 	jobID := cc.fs.String("job", "", "claim this job `ID` instead of the next one")
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
+	if done, err := parseOnly(cc, "production", "worker", "duration", "token-out"); done || err != nil {
 		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
-		return err
-	}
-	for _, r := range []struct{ n, v string }{{"production", *prod}, {"worker", *worker}, {"token-out", *tokenOut}} {
-		if err := cc.required(r.n, r.v); err != nil {
-			return err
-		}
-	}
-	if !dur.set {
-		return usagef(cc.cmd.name, "--duration is required (e.g. --duration 30s)")
 	}
 	if *tokenOut == "-" {
 		return usagef(cc.cmd.name, "--token-out needs a file: a token is never written to standard output")
@@ -419,15 +409,8 @@ func runRenew(cc *cmdContext) error {
 	tf := tokenFileFlag(cc)
 	var dur durationFlag
 	cc.fs.Var(&dur, "duration", "new expiry is now + `DURATION` (us, ms, s, m, h)")
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
+	if done, err := parseOnly(cc, "duration"); done || err != nil {
 		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
-		return err
-	}
-	if !dur.set {
-		return usagef(cc.cmd.name, "--duration is required (e.g. --duration 30s)")
 	}
 	a, l, err := cc.importLease(*tf)
 	if err != nil {
@@ -461,11 +444,7 @@ func transition(cc *cmdContext, verb string, op func(l *core.Lease) error) error
 
 func runRelease(cc *cmdContext) error {
 	tokenFileFlag(cc)
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
+	if done, err := parseOnly(cc); done || err != nil {
 		return err
 	}
 	return transition(cc, "released", func(l *core.Lease) error { return l.Release() })
@@ -474,14 +453,7 @@ func runRelease(cc *cmdContext) error {
 func runFail(cc *cmdContext) error {
 	tokenFileFlag(cc)
 	reason := cc.fs.String("reason", "", "why the job failed (`TEXT`)")
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
-		return err
-	}
-	if err := cc.required("reason", *reason); err != nil {
+	if done, err := parseOnly(cc, "reason"); done || err != nil {
 		return err
 	}
 	return transition(cc, "failed", func(l *core.Lease) error { return l.Fail(*reason) })
@@ -490,11 +462,7 @@ func runFail(cc *cmdContext) error {
 func runComplete(cc *cmdContext) error {
 	tokenFileFlag(cc)
 	md, pv := cc.factFlags()
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
+	if done, err := parseOnly(cc); done || err != nil {
 		return err
 	}
 	return transition(cc, "completed", func(l *core.Lease) error {
@@ -505,17 +473,7 @@ func runComplete(cc *cmdContext) error {
 func runCancel(cc *cmdContext) error {
 	prod := cc.fs.String("production", "", "production `NAME`")
 	job := cc.fs.String("job", "", "job `ID`")
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
-		return err
-	}
-	if err := cc.required("production", *prod); err != nil {
-		return err
-	}
-	if err := cc.required("job", *job); err != nil {
+	if done, err := parseOnly(cc, "production", "job"); done || err != nil {
 		return err
 	}
 	a, err := cc.open()
@@ -537,11 +495,7 @@ func runEvents(cc *cmdContext) error {
 	follow := cc.fs.Bool("follow", false, "keep printing new events until SIGINT or SIGTERM")
 	interval := durationFlag{d: 250 * time.Millisecond}
 	cc.fs.Var(&interval, "interval", "polling `DURATION` for --follow (default 250ms)")
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
+	if done, err := parseOnly(cc); done || err != nil {
 		return err
 	}
 	seq, err := strconv.ParseInt(*after, 10, 64)
@@ -617,11 +571,7 @@ func printEvents(es []core.Event, asJSON, follow, header bool) error {
 }
 
 func runVersion(cc *cmdContext) error {
-	pos, done, err := prepare(cc, true)
-	if done || err != nil {
-		return err
-	}
-	if err := cc.noPositional(pos); err != nil {
+	if done, err := parseOnly(cc); done || err != nil {
 		return err
 	}
 	if testHooks {

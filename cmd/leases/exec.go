@@ -68,9 +68,6 @@ func runExec(cc *cmdContext) error {
 	if err := cc.required("output-dir", *outDir); err != nil {
 		return err
 	}
-	if *tf == "" {
-		return usagef(cc.cmd.name, "--token-file FILE is required (use - for standard input)")
-	}
 	a, l, err := cc.importLease(*tf)
 	if err != nil {
 		return err

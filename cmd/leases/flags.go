@@ -104,15 +104,11 @@ func scrubFlagError(err error) string {
 	return msg
 }
 
-func (cc *cmdContext) noPositional(pos []string) error {
-	if len(pos) > 0 {
-		return usagef(cc.cmd.name, "unexpected argument %q", pos[0])
-	}
-	return nil
-}
-
 func (cc *cmdContext) required(name, value string) error {
 	if value == "" {
+		if name == "duration" {
+			return usagef(cc.cmd.name, "--duration is required (e.g. --duration 30s)")
+		}
 		return usagef(cc.cmd.name, "--%s is required", name)
 	}
 	return nil
