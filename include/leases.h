@@ -53,8 +53,8 @@
  *     or next to another Go-built shared library.
  *   - Never dlclose() the library (Python loads it with RTLD_NODELETE).
  *   - No use after fork() without exec: in a forked child every call returns
- *     LEASES_FORKED at once (functions without a status do nothing and
- *     return NULL where they return a pointer). leases_abi_version,
+ *     LEASES_FORKED at once, leaving outputs untouched (functions without a
+ *     status do nothing and return NULL where they return a pointer). leases_abi_version,
  *     leases_version, leases_status_name, leases_last_error and leases_free
  *     keep working.
  *   - Signal handlers installed by the host must use SA_ONSTACK.
