@@ -1,0 +1,204 @@
+"""The authority (one database and its private clock) and edits (one write
+transaction each)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, List, Optional, Type, Union
+
+from . import _ffi
+from ._durations import duration_us
+from ._errors import NothingToClaim, TokenError
+from ._lease import JSONMapping, Lease, facts_json
+from ._managed import Managed
+from ._records import Event, Job, parse_list
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Lease]:
+    if status == NothingToClaim.status:
+        return None
+    _ffi.check(status)
+    return Lease(out, authority)
+
+
+class Authority(Managed):
+    """An open authority database: creates the file if missing, migrates an
+    older schema. Safe to share between threads."""
+
+    _what = "authority"
+
+    def __init__(self, path: PathArg) -> None:
+        _ffi.ensure_not_forked()
+        raw = _ffi.encode_path(path, "path")
+        self.path: str = os.fspath(path)
+        out = _ffi.AuthorityPtr()
+        _ffi.call(_ffi.lib.leases_authority_open, raw, ctypes.byref(out))
+        self._ptr = out
+
+    def _release(self, ptr: Any) -> None:
+        _ffi.lib.leases_authority_close(ptr)
+
+    def create_production(self, name: str) -> None:
+        """Creates a production; an existing name is fine."""
+        _ffi.ensure_not_forked()
+        raw = _ffi.encode(name, "name")
+        _ffi.call(_ffi.lib.leases_production_create, self._handle(), raw)
+
+    def request_job(
+        self, production: str, key: Optional[str] = None, payload: bytes = b""
+    ) -> str:
+        """Requests a job and returns its id. With a key the request is
+        idempotent (same key and payload: the same job)."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        k = _ffi.encode_optional(key, "key")
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+        data = bytes(payload)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data) if data else None
+        out = ctypes.c_void_p()
+        _ffi.call(
+            _ffi.lib.leases_job_request, self._handle(), p, k, buf, len(data), ctypes.byref(out)
+        )
+        return _ffi.take_string(out)
+
+    def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[Lease]:
+        """Claims the next claimable job (FIFO); None when there is none."""
+        _ffi.ensure_not_forked()
+        us = duration_us(duration)
+        p = _ffi.encode(production, "production")
+        w = _ffi.encode(worker, "worker")
+        out = _ffi.LeasePtr()
+        status = _ffi.lib.leases_claim(self._handle(), p, w, us, ctypes.byref(out))
+        return _lease_or_none(status, out, self)
+
+    def claim_job(
+        self, production: str, job_id: str, *, worker: str, duration: timedelta
+    ) -> Lease:
+        """Claims one given job."""
+        _ffi.ensure_not_forked()
+        us = duration_us(duration)
+        p = _ffi.encode(production, "production")
+        j = _ffi.encode(job_id, "job_id")
+        w = _ffi.encode(worker, "worker")
+        out = _ffi.LeasePtr()
+        _ffi.call(_ffi.lib.leases_claim_job, self._handle(), p, j, w, us, ctypes.byref(out))
+        return Lease(out, self)
+
+    def cancel(self, production: str, job_id: str) -> None:
+        """Coordinator cancel (no secret); works on requested and claimed jobs."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        j = _ffi.encode(job_id, "job_id")
+        _ffi.call(_ffi.lib.leases_cancel, self._handle(), p, j)
+
+    def import_token(self, token: str) -> Lease:
+        """Turns a token exported by another process back into an active lease."""
+        _ffi.ensure_not_forked()
+        if isinstance(token, str) and "\0" in token:
+            # A C string would end at the NUL; the decoder never sees the rest.
+            raise TokenError("the token contains a NUL byte")
+        raw = _ffi.encode(token, "token")
+        out = _ffi.LeasePtr()
+        _ffi.call(_ffi.lib.leases_lease_import, self._handle(), raw, ctypes.byref(out))
+        return Lease(out, self)
+
+    def jobs(self, production: str) -> List[Job]:
+        """The production's jobs in request order (no secrets)."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        out = ctypes.c_void_p()
+        _ffi.call(_ffi.lib.leases_jobs_json, self._handle(), p, ctypes.byref(out))
+        return [Job.from_json(o) for o in parse_list(_ffi.take_string(out))]
+
+    def events(self, production: Optional[str] = None, after: int = 0) -> List[Event]:
+        """Events with seq > after, oldest first; every production when None."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode_optional(production, "production")
+        if not isinstance(after, int) or isinstance(after, bool):
+            raise TypeError(f"after must be an int, not {type(after).__name__}")
+        out = ctypes.c_void_p()
+        _ffi.call(_ffi.lib.leases_events_json, self._handle(), p, after, ctypes.byref(out))
+        return [Event.from_json(o) for o in parse_list(_ffi.take_string(out))]
+
+    def edit(self) -> "Edit":
+        """Begins an edit (one write transaction holding the writer lock)."""
+        return Edit(self)
+
+    def __repr__(self) -> str:
+        state = " closed" if self._ptr is None else ""
+        return f"<leases.Authority path={self.path!r}{state}>"
+
+
+class Edit(Managed):
+    """One write transaction. As a context manager it commits when the block
+    succeeds and aborts when it raises. Leases claimed inside stay pending
+    (``Closed`` for other operations) until the commit."""
+
+    _what = "edit (committed or aborted)"
+
+    def __init__(self, authority: Authority) -> None:
+        _ffi.ensure_not_forked()
+        out = _ffi.EditPtr()
+        _ffi.call(_ffi.lib.leases_edit_begin, authority._handle(), ctypes.byref(out))
+        self._ptr = out
+        self._authority = authority
+
+    def _release(self, ptr: Any) -> None:
+        _ffi.lib.leases_edit_abort(ptr)
+
+    def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[Lease]:
+        """Claims the next job inside the edit: a pending lease, or None."""
+        _ffi.ensure_not_forked()
+        us = duration_us(duration)
+        p = _ffi.encode(production, "production")
+        w = _ffi.encode(worker, "worker")
+        out = _ffi.LeasePtr()
+        status = _ffi.lib.leases_edit_claim(self._handle(), p, w, us, ctypes.byref(out))
+        return _lease_or_none(status, out, self._authority)
+
+    def complete(
+        self,
+        lease: Lease,
+        metadata: Optional[JSONMapping] = None,
+        provenance: Optional[JSONMapping] = None,
+    ) -> None:
+        """Completes a lease (pending in this edit, or active) inside the
+        edit; its facts are published only by the commit."""
+        _ffi.ensure_not_forked()
+        if not isinstance(lease, Lease):
+            raise TypeError(f"lease must be a leases.Lease, not {type(lease).__name__}")
+        facts = facts_json(metadata, provenance)
+        _ffi.call(_ffi.lib.leases_edit_complete, self._handle(), lease._handle(), facts)
+
+    def commit(self) -> None:
+        """Commits and consumes the edit (also when the commit fails)."""
+        ptr = self._handle()
+        self._ptr = None
+        _ffi.check(_ffi.lib.leases_edit_commit(ptr))
+
+    def abort(self) -> None:
+        """Rolls back and consumes the edit; idempotent."""
+        self.close()
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._ptr is None:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        state = "consumed" if self._ptr is None else "open"
+        return f"<leases.Edit path={self._authority.path!r} {state}>"

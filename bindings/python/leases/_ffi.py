@@ -1,0 +1,258 @@
+"""The low-level layer: finds and loads libleases.so and declares every C
+function of include/leases.h (argtypes and restype), kept in step with the
+header by tests/test_ffi.py. Nothing above this module touches ctypes types.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ._errors import ForkedProcess, InvalidArgument, error_for_status
+
+# The ABI this package was written for; the loaded library must report it.
+ABI_VERSION = 1
+
+MAX_DURATION_US = 86_400_000_000
+
+LIBRARY_NAME = "libleases.so"
+
+# ---- handle types: one opaque C type per object, as in the header ---------
+
+
+class leases_authority(ctypes.Structure):
+    pass
+
+
+class leases_edit(ctypes.Structure):
+    pass
+
+
+class leases_lease(ctypes.Structure):
+    pass
+
+
+class leases_execution(ctypes.Structure):
+    pass
+
+
+AuthorityPtr = ctypes.POINTER(leases_authority)
+EditPtr = ctypes.POINTER(leases_edit)
+LeasePtr = ctypes.POINTER(leases_lease)
+ExecutionPtr = ctypes.POINTER(leases_execution)
+
+c_status = ctypes.c_int
+c_char_p = ctypes.c_char_p  # borrowed input text, or a string the library keeps
+# Owned output strings are read as raw addresses so that they can be given
+# back to leases_free (a c_char_p result would be copied and lost).
+c_owned_str_out = ctypes.POINTER(ctypes.c_void_p)
+c_int64 = ctypes.c_int64
+c_size_t = ctypes.c_size_t
+c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
+
+Signature = Tuple[Any, List[Any]]
+
+# Every function of include/leases.h: name -> (restype, argtypes).
+SIGNATURES: Dict[str, Signature] = {
+    "leases_abi_version": (ctypes.c_uint32, []),
+    "leases_version": (c_char_p, []),
+    "leases_status_name": (c_char_p, [c_status]),
+    "leases_last_error": (c_char_p, []),
+    "leases_free": (None, [ctypes.c_void_p]),
+    "leases_authority_open": (c_status, [c_char_p, ctypes.POINTER(AuthorityPtr)]),
+    "leases_authority_close": (None, [AuthorityPtr]),
+    "leases_production_create": (c_status, [AuthorityPtr, c_char_p]),
+    "leases_job_request": (
+        c_status,
+        [AuthorityPtr, c_char_p, c_char_p, c_uint8_p, c_size_t, c_owned_str_out],
+    ),
+    "leases_claim": (
+        c_status,
+        [AuthorityPtr, c_char_p, c_char_p, c_int64, ctypes.POINTER(LeasePtr)],
+    ),
+    "leases_claim_job": (
+        c_status,
+        [AuthorityPtr, c_char_p, c_char_p, c_char_p, c_int64, ctypes.POINTER(LeasePtr)],
+    ),
+    "leases_cancel": (c_status, [AuthorityPtr, c_char_p, c_char_p]),
+    "leases_lease_renew": (c_status, [LeasePtr, c_int64]),
+    "leases_lease_release": (c_status, [LeasePtr]),
+    "leases_lease_fail": (c_status, [LeasePtr, c_char_p]),
+    "leases_lease_complete": (c_status, [LeasePtr, c_char_p]),
+    "leases_lease_expiry": (c_status, [LeasePtr, ctypes.POINTER(c_int64)]),
+    "leases_lease_job_id": (c_status, [LeasePtr, c_owned_str_out]),
+    "leases_lease_production": (c_status, [LeasePtr, c_owned_str_out]),
+    "leases_lease_worker": (c_status, [LeasePtr, c_owned_str_out]),
+    "leases_lease_export": (c_status, [LeasePtr, c_owned_str_out]),
+    "leases_lease_import": (c_status, [AuthorityPtr, c_char_p, ctypes.POINTER(LeasePtr)]),
+    "leases_lease_free": (None, [LeasePtr]),
+    "leases_edit_begin": (c_status, [AuthorityPtr, ctypes.POINTER(EditPtr)]),
+    "leases_edit_claim": (
+        c_status,
+        [EditPtr, c_char_p, c_char_p, c_int64, ctypes.POINTER(LeasePtr)],
+    ),
+    "leases_edit_complete": (c_status, [EditPtr, LeasePtr, c_char_p]),
+    "leases_edit_commit": (c_status, [EditPtr]),
+    "leases_edit_abort": (None, [EditPtr]),
+    "leases_jobs_json": (c_status, [AuthorityPtr, c_char_p, c_owned_str_out]),
+    "leases_events_json": (c_status, [AuthorityPtr, c_char_p, c_int64, c_owned_str_out]),
+    "leases_execution_begin": (
+        c_status,
+        [LeasePtr, c_char_p, ctypes.POINTER(ExecutionPtr)],
+    ),
+    "leases_execution_temp_path": (c_char_p, [ExecutionPtr]),
+    "leases_execution_final_path": (c_char_p, [ExecutionPtr]),
+    "leases_execution_finish": (c_status, [ExecutionPtr, c_char_p]),
+    "leases_execution_abandon": (None, [ExecutionPtr]),
+}
+
+
+# ---- finding and loading the library ---------------------------------------
+
+
+def candidate_paths() -> List[Tuple[str, Path]]:
+    """Where the library is looked for, in order: $LEASES_LIBRARY, the copy
+    bundled in this package, the checkout's build/libleases.so."""
+    found: List[Tuple[str, Path]] = []
+    env = os.environ.get("LEASES_LIBRARY")
+    if env:
+        found.append(("$LEASES_LIBRARY", Path(env)))
+        return found  # an explicit choice never falls back to another copy
+    here = Path(__file__).resolve().parent
+    found.append(("bundled copy", here / LIBRARY_NAME))
+    # bindings/python/leases/_ffi.py -> the checkout root
+    found.append(("checkout build", here.parents[2] / "build" / LIBRARY_NAME))
+    return found
+
+
+def find_library() -> Path:
+    tried = []
+    for what, path in candidate_paths():
+        if path.is_file():
+            return path
+        tried.append(f"{what} {path}")
+    raise ImportError(
+        "libleases.so not found (looked at: " + "; ".join(tried) + "). Build it with "
+        "`make build/libleases.so`, install the package with its bundled copy, or set "
+        "LEASES_LIBRARY to the library's path."
+    )
+
+
+def load_library(path: Path) -> ctypes.CDLL:
+    """Loads the library, declares every function and refuses another ABI."""
+    mode = os.RTLD_NOW
+    # The Go runtime inside cannot be unloaded: never let dlclose() unmap it.
+    mode |= getattr(os, "RTLD_NODELETE", 0)
+    lib = ctypes.CDLL(str(path), mode=mode)
+    abi = lib.leases_abi_version
+    abi.restype, abi.argtypes = ctypes.c_uint32, []
+    found = int(abi())
+    if found != ABI_VERSION:
+        raise ImportError(
+            f"{path} implements libleases ABI version {found}, but this leases package "
+            f"was written for ABI version {ABI_VERSION}; install matching versions"
+        )
+    declare(lib, SIGNATURES)
+    return lib
+
+
+def declare(lib: ctypes.CDLL, signatures: Dict[str, Signature]) -> None:
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+LIBRARY_PATH = find_library()
+lib = load_library(LIBRARY_PATH)
+
+# ---- fork safety -------------------------------------------------------------
+
+_forked = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    _forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def ensure_not_forked() -> None:
+    """Rule 1 of the rejection order: a fork()ed child cannot use the library
+    (the Go runtime's threads did not survive the fork)."""
+    if _forked:
+        raise ForkedProcess(
+            "forked: this process is a fork()ed child of the one that loaded libleases; "
+            "it cannot use it (use multiprocessing's 'spawn' start method, or exec)"
+        )
+
+
+def usable() -> bool:
+    """False in a forked child, where finalizers must not call the library."""
+    return not _forked
+
+
+# ---- calls -------------------------------------------------------------------
+
+
+def last_error() -> str:
+    raw = lib.leases_last_error()
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def status_name(status: int) -> str:
+    raw = lib.leases_status_name(status)
+    return raw.decode("ascii", "replace") if raw else "unknown"
+
+
+def check(status: int) -> None:
+    """Raises the exception of a failed call. Must run right after the call,
+    on the same thread: the message is the thread's last error."""
+    if status != 0:
+        raise error_for_status(status, last_error(), status_name(status))
+
+
+def call(fn: Callable[..., int], *args: Any) -> None:
+    ensure_not_forked()
+    check(fn(*args))
+
+
+def take_string(out: ctypes.c_void_p) -> str:
+    """Copies an owned output string and gives it back with leases_free."""
+    address = out.value
+    if not address:
+        return ""
+    try:
+        return ctypes.string_at(address).decode("utf-8")
+    finally:
+        lib.leases_free(address)
+
+
+def encode(value: str, what: str) -> bytes:
+    """UTF-8 for the library, which validates it. Lone surrogates pass through
+    as invalid UTF-8 so that the library reports them; a NUL byte cannot cross
+    a C string, so it is refused here with the library's status."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    data = value.encode("utf-8", "surrogatepass")
+    if b"\0" in data:
+        raise InvalidArgument(f"{what} contains a NUL byte")
+    return data
+
+
+def encode_optional(value: Optional[str], what: str) -> Optional[bytes]:
+    return None if value is None else encode(value, what)
+
+
+def encode_path(value: "os.PathLike[str] | str", what: str) -> bytes:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a str or os.PathLike, not {type(value).__name__}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError(f"{what} must be a text path, not {type(path).__name__}")
+    return encode(path, what)

@@ -1,0 +1,204 @@
+"""Leases (owning handles of one claim) and executions of the reference
+executor. A lease's secret stays inside the library: it reaches Python only
+as an exported token, on request."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Type, Union
+
+from . import _ffi
+from ._durations import datetime_from_unix_us, duration_us
+from ._errors import InvalidArgument, LeasesError
+from ._managed import Managed
+
+if TYPE_CHECKING:
+    from ._authority import Authority
+
+JSONMapping = Mapping[str, Any]
+
+
+def facts_json(
+    metadata: Optional[JSONMapping], provenance: Optional[JSONMapping]
+) -> Optional[bytes]:
+    """The facts_json of the C API, {"metadata": {...}, "provenance": {...}},
+    or None for no facts."""
+    facts: Dict[str, Dict[str, Any]] = {}
+    for name, value in (("metadata", metadata), ("provenance", provenance)):
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{name} must be a mapping, not {type(value).__name__}")
+        facts[name] = dict(value)
+    if not facts:
+        return None
+    try:
+        text = json.dumps(facts, ensure_ascii=False, allow_nan=False)
+    except ValueError as e:  # NaN/Infinity, circular references: not JSON
+        raise InvalidArgument(f"metadata/provenance is not JSON: {e}") from e
+    return _ffi.encode(text, "facts")
+
+
+class Lease(Managed):
+    """The owning handle of one claim: production, job, worker and expiry.
+
+    Closing it (or leaving ``with``, or garbage collection) frees local memory
+    only: it never releases, renews or writes. An unreleased claim lasts until
+    its expiry or a coordinator cancel.
+    """
+
+    _what = "lease"
+
+    def __init__(self, ptr: Any, authority: "Authority") -> None:
+        # Built by Authority/Edit only; takes ownership of ptr.
+        self._ptr = ptr
+        self._authority = authority  # keeps the authority open while in use
+        self.job_id: str = self._local_string(_ffi.lib.leases_lease_job_id)
+        self.production: str = self._local_string(_ffi.lib.leases_lease_production)
+        self.worker: str = self._local_string(_ffi.lib.leases_lease_worker)
+
+    def _local_string(self, fn: Any) -> str:
+        out = ctypes.c_void_p()
+        _ffi.call(fn, self._ptr, ctypes.byref(out))
+        return _ffi.take_string(out)
+
+    def _release(self, ptr: Any) -> None:
+        _ffi.lib.leases_lease_free(ptr)
+
+    @property
+    def expiry(self) -> datetime:
+        """The expiry last confirmed by the authority (aware, UTC)."""
+        out = ctypes.c_int64()
+        _ffi.call(_ffi.lib.leases_lease_expiry, self._handle(), ctypes.byref(out))
+        return datetime_from_unix_us(out.value)
+
+    def renew(self, duration: timedelta) -> None:
+        """Sets the expiry to now + duration; it must extend the current one
+        and commit before it."""
+        _ffi.ensure_not_forked()
+        us = duration_us(duration)
+        _ffi.call(_ffi.lib.leases_lease_renew, self._handle(), us)
+
+    def release(self) -> None:
+        """Gives the job back (requested again); closes the claim."""
+        _ffi.call(_ffi.lib.leases_lease_release, self._handle())
+
+    def fail(self, reason: str) -> None:
+        """Marks the job failed with a reason; closes the claim."""
+        _ffi.ensure_not_forked()
+        text = _ffi.encode(reason, "reason")
+        _ffi.call(_ffi.lib.leases_lease_fail, self._handle(), text)
+
+    def complete(
+        self,
+        metadata: Optional[JSONMapping] = None,
+        provenance: Optional[JSONMapping] = None,
+    ) -> None:
+        """Completes the job publishing metadata and provenance (JSON values),
+        all in one commit; closes the claim."""
+        _ffi.ensure_not_forked()
+        facts = facts_json(metadata, provenance)
+        _ffi.call(_ffi.lib.leases_lease_complete, self._handle(), facts)
+
+    def export_token(self) -> str:
+        """The token of this active lease for another process. It is a
+        credential: keep it out of logs, argument lists and reprs."""
+        out = ctypes.c_void_p()
+        _ffi.call(_ffi.lib.leases_lease_export, self._handle(), ctypes.byref(out))
+        return _ffi.take_string(out)
+
+    def execution(self, output_dir: Union[str, "os.PathLike[str]"]) -> "Execution":
+        """Begins an execution of the reference executor in output_dir."""
+        return Execution(self, output_dir)
+
+    def __repr__(self) -> str:
+        # Never the secret or the token: production, job, worker, expiry.
+        if self._ptr is None:
+            expiry = "closed"
+        else:
+            try:
+                expiry = self.expiry.isoformat()
+            except LeasesError:
+                expiry = "unknown"
+        return (
+            f"<leases.Lease production={self.production!r} job_id={self.job_id!r} "
+            f"worker={self.worker!r} expiry={expiry}>"
+        )
+
+    __str__ = __repr__
+
+
+class Execution(Managed):
+    """One execution of a lease by the reference executor: write the output to
+    ``temp_path``; ``finish`` fsyncs it, renames it to ``final_path`` and
+    completes the lease registering it. As a context manager it finishes on
+    success (with ``metadata``/``provenance`` gathered meanwhile) and
+    abandons (removing its own files) on an exception."""
+
+    _what = "execution"
+
+    def __init__(self, lease: Lease, output_dir: Union[str, "os.PathLike[str]"]) -> None:
+        _ffi.ensure_not_forked()
+        directory = _ffi.encode_path(output_dir, "output_dir")
+        out = _ffi.ExecutionPtr()
+        _ffi.call(_ffi.lib.leases_execution_begin, lease._handle(), directory, ctypes.byref(out))
+        self._ptr = out
+        self.lease = lease
+        self.temp_path: str = self._path(_ffi.lib.leases_execution_temp_path)
+        self.final_path: str = self._path(_ffi.lib.leases_execution_final_path)
+        self.metadata: Dict[str, Any] = {}
+        self.provenance: Dict[str, Any] = {}
+
+    def _path(self, fn: Any) -> str:
+        raw = fn(self._ptr)
+        if raw is None:
+            self.abandon()
+            raise InvalidArgument(_ffi.last_error())
+        return str(raw.decode("utf-8"))
+
+    def _release(self, ptr: Any) -> None:
+        _ffi.lib.leases_execution_abandon(ptr)
+
+    def finish(
+        self,
+        metadata: Optional[JSONMapping] = None,
+        provenance: Optional[JSONMapping] = None,
+    ) -> None:
+        """Publishes the output and completes the lease. Without arguments the
+        ``metadata``/``provenance`` attributes are published. Consumes the
+        execution, unless the facts are refused as invalid."""
+        _ffi.ensure_not_forked()
+        facts = facts_json(
+            self.metadata if metadata is None else metadata,
+            self.provenance if provenance is None else provenance,
+        )
+        ptr = self._handle()
+        status = _ffi.lib.leases_execution_finish(ptr, facts)
+        if status != InvalidArgument.status:  # only a refused argument leaves it usable
+            self._ptr = None
+        _ffi.check(status)
+
+    def abandon(self) -> None:
+        """Removes this execution's files and consumes it; idempotent."""
+        self.close()
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._ptr is None:
+            return
+        if exc_type is None:
+            self.finish()
+        else:
+            self.abandon()
+
+    def __repr__(self) -> str:
+        state = "consumed" if self._ptr is None else "open"
+        return f"<leases.Execution job_id={self.lease.job_id!r} final_path={self.final_path!r} {state}>"

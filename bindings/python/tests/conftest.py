@@ -1,0 +1,67 @@
+"""Shared fixtures: an authority on a fresh database, the shared vectors, and
+the test seam (tests marked `testlib` need build/test/libleases.so)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+
+import leases
+
+import _testing
+
+ROOT = Path(__file__).resolve().parents[3]
+VECTORS = ROOT / "tests" / "vectors"
+PRODUCTION = "nightly"
+SECONDS_30 = timedelta(seconds=30)
+T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+def load_vectors(name: str) -> Any:
+    return json.loads((VECTORS / name).read_text(encoding="utf-8"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    wanted = [i for i in items if i.get_closest_marker("testlib")]
+    if wanted and not _testing.has_seam():
+        raise pytest.UsageError(
+            f"{len(wanted)} selected tests need the test library (LEASES_LIBRARY="
+            f"build/test/libleases.so), but {leases.library_path()} has no test seam; "
+            "deselect them with -m 'not testlib' for the release library"
+        )
+    if _testing.has_seam():
+        _testing.declare()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> str:
+    return str(tmp_path / "jobs.db")
+
+
+@pytest.fixture
+def auth(db_path: str) -> Iterator[leases.Authority]:
+    with leases.Authority(db_path) as a:
+        a.create_production(PRODUCTION)
+        yield a
+
+
+@pytest.fixture
+def job_id(auth: leases.Authority) -> str:
+    return auth.request_job(PRODUCTION, key="frame-1", payload=b"payload")
+
+
+@pytest.fixture
+def lease(auth: leases.Authority, job_id: str) -> leases.Lease:
+    return auth.claim_job(PRODUCTION, job_id, worker="w1", duration=SECONDS_30)
+
+
+@pytest.fixture
+def frozen(auth: leases.Authority) -> Iterator[leases.Authority]:
+    """The authority with its clock frozen at T0 (test library only)."""
+    _testing.set_clock(auth, T0)
+    yield auth

@@ -1,0 +1,186 @@
+"""One exception class per status (tests/vectors/statuses.json), carrying the
+library's message, and every class reached through a real operation."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Dict, Type
+
+import pytest
+
+import leases
+from leases import _ffi
+
+import _testing
+from conftest import PRODUCTION, SECONDS_30, T0, load_vectors
+
+STATUSES = [s for s in load_vectors("statuses.json") if s["code"] != 0]
+
+# The names of the Python section of INTERFACES.md, by status name.
+CLASS_OF: Dict[str, Type[leases.LeasesError]] = {
+    "invalid_argument": leases.InvalidArgument,
+    "invalid_duration": leases.DurationError,
+    "not_found": leases.NotFound,
+    "nothing_to_claim": leases.NothingToClaim,
+    "wrong_state": leases.StateError,
+    "lease_lost": leases.LeaseLost,
+    "expired": leases.Expired,
+    "cancelled": leases.Cancelled,
+    "not_extended": leases.NotExtended,
+    "clock_regressed": leases.ClockRegressed,
+    "closed": leases.Closed,
+    "bad_token": leases.TokenError,
+    "busy": leases.Busy,
+    "storage": leases.StorageError,
+    "outcome_unknown": leases.OutcomeUnknown,
+    "schema_too_new": leases.SchemaError,
+    "forked": leases.ForkedProcess,
+    "internal": leases.InternalError,
+}
+
+
+def test_every_status_of_the_vectors_has_its_own_class() -> None:
+    assert sorted(CLASS_OF) == sorted(s["name"] for s in STATUSES)
+    assert len(set(CLASS_OF.values())) == len(CLASS_OF)
+
+
+@pytest.mark.parametrize("status", STATUSES, ids=lambda s: s["name"])
+def test_each_status_raises_its_class_with_code_name_and_last_error(status: Any) -> None:
+    with pytest.raises(leases.LeasesError) as err:
+        _ffi.check(status["code"])
+    assert type(err.value) is CLASS_OF[status["name"]]
+    assert err.value.status == status["code"]
+    assert err.value.status_name == status["name"]
+    assert str(err.value) == _ffi.last_error()
+
+
+@pytest.mark.parametrize("status", STATUSES, ids=lambda s: s["name"])
+def test_the_library_names_each_status_as_the_vectors_do(status: Any) -> None:
+    assert _ffi.status_name(status["code"]) == status["name"]
+
+
+def test_an_unknown_status_raises_the_base_class_with_its_code() -> None:
+    with pytest.raises(leases.LeasesError) as err:
+        _ffi.check(99)
+    assert type(err.value) is leases.LeasesError
+    assert err.value.status == 99 and err.value.status_name == "unknown"
+
+
+def test_the_message_is_the_library_message_of_the_failed_call(auth: leases.Authority) -> None:
+    with pytest.raises(leases.NotFound) as err:
+        auth.request_job("no-such-production")
+    assert "no-such-production" in str(err.value)
+    assert str(err.value) == _ffi.last_error()
+
+
+def test_argument_errors_are_also_ValueErrors() -> None:
+    for cls in (leases.InvalidArgument, leases.DurationError, leases.TokenError):
+        assert issubclass(cls, ValueError) and issubclass(cls, leases.LeasesError)
+
+
+# ---- every class reached through a real operation --------------------------
+
+
+def test_empty_name_raises_InvalidArgument(auth: leases.Authority) -> None:
+    with pytest.raises(leases.InvalidArgument):
+        auth.create_production("")
+
+
+def test_unknown_production_raises_NotFound(auth: leases.Authority) -> None:
+    with pytest.raises(leases.NotFound):
+        auth.claim("elsewhere", worker="w", duration=SECONDS_30)
+
+
+def test_cancelling_a_completed_job_raises_StateError(
+    auth: leases.Authority, lease: leases.Lease
+) -> None:
+    lease.complete()
+    with pytest.raises(leases.StateError):
+        auth.cancel(PRODUCTION, lease.job_id)
+
+
+def test_renewing_to_an_earlier_expiry_raises_NotExtended(lease: leases.Lease) -> None:
+    with pytest.raises(leases.NotExtended):
+        lease.renew(timedelta(seconds=1))
+
+
+def test_completing_a_cancelled_job_raises_Cancelled(
+    auth: leases.Authority, lease: leases.Lease
+) -> None:
+    auth.cancel(PRODUCTION, lease.job_id)
+    with pytest.raises(leases.Cancelled):
+        lease.complete()
+
+
+def test_completing_after_the_expiry_raises_Expired(auth: leases.Authority, job_id: str) -> None:
+    lease = auth.claim_job(PRODUCTION, job_id, worker="w", duration=timedelta(milliseconds=20))
+    time.sleep(0.05)
+    with pytest.raises(leases.Expired):
+        lease.complete()
+
+
+def test_a_lease_whose_job_was_claimed_again_raises_LeaseLost(
+    auth: leases.Authority, job_id: str
+) -> None:
+    old = auth.claim_job(PRODUCTION, job_id, worker="w1", duration=timedelta(milliseconds=20))
+    time.sleep(0.05)
+    auth.claim_job(PRODUCTION, job_id, worker="w2", duration=SECONDS_30)
+    with pytest.raises(leases.LeaseLost):
+        old.renew(SECONDS_30)
+
+
+def test_using_a_completed_lease_raises_Closed(lease: leases.Lease) -> None:
+    lease.complete()
+    with pytest.raises(leases.Closed):
+        lease.renew(SECONDS_30)
+
+
+def test_a_malformed_token_raises_TokenError(auth: leases.Authority) -> None:
+    with pytest.raises(leases.TokenError):
+        auth.import_token("lt1.not-a-token")
+
+
+def test_a_file_that_is_not_a_database_raises_StorageError(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"these are not the pages of a database\n" * 200)
+    with pytest.raises(leases.StorageError):
+        leases.Authority(str(path))
+    assert path.read_bytes() == b"these are not the pages of a database\n" * 200
+
+
+def test_a_newer_schema_raises_SchemaError(db_path: str) -> None:
+    leases.Authority(db_path).close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(leases.SchemaError):
+        leases.Authority(db_path)
+
+
+@pytest.mark.testlib
+def test_a_clock_behind_its_high_water_mark_raises_ClockRegressed(
+    frozen: leases.Authority, lease: leases.Lease
+) -> None:
+    _testing.set_clock(frozen, T0 - timedelta(seconds=1))
+    with pytest.raises(leases.ClockRegressed):
+        lease.renew(SECONDS_30)
+
+
+@pytest.mark.testlib
+def test_a_writer_lock_held_past_the_busy_timeout_raises_Busy(
+    auth: leases.Authority, db_path: str
+) -> None:
+    auth.request_job(PRODUCTION)
+    other = _testing.open_with_busy_timeout(db_path, timedelta(milliseconds=50))
+    with other, auth.edit():
+        with pytest.raises(leases.Busy):
+            other.claim(PRODUCTION, worker="w2", duration=SECONDS_30)
+
+
+@pytest.mark.testlib
+def test_a_recovered_panic_raises_InternalError() -> None:
+    with pytest.raises(leases.InternalError, match="panic"):
+        _testing.panic()

@@ -1,0 +1,29 @@
+# Python projection (bindings/python): a venv with pinned tools, mypy --strict,
+# and pytest twice: against the test library (every test, clock seam included)
+# and against the release library (every test that needs no seam).
+
+PY          ?= python3
+PY_DIR      := bindings/python
+PY_VENV     := $(BUILD)/venv
+PY_STAMP    := $(PY_VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: test-python python-venv
+TEST_TARGETS += test-python
+
+$(PY_STAMP): $(PY_DIR)/requirements-dev.txt
+	rm -rf $(PY_VENV)
+	$(PY) -m venv $(PY_VENV)
+	$(PY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+
+python-venv: $(PY_STAMP) ## the Python venv (build/venv) with the pinned pytest and mypy
+
+# pytest exits 5 when it collected no tests; like every other non-zero exit,
+# make counts it as a failure.
+test-python: $(CAPI_SO) $(CAPI_TEST_SO) $(PY_STAMP) ## Python binding: mypy --strict and pytest (test and release libraries)
+	cd $(PY_DIR) && ../../$(PY_VENV)/bin/mypy --strict leases
+	cd $(PY_DIR) && PYTHONPATH=. LEASES_LIBRARY=$(ROOT)/$(CAPI_TEST_SO) \
+		../../$(PY_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	cd $(PY_DIR) && PYTHONPATH=. LEASES_LIBRARY=$(ROOT)/$(CAPI_SO) \
+		../../$(PY_VENV)/bin/python -m pytest -q -p no:cacheprovider -m 'not testlib' $(PYTEST_ARGS)
