@@ -148,6 +148,11 @@ func (e *Edit) Commit() error {
 	if e.done {
 		return errf(KindClosed, "edit is already committed or aborted")
 	}
+	if err := e.a.usable(); err != nil {
+		// The authority was closed under the open edit: publish nothing.
+		e.abortLocked()
+		return err
+	}
 	e.done = true
 	err := e.g.commit()
 	finished := map[*Lease]bool{}

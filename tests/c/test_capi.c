@@ -656,6 +656,61 @@ static void test_threads_share_one_authority_and_never_share_a_job(void) {
 	leases_authority_close(a);
 }
 
+struct renewer { leases_lease *l; int bad; };
+
+static void *thread_renew(void *arg) {
+	struct renewer *r = arg;
+	for (int i = 0; i < 5; i++) {
+		leases_status st = leases_lease_renew(r->l, 60 * SEC);
+		/* Serialized renewals each extend the expiry; two in the same
+		 * microsecond would not, which is the only other acceptable answer. */
+		if (st != LEASES_OK && st != LEASES_NOT_EXTENDED) r->bad++;
+	}
+	return NULL;
+}
+
+static void test_one_lease_shared_by_threads_is_serialized(void) {
+	leases_authority *a = fresh("sharedlease", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	struct renewer r[THREADS];
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		r[i].l = l;
+		r[i].bad = 0;
+		CHECK(pthread_create(&t[i], NULL, thread_renew, &r[i]) == 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		CHECK(pthread_join(t[i], NULL) == 0);
+		CHECK(r[i].bad == 0);
+	}
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_closing_an_authority_under_an_open_edit_neither_hangs_nor_publishes(void) {
+	char path[512];
+	leases_authority *a = fresh("closeedit", path, sizeof path);
+	char *j = request(a, NULL);
+	leases_edit *e = NULL;
+	leases_lease *l = NULL;
+	CHECK_OK(leases_edit_begin(a, &e));
+	CHECK_OK(leases_edit_claim(e, "p", "w", 30 * SEC, &l));
+	leases_authority_close(a);
+	CHECK_ST(leases_edit_commit(e), LEASES_CLOSED);
+	leases_edit_abort(e);
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CLOSED);
+	leases_lease_free(l);
+	CHECK_OK(leases_authority_open(path, &a));
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_OK(leases_production_create(a, "q")); /* the writer lock was given back */
+	leases_free(j);
+	leases_authority_close(a);
+}
+
 /* ---- executor ------------------------------------------------------------- */
 
 static int file_exists(const char *path) {
@@ -1059,6 +1114,8 @@ int main(void) {
 	RUN(test_token_vectors_decode_or_reject_as_shared);
 	RUN(test_last_error_is_per_thread_and_never_null);
 	RUN(test_threads_share_one_authority_and_never_share_a_job);
+	RUN(test_one_lease_shared_by_threads_is_serialized);
+	RUN(test_closing_an_authority_under_an_open_edit_neither_hangs_nor_publishes);
 	RUN(test_execution_finish_registers_output_and_abandon_removes_files);
 	RUN(test_forked_child_gets_forked_status_within_one_second);
 	RUN(test_storage_failure_on_unusable_path);
