@@ -23,7 +23,7 @@ pub fn duration_us(d: Duration) -> Result<i64> {
     if d.is_zero() {
         return Err(Error::new(ErrorKind::InvalidDuration, "duration must be positive, got 0"));
     }
-    if d.subsec_nanos() % 1_000 != 0 {
+    if !d.subsec_nanos().is_multiple_of(1_000) {
         return Err(Error::new(
             ErrorKind::InvalidDuration,
             format!("duration {d:?} is not a whole number of microseconds (nothing is rounded)"),

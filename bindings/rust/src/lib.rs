@@ -116,9 +116,7 @@ fn c_in(what: &str, s: &str) -> Result<CString> {
 }
 
 fn c_path(what: &str, p: &Path) -> Result<CString> {
-    let s = p
-        .to_str()
-        .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, format!("{what} is not valid UTF-8")))?;
+    let s = p.to_str().ok_or_else(|| Error::new(ErrorKind::InvalidArgument, format!("{what} is not valid UTF-8")))?;
     c_in(what, s)
 }
 
@@ -220,7 +218,14 @@ impl Authority {
         let mut out = ptr::null_mut();
         // SAFETY: live handle, valid strings, payload pointer valid for its length.
         error::check(unsafe {
-            sys::leases_job_request(self.raw, production.as_ptr(), opt_ptr(&key), payload.as_ptr(), payload.len(), &mut out)
+            sys::leases_job_request(
+                self.raw,
+                production.as_ptr(),
+                opt_ptr(&key),
+                payload.as_ptr(),
+                payload.len(),
+                &mut out,
+            )
         })?;
         // SAFETY: on success out is a library string we now own.
         Ok(unsafe { take_string(out) })
@@ -319,6 +324,36 @@ impl Authority {
 
 /// An owning lease on one job. `Send` and `Sync`: the library serializes
 /// operations on one lease.
+///
+/// Operations take `&self`: a failed one (expired, lost, cancelled, busy, …)
+/// leaves the lease active locally and the next use asks the store again;
+/// a successful `release`, `fail` or `complete` closes it, after which every
+/// operation reports [`ErrorKind::Closed`].
+///
+/// ```
+/// use std::time::Duration;
+/// use leases::{Authority, ErrorKind};
+///
+/// # fn main() -> Result<(), leases::Error> {
+/// # let dir = std::env::temp_dir().join(format!("leases-doc-lease-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let auth = Authority::open(dir.join("jobs.db"))?;
+/// auth.create_production("nightly")?;
+/// auth.request_job("nightly", None, b"")?;
+/// let lease = auth.claim("nightly", "w1", Duration::from_secs(30))?.expect("a job");
+///
+/// // Hand the claim to another process through a file or pipe, never an argument.
+/// let token = lease.export_token()?;
+/// let same = auth.import_token(token.as_str())?;
+/// assert_eq!(same.job_id(), lease.job_id());
+///
+/// same.release()?;
+/// assert_eq!(lease.renew(Duration::from_secs(30)).unwrap_err().kind(), ErrorKind::WrongState);
+/// # drop(auth);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// Dropping it frees local memory only; it never writes, renews or releases.
 /// `Debug` shows production, job and worker, never the secret.
@@ -510,6 +545,36 @@ impl Drop for Token {
 /// in it are pending until [`commit`](Edit::commit) succeeds; a failed,
 /// aborted or dropped edit closes them. `Send` but not `Sync`: use it from
 /// one thread at a time. Dropping it aborts (rolls back: nothing is written).
+///
+/// ```
+/// use std::time::Duration;
+/// use leases::{Authority, Facts};
+///
+/// # fn main() -> Result<(), leases::Error> {
+/// # let dir = std::env::temp_dir().join(format!("leases-doc-edit-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let auth = Authority::open(dir.join("jobs.db"))?;
+/// auth.create_production("nightly")?;
+/// auth.request_job("nightly", None, b"")?;
+///
+/// let edit = auth.edit()?;
+/// let pending = edit.claim("nightly", "w1", Duration::from_secs(5))?.expect("a job");
+/// edit.complete(&pending, &Facts::new().metadata("inline", true))?;
+/// edit.commit()?; // claim and completion publish together, or not at all
+/// # drop(auth);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The edit borrows its authority, so the authority cannot be closed under it:
+///
+/// ```compile_fail,E0505
+/// let auth = leases::Authority::open("jobs.db").unwrap();
+/// let edit = auth.edit().unwrap();
+/// drop(auth); // error: `auth` is borrowed by `edit`
+/// edit.commit().unwrap();
+/// ```
 pub struct Edit<'a> {
     authority: &'a Authority,
     raw: *mut sys::leases_edit,

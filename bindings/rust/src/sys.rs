@@ -99,7 +99,11 @@ extern "C" {
         duration_us: i64,
         out: *mut *mut leases_lease,
     ) -> leases_status;
-    pub fn leases_cancel(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char) -> leases_status;
+    pub fn leases_cancel(
+        authority: *mut leases_authority,
+        production: *const c_char,
+        job_id: *const c_char,
+    ) -> leases_status;
 
     // ---- leases
     pub fn leases_lease_renew(lease: *mut leases_lease, duration_us: i64) -> leases_status;
@@ -111,7 +115,11 @@ extern "C" {
     pub fn leases_lease_production(lease: *const leases_lease, out_production: *mut *mut c_char) -> leases_status;
     pub fn leases_lease_worker(lease: *const leases_lease, out_worker: *mut *mut c_char) -> leases_status;
     pub fn leases_lease_export(lease: *const leases_lease, out_token: *mut *mut c_char) -> leases_status;
-    pub fn leases_lease_import(authority: *mut leases_authority, token: *const c_char, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_lease_import(
+        authority: *mut leases_authority,
+        token: *const c_char,
+        out: *mut *mut leases_lease,
+    ) -> leases_status;
     pub fn leases_lease_free(lease: *mut leases_lease);
 
     // ---- edits
@@ -123,12 +131,20 @@ extern "C" {
         duration_us: i64,
         out: *mut *mut leases_lease,
     ) -> leases_status;
-    pub fn leases_edit_complete(edit: *mut leases_edit, lease: *mut leases_lease, facts_json: *const c_char) -> leases_status;
+    pub fn leases_edit_complete(
+        edit: *mut leases_edit,
+        lease: *mut leases_lease,
+        facts_json: *const c_char,
+    ) -> leases_status;
     pub fn leases_edit_commit(edit: *mut leases_edit) -> leases_status;
     pub fn leases_edit_abort(edit: *mut leases_edit);
 
     // ---- observations
-    pub fn leases_jobs_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_jobs_json(
+        authority: *mut leases_authority,
+        production: *const c_char,
+        out_json: *mut *mut c_char,
+    ) -> leases_status;
     pub fn leases_events_json(
         authority: *mut leases_authority,
         production: *const c_char,
@@ -137,7 +153,11 @@ extern "C" {
     ) -> leases_status;
 
     // ---- reference executor
-    pub fn leases_execution_begin(lease: *mut leases_lease, output_dir: *const c_char, out: *mut *mut leases_execution) -> leases_status;
+    pub fn leases_execution_begin(
+        lease: *mut leases_lease,
+        output_dir: *const c_char,
+        out: *mut *mut leases_execution,
+    ) -> leases_status;
     pub fn leases_execution_temp_path(execution: *const leases_execution) -> *const c_char;
     pub fn leases_execution_final_path(execution: *const leases_execution) -> *const c_char;
     pub fn leases_execution_finish(execution: *mut leases_execution, facts_json: *const c_char) -> leases_status;
@@ -153,7 +173,11 @@ pub mod testing {
 
     extern "C" {
         pub fn leases_testing_set_clock(authority: *mut leases_authority, now_unix_us: i64) -> leases_status;
-        pub fn leases_testing_open(path: *const c_char, busy_timeout_us: i64, out: *mut *mut leases_authority) -> leases_status;
+        pub fn leases_testing_open(
+            path: *const c_char,
+            busy_timeout_us: i64,
+            out: *mut *mut leases_authority,
+        ) -> leases_status;
         pub fn leases_testing_panic() -> leases_status;
     }
 }

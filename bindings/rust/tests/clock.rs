@@ -1,0 +1,127 @@
+//! The clock policy and the statuses that need the test library
+//! (`--features testing`, linked against build/test/libleases.so):
+//! clock_regressed, expiry at the authority's clock, busy, internal.
+#![cfg(feature = "testing")]
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use leases::testing::{open_with_busy_timeout, panic_in_library, set_clock};
+use leases::{Authority, ErrorKind, Facts, JobState};
+
+/// A whole-microsecond instant near now.
+fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64)
+}
+
+#[test]
+fn a_clock_behind_the_high_water_mark_rejects_guarded_operations_until_it_catches_up() {
+    let (_dir, auth) = fresh("clock-regress");
+    let t = t0();
+    set_clock(&auth, Some(t)).unwrap();
+    let (id, lease) = claimed(&auth, "w1");
+    auth.request_job(PRODUCTION, None, b"second").unwrap();
+
+    set_clock(&auth, Some(t - Duration::from_secs(10))).unwrap();
+    assert_eq!(auth.claim(PRODUCTION, "w2", HOUR).unwrap_err().kind(), ErrorKind::ClockRegressed);
+    assert_eq!(lease.renew(HOUR * 2).unwrap_err().kind(), ErrorKind::ClockRegressed);
+    assert_eq!(lease.complete(&Facts::new()).unwrap_err().kind(), ErrorKind::ClockRegressed);
+    assert_eq!(job_state(&auth, &id), JobState::Claimed, "a rejection changes nothing");
+
+    set_clock(&auth, Some(t)).unwrap(); // caught up: equal to the mark is fine
+    lease.complete(&Facts::new()).unwrap();
+    assert!(auth.claim(PRODUCTION, "w2", HOUR).unwrap().is_some());
+}
+
+#[test]
+fn coordinator_cancel_is_not_blocked_by_a_clock_regression() {
+    let (_dir, auth) = fresh("clock-cancel");
+    let t = t0();
+    set_clock(&auth, Some(t)).unwrap();
+    let (id, lease) = claimed(&auth, "w1");
+    set_clock(&auth, Some(t - HOUR)).unwrap();
+    auth.cancel(PRODUCTION, &id).unwrap();
+    assert_eq!(job_state(&auth, &id), JobState::Cancelled);
+    // Clock regression is checked before cancellation.
+    assert_eq!(lease.release().unwrap_err().kind(), ErrorKind::ClockRegressed);
+}
+
+#[test]
+fn renewal_must_commit_before_the_previous_expiry_which_is_exclusive() {
+    let (_dir, auth) = fresh("clock-renew");
+    let t = t0();
+    set_clock(&auth, Some(t)).unwrap();
+    let id = auth.request_job(PRODUCTION, None, b"").unwrap();
+    let lease = auth.claim_job(PRODUCTION, &id, "w1", Duration::from_secs(10)).unwrap();
+    assert_eq!(lease.expiry().unwrap(), t + Duration::from_secs(10), "expiry = authority clock + duration");
+    set_clock(&auth, Some(t + Duration::from_secs(10))).unwrap();
+    assert_eq!(lease.renew(HOUR).unwrap_err().kind(), ErrorKind::Expired);
+    assert_eq!(lease.release().unwrap_err().kind(), ErrorKind::Expired);
+}
+
+#[test]
+fn renewal_sets_expiry_from_the_authority_clock_and_must_extend_it() {
+    let (_dir, auth) = fresh("clock-extend");
+    let t = t0();
+    set_clock(&auth, Some(t)).unwrap();
+    let (_id, lease) = claimed(&auth, "w1");
+    set_clock(&auth, Some(t + Duration::from_secs(60))).unwrap();
+    lease.renew(HOUR).unwrap();
+    assert_eq!(lease.expiry().unwrap(), t + Duration::from_secs(60) + HOUR);
+    assert_eq!(lease.renew(HOUR).unwrap_err().kind(), ErrorKind::NotExtended, "same instant, same expiry");
+}
+
+#[test]
+fn a_forward_jump_expires_claims_at_once() {
+    let (_dir, auth) = fresh("clock-forward");
+    let t = t0();
+    set_clock(&auth, Some(t)).unwrap();
+    let (id, first) = claimed(&auth, "w1");
+    set_clock(&auth, Some(t + HOUR * 2)).unwrap();
+    let second = auth.claim(PRODUCTION, "w2", HOUR).unwrap().expect("expired claim is claimable again");
+    assert_eq!(second.job_id(), id);
+    assert_eq!(first.complete(&Facts::new()).unwrap_err().kind(), ErrorKind::LeaseLost);
+    second.complete(&Facts::new()).unwrap();
+    let kinds: Vec<String> = auth.events(Some(PRODUCTION), 0).unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(kinds.contains(&"claim_expired".to_string()), "{kinds:?}");
+}
+
+#[test]
+fn reopening_keeps_the_high_water_mark() {
+    let dir = TempDir::new("clock-reopen");
+    let t = t0() + HOUR; // ahead of the real clock
+    {
+        let auth = Authority::open(dir.db()).unwrap();
+        auth.create_production(PRODUCTION).unwrap();
+        set_clock(&auth, Some(t)).unwrap();
+        claimed(&auth, "w1");
+    }
+    let auth = Authority::open(dir.db()).unwrap(); // real clock: behind the mark
+    auth.request_job(PRODUCTION, None, b"").unwrap();
+    assert_eq!(auth.claim(PRODUCTION, "w2", HOUR).unwrap_err().kind(), ErrorKind::ClockRegressed);
+}
+
+#[test]
+fn busy_when_the_writer_lock_is_not_obtained_within_the_timeout() {
+    let dir = TempDir::new("busy");
+    let holder = Authority::open(dir.db()).unwrap();
+    holder.create_production(PRODUCTION).unwrap();
+    holder.request_job(PRODUCTION, None, b"").unwrap();
+    let waiter = open_with_busy_timeout(dir.db(), Duration::from_millis(100)).unwrap();
+    let edit = holder.edit().unwrap();
+    assert_eq!(waiter.claim(PRODUCTION, "w2", HOUR).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(waiter.edit().unwrap_err().kind(), ErrorKind::Busy);
+    edit.abort();
+    assert!(waiter.claim(PRODUCTION, "w2", HOUR).unwrap().is_some());
+}
+
+#[test]
+fn internal_when_the_library_recovers_from_a_panic_and_the_process_goes_on() {
+    let err = panic_in_library().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Internal);
+    assert_eq!(err.status(), Some(leases::sys::LEASES_INTERNAL));
+    let (_dir, auth) = fresh("internal");
+    claimed(&auth, "w1");
+}
