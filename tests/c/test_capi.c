@@ -973,6 +973,45 @@ static void test_lease_lost_when_an_expired_claim_is_taken(void) {
 	leases_authority_close(a);
 }
 
+static void test_rejected_execution_finish_removes_only_its_own_files(void) {
+	leases_authority *a = fresh_clocked("execexpired");
+	char *j = request(a, NULL);
+	char dir[512], other[600];
+	snprintf(dir, sizeof dir, "%s/out-expired", tmpdir);
+	mkdir(dir, 0700);
+	snprintf(other, sizeof other, "%s/another-workers-file", dir);
+	FILE *f = fopen(other, "w");
+	CHECK(f != NULL);
+	if (f) fclose(f);
+	leases_lease *l = NULL;
+	leases_execution *x = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 10 * SEC, &l));
+	CHECK_OK(leases_execution_begin(l, dir, &x));
+	char temp[1024] = "", final[1024] = "";
+	if (x) {
+		snprintf(temp, sizeof temp, "%s", leases_execution_temp_path(x));
+		snprintf(final, sizeof final, "%s", leases_execution_final_path(x));
+	}
+	f = fopen(temp, "w");
+	CHECK(f != NULL);
+	if (f) {
+		fputs("late output\n", f);
+		fclose(f);
+	}
+	CHECK_OK(leases_testing_set_clock(a, T0 + 11 * SEC));
+	CHECK_ST(leases_execution_finish(x, NULL), LEASES_EXPIRED);
+	CHECK(!file_exists(temp) && !file_exists(final));
+	CHECK(file_exists(other));
+	CHECK(leases_execution_temp_path(x) == NULL); /* consumed */
+	char *facts = NULL;
+	CHECK_OK(leases_jobs_json(a, "p", &facts));
+	CHECK(facts && strstr(facts, "\"state\":\"claimed\"")); /* nothing was published */
+	leases_free(facts);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
 /* One check per row of the rejection-order table (docs/c-api.md); the
  * forked row is test_forked_child_gets_forked_status_within_one_second. */
 static void test_rejection_order_matches_the_spec_table(void) {
@@ -1126,6 +1165,7 @@ int main(void) {
 	RUN(test_expired_claim_cannot_renew_release_or_complete);
 	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);
 	RUN(test_lease_lost_when_an_expired_claim_is_taken);
+	RUN(test_rejected_execution_finish_removes_only_its_own_files);
 	RUN(test_rejection_order_matches_the_spec_table);
 	RUN(test_busy_when_another_handle_holds_the_writer_lock);
 	RUN(test_panic_becomes_internal_status);
