@@ -22,7 +22,7 @@ python-venv: $(PY_STAMP) ## the Python venv (build/venv) with the pinned pytest 
 # pytest exits 5 when it collected no tests; like every other non-zero exit,
 # make counts it as a failure.
 test-python: $(CAPI_SO) $(CAPI_TEST_SO) $(PY_STAMP) ## Python binding: mypy --strict and pytest (test and release libraries)
-	cd $(PY_DIR) && ../../$(PY_VENV)/bin/mypy --strict leases
+	cd $(PY_DIR) && ../../$(PY_VENV)/bin/mypy --strict leases tests
 	cd $(PY_DIR) && PYTHONPATH=. LEASES_LIBRARY=$(ROOT)/$(CAPI_TEST_SO) \
 		../../$(PY_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	cd $(PY_DIR) && PYTHONPATH=. LEASES_LIBRARY=$(ROOT)/$(CAPI_SO) \

@@ -8,7 +8,7 @@ The library is $LEASES_BUNDLE_LIBRARY, else the checkout's build/libleases.so
 import os
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
@@ -33,14 +33,18 @@ class BuildPyWithLibrary(build_py):
         self.copy_file(str(library_to_bundle()), str(target))
 
 
-class PlatformWheel(bdist_wheel):
-    def finalize_options(self) -> None:
-        super().finalize_options()
-        self.root_is_pure = False
+class BinaryDistribution(Distribution):
+    """Carries a native library: built and installed as platform files."""
 
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+class PlatformWheel(bdist_wheel):
+    # Any Python 3 can load it through ctypes: only the platform matters.
     def get_tag(self) -> "tuple[str, str, str]":
         _, _, platform = super().get_tag()
         return "py3", "none", platform
 
 
-setup(cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel})
+setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel})

@@ -17,6 +17,7 @@ from ._managed import Managed
 from ._records import Event, Job, parse_list
 
 PathArg = Union[str, "os.PathLike[str]"]
+BytesLike = Union[bytes, bytearray, memoryview]
 
 
 def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Lease]:
@@ -50,7 +51,7 @@ class Authority(Managed):
         _ffi.call(_ffi.lib.leases_production_create, self._handle(), raw)
 
     def request_job(
-        self, production: str, key: Optional[str] = None, payload: bytes = b""
+        self, production: str, key: Optional[str] = None, payload: BytesLike = b""
     ) -> str:
         """Requests a job and returns its id. With a key the request is
         idempotent (same key and payload: the same job)."""

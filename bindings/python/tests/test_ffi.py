@@ -141,7 +141,7 @@ def test_the_library_is_loaded_with_RTLD_NOW_and_RTLD_NODELETE(
         modes.append(mode)
         return real(path, mode=mode)
 
-    monkeypatch.setattr(_ffi.ctypes, "CDLL", spy)
+    monkeypatch.setattr(ctypes, "CDLL", spy)
     _ffi.load_library(_ffi.LIBRARY_PATH)
     assert modes and modes[0] & os.RTLD_NODELETE and modes[0] & os.RTLD_NOW
 

@@ -1,0 +1,165 @@
+"""Processes: a fork()ed child cannot use the library (ForkedProcess from every
+call, before anything else), while spawned processes work, handing leases
+across as tokens."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from datetime import timedelta
+from typing import Callable, Dict, List
+
+import pytest
+
+import leases
+from leases import _ffi
+
+import _workers
+from conftest import PRODUCTION, SECONDS_30
+
+
+def in_forked_child(calls: Dict[str, Callable[[], object]], bypass_guard: bool = False) -> Dict[str, str]:
+    """Runs each call in a fork()ed child; returns the exception class names."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report through the pipe, never return into pytest
+        code = 1
+        try:
+            os.close(r)
+            if bypass_guard:
+                _ffi._forked = False  # reach the library's own check
+            out: Dict[str, str] = {}
+            for name, call in calls.items():
+                try:
+                    call()
+                    out[name] = "no error"
+                except BaseException as e:
+                    out[name] = f"{type(e).__name__}: {e}"
+            os.write(w, json.dumps(out).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    result: Dict[str, str] = json.loads(data)
+    return result
+
+
+def every_kind_of_call(
+    auth: leases.Authority, lease: leases.Lease, db_path: str
+) -> Dict[str, Callable[[], object]]:
+    return {
+        "open": lambda: leases.Authority(db_path),
+        "create_production": lambda: auth.create_production("p2"),
+        "request_job": lambda: auth.request_job(PRODUCTION),
+        "claim": lambda: auth.claim(PRODUCTION, worker="w", duration=SECONDS_30),
+        "jobs": lambda: auth.jobs(PRODUCTION),
+        "events": lambda: auth.events(),
+        "cancel": lambda: auth.cancel(PRODUCTION, lease.job_id),
+        "edit": lambda: auth.edit(),
+        "import": lambda: auth.import_token("lt1."),
+        "renew": lambda: lease.renew(SECONDS_30),
+        "renew_bad_duration": lambda: lease.renew(timedelta(0)),
+        "expiry": lambda: lease.expiry,
+        "export": lambda: lease.export_token(),
+        "complete": lambda: lease.complete(),
+        "execution": lambda: lease.execution(db_path + ".out"),
+        "close": lambda: lease.close(),
+    }
+
+
+def test_every_call_in_a_forked_child_raises_ForkedProcess(
+    auth: leases.Authority, lease: leases.Lease, db_path: str
+) -> None:
+    results = in_forked_child(every_kind_of_call(auth, lease, db_path))
+    wrong = {k: v for k, v in results.items() if not v.startswith("ForkedProcess")}
+    assert not wrong
+    assert len(results) == 16
+
+
+def test_the_library_itself_refuses_a_forked_child_when_the_guard_is_bypassed(
+    auth: leases.Authority, lease: leases.Lease, db_path: str
+) -> None:
+    results = in_forked_child(
+        {
+            "jobs": lambda: auth.jobs(PRODUCTION),
+            "renew": lambda: lease.renew(SECONDS_30),
+            "open": lambda: leases.Authority(db_path),
+        },
+        bypass_guard=True,
+    )
+    assert all(v.startswith("ForkedProcess: forked:") for v in results.values()), results
+
+
+def test_ForkedProcess_comes_before_closed_and_argument_errors(
+    auth: leases.Authority, lease: leases.Lease, db_path: str
+) -> None:
+    lease.close()
+    results = in_forked_child({"renew": lambda: lease.renew(timedelta(0))})
+    assert results["renew"].startswith("ForkedProcess")
+
+
+def test_the_parent_keeps_working_after_a_fork(
+    auth: leases.Authority, lease: leases.Lease, db_path: str
+) -> None:
+    in_forked_child({"jobs": lambda: auth.jobs(PRODUCTION)})
+    lease.renew(timedelta(minutes=1))
+    lease.complete()
+    assert [j.state for j in auth.jobs(PRODUCTION)] == ["completed"]
+
+
+def test_a_finalizer_in_a_forked_child_does_not_call_the_library(
+    auth: leases.Authority, job_id: str
+) -> None:
+    lease = auth.claim_job(PRODUCTION, job_id, worker="w", duration=SECONDS_30)
+
+    def drop() -> None:
+        nonlocal lease
+        lease.__del__()
+        if lease.closed:
+            raise AssertionError("the finalizer acted in the child")
+
+    results = in_forked_child({"drop": drop})
+    assert results == {"drop": "no error"}
+    lease.complete()
+
+
+def test_spawned_workers_complete_jobs_from_exported_tokens(
+    auth: leases.Authority, db_path: str
+) -> None:
+    for i in range(4):
+        auth.request_job(PRODUCTION, key=f"frame-{i}")
+    tokens: List[str] = []
+    for _ in range(4):
+        lease = auth.claim(PRODUCTION, worker="parent", duration=timedelta(minutes=1))
+        assert lease is not None
+        tokens.append(lease.export_token())
+        lease.close()  # local memory only: the claim travels as the token
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        done = pool.starmap(_workers.complete_from_token, [(db_path, t) for t in tokens])
+    jobs = auth.jobs(PRODUCTION)
+    assert sorted(done) == sorted(j.id for j in jobs)
+    assert all(j.state == "completed" for j in jobs)
+
+
+def test_tokens_claimed_in_spawned_workers_complete_in_the_parent(
+    auth: leases.Authority, db_path: str
+) -> None:
+    ids = [auth.request_job(PRODUCTION) for _ in range(2)]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        tokens = pool.starmap(
+            _workers.claim_and_export, [(db_path, PRODUCTION, f"w{i}") for i in range(2)]
+        )
+    for token in tokens:
+        assert token is not None
+        auth.import_token(token).complete()
+    jobs = auth.jobs(PRODUCTION)
+    assert sorted(j.id for j in jobs) == sorted(ids)
+    assert {j.worker for j in jobs} == {"w0", "w1"}
+    assert all(j.state == "completed" for j in jobs)
