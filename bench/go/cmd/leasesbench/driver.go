@@ -96,6 +96,18 @@ func cmdRun(args []string) {
 		fmt.Fprintf(os.Stderr, "bench: wrote %s (%s)\n", o.out, time.Since(began).Round(time.Second))
 	}
 	os.RemoveAll(o.tmp)
+	if o.smoke {
+		bad := rssErr != nil
+		for _, r := range rows {
+			if len(r.errs) > 0 {
+				fmt.Fprintf(os.Stderr, "bench smoke: %s / %s failed: %s\n", r.section, r.name, strings.Join(uniq(r.errs), "; "))
+				bad = true
+			}
+		}
+		if bad {
+			os.Exit(1)
+		}
+	}
 }
 
 func (o *opts) n(base int) int { return max(int(float64(base)*o.scale), 5) }

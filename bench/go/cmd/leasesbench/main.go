@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"time"
 )
@@ -84,6 +85,13 @@ var commands = map[string]func(args []string){
 }
 
 func main() {
+	// LEASESBENCH_CPUPROFILE=FILE profiles any row (docs/PERFORMANCE.md).
+	if f := os.Getenv("LEASESBENCH_CPUPROFILE"); f != "" && len(os.Args) > 1 && os.Args[1] != "run" {
+		out, err := os.Create(f)
+		must(err)
+		must(pprof.StartCPUProfile(out))
+		defer pprof.StopCPUProfile()
+	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
 		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|fill|rss [flags]")
 		os.Exit(2)

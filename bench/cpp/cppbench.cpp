@@ -1,0 +1,67 @@
+// cppbench: the C++ rows of `make bench`, through bindings/cpp's leases.hpp.
+//   cppbench cycle DB N      claim -> complete of N jobs, two commits each
+//   cppbench boundary DB N   ns per call of leases::abi_version() and
+//                            Lease::expiry_unix_us() (leases_lease_expiry)
+// Prints one JSON line like every row of the bench.
+#include <leases/leases.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+const std::string kProd = "bench";
+
+double secs_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
+
+leases::Authority filled(const char *db, long n) {
+    auto auth = leases::Authority::open(db);
+    auth.create_production(kProd);
+    for (long i = 0; i < n; i++) {
+        (void)auth.request_job(kProd, std::string(), std::string("payload-0123456789"));
+    }
+    return auth;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) try {
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: cppbench cycle|boundary DB N\n");
+        return 2;
+    }
+    const std::string mode = argv[1];
+    const long n = std::strtol(argv[3], nullptr, 10);
+    if (mode == "cycle") {
+        auto auth = filled(argv[2], n);
+        const auto t = clk::now();
+        for (long i = 0; i < n; i++) {
+            auto lease = auth.claim(kProd, "w", std::chrono::hours(1));
+            lease->complete();
+        }
+        std::printf("{\"ops\":%ld,\"secs\":%.6f}\n", n, secs_since(t));
+        return 0;
+    }
+    if (mode == "boundary") {
+        auto auth = filled(argv[2], 1);
+        auto lease = auth.claim(kProd, "w", std::chrono::hours(1));
+        volatile std::uint32_t sink = 0;
+        auto t = clk::now();
+        for (long i = 0; i < n; i++) sink = sink + leases::abi_version();
+        const double abi_ns = secs_since(t) * 1e9 / double(n);
+        volatile std::int64_t sink64 = 0;
+        t = clk::now();
+        for (long i = 0; i < n; i++) sink64 = sink64 + lease->expiry_unix_us();
+        const double exp_ns = secs_since(t) * 1e9 / double(n);
+        std::printf("{\"ops\":%ld,\"ns_op\":%.2f,\"extra\":{\"expiry_ns\":%.2f}}\n", n, abi_ns, exp_ns);
+        return 0;
+    }
+    std::fprintf(stderr, "cppbench: unknown mode %s\n", argv[1]);
+    return 2;
+} catch (const std::exception &e) {
+    std::fprintf(stderr, "cppbench: %s\n", e.what());
+    return 1;
+}

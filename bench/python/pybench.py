@@ -1,0 +1,74 @@
+"""The Python rows of `make bench`, through the public `leases` package.
+
+    pybench.py probe             exits 0 when the binding imports and opens a file
+    pybench.py cycle DB N        claim -> complete of N jobs, two commits each
+    pybench.py boundary DB N     ns per call: leases_abi_version through the
+                                 package's ctypes declaration, and Lease.expiry
+                                 (the public property: one leases_lease_expiry
+                                 call plus the datetime conversion)
+
+Prints one JSON line like every row of the bench.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+from datetime import timedelta
+
+PROD = "bench"
+HOUR = timedelta(hours=1)
+PAYLOAD = b"payload-0123456789"
+
+
+def filled(leases, db, n):
+    auth = leases.Authority(db)
+    auth.create_production(PROD)
+    for _ in range(n):
+        auth.request_job(PROD, payload=PAYLOAD)
+    return auth
+
+
+def main(argv):
+    import leases  # noqa: E402 (the probe reports an import failure)
+    from leases import _ffi
+
+    mode = argv[1]
+    if mode == "probe":
+        with tempfile.TemporaryDirectory() as d:
+            with filled(leases, os.path.join(d, "probe.db"), 1) as auth:
+                lease = auth.claim(PROD, worker="w", duration=HOUR)
+                lease.complete()
+        print(json.dumps({"ops": 0}))
+        return 0
+    db, n = argv[2], int(argv[3])
+    if mode == "cycle":
+        with filled(leases, db, n) as auth:
+            t = time.perf_counter()
+            for _ in range(n):
+                lease = auth.claim(PROD, worker="w", duration=HOUR)
+                lease.complete()
+            secs = time.perf_counter() - t
+        print(json.dumps({"ops": n, "secs": secs}))
+        return 0
+    if mode == "boundary":
+        with filled(leases, db, 1) as auth:
+            lease = auth.claim(PROD, worker="w", duration=HOUR)
+            abi = _ffi.lib.leases_abi_version
+            t = time.perf_counter()
+            for _ in range(n):
+                abi()
+            abi_ns = (time.perf_counter() - t) * 1e9 / n
+            t = time.perf_counter()
+            for _ in range(n):
+                lease.expiry
+            exp_ns = (time.perf_counter() - t) * 1e9 / n
+        print(json.dumps({"ops": n, "ns_op": abi_ns, "extra": {"expiry_ns": exp_ns}}))
+        return 0
+    print("pybench: unknown mode " + mode, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

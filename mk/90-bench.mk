@@ -1,0 +1,60 @@
+# Benchmarks (bench/, issue 9): `make bench` prints one table and writes
+# bench/results/latest.md; `make bench-full` adds the 1M-job scaling row.
+# Not part of `make test`: test-bench-smoke only proves the harness still runs.
+# bench/go (floor, core rows, driver) and bench/peers (goqite, River) are Go
+# modules of their own, so the library's go.mod carries neither the peers nor
+# the harness.
+
+BENCH_DIR   := $(BUILD)/bench
+BENCH_SCALE ?= 1
+BENCH_REPS  ?= 5
+BENCH_LB    := $(BENCH_DIR)/leasesbench
+BENCH_PB    := $(BENCH_DIR)/peersbench
+BENCH_CB    := $(BENCH_DIR)/cbench
+BENCH_CPP   := $(BENCH_DIR)/cppbench
+BENCH_RS    := $(BENCH_DIR)/rustbench
+BENCH_RUN   := $(BENCH_LB) run -bin $(BENCH_DIR) -cli $(CLI_BIN) -repo $(ROOT)
+
+.PHONY: bench bench-full bench-tools bench-bindings test-bench-smoke
+TEST_TARGETS += test-bench-smoke
+
+$(BENCH_LB): $(wildcard bench/go/go.* bench/go/cmd/leasesbench/*.go) $(CLI_SRCS)
+	@mkdir -p $(@D)
+	$(GO) -C bench/go build -o $(ROOT)/$@ ./cmd/leasesbench
+
+$(BENCH_PB): $(wildcard bench/peers/go.* bench/peers/*.go bench/peers/*.sql)
+	@mkdir -p $(@D)
+	$(GO) -C bench/peers build -o $(ROOT)/$@ .
+
+$(BENCH_CB): bench/c/cbench.c include/leases.h $(CAPI_SO)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude $< -o $@ -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+
+# The binding programs are best effort: a binding that does not build yet
+# leaves its rows saying so ("binding not yet landed") instead of a figure.
+bench-bindings: $(CAPI_SO)
+	@rm -f $(BENCH_CPP) $(BENCH_RS)
+	-$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
+		-o $(BENCH_CPP) -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+	-cd bench/rust && CARGO_TARGET_DIR=$(ROOT)/$(BENCH_DIR)/rust LEASES_LIB_DIR=$(ROOT)/$(BUILD) \
+		$(CARGO) build --release --locked -j 2 && cp $(ROOT)/$(BENCH_DIR)/rust/release/rustbench $(ROOT)/$(BENCH_RS)
+
+bench-tools: $(BENCH_LB) $(BENCH_PB) $(BENCH_CB) $(CAPI_SO) $(CLI_BIN)
+
+bench: bench-tools bench-bindings ## benchmarks: one table, bench/results/latest.md (BENCH_SCALE=1, BENCH_REPS=5)
+	$(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -out bench/results/latest.md
+
+bench-full: bench-tools bench-bindings ## bench plus the 1M-job scaling row (slow)
+	$(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -full -out bench/results/latest.md
+
+# go vet of both bench modules, then one repetition of every row at tiny
+# sizes (no Rust: compiling the crate alone takes longer than the budget).
+test-bench-smoke: bench-tools ## bench harness smoke: vet, build, every row once at tiny sizes
+	$(GO) -C bench/go vet ./...
+	$(GO) -C bench/peers vet ./...
+	@test -z "$$(gofmt -l bench/go bench/peers)" || { gofmt -l bench/go bench/peers; echo "gofmt needed"; exit 1; }
+	@rm -f $(BENCH_RS)
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
+		-o $(BENCH_CPP) -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+	$(BENCH_RUN) -smoke -reps 1 -tmp $(BENCH_DIR)/smoke-tmp -out $(BENCH_DIR)/smoke.md > /dev/null
+	@echo "test-bench-smoke: every row ran (build/bench/smoke.md)"
