@@ -19,6 +19,7 @@ extern "C" {
 fn a_forked_child_gets_the_forked_status_instead_of_hanging() {
     let (_dir, auth) = fresh("forked");
     let name = CString::new("from-child").unwrap();
+    let worker = CString::new("w").unwrap();
     // SAFETY: the child only makes one library call (the C shim answers
     // without entering Go) and _exits; nothing is allocated after fork.
     let pid = unsafe { fork() };
@@ -26,8 +27,12 @@ fn a_forked_child_gets_the_forked_status_instead_of_hanging() {
     if pid == 0 {
         // SAFETY: live handle, valid string; see above.
         unsafe {
-            let st = sys::leases_production_create(auth.as_raw(), name.as_ptr());
-            _exit(st)
+            let created = sys::leases_production_create(auth.as_raw(), name.as_ptr());
+            // Forked is the first row of the rejection order: it wins over
+            // an invalid duration.
+            let mut out = std::ptr::null_mut();
+            let claimed = sys::leases_claim(auth.as_raw(), name.as_ptr(), worker.as_ptr(), 0, &mut out);
+            _exit(if created == claimed && out.is_null() { created } else { 100 })
         }
     }
     let mut status = 0;

@@ -40,6 +40,18 @@ fn every_valid_vector_token_decodes_and_is_then_checked_against_the_store() {
 }
 
 #[test]
+fn valid_vector_tokens_are_the_one_canonical_encoding_of_their_ids_and_secret() {
+    for case in vectors("tokens.json")["valid"].as_array().unwrap() {
+        let text = case["token"].as_str().unwrap();
+        let production = token::uuid_bytes(case["production_id"].as_str().unwrap());
+        let job = token::uuid_bytes(case["job_id"].as_str().unwrap());
+        let secret: [u8; 16] = token::hex(case["secret_hex"].as_str().unwrap()).try_into().unwrap();
+        assert_eq!(token::encode(production, job, secret), text);
+        assert_eq!(token::decode(text), (production, job, secret));
+    }
+}
+
+#[test]
 fn an_exported_token_imports_as_the_same_active_lease() {
     let (_dir, auth) = fresh("tok-roundtrip");
     let (id, lease) = claimed(&auth, "w1");

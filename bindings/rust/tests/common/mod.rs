@@ -70,3 +70,67 @@ pub fn claimed(auth: &Authority, worker: &str) -> (String, Lease) {
 pub fn job_state(auth: &Authority, id: &str) -> leases::JobState {
     auth.jobs(PRODUCTION).expect("jobs").into_iter().find(|j| j.id == id).expect("job listed").state
 }
+
+/// A test-only codec of the version-1 token text (docs/tokens.md):
+/// "lt1." + base64url-nopad(production[16] | job[16] | secret[16] | crc32c[4]).
+pub mod token {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+    pub fn crc32c(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in data {
+            crc ^= b as u32;
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+            }
+        }
+        !crc
+    }
+
+    fn b64(data: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in data.chunks(3) {
+            let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
+            for i in 0..=chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+
+    fn unb64(text: &str) -> Vec<u8> {
+        let vals: Vec<u32> =
+            text.bytes().map(|c| ALPHABET.iter().position(|&a| a == c).expect("base64url") as u32).collect();
+        let mut out = vec![];
+        for chunk in vals.chunks(4) {
+            let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &v)| acc | v << (18 - 6 * i));
+            for i in 0..chunk.len() - 1 {
+                out.push((n >> (16 - 8 * i)) as u8);
+            }
+        }
+        out
+    }
+
+    pub fn uuid_bytes(id: &str) -> [u8; 16] {
+        hex(&id.replace('-', "")).try_into().unwrap()
+    }
+
+    pub fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    pub fn encode(production: [u8; 16], job: [u8; 16], secret: [u8; 16]) -> String {
+        let mut body = [production, job, secret].concat();
+        let mut signed = b"lt1.".to_vec();
+        signed.extend_from_slice(&body);
+        body.extend_from_slice(&crc32c(&signed).to_be_bytes());
+        format!("lt1.{}", b64(&body))
+    }
+
+    /// (production, job, secret) of a token text.
+    pub fn decode(text: &str) -> ([u8; 16], [u8; 16], [u8; 16]) {
+        let body = unb64(text.strip_prefix("lt1.").expect("lt1. prefix"));
+        assert_eq!(body.len(), 52);
+        (body[0..16].try_into().unwrap(), body[16..32].try_into().unwrap(), body[32..48].try_into().unwrap())
+    }
+}
