@@ -31,6 +31,9 @@ func TestEveryCommandHasHelpWithExamplesAndNoToken(t *testing.T) {
 			if !strings.Contains(r.stdout, "Usage: leases "+c) || !strings.Contains(r.stdout, "Examples:\n  leases ") {
 				t.Errorf("%v: help lacks usage or examples:\n%s", args, r.stdout)
 			}
+			if c != "version" && !strings.Contains(r.stdout, "  --db PATH") {
+				t.Errorf("%v: help does not list the flags:\n%s", args, r.stdout)
+			}
 			if strings.Contains(r.stdout, "lt1.") {
 				t.Errorf("%v: an example contains a token", args)
 			}
@@ -48,8 +51,8 @@ func TestEveryCommandHasHelpWithExamplesAndNoToken(t *testing.T) {
 	}
 }
 
-// flagRE finds "-name PLACEHOLDER" lines of flag.PrintDefaults.
-var flagRE = regexp.MustCompile(`(?m)^  -([a-z-]+)(?: ([A-Z=]+))?`)
+// flagRE finds the "--name PLACEHOLDER" lines of a command's help.
+var flagRE = regexp.MustCompile(`(?m)^  --([a-z-]+)(?: ([A-Z=]+))?`)
 
 func TestNoFlagTakesATokenValue(t *testing.T) {
 	e := newEnv(t)

@@ -50,7 +50,7 @@ is printed on standard error and the exit status is 4: the claim stays until its
 'leases cancel'. Exit status 3 means there was nothing to claim.
 Durations take a unit: us, ms, s, m or h (250ms, 30s, 1500us, 1m30s); at most 24h.`,
 		examples: []string{"leases claim --production nightly --worker host-7 --duration 5m --token-out job.token",
-			"leases claim --production nightly --worker host-7 --duration 30s --token-out t --job 3f1c...-...",
+			"leases claim --production nightly --worker host-7 --duration 30s --token-out t --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44",
 			`leases claim ... --token-out t; case $? in 3) echo "queue empty";; esac`},
 		run: runClaim})
 	register(&command{name: "renew", args: "--token-file F --duration D [--json]",

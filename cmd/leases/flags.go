@@ -49,9 +49,10 @@ func (cc *cmdContext) usage(w io.Writer) {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.detail))
 	}
 	fmt.Fprint(w, "\nFlags:\n")
-	cc.fs.SetOutput(w)
-	cc.fs.PrintDefaults()
-	cc.fs.SetOutput(io.Discard)
+	cc.fs.VisitAll(func(f *flag.Flag) {
+		placeholder, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  %s\n    \t%s\n", strings.TrimSpace("--"+f.Name+" "+placeholder), usage)
+	})
 	if len(c.examples) > 0 {
 		fmt.Fprint(w, "\nExamples:\n")
 		for _, e := range c.examples {

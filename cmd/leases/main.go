@@ -192,8 +192,10 @@ func dispatch(args []string) error {
 			return nil
 		}
 		if c, rest := findCommand(args[1:]); c != nil && len(rest) == 0 {
-			newCmdContext(c, db).usage(os.Stdout)
-			return nil
+			// The command defines its flags as it runs: let it show its help.
+			cc := newCmdContext(c, db)
+			cc.args = []string{"--help"}
+			return c.run(cc)
 		}
 		if len(args) == 2 && groupHelp(os.Stdout, args[1]) {
 			return nil
