@@ -100,8 +100,8 @@ fn wrong_state_when_cancelling_a_completed_job() {
 fn lease_lost_when_another_claim_took_over_after_expiry() {
     let (_dir, auth) = fresh("e-lost");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();
-    let first = auth.claim_job(PRODUCTION, &id, "w1", Duration::from_millis(100)).unwrap();
-    std::thread::sleep(Duration::from_millis(250));
+    let first = auth.claim_job(PRODUCTION, &id, "w1", SHORT).unwrap();
+    past_short_expiry();
     let second = auth.claim(PRODUCTION, "w2", HOUR).unwrap().expect("expired claim is claimable");
     assert_eq!(second.job_id(), id);
     assert_eq!(kind(first.renew(HOUR)), ErrorKind::LeaseLost);
@@ -113,8 +113,8 @@ fn lease_lost_when_another_claim_took_over_after_expiry() {
 fn expired_when_releasing_after_the_expiry() {
     let (_dir, auth) = fresh("e-expired");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();
-    let lease = auth.claim_job(PRODUCTION, &id, "w1", Duration::from_millis(100)).unwrap();
-    std::thread::sleep(Duration::from_millis(250));
+    let lease = auth.claim_job(PRODUCTION, &id, "w1", SHORT).unwrap();
+    past_short_expiry();
     assert_eq!(kind(lease.release()), ErrorKind::Expired);
     assert_eq!(kind(lease.renew(HOUR)), ErrorKind::Expired);
 }

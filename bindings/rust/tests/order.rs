@@ -10,12 +10,6 @@ use std::time::Duration;
 use common::*;
 use leases::{sys, ErrorKind, Facts};
 
-const SHORT: Duration = Duration::from_millis(100);
-
-fn past_short_expiry() {
-    std::thread::sleep(SHORT * 2 + Duration::from_millis(50));
-}
-
 #[test]
 fn order_invalid_argument_and_duration_before_closed() {
     let (_dir, auth) = fresh("order-invalid");

@@ -11,6 +11,15 @@ use serde_json::Value;
 
 pub const PRODUCTION: &str = "nightly";
 pub const HOUR: Duration = Duration::from_secs(3600);
+/// A claim that expires in real time during a test. Long enough to commit
+/// on a loaded machine (a claim born expired does not commit), short enough
+/// to wait out.
+pub const SHORT: Duration = Duration::from_millis(400);
+
+/// Sleeps until a SHORT claim made just before has expired.
+pub fn past_short_expiry() {
+    std::thread::sleep(SHORT + Duration::from_millis(300));
+}
 
 /// A scratch directory removed on drop.
 pub struct TempDir(PathBuf);
