@@ -128,3 +128,17 @@ func TestALeaseOfAnotherEditIsRefused(t *testing.T) {
 	defer e2.Abort()
 	requireKind(t, e2.Complete(l, Facts{}), KindClosed)
 }
+
+func TestAnEditWhoseAuthorityWasClosedCommitsNothing(t *testing.T) {
+	f := newFixture(t)
+	f.request(1)
+	e, err := f.a.Begin()
+	require.NoError(t, err)
+	l, err := e.Claim("p", "w", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, f.a.Close())
+	requireKind(t, e.Commit(), KindClosed)
+	require.Equal(t, LeaseClosed, l.State())
+	f.a = f.open()
+	require.Equal(t, StateRequested, f.job(l.JobID()).State)
+}
