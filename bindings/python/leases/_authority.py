@@ -6,8 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, List, Optional, Type, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from . import _ffi
 from ._durations import duration_us
@@ -18,6 +17,13 @@ from ._records import Event, Job, parse_list
 
 PathArg = Union[str, "os.PathLike[str]"]
 BytesLike = Union[bytes, bytearray, memoryview]
+
+
+def _claim_args(production: str, worker: str, duration: timedelta) -> Tuple[bytes, bytes, int]:
+    """The common arguments of every claim, checked in rejection order."""
+    _ffi.ensure_not_forked()
+    us = duration_us(duration)
+    return _ffi.encode(production, "production"), _ffi.encode(worker, "worker"), us
 
 
 def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Lease]:
@@ -70,10 +76,7 @@ class Authority(Managed):
 
     def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[Lease]:
         """Claims the next claimable job (FIFO); None when there is none."""
-        _ffi.ensure_not_forked()
-        us = duration_us(duration)
-        p = _ffi.encode(production, "production")
-        w = _ffi.encode(worker, "worker")
+        p, w, us = _claim_args(production, worker, duration)
         out = _ffi.LeasePtr()
         status = _ffi.lib.leases_claim(self._handle(), p, w, us, ctypes.byref(out))
         return _lease_or_none(status, out, self)
@@ -82,11 +85,8 @@ class Authority(Managed):
         self, production: str, job_id: str, *, worker: str, duration: timedelta
     ) -> Lease:
         """Claims one given job."""
-        _ffi.ensure_not_forked()
-        us = duration_us(duration)
-        p = _ffi.encode(production, "production")
+        p, w, us = _claim_args(production, worker, duration)
         j = _ffi.encode(job_id, "job_id")
-        w = _ffi.encode(worker, "worker")
         out = _ffi.LeasePtr()
         _ffi.call(_ffi.lib.leases_claim_job, self._handle(), p, j, w, us, ctypes.byref(out))
         return Lease(out, self)
@@ -155,10 +155,7 @@ class Edit(Managed):
 
     def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[Lease]:
         """Claims the next job inside the edit: a pending lease, or None."""
-        _ffi.ensure_not_forked()
-        us = duration_us(duration)
-        p = _ffi.encode(production, "production")
-        w = _ffi.encode(worker, "worker")
+        p, w, us = _claim_args(production, worker, duration)
         out = _ffi.LeasePtr()
         status = _ffi.lib.leases_edit_claim(self._handle(), p, w, us, ctypes.byref(out))
         return _lease_or_none(status, out, self._authority)
@@ -187,18 +184,7 @@ class Edit(Managed):
         """Rolls back and consumes the edit; idempotent."""
         self.close()
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        if self._ptr is None:
-            return
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
+    _succeed = commit
 
     def __repr__(self) -> str:
         state = "consumed" if self._ptr is None else "open"

@@ -8,8 +8,7 @@ import ctypes
 import json
 import os
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
 
 from . import _ffi
 from ._durations import datetime_from_unix_us, duration_us
@@ -186,18 +185,8 @@ class Execution(Managed):
         """Removes this execution's files and consumes it; idempotent."""
         self.close()
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        if self._ptr is None:
-            return
-        if exc_type is None:
-            self.finish()
-        else:
-            self.abandon()
+    def _succeed(self) -> None:
+        self.finish()
 
     def __repr__(self) -> str:
         state = "consumed" if self._ptr is None else "open"

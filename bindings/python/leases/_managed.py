@@ -48,13 +48,22 @@ class Managed(ABC):
         self._handle()
         return self
 
+    def _succeed(self) -> None:
+        """What leaving a `with` block without an exception does."""
+        self.close()
+
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        self.close()
+        if self._ptr is None:
+            return
+        if exc_type is None:
+            self._succeed()
+        else:
+            self.close()
 
     def __del__(self) -> None:
         # A forked child must not enter the library; at interpreter exit the

@@ -38,6 +38,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
         _testing.declare()
 
 
+def claim(
+    auth: leases.Authority, worker: str = "w1", duration: timedelta = SECONDS_30
+) -> leases.Lease:
+    """Claims the next job of PRODUCTION, which must have one."""
+    lease = auth.claim(PRODUCTION, worker=worker, duration=duration)
+    assert lease is not None
+    return lease
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> str:
     return str(tmp_path / "jobs.db")

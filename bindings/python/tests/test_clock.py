@@ -13,15 +13,9 @@ import pytest
 import leases
 
 import _testing
-from conftest import PRODUCTION, SECONDS_30, T0
+from conftest import PRODUCTION, SECONDS_30, T0, claim
 
 pytestmark = pytest.mark.testlib
-
-
-def claim(auth: leases.Authority, worker: str = "w1", duration: timedelta = SECONDS_30) -> leases.Lease:
-    lease = auth.claim(PRODUCTION, worker=worker, duration=duration)
-    assert lease is not None
-    return lease
 
 
 def test_expiry_is_the_authority_clock_plus_the_duration_exactly(frozen: leases.Authority) -> None:

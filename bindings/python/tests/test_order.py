@@ -12,13 +12,7 @@ import pytest
 import leases
 
 import _testing
-from conftest import PRODUCTION, SECONDS_30, T0
-
-
-def claim(auth: leases.Authority, worker: str = "w1", duration: timedelta = SECONDS_30) -> leases.Lease:
-    lease = auth.claim(PRODUCTION, worker=worker, duration=duration)
-    assert lease is not None
-    return lease
+from conftest import PRODUCTION, SECONDS_30, T0, claim
 
 
 def test_an_invalid_duration_wins_over_a_closed_lease(lease: leases.Lease) -> None:
