@@ -1,6 +1,6 @@
-"""The low-level layer: finds and loads libleases.so and declares every C
-function of include/leases.h (argtypes and restype), kept in step with the
-header by tests/test_ffi.py. Nothing above this module touches ctypes types.
+"""The low-level layer: finds and loads libleases.so, declares every C
+function of include/leases.h (argtypes and restype, kept in step with the
+header by tests/test_ffi.py), and turns statuses into exceptions.
 """
 
 from __future__ import annotations
