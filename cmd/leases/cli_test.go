@@ -110,19 +110,27 @@ func TestDatabaseIsDBFlagThenEnvironmentThenDefault(t *testing.T) {
 	cwd := filepath.Join(e.dir, "cwd")
 	os.Mkdir(cwd, 0o755)
 	e.runWith(opts{noDB: true, dir: cwd}, "production", "create", "d")
-	list := func(db string) string {
-		r := e.runWith(opts{noDB: true}, "production", "list", "--db", db)
+	names := func(db string) string {
+		r := e.runWith(opts{noDB: true}, "production", "list", "--db", db, "--json")
 		wantExit(t, r, 0)
-		return r.stdout
+		var ps []struct{ Name string }
+		if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return strings.Join(out, ",")
 	}
-	if l := list(viaFlag); !strings.Contains(l, "a ") || !strings.Contains(l, "b ") || strings.Contains(l, "c ") {
-		t.Errorf("--db: %s", l)
+	if got := names(viaFlag); got != "a,b" {
+		t.Errorf("--db holds %q, want a,b", got)
 	}
-	if l := list(viaEnv); !strings.Contains(l, "c ") || strings.Contains(l, "a ") {
-		t.Errorf("$LEASES_DB: %s", l)
+	if got := names(viaEnv); got != "c" {
+		t.Errorf("$LEASES_DB holds %q, want c", got)
 	}
-	if l := list(filepath.Join(cwd, "leases.db")); !strings.Contains(l, "d ") {
-		t.Errorf("./leases.db: %s", l)
+	if got := names(filepath.Join(cwd, "leases.db")); got != "d" {
+		t.Errorf("./leases.db holds %q, want d", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,7 +61,8 @@ func testMain(m *testing.M) int {
 		}
 		return 1
 	}
-	if transcript.tokens() == 0 {
+	// With the whole suite run, the scan must have had secrets to look for.
+	if transcript.tokens() == 0 && flag.Lookup("test.run").Value.String() == "" {
 		fmt.Fprintln(os.Stderr, "FAIL: the secret scan saw no tokens, so it proved nothing")
 		return 1
 	}
