@@ -501,8 +501,8 @@ func TestClaimantCommandsRenewReleaseFailComplete(t *testing.T) {
 func TestExpiredClaimIsRejected(t *testing.T) {
 	e := newEnv(t)
 	e.setup(1)
-	tok, _ := e.claim("w", "50ms")
-	time.Sleep(120 * time.Millisecond)
+	tok, _ := e.claim("w", "200ms")
+	time.Sleep(400 * time.Millisecond)
 	wantExit(t, e.run("complete", "--token-file", tok), 1, "expired")
 	wantExit(t, e.run("renew", "--token-file", tok, "--duration", "1m"), 1, "expired")
 }
