@@ -25,6 +25,7 @@ type opts struct {
 	reps                     int
 	scale                    float64
 	full, smoke              bool
+	sections                 string
 	python                   string
 }
 
@@ -52,6 +53,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory); empty: all")
 	must(fs.Parse(args))
 	if o.smoke {
 		o.scale = 0.05
@@ -108,6 +110,18 @@ func cmdRun(args []string) {
 			os.Exit(1)
 		}
 	}
+}
+
+func (o *opts) want(section string) bool {
+	if o.sections == "" {
+		return true
+	}
+	for _, s := range strings.Split(o.sections, ",") {
+		if strings.TrimSpace(s) == section {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *opts) n(base int) int { return max(int(float64(base)*o.scale), 5) }
@@ -226,28 +240,30 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 
 	// 3. Scaling: files filled once, before the repetitions.
 	var scales []*scaleRow
-	sizes := []int{o.n(1000), o.n(100000)}
-	if o.full {
-		sizes = append(sizes, o.n(1000000))
-	}
-	for _, jobs := range sizes {
-		scales = append(scales, &scaleRow{jobs: jobs})
-	}
-	scales = append(scales, &scaleRow{jobs: o.n(11000), outstanding: o.n(10000)})
-	m := o.n(200)
-	for i, s := range scales {
-		s := s
-		s.db = filepath.Join(o.tmp, fmt.Sprintf("scale-%d.db", i))
-		t := time.Now()
-		res, err := child([]string{lb, "scale-fill", "-db", s.db, "-n", itoa(s.jobs), "-outstanding", itoa(s.outstanding)})
-		must(err)
-		s.bytesPerJob = res.Extra["bytes_per_job"]
-		fmt.Fprintf(os.Stderr, "bench: filled %d jobs (%d claimed) in %s\n", s.jobs, s.outstanding, time.Since(t).Round(time.Millisecond))
-		s.row = add(&row{section: "scale", name: fmt.Sprintf("%d jobs", s.jobs), run: func(string) (result, error) {
-			return child([]string{lb, "scale-claim", "-db", s.db, "-m", itoa(m)})
-		}})
-	}
+	if o.want("scale") {
+		sizes := []int{o.n(1000), o.n(100000)}
+		if o.full {
+			sizes = append(sizes, o.n(1000000))
+		}
+		for _, jobs := range sizes {
+			scales = append(scales, &scaleRow{jobs: jobs})
+		}
+		scales = append(scales, &scaleRow{jobs: o.n(11000), outstanding: o.n(10000)})
+		m := o.n(200)
+		for i, s := range scales {
+			s := s
+			s.db = filepath.Join(o.tmp, fmt.Sprintf("scale-%d.db", i))
+			t := time.Now()
+			res, err := child([]string{lb, "scale-fill", "-db", s.db, "-n", itoa(s.jobs), "-outstanding", itoa(s.outstanding)})
+			must(err)
+			s.bytesPerJob = res.Extra["bytes_per_job"]
+			fmt.Fprintf(os.Stderr, "bench: filled %d jobs (%d claimed) in %s\n", s.jobs, s.outstanding, time.Since(t).Round(time.Millisecond))
+			s.row = add(&row{section: "scale", name: fmt.Sprintf("%d jobs", s.jobs), run: func(string) (result, error) {
+				return child([]string{lb, "scale-claim", "-db", s.db, "-m", itoa(m)})
+			}})
+		}
 
+	}
 	// 4. Contention: P worker processes on one file for a fixed time.
 	secs := max(2*o.scale, 0.3)
 	for _, p := range []int{1, 2, 4, 8} {
@@ -278,7 +294,16 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 		}
 		return child([]string{lb, "rss", "-db", db, "-n", itoa(n), "-warm", itoa(n / 10)})
 	}
-	return rows, scales, rss
+	if !o.want("memory") {
+		rss = nil
+	}
+	var kept []*row
+	for _, r := range rows {
+		if o.want(r.section) {
+			kept = append(kept, r)
+		}
+	}
+	return kept, scales, rss
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -508,26 +533,28 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		p("| %s | %s %s | %s | %s |\n", r.name, num(median(rt)), unit, spread(rt), rel)
 	}
 
-	p("\n### 3. Scaling: claim latency (%s of %d claims each, synchronous=NORMAL so fsync does not hide the query)\n\n", n, o.n(200))
-	p("| jobs in the file | claim p50 | claim p99 | p99 ÷ p99 at %d jobs | DB bytes per job |\n|---|---:|---:|---:|---:|\n", scales[0].jobs)
-	base := values(scales[0].row, func(r result) float64 { return float64(r.P99NS) })
-	for _, s := range scales {
-		name := fmt.Sprintf("%d", s.jobs)
-		if s.outstanding > 0 {
-			name = fmt.Sprintf("%d, of which %d claimed and unexpired", s.jobs, s.outstanding)
+	if len(scales) > 0 {
+		p("\n### 3. Scaling: claim latency (%s of %d claims each, synchronous=NORMAL so fsync does not hide the query)\n\n", n, o.n(200))
+		p("| jobs in the file | claim p50 | claim p99 | p99 ÷ p99 at %d jobs | DB bytes per job |\n|---|---:|---:|---:|---:|\n", scales[0].jobs)
+		base := values(scales[0].row, func(r result) float64 { return float64(r.P99NS) })
+		for _, s := range scales {
+			name := fmt.Sprintf("%d", s.jobs)
+			if s.outstanding > 0 {
+				name = fmt.Sprintf("%d, of which %d claimed and unexpired", s.jobs, s.outstanding)
+			}
+			if st := status(s.row); st != "" {
+				p("| %s | %s | | | |\n", name, st)
+				continue
+			}
+			p50 := values(s.row, func(r result) float64 { return float64(r.P50NS) })
+			p99 := values(s.row, func(r result) float64 { return float64(r.P99NS) })
+			p("| %s | %s | %s | %.2f× | %.0f |\n", name, us(median(p50)), us(median(p99)), ratio(p99, base), s.bytesPerJob)
 		}
-		if st := status(s.row); st != "" {
-			p("| %s | %s | | | |\n", name, st)
-			continue
+		if !o.full {
+			p("| 1000000 | not run by `make bench` (takes minutes to fill); `make bench-full` adds it | | | |\n")
 		}
-		p50 := values(s.row, func(r result) float64 { return float64(r.P50NS) })
-		p99 := values(s.row, func(r result) float64 { return float64(r.P99NS) })
-		p("| %s | %s | %s | %.2f× | %.0f |\n", name, us(median(p50)), us(median(p99)), ratio(p99, base), s.bytesPerJob)
-	}
-	if !o.full {
-		p("| 1000000 | not run by `make bench` (takes minutes to fill); `make bench-full` adds it | | | |\n")
-	}
 
+	}
 	p("\n### 4. Contention: worker processes on one file, claim → complete for %.1f s each, synchronous=FULL (%s)\n\n", max(2*o.scale, 0.3), n)
 	p("| processes | total cycles/s | range | claim p50 | claim p99 | BUSY (sum over repetitions) |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
@@ -585,14 +612,14 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	}
 	for _, sync := range []string{"FULL", "NORMAL"} {
 		c := find(rows, "cycle", "Go core "+sync)
-		have := c != nil && len(c.res) > 0 && len(floor[sync].res) > 0
+		have := c != nil && len(c.res) > 0 && floor[sync] != nil && len(floor[sync].res) > 0
 		var r float64
 		if have {
 			r = ratio(rates(c), rates(floor[sync]))
 		}
 		target("Go core ÷ floor, "+sync, r, 0.8, r >= 0.8, have)
 		c = find(rows, "cycle", "C ABI "+sync)
-		have = c != nil && len(c.res) > 0 && len(floor[sync].res) > 0
+		have = c != nil && len(c.res) > 0 && floor[sync] != nil && len(floor[sync].res) > 0
 		r = 0
 		if have {
 			r = ratio(rates(c), rates(floor[sync]))
@@ -600,7 +627,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		target("C ABI ÷ floor, "+sync, r, 0.75, r >= 0.75, have)
 	}
 	py := find(rows, "cycle", "Python FULL")
-	if py != nil && len(py.res) > 0 {
+	if py != nil && len(py.res) > 0 && floor["FULL"] != nil && len(floor["FULL"].res) > 0 {
 		r := ratio(rates(py), rates(floor["FULL"]))
 		target("Python ÷ floor, FULL", r, 0.5, r >= 0.5, true)
 	} else {
@@ -628,8 +655,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		r := ratio(rates(e100), rates(single))
 		target("100 claims per edit ÷ single claims", r, 10, r >= 10, true)
 	}
-	last := scales[len(scales)-2] // the largest plain size
-	if len(last.row.res) > 0 && len(scales[0].row.res) > 0 {
+	if len(scales) >= 2 && len(scales[len(scales)-2].row.res) > 0 && len(scales[0].row.res) > 0 {
+		last := scales[len(scales)-2] // the largest plain size
+		base := values(scales[0].row, func(r result) float64 { return float64(r.P99NS) })
 		r := ratio(values(last.row, func(r result) float64 { return float64(r.P99NS) }), base)
 		p("| p99 at %d jobs ÷ p99 at %d jobs | %.2f (want ≤ 2; the target names 1M jobs%s) | %s |\n",
 			last.jobs, scales[0].jobs, r, map[bool]string{true: "", false: ", run by `make bench-full`"}[o.full], met(r <= 2))
