@@ -37,7 +37,7 @@ test-cpp-asan: $(CAPI_TEST_SO) cpp-tools ## C++ tests built with -fsanitize=addr
 	$(CPP_CMAKE) -S $(CPP_DIR) -B $(CPP_ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 		-DLEASES_SANITIZE=ON -DLEASES_COMPILE_FAIL_TESTS=OFF >/dev/null
 	cmake --build $(CPP_ASAN_BUILD) -j $(CPP_JOBS)
-	cd $(CPP_ASAN_BUILD) && ctest --output-on-failure -j $(CPP_JOBS)
+	cd $(CPP_ASAN_BUILD) && UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(CPP_JOBS)
 
 test-cpp-install: $(CAPI_SO) cpp-tools ## make install into a temporary prefix; find_package, pkg-config, executor
 	bash $(CPP_DIR)/tests/install_test.sh $(ROOT)
