@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "leases.h"
@@ -17,6 +18,14 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU time (user + sys) of this process so far, in ns. */
+static double cpu_ns(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 
 static void check(leases_status st, const char *what) {
@@ -53,6 +62,7 @@ int main(int argc, char **argv) {
     long n = strtol(argv[3], NULL, 10);
     if (strcmp(argv[1], "cycle") == 0) {
         leases_authority *a = open_filled(db, (int)n);
+        double cpu0 = cpu_ns();
         double t = now_s();
         for (long i = 0; i < n; i++) {
             leases_lease *l = NULL;
@@ -61,8 +71,9 @@ int main(int argc, char **argv) {
             leases_lease_free(l);
         }
         double secs = now_s() - t;
+        double cpu = (cpu_ns() - cpu0) / (double)n;
         leases_authority_close(a);
-        printf("{\"ops\":%ld,\"secs\":%.6f}\n", n, secs);
+        printf("{\"ops\":%ld,\"secs\":%.6f,\"cpu_ns\":%.0f}\n", n, secs, cpu);
         return 0;
     }
     if (strcmp(argv[1], "boundary") == 0) {

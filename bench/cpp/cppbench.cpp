@@ -10,10 +10,19 @@
 #include <cstdlib>
 #include <string>
 
+#include <sys/resource.h>
+
 namespace {
 
 using clk = std::chrono::steady_clock;
 const std::string kProd = "bench";
+
+double cpu_ns() {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
+           double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
+}
 
 double secs_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
 
@@ -37,12 +46,14 @@ int main(int argc, char **argv) try {
     const long n = std::strtol(argv[3], nullptr, 10);
     if (mode == "cycle") {
         auto auth = filled(argv[2], n);
+        const double cpu0 = cpu_ns();
         const auto t = clk::now();
         for (long i = 0; i < n; i++) {
             auto lease = auth.claim(kProd, "w", std::chrono::hours(1));
             lease->complete();
         }
-        std::printf("{\"ops\":%ld,\"secs\":%.6f}\n", n, secs_since(t));
+        const double secs = secs_since(t);
+        std::printf("{\"ops\":%ld,\"secs\":%.6f,\"cpu_ns\":%.0f}\n", n, secs, (cpu_ns() - cpu0) / double(n));
         return 0;
     }
     if (mode == "boundary") {

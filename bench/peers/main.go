@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -57,7 +58,7 @@ func main() {
 	default:
 		fail(fmt.Errorf("unknown peer %q", os.Args[1]))
 	}
-	b, _ := json.Marshal(map[string]any{"ops": *n, "secs": secs})
+	b, _ := json.Marshal(map[string]any{"ops": *n, "secs": secs, "cpu_ns": float64(timedCPU) / float64(*n)})
 	fmt.Println(string(b))
 }
 
@@ -93,7 +94,7 @@ func runGoqite(db *sql.DB, n int) float64 {
 		must(q.SendTx(ctx, tx, goqite.Message{Body: []byte("payload-0123456789")}))
 	}
 	must(tx.Commit())
-	start := time.Now()
+	cpu0, start := cpuNS(), time.Now()
 	for i := 0; i < n; i++ {
 		m, err := q.Receive(ctx)
 		must(err)
@@ -102,6 +103,7 @@ func runGoqite(db *sql.DB, n int) float64 {
 		}
 		must(q.Delete(ctx, m.ID))
 	}
+	timedCPU = cpuNS() - cpu0
 	return time.Since(start).Seconds()
 }
 
@@ -146,7 +148,7 @@ func runRiver(db *sql.DB, n int, mode string) float64 {
 	must(err)
 	events, cancel := client.Subscribe(river.EventKindJobCompleted)
 	defer cancel()
-	start := time.Now()
+	cpu0, start := cpuNS(), time.Now()
 	must(client.Start(ctx))
 	timeout := time.After(10 * time.Minute)
 	for done := 0; done < n; {
@@ -158,10 +160,21 @@ func runRiver(db *sql.DB, n int, mode string) float64 {
 		}
 	}
 	secs := time.Since(start).Seconds()
+	timedCPU = cpuNS() - cpu0
 	stopCtx, stop := context.WithTimeout(ctx, 10*time.Second)
 	defer stop()
 	must(client.Stop(stopCtx))
 	return secs
+}
+
+// timedCPU is the process CPU time of the timed loop.
+var timedCPU int64
+
+// cpuNS is this process's CPU time (user+sys) so far.
+func cpuNS() int64 {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func must(err error) {

@@ -12,6 +12,7 @@ Prints one JSON line like every row of the bench.
 
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -20,6 +21,11 @@ from datetime import timedelta
 PROD = "bench"
 HOUR = timedelta(hours=1)
 PAYLOAD = b"payload-0123456789"
+
+
+def cpu_ns():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return (ru.ru_utime + ru.ru_stime) * 1e9
 
 
 def filled(leases, db, n):
@@ -45,12 +51,13 @@ def main(argv):
     db, n = argv[2], int(argv[3])
     if mode == "cycle":
         with filled(leases, db, n) as auth:
-            t = time.perf_counter()
+            cpu0, t = cpu_ns(), time.perf_counter()
             for _ in range(n):
                 lease = auth.claim(PROD, worker="w", duration=HOUR)
                 lease.complete()
             secs = time.perf_counter() - t
-        print(json.dumps({"ops": n, "secs": secs}))
+            cpu = (cpu_ns() - cpu0) / n
+        print(json.dumps({"ops": n, "secs": secs, "cpu_ns": cpu}))
         return 0
     if mode == "boundary":
         with filled(leases, db, 1) as auth:

@@ -476,7 +476,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	}
 
 	p("### 1. Cycle: claim → complete of one job, two commits (%s)\n\n", n)
-	p("| row | cycles/s | range | × floor (same sync) |\n|---|---:|---:|---:|\n")
+	p("| row | cycles/s | range | × floor (same sync) | CPU µs/cycle |\n|---|---:|---:|---:|---:|\n")
 	floor := map[string]*row{"FULL": find(rows, "cycle", "floor (hand-written SQL) FULL"),
 		"NORMAL": find(rows, "cycle", "floor (hand-written SQL) NORMAL")}
 	for _, r := range rows {
@@ -484,7 +484,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			continue
 		}
 		if s := status(r); s != "" {
-			p("| %s | %s | | |\n", r.name, s)
+			p("| %s | %s | | | |\n", r.name, s)
 			continue
 		}
 		sync := "FULL"
@@ -499,8 +499,14 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 				rel += " (vs FULL floor)"
 			}
 		}
-		p("| %s | %s | %s | %s |\n", r.name, num(median(rt)), spread(rt), rel)
+		cpu := "—"
+		if c := median(values(r, func(x result) float64 { return x.CPUNS })); c > 0 {
+			cpu = num(c / 1000)
+		}
+		p("| %s | %s | %s | %s | %s |\n", r.name, num(median(rt)), spread(rt), rel, cpu)
 	}
+	p("\nCPU µs/cycle: user+sys CPU of the row's process during the timed loop, per cycle (all threads; River's\n" +
+		"includes its background services). Far less sensitive to the disk than cycles/s. — where not measured.\n")
 	p("\nPeers: \"our pragmas\" is WAL, the given synchronous level, busy_timeout 10 s, foreign keys, BEGIN IMMEDIATE;\n" +
 		"\"at its defaults\" is a plain `sql.Open` of the file (rollback journal, synchronous FULL) and the peer's own default settings.\n" +
 		"goqite cycle = Receive + Delete (two commits). River cycle = one job through a started client with a no-op worker,\n" +

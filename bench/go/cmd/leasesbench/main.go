@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -23,6 +24,7 @@ type result struct {
 	P99NS int64              `json:"p99_ns"`        //
 	Busy  int                `json:"busy"`          // writer-lock timeouts seen (contention)
 	NSOp  float64            `json:"ns_op"`         // boundary rows: ns per call
+	CPUNS float64            `json:"cpu_ns"`        // process CPU (user+sys) per op in the timed loop
 	Lat   []int64            `json:"lat,omitempty"` // raw claim latencies (contention workers)
 	Extra map[string]float64 `json:"extra,omitempty"`
 }
@@ -67,6 +69,13 @@ func percentile(lat []int64, p float64) int64 {
 		i = len(lat) - 1
 	}
 	return lat[i]
+}
+
+// cpuNS is this process's CPU time (user+sys) so far.
+func cpuNS() int64 {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func since(t time.Time) int64 { return time.Since(t).Nanoseconds() }

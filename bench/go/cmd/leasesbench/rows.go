@@ -79,7 +79,7 @@ func cmdFloor(args []string) {
 	}
 	must(tx.Commit())
 
-	start := time.Now()
+	cpu0, start := cpuNS(), time.Now()
 	for i := 0; i < *n; i++ {
 		var claim [16]byte
 		_, err := rand.Read(claim[:])
@@ -106,7 +106,7 @@ func cmdFloor(args []string) {
 		must(err)
 		must(tx.Commit())
 	}
-	emit(result{Ops: *n, Secs: time.Since(start).Seconds()})
+	emit(result{Ops: *n, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(*n)})
 }
 
 // ---- the core --------------------------------------------------------------
@@ -158,13 +158,13 @@ func cmdCore(args []string) {
 	fillCore(*db, *n)
 	a := openCore(*db, *sync)
 	defer a.Close()
-	start := time.Now()
+	cpu0, start := cpuNS(), time.Now()
 	for i := 0; i < *n; i++ {
 		l, err := a.Claim(prod, worker, leaseFor)
 		must(err)
 		must(l.Complete(core.Facts{}))
 	}
-	emit(result{Ops: *n, Secs: time.Since(start).Seconds()})
+	emit(result{Ops: *n, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(*n)})
 }
 
 // cmdInline claims and completes one job in one edit: one commit per cycle.
@@ -177,7 +177,7 @@ func cmdInline(args []string) {
 	fillCore(*db, *n)
 	a := openCore(*db, *sync)
 	defer a.Close()
-	start := time.Now()
+	cpu0, start := cpuNS(), time.Now()
 	for i := 0; i < *n; i++ {
 		e, err := a.Begin()
 		must(err)
@@ -186,7 +186,7 @@ func cmdInline(args []string) {
 		must(e.Complete(l, core.Facts{}))
 		must(e.Commit())
 	}
-	emit(result{Ops: *n, Secs: time.Since(start).Seconds()})
+	emit(result{Ops: *n, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(*n)})
 }
 
 // cmdEdit claims k jobs per edit (no completion); -k 0 uses a.Claim, one
@@ -203,7 +203,7 @@ func cmdEdit(args []string) {
 	fillCore(*db, total)
 	a := openCore(*db, *sync)
 	defer a.Close()
-	start := time.Now()
+	cpu0, start := cpuNS(), time.Now()
 	if *k == 0 {
 		for i := 0; i < total; i++ {
 			_, err := a.Claim(prod, worker, leaseFor)
@@ -220,7 +220,7 @@ func cmdEdit(args []string) {
 			must(e.Commit())
 		}
 	}
-	emit(result{Ops: total, Secs: time.Since(start).Seconds()})
+	emit(result{Ops: total, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(total)})
 }
 
 // ---- scaling ---------------------------------------------------------------
