@@ -3,6 +3,8 @@
 #include "support.hpp"
 
 #include <fstream>
+#include <set>
+#include <thread>
 #include <type_traits>
 
 using namespace leases_test;
@@ -232,4 +234,65 @@ TEST_F(ExecutionTest, ARejectedFinishRemovesItsFilesAndConsumesTheExecution) {
     EXPECT_FALSE(fs::exists(temp));
     EXPECT_FALSE(fs::exists(final_path));
     EXPECT_THROW((void)run.temp_path(), leases::Closed);
+}
+
+TEST_F(Lifecycle, AMovedEditAndExecutionKeepTheirWorkWhenTheSourceIsDestroyed) {
+    const auto ids = request(2);
+    std::optional<leases::Edit> target;
+    {
+        leases::Edit source = a().edit();
+        auto pending = source.claim("p", "w", 1min);
+        ASSERT_TRUE(pending.has_value());
+        target.emplace(std::move(source));
+    }  // the moved-from source must not abort the transaction
+    target->commit();
+    EXPECT_EQ(state(ids[0]), "claimed");
+
+    auto l = claim("w", 1min);
+    const fs::path out = dir.path() / "out";
+    fs::create_directory(out);
+    std::optional<leases::Execution> run;
+    {
+        leases::Execution first = l.execution(out.string());
+        std::ofstream(first.temp_path()) << "moved";
+        run.emplace(std::move(first));
+    }  // the moved-from execution must not abandon (remove) the files
+    EXPECT_TRUE(fs::exists(run->temp_path()));
+    run->finish();
+    EXPECT_EQ(state(ids[1]), "completed");
+}
+
+TEST_F(Lifecycle, ThreadsSharingOneAuthorityClaimEachJobExactlyOnce) {
+    constexpr int jobs = 24, workers = 4;
+    request(jobs);
+    std::vector<std::vector<std::string>> claimed(workers);
+    std::vector<std::string> errors(workers);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < workers; ++w) {
+        threads.emplace_back([&, w] {
+            try {
+                while (auto l = a().claim("p", "worker-" + std::to_string(w), 1min)) {
+                    claimed[static_cast<std::size_t>(w)].push_back(l->job_id());
+                    l->complete();
+                }
+                // Per-thread errors: this thread's message is its own.
+                (void)a().claim("missing-" + std::to_string(w), "w", 1s);
+            } catch (const leases::NotFound &e) {
+                errors[static_cast<std::size_t>(w)] = e.what();
+            } catch (const std::exception &e) {
+                errors[static_cast<std::size_t>(w)] = std::string("unexpected: ") + e.what();
+            }
+        });
+    }
+    for (auto &t : threads) t.join();
+    std::set<std::string> all;
+    std::size_t total = 0;
+    for (int w = 0; w < workers; ++w) {
+        total += claimed[static_cast<std::size_t>(w)].size();
+        all.insert(claimed[static_cast<std::size_t>(w)].begin(), claimed[static_cast<std::size_t>(w)].end());
+        EXPECT_NE(errors[static_cast<std::size_t>(w)].find("missing-" + std::to_string(w)), std::string::npos)
+            << errors[static_cast<std::size_t>(w)];
+    }
+    EXPECT_EQ(total, static_cast<std::size_t>(jobs));
+    EXPECT_EQ(all.size(), static_cast<std::size_t>(jobs)) << "a job was claimed twice";
 }
