@@ -475,70 +475,74 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		p("**SMOKE RUN: tiny sizes, the figures mean nothing.**\n\n")
 	}
 
-	p("### 1. Cycle: claim → complete of one job, two commits (%s)\n\n", n)
-	p("| row | cycles/s | range | × floor (same sync) | CPU µs/cycle |\n|---|---:|---:|---:|---:|\n")
 	floor := map[string]*row{"FULL": find(rows, "cycle", "floor (hand-written SQL) FULL"),
 		"NORMAL": find(rows, "cycle", "floor (hand-written SQL) NORMAL")}
-	for _, r := range rows {
-		if r.section != "cycle" {
-			continue
-		}
-		if s := status(r); s != "" {
-			p("| %s | %s | | | |\n", r.name, s)
-			continue
-		}
-		sync := "FULL"
-		if strings.Contains(r.name, "NORMAL") {
-			sync = "NORMAL"
-		}
-		rt := rates(r)
-		rel := "—"
-		if f := floor[sync]; f != nil && len(f.res) > 0 {
-			rel = fmt.Sprintf("%.2f×", ratio(rt, rates(f)))
-			if strings.Contains(r.name, "defaults") {
-				rel += " (vs FULL floor)"
-			}
-		}
-		cpu := "—"
-		if c := median(values(r, func(x result) float64 { return x.CPUNS })); c > 0 {
-			cpu = num(c / 1000)
-		}
-		p("| %s | %s | %s | %s | %s |\n", r.name, num(median(rt)), spread(rt), rel, cpu)
-	}
-	p("\nCPU µs/cycle: user+sys CPU of the row's process during the timed loop, per cycle (all threads; River's\n" +
-		"includes its background services). Far less sensitive to the disk than cycles/s. — where not measured.\n")
-	p("\nPeers: \"our pragmas\" is WAL, the given synchronous level, busy_timeout 10 s, foreign keys, BEGIN IMMEDIATE;\n" +
-		"\"at its defaults\" is a plain `sql.Open` of the file (rollback journal, synchronous FULL) and the peer's own default settings.\n" +
-		"goqite cycle = Receive + Delete (two commits). River cycle = one job through a started client with a no-op worker,\n" +
-		"timed from Start until every job's completion event (River fetches and completes in batches).\n\n")
-
-	p("### 2. One commit (%s, synchronous=FULL)\n\n", n)
-	p("| row | per s | range | ratio |\n|---|---:|---:|---:|\n")
 	coreFull := find(rows, "cycle", "Go core FULL")
 	single := find(rows, "edit", "single claims (no edit) FULL")
-	for _, r := range rows {
-		if r.section != "edit" {
-			continue
+	if o.want("cycle") {
+		p("### 1. Cycle: claim → complete of one job, two commits (%s)\n\n", n)
+		p("| row | cycles/s | range | × floor (same sync) | CPU µs/cycle |\n|---|---:|---:|---:|---:|\n")
+		for _, r := range rows {
+			if r.section != "cycle" {
+				continue
+			}
+			if s := status(r); s != "" {
+				p("| %s | %s | | | |\n", r.name, s)
+				continue
+			}
+			sync := "FULL"
+			if strings.Contains(r.name, "NORMAL") {
+				sync = "NORMAL"
+			}
+			rt := rates(r)
+			rel := "—"
+			if f := floor[sync]; f != nil && len(f.res) > 0 {
+				rel = fmt.Sprintf("%.2f×", ratio(rt, rates(f)))
+				if strings.Contains(r.name, "defaults") {
+					rel += " (vs FULL floor)"
+				}
+			}
+			cpu := "—"
+			if c := median(values(r, func(x result) float64 { return x.CPUNS })); c > 0 {
+				cpu = num(c / 1000)
+			}
+			p("| %s | %s | %s | %s | %s |\n", r.name, num(median(rt)), spread(rt), rel, cpu)
 		}
-		if s := status(r); s != "" {
-			p("| %s | %s | | |\n", r.name, s)
-			continue
-		}
-		rt := rates(r)
-		rel := ""
-		switch {
-		case strings.HasPrefix(r.name, "claim+complete") && coreFull != nil:
-			rel = fmt.Sprintf("%.2f× the two-commit core cycle", ratio(rt, rates(coreFull)))
-		case strings.Contains(r.name, "per edit") && single != nil:
-			rel = fmt.Sprintf("%.2f× single claims", ratio(rt, rates(single)))
-		}
-		unit := "claims"
-		if strings.HasPrefix(r.name, "claim+complete") {
-			unit = "cycles"
-		}
-		p("| %s | %s %s | %s | %s |\n", r.name, num(median(rt)), unit, spread(rt), rel)
-	}
+		p("\nCPU µs/cycle: user+sys CPU of the row's process during the timed loop, per cycle (all threads; River's\n" +
+			"includes its background services). Far less sensitive to the disk than cycles/s. — where not measured.\n")
+		p("\nPeers: \"our pragmas\" is WAL, the given synchronous level, busy_timeout 10 s, foreign keys, BEGIN IMMEDIATE;\n" +
+			"\"at its defaults\" is a plain `sql.Open` of the file (rollback journal, synchronous FULL) and the peer's own default settings.\n" +
+			"goqite cycle = Receive + Delete (two commits). River cycle = one job through a started client with a no-op worker,\n" +
+			"timed from Start until every job's completion event (River fetches and completes in batches).\n\n")
 
+	}
+	if o.want("edit") {
+		p("### 2. One commit (%s, synchronous=FULL)\n\n", n)
+		p("| row | per s | range | ratio |\n|---|---:|---:|---:|\n")
+		for _, r := range rows {
+			if r.section != "edit" {
+				continue
+			}
+			if s := status(r); s != "" {
+				p("| %s | %s | | |\n", r.name, s)
+				continue
+			}
+			rt := rates(r)
+			rel := ""
+			switch {
+			case strings.HasPrefix(r.name, "claim+complete") && coreFull != nil:
+				rel = fmt.Sprintf("%.2f× the two-commit core cycle", ratio(rt, rates(coreFull)))
+			case strings.Contains(r.name, "per edit") && single != nil:
+				rel = fmt.Sprintf("%.2f× single claims", ratio(rt, rates(single)))
+			}
+			unit := "claims"
+			if strings.HasPrefix(r.name, "claim+complete") {
+				unit = "cycles"
+			}
+			p("| %s | %s %s | %s | %s |\n", r.name, num(median(rt)), unit, spread(rt), rel)
+		}
+
+	}
 	if len(scales) > 0 {
 		p("\n### 3. Scaling: claim latency (%s of %d claims each, synchronous=NORMAL so fsync does not hide the query)\n\n", n, o.n(200))
 		p("| jobs in the file | claim p50 | claim p99 | p99 ÷ p99 at %d jobs | DB bytes per job |\n|---|---:|---:|---:|---:|\n", scales[0].jobs)
@@ -561,52 +565,58 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		}
 
 	}
-	p("\n### 4. Contention: worker processes on one file, claim → complete for %.1f s each, synchronous=FULL (%s)\n\n", max(2*o.scale, 0.3), n)
-	p("| processes | total cycles/s | range | claim p50 | claim p99 | BUSY (sum over repetitions) |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		if r.section != "contention" {
-			continue
+	if o.want("contention") {
+		p("\n### 4. Contention: worker processes on one file, claim → complete for %.1f s each, synchronous=FULL (%s)\n\n", max(2*o.scale, 0.3), n)
+		p("| processes | total cycles/s | range | claim p50 | claim p99 | BUSY (sum over repetitions) |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, r := range rows {
+			if r.section != "contention" {
+				continue
+			}
+			if s := status(r); s != "" {
+				p("| %s | %s | | | | |\n", r.name, s)
+				continue
+			}
+			rt := rates(r)
+			busy := 0
+			for _, x := range r.res {
+				busy += x.Busy
+			}
+			p("| %s | %s | %s | %s | %s | %d |\n", strings.TrimSuffix(r.name, " processes"), num(median(rt)), spread(rt),
+				us(median(values(r, func(x result) float64 { return float64(x.P50NS) }))),
+				us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))), busy)
 		}
-		if s := status(r); s != "" {
-			p("| %s | %s | | | | |\n", r.name, s)
-			continue
-		}
-		rt := rates(r)
-		busy := 0
-		for _, x := range r.res {
-			busy += x.Busy
-		}
-		p("| %s | %s | %s | %s | %s | %d |\n", strings.TrimSuffix(r.name, " processes"), num(median(rt)), spread(rt),
-			us(median(values(r, func(x result) float64 { return float64(x.P50NS) }))),
-			us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))), busy)
-	}
 
-	p("\n### 5. Boundary cost: ns per call (%s)\n\n", n)
-	p("| caller | `leases_abi_version` | `leases_lease_expiry` |\n|---|---:|---:|\n")
-	for _, r := range rows {
-		if r.section != "boundary" {
-			continue
-		}
-		if s := status(r); s != "" {
-			p("| %s | %s | |\n", r.name, s)
-			continue
-		}
-		p("| %s | %s | %s |\n", r.name, num(median(values(r, func(x result) float64 { return x.NSOp }))),
-			num(median(values(r, func(x result) float64 { return x.Extra["expiry_ns"] }))))
 	}
+	if o.want("boundary") {
+		p("\n### 5. Boundary cost: ns per call (%s)\n\n", n)
+		p("| caller | `leases_abi_version` | `leases_lease_expiry` |\n|---|---:|---:|\n")
+		for _, r := range rows {
+			if r.section != "boundary" {
+				continue
+			}
+			if s := status(r); s != "" {
+				p("| %s | %s | |\n", r.name, s)
+				continue
+			}
+			p("| %s | %s | %s |\n", r.name, num(median(values(r, func(x result) float64 { return x.NSOp }))),
+				num(median(values(r, func(x result) float64 { return x.Extra["expiry_ns"] }))))
+		}
 
-	p("\n### 6. Memory: peak RSS (VmHWM) of one Go worker process, one run, synchronous=NORMAL\n\n")
-	switch {
-	case rssErr != nil:
-		p("failed: %v\n", rssErr)
-	case rss != nil:
-		e := rss.Extra
-		p("| idle (opened) | after %d warm-up cycles | after %d cycles | growth after warm-up |\n|---:|---:|---:|---:|\n",
-			rss.Ops/10, rss.Ops)
-		p("| %.1f MiB | %.1f MiB | %.1f MiB | %+.1f MiB |\n", e["idle_hwm_kb"]/1024, e["warm_hwm_kb"]/1024,
-			e["after_hwm_kb"]/1024, (e["after_hwm_kb"]-e["warm_hwm_kb"])/1024)
 	}
+	if o.want("memory") {
+		p("\n### 6. Memory: peak RSS (VmHWM) of one Go worker process, one run, synchronous=NORMAL\n\n")
+		switch {
+		case rssErr != nil:
+			p("failed: %v\n", rssErr)
+		case rss != nil:
+			e := rss.Extra
+			p("| idle (opened) | after %d warm-up cycles | after %d cycles | growth after warm-up |\n|---:|---:|---:|---:|\n",
+				rss.Ops/10, rss.Ops)
+			p("| %.1f MiB | %.1f MiB | %.1f MiB | %+.1f MiB |\n", e["idle_hwm_kb"]/1024, e["warm_hwm_kb"]/1024,
+				e["after_hwm_kb"]/1024, (e["after_hwm_kb"]-e["warm_hwm_kb"])/1024)
+		}
 
+	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
 	target := func(name string, got float64, want float64, ok bool, have bool) {
