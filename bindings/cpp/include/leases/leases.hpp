@@ -221,9 +221,8 @@ std::int64_t to_us(std::chrono::duration<Rep, Period> d) {
         if (!(count > Rep(0))) {
             reject_duration<Rep, Period>(count, "not positive");
         }
-        // Rep may be wider than uintmax_t only as an extension type; a count
-        // that large is far beyond 24 h in any period of at most 1 s ... or
-        // a fraction; either way it is rejected, never truncated.
+        // Only an extension type (__int128) is wider than uintmax_t. A count
+        // beyond uintmax_t is rejected here rather than truncated below.
         if constexpr (std::numeric_limits<Rep>::digits > std::numeric_limits<std::uintmax_t>::digits) {
             if (count > static_cast<Rep>(std::numeric_limits<std::uintmax_t>::max())) {
                 reject_duration<Rep, Period>(count, "out of range");
