@@ -288,6 +288,32 @@ func leasesgo_lease_job_id(h C.uintptr_t, out **C.char) C.int {
 	return leaseString(h, out, "out_job_id", func(l *core.Lease) (string, error) { return l.JobID(), nil })
 }
 
+//export leasesgo_lease_payload
+func leasesgo_lease_payload(h C.uintptr_t, out **C.uint8_t, outLen *C.size_t) (st C.int) {
+	defer recoverTo(&st)
+	if out == nil {
+		return status(invalid("out_payload is NULL"))
+	}
+	*out = nil
+	if outLen == nil {
+		return status(invalid("out_payload_len is NULL"))
+	}
+	*outLen = 0
+	l, err := leaseOf(uintptr(h))
+	if err != nil {
+		return status(err)
+	}
+	b, err := l.Payload()
+	if err != nil {
+		return status(err)
+	}
+	// Always a fresh allocation, even for an empty payload, so the caller
+	// frees one pointer with leases_free in every success case.
+	*out = (*C.uint8_t)(C.CBytes(append(b[:len(b):len(b)], 0)))
+	*outLen = C.size_t(len(b))
+	return 0
+}
+
 //export leasesgo_lease_production
 func leasesgo_lease_production(h C.uintptr_t, out **C.char) C.int {
 	return leaseString(h, out, "out_production", func(l *core.Lease) (string, error) { return l.Production(), nil })

@@ -154,6 +154,12 @@ leases_status leases_lease_job_id(const leases_lease *lease, char **out_job_id) 
 	return leasesgo_lease_job_id(H(lease), out_job_id);
 }
 
+leases_status leases_lease_payload(const leases_lease *lease, uint8_t **out_payload,
+                                   size_t *out_payload_len) {
+	CHECK_FORK();
+	return leasesgo_lease_payload(H(lease), out_payload, out_payload_len);
+}
+
 leases_status leases_lease_production(const leases_lease *lease, char **out_production) {
 	CHECK_FORK();
 	return leasesgo_lease_production(H(lease), out_production);

@@ -79,6 +79,32 @@ func (l *Lease) ExpiryUnixUS() int64 {
 	return l.expiry
 }
 
+// Payload reads the claimed job's payload bytes, the worker's input. It works
+// on an active lease and on a pending one (so an edit can claim, read, work
+// and complete in one commit); it reads only and never changes the claim.
+func (l *Lease) Payload() ([]byte, error) {
+	if err := l.nilCheck(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	closed := l.state == LeaseClosed
+	l.mu.Unlock()
+	if closed {
+		return nil, errf(KindClosed, "lease for job %s is closed", l.jobID)
+	}
+	if err := l.a.usable(); err != nil {
+		return nil, err
+	}
+	j, err := l.a.b.JobByID(bg, l.jobID)
+	if errors.Is(err, store.ErrNoRow) {
+		return nil, errf(KindNotFound, "job %s does not exist", l.jobID)
+	}
+	if err != nil {
+		return nil, storageErr("read payload", err)
+	}
+	return j.Payload, nil
+}
+
 // State is the local state.
 func (l *Lease) State() LeaseState {
 	l.mu.Lock()

@@ -452,3 +452,28 @@ func TestFactsJSONIsValidatedBeforeAnyWrite(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, f.Metadata)
 }
+
+func TestALeaseReadsItsJobsPayloadWhileActiveOrPending(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.a.RequestJob("p", "k", []byte("input bytes"))
+	require.NoError(t, err)
+	_, err = f.a.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	l := f.claim("w", time.Minute)
+	b, err := l.Payload()
+	require.NoError(t, err)
+	require.Equal(t, []byte("input bytes"), b)
+	e, err := f.a.Begin()
+	require.NoError(t, err)
+	pending, err := e.Claim("p", "w", time.Minute)
+	require.NoError(t, err)
+	b, err = pending.Payload()
+	require.NoError(t, err)
+	require.Empty(t, b)
+	e.Abort()
+	_, err = pending.Payload()
+	requireKind(t, err, KindClosed)
+	require.NoError(t, l.Complete(Facts{}))
+	_, err = l.Payload()
+	requireKind(t, err, KindClosed)
+}

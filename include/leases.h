@@ -108,7 +108,7 @@ typedef int leases_status;
 #define LEASES_CANCELLED 8        /* the coordinator cancelled the job */
 #define LEASES_NOT_EXTENDED 9     /* a renewal would not extend the expiry */
 #define LEASES_CLOCK_REGRESSED 10 /* the authority clock is behind its high-water mark */
-#define LEASES_CLOSED 11          /* lease closed or pending, edit consumed, authority closed */
+#define LEASES_CLOSED 11          /* lease closed or pending locally, or its authority closed */
 #define LEASES_BAD_TOKEN 12       /* malformed or unsupported token */
 #define LEASES_BUSY 13            /* the writer lock was not obtained within the busy timeout */
 #define LEASES_STORAGE 14         /* the database could not be opened, read or written */
@@ -128,7 +128,8 @@ const char *leases_version(void);
  * for any other value. Static; do not free. */
 const char *leases_status_name(leases_status status);
 /* This thread's message for its last failed call; "" before any failure.
- * Never NULL, never holds a secret. Owned by the library, valid until this
+ * It starts with the status name ("not_found: job ... does not exist"), so
+ * print it as it is. Never NULL, never holds a secret. Owned by the library, valid until this
  * thread's next call into the library. */
 const char *leases_last_error(void);
 /* Releases a string or buffer the library handed out. Accepts NULL. */
@@ -182,6 +183,13 @@ leases_status leases_lease_complete(leases_lease *lease, const char *facts_json)
 leases_status leases_lease_expiry(const leases_lease *lease, int64_t *out_expiry_unix_us);
 /* The job id. *out_job_id: free with leases_free. Local. */
 leases_status leases_lease_job_id(const leases_lease *lease, char **out_job_id);
+/* The claimed job's payload, the worker's input: *out_payload_len bytes at
+ * *out_payload (always a fresh allocation, NUL-terminated for convenience,
+ * even when the length is 0); free with leases_free. Works on an active lease
+ * and on a pending one (claim, read, work and complete in one edit); reads
+ * the store, never changes the claim. */
+leases_status leases_lease_payload(const leases_lease *lease, uint8_t **out_payload,
+                                   size_t *out_payload_len);
 /* The production name. *out_production: free with leases_free. Local. */
 leases_status leases_lease_production(const leases_lease *lease, char **out_production);
 /* The worker attribution given at claim. *out_worker: free with leases_free. */

@@ -134,6 +134,11 @@ static void test_full_lifecycle_request_claim_renew_complete_release_fail(void) 
 	CHECK(prod && strcmp(prod, "p") == 0);
 	CHECK(worker && strcmp(worker, "w1") == 0);
 	CHECK(strcmp(job_state(a, j1), "claimed") == 0);
+	uint8_t *payload = NULL;
+	size_t payload_len = 99;
+	CHECK_OK(leases_lease_payload(l, &payload, &payload_len)); /* the worker's input */
+	CHECK(payload != NULL && payload_len == 7 && memcmp(payload, "payload", 7) == 0);
+	leases_free(payload);
 
 	int64_t e1 = 0, e2 = 0;
 	CHECK_OK(leases_lease_expiry(l, &e1));
@@ -279,6 +284,14 @@ static void test_null_for_every_pointer_parameter_is_an_argument_error(void) {
 	CHECK_ST(leases_lease_production(l, NULL), IA);
 	CHECK_ST(leases_lease_worker(NULL, &s), IA);
 	CHECK_ST(leases_lease_worker(l, NULL), IA);
+	{
+		uint8_t *pb = (uint8_t *)1;
+		size_t pn = 5;
+		CHECK_ST(leases_lease_payload(NULL, &pb, &pn), IA);
+		CHECK(pb == NULL && pn == 0);
+		CHECK_ST(leases_lease_payload(l, NULL, &pn), IA);
+		CHECK_ST(leases_lease_payload(l, &pb, NULL), IA);
+	}
 	CHECK_ST(leases_lease_export(NULL, &s), IA);
 	CHECK_ST(leases_lease_export(l, NULL), IA);
 	CHECK_ST(leases_lease_import(NULL, "lt1.x", &lo), IA);

@@ -57,6 +57,19 @@ TEST_F(Lifecycle, LeaseReportsJobProductionWorkerAndExactExpiry) {
     EXPECT_EQ(j["expiry_unix_us"].integer(), t0 + 1500);
 }
 
+TEST_F(Lifecycle, ALeaseReadsItsJobsPayloadExactly) {
+    const std::string bytes("\0\xff" "binary\0", 9);
+    const auto id = a().request_job("p", "", bytes);
+    auto l = a().claim_job("p", id, "w", 1s);
+    const auto got = l.payload();
+    EXPECT_EQ(std::string(got.begin(), got.end()), bytes);
+    const auto empty = a().request_job("p");
+    auto e = a().claim_job("p", empty, "w", 1s);
+    EXPECT_TRUE(e.payload().empty());
+    l.release();
+    EXPECT_THROW((void)l.payload(), leases::Closed);
+}
+
 TEST_F(Lifecycle, DestroyingALeaseFreesLocalMemoryOnlyAndWritesNothing) {
     const auto ids = request(1);
     const std::string events_before = a().events_json("p");

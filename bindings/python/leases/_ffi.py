@@ -83,6 +83,10 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_lease_complete": (c_status, [LeasePtr, c_char_p]),
     "leases_lease_expiry": (c_status, [LeasePtr, ctypes.POINTER(c_int64)]),
     "leases_lease_job_id": (c_status, [LeasePtr, c_owned_str_out]),
+    "leases_lease_payload": (
+        c_status,
+        [LeasePtr, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(c_size_t)],
+    ),
     "leases_lease_production": (c_status, [LeasePtr, c_owned_str_out]),
     "leases_lease_worker": (c_status, [LeasePtr, c_owned_str_out]),
     "leases_lease_export": (c_status, [LeasePtr, c_owned_str_out]),
@@ -229,6 +233,17 @@ def take_string(out: ctypes.c_void_p) -> str:
         return ""
     try:
         return ctypes.string_at(address).decode("utf-8")
+    finally:
+        lib.leases_free(address)
+
+
+def take_bytes(out: ctypes.c_void_p, length: int) -> bytes:
+    """Copies an owned output buffer and gives it back with leases_free."""
+    address = out.value
+    if not address:
+        return b""
+    try:
+        return ctypes.string_at(address, length)
     finally:
         lib.leases_free(address)
 

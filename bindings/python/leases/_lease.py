@@ -75,6 +75,15 @@ class Lease(Managed):
         _ffi.call(_ffi.lib.leases_lease_expiry, self._handle(), ctypes.byref(out))
         return datetime_from_unix_us(out.value)
 
+    @property
+    def payload(self) -> bytes:
+        """The claimed job's payload bytes, the worker's input. Reads the
+        store; works while the lease is active or pending in an edit."""
+        out = ctypes.c_void_p()
+        length = ctypes.c_size_t()
+        _ffi.call(_ffi.lib.leases_lease_payload, self._handle(), ctypes.byref(out), ctypes.byref(length))
+        return _ffi.take_bytes(out, length.value)
+
     def renew(self, duration: timedelta) -> None:
         """Sets the expiry to now + duration; it must extend the current one
         and commit before it."""

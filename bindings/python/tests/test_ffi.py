@@ -74,6 +74,9 @@ def expected_ctype(c_type: str, is_return: bool) -> Any:
         return ctypes.c_char_p if stars == "*" else ctypes.POINTER(ctypes.c_void_p)
     if base == "uint8_t" and stars == "*":
         return ctypes.POINTER(ctypes.c_uint8)
+    if base == "uint8_t" and stars == "**":
+        # an owned output buffer, read as an address so it can go to leases_free
+        return ctypes.POINTER(ctypes.c_void_p)
     if base in scalars:
         return scalars[base] if stars == "" else ctypes.POINTER(scalars[base])
     raise AssertionError(f"the test does not know the C type {c_type!r}")

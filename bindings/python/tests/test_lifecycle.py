@@ -35,6 +35,19 @@ def test_claim_renew_complete_publishes_the_completion(auth: leases.Authority) -
     assert kinds == ["requested", "claimed", "renewed", "completed"]
 
 
+def test_a_lease_reads_its_jobs_payload_exactly(auth: leases.Authority) -> None:
+    auth.request_job(PRODUCTION, payload=b"\x00\xffbinary\x00")
+    auth.request_job(PRODUCTION)
+    lease = auth.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+    assert lease is not None
+    assert lease.payload == b"\x00\xffbinary\x00"
+    empty = auth.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+    assert empty is not None and empty.payload == b""
+    lease.release()
+    with pytest.raises(leases.Closed):
+        lease.payload
+
+
 def test_claim_returns_None_when_nothing_is_claimable(auth: leases.Authority) -> None:
     assert auth.claim(PRODUCTION, worker="w", duration=SECONDS_30) is None
 

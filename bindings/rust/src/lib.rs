@@ -430,6 +430,23 @@ impl Lease {
         &self.worker
     }
 
+    /// The claimed job's payload bytes, the worker's input. Reads the store;
+    /// works while the lease is active or pending in an edit.
+    pub fn payload(&self) -> Result<Vec<u8>> {
+        let mut p: *mut u8 = std::ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: live handle, valid out pointers.
+        error::check(unsafe { sys::leases_lease_payload(self.raw, &mut p, &mut len) })?;
+        if p.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the library allocated `len` readable bytes at `p`.
+        let bytes = unsafe { std::slice::from_raw_parts(p, len) }.to_vec();
+        // SAFETY: allocated by the library, released exactly once with its free.
+        unsafe { sys::leases_free(p.cast()) };
+        Ok(bytes)
+    }
+
     /// The expiry last confirmed by the authority (local; no store access).
     pub fn expiry(&self) -> Result<SystemTime> {
         let mut us = 0i64;

@@ -112,6 +112,11 @@ extern "C" {
     pub fn leases_lease_complete(lease: *mut leases_lease, facts_json: *const c_char) -> leases_status;
     pub fn leases_lease_expiry(lease: *const leases_lease, out_expiry_unix_us: *mut i64) -> leases_status;
     pub fn leases_lease_job_id(lease: *const leases_lease, out_job_id: *mut *mut c_char) -> leases_status;
+    pub fn leases_lease_payload(
+        lease: *const leases_lease,
+        out_payload: *mut *mut u8,
+        out_payload_len: *mut usize,
+    ) -> leases_status;
     pub fn leases_lease_production(lease: *const leases_lease, out_production: *mut *mut c_char) -> leases_status;
     pub fn leases_lease_worker(lease: *const leases_lease, out_worker: *mut *mut c_char) -> leases_status;
     pub fn leases_lease_export(lease: *const leases_lease, out_token: *mut *mut c_char) -> leases_status;

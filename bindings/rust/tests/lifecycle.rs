@@ -29,6 +29,19 @@ fn claim_renew_complete_publishes_and_closes_the_lease() {
 }
 
 #[test]
+fn a_lease_reads_its_jobs_payload_exactly() {
+    let (_dir, auth) = fresh("payload");
+    auth.request_job(PRODUCTION, None, b"\x00\xffbinary\x00").unwrap();
+    auth.request_job(PRODUCTION, None, b"").unwrap();
+    let lease = auth.claim(PRODUCTION, "w", HOUR).unwrap().expect("a job");
+    assert_eq!(lease.payload().unwrap(), b"\x00\xffbinary\x00".to_vec());
+    let empty = auth.claim(PRODUCTION, "w", HOUR).unwrap().expect("a job");
+    assert!(empty.payload().unwrap().is_empty());
+    lease.release().unwrap();
+    assert_eq!(lease.payload().unwrap_err().kind(), ErrorKind::Closed);
+}
+
+#[test]
 fn claim_returns_none_when_nothing_is_claimable() {
     let (_dir, auth) = fresh("none");
     assert!(auth.claim(PRODUCTION, "w1", HOUR).unwrap().is_none());

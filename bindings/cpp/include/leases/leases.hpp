@@ -331,6 +331,15 @@ public:
         check(leases_lease_worker(handle_.get(), &out));
         return detail::take_string(out);
     }
+    /// The claimed job's payload bytes, the worker's input. Reads the store;
+    /// works while the lease is active or pending in an edit.
+    [[nodiscard]] std::vector<std::uint8_t> payload() const {
+        std::uint8_t *out = nullptr;
+        std::size_t len = 0;
+        check(leases_lease_payload(handle_.get(), &out, &len));
+        std::unique_ptr<std::uint8_t, void (*)(void *)> owned(out, leases_free);
+        return out ? std::vector<std::uint8_t>(out, out + len) : std::vector<std::uint8_t>();
+    }
 
     /// Exports the active lease as a token for another process. The token is
     /// a credential: keep it out of logs, argument lists and environments.
