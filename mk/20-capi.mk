@@ -5,9 +5,14 @@ CAPI_SO       := $(BUILD)/libleases.so
 CAPI_TEST_SO  := $(BUILD)/test/libleases.so
 CAPI_CGO_DIR  := $(BUILD)/cgo
 CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.map core/*.go core/*/*.go core/*/*/*.go) \
-                 go.mod go.sum VERSION include/leases.h include/leases_testing.h
+                 go.mod go.sum VERSION abi/VERSION include/leases.h include/leases_testing.h mk/20-capi.mk
 CAPI_CGO_CFLAGS := -g -O2 -DLEASES_RELEASE_VERSION=$(VERSION)
-CAPI_LDFLAGS  := -extldflags=-Wl,--version-script=$(ROOT)/capi/leases.map
+# The SONAME carries the ABI number (docs/ABI.md): programs linked with
+# -lleases record libleases.so.$(ABI) and refuse to start against another ABI.
+# gcc's -Wl splits on commas, so both linker options travel in one word.
+ABI           := $(shell cat abi/VERSION)
+CAPI_SONAME   := libleases.so.$(ABI)
+CAPI_LDFLAGS  := -extldflags=-Wl,--version-script=$(ROOT)/capi/leases.map,-soname,$(CAPI_SONAME)
 
 CTEST_DIR     := $(BUILD)/test/c
 CTEST_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Iinclude -I$(CTEST_DIR)
@@ -27,12 +32,14 @@ $(CAPI_SO): $(CAPI_SRCS)
 	CGO_ENABLED=1 CGO_CFLAGS="$(CAPI_CGO_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared \
 		-ldflags="$(CAPI_LDFLAGS)" -o $@ ./capi
 	mv $(basename $@).h $(CAPI_CGO_DIR)/libleases_release_cgo.h
+	ln -sfn libleases.so $(@D)/$(CAPI_SONAME)
 
 $(CAPI_TEST_SO): $(CAPI_SRCS)
 	@mkdir -p $(@D) $(CAPI_CGO_DIR)
 	CGO_ENABLED=1 CGO_CFLAGS="$(CAPI_CGO_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared -tags leasestest \
 		-ldflags="$(CAPI_LDFLAGS)" -o $@ ./capi
 	mv $(basename $@).h $(CAPI_CGO_DIR)/libleases_test_cgo.h
+	ln -sfn libleases.so $(@D)/$(CAPI_SONAME)
 
 $(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json VERSION abi/VERSION
 	python3 tests/c/gen_vectors.py $(ROOT) $@

@@ -17,3 +17,10 @@ $(CLI_BIN): $(CLI_SRCS)
 
 test-cli: $(CLI_BIN) ## shell smoke test of the release CLI binary, as an operator uses it
 	bash tests/cli/smoke.sh $(ROOT)/$(CLI_BIN) $(VERSION)
+
+# `make install` (mk/60-cpp.mk) also installs the CLI as $(PREFIX)/bin/leases.
+.PHONY: install-cli
+install: install-cli
+
+install-cli: $(CLI_BIN)
+	install -D -m 0755 $(CLI_BIN) $(DESTDIR)$(abspath $(PREFIX))/bin/leases

@@ -43,7 +43,7 @@ test-cpp-install: $(CAPI_SO) cpp-tools ## make install into a temporary prefix; 
 	bash $(CPP_DIR)/tests/install_test.sh $(ROOT)
 
 # A prerequisite only, so another component can add its own install steps.
-install: install-cpp ## install libleases.so, leases.h, leases.hpp, CMake package and leases.pc (PREFIX=/usr/local)
+install: install-cpp ## install libleases.so.N (+ libleases.so link), leases.h, leases.hpp, CMake package, leases.pc and the leases CLI (PREFIX=/usr/local)
 
 install-cpp: $(CAPI_SO)
 	@if ! command -v cmake >/dev/null; then $(MAKE) --no-print-directory cpp-tools; fi

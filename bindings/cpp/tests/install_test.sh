@@ -12,10 +12,22 @@ prefix=$tmp/prefix
 
 make -C "$root" --no-print-directory install PREFIX="$prefix"
 
+abi=$(cat "$root/abi/VERSION")
+soname=libleases.so.$abi
 for f in include/leases.h include/leases/leases.hpp lib/cmake/leases/leasesConfig.cmake \
-         lib/cmake/leases/leasesConfigVersion.cmake lib/pkgconfig/leases.pc lib/libleases.so; do
+         lib/cmake/leases/leasesConfigVersion.cmake lib/pkgconfig/leases.pc lib/$soname bin/leases; do
   test -f "$prefix/$f" || { echo "install test: $prefix/$f is missing" >&2; exit 1; }
 done
+# The real file carries the SONAME; libleases.so is the development link to it.
+if [ "$(readlink "$prefix/lib/libleases.so")" != "$soname" ]; then
+  echo "install test: lib/libleases.so must be a symlink to $soname" >&2; ls -la "$prefix/lib" >&2; exit 1
+fi
+if ! readelf -d "$prefix/lib/$soname" | grep -q "Library soname: \[$soname\]"; then
+  echo "install test: lib/$soname has no SONAME $soname" >&2; exit 1
+fi
+# The installed CLI runs and reports the release version.
+"$prefix/bin/leases" version | grep -q "$(cat "$root/VERSION")" || {
+  echo "install test: bin/leases version does not report $(cat "$root/VERSION")" >&2; exit 1; }
 if [ -e "$prefix/include/leases_testing.h" ]; then
   echo "install test: the test seam header must not be installed" >&2; exit 1
 fi
@@ -24,9 +36,9 @@ fi
 cmake -S "$root/bindings/cpp/tests/consumer" -B "$tmp/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$tmp/consumer" -j2 >/dev/null
-# Linked as -lleases: the executable needs "libleases.so", not a build path.
-if ! readelf -d "$tmp/consumer/consumer" | grep -q 'Shared library: \[libleases.so\]'; then
-  echo "install test: consumer does not depend on plain libleases.so:" >&2
+# The executable records the SONAME, not a build path or the unversioned link.
+if ! readelf -d "$tmp/consumer/consumer" | grep -q "Shared library: \[$soname\]"; then
+  echo "install test: consumer does not depend on $soname:" >&2
   readelf -d "$tmp/consumer/consumer" | grep NEEDED >&2; exit 1
 fi
 "$tmp/consumer/consumer" "$tmp/consumer.db"
