@@ -1,0 +1,292 @@
+"""make demo: the product doing its job on an embedded database.
+
+A coordinator (this script, over the Python binding) creates demo/leases.db
+with one production of jobs, then shows, with real processes:
+  1. a token handed from one process to another (Python claims and exports it
+     into a 0600 file; the `leases complete` CLI imports it and completes);
+  2. a worker killed with SIGKILL mid-job, whose claim recovers by expiry
+     (another worker claims the job again: a claim_expired event);
+  3. a job cancelled by the coordinator (`leases cancel`);
+  4. workers in Python, Rust, C++ and a shell loop over `leases exec` draining
+     the production, with live progress from the job listing;
+and ends with a summary and the tail of the event log (`leases events`).
+Nothing here ever prints a token: tokens live only in 0600 files of a 0700
+directory. It exits non-zero when an expectation of the summary fails, and
+writes the summary as JSON (--summary-json) for `make test-demo`.
+"""
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import leases
+
+PRODUCTION = "demo"
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", required=True, help="the repository")
+    p.add_argument("--db", default="demo/leases.db")
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument("--work-ms", type=int, default=150, help="each job's pretend work")
+    p.add_argument("--expire-ms", type=int, default=3000, help="the doomed worker's claim duration")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between progress lines")
+    p.add_argument("--deadline", type=float, default=120.0, help="give up after this many seconds")
+    p.add_argument("--cpp-worker", required=True)
+    p.add_argument("--rust-worker", required=True)
+    p.add_argument("--summary-json", default="")
+    return p.parse_args()
+
+
+class Demo:
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+        self.root = Path(a.root).resolve()
+        self.db = (self.root / a.db).resolve()
+        self.cli = str(self.root / "build" / "leases")
+        self.work = self.db.parent / "work"  # logs, stop file, outputs
+        self.out = self.work / "out"
+        self.stop = self.work / "stop"
+        # Tokens only ever live here: a fresh 0700 directory, files 0600.
+        self.secrets = Path(tempfile.mkdtemp(prefix="leases-demo-"))
+        self.t0 = time.monotonic()
+        self.procs: Dict[str, subprocess.Popen] = {}
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = str(self.root / "bindings" / "python")
+        self.env["LEASES_LIBRARY"] = str(self.root / "build" / "libleases.so")
+        self.env["LEASES_DB"] = str(self.db)
+
+    def say(self, msg: str) -> None:
+        print(f"[{time.monotonic() - self.t0:5.1f}s] {msg}", flush=True)
+
+    def run_cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([self.cli, "--db", str(self.db), *args], env=self.env,
+                              capture_output=True, text=True, timeout=60)
+
+    def python_worker(self, worker: str, *extra: str) -> List[str]:
+        return [sys.executable, str(self.root / "demo" / "worker.py"), "--db", str(self.db),
+                "--production", PRODUCTION, "--worker", worker, *extra]
+
+    # ---- set-up ------------------------------------------------------------
+
+    def setup(self, auth: leases.Authority) -> List[str]:
+        auth.create_production(PRODUCTION)
+        ids = [auth.request_job(PRODUCTION, key=f"frame-{i:03d}", payload=f"frame {i:03d} of the demo".encode())
+               for i in range(self.a.jobs)]
+        self.say(f"created {self.db.relative_to(self.root)}: production '{PRODUCTION}' with {len(ids)} requested jobs")
+        return ids
+
+    # ---- 1. a token handed from one process to another ----------------------
+
+    def handoff(self) -> str:
+        token_file = self.secrets / "handoff.token"
+        claimer = subprocess.run(self.python_worker("python-handoff", "--duration-ms", "30000",
+                                                    "--export", str(token_file)),
+                                 env=self.env, capture_output=True, text=True, timeout=60)
+        if claimer.returncode != 0:
+            raise SystemExit(f"demo: the handoff claimer failed:\n{claimer.stderr}")
+        job = claimer.stdout.split()[-1]
+        mode = f"{token_file.stat().st_mode & 0o777:04o}"
+        self.say(f"token handoff: a Python process claimed job {job[:8]} as 'python-handoff' and exported "
+                 f"its token into a {mode} file (the token is never shown)")
+        done = self.run_cli("complete", "--token-file", str(token_file),
+                            "--metadata", "handoff=true", "--provenance", 'completed_by="leases complete"')
+        token_file.unlink()
+        if done.returncode != 0:
+            raise SystemExit(f"demo: `leases complete` of the handed-off token failed:\n{done.stderr}")
+        self.say(f"token handoff: another process, `leases complete --token-file`, imported it and completed job {job[:8]}")
+        return job
+
+    # ---- 2. a worker killed mid-job ------------------------------------------
+
+    def doomed(self) -> str:
+        log = open(self.work / "python-doomed.log", "w")
+        p = subprocess.Popen(self.python_worker("python-doomed", "--hang", "--duration-ms", str(self.a.expire_ms)),
+                             env=self.env, stdout=subprocess.PIPE, stderr=log, text=True)
+        line = p.stdout.readline() if p.stdout else ""
+        if not line.startswith("claimed "):
+            p.kill()
+            raise SystemExit("demo: the doomed worker did not claim a job")
+        job = line.split()[1]
+        time.sleep(0.2)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        self.say(f"kill -9: worker 'python-doomed' (pid {p.pid}) claimed job {job[:8]} for "
+                 f"{self.a.expire_ms / 1000:g}s and was killed mid-job; the claim stays until it expires")
+        return job
+
+    # ---- 3. the coordinator cancels a job ------------------------------------
+
+    def cancel(self, job: str) -> None:
+        r = self.run_cli("cancel", "--production", PRODUCTION, "--job", job)
+        if r.returncode != 0:
+            raise SystemExit(f"demo: leases cancel failed:\n{r.stderr}")
+        self.say(f"coordinator: `leases cancel --production {PRODUCTION} --job {job[:8]}…` cancelled the last job")
+
+    # ---- 4. the workers --------------------------------------------------------
+
+    def start_workers(self) -> None:
+        w = str(self.a.work_ms)
+        commands = {
+            "python-1": self.python_worker("python-1", "--work-ms", w, "--stop-file", str(self.stop)),
+            "rust-1": [self.a.rust_worker, str(self.db), PRODUCTION, "rust-1", w, str(self.stop)],
+            "cpp-1": [self.a.cpp_worker, str(self.db), PRODUCTION, "cpp-1", w, str(self.stop), str(self.out)],
+            "cli-1": ["bash", str(self.root / "demo" / "cli_worker.sh"), self.cli, str(self.db), PRODUCTION,
+                      "cli-1", w, str(self.stop), str(self.out)],
+        }
+        env = dict(self.env, TMPDIR=str(self.secrets))
+        for name, cmd in commands.items():
+            log = open(self.work / f"{name}.log", "w")
+            self.procs[name] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self.say("started workers: python-1 (Python), rust-1 (Rust), cpp-1 (C++, reference executor), "
+                 "cli-1 (shell: leases claim --token-out + leases exec)")
+
+    def stop_workers(self) -> None:
+        self.stop.touch()
+        deadline = time.monotonic() + 20
+        for name, p in self.procs.items():
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                self.say(f"worker {name} did not stop in time: killed")
+
+    # ---- progress and summary ------------------------------------------------
+
+    def progress(self, jobs: List[leases.Job]) -> str:
+        states = collections.Counter(j.state for j in jobs)
+        terminal = sum(states[s] for s in TERMINAL)
+        per = collections.Counter(j.worker for j in jobs if j.state == "completed")
+        width = 24
+        filled = width * terminal // max(1, len(jobs))
+        bar = "#" * filled + "." * (width - filled)
+        workers = "  ".join(f"{w} {per[w]}" for w in ("python-1", "rust-1", "cpp-1", "cli-1"))
+        return (f"done {terminal:3d}/{len(jobs)} [{bar}] requested {states['requested']:3d} "
+                f"claimed {states['claimed']:2d} | {workers}")
+
+    def run(self) -> int:
+        for p in (self.db, Path(str(self.db) + "-wal"), Path(str(self.db) + "-shm")):
+            p.unlink(missing_ok=True)
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.out.mkdir(parents=True)
+        self.say(f"libleases {leases.library_version()} (release library {Path(leases.library_path()).name}), "
+                 f"{self.a.jobs} jobs, ~{self.a.work_ms} ms of work each")
+
+        with leases.Authority(self.db) as auth:
+            ids = self.setup(auth)
+            handed = self.handoff()
+            doomed = self.doomed()
+            cancelled = ids[-1]
+            self.cancel(cancelled)
+            self.start_workers()
+
+            recovered_by: Optional[str] = None
+            last = 0.0
+            while True:
+                jobs = auth.jobs(PRODUCTION)
+                by_id = {j.id: j for j in jobs}
+                d = by_id[doomed]
+                if recovered_by is None and d.worker != "python-doomed":
+                    recovered_by = d.worker
+                    self.say(f"recovery: job {doomed[:8]}'s claim expired; '{recovered_by}' claimed it again")
+                all_terminal = all(j.state in TERMINAL for j in jobs)
+                now = time.monotonic()
+                if all_terminal or now - last >= self.a.interval:
+                    self.say(self.progress(jobs))
+                    last = now
+                if all_terminal:
+                    break
+                dead = [n for n, p in self.procs.items() if p.poll() is not None]
+                if dead or now - self.t0 > self.a.deadline:
+                    self.stop_workers()
+                    why = f"worker(s) {', '.join(dead)} exited early" if dead else "the deadline passed"
+                    print(f"demo: FAILED: {why}; logs in {self.work}", file=sys.stderr)
+                    return 1
+                time.sleep(0.1)
+            self.stop_workers()
+            return self.summary(auth, ids, handed, doomed, cancelled)
+
+    def summary(self, auth: leases.Authority, ids: List[str], handed: str, doomed: str, cancelled: str) -> int:
+        jobs = {j.id: j for j in auth.jobs(PRODUCTION)}
+        events = auth.events(production=PRODUCTION)
+        states = collections.Counter(j.state for j in jobs.values())
+        per = collections.Counter(j.worker for j in jobs.values() if j.state == "completed")
+        expired = [e for e in events if e.kind == "claim_expired" and e.job_id == doomed]
+        outputs = len(list(self.out.iterdir()))
+        elapsed = time.monotonic() - self.t0
+
+        print()
+        print("== summary ==")
+        print(f"jobs: {len(jobs)} — " + ", ".join(f"{s} {states[s]}" for s in
+                                                 ("completed", "failed", "cancelled", "requested", "claimed")))
+        print("completed per worker: " + ", ".join(f"{w} {n}" for w, n in sorted(per.items())))
+        h = jobs[handed]
+        print(f"token handoff: job {handed[:8]} claimed by '{h.worker}' in one process, "
+              f"completed from another: {h.state}")
+        d = jobs[doomed]
+        print(f"killed worker: job {doomed[:8]} ({d.attempts} claims): 'python-doomed' killed -9, claim expired "
+              f"({len(expired)} claim_expired event), then completed by '{d.worker}': {d.state}")
+        print(f"coordinator cancel: job {cancelled[:8]}: {jobs[cancelled].state}")
+        print(f"output files written by executions (C++ and leases exec): {outputs}")
+        print(f"elapsed: {elapsed:.1f}s")
+
+        tail = self.run_cli("events", "--production", PRODUCTION)
+        lines = tail.stdout.splitlines()
+        print()
+        print(f"== event log: last 12 of {len(lines) - 1} (leases events --production {PRODUCTION}) ==")
+        print("\n".join(lines[:1] + lines[-12:]))
+        print()
+        print("== the three shown-on-the-way jobs in the event log ==")
+        print("\n".join(lines[:1] + [ln for ln in lines[1:] if any(j in ln for j in (handed, doomed, cancelled))]))
+
+        kinds = {"python": "python-1", "rust": "rust-1", "c++": "cpp-1", "cli": "cli-1"}
+        checks = {
+            "all jobs terminal": all(j.state in TERMINAL for j in jobs.values()),
+            "every worker kind did work": all(per[w] > 0 for w in kinds.values()),
+            "the handed-off job completed": h.state == "completed" and h.worker == "python-handoff",
+            "the killed worker's claim expired and recovered": bool(expired) and d.state == "completed"
+                                                               and d.worker != "python-doomed",
+            "the cancelled job is cancelled": jobs[cancelled].state == "cancelled",
+            "nothing failed": states["failed"] == 0,
+        }
+        print()
+        for name, ok in checks.items():
+            print(f"{'ok  ' if ok else 'FAIL'} {name}")
+        if self.a.summary_json:
+            Path(self.a.summary_json).write_text(json.dumps({
+                "jobs": len(jobs), "states": dict(states), "completed_per_worker": dict(per),
+                "handoff": {"job": handed, "state": h.state, "worker": h.worker},
+                "killed": {"job": doomed, "state": d.state, "worker": d.worker, "attempts": d.attempts,
+                           "claim_expired_events": len(expired)},
+                "cancelled": {"job": cancelled, "state": jobs[cancelled].state},
+                "checks": checks, "elapsed_s": round(elapsed, 2),
+            }, indent=2))
+        return 0 if all(checks.values()) else 1
+
+
+def main() -> int:
+    demo = Demo(parse())
+    try:
+        return demo.run()
+    finally:
+        for p in demo.procs.values():
+            if p.poll() is None:
+                p.kill()
+        shutil.rmtree(demo.secrets, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

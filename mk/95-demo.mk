@@ -1,0 +1,41 @@
+# make demo (demo/): the product doing its job on ./demo/leases.db, with
+# workers in Python, Rust, C++ and a shell loop over `leases exec`; and
+# test-demo, the same demo in a quick mode on its own database, checked.
+# Everything it runs is the release build: build/libleases.so, build/leases.
+# Python runs as plain python3 with PYTHONPATH (no venv, nothing to install).
+
+DEMO_BUILD := $(BUILD)/demo
+DEMO_CPP   := $(DEMO_BUILD)/cpp_worker
+DEMO_RUST  := $(DEMO_BUILD)/rust/release/leases-demo-worker
+DEMO_DEPS  := $(CAPI_SO) $(CLI_BIN) $(DEMO_CPP) $(DEMO_RUST)
+DEMO_RUN   := PYTHONPATH=$(ROOT)/bindings/python LEASES_LIBRARY=$(ROOT)/$(CAPI_SO) \
+              python3 demo/demo.py --root $(ROOT) --cpp-worker $(ROOT)/$(DEMO_CPP) --rust-worker $(ROOT)/$(DEMO_RUST)
+DEMO_ARGS  ?=
+
+.PHONY: demo demo-workers test-demo
+TEST_TARGETS += test-demo
+
+demo: $(DEMO_DEPS) ## the main job: ~200 jobs, workers in Python/Rust/C++/CLI, a token handoff, a kill -9, a cancel
+	$(DEMO_RUN) $(DEMO_ARGS)
+
+demo-workers: $(DEMO_DEPS)
+
+$(DEMO_CPP): demo/cpp_worker.cpp bindings/cpp/include/leases/leases.hpp include/leases.h $(CAPI_SO)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude -Ibindings/cpp/include $< -o $@ \
+		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+
+# cargo decides what to rebuild; touch gives make a fresh timestamp.
+$(DEMO_RUST): $(wildcard demo/rust-worker/Cargo.* demo/rust-worker/build.rs demo/rust-worker/src/*.rs) \
+              $(wildcard bindings/rust/Cargo.* bindings/rust/build.rs bindings/rust/src/*.rs) $(CAPI_SO)
+	cd demo/rust-worker && CARGO_TARGET_DIR=$(ROOT)/$(DEMO_BUILD)/rust LEASES_LIB_DIR=$(ROOT)/$(BUILD) \
+		$(CARGO) build --release --locked -j 2 --quiet
+	touch $@
+
+# The quick demo (40 jobs) on build/demo-test/leases.db; tests/demo/check.py
+# asserts its summary and scans everything it printed for token text.
+test-demo: $(DEMO_DEPS) ## make demo in a quick mode, its summary checked, no token in its output
+	rm -rf $(DEMO_BUILD)-test && mkdir -p $(DEMO_BUILD)-test
+	$(DEMO_RUN) --db $(BUILD)/demo-test/leases.db --jobs 40 --work-ms 100 --expire-ms 1500 --interval 0.5 \
+		--summary-json $(DEMO_BUILD)-test/summary.json 2>&1 | tee $(DEMO_BUILD)-test/output.txt
+	python3 tests/demo/check.py $(DEMO_BUILD)-test/summary.json $(DEMO_BUILD)-test/output.txt

@@ -1,0 +1,49 @@
+"""make test-demo: checks the quick demo's summary and scans its output.
+
+Usage: check.py SUMMARY_JSON OUTPUT_TXT
+The demo must have left every job terminal, had every worker kind (Python,
+Rust, C++, the CLI) complete work, recovered the killed worker's claim by
+expiry (a claim_expired event, completed by another worker), cancelled the
+coordinator's job, and printed nothing that looks like a token.
+"""
+import json
+import re
+import sys
+
+summary = json.load(open(sys.argv[1]))
+output = open(sys.argv[2]).read()
+failures = []
+
+
+def expect(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+states = summary["states"]
+per = summary["completed_per_worker"]
+expect(summary["jobs"] == 40, "the production has the 40 jobs of the quick mode")
+expect(sum(states.get(s, 0) for s in ("completed", "failed", "cancelled")) == summary["jobs"],
+       "every job is terminal")
+expect(states.get("failed", 0) == 0, "no job failed")
+for worker in ("python-1", "rust-1", "cpp-1", "cli-1"):
+    expect(per.get(worker, 0) > 0, f"worker {worker} completed at least one job")
+expect(summary["handoff"] == {**summary["handoff"], "state": "completed", "worker": "python-handoff"},
+       "the job whose token crossed processes was completed")
+k = summary["killed"]
+expect(k["claim_expired_events"] == 1 and k["state"] == "completed" and k["worker"] != "python-doomed"
+       and k["attempts"] >= 2, "the killed worker's claim expired and another worker completed the job")
+expect(summary["cancelled"]["state"] == "cancelled", "the coordinator's job is cancelled")
+expect(all(summary["checks"].values()), "the demo's own checks all passed")
+# Tokens are "lt1." + 70 base64url characters (docs/tokens.md); no secret-like
+# text at all may appear, so any "lt1." is a failure.
+expect(not re.search(r"lt1\.", output), "no token text in the demo's output")
+for needle in ("claim_expired", "== summary ==", "== event log"):
+    expect(needle in output, f"the output shows {needle!r}")
+expect(summary["elapsed_s"] < 60, f"the quick demo finished in under a minute ({summary['elapsed_s']}s)")
+
+if failures:
+    print(f"test-demo: {len(failures)} check(s) failed", file=sys.stderr)
+    sys.exit(1)
+print("test-demo: all checks passed")
