@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -70,6 +71,7 @@ func cmdRun(args []string) {
 			if r.skip != "" {
 				continue
 			}
+			settle()
 			dir := filepath.Join(o.tmp, fmt.Sprintf("r%02d-%d", i, rep))
 			must(os.MkdirAll(dir, 0o755))
 			res, err := r.run(dir)
@@ -122,6 +124,14 @@ func (o *opts) want(section string) bool {
 		}
 	}
 	return false
+}
+
+// settle flushes the page cache's dirty data (sync(2)) and pauses briefly, so
+// that the writeback of one row (the contention rows write a lot) is not billed
+// to the fsyncs of the next one.
+func settle() {
+	syscall.Sync()
+	time.Sleep(150 * time.Millisecond)
 }
 
 func (o *opts) n(base int) int { return max(int(float64(base)*o.scale), 5) }
