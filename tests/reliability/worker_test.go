@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("LEASES_REL_WORKER"); name != "" {
 		os.Exit(workerMain(name))
 	}
+	if name := os.Getenv("LEASES_RACE_WORKER"); name != "" {
+		os.Exit(raceWorkerMain(name))
+	}
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,155 @@
+/*
+ * race_worker.c: the C worker of the multi-language race
+ * (tests/reliability/race_test.go), straight on include/leases.h. Same loop
+ * and history schema as every other worker (race_worker_test.go).
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "leases.h"
+
+#define PRODUCTION "race"
+
+static int log_fd, tok_fd;
+static const char *name;
+static int n;
+static unsigned long long rng_state;
+
+static unsigned rnd(unsigned lo, unsigned hi) {
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return lo + (unsigned)((rng_state >> 33) % (hi - lo + 1));
+}
+
+static long long now_us(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+static void sleep_ms(unsigned ms) {
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Appends s to b as a JSON string. */
+static void json_str(char *b, size_t cap, const char *s) {
+	size_t k = strlen(b);
+	if (k + 2 >= cap) return;
+	b[k++] = '"';
+	for (; *s && k + 8 < cap; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			b[k++] = '\\';
+			b[k++] = (char)c;
+		} else if (c < 0x20) {
+			k += (size_t)snprintf(b + k, cap - k, "\\u%04x", c);
+		} else {
+			b[k++] = (char)c;
+		}
+	}
+	b[k++] = '"';
+	b[k] = 0;
+}
+
+static void write_line(const char *line) {
+	if (write(log_fd, line, strlen(line)) < 0) _exit(3);
+}
+
+static int call(const char *op, const char *lease, const char *job, long long dur_us) {
+	char b[1024];
+	n++;
+	snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"%s\",\"lease\":\"%s\",\"job\":\"%s\",\"dur_us\":%lld,\"t\":%lld}\n",
+	         name, n, op, lease, job, dur_us, now_us());
+	write_line(b);
+	return n;
+}
+
+static void ret(int id, leases_status st, const char *job, long long expiry) {
+	long long t = now_us();
+	char b[8192];
+	snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"ret\",\"kind\":\"%s\",\"job\":\"%s\",\"expiry_unix_us\":%lld,\"t\":%lld,\"msg\":",
+	         name, id, leases_status_name(st), job, expiry, t);
+	json_str(b, sizeof b - 4, st == LEASES_OK ? "" : leases_last_error());
+	strcat(b, "}\n");
+	write_line(b);
+}
+
+int main(void) {
+	name = getenv("LEASES_RACE_WORKER");
+	log_fd = open(getenv("LEASES_RACE_LOG"), O_WRONLY | O_CREAT | O_APPEND, 0600);
+	tok_fd = open(getenv("LEASES_RACE_TOKENS"), O_WRONLY | O_CREAT | O_APPEND, 0600);
+	if (!name || log_fd < 0 || tok_fd < 0) return 2;
+	long long run_ms = atoll(getenv("LEASES_RACE_RUN_MS"));
+	rng_state = (unsigned long long)atoll(getenv("LEASES_RACE_SEED")) * 2654435761ULL + 1;
+	leases_authority *a = NULL;
+	if (leases_authority_open(getenv("LEASES_RACE_DB"), &a) != LEASES_OK) {
+		fprintf(stderr, "open: %s\n", leases_last_error());
+		return 2;
+	}
+	long long deadline = now_us() + run_ms * 1000;
+	for (int it = 1; now_us() < deadline; it++) {
+		if (it % 25 == 0) {
+			char *jobs = NULL, *events = NULL;
+			if (leases_jobs_json(a, PRODUCTION, &jobs) == LEASES_OK &&
+			    leases_events_json(a, PRODUCTION, 0, &events) == LEASES_OK)
+				printf("{\"jobs\":%s,\"events\":%s}\n", jobs, events);
+			fflush(stdout);
+			leases_free(jobs);
+			leases_free(events);
+		}
+		long long d = rnd(30, 150) * 1000LL;
+		int id = call("claim", "", "", d);
+		char label[256];
+		snprintf(label, sizeof label, "%s:%d", name, id);
+		leases_lease *l = NULL;
+		leases_status st = leases_claim(a, PRODUCTION, name, d, &l);
+		if (st != LEASES_OK) {
+			ret(id, st, "", 0);
+			sleep_ms(5);
+			continue;
+		}
+		char *job = NULL, *tok = NULL;
+		int64_t exp = 0;
+		leases_lease_job_id(l, &job);
+		leases_lease_expiry(l, &exp);
+		ret(id, LEASES_OK, job, exp);
+		if (leases_lease_export(l, &tok) == LEASES_OK) {
+			if (write(tok_fd, tok, strlen(tok)) < 0 || write(tok_fd, "\n", 1) < 0) return 3;
+			leases_free(tok);
+		}
+		sleep_ms(rnd(0, 60));
+		if (rnd(0, 2) == 0) {
+			d = rnd(30, 200) * 1000LL;
+			id = call("renew", label, job, d);
+			st = leases_lease_renew(l, d);
+			exp = 0;
+			if (st == LEASES_OK) leases_lease_expiry(l, &exp);
+			ret(id, st, job, exp);
+		}
+		sleep_ms(rnd(0, 40));
+		unsigned r = rnd(0, 9);
+		if (r < 2) {
+			id = call("release", label, job, 0);
+			ret(id, leases_lease_release(l), job, 0);
+		} else if (r < 3) {
+			char reason[300];
+			snprintf(reason, sizeof reason, "race failure by %s", name);
+			id = call("fail", label, job, 0);
+			ret(id, leases_lease_fail(l, reason), job, 0);
+		} else {
+			char facts[600];
+			snprintf(facts, sizeof facts, "{\"metadata\":{\"by\":\"%s\",\"lease\":\"%s\"}}", name, label);
+			id = call("complete", label, job, 0);
+			ret(id, leases_lease_complete(l, facts), job, 0);
+		}
+		leases_lease_free(l);
+		leases_free(job);
+	}
+	leases_authority_close(a);
+	return 0;
+}

@@ -1,0 +1,81 @@
+package reliability
+
+// The lease model must reject the histories a broken authority would
+// produce; otherwise a passing race proves nothing.
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+)
+
+func checkModel(ops ...*raceOp) porcupine.CheckResult {
+	idx := map[string]int{"j0": 0, "j1": 1}
+	var h []porcupine.Operation
+	for i, o := range ops {
+		if o.Op == "claim" && o.Lease == "" {
+			o.Lease = o.W
+		}
+		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
+	}
+	m := leaseModel(idx, 2)
+	return porcupine.CheckOperationsTimeout(m.ToModel(), h, 10*time.Second)
+}
+
+func claimOp(w, job string, call, ret, t, dur int64) *raceOp {
+	return &raceOp{W: w, Op: "claim", DurUS: dur, Call: call, Ret: ret, Kind: "ok", RJob: job, Expiry: t + dur}
+}
+
+func TestLeaseModelAcceptsALegalHistory(t *testing.T) {
+	require.Equal(t, porcupine.Ok, checkModel(
+		claimOp("a", "j0", 0, 10, 5, 100),
+		claimOp("b", "j1", 1, 11, 6, 100),
+		&raceOp{W: "a", Lease: "a", Op: "complete", Job: "j0", Call: 20, Ret: 30, Kind: "ok"},
+		&raceOp{W: "c", Lease: "c", Op: "claim", DurUS: 50, Call: 200, Ret: 210, Kind: "ok", RJob: "j1", Expiry: 255},
+		&raceOp{W: "b", Lease: "b", Op: "complete", Job: "j1", Call: 220, Ret: 230, Kind: "lease_lost"},
+		&raceOp{W: "d", Lease: "d", Op: "claim", DurUS: 50, Call: 240, Ret: math.MaxInt64}, // killed
+	))
+}
+
+func TestLeaseModelRejectsTwoLiveOwners(t *testing.T) {
+	require.Equal(t, porcupine.Illegal, checkModel(
+		claimOp("a", "j0", 0, 10, 5, 100),
+		claimOp("b", "j0", 20, 30, 25, 100), // a's claim lives until 105
+	))
+}
+
+func TestLeaseModelRejectsCompletionAfterExpiry(t *testing.T) {
+	require.Equal(t, porcupine.Illegal, checkModel(
+		claimOp("a", "j0", 0, 10, 5, 100),
+		&raceOp{W: "a", Lease: "a", Op: "complete", Job: "j0", Call: 110, Ret: 120, Kind: "ok"},
+	))
+}
+
+func TestLeaseModelRejectsSkippingTheQueue(t *testing.T) {
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j1", 0, 10, 5, 100)))
+}
+
+func TestLeaseModelRejectsAnExpiredVerdictBeforeTheExpiry(t *testing.T) {
+	require.Equal(t, porcupine.Illegal, checkModel(
+		claimOp("a", "j0", 0, 10, 5, 100),
+		&raceOp{W: "a", Lease: "a", Op: "renew", Job: "j0", DurUS: 100, Call: 20, Ret: 30, Kind: "expired"},
+	))
+}
+
+func TestLeaseModelLetsAKilledCompletionHaveHappenedOrNot(t *testing.T) {
+	// The killed completion happened: the job is not claimable any more.
+	require.Equal(t, porcupine.Ok, checkModel(
+		claimOp("a", "j0", 0, 10, 5, 100),
+		&raceOp{W: "a", Lease: "a", Op: "complete", Job: "j0", Call: 20, Ret: math.MaxInt64},
+		&raceOp{W: "b", Lease: "b", Op: "claim", DurUS: 50, Call: 300, Ret: 310, Kind: "ok", RJob: "j1", Expiry: 355},
+	))
+	// Or it did not: the job is claimable again after its expiry.
+	require.Equal(t, porcupine.Ok, checkModel(
+		claimOp("a", "j0", 0, 10, 5, 100),
+		&raceOp{W: "a", Lease: "a", Op: "complete", Job: "j0", Call: 20, Ret: math.MaxInt64},
+		&raceOp{W: "b", Lease: "b", Op: "claim", DurUS: 50, Call: 300, Ret: 310, Kind: "ok", RJob: "j0", Expiry: 355},
+	))
+}

@@ -1,0 +1,439 @@
+package reliability
+
+// The multi-language race: Go, C, Python, C++, Rust and CLI workers share one
+// database, killed and restarted at random, then kill -9'd mid-call at the end.
+// Their histories (schema in race_worker_test.go) are checked for
+// linearizability with porcupine against the sequential lease model of
+// race_model_test.go; the authority's event log is checked for the ownership
+// invariants; and every byte the run left behind is scanned for the claim
+// secrets (leak_test.go). The worker programs are built by make
+// (mk/80-reliability.mk), which sets LEASES_REL_RACE=1.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/libleases/libleases/core"
+	"github.com/stretchr/testify/require"
+)
+
+type raceWorker struct {
+	lang string
+	argv []string
+	env  []string
+}
+
+func raceWorkers(t *testing.T, root string) []raceWorker {
+	lib := filepath.Join(root, "build/libleases.so")
+	bin := filepath.Join(root, "build/reliability")
+	py := os.Getenv("LEASES_REL_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	ws := []raceWorker{
+		{"go", []string{os.Args[0], "-test.run=^$"}, nil},
+		{"c", []string{filepath.Join(bin, "race_worker_c")}, nil},
+		{"cpp", []string{filepath.Join(bin, "race_worker_cpp")}, nil},
+		{"rust", []string{filepath.Join(root, "build/rust/debug/examples/race_worker")}, nil},
+		{"py", []string{py, filepath.Join(root, "tests/reliability/race/worker.py")},
+			[]string{"PYTHONPATH=" + filepath.Join(root, "bindings/python"), "LEASES_LIBRARY=" + lib}},
+		{"cli", []string{"bash", filepath.Join(root, "tests/reliability/race/cli_worker.sh")},
+			[]string{"LEASES_CLI=" + filepath.Join(root, "build/leases")}},
+	}
+	for _, w := range ws {
+		if w.lang == "go" || w.lang == "py" || w.lang == "cli" {
+			continue
+		}
+		_, err := os.Stat(w.argv[0])
+		require.NoError(t, err, "the %s worker is built by make test-reliability", w.lang)
+	}
+	return ws
+}
+
+type raceProc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *os.File
+}
+
+func startRaceWorker(t *testing.T, dir, db string, w raceWorker, name string, seed int, runMS int) *raceProc {
+	out, err := os.Create(filepath.Join(dir, name+".out"))
+	require.NoError(t, err)
+	cmd := exec.Command(w.argv[0], w.argv[1:]...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(append(os.Environ(), w.env...),
+		"LEASES_RACE_WORKER="+name, "LEASES_RACE_DB="+db,
+		"LEASES_RACE_LOG="+filepath.Join(dir, name+".hist"),
+		"LEASES_RACE_TOKENS="+filepath.Join(dir, "tokens", name+".tokens"),
+		"LEASES_RACE_TOKEN_DIR="+filepath.Join(dir, "tokens"),
+		"LEASES_RACE_SEED="+strconv.Itoa(seed), "LEASES_RACE_RUN_MS="+strconv.Itoa(runMS))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	return &raceProc{name: name, cmd: cmd, out: out}
+}
+
+func (p *raceProc) kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.cmd.Wait()
+	p.out.Close()
+}
+
+func repoRoot(t *testing.T) string {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	return root
+}
+
+// raceFigures accumulate over the rounds for docs/RELIABILITY.md.
+type raceFigures struct {
+	rounds, ops, pending, unknown, kills, jobs, checked int
+}
+
+func TestRaceOfSixLanguagesIsLinearizableAndKeepsTheInvariants(t *testing.T) {
+	if os.Getenv("LEASES_REL_RACE") == "" {
+		t.Skip("run by make test-reliability, which builds the C, C++, Rust and CLI workers first")
+	}
+	root := repoRoot(t)
+	workers := raceWorkers(t, root)
+	rounds := iterations(1, 4)
+	runMS := 10000
+	jobs := 500
+	if soak() {
+		runMS, jobs = 40000, 2000
+	}
+	var fig raceFigures
+	for round := 0; round < rounds; round++ {
+		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
+			raceRound(t, workers, round, runMS, jobs, &fig)
+		})
+	}
+	t.Logf("race: %d rounds, %d operations (%d pending at a kill, %d outcome unknown), %d kills, %d jobs; linearizable, invariants hold, no secret found",
+		fig.rounds, fig.ops, fig.pending, fig.unknown, fig.kills, fig.jobs)
+	recordFigure(t, "race", map[string]int{"rounds": fig.rounds, "operations": fig.ops, "pending": fig.pending,
+		"outcome_unknown": fig.unknown, "kills": fig.kills, "jobs": fig.jobs, "secrets_checked": fig.checked, "lost": 0, "leaks": 0})
+}
+
+func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, fig *raceFigures) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "race.db")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "tokens"), 0o700))
+	a, err := core.Open(db)
+	require.NoError(t, err)
+	_, err = a.CreateProduction(raceProduction)
+	require.NoError(t, err)
+	for i := 0; i < nJobs; i++ {
+		_, err := a.RequestJob(raceProduction, "", []byte("payload-"+strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, a.Close())
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(round)))
+	gen := map[string]int{}
+	start := func(w raceWorker) *raceProc {
+		name := fmt.Sprintf("%s%d", w.lang, gen[w.lang])
+		gen[w.lang]++
+		// The worker would stop by itself a little after the end; it is
+		// killed before that, mid-call.
+		return startRaceWorker(t, dir, db, w, name, round*100+len(gen)*10+gen[w.lang], runMS+3000)
+	}
+	procs := map[string]*raceProc{}
+	for _, w := range workers {
+		procs[w.lang] = start(w)
+	}
+	// Kill and restart the Go and Python workers at random points.
+	end := time.Now().Add(time.Duration(runMS) * time.Millisecond)
+	kills := 0
+	for time.Now().Before(end) {
+		time.Sleep(time.Duration(800+rng.IntN(1500)) * time.Millisecond)
+		if !time.Now().Before(end) {
+			break
+		}
+		w := workers[0]
+		if rng.IntN(3) == 0 {
+			w = workers[4]
+		}
+		procs[w.lang].kill()
+		kills++
+		procs[w.lang] = start(w)
+	}
+	for _, p := range procs {
+		p.kill()
+		kills++
+	}
+
+	hist := readRaceHistories(t, dir)
+	tokens := readTokens(t, filepath.Join(dir, "tokens"))
+	// Scan now, while the killed workers' -wal and -shm files still exist.
+	checked := scanForSecrets(t, dir, tokens)
+
+	a, err = core.Open(db)
+	require.NoError(t, err)
+	defer a.Close()
+	order, err := a.Jobs(raceProduction)
+	require.NoError(t, err)
+	requireEveryLanguageWorked(t, hist, workers)
+	ops, pending, unknown := checkLinearizable(t, dir, hist, order)
+	drain(t, a)
+	checkEventInvariants(t, a, hist)
+	dumpListings(t, a, dir)
+	checked += scanForSecrets(t, dir, tokens)
+
+	fig.rounds++
+	fig.ops += ops
+	fig.pending += pending
+	fig.unknown += unknown
+	fig.kills += kills
+	fig.jobs += nJobs
+	fig.checked += checked
+	t.Logf("round %d: %d operations (%d pending, %d unknown), %d kills, %d tokens scanned for", round, ops, pending, unknown, kills, len(tokens))
+}
+
+// raceOp is one call of the history: call and (unless pending) return.
+type raceOp struct {
+	W, Op, Lease, Job string
+	N                 int
+	DurUS             int64
+	Call, Ret         int64 // Ret = math.MaxInt64 while pending
+	Kind              string
+	RJob              string
+	Expiry            int64
+	Msg               string
+}
+
+func readRaceHistories(t *testing.T, dir string) []*raceOp {
+	files, err := filepath.Glob(filepath.Join(dir, "*.hist"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	var all []*raceOp
+	for _, f := range files {
+		fh, err := os.Open(f)
+		require.NoError(t, err)
+		calls := map[int]*raceOp{}
+		var order []int
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var x raceLine
+			if json.Unmarshal(sc.Bytes(), &x) != nil {
+				continue // the line a kill tore
+			}
+			switch x.Ev {
+			case "call":
+				calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS,
+					Call: x.T, Ret: math.MaxInt64}
+				order = append(order, x.N)
+			case "ret":
+				c := calls[x.N]
+				require.NotNil(t, c, "%s: a return without its call: %s", f, sc.Text())
+				c.Ret, c.Kind, c.RJob, c.Expiry, c.Msg = x.T, x.Kind, x.Job, x.Expiry, x.Msg
+				require.LessOrEqual(t, c.Call, c.Ret, "%s: returned before it was called", f)
+			}
+		}
+		fh.Close()
+		for _, n := range order {
+			c := calls[n]
+			if c.Op == "claim" && c.Lease == "" {
+				c.Lease = c.W + ":" + strconv.Itoa(c.N)
+			}
+			all = append(all, c)
+		}
+	}
+	return all
+}
+
+func readTokens(t *testing.T, dir string) []string {
+	var out []string
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); strings.HasPrefix(line, "lt1.") {
+				if _, err := core.DecodeToken(line); err == nil {
+					out = append(out, line)
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, out, "the workers exported tokens")
+	return out
+}
+
+// drain finishes every job the workers left: claims whatever is claimable
+// (waiting out the killed workers' expiries) and completes it.
+func drain(t *testing.T, a *core.Authority) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l, err := a.Claim(raceProduction, "drain", 5*time.Second)
+		if err == nil {
+			require.NoError(t, l.Complete(core.Facts{Metadata: map[string]json.RawMessage{
+				"by": json.RawMessage(`"drain"`), "lease": json.RawMessage(`"drain"`)}}))
+			continue
+		}
+		require.ErrorIs(t, err, core.ErrNothingToClaim)
+		js, err := a.Jobs(raceProduction)
+		require.NoError(t, err)
+		open := 0
+		for _, j := range js {
+			if j.State == core.StateClaimed || j.State == core.StateRequested {
+				open++
+			}
+		}
+		if open == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the drain did not finish every job")
+}
+
+// checkEventInvariants reads the event log after the drain: every job ends in
+// exactly one terminal state; no two live ownerships of a job overlap;
+// renewals and terminal transitions come from the owner before its expiry;
+// completion facts come from the lease that was current at commit.
+func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
+	labels := map[string]string{} // job|worker|expiry of an acknowledged claim -> lease label
+	for _, o := range hist {
+		if o.Op == "claim" && o.Kind == "ok" {
+			labels[fmt.Sprintf("%s|%s|%d", o.RJob, o.W, o.Expiry)] = o.Lease
+		}
+	}
+	evs, err := a.Events(raceProduction, 0)
+	require.NoError(t, err)
+	type owner struct {
+		worker, label string
+		exp, end      int64
+		live          bool
+	}
+	cur := map[string]*owner{}
+	terminal := map[string]int{}
+	for _, e := range evs {
+		if e.JobID == "" {
+			continue
+		}
+		at := e.At.UnixMicro()
+		o := cur[e.JobID]
+		switch e.Kind {
+		case "claimed":
+			if o != nil {
+				require.False(t, o.live && at < o.exp, "job %s claimed at %d by %s while %s owned it until %d", e.JobID, at, e.Worker, o.worker, o.exp)
+				require.GreaterOrEqual(t, at, o.end, "job %s claimed before the previous ownership ended", e.JobID)
+				require.Zero(t, terminal[e.JobID], "job %s claimed after it finished", e.JobID)
+			}
+			exp := e.Expiry.UnixMicro()
+			cur[e.JobID] = &owner{worker: e.Worker, exp: exp, live: true,
+				label: labels[fmt.Sprintf("%s|%s|%d", e.JobID, e.Worker, exp)]}
+		case "renewed":
+			require.True(t, o != nil && o.live && o.worker == e.Worker && at < o.exp, "job %s renewed by %s, not the live owner: %+v", e.JobID, e.Worker, o)
+			o.exp = e.Expiry.UnixMicro()
+		case "released", "failed", "completed":
+			require.True(t, o != nil && o.live && o.worker == e.Worker && at < o.exp, "job %s %s by %s at %d, not the live owner: %+v", e.JobID, e.Kind, e.Worker, at, o)
+			o.live, o.end = false, at
+			if e.Kind == "released" {
+				continue
+			}
+			terminal[e.JobID]++
+			if e.Kind == "completed" {
+				f, err := a.FactsOf(raceProduction, e.JobID)
+				require.NoError(t, err)
+				var by, label string
+				require.NoError(t, json.Unmarshal(f.Metadata["by"], &by))
+				require.NoError(t, json.Unmarshal(f.Metadata["lease"], &label))
+				require.Equal(t, o.worker, by, "job %s: facts from another worker than the current owner", e.JobID)
+				if by != "drain" {
+					require.Equal(t, o.label, label, "job %s: facts from another lease than the one current at commit", e.JobID)
+				}
+			}
+		case "claim_expired":
+			require.True(t, o != nil && o.live && at >= o.exp, "job %s: claim_expired before the expiry: %+v at %d", e.JobID, o, at)
+		}
+	}
+	js, err := a.Jobs(raceProduction)
+	require.NoError(t, err)
+	for _, j := range js {
+		require.Contains(t, []string{core.StateCompleted, core.StateFailed}, j.State, "job %s ends %s", j.ID, j.State)
+		require.Equal(t, 1, terminal[j.ID], "job %s has %d terminal events", j.ID, terminal[j.ID])
+	}
+}
+
+func dumpListings(t *testing.T, a *core.Authority, dir string) {
+	js, err := a.Jobs(raceProduction)
+	require.NoError(t, err)
+	evs, err := a.Events("", 0)
+	require.NoError(t, err)
+	b, err := json.Marshal(map[string]any{"jobs": js, "events": evs})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "listings.json"), b, 0o600))
+}
+
+func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Job) (ops, pending, unknown int) {
+	idx := map[string]int{}
+	for i, j := range order {
+		idx[j.ID] = i
+	}
+	clients := map[string]int{}
+	var history []porcupine.Operation
+	for _, o := range hist {
+		if _, ok := clients[o.W]; !ok {
+			clients[o.W] = len(clients)
+		}
+		switch {
+		case o.Ret == math.MaxInt64:
+			pending++
+		case raceUnknown[o.Kind]:
+			unknown++
+		default:
+			require.True(t, raceRejections[o.Kind] || o.Kind == "ok", "%s %s returned %q: %s", o.W, o.Op, o.Kind, o.Msg)
+		}
+		history = append(history, porcupine.Operation{ClientId: clients[o.W], Input: o, Call: o.Call, Return: o.Ret})
+	}
+	model := leaseModel(idx, len(order))
+	res, info := porcupine.CheckOperationsVerbose(model.ToModel(), history, 2*time.Minute)
+	if res != porcupine.Ok {
+		viz := filepath.Join(os.TempDir(), fmt.Sprintf("leases-race-%d.html", time.Now().UnixNano()))
+		if err := porcupine.VisualizePath(model.ToModel(), info, viz); err == nil {
+			t.Logf("porcupine visualization: %s", viz)
+		}
+		copyHist := filepath.Join(os.TempDir(), fmt.Sprintf("leases-race-%d", time.Now().UnixNano()))
+		exec.Command("cp", "-r", dir, copyHist).Run()
+		t.Fatalf("the history of %d operations is %s against the lease model (histories kept in %s)", len(history), res, copyHist)
+	}
+	sort.Slice(history, func(i, j int) bool { return history[i].Call < history[j].Call })
+	return len(history), pending, unknown
+}
+
+// requireEveryLanguageWorked: each language acknowledged claims and
+// completions, so the race really mixed them.
+func requireEveryLanguageWorked(t *testing.T, hist []*raceOp, workers []raceWorker) {
+	done := map[string]map[string]int{}
+	for _, o := range hist {
+		lang := strings.TrimRight(o.W, "0123456789")
+		if done[lang] == nil {
+			done[lang] = map[string]int{}
+		}
+		if o.Kind == "ok" {
+			done[lang][o.Op]++
+		} else if o.Kind != "" {
+			done[lang][o.Kind]++
+		}
+	}
+	for _, w := range workers {
+		require.Positive(t, done[w.lang]["claim"], "the %s worker claimed nothing: %v", w.lang, done[w.lang])
+		require.Positive(t, done[w.lang]["complete"], "the %s worker completed nothing: %v", w.lang, done[w.lang])
+		t.Logf("%s: %v", w.lang, done[w.lang])
+	}
+}

@@ -1,0 +1,142 @@
+package reliability
+
+// The Go worker of the multi-language race (race_test.go). Every worker, in
+// every language, follows the same loop and writes the same history schema,
+// one JSON object per line, unbuffered so a kill -9 loses at most the line
+// being written:
+//
+//	{"w":W,"n":N,"ev":"call","op":OP,"lease":L,"job":J,"dur_us":D,"t":CALL_UNIX_US}
+//	{"w":W,"n":N,"ev":"ret","kind":K,"job":J,"expiry_unix_us":E,"msg":M,"t":RETURN_UNIX_US}
+//
+// OP is claim, renew, release, fail or complete; L labels the lease ("W:N"
+// of its claim call); J is the job (known at the call except for claim);
+// K is "ok" or the status name; E is the expiry the authority returned (claim
+// and renew); M is the error text (scanned for secrets). A call line without
+// its ret line is a call whose outcome is unknown (the worker was killed).
+//
+// The loop: claim for 30-150 ms; sleep 0-60 ms; renew for 30-200 ms one time
+// in three; sleep 0-40 ms; then release (2/10), fail (1/10) or complete
+// (7/10) with facts {"metadata": {"by": W, "lease": L}}. Every claimed
+// lease is exported and its token appended to $LEASES_RACE_TOKENS (the only
+// file allowed to hold a credential). Every 25 iterations the job and event
+// listings go to standard output, which the secret-leak scan reads.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/libleases/libleases/core"
+)
+
+const raceProduction = "race"
+
+type raceLine struct {
+	W      string `json:"w"`
+	N      int    `json:"n"`
+	Ev     string `json:"ev"`
+	Op     string `json:"op,omitempty"`
+	Lease  string `json:"lease,omitempty"`
+	Job    string `json:"job,omitempty"`
+	DurUS  int64  `json:"dur_us,omitempty"`
+	Kind   string `json:"kind,omitempty"`
+	Expiry int64  `json:"expiry_unix_us,omitempty"`
+	Msg    string `json:"msg,omitempty"`
+	T      int64  `json:"t"`
+}
+
+func raceWorkerMain(name string) int {
+	logf, err := os.OpenFile(os.Getenv("LEASES_RACE_LOG"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	tokf, err := os.OpenFile(os.Getenv("LEASES_RACE_TOKENS"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	runMS, _ := strconv.Atoi(os.Getenv("LEASES_RACE_RUN_MS"))
+	seed, _ := strconv.ParseUint(os.Getenv("LEASES_RACE_SEED"), 10, 64)
+	rng := rand.New(rand.NewPCG(seed, 57))
+	write := func(x raceLine) {
+		b, _ := json.Marshal(x)
+		logf.Write(append(b, '\n'))
+	}
+	a, err := core.Open(os.Getenv("LEASES_RACE_DB"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 2
+	}
+	defer a.Close()
+	kind := func(err error) (string, string) {
+		if err == nil {
+			return "ok", ""
+		}
+		return core.KindOf(err).String(), err.Error()
+	}
+	n := 0
+	call := func(op, lease, job string, dur time.Duration) int {
+		n++
+		write(raceLine{W: name, N: n, Ev: "call", Op: op, Lease: lease, Job: job, DurUS: dur.Microseconds(), T: time.Now().UnixMicro()})
+		return n
+	}
+	ret := func(id int, err error, job string, expiry int64) {
+		t := time.Now().UnixMicro()
+		k, m := kind(err)
+		write(raceLine{W: name, N: id, Ev: "ret", Kind: k, Job: job, Expiry: expiry, Msg: m, T: t})
+	}
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
+	deadline := time.Now().Add(time.Duration(runMS) * time.Millisecond)
+	for it := 1; time.Now().Before(deadline); it++ {
+		if it%25 == 0 {
+			js, _ := a.Jobs(raceProduction)
+			evs, _ := a.Events(raceProduction, 0)
+			out, _ := json.Marshal(map[string]any{"jobs": js, "events": evs})
+			fmt.Println(string(out))
+		}
+		d := ms(30, 150)
+		id := call("claim", "", "", d)
+		label := name + ":" + strconv.Itoa(id)
+		l, err := a.Claim(raceProduction, name, d)
+		if err != nil {
+			ret(id, err, "", 0)
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		job := l.JobID()
+		ret(id, nil, job, l.ExpiryUnixUS())
+		if tok, err := l.Export(); err == nil {
+			tokf.Write([]byte(tok + "\n"))
+		}
+		time.Sleep(ms(0, 60))
+		if rng.IntN(3) == 0 {
+			d := ms(30, 200)
+			id := call("renew", label, job, d)
+			err := l.Renew(d)
+			var exp int64
+			if err == nil {
+				exp = l.ExpiryUnixUS()
+			}
+			ret(id, err, job, exp)
+		}
+		time.Sleep(ms(0, 40))
+		switch r := rng.IntN(10); {
+		case r < 2:
+			id := call("release", label, job, 0)
+			ret(id, l.Release(), job, 0)
+		case r < 3:
+			id := call("fail", label, job, 0)
+			ret(id, l.Fail("race failure by "+name), job, 0)
+		default:
+			id := call("complete", label, job, 0)
+			facts := core.Facts{Metadata: map[string]json.RawMessage{
+				"by": json.RawMessage(strconv.Quote(name)), "lease": json.RawMessage(strconv.Quote(label))}}
+			ret(id, l.Complete(facts), job, 0)
+		}
+	}
+	return 0
+}
