@@ -2,7 +2,8 @@
 # Install test of the C++ projection: `make install PREFIX=<tmp>`, then build
 # and run against that prefix only (1) a CMake consumer using
 # find_package(leases), (2) the reference executor examples/cpp-executor,
-# (3) a C consumer built with `pkg-config --cflags --libs leases`.
+# (3) a C consumer built with `pkg-config --cflags --libs leases`, (4) the Rust
+# crate by path with LEASES_LIB_DIR=<prefix>/lib.
 # Usage: install_test.sh REPO_ROOT
 set -euo pipefail
 root=$1
@@ -71,4 +72,24 @@ flags=$(pkg-config --cflags --libs leases)
   -o "$tmp/consumer-pc" $flags -Wl,-rpath,"$(pkg-config --variable=libdir leases)"
 "$tmp/consumer-pc" "$tmp/consumer-pc.db"
 
-echo "install test: find_package(leases), the reference executor and pkg-config consumers all passed"
+# (4) the Rust crate by path against the installed library (LEASES_LIB_DIR=<prefix>/lib):
+# the README's example crate, linked to lib/libleases.so -> libleases.so.1.
+if command -v cargo >/dev/null; then
+  mkdir -p "$root/build/readme"
+  [ -f "$root/build/readme/example.rs" ] || python3 - "$root" <<'PY'
+import re, sys, pathlib
+root = pathlib.Path(sys.argv[1])
+text = (root / "README.md").read_text()
+body = re.search(r"^```rust\n(.*?)^```$", text, flags=re.S | re.M).group(1)
+(root / "build" / "readme" / "example.rs").write_text(body)
+PY
+  (cd "$root/tests/readme/rust" && CARGO_TARGET_DIR="$root/build/install-rust" LEASES_LIB_DIR="$prefix/lib" \
+    cargo build --release --locked -j 2 --quiet)
+  bin=$root/build/install-rust/release/readme-example
+  if ! readelf -d "$bin" | grep -q "Shared library: \[$soname\]" || ! readelf -d "$bin" | grep -q "$prefix/lib"; then
+    echo "install test: the Rust example is not linked to $prefix/lib/$soname:" >&2; readelf -d "$bin" >&2; exit 1
+  fi
+  (mkdir -p "$tmp/rust" && cd "$tmp/rust" && "$bin" >/dev/null)
+fi
+
+echo "install test: find_package(leases), the reference executor, pkg-config consumers and the Rust crate (LEASES_LIB_DIR) all passed"
