@@ -185,7 +185,7 @@ func verifyStore(t *testing.T, path string, acks []ack) {
 	require.NoError(t, err)
 	type evKey struct {
 		kind, job, worker string
-		expiry           int64
+		expiry            int64
 	}
 	events := map[evKey]int{}
 	for _, e := range evs {

@@ -76,11 +76,7 @@ impl Worker {
 }
 
 fn expiry_us(lease: &Lease) -> i64 {
-    lease
-        .expiry()
-        .ok()
-        .and_then(|e| e.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_micros() as i64)
+    lease.expiry().ok().and_then(|e| e.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_micros() as i64)
 }
 
 fn main() {
@@ -99,7 +95,7 @@ fn main() {
     let mut it = 0u64;
     while start.elapsed() < run {
         it += 1;
-        if it % 25 == 0 {
+        if it.is_multiple_of(25) {
             println!("jobs: {:?}", auth.jobs(PRODUCTION));
             println!("events: {:?}", auth.events(Some(PRODUCTION), 0));
         }
@@ -135,7 +131,13 @@ fn main() {
         }
         sleep(Duration::from_millis(w.rnd(0, 40)));
         let r = w.rnd(0, 9);
-        let op = if r < 2 { "release" } else if r < 3 { "fail" } else { "complete" };
+        let op = if r < 2 {
+            "release"
+        } else if r < 3 {
+            "fail"
+        } else {
+            "complete"
+        };
         let id = w.call(op, &label, &job, 0);
         let res = match op {
             "release" => lease.release(),
