@@ -35,6 +35,8 @@ var schemaV2 = []string{
 	) STRICT`,
 	`CREATE UNIQUE INDEX jobs_by_order ON jobs (production_id, seq)`,
 	`CREATE INDEX jobs_claimable ON jobs (production_id, state, seq)`,
+	// Expired claims are found by expiry without visiting unexpired ones.
+	`CREATE INDEX jobs_claimed_expiry ON jobs (production_id, expiry_unix_us) WHERE state = 'claimed'`,
 	`CREATE TABLE events (
 		seq INTEGER PRIMARY KEY AUTOINCREMENT,
 		at_unix_us INTEGER NOT NULL,

@@ -86,7 +86,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 		return nil, classify(err)
 	}
 	s := &DB{db: db}
-	s.queries = queries{db}
+	s.queries = queries{st: newStmtCache(db)}
 	if err := s.migrate(now); err != nil {
 		db.Close()
 		return nil, err
@@ -109,7 +109,10 @@ func (s *DB) Pragma(name string) (string, error) {
 }
 
 // Close closes every connection.
-func (s *DB) Close() error { return s.db.Close() }
+func (s *DB) Close() error {
+	s.st.close()
+	return s.db.Close()
+}
 
 func (s *DB) migrate(now func() int64) error {
 	ctx := context.Background()
@@ -182,7 +185,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	return &Tx{tx: tx, queries: queries{tx}}, nil
+	return &Tx{tx: tx, queries: queries{st: s.st, tx: tx}}, nil
 }
 
 // Tx is one write transaction.
