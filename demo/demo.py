@@ -68,6 +68,9 @@ class Demo:
         self.env["LEASES_LIBRARY"] = str(self.root / "build" / "libleases.so")
         self.env["LEASES_DB"] = str(self.db)
 
+    def rel(self, p: Path) -> str:
+        return str(p.relative_to(self.root)) if self.root in p.parents else str(p)
+
     def say(self, msg: str) -> None:
         print(f"[{time.monotonic() - self.t0:5.1f}s] {msg}", flush=True)
 
@@ -85,7 +88,7 @@ class Demo:
         auth.create_production(PRODUCTION)
         ids = [auth.request_job(PRODUCTION, key=f"frame-{i:03d}", payload=f"frame {i:03d} of the demo".encode())
                for i in range(self.a.jobs)]
-        self.say(f"created {self.db.relative_to(self.root)}: production '{PRODUCTION}' with {len(ids)} requested jobs")
+        self.say(f"created {self.rel(self.db)}: production '{PRODUCTION}' with {len(ids)} requested jobs")
         return ids
 
     # ---- 1. a token handed from one process to another ----------------------
@@ -182,7 +185,9 @@ class Demo:
             p.unlink(missing_ok=True)
         shutil.rmtree(self.work, ignore_errors=True)
         self.out.mkdir(parents=True)
-        self.say(f"libleases {leases.library_version()} (release library {Path(leases.library_path()).name}), "
+        lib = Path(leases.library_path()).resolve()
+        shown = lib.relative_to(self.root) if self.root in lib.parents else lib
+        self.say(f"libleases {leases.library_version()} (release library {shown}), "
                  f"{self.a.jobs} jobs, ~{self.a.work_ms} ms of work each")
 
         with leases.Authority(self.db) as auth:
@@ -240,7 +245,8 @@ class Demo:
         print(f"killed worker: job {doomed[:8]} ({d.attempts} claims): 'python-doomed' killed -9, claim expired "
               f"({len(expired)} claim_expired event), then completed by '{d.worker}': {d.state}")
         print(f"coordinator cancel: job {cancelled[:8]}: {jobs[cancelled].state}")
-        print(f"output files written by executions (C++ and leases exec): {outputs}")
+        print(f"output files written by executions (C++ and leases exec): {outputs}, in {self.rel(self.out)}")
+        print(f"worker logs: {self.rel(self.work)}/*.log")
         print(f"elapsed: {elapsed:.1f}s")
 
         tail = self.run_cli("events", "--production", PRODUCTION)
