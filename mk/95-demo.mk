@@ -38,7 +38,7 @@ test-demo: $(DEMO_DEPS) ## make demo in a quick mode, its summary checked, no to
 	rm -rf $(DEMO_BUILD)-test && mkdir -p $(DEMO_BUILD)-test
 	$(DEMO_RUN) --db $(BUILD)/demo-test/leases.db --jobs 40 --work-ms 100 --expire-ms 1500 --interval 0.5 \
 		--summary-json $(DEMO_BUILD)-test/summary.json 2>&1 | tee $(DEMO_BUILD)-test/output.txt
-	python3 tests/demo/check.py $(DEMO_BUILD)-test/summary.json $(DEMO_BUILD)-test/output.txt
+	python3 tests/demo/check.py $(DEMO_BUILD)-test/summary.json $(DEMO_BUILD)-test/output.txt $(DEMO_BUILD)-test/work
 
 # README.md's examples (Go, C, Python, C++, Rust, CLI), extracted, built
 # against the release library and run: tests/readme/run_examples.py.

@@ -1,12 +1,14 @@
 """make test-demo: checks the quick demo's summary and scans its output.
 
-Usage: check.py SUMMARY_JSON OUTPUT_TXT
+Usage: check.py SUMMARY_JSON OUTPUT_TXT [WORK_DIR]
 The demo must have left every job terminal, had every worker kind (Python,
 Rust, C++, the CLI) complete work, recovered the killed worker's claim by
 expiry (a claim_expired event, completed by another worker), cancelled the
-coordinator's job, and printed nothing that looks like a token.
+coordinator's job, and printed nothing that looks like a token (neither on
+its output nor in the workers' logs in WORK_DIR).
 """
 import json
+import pathlib
 import re
 import sys
 
@@ -39,6 +41,10 @@ expect(all(summary["checks"].values()), "the demo's own checks all passed")
 # Tokens are "lt1." + 70 base64url characters (docs/tokens.md); no secret-like
 # text at all may appear, so any "lt1." is a failure.
 expect(not re.search(r"lt1\.", output), "no token text in the demo's output")
+if len(sys.argv) > 3:
+    logs = sorted(pathlib.Path(sys.argv[3]).glob("*.log"))
+    expect(len(logs) >= 4, f"the workers' logs are there ({len(logs)})")
+    expect(not any("lt1." in p.read_text(errors="replace") for p in logs), "no token text in the workers' logs")
 for needle in ("claim_expired", "== summary ==", "== event log"):
     expect(needle in output, f"the output shows {needle!r}")
 expect(summary["elapsed_s"] < 60, f"the quick demo finished in under a minute ({summary['elapsed_s']}s)")
