@@ -6,12 +6,15 @@
 package main
 
 /*
+#include <stddef.h>
 #include <stdint.h>
 */
 import "C"
 
 import (
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/libleases/libleases/core"
 )
@@ -32,6 +35,34 @@ func leasesgo_testing_set_clock(h C.uintptr_t, now C.int64_t) (st C.int) {
 	}
 	v := int64(now)
 	core.SetClockForTest(a, func() int64 { return v })
+	return 0
+}
+
+//export leasesgo_testing_set_clock_sequence
+func leasesgo_testing_set_clock_sequence(h C.uintptr_t, samples *C.int64_t, count C.size_t) (st C.int) {
+	defer recoverTo(&st)
+	a, err := authorityOf(uintptr(h))
+	if err != nil {
+		return status(err)
+	}
+	if samples == nil || count == 0 || count > 1<<16 {
+		return status(invalid("samples_unix_us must hold 1 .. 65536 samples"))
+	}
+	seq := append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(samples)), int(count))...)
+	for _, v := range seq {
+		if v <= 0 {
+			return status(invalid("every sample must be positive"))
+		}
+	}
+	var mu sync.Mutex
+	next := 0
+	core.SetClockForTest(a, func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		v := seq[min(next, len(seq)-1)]
+		next++
+		return v
+	})
 	return 0
 }
 

@@ -11,6 +11,12 @@ leases_status leases_testing_set_clock(leases_authority *authority, int64_t now_
 	return leasesgo_testing_set_clock((uintptr_t)authority, now_unix_us);
 }
 
+leases_status leases_testing_set_clock_sequence(leases_authority *authority,
+                                                const int64_t *samples_unix_us, size_t count) {
+	if (leasesshim_forked()) return LEASES_FORKED;
+	return leasesgo_testing_set_clock_sequence((uintptr_t)authority, (int64_t *)samples_unix_us, count);
+}
+
 leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,
                                   leases_authority **out) {
 	if (leasesshim_forked()) return LEASES_FORKED;

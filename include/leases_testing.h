@@ -16,6 +16,12 @@ extern "C" {
 /* Freezes the authority's clock at now_unix_us (> 0); 0 restores the system
  * clock. */
 leases_status leases_testing_set_clock(leases_authority *authority, int64_t now_unix_us);
+/* Scripts the authority's clock: its next count reads return samples_unix_us
+ * in order (each > 0; the array is copied), then it stays at the last one.
+ * A guarded operation reads the clock when it starts and again before it
+ * commits, so two samples model a jump between them. */
+leases_status leases_testing_set_clock_sequence(leases_authority *authority,
+                                                const int64_t *samples_unix_us, size_t count);
 /* leases_authority_open with a writer-lock busy timeout (> 0, microseconds,
  * used at millisecond resolution) instead of the default 10 s. */
 leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,

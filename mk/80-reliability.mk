@@ -11,7 +11,12 @@ REL_C_FLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Iinclude
 REL_RACE_BINS := $(REL_DIR)/race_worker_c $(REL_DIR)/race_worker_cpp $(BUILD)/rust/debug/examples/race_worker
 REL_RACE_ENV := LEASES_REL_RACE=1 LEASES_REL_PYTHON=$(PY)
 
-.PHONY: soak test-reliability test-race reliability-workers
+REL_SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+REL_FUZZ_SEED ?= $(shell date +%s)
+REL_FUZZ_CALLS ?= 5000
+REL_FUZZ_VG_CALLS ?= 1000
+
+.PHONY: soak test-reliability test-race test-clock-faults test-abi-fuzz reliability-workers
 TEST_TARGETS += test-reliability
 
 $(REL_DIR)/race_worker_c: tests/reliability/race/race_worker.c include/leases.h $(CAPI_SO)
@@ -26,12 +31,38 @@ $(REL_DIR)/race_worker_cpp: tests/reliability/race/race_worker.cpp include/lease
 $(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(wildcard $(RUST_DIR)/src/*.rs) $(CAPI_SO)
 	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) build $(RUST_FLAGS) --example race_worker
 
+# The clock-fault test and the ABI fuzzer link the test library (clock seam,
+# short busy timeout, panic); the fuzzer twice: with ASan+UBSan, and plain
+# for valgrind (which cannot run ASan binaries).
+$(REL_DIR)/clock_faults: tests/reliability/c/clock_faults.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
+	@mkdir -p $(@D)
+	$(CC) $(REL_C_FLAGS) $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
+
+$(REL_DIR)/abi_fuzz_asan: tests/reliability/c/abi_fuzz.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
+	@mkdir -p $(@D)
+	$(CC) $(REL_C_FLAGS) $(REL_SAN_FLAGS) $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
+
+$(REL_DIR)/abi_fuzz: tests/reliability/c/abi_fuzz.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
+	@mkdir -p $(@D)
+	$(CC) $(REL_C_FLAGS) $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
+
 reliability-workers: $(REL_RACE_BINS) $(CLI_BIN) $(CAPI_SO)
+
+test-clock-faults: $(REL_DIR)/clock_faults ## clock jumps (forward, backward, between the two samples, across a reopen) via the C test library
+	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
+	$(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock
+
+# The seed changes every run and is printed; REL_FUZZ_SEED=N replays one.
+test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harness: ASan+UBSan run, then a valgrind run
+	rm -rf $(REL_DIR)/fuzz && mkdir -p $(REL_DIR)/fuzz/asan $(REL_DIR)/fuzz/vg
+	ASAN_OPTIONS=detect_leaks=1 $(REL_DIR)/abi_fuzz_asan $(ROOT)/$(REL_DIR)/fuzz/asan $(REL_FUZZ_SEED) $(REL_FUZZ_CALLS)
+	GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(REL_DIR)/abi_fuzz \
+		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
 test-race: reliability-workers ## the six-language race alone (short)
 	$(REL_RACE_ENV) $(GO) test -count=1 -timeout 10m -run 'TestRace' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
-test-reliability: test-race ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
+test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
 
 soak: reliability-workers ## long reliability run (500+ kill iterations), figures in build/reliability/
 	mkdir -p $(REL_DIR)

@@ -12,6 +12,10 @@ from leases import Authority, _ffi
 
 TESTING_SIGNATURES: Dict[str, _ffi.Signature] = {
     "leases_testing_set_clock": (_ffi.c_status, [_ffi.AuthorityPtr, _ffi.c_int64]),
+    "leases_testing_set_clock_sequence": (
+        _ffi.c_status,
+        [_ffi.AuthorityPtr, ctypes.POINTER(_ffi.c_int64), _ffi.c_size_t],
+    ),
     "leases_testing_open": (
         _ffi.c_status,
         [_ffi.c_char_p, _ffi.c_int64, ctypes.POINTER(_ffi.AuthorityPtr)],

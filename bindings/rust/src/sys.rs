@@ -178,6 +178,11 @@ pub mod testing {
 
     extern "C" {
         pub fn leases_testing_set_clock(authority: *mut leases_authority, now_unix_us: i64) -> leases_status;
+        pub fn leases_testing_set_clock_sequence(
+            authority: *mut leases_authority,
+            samples_unix_us: *const i64,
+            count: usize,
+        ) -> leases_status;
         pub fn leases_testing_open(
             path: *const c_char,
             busy_timeout_us: i64,

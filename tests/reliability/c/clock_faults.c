@@ -1,0 +1,261 @@
+/*
+ * clock_faults.c: the clock policy under clock faults, through the C test
+ * library (build/test/libleases.so, include/leases_testing.h): forward and
+ * backward jumps, a jump between the two samples of one operation, and a
+ * backward jump across a reopen. Every rejection must change nothing that a
+ * listing shows; the high-water mark must keep every observed sample.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "leases.h"
+#include "leases_testing.h"
+
+static int failures;
+static const char *current;
+
+#define EXPECT_STATUS(want, call)                                                              \
+	do {                                                                                       \
+		leases_status got_ = (call);                                                           \
+		if (got_ != (want)) {                                                                  \
+			fprintf(stderr, "%s:%d: %s: %s returned %s, want %s (%s)\n", __FILE__, __LINE__,   \
+			        current, #call, leases_status_name(got_), leases_status_name(want),        \
+			        leases_last_error());                                                      \
+			failures++;                                                                        \
+			return;                                                                            \
+		}                                                                                      \
+	} while (0)
+#define EXPECT(cond, ...)                                                                      \
+	do {                                                                                       \
+		if (!(cond)) {                                                                         \
+			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, current);                       \
+			fprintf(stderr, __VA_ARGS__);                                                      \
+			fprintf(stderr, "\n");                                                             \
+			failures++;                                                                        \
+			return;                                                                            \
+		}                                                                                      \
+	} while (0)
+
+#define T0 INT64_C(1900000000000000) /* 2030-03-17, ahead of any real clock */
+#define SEC INT64_C(1000000)
+#define HOUR (3600 * SEC)
+
+static char dir[256];
+static int seq;
+
+/* A fresh database with production "p" and n requested jobs. */
+static leases_authority *fresh(const char *name, int n, char *path, size_t cap) {
+	snprintf(path, cap, "%s/%s-%d.db", dir, name, seq++);
+	leases_authority *a = NULL;
+	if (leases_testing_open(path, 2 * SEC, &a) != LEASES_OK) {
+		fprintf(stderr, "open %s: %s\n", path, leases_last_error());
+		exit(2);
+	}
+	leases_production_create(a, "p");
+	for (int i = 0; i < n; i++) {
+		char *id = NULL;
+		if (leases_job_request(a, "p", NULL, NULL, 0, &id) != LEASES_OK) exit(2);
+		leases_free(id);
+	}
+	return a;
+}
+
+/* The listings a rejection must leave as they were. */
+static char *snapshot(leases_authority *a) {
+	char *jobs = NULL, *events = NULL;
+	if (leases_jobs_json(a, "p", &jobs) != LEASES_OK || leases_events_json(a, "p", 0, &events) != LEASES_OK)
+		exit(2);
+	char *s = malloc(strlen(jobs) + strlen(events) + 2);
+	sprintf(s, "%s\n%s", jobs, events);
+	leases_free(jobs);
+	leases_free(events);
+	return s;
+}
+
+static int job_state_is(leases_authority *a, const char *state) {
+	char *jobs = NULL;
+	leases_jobs_json(a, "p", &jobs);
+	char want[64];
+	snprintf(want, sizeof want, "\"state\":\"%s\"", state);
+	int ok = jobs && strstr(jobs, want) != NULL;
+	leases_free(jobs);
+	return ok;
+}
+
+static void test_forward_jump_expires_a_claim_at_once(void) {
+	current = __func__;
+	char path[512];
+	leases_authority *a = fresh("fwd", 1, path, sizeof path);
+	leases_lease *l = NULL, *l2 = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w1", HOUR, &l));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + 2 * HOUR));
+	EXPECT_STATUS(LEASES_EXPIRED, leases_lease_renew(l, HOUR));
+	EXPECT_STATUS(LEASES_EXPIRED, leases_lease_complete(l, NULL));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w2", HOUR, &l2));
+	EXPECT_STATUS(LEASES_LEASE_LOST, leases_lease_complete(l, NULL));
+	EXPECT_STATUS(LEASES_OK, leases_lease_complete(l2, NULL));
+	leases_lease_free(l);
+	leases_lease_free(l2);
+	leases_authority_close(a);
+}
+
+static void test_backward_jump_rejects_guarded_operations_and_changes_nothing(void) {
+	current = __func__;
+	char path[512];
+	leases_authority *a = fresh("back", 2, path, sizeof path);
+	leases_lease *l = NULL, *other = NULL;
+	char *tok = NULL, *job = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w1", HOUR, &l));
+	EXPECT_STATUS(LEASES_OK, leases_lease_export(l, &tok));
+	EXPECT_STATUS(LEASES_OK, leases_lease_job_id(l, &job));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 - 10 * SEC));
+	char *before = snapshot(a);
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_claim(a, "p", "w2", HOUR, &other));
+	EXPECT(other == NULL, "a rejected claim sets *out to NULL");
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_renew(l, 2 * HOUR));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_release(l));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_fail(l, "x"));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_complete(l, "{\"metadata\":{\"k\":1}}"));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_import(a, tok, &other));
+	char *after = snapshot(a);
+	EXPECT(strcmp(before, after) == 0, "a clock regression changed the listings:\n%s\n---\n%s", before, after);
+	EXPECT(strstr(leases_last_error(), "clock_regressed") == leases_last_error(), "message: %s", leases_last_error());
+	/* The coordinator's recovery tool is not blocked by the regression. */
+	EXPECT_STATUS(LEASES_OK, leases_cancel(a, "p", job));
+	/* Guarded operations resume once the clock catches up with the mark. */
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_CANCELLED, leases_lease_renew(l, 2 * HOUR));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w2", HOUR, &other));
+	free(before);
+	free(after);
+	leases_free(tok);
+	leases_free(job);
+	leases_lease_free(l);
+	leases_lease_free(other);
+	leases_authority_close(a);
+}
+
+static void test_a_backward_jump_between_the_two_samples_commits_nothing(void) {
+	current = __func__;
+	char path[512];
+	leases_authority *a = fresh("between-back", 1, path, sizeof path);
+	leases_lease *l = NULL, *l2 = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w1", HOUR, &l));
+	char *before = snapshot(a);
+	int64_t s[] = {T0 + 1000, T0 + 500};
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock_sequence(a, s, 2));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_complete(l, "{\"metadata\":{\"k\":1}}"));
+	char *after = snapshot(a);
+	EXPECT(strcmp(before, after) == 0, "the rejected completion changed the listings");
+	EXPECT(job_state_is(a, "claimed"), "the job is still claimed");
+	/* The larger observed sample became the mark: T0+999 is behind it. */
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + 999));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_renew(l, HOUR));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + 1000));
+	EXPECT_STATUS(LEASES_OK, leases_lease_complete(l, NULL));
+	EXPECT_STATUS(LEASES_NOTHING_TO_CLAIM, leases_claim(a, "p", "w2", HOUR, &l2));
+	free(before);
+	free(after);
+	leases_lease_free(l);
+	leases_authority_close(a);
+}
+
+static void test_a_forward_jump_between_the_two_samples_past_the_expiry_publishes_nothing(void) {
+	current = __func__;
+	char path[512];
+	leases_authority *a = fresh("between-fwd", 1, path, sizeof path);
+	leases_lease *l = NULL, *l2 = NULL;
+	int64_t exp = 0;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w1", SEC, &l));
+	EXPECT_STATUS(LEASES_OK, leases_lease_expiry(l, &exp));
+	EXPECT(exp == T0 + SEC, "expiry %lld", (long long)exp);
+	/* The first sample is in time, the pre-commit sample 5 us past the expiry. */
+	int64_t s[] = {exp - 100, exp + 5};
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock_sequence(a, s, 2));
+	EXPECT_STATUS(LEASES_EXPIRED, leases_lease_complete(l, "{\"metadata\":{\"frames\":3}}"));
+	EXPECT(job_state_is(a, "claimed"), "nothing was committed");
+	char *events = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_events_json(a, "p", 0, &events));
+	EXPECT(strstr(events, "completed") == NULL, "no completion event: %s", events);
+	leases_free(events);
+	/* The observed sample was kept as the mark after the rollback. */
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, exp + 4));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_claim(a, "p", "w2", HOUR, &l2));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, exp + 5));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w2", HOUR, &l2));
+	/* A claim that would be born expired does not commit either. */
+	leases_lease *l3 = NULL;
+	char *id = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_job_request(a, "p", NULL, NULL, 0, &id));
+	int64_t s2[] = {exp + 10, exp + 10 + 2 * SEC};
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock_sequence(a, s2, 2));
+	EXPECT_STATUS(LEASES_EXPIRED, leases_claim(a, "p", "w3", SEC, &l3));
+	EXPECT(l3 == NULL, "no lease");
+	EXPECT(job_state_is(a, "requested"), "the new job is still requested");
+	leases_free(id);
+	leases_lease_free(l);
+	leases_lease_free(l2);
+	leases_authority_close(a);
+}
+
+static void test_a_backward_jump_across_a_reopen_is_still_rejected(void) {
+	current = __func__;
+	char path[512];
+	leases_authority *a = fresh("reopen", 2, path, sizeof path);
+	leases_lease *l = NULL, *l2 = NULL;
+	char *tok = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + HOUR));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w1", HOUR, &l));
+	EXPECT_STATUS(LEASES_OK, leases_lease_export(l, &tok));
+	leases_lease_free(l);
+	leases_authority_close(a);
+
+	EXPECT_STATUS(LEASES_OK, leases_testing_open(path, 2 * SEC, &a));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	char *before = snapshot(a);
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_claim(a, "p", "w2", HOUR, &l2));
+	EXPECT_STATUS(LEASES_CLOCK_REGRESSED, leases_lease_import(a, tok, &l));
+	char *after = snapshot(a);
+	EXPECT(strcmp(before, after) == 0, "the rejections changed the listings");
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + HOUR + 1));
+	EXPECT_STATUS(LEASES_OK, leases_lease_import(a, tok, &l));
+	EXPECT_STATUS(LEASES_OK, leases_lease_complete(l, NULL));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w2", HOUR, &l2));
+	free(before);
+	free(after);
+	leases_free(tok);
+	leases_lease_free(l);
+	leases_lease_free(l2);
+	leases_authority_close(a);
+}
+
+static void test_the_clock_sequence_rejects_bad_arguments(void) {
+	current = __func__;
+	char path[512];
+	leases_authority *a = fresh("args", 0, path, sizeof path);
+	int64_t bad[] = {T0, 0};
+	EXPECT_STATUS(LEASES_INVALID_ARGUMENT, leases_testing_set_clock_sequence(a, NULL, 1));
+	EXPECT_STATUS(LEASES_INVALID_ARGUMENT, leases_testing_set_clock_sequence(a, bad, 0));
+	EXPECT_STATUS(LEASES_INVALID_ARGUMENT, leases_testing_set_clock_sequence(a, bad, 2));
+	EXPECT_STATUS(LEASES_INVALID_ARGUMENT, leases_testing_set_clock_sequence(NULL, bad, 1));
+	leases_authority_close(a);
+	EXPECT_STATUS(LEASES_INVALID_ARGUMENT, leases_testing_set_clock_sequence(a, bad, 1));
+}
+
+int main(int argc, char **argv) {
+	snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
+	test_forward_jump_expires_a_claim_at_once();
+	test_backward_jump_rejects_guarded_operations_and_changes_nothing();
+	test_a_backward_jump_between_the_two_samples_commits_nothing();
+	test_a_forward_jump_between_the_two_samples_past_the_expiry_publishes_nothing();
+	test_a_backward_jump_across_a_reopen_is_still_rejected();
+	test_the_clock_sequence_rejects_bad_arguments();
+	printf("clock faults: %d passed, %d failed\n", 6 - failures, failures);
+	return failures ? 1 : 0;
+}
