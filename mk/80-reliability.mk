@@ -64,9 +64,29 @@ test-race: reliability-workers ## the six-language race alone (short)
 
 test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
 
-soak: reliability-workers ## long reliability run (500+ kill iterations), figures in build/reliability/
+# Soak budgets: the Go suite with LEASES_SOAK=1 (500 kill -9 iterations, 120
+# kills at a write, 120 I/O-fault runs, 3 race rounds of 40 s), the ABI
+# fuzzer, the clock faults, and every Go fuzz target by execution count.
+SOAK_FUZZ_CALLS    ?= 100000
+SOAK_FUZZ_VG_CALLS ?= 10000
+SOAK_GO_FUZZ       ?= FuzzDecodeToken:400000x FuzzParseFacts:400000x FuzzMigrateLegacy:3000x
+SOAK_FIGURES       := $(ROOT)/$(REL_DIR)/figures.jsonl
+
+soak: reliability-workers $(REL_DIR)/clock_faults $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## long reliability run (500+ kill iterations), figures in build/reliability/figures.jsonl
 	mkdir -p $(REL_DIR)
 	rm -f $(REL_DIR)/figures.jsonl
-	LEASES_SOAK=1 LEASES_REL_FIGURES=$(ROOT)/$(REL_DIR)/figures.jsonl $(REL_RACE_ENV) \
+	LEASES_SOAK=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_RACE_ENV) \
 		$(GO) test -count=1 -timeout 90m -v -run . ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
+	$(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock
+	echo '{"test":"clock_faults","figures":{"scenarios":6,"failed":0}}' >> $(SOAK_FIGURES)
+	rm -rf $(REL_DIR)/fuzz && mkdir -p $(REL_DIR)/fuzz/asan $(REL_DIR)/fuzz/vg
+	ASAN_OPTIONS=detect_leaks=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_DIR)/abi_fuzz_asan \
+		$(ROOT)/$(REL_DIR)/fuzz/asan $(REL_FUZZ_SEED) $(SOAK_FUZZ_CALLS)
+	GODEBUG=asyncpreemptoff=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(VALGRIND) $(VALGRIND_ARGS) $(REL_DIR)/abi_fuzz \
+		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(SOAK_FUZZ_VG_CALLS)
+	for t in $(SOAK_GO_FUZZ); do \
+		$(GO) test -count=1 -run='^$$' -fuzz="^$${t%%:*}$$" -fuzztime=$${t##*:} ./core || exit 1; \
+		echo "{\"test\":\"go_fuzz\",\"target\":\"$${t%%:*}\",\"figures\":{\"inputs\":$${t##*:}}}" | sed 's/x}}$$/}}/' >> $(SOAK_FIGURES); \
+	done
 	@cat $(REL_DIR)/figures.jsonl

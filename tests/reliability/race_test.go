@@ -109,7 +109,7 @@ func TestRaceOfSixLanguagesIsLinearizableAndKeepsTheInvariants(t *testing.T) {
 	}
 	root := repoRoot(t)
 	workers := raceWorkers(t, root)
-	rounds := iterations(1, 4)
+	rounds := iterations(1, 3)
 	runMS := 10000
 	jobs := 500
 	if soak() {
