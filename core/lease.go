@@ -46,11 +46,15 @@ type Lease struct {
 	production   string
 	jobID        string
 	worker       string
-	secret       Secret
-	claimedAt    int64
-	expiry       int64
-	state        LeaseState
-	edit         *Edit // while pending
+	// secret sits behind a pointer: fmt cannot call Secret's redacting
+	// String on an unexported field, so a Lease formatted by value (%v,
+	// %+v, %#v, %s, %x of *l) would print the bytes; a pointer prints
+	// as an address.
+	secret    *Secret
+	claimedAt int64
+	expiry    int64
+	state     LeaseState
+	edit      *Edit // while pending
 }
 
 // JobID is the claimed job's id.
@@ -286,7 +290,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	}
 	g.mustOutlive(expiry)
 	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
-		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
+		secret: &secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
 }
 
 // ---- claimant transitions --------------------------------------------------
@@ -455,7 +459,7 @@ func (l *Lease) Export() (string, error) {
 	if err := l.localCheck(); err != nil {
 		return "", err
 	}
-	return EncodeToken(Token{ProductionID: l.productionID, JobID: l.jobID, Secret: l.secret})
+	return EncodeToken(Token{ProductionID: l.productionID, JobID: l.jobID, Secret: *l.secret})
 }
 
 // Import turns a token back into an active lease after checking production,
@@ -469,7 +473,7 @@ func (a *Authority) Import(token string) (*Lease, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: t.Secret, state: LeaseActive}
+	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: &t.Secret, state: LeaseActive}
 	g, err := a.beginGuard()
 	if err != nil {
 		return nil, err

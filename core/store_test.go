@@ -183,7 +183,7 @@ func TestSecretsNeverAppearInListingsEventsErrorsOrTheDatabaseFile(t *testing.T)
 		tok, err := l.Export()
 		require.NoError(t, err)
 		tokens = append(tokens, tok)
-		secrets = append(secrets, hex.EncodeToString(l.secret[:]), uuid.UUID(l.secret).String(), string(l.secret[:]))
+		secrets = append(secrets, hex.EncodeToString(l.secret[:]), uuid.UUID(*l.secret).String(), string(l.secret[:]))
 		require.NoError(t, l.Renew(2*time.Minute))
 		errs = append(errs, fmtAll(l)...)
 		if i == 0 {

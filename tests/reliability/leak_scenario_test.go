@@ -1,0 +1,161 @@
+package reliability
+
+// The parts of the secret-leak scan the race does not reach: edits, import,
+// the reference executor, coordinator cancel, rejections of every kind, and
+// values formatted every way Go can format them (Go surface), and the CLI's
+// exec (whose program dumps its whole environment and argument list),
+// import errors for damaged tokens, renew and listings. The race
+// (race_test.go) covers claim, renew, release, fail, complete, listings and
+// error strings on the C, C++, Rust, Python and CLI surfaces.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libleases/libleases/core"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
+	if os.Getenv("LEASES_REL_RACE") == "" {
+		t.Skip("run by make test-reliability, which builds the CLI first")
+	}
+	root := repoRoot(t)
+	dir := t.TempDir()
+	tokDir := filepath.Join(dir, "tokens")
+	require.NoError(t, os.Mkdir(tokDir, 0o700))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "out"), 0o700))
+	db := filepath.Join(dir, "leases.db")
+	logf, err := os.Create(filepath.Join(dir, "go-surface.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	var tokens []string
+	keepToken := func(tok string) {
+		tokens = append(tokens, tok)
+		require.NoError(t, os.WriteFile(filepath.Join(tokDir, fmt.Sprintf("t%d", len(tokens))), []byte(tok), 0o600))
+	}
+	// say writes values and errors in every Go format to the scanned log.
+	say := func(vs ...any) {
+		for _, v := range vs {
+			fmt.Fprintf(logf, "%v | %+v | %#v | %s | %q\n", v, v, v, v, v)
+		}
+	}
+
+	a, err := core.Open(db)
+	require.NoError(t, err)
+	_, err = a.CreateProduction("leak")
+	require.NoError(t, err)
+	for i := 0; i < 12; i++ {
+		_, err := a.RequestJob("leak", fmt.Sprintf("k%d", i), []byte("payload"))
+		require.NoError(t, err)
+	}
+
+	// Go: an edit claiming and completing in one commit.
+	e, err := a.Begin()
+	require.NoError(t, err)
+	l, err := e.Claim("leak", "go-edit", time.Minute)
+	require.NoError(t, err)
+	tok, err := l.Export()
+	say(l, err) // a pending lease does not export
+	require.NoError(t, e.Complete(l, core.Facts{Metadata: map[string]json.RawMessage{"k": json.RawMessage(`1`)}}))
+	require.NoError(t, e.Commit())
+	_ = tok
+
+	// Go: export, import, every claimant rejection, an execution, cancel.
+	l, err = a.Claim("leak", "go", time.Minute)
+	require.NoError(t, err)
+	tok, err = l.Export()
+	require.NoError(t, err)
+	keepToken(tok)
+	l2, err := a.Import(tok)
+	require.NoError(t, err)
+	say(l, l2, reflect.ValueOf(l2).Elem().Interface()) // by value, as a careless %v of *l2 would
+
+	say(l2.Renew(time.Millisecond))            // not extended
+	say(l2.Renew(48 * time.Hour))              // invalid duration
+	_, err = a.Import(tok[:len(tok)-2] + "AA") // a damaged token
+	say(err)
+	x, err := l2.BeginExecution(filepath.Join(dir, "out"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(x.TempPath(), []byte("output"), 0o600))
+	say(x, x.TempPath(), x.FinalPath(), x.Nonce())
+	require.NoError(t, x.Finish(core.Facts{}))
+	say(l.Complete(core.Facts{})) // the other handle of the same claim: wrong state
+	l3, err := a.Claim("leak", "go-cancelled", time.Minute)
+	require.NoError(t, err)
+	tok3, err := l3.Export()
+	require.NoError(t, err)
+	keepToken(tok3)
+	require.NoError(t, a.Cancel("leak", l3.JobID()))
+	say(l3.Renew(time.Hour), l3.Release(), l3.Fail("x"), l3.Complete(core.Facts{}))
+	_, err = a.Import(tok3)
+	say(err)
+	l4, err := a.Claim("leak", "go-expiring", time.Millisecond)
+	require.NoError(t, err)
+	tok4, _ := l4.Export()
+	keepToken(tok4)
+	time.Sleep(5 * time.Millisecond)
+	say(l4.Renew(time.Hour))
+	l5, err := a.Claim("leak", "go-thief", time.Minute) // takes l4's expired job or the next
+	require.NoError(t, err)
+	tok5, _ := l5.Export()
+	keepToken(tok5)
+	say(l4.Complete(core.Facts{}), l5)
+	js, _ := a.Jobs("leak")
+	evs, _ := a.Events("", 0)
+	say(js, evs)
+	require.NoError(t, a.Close())
+
+	// CLI: claim into token files, exec (the program dumps its environment
+	// and arguments), renew, damaged tokens, listings, help.
+	cli := filepath.Join(root, "build/leases")
+	outLog, err := os.Create(filepath.Join(dir, "cli.log"))
+	require.NoError(t, err)
+	defer outLog.Close()
+	run := func(stdin string, args ...string) {
+		cmd := exec.Command(cli, args...)
+		cmd.Env = append(os.Environ(), "LEASES_DB="+db)
+		cmd.Dir = dir
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Stdout, cmd.Stderr = outLog, outLog
+		err := cmd.Run()
+		fmt.Fprintf(outLog, "leases %s: %v\n", strings.Join(args, " "), err)
+	}
+	tf := func(i int) string { return filepath.Join(tokDir, fmt.Sprintf("cli%d", i)) }
+	for i := 0; i < 4; i++ {
+		run("", "claim", "--production", "leak", "--worker", "cli", "--duration", "1m", "--token-out", tf(i), "--json")
+		b, err := os.ReadFile(tf(i))
+		require.NoError(t, err)
+		tokens = append(tokens, strings.TrimSpace(string(b)))
+	}
+	run("", "renew", "--token-file", tf(0), "--duration", "2m", "--json")
+	run("", "renew", "--token-file", tf(0), "--duration", "1us")
+	run("", "exec", "--token-file", tf(0), "--output-dir", filepath.Join(dir, "out"), "--", "sh", "-c",
+		`env; cat /proc/self/cmdline | tr '\0' ' '; cat /proc/$PPID/cmdline | tr '\0' ' '; echo out > "$LEASES_OUTPUT"`)
+	run("", "exec", "--token-file", tf(1), "--output-dir", filepath.Join(dir, "out"), "--", "sh", "-c", "env; exit 3")
+	bad := []byte(tokens[len(tokens)-1])
+	bad[10] ^= 1
+	run(string(bad), "release", "--token-file", "-")
+	run(tokens[len(tokens)-1]+"x", "fail", "--token-file", "-", "--reason", "r")
+	run("", "cancel", "--production", "leak", "--job", "00000000-0000-4000-8000-000000000000")
+	run("", "complete", "--token-file", tf(2), "--metadata", "k=1")
+	run("", "complete", "--token-file", tf(2))
+	run("", "release", "--token-file", tf(3))
+	run("", "fail", "--token-file", tf(3), "--reason", "late")
+	run("", "job", "list", "--production", "leak", "--json")
+	run("", "job", "list", "--production", "leak")
+	run("", "events", "--json")
+	run("", "events")
+	run("", "help", "claim")
+
+	checked := scanForSecrets(t, dir, tokens)
+	t.Logf("full scenario: %d secrets, zero found outside the token files", checked)
+	recordFigure(t, "leak_scenario", map[string]int{"secrets_checked": checked, "leaks": 0})
+}
