@@ -59,17 +59,17 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 	GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(REL_DIR)/abi_fuzz \
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
-test-race: reliability-workers ## the six-language race alone (short)
-	$(REL_RACE_ENV) $(GO) test -count=1 -timeout 10m -run 'TestRace' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+test-race: reliability-workers ## the six-language race and the full-scenario leak scan (short)
+	$(REL_RACE_ENV) $(GO) test -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
 test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
 
 # Soak budgets: the Go suite with LEASES_SOAK=1 (500 kill -9 iterations, 120
-# kills at a write, 120 I/O-fault runs, 3 race rounds of 40 s), the ABI
+# kills at a write, 120 I/O-fault runs, 3 race rounds of 30 s), the ABI
 # fuzzer, the clock faults, and every Go fuzz target by execution count.
 SOAK_FUZZ_CALLS    ?= 100000
 SOAK_FUZZ_VG_CALLS ?= 10000
-SOAK_GO_FUZZ       ?= FuzzDecodeToken:400000x FuzzParseFacts:400000x FuzzMigrateLegacy:3000x
+SOAK_GO_FUZZ       ?= FuzzDecodeToken:300000x FuzzParseFacts:300000x FuzzMigrateLegacy:2000x
 SOAK_FIGURES       := $(ROOT)/$(REL_DIR)/figures.jsonl
 
 soak: reliability-workers $(REL_DIR)/clock_faults $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## long reliability run (500+ kill iterations), figures in build/reliability/figures.jsonl

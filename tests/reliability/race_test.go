@@ -113,7 +113,7 @@ func TestRaceOfSixLanguagesIsLinearizableAndKeepsTheInvariants(t *testing.T) {
 	runMS := 10000
 	jobs := 500
 	if soak() {
-		runMS, jobs = 40000, 2000
+		runMS, jobs = 30000, 1500
 	}
 	var fig raceFigures
 	for round := 0; round < rounds; round++ {
