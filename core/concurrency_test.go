@@ -117,19 +117,26 @@ func checkExactlyOnce(t *testing.T, a *Authority, ids []string) {
 	require.Len(t, completedBy, len(ids))
 }
 
-func TestConcurrentGoroutinesCompleteEveryJobExactlyOnce(t *testing.T) {
+// sharedQueue opens a fresh file with production "p" holding n jobs.
+func sharedQueue(t *testing.T, n int) (string, *Authority, []string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "leases.db")
 	a, err := Open(path)
 	require.NoError(t, err)
-	defer a.Close()
+	t.Cleanup(func() { a.Close() })
 	_, err = a.CreateProduction("p")
 	require.NoError(t, err)
 	var ids []string
-	for i := 0; i < 80; i++ {
+	for i := 0; i < n; i++ {
 		id, err := a.RequestJob("p", "", nil)
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
+	return path, a, ids
+}
+
+func TestConcurrentGoroutinesCompleteEveryJobExactlyOnce(t *testing.T) {
+	_, a, ids := sharedQueue(t, 80)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := 0; g < 8; g++ {
@@ -151,18 +158,7 @@ func TestProcessesRacingOnOneFileCompleteEveryJobExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	path := filepath.Join(t.TempDir(), "leases.db")
-	a, err := Open(path)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
-	var ids []string
-	for i := 0; i < 60; i++ {
-		id, err := a.RequestJob("p", "", nil)
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
+	path, a, ids := sharedQueue(t, 60)
 	const n = 4
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*lockedBuffer, n)
