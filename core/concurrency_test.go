@@ -155,9 +155,6 @@ func TestConcurrentGoroutinesCompleteEveryJobExactlyOnce(t *testing.T) {
 }
 
 func TestProcessesRacingOnOneFileCompleteEveryJobExactlyOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
 	path, a, ids := sharedQueue(t, 60)
 	const n = 4
 	cmds := make([]*exec.Cmd, n)

@@ -7,14 +7,19 @@
 FUZZ_TARGETS := FuzzDecodeToken:30000x FuzzParseFacts:30000x FuzzMigrateLegacy:100x
 FUZZ_LONG ?= 5m
 
-.PHONY: test-go fuzz vet
+.PHONY: test-go fuzz vet go-tools
 TEST_TARGETS += vet test-go
 
 vet: ## go vet (release and test builds)
 	$(GO) vet ./...
-	$(GO) vet -tags leasestest ./...
+	$(GO) vet -tags leasestest,leasesworkers ./...
 
-test-go: ## Go tests (core rules, processes, reliability short run), plus a short run of every fuzz target
+# The reliability tests inject faults with strace; a bare Debian gets it here.
+go-tools:
+	@command -v strace >/dev/null || { echo "installing strace from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; }
+
+test-go: go-tools ## Go tests (core rules, processes, reliability short run), plus a short run of every fuzz target
 	$(GO) test -count=1 -timeout 20m ./...
 	for t in $(FUZZ_TARGETS); do \
 		$(GO) test -count=1 -run='^$$' -fuzz="^$${t%%:*}$$" -fuzztime=$${t##*:} ./core || exit 1; \

@@ -9,7 +9,7 @@
 REL_DIR      := $(BUILD)/reliability
 REL_C_FLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Iinclude
 REL_RACE_BINS := $(REL_DIR)/race_worker_c $(REL_DIR)/race_worker_cpp $(BUILD)/rust/debug/examples/race_worker
-REL_RACE_ENV := LEASES_REL_RACE=1 LEASES_REL_PYTHON=$(PY)
+REL_RACE_ENV := LEASES_REL_PYTHON=$(PY)
 
 REL_SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 REL_FUZZ_SEED ?= $(shell date +%s)
@@ -60,7 +60,7 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
 test-race: reliability-workers ## the six-language race and the full-scenario leak scan (short)
-	$(REL_RACE_ENV) $(GO) test -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+	$(REL_RACE_ENV) $(GO) test -tags leasesworkers -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
 test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
 
@@ -76,7 +76,7 @@ soak: reliability-workers $(REL_DIR)/clock_faults $(REL_DIR)/abi_fuzz_asan $(REL
 	mkdir -p $(REL_DIR)
 	rm -f $(REL_DIR)/figures.jsonl
 	LEASES_SOAK=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_RACE_ENV) \
-		$(GO) test -count=1 -timeout 90m -v -run . ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+		$(GO) test -tags leasesworkers -count=1 -timeout 90m -v -run . ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
 	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
 	$(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock
 	echo '{"test":"clock_faults","figures":{"scenarios":6,"failed":0}}' >> $(SOAK_FIGURES)

@@ -54,6 +54,18 @@ var raceRejections = map[string]bool{
 // raceUnknown: the call may or may not have changed the store.
 var raceUnknown = map[string]bool{"outcome_unknown": true, "storage": true}
 
+// raceOp is one call of the history: call and (unless pending) return.
+type raceOp struct {
+	W, Op, Lease, Job string
+	N                 int
+	DurUS             int64
+	Call, Ret         int64 // Ret = math.MaxInt64 while pending
+	Kind              string
+	RJob              string
+	Expiry            int64
+	Msg               string
+}
+
 func (s mState) with(i int, j mJob) mState {
 	c := make(mState, len(s))
 	copy(c, s)
