@@ -123,6 +123,27 @@ func claimArgs(production, jobID, worker *C.char, dur C.int64_t, wantJob bool) (
 	return
 }
 
+// claimInto is the body of every claim export (claim, claim_job, edit_claim):
+// *out cleared, the handle resolved, the arguments read in rejection order,
+// then the claim, whose lease becomes a new handle.
+func claimInto(out *C.uintptr_t, resolve func() error, production, jobID, worker *C.char, dur C.int64_t,
+	wantJob bool, claim func(p, j, w string, d time.Duration) (*core.Lease, error)) C.int {
+	if out == nil {
+		return status(invalid("out is NULL"))
+	}
+	*out = 0
+	if err := resolve(); err != nil {
+		return status(err)
+	}
+	p, j, w, d, err := claimArgs(production, jobID, worker, dur, wantJob)
+	if err != nil {
+		return status(err)
+	}
+	l, err := claim(p, j, w, d)
+	return outLease(out, l, err)
+}
+
+// outLease hands a new lease to C as a handle, or reports err.
 func outLease(out *C.uintptr_t, l *core.Lease, err error) C.int {
 	if err != nil {
 		return status(err)
@@ -134,39 +155,17 @@ func outLease(out *C.uintptr_t, l *core.Lease, err error) C.int {
 //export leasesgo_claim
 func leasesgo_claim(h C.uintptr_t, production, worker *C.char, dur C.int64_t, out *C.uintptr_t) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out is NULL"))
-	}
-	*out = 0
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, _, w, d, err := claimArgs(production, nil, worker, dur, false)
-	if err != nil {
-		return status(err)
-	}
-	l, err := a.Claim(p, w, d)
-	return outLease(out, l, err)
+	var a *core.Authority
+	return claimInto(out, func() (err error) { a, err = authorityOf(uintptr(h)); return }, production, nil, worker, dur, false,
+		func(p, _, w string, d time.Duration) (*core.Lease, error) { return a.Claim(p, w, d) })
 }
 
 //export leasesgo_claim_job
 func leasesgo_claim_job(h C.uintptr_t, production, jobID, worker *C.char, dur C.int64_t, out *C.uintptr_t) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out is NULL"))
-	}
-	*out = 0
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, j, w, d, err := claimArgs(production, jobID, worker, dur, true)
-	if err != nil {
-		return status(err)
-	}
-	l, err := a.ClaimJob(p, j, w, d)
-	return outLease(out, l, err)
+	var a *core.Authority
+	return claimInto(out, func() (err error) { a, err = authorityOf(uintptr(h)); return }, production, jobID, worker, dur, true,
+		func(p, j, w string, d time.Duration) (*core.Lease, error) { return a.ClaimJob(p, j, w, d) })
 }
 
 //export leasesgo_cancel
@@ -380,20 +379,9 @@ func leasesgo_edit_begin(h C.uintptr_t, out *C.uintptr_t) (st C.int) {
 //export leasesgo_edit_claim
 func leasesgo_edit_claim(h C.uintptr_t, production, worker *C.char, dur C.int64_t, out *C.uintptr_t) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out is NULL"))
-	}
-	*out = 0
-	e, err := editOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, _, w, d, err := claimArgs(production, nil, worker, dur, false)
-	if err != nil {
-		return status(err)
-	}
-	l, err := e.Claim(p, w, d)
-	return outLease(out, l, err)
+	var e *core.Edit
+	return claimInto(out, func() (err error) { e, err = editOf(uintptr(h)); return }, production, nil, worker, dur, false,
+		func(p, _, w string, d time.Duration) (*core.Lease, error) { return e.Claim(p, w, d) })
 }
 
 //export leasesgo_edit_complete
