@@ -59,29 +59,9 @@ pub enum ErrorKind {
     AbiMismatch,
 }
 
-const BY_CODE: [ErrorKind; 18] = [
-    ErrorKind::InvalidArgument,
-    ErrorKind::InvalidDuration,
-    ErrorKind::NotFound,
-    ErrorKind::NothingToClaim,
-    ErrorKind::WrongState,
-    ErrorKind::LeaseLost,
-    ErrorKind::Expired,
-    ErrorKind::Cancelled,
-    ErrorKind::NotExtended,
-    ErrorKind::ClockRegressed,
-    ErrorKind::Closed,
-    ErrorKind::BadToken,
-    ErrorKind::Busy,
-    ErrorKind::Storage,
-    ErrorKind::OutcomeUnknown,
-    ErrorKind::SchemaTooNew,
-    ErrorKind::Forked,
-    ErrorKind::Internal,
-];
-
 impl ErrorKind {
-    /// Every kind, in status order, then `AbiMismatch`.
+    /// Every kind, in status order (index + 1 is the C status), then
+    /// `AbiMismatch`, which has no status.
     pub const ALL: [ErrorKind; 19] = [
         ErrorKind::InvalidArgument,
         ErrorKind::InvalidDuration,
@@ -109,12 +89,15 @@ impl ErrorKind {
         if code < 1 {
             return None;
         }
-        BY_CODE.get(code as usize - 1).copied()
+        Self::ALL.get(code as usize - 1).copied().filter(|k| *k != ErrorKind::AbiMismatch)
     }
 
     /// The C status (`LEASES_…`) of this kind; `None` for `AbiMismatch`.
     pub fn code(self) -> Option<i32> {
-        BY_CODE.iter().position(|k| *k == self).map(|i| i as i32 + 1)
+        if self == ErrorKind::AbiMismatch {
+            return None;
+        }
+        Self::ALL.iter().position(|k| *k == self).map(|i| i as i32 + 1)
     }
 
     /// The status name shared by every surface (`"lease_lost"`, …), as
