@@ -145,7 +145,8 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 	return out, err
 }
 
-// Productions lists every production by name.
+// Productions lists every production by name. Listings are never nil, so an
+// empty one marshals as [].
 func (a *Authority) Productions() ([]Production, error) {
 	if err := a.usable(); err != nil {
 		return nil, err

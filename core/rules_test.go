@@ -477,3 +477,19 @@ func TestALeaseReadsItsJobsPayloadWhileActiveOrPending(t *testing.T) {
 	_, err = l.Payload()
 	requireKind(t, err, KindClosed)
 }
+
+func TestEmptyListingsMarshalAsEmptyArrays(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.a.CreateProduction("empty")
+	require.NoError(t, err)
+	js, err := f.a.Jobs("empty")
+	require.NoError(t, err)
+	require.Equal(t, "[]", mustJSON(t, js))
+	evs, err := f.a.Events("p", 1<<40)
+	require.NoError(t, err)
+	require.Equal(t, "[]", mustJSON(t, evs))
+	f.reopen()
+	ps, err := f.a.Productions()
+	require.NoError(t, err)
+	require.NotNil(t, ps)
+}

@@ -182,9 +182,6 @@ func runProductionList(cc *cmdContext) error {
 		return err
 	}
 	if cc.jsonOut() {
-		if ps == nil {
-			ps = []core.Production{}
-		}
 		return printJSON(ps)
 	}
 	w := table("NAME\tID\tCREATED")
@@ -254,9 +251,6 @@ func runJobList(cc *cmdContext) error {
 		return err
 	}
 	if cc.jsonOut() {
-		if js == nil {
-			js = []core.Job{}
-		}
 		return printJSON(js)
 	}
 	w := table("ID\tKEY\tSTATE\tWORKER\tEXPIRY\tATTEMPTS\tREASON")
@@ -546,9 +540,6 @@ const eventFormat = "%-6s  %-27s  %-16s  %-36s  %-18s  %-16s  %-27s  %s\n"
 
 func printEvents(es []core.Event, asJSON, follow, header bool) error {
 	if asJSON && !follow {
-		if es == nil {
-			es = []core.Event{}
-		}
 		return printJSON(es)
 	}
 	if asJSON {
