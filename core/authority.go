@@ -315,7 +315,7 @@ func (a *Authority) write(fn func(tx store.Tx, now int64) error) error {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return &Error{Kind: KindOutcomeUnknown, Msg: "commit failed; the change may or may not have persisted", Err: err}
+		return outcomeUnknown(err)
 	}
 	return nil
 }

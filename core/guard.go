@@ -65,29 +65,34 @@ func (g *guard) commit() error {
 	}
 	now := g.a.now()
 	if now < g.observed {
-		g.tx.Rollback()
-		g.a.recordHWM(g.observed)
-		return errf(KindClockRegressed, "the authority clock went back during the operation (%s < %s); nothing was committed",
-			describeUS(now), describeUS(g.observed))
+		return g.fail(g.observed, errf(KindClockRegressed,
+			"the authority clock went back during the operation (%s < %s); nothing was committed",
+			describeUS(now), describeUS(g.observed)))
 	}
 	for _, d := range g.deadlines {
 		if now >= d {
-			g.tx.Rollback()
-			g.a.recordHWM(now)
-			return errf(KindExpired, "the claim expired at %s, before the operation could commit at %s; nothing was committed",
-				describeUS(d), describeUS(now))
+			return g.fail(now, errf(KindExpired,
+				"the claim expired at %s, before the operation could commit at %s; nothing was committed",
+				describeUS(d), describeUS(now)))
 		}
 	}
 	if err := g.tx.SetHWM(bg, now); err != nil {
-		g.tx.Rollback()
-		g.a.recordHWM(now)
-		return storageErr("record high-water mark", err)
+		return g.fail(now, storageErr("record high-water mark", err))
 	}
 	if err := g.tx.Commit(); err != nil {
 		g.a.recordHWM(now)
 		return outcomeUnknown(err)
 	}
 	return nil
+}
+
+// fail is clock policy rule 3 for a guarded transaction that will not
+// commit: roll it back first (nothing is published), then store the observed
+// sample as the mark in a transaction of its own.
+func (g *guard) fail(observed int64, err error) error {
+	g.tx.Rollback()
+	g.a.recordHWM(observed)
+	return err
 }
 
 func outcomeUnknown(err error) error {
