@@ -150,41 +150,39 @@ func cmdFill(args []string) {
 }
 
 func cmdCore(args []string) {
-	fs := flag.NewFlagSet("core", flag.ExitOnError)
-	db := fs.String("db", "", "database file (created)")
-	sync := fs.String("sync", "FULL", "synchronous level")
-	n := fs.Int("n", 200, "cycles")
-	must(fs.Parse(args))
-	fillCore(*db, *n)
-	a := openCore(*db, *sync)
-	defer a.Close()
-	cpu0, start := cpuNS(), time.Now()
-	for i := 0; i < *n; i++ {
+	coreCycles("core", args, func(a *core.Authority) {
 		l, err := a.Claim(prod, worker, leaseFor)
 		must(err)
 		must(l.Complete(core.Facts{}))
-	}
-	emit(result{Ops: *n, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(*n)})
+	})
 }
 
 // cmdInline claims and completes one job in one edit: one commit per cycle.
 func cmdInline(args []string) {
-	fs := flag.NewFlagSet("inline", flag.ExitOnError)
-	db := fs.String("db", "", "database file (created)")
-	sync := fs.String("sync", "FULL", "synchronous level")
-	n := fs.Int("n", 200, "cycles")
-	must(fs.Parse(args))
-	fillCore(*db, *n)
-	a := openCore(*db, *sync)
-	defer a.Close()
-	cpu0, start := cpuNS(), time.Now()
-	for i := 0; i < *n; i++ {
+	coreCycles("inline", args, func(a *core.Authority) {
 		e, err := a.Begin()
 		must(err)
 		l, err := e.Claim(prod, worker, leaseFor)
 		must(err)
 		must(e.Complete(l, core.Facts{}))
 		must(e.Commit())
+	})
+}
+
+// coreCycles is the body of the Go-core cycle rows: fill n jobs, then time n
+// cycles and report their rate and CPU per cycle.
+func coreCycles(name string, args []string, cycle func(a *core.Authority)) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	db := fs.String("db", "", "database file (created)")
+	sync := fs.String("sync", "FULL", "synchronous level")
+	n := fs.Int("n", 200, "cycles")
+	must(fs.Parse(args))
+	fillCore(*db, *n)
+	a := openCore(*db, *sync)
+	defer a.Close()
+	cpu0, start := cpuNS(), time.Now()
+	for i := 0; i < *n; i++ {
+		cycle(a)
 	}
 	emit(result{Ops: *n, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(*n)})
 }
