@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/pgstore"
 	"github.com/libleases/libleases/core/store/sqlitestore"
 )
 
@@ -29,26 +31,47 @@ type Options struct {
 // by many goroutines, and many processes may open the same file.
 type Authority struct {
 	b      store.Backend
-	clock  atomic.Pointer[func() int64]
+	seam   atomic.Pointer[func() int64] // test builds only; nil in release builds
 	closed atomic.Bool
+
+	mu    sync.Mutex
+	edits map[*Edit]struct{} // open edits, aborted by Close
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
 func systemClock() int64 { return time.Now().UnixMicro() }
 
-// Open opens the authority at path, creating the file if it does not exist
-// and migrating an older schema.
-func Open(path string) (*Authority, error) { return OpenWith(path, Options{}) }
+// Open opens the authority at location, creating and migrating its schema.
+// A location starting with postgres:// or postgresql:// is a PostgreSQL
+// connection URL; anything else is the path of a SQLite file, created if it
+// does not exist.
+func Open(location string) (*Authority, error) { return OpenWith(location, Options{}) }
+
+// IsPostgres reports whether location selects the PostgreSQL store.
+func IsPostgres(location string) bool { return pgstore.IsURL(location) }
 
 // OpenWith is Open with options.
-func OpenWith(path string, opts Options) (*Authority, error) {
-	if err := checkText("database path", path, MaxPathLen, false); err != nil {
+func OpenWith(location string, opts Options) (*Authority, error) {
+	if err := checkText("database location", location, MaxPathLen, false); err != nil {
 		return nil, err
 	}
 	a := newAuthority(nil)
-	b, err := sqlitestore.Open(path, sqlitestore.Options{BusyTimeout: opts.BusyTimeout, Synchronous: opts.Synchronous}, a.now)
-	if err != nil {
-		return nil, storageErr("open "+path, err)
+	var b store.Backend
+	var err error
+	if IsPostgres(location) {
+		if opts.Synchronous != "" {
+			return nil, errf(KindInvalidArgument, "synchronous is a SQLite setting; PostgreSQL commits durably")
+		}
+		b, err = pgstore.Open(location, pgstore.Options{BusyTimeout: opts.BusyTimeout})
+		if err != nil {
+			// The URL may carry a password: name the store by its redacted form.
+			return nil, storageErr("open "+pgstore.Redact(location), err)
+		}
+	} else {
+		b, err = sqlitestore.Open(location, sqlitestore.Options{BusyTimeout: opts.BusyTimeout, Synchronous: opts.Synchronous}, a.now)
+		if err != nil {
+			return nil, storageErr("open "+location, err)
+		}
 	}
 	a.b = b
 	return a, nil
@@ -56,22 +79,55 @@ func OpenWith(path string, opts Options) (*Authority, error) {
 
 // newAuthority wraps an opened backend. The rules never depend on which
 // backend it is.
-func newAuthority(b store.Backend) *Authority {
-	a := &Authority{b: b}
-	clk := systemClock
-	a.clock.Store(&clk)
-	return a
+func newAuthority(b store.Backend) *Authority { return &Authority{b: b} }
+
+// now is the clock of a store without a server clock (SQLite): this host's
+// wall clock, or the seam in test builds.
+func (a *Authority) now() int64 {
+	if f := a.seam.Load(); f != nil {
+		return (*f)()
+	}
+	return systemClock()
 }
 
-func (a *Authority) now() int64 { return (*a.clock.Load())() }
+// sampleIn samples the authority clock for a transaction. A store with a
+// server clock (PostgreSQL) is always asked, inside the transaction, so every
+// host shares one clock; in test builds the seam then replaces the server's
+// answer, so clock tests drive the same path. Otherwise it is now().
+func (a *Authority) sampleIn(tx store.Tx) (int64, error) {
+	c, ok := tx.(store.Clock)
+	if !ok {
+		return a.now(), nil
+	}
+	v, err := c.Now(bg)
+	if err != nil {
+		return 0, storageErr("sample the authority clock", err)
+	}
+	if f := a.seam.Load(); f != nil {
+		return (*f)(), nil
+	}
+	return v, nil
+}
 
-// setClock replaces the clock; only test builds reach it (clock_seam*.go).
-func (a *Authority) setClock(f func() int64) { a.clock.Store(&f) }
+// setClock installs the clock seam; only test builds reach it (clock_seam*.go).
+func (a *Authority) setClock(f func() int64) { a.seam.Store(&f) }
 
 // Close closes the database. Leases of a closed authority report Closed.
 func (a *Authority) Close() error {
 	if a.closed.Swap(true) {
 		return nil
+	}
+	// An edit left open would keep its transaction, and with PostgreSQL its
+	// row locks, until the process ends: roll each back (it then reports
+	// closed, and commits nothing).
+	a.mu.Lock()
+	open := make([]*Edit, 0, len(a.edits))
+	for e := range a.edits {
+		open = append(open, e)
+	}
+	a.mu.Unlock()
+	for _, e := range open {
+		e.Abort()
 	}
 	if err := a.b.Close(); err != nil {
 		return storageErr("close", err)
@@ -100,6 +156,8 @@ func storageErr(op string, err error) error {
 		return e
 	case errors.Is(err, store.ErrBusy):
 		return &Error{Kind: KindBusy, Msg: op + ": the writer lock was not obtained within the busy timeout", Err: err}
+	case errors.Is(err, store.ErrRetry), errors.Is(err, store.ErrConflict):
+		return &Error{Kind: KindBusy, Msg: op + ": a concurrent transaction conflicted with this one; nothing was written", Err: err}
 	case errors.Is(err, store.ErrSchemaTooNew):
 		return &Error{Kind: KindSchemaTooNew, Msg: op, Err: err}
 	default:
@@ -304,20 +362,27 @@ func event(tx store.Tx, e store.Event) error {
 }
 
 // write runs an unguarded writing transaction (no clock policy): creating
-// productions, requesting jobs, cancelling.
+// productions, requesting jobs, cancelling. A transaction the store aborted
+// over a concurrent conflict is run again (retrying).
 func (a *Authority) write(fn func(tx store.Tx, now int64) error) error {
-	tx, err := a.b.BeginWrite(bg)
-	if err != nil {
-		return storageErr("begin", err)
-	}
-	if err := fn(tx, a.now()); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return outcomeUnknown(err)
-	}
-	return nil
+	return a.retrying(func() error {
+		tx, err := a.b.BeginWrite(bg)
+		if err != nil {
+			return storageErr("begin", err)
+		}
+		now, err := a.sampleIn(tx)
+		if err == nil {
+			err = fn(tx, now)
+		}
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return commitErr(err)
+		}
+		return nil
+	})
 }
 
 // ---- observations ----------------------------------------------------------

@@ -20,12 +20,12 @@ import (
 // set: they run workLoop against the shared file and exit.
 func TestMain(m *testing.M) {
 	if name := os.Getenv("LEASES_TEST_WORKER"); name != "" {
-		os.Exit(workerProcess(name, os.Getenv("LEASES_TEST_DB")))
+		os.Exit(workerProcess(name, os.Getenv("LEASES_TEST_DB"), os.Getenv("LEASES_TEST_GO")))
 	}
 	os.Exit(m.Run())
 }
 
-func workerProcess(name, path string) int {
+func workerProcess(name, path, goFile string) int {
 	a, err := Open(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
@@ -34,7 +34,7 @@ func workerProcess(name, path string) int {
 	defer a.Close()
 	// Start together, so that the processes really race.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(path + ".go"); err == nil {
+		if _, err := os.Stat(goFile); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -120,7 +120,7 @@ func checkExactlyOnce(t *testing.T, a *Authority, ids []string) {
 // sharedQueue opens a fresh file with production "p" holding n jobs.
 func sharedQueue(t *testing.T, n int) (string, *Authority, []string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "leases.db")
+	path := newLocation(t, "leases.db")
 	a, err := Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close() })
@@ -156,6 +156,7 @@ func TestConcurrentGoroutinesCompleteEveryJobExactlyOnce(t *testing.T) {
 
 func TestProcessesRacingOnOneFileCompleteEveryJobExactlyOnce(t *testing.T) {
 	path, a, ids := sharedQueue(t, 60)
+	goFile := filepath.Join(t.TempDir(), "go")
 	const n = 4
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*lockedBuffer, n)
@@ -163,12 +164,12 @@ func TestProcessesRacingOnOneFileCompleteEveryJobExactlyOnce(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		outs[i] = &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
-		cmd.Env = append(os.Environ(), "LEASES_TEST_WORKER=proc"+strconv.Itoa(i), "LEASES_TEST_DB="+path,
+		cmd.Env = append(os.Environ(), "LEASES_TEST_WORKER=proc"+strconv.Itoa(i), "LEASES_TEST_DB="+path, "LEASES_TEST_GO="+goFile,
 			"LEASES_TEST_SEED="+strconv.Itoa(i))
 		require.NoError(t, cmd.Start())
 		cmds[i] = cmd
 	}
-	require.NoError(t, os.WriteFile(path+".go", nil, 0o600))
+	require.NoError(t, os.WriteFile(goFile, nil, 0o600))
 	for i, cmd := range cmds {
 		require.NoError(t, cmd.Wait(), "worker %d: %s", i, outs[i].String())
 	}

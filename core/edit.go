@@ -29,7 +29,21 @@ func (a *Authority) Begin() (*Edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Edit{a: a, g: g}, nil
+	e := &Edit{a: a, g: g}
+	a.mu.Lock()
+	if a.edits == nil {
+		a.edits = map[*Edit]struct{}{}
+	}
+	a.edits[e] = struct{}{}
+	a.mu.Unlock()
+	return e, nil
+}
+
+// forget drops a finished edit from its authority's open set.
+func (e *Edit) forget() {
+	e.a.mu.Lock()
+	delete(e.a.edits, e)
+	e.a.mu.Unlock()
 }
 
 func (e *Edit) check() error {
@@ -65,7 +79,11 @@ func (e *Edit) RequestJob(production, key string, payload []byte) (string, error
 	if err := e.check(); err != nil {
 		return "", err
 	}
-	id, err := requestJob(e.g.tx, e.a.now(), production, key, payload)
+	now, err := e.a.sampleIn(e.g.tx)
+	if err != nil {
+		return "", e.afterOp(err)
+	}
+	id, err := requestJob(e.g.tx, now, production, key, payload)
 	return id, e.afterOp(err)
 }
 
@@ -155,6 +173,7 @@ func (e *Edit) Commit() error {
 	}
 	e.done = true
 	err := e.g.commit()
+	e.forget()
 	finished := map[*Lease]bool{}
 	for _, l := range e.finishing {
 		finished[l] = true
@@ -199,6 +218,7 @@ func (e *Edit) abortLocked() {
 	}
 	e.done = true
 	e.g.rollback()
+	e.forget()
 	for _, l := range append(e.pending, e.finishing...) {
 		l.mu.Lock()
 		if l.state == LeasePending {

@@ -25,6 +25,7 @@ type execFixture struct {
 	a   *Authority
 	now atomic.Int64
 	dir string
+	loc string // the authority's location
 }
 
 const execProd = "render"
@@ -32,7 +33,8 @@ const execProd = "render"
 func newExecFixture(t *testing.T) *execFixture {
 	t.Helper()
 	fx := &execFixture{dir: t.TempDir()}
-	a, err := Open(filepath.Join(fx.dir, "leases.db"))
+	fx.loc = newLocation(t, "leases.db")
+	a, err := Open(fx.loc)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -509,7 +511,7 @@ func TestFinishRemovesItsFilesWhenNothingCommitted(t *testing.T) {
 	execWrite(t, x, "work")
 	// Another connection holds the writer lock: the completion is refused as
 	// busy before anything is written.
-	other, err := OpenWith(filepath.Join(fx.dir, "leases.db"), Options{BusyTimeout: 50 * time.Millisecond})
+	other, err := OpenWith(fx.loc, Options{BusyTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +520,13 @@ func TestFinishRemovesItsFilesWhenNothingCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := OpenWith(filepath.Join(fx.dir, "leases.db"), Options{BusyTimeout: 50 * time.Millisecond})
+	defer e.Abort()
+	// Touching the job locks its row (PostgreSQL); the refusal keeps the
+	// edit open.
+	if _, err := e.ClaimJob(execProd, l.JobID(), "w2", time.Minute); KindOf(err) != KindWrongState {
+		t.Fatalf("claiming a held job in the edit: %v", err)
+	}
+	slow, err := OpenWith(fx.loc, Options{BusyTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package core
 
 import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/libleases/libleases/core/store"
@@ -37,7 +40,10 @@ func (a *Authority) beginGuard() (*guard, error) {
 // sample is the first sample of a guarded operation: a clock behind the mark
 // (or behind an earlier sample of this transaction) rejects it.
 func (g *guard) sample() (int64, error) {
-	now := g.a.now()
+	now, err := g.a.sampleIn(g.tx)
+	if err != nil {
+		return 0, err
+	}
 	floor := max(g.hwm, g.observed)
 	if now < floor {
 		return 0, errf(KindClockRegressed,
@@ -59,11 +65,14 @@ func (g *guard) rollback() { g.tx.Rollback() }
 func (g *guard) commit() error {
 	if !g.guarded {
 		if err := g.tx.Commit(); err != nil {
-			return outcomeUnknown(err)
+			return commitErr(err)
 		}
 		return nil
 	}
-	now := g.a.now()
+	now, err := g.a.sampleIn(g.tx)
+	if err != nil {
+		return g.fail(g.observed, err)
+	}
 	if now < g.observed {
 		return g.fail(g.observed, errf(KindClockRegressed,
 			"the authority clock went back during the operation (%s < %s); nothing was committed",
@@ -81,7 +90,7 @@ func (g *guard) commit() error {
 	}
 	if err := g.tx.Commit(); err != nil {
 		g.a.recordHWM(now)
-		return outcomeUnknown(err)
+		return commitErr(err)
 	}
 	return nil
 }
@@ -93,6 +102,44 @@ func (g *guard) fail(observed int64, err error) error {
 	g.tx.Rollback()
 	g.a.recordHWM(observed)
 	return err
+}
+
+// commitErr reports a failed commit. A store that aborted the commit over a
+// concurrent conflict guarantees nothing was written (and the operation may
+// be retried); any other failure leaves the outcome unknown.
+func commitErr(err error) error {
+	if errors.Is(err, store.ErrRetry) {
+		return storageErr("commit", err)
+	}
+	return outcomeUnknown(err)
+}
+
+// retrying runs one whole transaction, running it again when the store
+// aborted it over a conflict with a concurrent transaction (PostgreSQL
+// serialization failures and deadlocks; row-uniqueness races between two
+// creators of one name). After maxAttempts it reports Busy.
+func (a *Authority) retrying(op func() error) error {
+	var err error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			// Jittered exponential back-off: 1ms, 2ms, 4ms … capped at 64ms.
+			d := time.Millisecond << min(attempt-1, 6)
+			time.Sleep(d/2 + rand.N(d/2+1))
+		}
+		err = op()
+		if !retryable(err) {
+			return err
+		}
+	}
+	return &Error{Kind: KindBusy, Err: err, Msg: fmt.Sprintf(
+		"the operation conflicted with concurrent transactions %d times in a row; nothing was written", maxAttempts)}
+}
+
+// maxAttempts bounds retrying.
+const maxAttempts = 12
+
+func retryable(err error) bool {
+	return err != nil && (errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrConflict))
 }
 
 func outcomeUnknown(err error) error {

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +65,7 @@ type fixture struct {
 // newFixture opens a fresh authority with a fake clock and one production "p".
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "leases.db")
+	path := newLocation(t, "leases.db")
 	f := &fixture{t: t, path: path, clk: &fakeClock{now: t0}}
 	f.a = f.open()
 	_, err := f.a.CreateProduction("p")

@@ -219,16 +219,19 @@ func (a *Authority) claimOne(production, jobID, worker string, d time.Duration) 
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	g, err := a.beginGuard()
+	var l *Lease
+	err = a.retrying(func() error {
+		g, err := a.beginGuard()
+		if err != nil {
+			return err
+		}
+		if l, err = claimIn(g, production, jobID, worker, us); err != nil {
+			g.rollback()
+			return err
+		}
+		return g.commit()
+	})
 	if err != nil {
-		return nil, err
-	}
-	l, err := claimIn(g, production, jobID, worker, us)
-	if err != nil {
-		g.rollback()
-		return nil, err
-	}
-	if err := g.commit(); err != nil {
 		return nil, err
 	}
 	l.state = LeaseActive
@@ -302,15 +305,18 @@ func (l *Lease) transition(closeAfter bool, fn func(g *guard) error) error {
 	if err := l.localCheck(); err != nil {
 		return err
 	}
-	g, err := l.a.beginGuard()
+	err := l.a.retrying(func() error {
+		g, err := l.a.beginGuard()
+		if err != nil {
+			return err
+		}
+		if err := fn(g); err != nil {
+			g.rollback()
+			return err
+		}
+		return g.commit()
+	})
 	if err != nil {
-		return err
-	}
-	if err := fn(g); err != nil {
-		g.rollback()
-		return err
-	}
-	if err := g.commit(); err != nil {
 		return err
 	}
 	if closeAfter {
@@ -474,20 +480,22 @@ func (a *Authority) Import(token string) (*Lease, error) {
 		return nil, err
 	}
 	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: &t.Secret, state: LeaseActive}
-	g, err := a.beginGuard()
+	var j store.Job
+	err = a.retrying(func() error {
+		g, err := a.beginGuard()
+		if err != nil {
+			return err
+		}
+		if p, err := g.tx.ProductionByID(bg, t.ProductionID); err == nil {
+			l.production = p.Name
+		}
+		if j, _, err = checkHeld(g, l); err != nil {
+			g.rollback()
+			return err
+		}
+		return g.commit()
+	})
 	if err != nil {
-		return nil, err
-	}
-	p, err := g.tx.ProductionByID(bg, t.ProductionID)
-	if err == nil {
-		l.production = p.Name
-	}
-	j, _, err := checkHeld(g, l)
-	if err != nil {
-		g.rollback()
-		return nil, err
-	}
-	if err := g.commit(); err != nil {
 		return nil, err
 	}
 	l.worker, l.claimedAt, l.expiry = j.Worker, j.ClaimedAt, j.Expiry

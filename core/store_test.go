@@ -21,6 +21,7 @@ import (
 )
 
 func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
+	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "old.db")
 	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()}
 	claimID := uuid.NewString()
@@ -93,6 +94,7 @@ func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
 }
 
 func TestANewerSchemaIsRefused(t *testing.T) {
+	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "new.db")
 	a, err := Open(path)
 	require.NoError(t, err)
@@ -108,6 +110,7 @@ func TestANewerSchemaIsRefused(t *testing.T) {
 }
 
 func TestAFileThatIsNotALeasesDatabaseIsRefused(t *testing.T) {
+	sqliteOnly(t)
 	dir := t.TempDir()
 	foreign := filepath.Join(dir, "foreign.db")
 	db, err := sql.Open("sqlite", "file:"+foreign)
@@ -135,6 +138,7 @@ func TestAFileThatIsNotALeasesDatabaseIsRefused(t *testing.T) {
 }
 
 func TestPathsWithURICharactersOpenExactlyThatFile(t *testing.T) {
+	sqliteOnly(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a #b?c=d&e%20f.db")
 	a, err := Open(path)
@@ -155,6 +159,7 @@ func TestPathsWithURICharactersOpenExactlyThatFile(t *testing.T) {
 }
 
 func TestOpeningCreatesTheFileInWALModeWithFullSync(t *testing.T) {
+	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "x.db")
 	a, err := Open(path)
 	require.NoError(t, err)
@@ -213,13 +218,7 @@ func TestSecretsNeverAppearInListingsEventsErrorsOrTheDatabaseFile(t *testing.T)
 	}
 	text.WriteString(strings.Join(errs, "\n"))
 	require.NoError(t, f.a.Close())
-	files := ""
-	for _, suffix := range []string{"", "-wal"} {
-		b, err := os.ReadFile(f.path + suffix)
-		if err == nil {
-			files += string(b)
-		}
-	}
+	files := storedBytes(t, f.path)
 	require.NotEmpty(t, files)
 	for _, s := range append(secrets, tokens...) {
 		require.NotContains(t, text.String(), s)
@@ -316,15 +315,18 @@ func TestAStorageFailureBeforeCommitChangesNothing(t *testing.T) {
 
 func TestBusyIsReportedWhenTheWriterLockIsNotObtainedInTime(t *testing.T) {
 	f := newFixture(t)
-	f.request(1)
+	ids := f.request(1)
 	e, err := f.a.Begin()
 	require.NoError(t, err)
 	defer e.Abort()
+	// The edit holds the writer lock (SQLite) or the job's row (PostgreSQL).
+	_, err = e.ClaimJob("p", ids[0], "w", time.Minute)
+	require.NoError(t, err)
 	other, err := OpenWith(f.path, Options{BusyTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	defer other.Close()
 	other.setClock(f.clk.Now)
-	_, err = other.Claim("p", "w", time.Minute)
+	_, err = other.ClaimJob("p", ids[0], "w", time.Minute)
 	requireKind(t, err, KindBusy)
 	_, err = other.Jobs("p")
 	require.NoError(t, err, "readers are not blocked by the writer (WAL)")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Job states as observed.
@@ -159,6 +160,9 @@ func (f Facts) validate() error {
 			}
 			if !json.Valid(v) {
 				return errf(KindInvalidArgument, "%s value for %q is not valid JSON", kind, k)
+			}
+			if !utf8.Valid(v) {
+				return errf(KindInvalidArgument, "%s value for %q is not valid UTF-8", kind, k)
 			}
 		}
 	}

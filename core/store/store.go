@@ -36,7 +36,19 @@ var (
 	ErrCorrupt = errors.New("database file is corrupt or not a database")
 	// ErrFull: the disk or database is full.
 	ErrFull = errors.New("database or disk is full")
+	// ErrRetry: the engine aborted the transaction to resolve a conflict with
+	// a concurrent one (a serialization failure or a deadlock). Nothing was
+	// written; running the whole transaction again may succeed.
+	ErrRetry = errors.New("transaction aborted by a conflict with a concurrent transaction")
 )
+
+// Clock is implemented by a Tx whose store owns the authority clock: a
+// database server that every host shares. Now samples that clock from inside
+// the transaction, in unix µs. A Tx that is not a Clock leaves the sample to
+// the authority's own host (the embedded SQLite store).
+type Clock interface {
+	Now(ctx context.Context) (int64, error)
+}
 
 // Production is one named batch of jobs.
 type Production struct {
@@ -130,7 +142,9 @@ type Tx interface {
 // Backend is one opened authority store.
 type Backend interface {
 	Reader
-	// BeginWrite takes the writer lock (waiting up to the busy timeout).
+	// BeginWrite starts a write transaction. SQLite takes its one writer lock
+	// here; a server store takes row locks as the transaction touches rows.
+	// Either waits at most the busy timeout for a lock.
 	BeginWrite(ctx context.Context) (Tx, error)
 	Close() error
 }

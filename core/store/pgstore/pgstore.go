@@ -1,0 +1,238 @@
+// Package pgstore is the PostgreSQL backend of the lease authority, for
+// workers spread across hosts. It holds all SQL for PostgreSQL and none of
+// the lease rules: those stay in package core, shared with SQLite.
+//
+// Locking (docs/postgres.md): every write is a READ COMMITTED transaction
+// that locks only the rows it touches. Claiming the next job takes the first
+// claimable row with FOR UPDATE SKIP LOCKED, so concurrent claimers each take
+// a different job instead of queueing on one; every holder transition reads
+// its job row FOR UPDATE. The clock high-water mark is spread over
+// hwmShards rows, each commit advancing one it can lock without waiting, so
+// no row is hot. A whole-database advisory lock is taken only to create or
+// migrate the schema. Waits end after the busy timeout (lock_timeout).
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/libleases/libleases/core/store"
+)
+
+// Options tune Open.
+type Options struct {
+	// BusyTimeout bounds every wait for a row lock or a connection.
+	BusyTimeout time.Duration
+}
+
+// DefaultBusyTimeout is how long a writer waits for a lock before Busy.
+const DefaultBusyTimeout = 10 * time.Second
+
+// defaultMaxConns is the pool size unless the URL sets pool_max_conns: enough
+// for many goroutines of one process to hold transactions at once.
+const defaultMaxConns = 32
+
+// IsURL reports whether location names a PostgreSQL database.
+func IsURL(location string) bool {
+	l := strings.ToLower(location)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// Redact returns location with any password removed, for messages.
+func Redact(location string) string {
+	u, err := url.Parse(location)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.EqualFold(k, "password") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// DB is an opened PostgreSQL authority store.
+type DB struct {
+	pool *pgxpool.Pool
+	busy time.Duration
+	queries
+
+	mu     sync.Mutex
+	closed bool
+}
+
+var _ store.Backend = (*DB)(nil)
+
+// Open connects to the database at url, creating or migrating the schema in
+// the connection's current schema (set search_path in the URL to choose one).
+func Open(location string, opts Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(location)
+	if err != nil {
+		// pgconn redacts the password from its own message.
+		return nil, fmt.Errorf("invalid PostgreSQL URL: %w", err)
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	if !strings.Contains(location, "pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["lock_timeout"] = strconv.FormatInt(busy.Milliseconds(), 10)
+	if rp["application_name"] == "" {
+		rp["application_name"] = "libleases"
+	}
+	rp["timezone"] = "UTC"
+	ctx, cancel := context.WithTimeout(context.Background(), busy+cfg.ConnConfig.ConnectTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify(err)
+	}
+	db := &DB{pool: pool, busy: busy, queries: queries{q: pool}}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close closes the pool, after waiting for write transactions still running
+// (the authority rolls back its open edits before it closes the store).
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed = true
+	db.mu.Unlock()
+	db.pool.Close()
+	return nil
+}
+
+// BeginWrite starts a READ COMMITTED transaction on its own connection.
+func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
+	db.mu.Lock()
+	closed := db.closed
+	db.mu.Unlock()
+	if closed {
+		return nil, errors.New("the store is closed")
+	}
+	// Waiting for a free connection is waiting for the writer: bound it.
+	actx, cancel := context.WithTimeout(ctx, db.busy)
+	defer cancel()
+	conn, err := db.pool.Acquire(actx)
+	if err == nil {
+		var tx pgx.Tx
+		tx, err = conn.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err == nil {
+			return &Tx{db: db, conn: conn, tx: tx, queries: queries{q: tx, inTx: true}}, nil
+		}
+		conn.Release()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy)
+	}
+	return nil, classify(err)
+}
+
+// Tx is one write transaction.
+type Tx struct {
+	db   *DB
+	conn *pgxpool.Conn
+	tx   pgx.Tx
+	done bool
+	queries
+}
+
+var _ store.Clock = (*Tx)(nil)
+
+// Now samples the server's clock (clock_timestamp(), which advances within a
+// transaction, unlike now()).
+func (t *Tx) Now(ctx context.Context) (int64, error) {
+	var v int64
+	err := t.tx.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&v)
+	return v, classify(err)
+}
+
+// Commit commits; an error here means the outcome is unknown unless it is
+// ErrRetry (the server aborted the transaction).
+func (t *Tx) Commit() error {
+	if t.done {
+		return errors.New("transaction already finished")
+	}
+	err := t.tx.Commit(context.Background())
+	t.finish()
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return fmt.Errorf("%w: the server rolled the transaction back", store.ErrRetry)
+	}
+	return classify(err)
+}
+
+// Rollback rolls back; rolling back a finished transaction is a no-op.
+func (t *Tx) Rollback() error {
+	if t.done {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.db.busy)
+	defer cancel()
+	err := t.tx.Rollback(ctx)
+	t.finish()
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return nil
+	}
+	return classify(err)
+}
+
+func (t *Tx) finish() {
+	t.done = true
+	t.conn.Release()
+}
+
+// classify maps PostgreSQL errors onto the store's error values, keeping the
+// server's message for diagnostics.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNoRow
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "40001" || pe.Code == "40P01": // serialization_failure, deadlock_detected
+			return fmt.Errorf("%w: %v", store.ErrRetry, err)
+		case pe.Code == "55P03" || pe.Code == "57014" || pe.Code == "53300": // lock_not_available, query_canceled, too_many_connections
+			return fmt.Errorf("%w: %v", store.ErrBusy, err)
+		case pe.Code == "23505": // unique_violation
+			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+		case pe.Code == "25006": // read_only_sql_transaction
+			return fmt.Errorf("%w: %v", store.ErrReadOnly, err)
+		case pe.Code == "53100": // disk_full
+			return fmt.Errorf("%w: %v", store.ErrFull, err)
+		case pe.Code == "XX001" || pe.Code == "XX002": // data_corrupted, index_corrupted
+			return fmt.Errorf("%w: %v", store.ErrCorrupt, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,292 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/libleases/libleases/core/store"
+)
+
+// querier is what both the pool and a transaction run statements on. pgx
+// prepares and caches each statement per connection.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queries holds every statement. Inside a write transaction (inTx) reads of
+// a job row lock it, so the rules decide on the row's latest committed state
+// and no other transaction can change it before this one ends.
+type queries struct {
+	q    querier
+	inTx bool
+}
+
+// hwmShards is how many rows hold the clock high-water mark.
+const hwmShards = 64
+
+const jobColumns = `id, production_id, key, payload, seq, state, claim_hash, worker,
+	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us`
+
+func scanJob(r pgx.Row) (store.Job, error) {
+	var j store.Job
+	var key *string
+	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Payload, &j.Seq, &j.State, &j.ClaimHash, &j.Worker,
+		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt)
+	if err != nil {
+		return store.Job{}, classify(err)
+	}
+	if key != nil {
+		j.Key, j.HasKey = *key, true
+	}
+	if j.Payload == nil {
+		j.Payload = []byte{}
+	}
+	return j, nil
+}
+
+// lock is the row-lock clause for a read inside a write transaction.
+func (q queries) lock(clause string) string {
+	if q.inTx {
+		return " " + clause
+	}
+	return ""
+}
+
+// HWM is the durable mark: the greatest of its shards.
+func (q queries) HWM(ctx context.Context) (int64, error) {
+	var v int64
+	err := q.q.QueryRow(ctx, `SELECT COALESCE(max(v), 0) FROM leases_hwm`).Scan(&v)
+	return v, classify(err)
+}
+
+// SetHWM advances one shard of the mark: one that no concurrent transaction
+// holds, so commits never queue on the mark. Only when every shard is held
+// does it wait for one.
+func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
+	tag, err := q.q.Exec(ctx, `UPDATE leases_hwm h SET v = greatest(h.v, $1)
+		FROM (SELECT shard FROM leases_hwm ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED) s
+		WHERE h.shard = s.shard`, unixUS)
+	if err != nil {
+		return classify(err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	_, err = q.q.Exec(ctx, `UPDATE leases_hwm SET v = greatest(v, $1)
+		WHERE shard = floor(random() * $2)::int`, unixUS, hwmShards)
+	return classify(err)
+}
+
+func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	var p store.Production
+	err := q.q.QueryRow(ctx, `SELECT id, name, created_unix_us FROM leases_productions WHERE name = $1`, name).
+		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	return p, classify(err)
+}
+
+func (q queries) ProductionByID(ctx context.Context, id string) (store.Production, error) {
+	var p store.Production
+	err := q.q.QueryRow(ctx, `SELECT id, name, created_unix_us FROM leases_productions WHERE id = $1`, id).
+		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	return p, classify(err)
+}
+
+func (q queries) Productions(ctx context.Context) ([]store.Production, error) {
+	rows, err := q.q.Query(ctx, `SELECT id, name, created_unix_us FROM leases_productions ORDER BY name COLLATE "C"`)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Production, error) {
+		var p store.Production
+		err := r.Scan(&p.ID, &p.Name, &p.CreatedAt)
+		return p, err
+	})
+	if out == nil {
+		out = []store.Production{}
+	}
+	return out, classify(err)
+}
+
+func (q queries) JobByID(ctx context.Context, id string) (store.Job, error) {
+	return scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE id = $1`+q.lock("FOR UPDATE"), id))
+}
+
+func (q queries) JobByKey(ctx context.Context, productionID, key string) (store.Job, error) {
+	return scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
+		WHERE production_id = $1 AND key = $2`+q.lock("FOR UPDATE"), productionID, key))
+}
+
+func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE production_id = $1 ORDER BY seq`, productionID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, classify(rows.Err())
+}
+
+// NextClaimable takes the first claimable job in request order. Inside a
+// write transaction each of its two reads skips rows other transactions hold
+// (FOR UPDATE SKIP LOCKED), so concurrent claimers take different jobs. The
+// expired-claim read runs first: it usually finds nothing and locks nothing.
+// When it finds a job and an earlier requested job exists too, the earlier
+// one is claimed; the expired one stays locked until this transaction ends,
+// which only makes other claimers pass over it for that long.
+func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
+	exp, errExp := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= $2
+		ORDER BY seq LIMIT 1`+q.lock("FOR UPDATE SKIP LOCKED"), productionID, now))
+	if errExp != nil && errExp != store.ErrNoRow {
+		return store.Job{}, errExp
+	}
+	before := int64(1<<63 - 1)
+	if errExp == nil {
+		before = exp.Seq
+	}
+	req, errReq := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' AND seq < $2
+		ORDER BY seq LIMIT 1`+q.lock("FOR UPDATE SKIP LOCKED"), productionID, before))
+	switch {
+	case errReq == nil:
+		return req, nil
+	case errReq != store.ErrNoRow:
+		return store.Job{}, errReq
+	case errExp == nil:
+		return exp, nil
+	}
+	return store.Job{}, store.ErrNoRow
+}
+
+func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
+	var lim any // NULL: no limit
+	if limit > 0 {
+		lim = limit
+	}
+	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM leases_events`
+	var rows pgx.Rows
+	var err error
+	if productionID == "" {
+		rows, err = q.q.Query(ctx, cols+` WHERE seq > $1 ORDER BY seq LIMIT $2`, after, lim)
+	} else {
+		rows, err = q.q.Query(ctx, cols+` WHERE production_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+			productionID, after, lim)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
+		var e store.Event
+		err := r.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail)
+		return e, err
+	})
+	if out == nil {
+		out = []store.Event{}
+	}
+	return out, classify(err)
+}
+
+func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) {
+	rows, err := q.q.Query(ctx, `SELECT job_id, kind, key, value_json FROM leases_facts
+		WHERE job_id = $1 ORDER BY kind COLLATE "C", key COLLATE "C"`, jobID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Fact, error) {
+		var f store.Fact
+		err := r.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value)
+		return f, err
+	})
+	if out == nil {
+		out = []store.Fact{}
+	}
+	return out, classify(err)
+}
+
+func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, error) {
+	rows, err := q.q.Query(ctx, `SELECT job_id, path, size, sha256, nonce FROM leases_outputs
+		WHERE job_id = $1 ORDER BY path COLLATE "C"`, jobID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Output, error) {
+		var o store.Output
+		err := r.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce)
+		return o, err
+	})
+	if out == nil {
+		out = []store.Output{}
+	}
+	return out, classify(err)
+}
+
+func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
+	_, err := q.q.Exec(ctx, `INSERT INTO leases_productions (id, name, created_unix_us) VALUES ($1, $2, $3)`,
+		p.ID, p.Name, p.CreatedAt)
+	return classify(err)
+}
+
+// InsertJob adds a job; its seq comes from the table's identity sequence, so
+// concurrent requesters never contend for a per-production counter.
+func (q queries) InsertJob(ctx context.Context, j store.Job) error {
+	var key any
+	if j.HasKey {
+		key = j.Key
+	}
+	_, err := q.q.Exec(ctx, `INSERT INTO leases_jobs (id, production_id, key, payload, state, claim_hash,
+			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		j.ID, j.ProductionID, key, j.Payload, j.State, j.ClaimHash, j.Worker,
+		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt)
+	return classify(err)
+}
+
+func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
+	tag, err := q.q.Exec(ctx, `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
+			expiry_unix_us = $5, attempts = $6, reason = $7, updated_unix_us = $8 WHERE id = $9`,
+		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt, j.ID)
+	if err != nil {
+		return classify(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
+	_, err := q.q.Exec(ctx, `INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker,
+			expiry_unix_us, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	return classify(err)
+}
+
+func (q queries) InsertFacts(ctx context.Context, facts []store.Fact) error {
+	for _, f := range facts {
+		if _, err := q.q.Exec(ctx, `INSERT INTO leases_facts (job_id, kind, key, value_json) VALUES ($1, $2, $3, $4)`,
+			f.JobID, f.Kind, f.Key, f.Value); err != nil {
+			return classify(err)
+		}
+	}
+	return nil
+}
+
+func (q queries) InsertOutputs(ctx context.Context, outs []store.Output) error {
+	for _, o := range outs {
+		if _, err := q.q.Exec(ctx, `INSERT INTO leases_outputs (job_id, path, size, sha256, nonce) VALUES ($1, $2, $3, $4, $5)`,
+			o.JobID, o.Path, o.Size, o.SHA256, o.Nonce); err != nil {
+			return classify(err)
+		}
+	}
+	return nil
+}
