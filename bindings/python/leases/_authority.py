@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import urllib.parse
 from datetime import timedelta
 from typing import Any, List, Optional, Tuple, Union
 
@@ -17,6 +18,36 @@ from ._records import Event, Job, parse_list
 
 PathArg = Union[str, "os.PathLike[str]"]
 BytesLike = Union[bytes, bytearray, memoryview]
+
+
+def is_postgres(location: str) -> bool:
+    """Whether the library opens `location` as a PostgreSQL URL (its own
+    rule: a postgres:// or postgresql:// prefix, any case)."""
+    return location.lower().startswith(("postgres://", "postgresql://"))
+
+
+def redact(location: str) -> str:
+    """`location` for reprs: a PostgreSQL URL with any password (user info or
+    a ``password`` parameter) replaced by ``xxxxx``, as the library's own
+    messages do; a SQLite path unchanged."""
+    if not is_postgres(location):
+        return location
+    try:
+        parts = urllib.parse.urlsplit(location)
+    except ValueError:
+        return "postgres://(unparsable URL)"
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    netloc = parts.netloc
+    if at and ":" in userinfo:
+        netloc = userinfo.split(":", 1)[0] + ":xxxxx@" + hostport
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(k.lower() == "password" for k, _ in query):
+        q = urllib.parse.urlencode(
+            [(k, "xxxxx" if k.lower() == "password" else v) for k, v in query]
+        )
+    else:
+        q = parts.query
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, q, parts.fragment))
 
 
 def _claim_args(production: str, worker: str, duration: timedelta) -> Tuple[bytes, bytes, int]:
@@ -35,7 +66,11 @@ def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Le
 
 class Authority(Managed):
     """An open authority database: creates the file if missing, migrates an
-    older schema. Safe to share between threads."""
+    older schema. Safe to share between threads.
+
+    `path` is a SQLite file path, or a ``postgres://`` / ``postgresql://``
+    connection URL (a str: ``pathlib.Path`` would fold its ``//``), passed to
+    the library unchanged. The repr never shows a URL's password."""
 
     _what = "authority"
 
@@ -133,7 +168,7 @@ class Authority(Managed):
 
     def __repr__(self) -> str:
         state = " closed" if self._ptr is None else ""
-        return f"<leases.Authority path={self.path!r}{state}>"
+        return f"<leases.Authority path={redact(self.path)!r}{state}>"
 
 
 class Edit(Managed):
@@ -188,4 +223,4 @@ class Edit(Managed):
 
     def __repr__(self) -> str:
         state = "consumed" if self._ptr is None else "open"
-        return f"<leases.Edit path={self._authority.path!r} {state}>"
+        return f"<leases.Edit path={redact(self._authority.path)!r} {state}>"
