@@ -4,6 +4,12 @@
 # bench/go (floor, core rows, driver) and bench/peers (goqite, River) are Go
 # modules of their own, so the library's go.mod carries neither the peers nor
 # the harness.
+# Section 7 (workers) runs on PostgreSQL too. `make bench` starts a throwaway
+# cluster of its own with fsync on (LEASES_PG_DURABLE=1), never the fsync=off
+# one `make test` shares: its figures stand next to SQLite synchronous=FULL.
+# Set BENCH_PG_RUN to run against another server, e.g.
+# BENCH_PG_RUN='env LEASES_TEST_PG_URL=postgres://…' (it must run with fsync on).
+# The smoke run takes whatever cluster $(PG_RUN) provides: it measures nothing.
 
 BENCH_DIR   := $(BUILD)/bench
 BENCH_SCALE ?= 1
@@ -13,6 +19,7 @@ BENCH_PB    := $(BENCH_DIR)/peersbench
 BENCH_CB    := $(BENCH_DIR)/cbench
 BENCH_CPP   := $(BENCH_DIR)/cppbench
 BENCH_RS    := $(BENCH_DIR)/rustbench
+BENCH_PG_RUN ?= LEASES_PG_DURABLE=1 $(ROOT)/tests/pg/cluster.sh run --
 BENCH_RUN   := $(BENCH_LB) run -bin $(BENCH_DIR) -cli $(CLI_BIN) -repo $(ROOT)
 
 .PHONY: bench bench-full bench-tools bench-bindings test-bench-smoke
@@ -42,13 +49,14 @@ bench-bindings: $(CAPI_SO)
 bench-tools: $(BENCH_LB) $(BENCH_PB) $(BENCH_CB) $(CAPI_SO) $(CLI_BIN)
 
 bench: bench-tools bench-bindings ## benchmarks: one table, bench/results/latest.md (BENCH_SCALE=1, BENCH_REPS=5)
-	$(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -out bench/results/latest.md
+	$(BENCH_PG_RUN) $(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -out bench/results/latest.md
 
 bench-full: bench-tools bench-bindings ## bench plus the 1M-job scaling row (slow)
-	$(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -full -out bench/results/latest.md
+	$(BENCH_PG_RUN) $(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -full -out bench/results/latest.md
 
 # go vet of both bench modules, then one repetition of every row at tiny
-# sizes (no Rust: compiling the crate alone takes longer than the budget).
+# sizes (no Rust: compiling the crate alone takes longer than the budget),
+# the PostgreSQL rows included.
 test-bench-smoke: bench-tools ## bench harness smoke: vet, build, every row once at tiny sizes
 	$(GO) -C bench/go vet ./...
 	$(GO) -C bench/peers vet ./...
@@ -56,5 +64,5 @@ test-bench-smoke: bench-tools ## bench harness smoke: vet, build, every row once
 	@rm -f $(BENCH_RS)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
 		-o $(BENCH_CPP) -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
-	$(BENCH_RUN) -smoke -reps 1 -tmp $(BENCH_DIR)/smoke-tmp -out $(BENCH_DIR)/smoke.md > /dev/null
+	$(PG_RUN) $(BENCH_RUN) -smoke -reps 1 -tmp $(BENCH_DIR)/smoke-tmp -out $(BENCH_DIR)/smoke.md > /dev/null
 	@echo "test-bench-smoke: every row ran (build/bench/smoke.md)"

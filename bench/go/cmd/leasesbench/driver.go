@@ -28,6 +28,7 @@ type opts struct {
 	full, smoke              bool
 	sections                 string
 	python                   string
+	pg                       string // PostgreSQL server URL for the workers rows
 }
 
 // row is one line of the table: run measures one repetition in dir.
@@ -54,7 +55,8 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers); empty: all")
+	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
 		o.scale = 0.05
@@ -103,6 +105,10 @@ func cmdRun(args []string) {
 	if o.smoke {
 		bad := rssErr != nil
 		for _, r := range rows {
+			if r.section == "workers" && r.skip != "" {
+				fmt.Fprintf(os.Stderr, "bench smoke: %s / %s did not run: %s\n", r.section, r.name, r.skip)
+				bad = true
+			}
 			if len(r.errs) > 0 {
 				fmt.Fprintf(os.Stderr, "bench smoke: %s / %s failed: %s\n", r.section, r.name, strings.Join(uniq(r.errs), "; "))
 				bad = true
@@ -281,6 +287,27 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 		add(&row{section: "contention", name: fmt.Sprintf("%d processes", p), run: func(dir string) (result, error) {
 			return contend(lb, dir, p, secs)
 		}})
+	}
+
+	// 7. Workers: W goroutines of one process through the core, SQLite FULL
+	// next to PostgreSQL (fsync on), claim → complete. Numbered 7 in the
+	// table, run here so its rows interleave with the others.
+	wn := o.n(600)
+	var pgEnv []string
+	if o.smoke {
+		pgEnv = append(pgEnv, "LEASESBENCH_ALLOW_NOFSYNC=1") // smoke may reuse make test's fsync=off cluster
+	}
+	for _, w := range []int{1, 4, 16} {
+		w := w
+		add(&row{section: "workers", name: workersName("SQLite FULL", w), run: func(dir string) (result, error) {
+			return child([]string{lb, "workers", "-db", filepath.Join(dir, "w.db"), "-sync", "FULL", "-w", itoa(w), "-n", itoa(wn)})
+		}})
+		r := add(&row{section: "workers", name: workersName("PostgreSQL", w), run: func(string) (result, error) {
+			return child([]string{lb, "workers", "-db", o.pg, "-w", itoa(w), "-n", itoa(wn)}, pgEnv...)
+		}})
+		if o.pg == "" {
+			r.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
+		}
 	}
 
 	// 5. Boundary cost.
@@ -627,6 +654,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		}
 
 	}
+	if o.want("workers") {
+		renderWorkers(o, &b, rows, floor["FULL"], n)
+	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
 	target := func(name string, got float64, want float64, ok bool, have bool) {
@@ -735,6 +765,9 @@ func machine(o *opts, began time.Time, load0 string) string {
 	fmt.Fprintf(&b, "| gcc | %s |\n", run("gcc", "--version"))
 	fmt.Fprintf(&b, "| libleases | %s (commit %s) |\n", run(o.cli, "version"), run("git", "-C", o.repo, "rev-parse", "--short", "HEAD"))
 	fmt.Fprintf(&b, "| peers | maragu.dev/goqite v0.4.0, github.com/riverqueue/river v0.51.2 + riversqlite, modernc.org/sqlite v1.62.0 |\n")
+	if o.want("workers") {
+		fmt.Fprintf(&b, "| PostgreSQL (section 7) | %s |\n", pgInfo(o.pg))
+	}
 	fmt.Fprintf(&b, "| scale | BENCH_SCALE=%g, %d repetitions, 1M-job row: %v |\n\n", o.scale, o.reps, o.full)
 	fmt.Fprintf(&b, "The machine is shared and noisy: read the ratios (each the median of per-repetition ratios\n"+
 		"measured seconds apart) rather than the absolute rates. What bounds each figure: docs/PERFORMANCE.md.\n\n")

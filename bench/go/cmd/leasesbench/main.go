@@ -89,6 +89,7 @@ var commands = map[string]func(args []string){
 	"scale-fill":     cmdScaleFill,
 	"scale-claim":    cmdScaleClaim,
 	"contend-worker": cmdContendWorker,
+	"workers":        cmdWorkers,
 	"fill":           cmdFill,
 	"rss":            cmdRSS,
 }
@@ -102,7 +103,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|fill|rss [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])

@@ -112,6 +112,9 @@ func cmdFloor(args []string) {
 // ---- the core --------------------------------------------------------------
 
 func openCore(path, sync string) *core.Authority {
+	if core.IsPostgres(path) {
+		sync = "" // PostgreSQL commits durably; synchronous is SQLite's
+	}
 	a, err := core.OpenWith(path, core.Options{Synchronous: sync})
 	must(err)
 	return a
