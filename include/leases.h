@@ -138,7 +138,13 @@ void leases_free(void *p);
 /* ---- authority ---------------------------------------------------------- */
 
 /* Opens (creating or migrating) the authority database at path; *out must be
- * released with leases_authority_close. */
+ * released with leases_authority_close. path is a location: a URL starting
+ * with postgres:// or postgresql:// selects a PostgreSQL server (its tables
+ * live in the connection's current schema: add search_path=SCHEMA to the URL
+ * to choose one; the server's clock is the authority's clock); anything else
+ * is the path of a SQLite file, created if missing. Either way at most
+ * LEASES_MAX_PATH_LEN bytes. A password in the URL never appears in
+ * leases_last_error(). */
 leases_status leases_authority_open(const char *path, leases_authority **out);
 /* Closes the database. Leases of a closed authority report LEASES_CLOSED;
  * finish edits first. Accepts NULL and a closed handle. */

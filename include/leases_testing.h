@@ -14,7 +14,8 @@ extern "C" {
 #endif
 
 /* Freezes the authority's clock at now_unix_us (> 0); 0 restores the system
- * clock. */
+ * clock. On PostgreSQL the server is still asked for its clock_timestamp()
+ * and the seam then replaces the answer, so clock tests drive the same path. */
 leases_status leases_testing_set_clock(leases_authority *authority, int64_t now_unix_us);
 /* Scripts the authority's clock: its next count reads return samples_unix_us
  * in order (each > 0; the array is copied), then it stays at the last one.
@@ -23,7 +24,9 @@ leases_status leases_testing_set_clock(leases_authority *authority, int64_t now_
 leases_status leases_testing_set_clock_sequence(leases_authority *authority,
                                                 const int64_t *samples_unix_us, size_t count);
 /* leases_authority_open with a writer-lock busy timeout (> 0, microseconds,
- * used at millisecond resolution) instead of the default 10 s. */
+ * used at millisecond resolution) instead of the default 10 s. path is a
+ * location as for leases_authority_open (a SQLite path or a postgres:// URL;
+ * on PostgreSQL the timeout bounds lock waits and connection waits). */
 leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,
                                   leases_authority **out);
 /* Panics inside the library; returns LEASES_INTERNAL once recovered. */

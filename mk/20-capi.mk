@@ -54,9 +54,19 @@ $(CTEST_DIR)/test_capi_release: $(CTEST_SRCS) $(CTEST_DIR)/vectors.h $(CAPI_SO)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi.c -o $@ \
 		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD) -lpthread
 
-test-capi: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_release ## C tests against the test and release libraries
+# The PostgreSQL C tests (tests/c/test_capi_pg.c) link the release library,
+# as an application does, and open the authority by URL: LEASES_TEST_PG_URL
+# plus a fresh schema per test. $(PG_RUN) starts a throwaway server when make
+# test has not; without a server under LEASES_REQUIRE_PG they fail.
+$(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h include/leases.h $(CAPI_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
+		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+
+test-capi: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_release $(CTEST_DIR)/test_capi_pg ## C tests against the test and release libraries, and on PostgreSQL
 	$(CTEST_DIR)/test_capi
 	$(CTEST_DIR)/test_capi_release
+	$(PG_RUN) $(CTEST_DIR)/test_capi_pg
 
 # Valgrind cannot follow the Go runtime (goroutine stacks live in memory it
 # believes invalid), so reports whose innermost frame is Go are suppressed
@@ -72,8 +82,11 @@ VALGRIND_ARGS := --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=
 $(CTEST_DIR)/valgrind_canary: tests/c/valgrind_canary.c include/leases.h $(CAPI_TEST_SO)
 	$(CC) -std=c11 -g -Iinclude $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-test-capi-valgrind: $(CTEST_DIR)/test_capi $(CTEST_DIR)/valgrind_canary ## the C tests under valgrind: zero errors outside the Go runtime
+# The PostgreSQL C tests run under valgrind too: pgx's networking is Go code
+# (net.*, crypto/*, ...), suppressed like the rest of the Go runtime.
+test-capi-valgrind: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_pg $(CTEST_DIR)/valgrind_canary ## the C tests (SQLite and PostgreSQL) under valgrind: zero errors outside the Go runtime
 	GODEBUG=asyncpreemptoff=1 LEASES_UNDER_VALGRIND=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi
+	$(PG_RUN) env GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi_pg
 	@rm -f $(CTEST_DIR)/canary.db*
 	@if GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/valgrind_canary \
 		$(CTEST_DIR)/canary.db > $(CTEST_DIR)/canary.log 2>&1; then \

@@ -34,9 +34,9 @@ $(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(
 # The clock-fault test and the ABI fuzzer link the test library (clock seam,
 # short busy timeout, panic); the fuzzer twice: with ASan+UBSan, and plain
 # for valgrind (which cannot run ASan binaries).
-$(REL_DIR)/clock_faults: tests/reliability/c/clock_faults.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
+$(REL_DIR)/clock_faults: tests/reliability/c/clock_faults.c tests/c/pg.h include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
-	$(CC) $(REL_C_FLAGS) $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
+	$(CC) $(REL_C_FLAGS) -Itests/c $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
 $(REL_DIR)/abi_fuzz_asan: tests/reliability/c/abi_fuzz.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
@@ -48,9 +48,12 @@ $(REL_DIR)/abi_fuzz: tests/reliability/c/abi_fuzz.c include/leases.h include/lea
 
 reliability-workers: $(REL_RACE_BINS) $(CLI_BIN) $(CAPI_SO)
 
-test-clock-faults: $(REL_DIR)/clock_faults ## clock jumps (forward, backward, between the two samples, across a reopen) via the C test library
+# The clock faults run twice: on SQLite files, and on PostgreSQL (a fresh
+# schema per test; the seam replaces the server's clock sample).
+test-clock-faults: $(REL_DIR)/clock_faults ## clock jumps (forward, backward, between the two samples, across a reopen) via the C test library, on SQLite and PostgreSQL
 	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
 	$(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock
+	$(PG_RUN) $(REL_DIR)/clock_faults postgres
 
 # The seed changes every run and is printed; REL_FUZZ_SEED=N replays one.
 test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harness: ASan+UBSan run, then a valgrind run

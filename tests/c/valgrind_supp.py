@@ -14,6 +14,8 @@ GO_FRAMES = [
     "*/*", "runtime.*", "main.*", "sync.*", "syscall.*", "os.*", "time.*", "strings.*",
     "bytes.*", "fmt.*", "errors.*", "reflect.*", "strconv.*", "sort.*", "unicode.*",
     "context.*", "io.*", "math.*", "slices.*", "maps.*", "iter.*", "cmp.*", "type:*", "go:*",
+    # the PostgreSQL store (pgx) adds these
+    "net.*", "bufio.*", "regexp.*", "log.*", "crypto.*", "hash.*", "unique.*", "weak.*",
     "_cgoexp_*", "_cgo_*", "x_cgo_*", "crosscall*", "gcWriteBarrier*",
 ]
 KINDS = ["Addr1", "Addr2", "Addr4", "Addr8", "Addr16", "Addr32", "Value1", "Value2", "Value4",

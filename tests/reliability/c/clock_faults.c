@@ -4,6 +4,13 @@
  * backward jumps, a jump between the two samples of one operation, and a
  * backward jump across a reopen. Every rejection must change nothing that a
  * listing shows; the high-water mark must keep every observed sample.
+ *
+ * Usage: clock_faults DIR        SQLite: one database file per test in DIR
+ *        clock_faults postgres   PostgreSQL: one fresh schema per test on
+ *                                $LEASES_TEST_PG_URL (tests/c/pg.h); the
+ *                                server is asked for its clock and the seam
+ *                                replaces its answer, so the same faults
+ *                                reach the same path.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +19,7 @@
 
 #include "leases.h"
 #include "leases_testing.h"
+#include "pg.h"
 
 static int failures;
 static const char *current;
@@ -43,11 +51,20 @@ static const char *current;
 #define HOUR (3600 * SEC)
 
 static char dir[256];
+static const char *pg_base; /* non-NULL: the PostgreSQL run */
 static int seq;
 
-/* A fresh database with production "p" and n requested jobs. */
+/* A fresh database (a file, or a schema) with production "p" and n
+ * requested jobs. */
 static leases_authority *fresh(const char *name, int n, char *path, size_t cap) {
-	snprintf(path, cap, "%s/%s-%d.db", dir, name, seq++);
+	if (pg_base != NULL) {
+		char tag[32];
+		snprintf(tag, sizeof tag, "clock%d", seq++);
+		(void)name;
+		if (pg_fresh_location(pg_base, tag, path, cap) != 0) exit(2);
+	} else {
+		snprintf(path, cap, "%s/%s-%d.db", dir, name, seq++);
+	}
 	leases_authority *a = NULL;
 	if (leases_testing_open(path, 2 * SEC, &a) != LEASES_OK) {
 		fprintf(stderr, "open %s: %s\n", path, leases_last_error());
@@ -86,7 +103,7 @@ static int job_state_is(leases_authority *a, const char *state) {
 
 static void test_forward_jump_expires_a_claim_at_once(void) {
 	current = __func__;
-	char path[512];
+	char path[1024];
 	leases_authority *a = fresh("fwd", 1, path, sizeof path);
 	leases_lease *l = NULL, *l2 = NULL;
 	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
@@ -104,7 +121,7 @@ static void test_forward_jump_expires_a_claim_at_once(void) {
 
 static void test_backward_jump_rejects_guarded_operations_and_changes_nothing(void) {
 	current = __func__;
-	char path[512];
+	char path[1024];
 	leases_authority *a = fresh("back", 2, path, sizeof path);
 	leases_lease *l = NULL, *other = NULL;
 	char *tok = NULL, *job = NULL;
@@ -141,7 +158,7 @@ static void test_backward_jump_rejects_guarded_operations_and_changes_nothing(vo
 
 static void test_a_backward_jump_between_the_two_samples_commits_nothing(void) {
 	current = __func__;
-	char path[512];
+	char path[1024];
 	leases_authority *a = fresh("between-back", 1, path, sizeof path);
 	leases_lease *l = NULL, *l2 = NULL;
 	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
@@ -167,7 +184,7 @@ static void test_a_backward_jump_between_the_two_samples_commits_nothing(void) {
 
 static void test_a_forward_jump_between_the_two_samples_past_the_expiry_publishes_nothing(void) {
 	current = __func__;
-	char path[512];
+	char path[1024];
 	leases_authority *a = fresh("between-fwd", 1, path, sizeof path);
 	leases_lease *l = NULL, *l2 = NULL;
 	int64_t exp = 0;
@@ -206,7 +223,7 @@ static void test_a_forward_jump_between_the_two_samples_past_the_expiry_publishe
 
 static void test_a_backward_jump_across_a_reopen_is_still_rejected(void) {
 	current = __func__;
-	char path[512];
+	char path[1024];
 	leases_authority *a = fresh("reopen", 2, path, sizeof path);
 	leases_lease *l = NULL, *l2 = NULL;
 	char *tok = NULL;
@@ -237,7 +254,7 @@ static void test_a_backward_jump_across_a_reopen_is_still_rejected(void) {
 
 static void test_the_clock_sequence_rejects_bad_arguments(void) {
 	current = __func__;
-	char path[512];
+	char path[1024];
 	leases_authority *a = fresh("args", 0, path, sizeof path);
 	int64_t bad[] = {T0, 0};
 	EXPECT_STATUS(LEASES_INVALID_ARGUMENT, leases_testing_set_clock_sequence(a, NULL, 1));
@@ -249,13 +266,22 @@ static void test_the_clock_sequence_rejects_bad_arguments(void) {
 }
 
 int main(int argc, char **argv) {
-	snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
+	const char *where = argc > 1 ? argv[1] : "/tmp";
+	if (strcmp(where, "postgres") == 0) {
+		pg_base = pg_base_url("clock_faults");
+		if (pg_base == NULL) {
+			printf("clock faults: skip: no PostgreSQL server (set LEASES_TEST_PG_URL)\n");
+			return 0;
+		}
+	}
+	snprintf(dir, sizeof dir, "%s", where);
 	test_forward_jump_expires_a_claim_at_once();
 	test_backward_jump_rejects_guarded_operations_and_changes_nothing();
 	test_a_backward_jump_between_the_two_samples_commits_nothing();
 	test_a_forward_jump_between_the_two_samples_past_the_expiry_publishes_nothing();
 	test_a_backward_jump_across_a_reopen_is_still_rejected();
 	test_the_clock_sequence_rejects_bad_arguments();
-	printf("clock faults: %d passed, %d failed\n", 6 - failures, failures);
+	if (pg_base != NULL) pg_drop_schemas(pg_base);
+	printf("clock faults (%s): %d passed, %d failed\n", pg_base ? "PostgreSQL" : "SQLite", 6 - failures, failures);
 	return failures ? 1 : 0;
 }

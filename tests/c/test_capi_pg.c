@@ -1,0 +1,290 @@
+/* C tests of include/leases.h against a PostgreSQL authority: the same
+ * leases_authority_open, given a postgres:// URL (LEASES_TEST_PG_URL plus a
+ * fresh schema per test, tests/c/pg.h). Built by mk/20-capi.mk against the
+ * release library, as an application links it, and run by make test-capi
+ * under $(PG_RUN). Each test is named after the rule it protects. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "leases.h"
+#include "pg.h"
+
+#define SEC INT64_C(1000000)
+#define PW "SECRETPW4c2e"
+
+static const char *base;
+
+/* A fresh schema's location and an authority on it with production "p". */
+static leases_authority *fresh(const char *tag, char *loc, size_t cap) {
+	if (pg_fresh_location(base, tag, loc, cap) != 0) exit(1);
+	leases_authority *a = NULL;
+	CHECK_OK(leases_authority_open(loc, &a));
+	CHECK(a != NULL);
+	if (a == NULL) exit(1);
+	CHECK_OK(leases_production_create(a, "p"));
+	return a;
+}
+
+static char *request(leases_authority *a, const char *key) {
+	char *id = NULL;
+	CHECK_OK(leases_job_request(a, "p", key, (const uint8_t *)"payload", 7, &id));
+	CHECK(id != NULL && strlen(id) == 36);
+	return id;
+}
+
+/* The "state" of job id in the listing, or "" (static buffer). */
+static const char *job_state(leases_authority *a, const char *id) {
+	static char state[32];
+	char *json = NULL;
+	state[0] = '\0';
+	CHECK_OK(leases_jobs_json(a, "p", &json));
+	if (json == NULL) return state;
+	char needle[64];
+	snprintf(needle, sizeof needle, "\"id\":\"%s\"", id);
+	const char *at = strstr(json, needle);
+	const char *st = at ? strstr(at, "\"state\":\"") : NULL;
+	if (st) {
+		st += strlen("\"state\":\"");
+		size_t n = strcspn(st, "\"");
+		if (n < sizeof state) {
+			memcpy(state, st, n);
+			state[n] = '\0';
+		}
+	}
+	leases_free(json);
+	return state;
+}
+
+static int64_t wall_us(void) {
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * SEC + tv.tv_usec;
+}
+
+static void test_a_postgres_url_runs_request_claim_renew_complete_and_events(void) {
+	char loc[1024];
+	leases_authority *a = fresh("life", loc, sizeof loc);
+	char *j1 = request(a, "frame-1");
+	char *again = request(a, "frame-1");
+	CHECK(strcmp(j1, again) == 0); /* a keyed request is idempotent */
+	char *j2 = request(a, NULL);
+
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w1", 30 * SEC, &l)); /* FIFO: the first request */
+	char *id = NULL;
+	CHECK_OK(leases_lease_job_id(l, &id));
+	CHECK(id && strcmp(id, j1) == 0);
+	CHECK(strcmp(job_state(a, j1), "claimed") == 0);
+	uint8_t *payload = NULL;
+	size_t payload_len = 0;
+	CHECK_OK(leases_lease_payload(l, &payload, &payload_len));
+	CHECK(payload != NULL && payload_len == 7 && memcmp(payload, "payload", 7) == 0);
+	leases_free(payload);
+
+	/* The server's clock is the authority's; this host's is close to it. */
+	int64_t e1 = 0, e2 = 0, now = wall_us();
+	CHECK_OK(leases_lease_expiry(l, &e1));
+	CHECK(e1 > now + 20 * SEC && e1 < now + 40 * SEC);
+	CHECK_OK(leases_lease_renew(l, 60 * SEC));
+	CHECK_OK(leases_lease_expiry(l, &e2));
+	CHECK(e2 > e1);
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_NOT_EXTENDED);
+	CHECK_OK(leases_lease_complete(l, "{\"metadata\":{\"frames\":1},\"provenance\":{\"tool\":\"render\"}}"));
+	CHECK(strcmp(job_state(a, j1), "completed") == 0);
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CLOSED);
+	leases_lease_free(l);
+
+	CHECK_OK(leases_claim(a, "p", "w2", 30 * SEC, &l));
+	CHECK_OK(leases_lease_release(l));
+	CHECK(strcmp(job_state(a, j2), "requested") == 0);
+	leases_lease_free(l);
+	CHECK_OK(leases_claim_job(a, "p", j2, "w3", 30 * SEC, &l));
+	CHECK_OK(leases_lease_fail(l, "renderer crashed"));
+	CHECK(strcmp(job_state(a, j2), "failed") == 0);
+	leases_lease_free(l);
+	l = (leases_lease *)(uintptr_t)0x1234;
+	CHECK_ST(leases_claim(a, "p", "w4", 30 * SEC, &l), LEASES_NOTHING_TO_CLAIM);
+	CHECK(l == NULL);
+
+	char *events = NULL;
+	CHECK_OK(leases_events_json(a, "p", 0, &events));
+	CHECK(events && strstr(events, "\"kind\":\"claimed\"") && strstr(events, "\"kind\":\"completed\"") &&
+	      strstr(events, "\"kind\":\"released\"") && strstr(events, "\"kind\":\"failed\""));
+	leases_free(events);
+
+	/* A second handle sees what the first committed. */
+	leases_authority *b = NULL;
+	CHECK_OK(leases_authority_open(loc, &b));
+	CHECK(strcmp(job_state(b, j1), "completed") == 0);
+	leases_authority_close(b);
+
+	leases_free(id);
+	leases_free(j1);
+	leases_free(again);
+	leases_free(j2);
+	leases_authority_close(a);
+}
+
+static void test_claim_and_complete_in_one_edit_on_postgres(void) {
+	char loc[1024];
+	leases_authority *a = fresh("edit", loc, sizeof loc);
+	char *j = request(a, NULL);
+	leases_edit *e = NULL;
+	leases_lease *l = NULL;
+	CHECK_OK(leases_edit_begin(a, &e));
+	CHECK_OK(leases_edit_claim(e, "p", "w", 5 * SEC, &l));
+	CHECK_ST(leases_lease_renew(l, 10 * SEC), LEASES_CLOSED); /* pending until the commit */
+	CHECK_OK(leases_edit_complete(e, l, "{\"metadata\":{\"inline\":true}}"));
+	CHECK_OK(leases_edit_commit(e));
+	CHECK(strcmp(job_state(a, j), "completed") == 0);
+	leases_lease_free(l);
+
+	/* An aborted edit publishes nothing. */
+	char *j2 = request(a, NULL);
+	CHECK_OK(leases_edit_begin(a, &e));
+	CHECK_OK(leases_edit_claim(e, "p", "w", 5 * SEC, &l));
+	leases_edit_abort(e);
+	CHECK(strcmp(job_state(a, j2), "requested") == 0);
+	CHECK_ST(leases_lease_renew(l, 10 * SEC), LEASES_CLOSED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_free(j2);
+	leases_authority_close(a);
+}
+
+static void test_a_token_exported_on_one_handle_imports_on_another(void) {
+	char loc[1024];
+	leases_authority *a = fresh("tokens", loc, sizeof loc);
+	leases_authority *b = NULL;
+	CHECK_OK(leases_authority_open(loc, &b));
+	char *j = request(a, NULL);
+	leases_lease *l = NULL, *back = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	char *token = NULL, *id = NULL, *worker = NULL;
+	CHECK_OK(leases_lease_export(l, &token));
+	CHECK(token && strncmp(token, "lt1.", 4) == 0 && strlen(token) <= LEASES_MAX_TOKEN_LEN);
+	CHECK_OK(leases_lease_import(b, token, &back));
+	CHECK_OK(leases_lease_job_id(back, &id));
+	CHECK_OK(leases_lease_worker(back, &worker));
+	CHECK(id && strcmp(id, j) == 0);
+	CHECK(worker && strcmp(worker, "w") == 0);
+	int64_t e1 = 0, e2 = 0, e3 = 0;
+	CHECK_OK(leases_lease_expiry(l, &e1));
+	CHECK_OK(leases_lease_expiry(back, &e2));
+	CHECK(e1 == e2);
+	/* Renewing through the other handle is the same claim. */
+	CHECK_OK(leases_lease_renew(back, 60 * SEC));
+	CHECK_OK(leases_lease_expiry(back, &e3));
+	CHECK(e3 > e1);
+	CHECK_OK(leases_lease_complete(back, NULL));
+	CHECK(strcmp(job_state(a, j), "completed") == 0);
+	CHECK_ST(leases_lease_renew(l, 90 * SEC), LEASES_WRONG_STATE);
+	CHECK_ST(leases_lease_import(a, token, &(leases_lease *){NULL}), LEASES_WRONG_STATE);
+	/* Listings and messages never show the token. */
+	char *jobs = NULL, *events = NULL;
+	CHECK_OK(leases_jobs_json(b, "p", &jobs));
+	CHECK_OK(leases_events_json(b, NULL, 0, &events));
+	CHECK(jobs && strstr(jobs, token + 4) == NULL);
+	CHECK(events && strstr(events, token + 4) == NULL);
+	CHECK(strstr(leases_last_error(), token + 4) == NULL);
+	leases_free(jobs);
+	leases_free(events);
+	leases_free(token);
+	leases_free(id);
+	leases_free(worker);
+	leases_lease_free(l);
+	leases_lease_free(back);
+	leases_free(j);
+	leases_authority_close(b);
+	leases_authority_close(a);
+}
+
+/* An open that fails must name the store without its password. */
+static void expect_open_fails_without_password(const char *url, leases_status want) {
+	leases_authority *a = (leases_authority *)(uintptr_t)0x1234;
+	CHECK_ST(leases_authority_open(url, &a), want);
+	CHECK(a == NULL);
+	const char *msg = leases_last_error();
+	CHECK(msg[0] != '\0');
+	if (strstr(msg, PW) != NULL) fprintf(stderr, "    the message shows the password: %s\n", msg);
+	CHECK(strstr(msg, PW) == NULL);
+	CHECK(strstr(msg, "SECRETPW") == NULL);
+}
+
+static void test_an_open_failure_never_shows_the_url_password(void) {
+	/* Nothing listens on port 1: the connection is refused. */
+	expect_open_fails_without_password("postgres://u:" PW "@127.0.0.1:1/x?sslmode=disable&connect_timeout=5",
+	                                   LEASES_STORAGE);
+	expect_open_fails_without_password("postgresql://u:" PW "@127.0.0.1:1/x?sslmode=disable&connect_timeout=5",
+	                                   LEASES_STORAGE);
+	/* The password as a query parameter. */
+	expect_open_fails_without_password("postgres://u@127.0.0.1:1/x?sslmode=disable&password=" PW, LEASES_STORAGE);
+	/* A URL that does not parse (the port is not a number). */
+	expect_open_fails_without_password("postgres://u:" PW "@127.0.0.1:notaport/x", LEASES_STORAGE);
+	expect_open_fails_without_password("postgresql://u:" PW "@[::1/x", LEASES_STORAGE);
+	/* The real server refuses: the database does not exist. */
+	char url[1024];
+	const char *at = strstr(base, "://");
+	const char *host = at ? strchr(at + 3, '@') : NULL;
+	CHECK(host != NULL);
+	if (host == NULL) return;
+	const char *path = strchr(host, '/');
+	CHECK(path != NULL);
+	if (path == NULL) return;
+	snprintf(url, sizeof url, "postgres://leases:" PW "%.*s/no_such_db_4c2e?sslmode=disable",
+	         (int)(path - host), host);
+	expect_open_fails_without_password(url, LEASES_STORAGE);
+}
+
+/* The location is a URL: nothing is created beside the program, no file
+ * named after it, no parent directory. */
+static void test_a_postgres_location_creates_no_file(void) {
+	char dir[] = "/tmp/leases-ctest-pg-XXXXXX", cwd[4096];
+	if (mkdtemp(dir) == NULL || getcwd(cwd, sizeof cwd) == NULL || chdir(dir) != 0) {
+		CHECK(!"could not make and enter a scratch directory");
+		return;
+	}
+	char loc[1024];
+	leases_authority *a = fresh("nofile", loc, sizeof loc);
+	char *j = request(a, NULL);
+	leases_free(j);
+	leases_authority_close(a);
+	int entries = 0;
+	DIR *d = opendir(".");
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+			fprintf(stderr, "    created: %s\n", de->d_name);
+			entries++;
+		}
+	if (d) closedir(d);
+	CHECK(entries == 0);
+	CHECK(chdir(cwd) == 0);
+	CHECK(rmdir(dir) == 0);
+}
+
+int main(void) {
+	base = pg_base_url("test_capi_pg");
+	if (base == NULL) {
+		printf("skip: no PostgreSQL server (set LEASES_TEST_PG_URL, or run make test-capi)\n");
+		return 0;
+	}
+	RUN(test_a_postgres_url_runs_request_claim_renew_complete_and_events);
+	RUN(test_claim_and_complete_in_one_edit_on_postgres);
+	RUN(test_a_token_exported_on_one_handle_imports_on_another);
+	RUN(test_an_open_failure_never_shows_the_url_password);
+	RUN(test_a_postgres_location_creates_no_file);
+	pg_drop_schemas(base);
+	if (check_failures) {
+		fprintf(stderr, "%d check(s) failed\n", check_failures);
+		return 1;
+	}
+	printf("all C API tests on PostgreSQL passed\n");
+	return 0;
+}
