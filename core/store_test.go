@@ -15,17 +15,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/core/internal/legacyfixture"
 	"github.com/libleases/libleases/core/store"
 	"github.com/stretchr/testify/require"
 )
 
 func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
-	sqliteOnly(t)
-	path := filepath.Join(t.TempDir(), "old.db")
 	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()}
 	claimID := uuid.NewString()
-	require.NoError(t, legacyfixture.Build(path, legacyfixture.Fixture{
+	path := buildLegacy(t, legacyfixture.Fixture{
 		ProductionName: "nightly",
 		Jobs: []legacyfixture.Job{
 			{ID: ids[0], Key: "a", Payload: []byte("A"), State: "requested"},
@@ -35,7 +34,7 @@ func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
 			{ID: ids[4], State: "cancelled"},
 		},
 		Facts: map[string]map[string]string{ids[2]: {"frames": "7"}},
-	}))
+	})
 	a, err := Open(path)
 	require.NoError(t, err)
 	defer a.Close()
@@ -82,28 +81,61 @@ func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
 	require.NoError(t, a.Close())
 
 	// The old plaintext claim id is gone from the schema.
-	db, err := sql.Open("sqlite", "file:"+path)
+	claimIDColumns, version := schemaFacts(t, path)
+	require.Zero(t, claimIDColumns)
+	require.Equal(t, 2, version)
+}
+
+// buildLegacy writes a pre-lease (version 1) database for the store under
+// test and returns its location.
+func buildLegacy(t *testing.T, fx legacyfixture.Fixture) string {
+	t.Helper()
+	if testingPostgres() {
+		loc := freshSchema(t)
+		require.NoError(t, legacyfixture.BuildPG(loc, fx))
+		return loc
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	require.NoError(t, legacyfixture.Build(path, fx))
+	return path
+}
+
+// schemaFacts reads how many claim_id columns the jobs table has, and the
+// schema version.
+func schemaFacts(t *testing.T, location string) (claimIDColumns, version int) {
+	t.Helper()
+	if testingPostgres() {
+		ctx := context.Background()
+		c, err := pgx.Connect(ctx, location)
+		require.NoError(t, err)
+		defer c.Close(ctx)
+		require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'leases_jobs' AND column_name = 'claim_id'`).Scan(&claimIDColumns))
+		require.NoError(t, c.QueryRow(ctx, `SELECT v FROM leases_meta WHERE k = 'schema_version'`).Scan(&version))
+		return
+	}
+	db, err := sql.Open("sqlite", "file:"+location)
 	require.NoError(t, err)
 	defer db.Close()
-	var n int
-	require.NoError(t, db.QueryRow(`SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'claim_id'`).Scan(&n))
-	require.Zero(t, n)
-	var v int
-	require.NoError(t, db.QueryRow(`PRAGMA user_version`).Scan(&v))
-	require.Equal(t, 2, v)
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'claim_id'`).Scan(&claimIDColumns))
+	require.NoError(t, db.QueryRow(`PRAGMA user_version`).Scan(&version))
+	return
 }
 
 func TestANewerSchemaIsRefused(t *testing.T) {
-	sqliteOnly(t)
-	path := filepath.Join(t.TempDir(), "new.db")
+	path := newLocation(t, "new.db")
 	a, err := Open(path)
 	require.NoError(t, err)
 	require.NoError(t, a.Close())
-	db, err := sql.Open("sqlite", "file:"+path)
-	require.NoError(t, err)
-	_, err = db.Exec(`PRAGMA user_version = 99`)
-	require.NoError(t, err)
-	db.Close()
+	if testingPostgres() {
+		pgExec(t, path, `UPDATE leases_meta SET v = 99 WHERE k = 'schema_version'`)
+	} else {
+		db, err := sql.Open("sqlite", "file:"+path)
+		require.NoError(t, err)
+		_, err = db.Exec(`PRAGMA user_version = 99`)
+		require.NoError(t, err)
+		db.Close()
+	}
 	_, err = Open(path)
 	requireKind(t, err, KindSchemaTooNew)
 	require.Contains(t, err.Error(), "99")

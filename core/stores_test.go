@@ -2,14 +2,13 @@ package core
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/libleases/libleases/core/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,19 +19,9 @@ import (
 
 func testingPostgres() bool { return os.Getenv("LEASES_TEST_STORE") == "postgres" }
 
-// pgURL is the test server's URL. Without one the test is skipped, unless
-// LEASES_REQUIRE_PG is set (make test sets it), when that is a failure.
-func pgURL(t testing.TB) string {
-	t.Helper()
-	u := os.Getenv("LEASES_TEST_PG_URL")
-	if u == "" {
-		if os.Getenv("LEASES_REQUIRE_PG") != "" || testingPostgres() {
-			t.Fatal("LEASES_TEST_PG_URL is not set: run under tests/pg/cluster.sh run (make test does)")
-		}
-		t.Skip("no PostgreSQL server: set LEASES_TEST_PG_URL (tests/pg/cluster.sh run -- go test ...)")
-	}
-	return u
-}
+// freshSchema is an empty schema on the test server (pgtest.FreshSchema);
+// in the PostgreSQL pass a missing server is a failure.
+func freshSchema(t testing.TB) string { return pgtest.FreshSchema(t, testingPostgres()) }
 
 // newLocation is a fresh, empty authority location for the store under test.
 func newLocation(t testing.TB, name string) string {
@@ -43,31 +32,7 @@ func newLocation(t testing.TB, name string) string {
 	return freshSchema(t)
 }
 
-// freshSchema creates an empty schema on the test server and returns a URL
-// whose search_path selects it.
-func freshSchema(t testing.TB) string {
-	t.Helper()
-	base := pgURL(t)
-	schema := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	pgExec(t, base, `CREATE SCHEMA `+schema)
-	t.Cleanup(func() { dropSchema(t, base, schema) })
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func pgExec(t testing.TB, location, sql string, args ...any) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, location)
-	require.NoError(t, err)
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, sql, args...)
-	require.NoError(t, err, sql)
-}
+func pgExec(t testing.TB, location, sql string, args ...any) { pgtest.Exec(t, location, sql, args...) }
 
 // sqliteOnly marks a test about the SQLite file itself; it ran in the SQLite
 // pass. PostgreSQL's counterparts are in postgres_test.go.
@@ -118,24 +83,4 @@ func storedBytes(t *testing.T, location string) string {
 		out.Write(h)
 	}
 	return out.String()
-}
-
-// dropSchema drops a test's schema. A failed test may have left a
-// transaction open on it: after a short wait, such sessions are ended.
-func dropSchema(t testing.TB, base, schema string) {
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, base)
-	require.NoError(t, err)
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, `SET lock_timeout = '5s'`)
-	require.NoError(t, err)
-	for attempt := 0; ; attempt++ {
-		if _, err = c.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err == nil {
-			return
-		}
-		require.Less(t, attempt, 3, "drop schema %s: %v", schema, err)
-		_, err = c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`)
-		require.NoError(t, err)
-	}
 }

@@ -1,14 +1,17 @@
-// Package legacyfixture builds databases in the pre-lease schema (version 1),
+// Package legacyfixture builds databases (SQLite files, and PostgreSQL
+// schemas) in the pre-lease schema (version 1),
 // where jobs carried a plaintext claim id and a claim time, so migration tests
 // start from a real old file rather than a description of one.
 package legacyfixture
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"net/url"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // driver
 )
 
@@ -102,6 +105,82 @@ func Build(path string, f Fixture) error {
 	for jobID, kv := range f.Facts {
 		for k, v := range kv {
 			if _, err := db.Exec(`INSERT INTO facts VALUES (?, 'metadata', ?, ?)`, jobID, k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// schemaV1PG is the pre-lease schema as the PostgreSQL store would have
+// written it: the SQLite version-1 tables with the leases_ prefix, and the
+// version in leases_meta.
+const schemaV1PG = `
+CREATE TABLE leases_meta (k text PRIMARY KEY, v bigint NOT NULL);
+INSERT INTO leases_meta VALUES ('schema_version', 1);
+CREATE TABLE leases_productions (id text PRIMARY KEY, name text NOT NULL UNIQUE, created_at bigint NOT NULL);
+CREATE TABLE leases_jobs (
+	id text PRIMARY KEY, production_id text NOT NULL, key text, payload bytea NOT NULL,
+	seq bigint NOT NULL, state text NOT NULL, worker text, claim_id text, claimed_at bigint,
+	attempts bigint NOT NULL DEFAULT 0, reason text, requested_at bigint NOT NULL, updated_at bigint NOT NULL,
+	UNIQUE (production_id, key));
+CREATE TABLE leases_events (seq bigserial PRIMARY KEY, at bigint NOT NULL, production_id text NOT NULL,
+	job_id text, kind text NOT NULL, worker text, detail text);
+CREATE TABLE leases_facts (job_id text NOT NULL, kind text NOT NULL, key text NOT NULL, value text NOT NULL,
+	PRIMARY KEY (job_id, kind, key));
+`
+
+// BuildPG writes f in the pre-lease schema into the current schema of the
+// PostgreSQL database at url.
+func BuildPG(url string, f Fixture) error {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, schemaV1PG); err != nil {
+		return fmt.Errorf("legacy schema: %w", err)
+	}
+	if f.ProductionID == "" {
+		f.ProductionID = uuid.NewString()
+	}
+	const t0 = int64(1_700_000_000_000_000)
+	if _, err := c.Exec(ctx, `INSERT INTO leases_productions VALUES ($1, $2, $3)`, f.ProductionID, f.ProductionName, t0); err != nil {
+		return err
+	}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	for i, j := range f.Jobs {
+		var claimedAt *int64
+		if j.ClaimedAt != 0 {
+			claimedAt = &j.ClaimedAt
+		}
+		payload := j.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		attempts := 0
+		if j.State != "requested" {
+			attempts = 1
+		}
+		if _, err := c.Exec(ctx, `INSERT INTO leases_jobs VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			j.ID, f.ProductionID, opt(j.Key), payload, i+1, j.State, opt(j.Worker), opt(j.ClaimID), claimedAt, attempts,
+			opt(j.Reason), t0+int64(i), t0+int64(i)+10); err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, `INSERT INTO leases_events (at, production_id, job_id, kind) VALUES ($1, $2, $3, 'requested')`,
+			t0+int64(i), f.ProductionID, j.ID); err != nil {
+			return err
+		}
+	}
+	for jobID, kv := range f.Facts {
+		for k, v := range kv {
+			if _, err := c.Exec(ctx, `INSERT INTO leases_facts VALUES ($1, 'metadata', $2, $3)`, jobID, k, v); err != nil {
 				return err
 			}
 		}

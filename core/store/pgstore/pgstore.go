@@ -37,6 +37,9 @@ type Options struct {
 // DefaultBusyTimeout is how long a writer waits for a lock before Busy.
 const DefaultBusyTimeout = 10 * time.Second
 
+// defaultConnectTimeout bounds connecting unless the URL sets connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
+
 // defaultMaxConns is the pool size unless the URL sets pool_max_conns: enough
 // for many goroutines of one process to hold transactions at once.
 const defaultMaxConns = 32
@@ -70,8 +73,9 @@ func Redact(location string) string {
 
 // DB is an opened PostgreSQL authority store.
 type DB struct {
-	pool *pgxpool.Pool
-	busy time.Duration
+	pool    *pgxpool.Pool
+	busy    time.Duration
+	connect time.Duration
 	queries
 
 	mu     sync.Mutex
@@ -101,13 +105,17 @@ func Open(location string, opts Options) (*DB, error) {
 		rp["application_name"] = "libleases"
 	}
 	rp["timezone"] = "UTC"
-	ctx, cancel := context.WithTimeout(context.Background(), busy+cfg.ConnConfig.ConnectTimeout)
-	defer cancel()
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	// Connecting is bounded by the connect timeout, the migration's lock wait
+	// by lock_timeout: no deadline beyond those.
+	ctx := context.Background()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, classify(err)
 	}
-	db := &DB{pool: pool, busy: busy, queries: queries{q: pool}}
+	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, queries: queries{q: pool}}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -137,8 +145,9 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	if closed {
 		return nil, errors.New("the store is closed")
 	}
-	// Waiting for a free connection is waiting for the writer: bound it.
-	actx, cancel := context.WithTimeout(ctx, db.busy)
+	// Waiting for a free connection is waiting for the writer: bound it by
+	// the busy timeout, plus the connect timeout for opening a new one.
+	actx, cancel := context.WithTimeout(ctx, db.busy+db.connect)
 	defer cancel()
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
@@ -150,7 +159,7 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		conn.Release()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy)
+		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy+db.connect)
 	}
 	return nil, classify(err)
 }

@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,17 +68,20 @@ func (q queries) HWM(ctx context.Context) (int64, error) {
 // holds, so commits never queue on the mark. Only when every shard is held
 // does it wait for one.
 func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
-	tag, err := q.q.Exec(ctx, `UPDATE leases_hwm h SET v = greatest(h.v, $1)
-		FROM (SELECT shard FROM leases_hwm ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED) s
-		WHERE h.shard = s.shard`, unixUS)
+	// The scalar subquery runs once (an InitPlan): a join could rescan it and
+	// lock several rows.
+	tag, err := q.q.Exec(ctx, `UPDATE leases_hwm SET v = greatest(v, $1)
+		WHERE shard = (SELECT shard FROM leases_hwm ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`, unixUS)
 	if err != nil {
 		return classify(err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	_, err = q.q.Exec(ctx, `UPDATE leases_hwm SET v = greatest(v, $1)
-		WHERE shard = floor(random() * $2)::int`, unixUS, hwmShards)
+	tag, err = q.q.Exec(ctx, `UPDATE leases_hwm SET v = greatest(v, $1) WHERE shard = $2`, unixUS, rand.IntN(hwmShards))
+	if err == nil && tag.RowsAffected() != 1 {
+		return fmt.Errorf("the high-water mark rows are missing: %w", store.ErrNotLeases)
+	}
 	return classify(err)
 }
 

@@ -129,7 +129,11 @@ var migrateV1toV2Copy = []string{
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
-	if err := q.QueryRow(ctx, `SELECT to_regclass(quote_ident(current_schema()) || '.leases_meta') IS NOT NULL`).
+	// The catalog is read through a query (an MVCC snapshot taken now), not
+	// to_regclass, whose cached lookup can miss a table another session has
+	// just created.
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables
+		WHERE schemaname = current_schema() AND tablename = 'leases_meta')`).
 		Scan(&exists); err != nil {
 		return 0, classify(err)
 	}

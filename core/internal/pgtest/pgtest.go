@@ -1,0 +1,78 @@
+// Package pgtest gives tests an isolated PostgreSQL schema on the server
+// named by LEASES_TEST_PG_URL (make test starts a throwaway cluster; see
+// tests/pg/cluster.sh).
+package pgtest
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// URL is the test server's URL. Without one the test is skipped, unless
+// LEASES_REQUIRE_PG is set (make test sets it) or required is true, when
+// that is a failure.
+func URL(t testing.TB, required bool) string {
+	t.Helper()
+	u := os.Getenv("LEASES_TEST_PG_URL")
+	if u == "" {
+		if required || os.Getenv("LEASES_REQUIRE_PG") != "" {
+			t.Fatal("LEASES_TEST_PG_URL is not set: run under tests/pg/cluster.sh run (make test does)")
+		}
+		t.Skip("no PostgreSQL server: set LEASES_TEST_PG_URL (tests/pg/cluster.sh run -- go test ...)")
+	}
+	return u
+}
+
+// FreshSchema creates an empty schema on the test server, dropped when the
+// test ends, and returns a URL whose search_path selects it.
+func FreshSchema(t testing.TB, required bool) string {
+	t.Helper()
+	base := URL(t, required)
+	schema := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	Exec(t, base, `CREATE SCHEMA `+schema)
+	t.Cleanup(func() { drop(t, base, schema) })
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Exec runs one statement on its own connection.
+func Exec(t testing.TB, location, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, location)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, sql, args...)
+	require.NoError(t, err, sql)
+}
+
+// drop drops a test's schema. A failed test may have left a transaction open
+// on it: after a short wait, such sessions are ended.
+func drop(t testing.TB, base, schema string) {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, `SET lock_timeout = '5s'`)
+	require.NoError(t, err)
+	for attempt := 0; ; attempt++ {
+		if _, err = c.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err == nil {
+			return
+		}
+		require.Less(t, attempt, 3, "drop schema %s: %v", schema, err)
+		_, err = c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`)
+		require.NoError(t, err)
+	}
+}

@@ -1,0 +1,256 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+	"github.com/stretchr/testify/require"
+)
+
+// Rules about choosing the store, the store's clock and conflict retries.
+// The PostgreSQL-only tests need LEASES_TEST_PG_URL (see stores_test.go) and
+// run in both passes; the rest use wrapped backends and run everywhere.
+
+func TestAPostgresURLSelectsPostgresAndAnythingElseIsASQLitePath(t *testing.T) {
+	for _, loc := range []string{"postgres://h/db", "postgresql://h/db", "POSTGRES://h/db", "PostgreSQL://u@h:5/db?sslmode=disable"} {
+		require.True(t, IsPostgres(loc), loc)
+	}
+	for _, loc := range []string{"leases.db", "/tmp/postgres://x", "./postgres:/x", "postgres:/x", "file:postgres://x", "", "pg://h/db"} {
+		require.False(t, IsPostgres(loc), loc)
+	}
+	u := freshSchema(t)
+	a, err := Open(u)
+	require.NoError(t, err)
+	defer a.Close()
+	require.Equal(t, "*pgstore.DB", fmt.Sprintf("%T", a.b), "a postgres URL opens the PostgreSQL store")
+}
+
+func TestAPasswordInTheURLNeverAppearsInErrors(t *testing.T) {
+	for _, loc := range []string{
+		"postgres://u:SECRETPW@127.0.0.1:1/x?connect_timeout=2",
+		"postgresql://u@127.0.0.1:1/x?password=SECRETPW&connect_timeout=2",
+		"postgres://u:SECRETPW@[::1/x",            // unparsable
+		"postgres://u:SECRETPW@h/x?sslmode=bogus", // refused by the driver's parser
+	} {
+		_, err := Open(loc)
+		requireKind(t, err, KindStorage)
+		require.NotContains(t, err.Error(), "SECRETPW", loc)
+		require.NotContains(t, fmt.Sprintf("%+v %#v", err, err), "SECRETPW", loc)
+	}
+	_, err := OpenWith("postgres://u:SECRETPW@h/x", Options{Synchronous: "NORMAL"})
+	requireKind(t, err, KindInvalidArgument)
+	require.NotContains(t, err.Error(), "SECRETPW")
+}
+
+func TestPostgresRefusesForeignLeasesTablesButSharesADatabase(t *testing.T) {
+	u := freshSchema(t)
+	// An application's own tables do not stop the authority…
+	pgExec(t, u, `CREATE TABLE jobs (id int PRIMARY KEY)`)
+	a, err := Open(u)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	// …but leases_ tables that are not ours do.
+	v := freshSchema(t)
+	pgExec(t, v, `CREATE TABLE leases_jobs (id int PRIMARY KEY)`)
+	_, err = Open(v)
+	requireKind(t, err, KindStorage)
+	require.Contains(t, err.Error(), "not a libleases")
+}
+
+func TestConcurrentOpensOfAnEmptyPostgresDatabaseCreateTheSchemaOnce(t *testing.T) {
+	u := freshSchema(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			a, err := Open(u)
+			if err == nil {
+				_, err = a.CreateProduction("p")
+				a.Close()
+			}
+			errs[i] = err
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	a, err := Open(u)
+	require.NoError(t, err)
+	defer a.Close()
+	ps, err := a.Productions()
+	require.NoError(t, err)
+	require.Len(t, ps, 1, "concurrent idempotent creates made one production")
+}
+
+func TestClaimsFromManyHostsDoNotQueueOnOneRow(t *testing.T) {
+	u := freshSchema(t)
+	a, err := Open(u)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	const holders = 6
+	for i := 0; i < holders+1; i++ {
+		_, err := a.RequestJob("p", "", nil)
+		require.NoError(t, err)
+	}
+	// Each edit is a host midway through a claim: it holds its job's row and
+	// has not committed. A further claimer with a 50 ms busy timeout takes the
+	// one job left at once: nothing it needs is held.
+	for i := 0; i < holders; i++ {
+		e, err := a.Begin()
+		require.NoError(t, err)
+		defer e.Abort()
+		_, err = e.Claim("p", fmt.Sprintf("host%d", i), time.Minute)
+		require.NoError(t, err)
+	}
+	other, err := OpenWith(u, Options{BusyTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	defer other.Close()
+	l, err := other.Claim("p", "late-host", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Complete(Facts{}))
+	_, err = other.Claim("p", "late-host", time.Minute)
+	requireKind(t, err, KindNothingToClaim)
+}
+
+// ---- the store's clock ------------------------------------------------------
+
+// clockBackend gives a SQLite backend a server clock, to check that the rules
+// take every sample from the store when it has one.
+type clockBackend struct {
+	store.Backend
+	now   atomic.Int64
+	asked atomic.Int64
+}
+
+type clockTx struct {
+	store.Tx
+	b *clockBackend
+}
+
+func (b *clockBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &clockTx{Tx: tx, b: b}, nil
+}
+
+func (t *clockTx) Now(context.Context) (int64, error) {
+	t.b.asked.Add(1)
+	return t.b.now.Load(), nil
+}
+
+func TestAStoreWithAServerClockSuppliesEverySample(t *testing.T) {
+	a, err := Open(newLocation(t, "leases.db"))
+	require.NoError(t, err)
+	defer a.Close()
+	cb := &clockBackend{Backend: a.b}
+	server := int64(2_000_000_000_000_000) // 2033: far from this host's clock
+	cb.now.Store(server)
+	a.b = cb
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	_, err = a.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	l, err := a.Claim("p", "w", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, server, l.claimedAt, "the claim time is the server's")
+	require.Equal(t, server+time.Minute.Microseconds(), l.ExpiryUnixUS())
+	hwm, err := a.HighWaterMark()
+	require.NoError(t, err)
+	require.Equal(t, server, hwm.UnixMicro(), "the mark records the server's samples")
+	// The server's clock going back is a regression, whatever this host's
+	// clock says.
+	cb.now.Store(server - 1)
+	requireKind(t, l.Renew(time.Hour), KindClockRegressed)
+	// In test builds the seam replaces the server's sample; the server is
+	// still asked, so clock tests run the same path.
+	asked := cb.asked.Load()
+	a.setClock(func() int64 { return server + 10 })
+	require.NoError(t, l.Renew(time.Hour))
+	require.Equal(t, server+10+time.Hour.Microseconds(), l.ExpiryUnixUS())
+	require.Equal(t, asked+2, cb.asked.Load(), "both samples of the renewal asked the server")
+}
+
+// ---- conflicts --------------------------------------------------------------
+
+// conflictBackend aborts the first n commits as a server does on a
+// serialization failure or deadlock: nothing is written, ErrRetry returned.
+type conflictBackend struct {
+	store.Backend
+	left    atomic.Int64 // commits still to abort; <0 means every one
+	commits atomic.Int64
+}
+
+type conflictTx struct {
+	store.Tx
+	b *conflictBackend
+}
+
+func (b *conflictBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conflictTx{Tx: tx, b: b}, nil
+}
+
+func (t *conflictTx) Commit() error {
+	t.b.commits.Add(1)
+	if t.b.left.Load() != 0 {
+		t.b.left.Add(-1)
+		t.Tx.Rollback()
+		return fmt.Errorf("%w: deadlock detected (SQLSTATE 40P01)", store.ErrRetry)
+	}
+	return t.Tx.Commit()
+}
+
+func TestConflictedTransactionsAreRetriedThenReportedBusy(t *testing.T) {
+	f := newFixture(t)
+	f.request(2)
+	cb := &conflictBackend{Backend: f.a.b}
+	f.a.b = cb
+	// A few conflicts: the library runs the claim again and it succeeds once.
+	cb.left.Store(3)
+	l := f.claim("w", time.Minute)
+	// Each aborted guarded commit is followed by its mark being recorded
+	// (rollback-then-record), which is a commit too.
+	require.GreaterOrEqual(t, cb.commits.Load(), int64(4))
+	evs, err := f.a.Events("p", 0)
+	require.NoError(t, err)
+	claims := 0
+	for _, e := range evs {
+		if e.Kind == "claimed" {
+			claims++
+		}
+	}
+	require.Equal(t, 1, claims, "the retried claim committed exactly once")
+	// Unending conflicts: after the bound, Busy, with nothing written.
+	before := f.snapshot()
+	cb.left.Store(-1)
+	cb.commits.Store(0)
+	err = l.Complete(Facts{})
+	requireKind(t, err, KindBusy)
+	require.Contains(t, err.Error(), "conflicted")
+	require.GreaterOrEqual(t, cb.commits.Load(), int64(maxAttempts))
+	after := f.snapshot()
+	after.hwm = before.hwm // rollback-then-record may advance the mark alone
+	require.Equal(t, before, after)
+	require.Equal(t, LeaseActive, l.State())
+	// Unguarded writes are retried the same way.
+	cb.left.Store(2)
+	_, err = f.a.RequestJob("p", "k", nil)
+	require.NoError(t, err)
+	cb.left.Store(0)
+	require.NoError(t, l.Complete(Facts{}))
+}
