@@ -1,6 +1,7 @@
 # CLI: build/leases (release build, version from VERSION) and an end-to-end
-# smoke test of that binary. The CLI's own subprocess tests (cmd/leases, run
-# against a leasestest build) already run in test-go.
+# smoke test of that binary (SQLite, then PostgreSQL). The CLI's own
+# subprocess tests (cmd/leases, run against a leasestest build) already run in
+# test-go.
 
 CLI_BIN  := $(BUILD)/leases
 CLI_SRCS := $(wildcard cmd/leases/*.go core/*.go core/*/*.go core/*/*/*.go) go.mod go.sum VERSION
@@ -15,8 +16,12 @@ $(CLI_BIN): $(CLI_SRCS)
 	@mkdir -p $(@D)
 	$(GO) build -trimpath -ldflags="-X main.version=$(VERSION)" -o $@ ./cmd/leases
 
-test-cli: $(CLI_BIN) ## shell smoke test of the release CLI binary, as an operator uses it
+# The PostgreSQL smoke test (a postgres:// URL in --db and $$LEASES_DB) runs
+# under $(PG_RUN); the CLI's Go tests on PostgreSQL (cmd/leases/postgres_test.go)
+# run in test-go, which has a server too.
+test-cli: $(CLI_BIN) ## shell smoke test of the release CLI binary, as an operator uses it, on SQLite and PostgreSQL
 	bash tests/cli/smoke.sh $(ROOT)/$(CLI_BIN) $(VERSION)
+	$(PG_RUN) bash tests/cli/smoke_pg.sh $(ROOT)/$(CLI_BIN)
 
 # `make install` (mk/60-cpp.mk) also installs the CLI as $(PREFIX)/bin/leases.
 .PHONY: install-cli

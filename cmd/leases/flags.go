@@ -30,7 +30,7 @@ func newCmdContext(c *command, globalDB string) *cmdContext {
 	cc := &cmdContext{cmd: c, dbGlobal: globalDB}
 	cc.fs = flag.NewFlagSet("leases "+c.name, flag.ContinueOnError)
 	cc.fs.SetOutput(io.Discard)
-	cc.fs.StringVar(&cc.db, "db", "", "database `PATH` (default $LEASES_DB, else ./leases.db)")
+	cc.fs.StringVar(&cc.db, "db", "", "database `PATH`, or a postgres:// URL for PostgreSQL (default $LEASES_DB, else ./leases.db)")
 	return cc
 }
 
@@ -115,7 +115,8 @@ func (cc *cmdContext) required(name, value string) error {
 	return nil
 }
 
-// dbPath: --db, else $LEASES_DB, else ./leases.db.
+// dbPath: --db, else $LEASES_DB, else ./leases.db. A postgres:// URL is
+// passed to core unchanged: it is a location, never a file path.
 func (cc *cmdContext) dbPath() string {
 	switch {
 	case cc.db != "":

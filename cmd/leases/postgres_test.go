@@ -1,0 +1,243 @@
+package main
+
+// The CLI on a PostgreSQL authority: --db and $LEASES_DB take a postgres://
+// URL unchanged. The server is LEASES_TEST_PG_URL (make test starts one);
+// each test works in a schema of its own, with a password in its URL (the
+// test server trusts every login, so the password is accepted and ignored)
+// that must never reach any output.
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+const pgPassword = "SECRETPW7f3a"
+
+// pgBase is the test server's URL. Without one the test is skipped, unless
+// LEASES_REQUIRE_PG is set (make test sets it): then it fails.
+func pgBase(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("LEASES_TEST_PG_URL")
+	if u == "" {
+		if os.Getenv("LEASES_REQUIRE_PG") != "" {
+			t.Fatal("LEASES_TEST_PG_URL is not set: run under tests/pg/cluster.sh run (make test does)")
+		}
+		t.Skip("no PostgreSQL server: set LEASES_TEST_PG_URL (tests/pg/cluster.sh run -- go test ./cmd/leases)")
+	}
+	return u
+}
+
+// pgEnv is a test env whose database is a fresh schema on the test server,
+// named by a URL carrying pgPassword.
+func pgEnv(t *testing.T) *env {
+	t.Helper()
+	base := pgBase(t)
+	schema := "cli_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	pgExec(t, base, "CREATE SCHEMA "+schema)
+	t.Cleanup(func() { pgExec(t, base, "DROP SCHEMA "+schema+" CASCADE") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), pgPassword)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	e := newEnv(t)
+	e.db = u.String()
+	return e
+}
+
+func pgExec(t *testing.T, location, sql string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, location)
+	if err != nil {
+		t.Fatalf("connect to the test server: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// noPassword fails the test if r shows the URL's password.
+func noPassword(t *testing.T, r result) {
+	t.Helper()
+	if strings.Contains(r.stdout, pgPassword) || strings.Contains(r.stderr, pgPassword) {
+		t.Errorf("the database password appeared in the output: %s", r)
+	}
+}
+
+// dirEntries lists dir, without the token files the test itself named.
+func dirEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range listDir(t, dir) {
+		if !strings.HasPrefix(n, "token-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestPostgresURLInLEASES_DBRunsClaimRenewCompleteAndExec(t *testing.T) {
+	e := pgEnv(t)
+	run := func(args ...string) result {
+		t.Helper()
+		r := e.must(args...)
+		noPassword(t, r)
+		return r
+	}
+	ids := e.setup(2)
+	for _, id := range ids {
+		if e.job(id).State != "requested" {
+			t.Fatalf("job %s: %+v", id, e.job(id))
+		}
+	}
+	tok, r := e.claim("w1", "30s")
+	noPassword(t, r)
+	if j := e.job(ids[0]); j.State != "claimed" || j.Worker == nil || *j.Worker != "w1" {
+		t.Fatalf("after claim: %+v", j)
+	}
+	before := *e.job(ids[0]).Expiry
+	run("renew", "--token-file", tok, "--duration", "1m")
+	if after := *e.job(ids[0]).Expiry; after <= before {
+		t.Fatalf("renew did not extend the expiry: %d -> %d", before, after)
+	}
+	run("complete", "--token-file", tok, "--metadata", `frames=3`, "--provenance", `tool="cli"`)
+	if j := e.job(ids[0]); j.State != "completed" {
+		t.Fatalf("after complete: %+v", j)
+	}
+	if f := e.facts(ids[0]); string(f.Metadata["frames"]) != "3" {
+		t.Fatalf("facts: %+v", f)
+	}
+	// A completed claim's token is refused.
+	r = e.run("renew", "--token-file", tok, "--duration", "2m")
+	wantExit(t, r, 1, "wrong_state")
+	noPassword(t, r)
+
+	// The second job through exec: it completes on exit 0 with an output.
+	tok2, _ := e.claim("w2", "30s")
+	out := filepath.Join(e.dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run("exec", "--token-file", tok2, "--output-dir", out, "--", "sh", "-c", `printf done > "$LEASES_OUTPUT"`)
+	wantExit(t, r, 0)
+	noPassword(t, r)
+	if j := e.job(ids[1]); j.State != "completed" {
+		t.Fatalf("after exec: %+v", j)
+	}
+	if f := e.facts(ids[1]); len(f.Outputs) != 1 {
+		t.Fatalf("exec registered %d outputs, want 1", len(f.Outputs))
+	}
+	r = e.run("claim", "--production", prod, "--worker", "w3", "--duration", "30s", "--token-out", filepath.Join(e.dir, "token-none"))
+	wantExit(t, r, 3)
+
+	kinds := map[string]int{}
+	for _, ev := range e.events() {
+		kinds[ev.Kind]++
+	}
+	if kinds["claimed"] != 2 || kinds["completed"] != 2 || kinds["renewed"] != 1 {
+		t.Fatalf("events by kind: %v", kinds)
+	}
+	// The location is a URL, not a path: nothing was created beside the
+	// command but the test's own files.
+	if got := dirEntries(t, e.dir); len(got) != 1 || got[0] != "out" {
+		t.Fatalf("the working directory holds %v, want only out", got)
+	}
+}
+
+func TestPostgresURLInDBFlagWinsOverLEASES_DB(t *testing.T) {
+	e := pgEnv(t)
+	other := filepath.Join(e.dir, "other.db")
+	r := e.runWith(opts{noDB: true, env: []string{"LEASES_DB=" + other}}, "--db", e.db, "production", "create", "a")
+	wantExit(t, r, 0)
+	r = e.runWith(opts{noDB: true, env: []string{"LEASES_DB=" + other}}, "production", "create", "b", "--db="+e.db)
+	wantExit(t, r, 0)
+	r = e.runWith(opts{noDB: true}, "production", "list", "--json")
+	wantExit(t, r, 0) // ./leases.db in the test directory: not the server
+	r = e.must("production", "list", "--json")
+	noPassword(t, r)
+	var ps []struct{ Name string }
+	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Name != "a" || ps[1].Name != "b" {
+		t.Fatalf("the schema holds %+v, want a and b", ps)
+	}
+	if exists(other) {
+		t.Fatal("$LEASES_DB was opened although --db named the server")
+	}
+}
+
+// Every way an operator can hand over a URL with a password, and every kind
+// of failure, keeps the password out of standard output and standard error.
+func TestAPasswordInThePostgresURLNeverAppearsInAnyOutput(t *testing.T) {
+	e := pgEnv(t)
+	unreachable := "postgres://u:" + pgPassword + "@127.0.0.1:1/x?sslmode=disable&connect_timeout=5"
+	inQuery := "postgresql://u@127.0.0.1:1/x?sslmode=disable&password=" + pgPassword
+	unparsable := "postgres://u:" + pgPassword + "@127.0.0.1:notaport/x"
+	noDatabase := strings.Replace(e.db, "/postgres?", "/no_such_db_7f3a?", 1)
+	if noDatabase == e.db {
+		t.Fatalf("the test URL has no /postgres database part")
+	}
+	for _, loc := range []string{unreachable, inQuery, unparsable, noDatabase} {
+		for _, args := range [][]string{
+			{"production", "list"},
+			{"production", "create", "x"},
+			{"job", "request", "--production", "x"},
+			{"claim", "--production", "x", "--worker", "w", "--duration", "30s", "--token-out", filepath.Join(e.dir, "token-fail")},
+			{"events", "--json"},
+			{"cancel", "--production", "x", "--job", uuid.NewString()},
+		} {
+			viaFlag := e.runWith(opts{noDB: true}, append([]string{"--db", loc}, args...)...)
+			wantExit(t, viaFlag, 1, "storage")
+			noPassword(t, viaFlag)
+			if !strings.Contains(viaFlag.stderr, "xxxxx") && !strings.Contains(viaFlag.stderr, "unparsable") {
+				t.Errorf("the message does not name the server by its redacted URL: %s", viaFlag)
+			}
+			viaEnv := e.runWith(opts{noDB: true, env: []string{"LEASES_DB=" + loc}}, args...)
+			wantExit(t, viaEnv, 1, "storage")
+			noPassword(t, viaEnv)
+		}
+		if exists(filepath.Join(e.dir, "token-fail")) {
+			t.Fatal("a claim that could not open the database left its token file")
+		}
+	}
+	// Help and usage errors never echo the database either.
+	for _, args := range [][]string{
+		{"--db", e.db, "--help"},
+		{"--db", e.db, "claim", "--help"},
+		{"claim", "--db", e.db, "--help"},
+		{"--db", e.db, "help", "claim"},
+		{"--db=" + e.db, "production", "--help"},
+	} {
+		r := e.run(args...)
+		wantExit(t, r, 0)
+		noPassword(t, r)
+	}
+	for _, args := range [][]string{
+		{"--db", e.db, "no-such-command"},
+		{"--db", e.db, "claim", "--production", prod, "--worker", "w", "--duration", "30"},
+		{"--dbx=" + e.db, "production", "list"},
+		{"production", "list", "--db"},
+		{"--db", e.db},
+	} {
+		r := e.run(args...)
+		wantExit(t, r, 2)
+		noPassword(t, r)
+	}
+	// A working command under the password URL prints no password either.
+	r := e.must("production", "create", prod)
+	noPassword(t, r)
+}
