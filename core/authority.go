@@ -63,6 +63,9 @@ func OpenWith(location string, opts Options) (*Authority, error) {
 			return nil, errf(KindInvalidArgument, "synchronous is a SQLite setting; PostgreSQL commits durably")
 		}
 		b, err = pgstore.Open(location, pgstore.Options{BusyTimeout: opts.BusyTimeout})
+		if errors.Is(err, pgstore.ErrInvalidURL) {
+			return nil, &Error{Kind: KindInvalidArgument, Msg: "database location " + pgstore.Redact(location), Err: err}
+		}
 		if err != nil {
 			// The URL may carry a password: name the store by its redacted form.
 			return nil, storageErr("open "+pgstore.Redact(location), err)

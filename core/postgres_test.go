@@ -31,14 +31,14 @@ func TestAPostgresURLSelectsPostgresAndAnythingElseIsASQLitePath(t *testing.T) {
 }
 
 func TestAPasswordInTheURLNeverAppearsInErrors(t *testing.T) {
-	for _, loc := range []string{
-		"postgres://u:SECRETPW@127.0.0.1:1/x?connect_timeout=2",
-		"postgresql://u@127.0.0.1:1/x?password=SECRETPW&connect_timeout=2",
-		"postgres://u:SECRETPW@[::1/x",            // unparsable
-		"postgres://u:SECRETPW@h/x?sslmode=bogus", // refused by the driver's parser
+	for loc, kind := range map[string]Kind{
+		"postgres://u:SECRETPW@127.0.0.1:1/x?connect_timeout=2":            KindStorage, // nothing listens
+		"postgresql://u@127.0.0.1:1/x?password=SECRETPW&connect_timeout=2": KindStorage,
+		"postgres://u:SECRETPW@[::1/x":                                     KindInvalidArgument, // unparsable
+		"postgres://u:SECRETPW@h/x?sslmode=bogus":                          KindInvalidArgument, // refused by the driver's parser
 	} {
 		_, err := Open(loc)
-		requireKind(t, err, KindStorage)
+		requireKind(t, err, kind)
 		require.NotContains(t, err.Error(), "SECRETPW", loc)
 		require.NotContains(t, fmt.Sprintf("%+v %#v", err, err), "SECRETPW", loc)
 	}
@@ -253,4 +253,35 @@ func TestConflictedTransactionsAreRetriedThenReportedBusy(t *testing.T) {
 	require.NoError(t, err)
 	cb.left.Store(0)
 	require.NoError(t, l.Complete(Facts{}))
+}
+
+func TestAFollowerNeverMissesAnEventThatCommitsLate(t *testing.T) {
+	u := freshSchema(t)
+	a, err := Open(u)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	seen, err := a.Events("p", 0)
+	require.NoError(t, err)
+	after := seen[len(seen)-1].Seq
+	// A host's edit writes an event first but commits last.
+	slow, err := a.Begin()
+	require.NoError(t, err)
+	defer slow.Abort()
+	slowJob, err := slow.RequestJob("p", "slow", nil)
+	require.NoError(t, err)
+	fastJob, err := a.RequestJob("p", "fast", nil)
+	require.NoError(t, err)
+	// While the older writer runs, the later event is held back: listing it
+	// would move a follower past the slow one's event.
+	es, err := a.Events("p", after)
+	require.NoError(t, err)
+	require.Empty(t, es, "nothing is listed past a transaction still running")
+	require.NoError(t, slow.Commit())
+	es, err = a.Events("p", after)
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	require.Equal(t, []string{slowJob, fastJob}, []string{es[0].JobID, es[1].JobID}, "events are listed in a follower-safe order")
+	require.Less(t, es[0].Seq, es[1].Seq)
 }

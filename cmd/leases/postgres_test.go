@@ -191,6 +191,10 @@ func TestAPasswordInThePostgresURLNeverAppearsInAnyOutput(t *testing.T) {
 	if noDatabase == e.db {
 		t.Fatalf("the test URL has no /postgres database part")
 	}
+	// A URL that does not parse is bad input (exit 2); the others reach for
+	// the server and fail as storage (exit 1).
+	wantCode := map[string]int{unreachable: 1, inQuery: 1, unparsable: 2, noDatabase: 1}
+	wantKind := map[int]string{1: "storage", 2: "invalid_argument"}
 	for _, loc := range []string{unreachable, inQuery, unparsable, noDatabase} {
 		for _, args := range [][]string{
 			{"production", "list"},
@@ -201,13 +205,13 @@ func TestAPasswordInThePostgresURLNeverAppearsInAnyOutput(t *testing.T) {
 			{"cancel", "--production", "x", "--job", uuid.NewString()},
 		} {
 			viaFlag := e.runWith(opts{noDB: true}, append([]string{"--db", loc}, args...)...)
-			wantExit(t, viaFlag, 1, "storage")
+			wantExit(t, viaFlag, wantCode[loc], wantKind[wantCode[loc]])
 			noPassword(t, viaFlag)
 			if !strings.Contains(viaFlag.stderr, "xxxxx") && !strings.Contains(viaFlag.stderr, "unparsable") {
 				t.Errorf("the message does not name the server by its redacted URL: %s", viaFlag)
 			}
 			viaEnv := e.runWith(opts{noDB: true, env: []string{"LEASES_DB=" + loc}}, args...)
-			wantExit(t, viaEnv, 1, "storage")
+			wantExit(t, viaEnv, wantCode[loc], wantKind[wantCode[loc]])
 			noPassword(t, viaEnv)
 		}
 		if exists(filepath.Join(e.dir, "token-fail")) {

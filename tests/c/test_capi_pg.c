@@ -226,8 +226,8 @@ static void test_an_open_failure_never_shows_the_url_password(void) {
 	/* The password as a query parameter. */
 	expect_open_fails_without_password("postgres://u@127.0.0.1:1/x?sslmode=disable&password=" PW, LEASES_STORAGE);
 	/* A URL that does not parse (the port is not a number). */
-	expect_open_fails_without_password("postgres://u:" PW "@127.0.0.1:notaport/x", LEASES_STORAGE);
-	expect_open_fails_without_password("postgresql://u:" PW "@[::1/x", LEASES_STORAGE);
+	expect_open_fails_without_password("postgres://u:" PW "@127.0.0.1:notaport/x", LEASES_INVALID_ARGUMENT);
+	expect_open_fails_without_password("postgresql://u:" PW "@[::1/x", LEASES_INVALID_ARGUMENT);
 	/* The real server refuses: the database does not exist. */
 	char url[1024];
 	const char *at = strstr(base, "://");

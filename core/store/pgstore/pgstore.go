@@ -44,6 +44,9 @@ const defaultConnectTimeout = 10 * time.Second
 // for many goroutines of one process to hold transactions at once.
 const defaultMaxConns = 32
 
+// ErrInvalidURL: the location is a postgres:// URL the driver cannot parse.
+var ErrInvalidURL = errors.New("invalid PostgreSQL URL")
+
 // IsURL reports whether location names a PostgreSQL database.
 func IsURL(location string) bool {
 	l := strings.ToLower(location)
@@ -90,7 +93,7 @@ func Open(location string, opts Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(location)
 	if err != nil {
 		// pgconn redacts the password from its own message.
-		return nil, fmt.Errorf("invalid PostgreSQL URL: %w", err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
 	}
 	busy := opts.BusyTimeout
 	if busy <= 0 {
@@ -154,7 +157,7 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		var tx pgx.Tx
 		tx, err = conn.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 		if err == nil {
-			return &Tx{db: db, conn: conn, tx: tx, queries: queries{q: tx, inTx: true}}, nil
+			return &Tx{db: db, conn: conn, tx: tx, queries: queries{q: tx, inTx: true, events: new(int64)}}, nil
 		}
 		conn.Release()
 	}

@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"math/rand/v2"
 
 	"github.com/jackc/pgx/v5"
@@ -22,9 +24,22 @@ type querier interface {
 // a job row lock it, so the rules decide on the row's latest committed state
 // and no other transaction can change it before this one ends.
 type queries struct {
-	q    querier
-	inTx bool
+	q      querier
+	inTx   bool
+	events *int64 // events this transaction inserted (in a write transaction)
 }
+
+// Event order. Transactions commit in another order than they insert, so a
+// plain sequence would let a follower reading "events after seq N" miss an
+// event with a lower seq that commits later. Instead an event's seq is its
+// transaction's id shifted left by eventSeqBits, plus its index within the
+// transaction; listings show only events of transactions older than every
+// transaction still running (the snapshot's xmin). Every event that can
+// still appear then has a greater seq than every event already listed.
+const eventSeqBits = 20
+
+// maxEventsPerTx is the most events one transaction (one edit) can write.
+const maxEventsPerTx = 1<<eventSeqBits - 1
 
 // hwmShards is how many rows hold the clock high-water mark.
 const hwmShards = 64
@@ -181,10 +196,15 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM leases_events`
 	var rows pgx.Rows
 	var err error
+	// Inside a write transaction its own events are not held back.
+	horizon := `seq < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << ` + strconv.Itoa(eventSeqBits) + `)`
+	if q.inTx {
+		horizon = `(` + horizon + ` OR seq >> ` + strconv.Itoa(eventSeqBits) + ` = pg_current_xact_id_if_assigned()::text::bigint)`
+	}
 	if productionID == "" {
-		rows, err = q.q.Query(ctx, cols+` WHERE seq > $1 ORDER BY seq LIMIT $2`, after, lim)
+		rows, err = q.q.Query(ctx, cols+` WHERE seq > $1 AND `+horizon+` ORDER BY seq LIMIT $2`, after, lim)
 	} else {
-		rows, err = q.q.Query(ctx, cols+` WHERE production_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+		rows, err = q.q.Query(ctx, cols+` WHERE production_id = $1 AND seq > $2 AND `+horizon+` ORDER BY seq LIMIT $3`,
 			productionID, after, lim)
 	}
 	if err != nil {
@@ -270,9 +290,19 @@ func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 }
 
 func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := q.q.Exec(ctx, `INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker,
-			expiry_unix_us, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	if q.events == nil {
+		return errors.New("events are written only inside a write transaction")
+	}
+	if *q.events >= maxEventsPerTx {
+		return fmt.Errorf("one transaction can write at most %d events; commit the edit in parts", maxEventsPerTx)
+	}
+	_, err := q.q.Exec(ctx, `INSERT INTO leases_events (seq, at_unix_us, production_id, job_id, kind, worker,
+			expiry_unix_us, detail)
+		VALUES ((pg_current_xact_id()::text::bigint << `+strconv.Itoa(eventSeqBits)+`) | $1, $2, $3, $4, $5, $6, $7, $8)`,
+		*q.events, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	if err == nil {
+		*q.events++
+	}
 	return classify(err)
 }
 
