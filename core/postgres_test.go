@@ -285,3 +285,49 @@ func TestAFollowerNeverMissesAnEventThatCommitsLate(t *testing.T) {
 	require.Equal(t, []string{slowJob, fastJob}, []string{es[0].JobID, es[1].JobID}, "events are listed in a follower-safe order")
 	require.Less(t, es[0].Seq, es[1].Seq)
 }
+
+func TestAWriterOfAnotherSchemaDoesNotHoldBackEvents(t *testing.T) {
+	open := func() *Authority {
+		a, err := Open(freshSchema(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { a.Close() })
+		_, err = a.CreateProduction("p")
+		require.NoError(t, err)
+		return a
+	}
+	other, mine := open(), open()
+	busy, err := other.Begin()
+	require.NoError(t, err)
+	defer busy.Abort()
+	_, err = busy.RequestJob("p", "", nil) // holds a transaction id, uncommitted
+	require.NoError(t, err)
+	id, err := mine.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	es, err := mine.Events("p", 0)
+	require.NoError(t, err)
+	require.Equal(t, id, es[len(es)-1].JobID, "a process reads its own committed event at once")
+}
+
+func TestAWriterThatHasNotWrittenYetDoesNotHoldBackEventsAndListsAfterThem(t *testing.T) {
+	a, err := Open(freshSchema(t))
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	late, err := a.Begin()
+	require.NoError(t, err)
+	defer late.Abort()
+	early, err := a.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	es, err := a.Events("p", 0)
+	require.NoError(t, err)
+	require.Equal(t, early, es[len(es)-1].JobID)
+	after := es[len(es)-1].Seq
+	lateJob, err := late.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	require.NoError(t, late.Commit())
+	es, err = a.Events("p", after)
+	require.NoError(t, err)
+	require.Len(t, es, 1, "the late writer's event follows what was already listed")
+	require.Equal(t, lateJob, es[0].JobID)
+}

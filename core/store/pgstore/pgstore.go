@@ -154,12 +154,12 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	defer cancel()
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
-		var tx pgx.Tx
-		tx, err = conn.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-		if err == nil {
-			return &Tx{db: db, conn: conn, tx: tx, queries: queries{q: tx, inTx: true, events: new(int64)}}, nil
+		// One round trip: begin, and register as a writer of this schema's
+		// events before the transaction has an id (see eventHorizon).
+		if _, err = conn.Exec(actx, beginWrite); err == nil {
+			return &Tx{db: db, conn: conn, queries: queries{q: conn, inTx: true, events: new(int64)}}, nil
 		}
-		conn.Release()
+		conn.Release() // a connection left inside a transaction is discarded
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy+db.connect)
@@ -171,7 +171,6 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 type Tx struct {
 	db   *DB
 	conn *pgxpool.Conn
-	tx   pgx.Tx
 	done bool
 	queries
 }
@@ -182,7 +181,7 @@ var _ store.Clock = (*Tx)(nil)
 // transaction, unlike now()).
 func (t *Tx) Now(ctx context.Context) (int64, error) {
 	var v int64
-	err := t.tx.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&v)
+	err := t.conn.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&v)
 	return v, classify(err)
 }
 
@@ -192,9 +191,9 @@ func (t *Tx) Commit() error {
 	if t.done {
 		return errors.New("transaction already finished")
 	}
-	err := t.tx.Commit(context.Background())
+	tag, err := t.conn.Exec(context.Background(), "COMMIT")
 	t.finish()
-	if errors.Is(err, pgx.ErrTxCommitRollback) {
+	if err == nil && tag.String() == "ROLLBACK" {
 		return fmt.Errorf("%w: the server rolled the transaction back", store.ErrRetry)
 	}
 	return classify(err)
@@ -207,11 +206,8 @@ func (t *Tx) Rollback() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.db.busy)
 	defer cancel()
-	err := t.tx.Rollback(ctx)
+	_, err := t.conn.Exec(ctx, "ROLLBACK")
 	t.finish()
-	if errors.Is(err, pgx.ErrTxClosed) {
-		return nil
-	}
 	return classify(err)
 }
 

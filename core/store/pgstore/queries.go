@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/libleases/libleases/core/store"
 )
 
@@ -33,10 +34,55 @@ type queries struct {
 // plain sequence would let a follower reading "events after seq N" miss an
 // event with a lower seq that commits later. Instead an event's seq is its
 // transaction's id shifted left by eventSeqBits, plus its index within the
-// transaction; listings show only events of transactions older than every
-// transaction still running (the snapshot's xmin). Every event that can
-// still appear then has a greater seq than every event already listed.
+// transaction, and a listing stops at the horizon: the id of the oldest
+// writer of this schema still running, or the next id to be assigned if
+// none is. Every event that can still appear then has a greater seq than
+// every event already listed.
+//
+// Writers make themselves known by their first statement, before they have
+// an id: a shared advisory lock on (writersLockSpace, hash of the schema).
+// The horizon is read in one statement and the events in the next, so an
+// event committed between the two is either below the horizon and visible,
+// or above it and not listed yet.
 const eventSeqBits = 20
+
+// writersLockSpace is the first key of the writer registration lock.
+const writersLockSpace = int32(0x6c656173) // "leas"
+
+var beginWrite = `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared(` +
+	strconv.Itoa(int(writersLockSpace)) + `, hashtext(current_schema()))`
+
+// eventHorizon is the smallest transaction id whose events may not all be
+// visible yet: the oldest id among this schema's running writers, else the
+// next id to be assigned. A writer not yet holding an id will get one above
+// that. Running writers show 32-bit ids; each is widened to 64 bits against
+// the snapshot's xmax. A writer whose id this role may not see (another
+// role's session without pg_read_all_stats) makes the horizon the
+// cluster-wide xmin, which is safe and only later.
+var eventHorizon = `WITH s AS (
+		SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
+			pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin),
+	w AS (
+		SELECT a.backend_xid::text::bigint AS xid, a.state
+		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND l.classid = ` + strconv.Itoa(int(writersLockSpace)) + `
+			AND l.objid::bigint = (hashtext(current_schema())::bigint & 4294967295)
+			AND l.pid <> pg_backend_pid()),
+	wide AS (
+		SELECT CASE
+			WHEN (s.xmax >> 32 << 32 | w.xid) > s.xmax + 2147483648 THEN (s.xmax >> 32 << 32 | w.xid) - 4294967296
+			WHEN (s.xmax >> 32 << 32 | w.xid) < s.xmax - 2147483648 THEN (s.xmax >> 32 << 32 | w.xid) + 4294967296
+			ELSE (s.xmax >> 32 << 32 | w.xid) END AS xid
+		FROM s, w WHERE w.xid IS NOT NULL)
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM w WHERE w.state IS NULL) THEN s.xmin
+		ELSE least(s.xmax, (SELECT min(xid) FROM wide)) END
+	FROM s`
+
+// txHorizon is the horizon inside a write transaction, whose view of other
+// sessions' ids is frozen at its first look: the cluster-wide xmin.
+const txHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
 
 // maxEventsPerTx is the most events one transaction (one edit) can write.
 const maxEventsPerTx = 1<<eventSeqBits - 1
@@ -193,19 +239,36 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	if limit > 0 {
 		lim = limit
 	}
+	// Both statements run on one connection, horizon first.
+	var conn querier = q.q
+	if pool, ok := q.q.(*pgxpool.Pool); ok {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return nil, classify(err)
+		}
+		defer c.Release()
+		conn = c
+	}
+	hq := eventHorizon
+	if q.inTx {
+		hq = txHorizon
+	}
+	var horizon int64
+	if err := conn.QueryRow(ctx, hq).Scan(&horizon); err != nil {
+		return nil, classify(err)
+	}
+	// Inside a write transaction its own events are not held back.
+	visible := `(seq < ($%d::bigint << ` + strconv.Itoa(eventSeqBits) + `) OR seq >> ` + strconv.Itoa(eventSeqBits) +
+		` = COALESCE(pg_current_xact_id_if_assigned()::text::bigint, -1))`
 	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM leases_events`
 	var rows pgx.Rows
 	var err error
-	// Inside a write transaction its own events are not held back.
-	horizon := `seq < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << ` + strconv.Itoa(eventSeqBits) + `)`
-	if q.inTx {
-		horizon = `(` + horizon + ` OR seq >> ` + strconv.Itoa(eventSeqBits) + ` = pg_current_xact_id_if_assigned()::text::bigint)`
-	}
 	if productionID == "" {
-		rows, err = q.q.Query(ctx, cols+` WHERE seq > $1 AND `+horizon+` ORDER BY seq LIMIT $2`, after, lim)
+		rows, err = conn.Query(ctx, cols+` WHERE seq > $1 AND `+fmt.Sprintf(visible, 3)+` ORDER BY seq LIMIT $2`,
+			after, lim, horizon)
 	} else {
-		rows, err = q.q.Query(ctx, cols+` WHERE production_id = $1 AND seq > $2 AND `+horizon+` ORDER BY seq LIMIT $3`,
-			productionID, after, lim)
+		rows, err = conn.Query(ctx, cols+` WHERE production_id = $1 AND seq > $2 AND `+fmt.Sprintf(visible, 4)+
+			` ORDER BY seq LIMIT $3`, productionID, after, lim, horizon)
 	}
 	if err != nil {
 		return nil, classify(err)
