@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/libleases/libleases/core/internal/pgtest"
+	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/libleases/libleases/core/internal/pgtest"
+	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/libleases/libleases/core/store"
 	"github.com/stretchr/testify/require"
 )
