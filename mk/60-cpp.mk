@@ -28,16 +28,17 @@ cpp-tools:
 test-cpp-unit: $(CAPI_SO) $(CAPI_TEST_SO) cpp-tools ## C++ tests (test library) and compile-fail tests
 	$(CPP_CMAKE) -S $(CPP_DIR) -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(CPP_BUILD) -j $(CPP_JOBS)
-	cd $(CPP_BUILD) && ctest --output-on-failure -j $(CPP_JOBS)
+	cd $(CPP_BUILD) && $(PG_RUN) ctest --output-on-failure -j $(CPP_JOBS)
 
 # libleases.so is prebuilt Go, so nothing of the Go runtime is instrumented;
 # the wrapper, the tests and every malloc'd string crossing the boundary are,
 # leak detection included (docs/cpp.md). Compile-fail tests run once above.
+# Both runs include tests/test_postgres.cpp, so ctest runs under $(PG_RUN).
 test-cpp-asan: $(CAPI_TEST_SO) cpp-tools ## C++ tests built with -fsanitize=address,undefined
 	$(CPP_CMAKE) -S $(CPP_DIR) -B $(CPP_ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 		-DLEASES_SANITIZE=ON -DLEASES_COMPILE_FAIL_TESTS=OFF >/dev/null
 	cmake --build $(CPP_ASAN_BUILD) -j $(CPP_JOBS)
-	cd $(CPP_ASAN_BUILD) && UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(CPP_JOBS)
+	cd $(CPP_ASAN_BUILD) && $(PG_RUN) env UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(CPP_JOBS)
 
 test-cpp-install: $(CAPI_SO) cpp-tools ## make install into a temporary prefix; find_package, pkg-config, executor
 	bash $(CPP_DIR)/tests/install_test.sh $(ROOT)

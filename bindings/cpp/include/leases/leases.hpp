@@ -481,6 +481,12 @@ public:
 
     /// Opens (creating or migrating) the database at path. Throws AbiMismatch
     /// before touching the file if the loaded library has another ABI.
+    ///
+    /// path is a SQLite file (a std::filesystem::path converts), or a
+    /// postgres:// or postgresql:// connection URL, which selects the
+    /// PostgreSQL store; either is passed to leases_authority_open unchanged.
+    /// A failed open throws StorageError; its message never shows a URL's
+    /// password.
     [[nodiscard]] static Authority open(const std::string &path) {
         detail::check_abi(LEASES_ABI_VERSION, leases_abi_version());
         leases_authority *out = nullptr;
