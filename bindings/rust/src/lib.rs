@@ -1,6 +1,7 @@
 //! Safe Rust projection of **libleases**, a job-lease authority: workers claim
 //! jobs of a *production* and receive an owning [`Lease`]; the authority (a
-//! SQLite file and its private clock) decides every transition.
+//! SQLite file and its private clock, or a PostgreSQL database and its
+//! server's clock) decides every transition.
 //!
 //! The crate links `libleases.so` through [`sys`], the raw declarations of
 //! `include/leases.h`. It was written for C ABI [`ABI_VERSION`];
@@ -185,8 +186,24 @@ impl Drop for Authority {
 impl Authority {
     /// Opens the authority database at `path`, creating or migrating it.
     ///
-    /// Fails with [`ErrorKind::AbiMismatch`] before opening anything when the
-    /// loaded library was built for another ABI than [`ABI_VERSION`].
+    /// `path` is a SQLite file, or a `postgres://` / `postgresql://`
+    /// connection URL, which selects the PostgreSQL store (its clock is the
+    /// server's; see `docs/postgres.md`). A `&str` or `String` is
+    /// `AsRef<Path>`, so a URL is passed as it is, byte for byte, to
+    /// `leases_authority_open`. A failed open is [`ErrorKind::Storage`]; its
+    /// message never shows a URL's password.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), leases::Error> {
+    /// let auth = leases::Authority::open("postgres://worker@db.internal/leases?sslmode=require")?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`] for a path that is not
+    /// UTF-8 (the library takes UTF-8 text), and with
+    /// [`ErrorKind::AbiMismatch`] before opening anything when the loaded
+    /// library was built for another ABI than [`ABI_VERSION`].
     pub fn open(path: impl AsRef<Path>) -> Result<Authority> {
         check_abi(library_abi_version())?;
         let path = c_path("path", path.as_ref())?;
