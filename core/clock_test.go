@@ -81,7 +81,7 @@ func TestAFailedGuardedCommitPublishesNoFactsButRecordsTheMark(t *testing.T) {
 	l := f.claim("w", time.Second)
 	exp := l.ExpiryUnixUS()
 	// First sample in time, pre-commit sample 5µs past the expiry.
-	f.clk.then(exp-100, exp+5)
+	f.clk.operation(exp-100, exp+5)
 	facts := Facts{Metadata: map[string]json.RawMessage{"frames": json.RawMessage(`3`)}}
 	requireKind(t, l.Complete(facts), KindExpired)
 	got, err := f.a.FactsOf("p", l.JobID())
@@ -96,7 +96,7 @@ func TestAClockJumpBackBetweenTheTwoSamplesRejects(t *testing.T) {
 	f.request(1)
 	l := f.claim("w", time.Hour)
 	before := f.snapshot()
-	f.clk.then(t0+1000, t0+500)
+	f.clk.operation(t0+1000, t0+500)
 	requireKind(t, l.Complete(Facts{}), KindClockRegressed)
 	after := f.snapshot()
 	require.Equal(t, before.jobs, after.jobs)
@@ -106,7 +106,7 @@ func TestAClockJumpBackBetweenTheTwoSamplesRejects(t *testing.T) {
 func TestSuccessfulGuardedOperationAdvancesTheMarkToThePreCommitSample(t *testing.T) {
 	f := newFixture(t)
 	f.request(1)
-	f.clk.then(t0+10, t0+20)
+	f.clk.operation(t0+10, t0+20)
 	f.claim("w", time.Hour)
 	require.Equal(t, t0+20, f.hwm())
 }
@@ -115,7 +115,7 @@ func TestAClaimThatWouldBeBornExpiredDoesNotCommit(t *testing.T) {
 	f := newFixture(t)
 	f.request(1)
 	before := f.snapshot()
-	f.clk.then(t0, t0+2_000_000) // 2s pass between the samples of a 1s claim
+	f.clk.operation(t0, t0+2_000_000) // 2s pass between the samples of a 1s claim
 	_, err := f.a.Claim("p", "w", time.Second)
 	requireKind(t, err, KindExpired)
 	after := f.snapshot()

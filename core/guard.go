@@ -55,6 +55,29 @@ func (g *guard) sample() (int64, error) {
 	return now, nil
 }
 
+// locked is the operation's time once it holds the rows it decides on. Under
+// SQLite's writer lock that is the first sample. A store with a server clock
+// locks rows as it reads them (PostgreSQL), so a transaction may have started
+// before another one on the same job committed: the clock is read again now,
+// so that a transition is never timed before the one it follows. The sample
+// must not be behind the ones before it.
+func (g *guard) locked(first int64) (int64, error) {
+	if _, ok := g.tx.(store.Clock); !ok {
+		return first, nil
+	}
+	now, err := g.a.sampleIn(g.tx)
+	if err != nil {
+		return 0, err
+	}
+	if now < g.observed {
+		return 0, errf(KindClockRegressed,
+			"the authority clock went back during the operation (%s < %s); nothing was committed",
+			describeUS(now), describeUS(g.observed))
+	}
+	g.observed = now
+	return now, nil
+}
+
 // mustOutlive records that the transaction relies on a claim expiring at
 // expiry: the pre-commit sample must be before it.
 func (g *guard) mustOutlive(expiry int64) { g.deadlines = append(g.deadlines, expiry) }

@@ -48,6 +48,17 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.now += d.Microseconds()
 }
 
+// operation queues the samples of one guarded operation: its first sample
+// and its pre-commit sample. On PostgreSQL an operation also samples once it
+// holds the job's row (guard.locked); that sample repeats the first.
+func (c *fakeClock) operation(first, preCommit int64) {
+	if testingPostgres() {
+		c.then(first, first, preCommit)
+		return
+	}
+	c.then(first, preCommit)
+}
+
 // then queues exact samples for the next readings.
 func (c *fakeClock) then(samples ...int64) {
 	c.mu.Lock()

@@ -167,6 +167,9 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	if j.State == store.StateCancelled {
 		return j, 0, errf(KindCancelled, "job %s was cancelled by the coordinator", l.jobID)
 	}
+	if now, err = g.locked(now); err != nil {
+		return j, 0, err
+	}
 	if !l.secret.matches(j.ClaimHash) {
 		return j, 0, errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
 	}
@@ -269,6 +272,9 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		case j.State != store.StateRequested && j.State != store.StateClaimed:
 			return nil, errf(KindWrongState, "job %s is already %s", jobID, j.State)
 		}
+	}
+	if now, err = g.locked(now); err != nil {
+		return nil, err
 	}
 	if j.State == store.StateClaimed {
 		if err := event(g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",

@@ -179,7 +179,7 @@ func TestAStoreWithAServerClockSuppliesEverySample(t *testing.T) {
 	a.setClock(func() int64 { return server + 10 })
 	require.NoError(t, l.Renew(time.Hour))
 	require.Equal(t, server+10+time.Hour.Microseconds(), l.ExpiryUnixUS())
-	require.Equal(t, asked+2, cb.asked.Load(), "both samples of the renewal asked the server")
+	require.Equal(t, asked+3, cb.asked.Load(), "every sample of the renewal asked the server: at the start, once it held the row, before commit")
 }
 
 // ---- conflicts --------------------------------------------------------------
@@ -308,7 +308,7 @@ func TestAWriterOfAnotherSchemaDoesNotHoldBackEvents(t *testing.T) {
 	require.Equal(t, id, es[len(es)-1].JobID, "a process reads its own committed event at once")
 }
 
-func TestAWriterThatHasNotWrittenYetDoesNotHoldBackEventsAndListsAfterThem(t *testing.T) {
+func TestATransactionThatHasWrittenNoEventDoesNotHoldBackEventsAndListsAfterThem(t *testing.T) {
 	a, err := Open(freshSchema(t))
 	require.NoError(t, err)
 	defer a.Close()
@@ -330,4 +330,110 @@ func TestAWriterThatHasNotWrittenYetDoesNotHoldBackEventsAndListsAfterThem(t *te
 	require.NoError(t, err)
 	require.Len(t, es, 1, "the late writer's event follows what was already listed")
 	require.Equal(t, lateJob, es[0].JobID)
+}
+
+func TestTheEventsOfOneJobAreInTheOrderTheyHappened(t *testing.T) {
+	a, err := Open(freshSchema(t))
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	x, err := a.RequestJob("p", "x", nil)
+	require.NoError(t, err)
+	j, err := a.RequestJob("p", "j", nil)
+	require.NoError(t, err)
+	held, err := a.ClaimJob("p", j, "host-a", time.Minute)
+	require.NoError(t, err)
+	// An edit writes its first event, then a release commits elsewhere, then
+	// the edit claims the released job: its claim follows the release.
+	e, err := a.Begin()
+	require.NoError(t, err)
+	defer e.Abort()
+	_, err = e.ClaimJob("p", x, "host-b", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, held.Release())
+	_, err = e.ClaimJob("p", j, "host-b", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, e.Commit())
+	evs, err := a.Events("p", 0)
+	require.NoError(t, err)
+	var kinds []string
+	for _, ev := range evs {
+		if ev.JobID == j {
+			kinds = append(kinds, ev.Kind+":"+ev.Worker)
+		}
+	}
+	require.Equal(t, []string{"requested:", "claimed:host-a", "released:host-a", "claimed:host-b"}, kinds)
+}
+
+// pausingBackend holds a transaction after its first clock sample, before
+// it reads the job, until released.
+type pausingBackend struct {
+	store.Backend
+	paused, resume chan struct{}
+}
+
+type pausingTx struct {
+	store.Tx
+	b *pausingBackend
+}
+
+func (b *pausingBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pausingTx{Tx: tx, b: b}, nil
+}
+
+func (t *pausingTx) Now(ctx context.Context) (int64, error) { return t.Tx.(store.Clock).Now(ctx) }
+
+func (t *pausingTx) JobByID(ctx context.Context, id string) (store.Job, error) {
+	close(t.b.paused)
+	<-t.b.resume
+	return t.Tx.JobByID(ctx, id)
+}
+
+func TestAClaimIsNeverTimedBeforeTheReleaseItFollows(t *testing.T) {
+	u := freshSchema(t)
+	a, err := Open(u)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	j, err := a.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	held, err := a.ClaimJob("p", j, "host-a", time.Minute)
+	require.NoError(t, err)
+	// Host B starts claiming the job (its first sample is taken) and is held
+	// before it reads the row; host A then releases; then B goes on.
+	b, err := Open(u)
+	require.NoError(t, err)
+	defer b.Close()
+	pb := &pausingBackend{Backend: b.b, paused: make(chan struct{}), resume: make(chan struct{})}
+	b.b = pb
+	var claimed *Lease
+	var claimErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		claimed, claimErr = b.ClaimJob("p", j, "host-b", time.Minute)
+	}()
+	<-pb.paused
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, held.Release())
+	close(pb.resume)
+	<-done
+	require.NoError(t, claimErr)
+	evs, err := a.Events("p", 0)
+	require.NoError(t, err)
+	var released Event
+	for _, e := range evs {
+		if e.JobID == j && e.Kind == "released" {
+			released = e
+		}
+	}
+	require.Equal(t, "host-a", released.Worker)
+	require.GreaterOrEqual(t, claimed.claimedAt, released.At.UnixMicro(),
+		"the claim is timed once it holds the row, after the release it follows")
 }

@@ -205,7 +205,7 @@ func TestRenewalMustCommitBeforeThePreviousExpiry(t *testing.T) {
 	before := f.snapshot()
 	// The first sample is in time; the pre-commit sample lands exactly on the
 	// previous expiry: the renewal must be rejected and rolled back.
-	f.clk.then(expiry-1, expiry)
+	f.clk.operation(expiry-1, expiry)
 	requireKind(t, l.Renew(time.Hour), KindExpired)
 	after := f.snapshot()
 	require.Equal(t, before.jobs, after.jobs, "the renewal was rolled back")

@@ -1,15 +1,11 @@
 package core
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/internal/pgtest"
-	"github.com/stretchr/testify/require"
 )
 
 // The conformance suite (every test of this package) runs once per store:
@@ -56,31 +52,5 @@ func storedBytes(t *testing.T, location string) string {
 		}
 		return files
 	}
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, location)
-	require.NoError(t, err)
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'leases\_%'`)
-	require.NoError(t, err)
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	require.NotEmpty(t, tables)
-	var out strings.Builder
-	for _, tbl := range tables {
-		// Rows as text, and every bytea column raw too (a hash or secret in
-		// binary would not show in the hex text form).
-		rows, err := c.Query(ctx, `SELECT t::text FROM `+tbl+` t`)
-		require.NoError(t, err)
-		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		out.WriteString(strings.Join(texts, "\n"))
-	}
-	rows, err = c.Query(ctx, `SELECT claim_hash FROM leases_jobs WHERE claim_hash IS NOT NULL`)
-	require.NoError(t, err)
-	hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	require.NoError(t, err)
-	for _, h := range hashes {
-		out.Write(h)
-	}
-	return out.String()
+	return pgtest.Dump(t, location)
 }

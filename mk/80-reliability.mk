@@ -63,7 +63,7 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
 test-race: reliability-workers ## the six-language race and the full-scenario leak scan (short)
-	$(REL_RACE_ENV) $(GO) test -tags leasesworkers -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
 test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
 
@@ -78,7 +78,7 @@ SOAK_FIGURES       := $(ROOT)/$(REL_DIR)/figures.jsonl
 soak: reliability-workers $(REL_DIR)/clock_faults $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## long reliability run (500+ kill iterations), figures in build/reliability/figures.jsonl
 	mkdir -p $(REL_DIR)
 	rm -f $(REL_DIR)/figures.jsonl
-	LEASES_SOAK=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_RACE_ENV) \
+	$(PG_RUN) env LEASES_SOAK=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_RACE_ENV) \
 		$(GO) test -tags leasesworkers -count=1 -timeout 90m -v -run . ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
 	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
 	$(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock

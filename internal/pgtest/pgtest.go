@@ -76,3 +76,35 @@ func drop(t testing.TB, base, schema string) {
 		require.NoError(t, err)
 	}
 }
+
+// Dump returns every row of every leases_ table in location's schema as
+// text, followed by every claim hash raw (a secret or hash in binary would
+// not show in the hex text form), for secret scans.
+func Dump(t testing.TB, location string) string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, location)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'leases\_%'`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, tables)
+	var out strings.Builder
+	for _, tbl := range tables {
+		rows, err := c.Query(ctx, `SELECT t::text FROM `+tbl+` t`)
+		require.NoError(t, err)
+		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		out.WriteString(strings.Join(texts, "\n"))
+	}
+	rows, err = c.Query(ctx, `SELECT claim_hash FROM leases_jobs WHERE claim_hash IS NOT NULL`)
+	require.NoError(t, err)
+	hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	require.NoError(t, err)
+	for _, h := range hashes {
+		out.Write(h)
+	}
+	return out.String()
+}

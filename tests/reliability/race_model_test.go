@@ -17,6 +17,15 @@ package reliability
 // release, fail and complete need the claim unexpired at some sample in the
 // window; "expired" needs the expiry reachable by the return time.
 //
+// On PostgreSQL a claim skips jobs other transactions hold at that moment
+// (SELECT … FOR UPDATE SKIP LOCKED): "first in line" becomes "first in line
+// among the jobs nobody else is touching", which a sequential model cannot
+// see. With skipLocked the model therefore accepts a claim of any claimable
+// job, and nothing_to_claim while jobs are claimable (all of them held);
+// everything else — one live owner, expiry, renewal, terminal states — is
+// checked as strictly as on SQLite. Request order itself is checked by the
+// conformance suite, where no transaction overlaps.
+//
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
 // nondeterministic: the change happened or it did not. A claim of unknown
 // outcome may have taken any job that could have been first in line, with an
@@ -73,12 +82,12 @@ func (s mState) with(i int, j mJob) mState {
 	return c
 }
 
-func leaseModel(idx map[string]int, n int) porcupine.NondeterministicModel {
+func leaseModel(idx map[string]int, n int, skipLocked bool) porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
 		Init: func() []interface{} { return []interface{}{make(mState, n)} },
 		Step: func(state, input, _ interface{}) []interface{} {
 			s, o := state.(mState), input.(*raceOp)
-			return toIfaces(stepLease(s, o, idx))
+			return toIfaces(stepLease(s, o, idx, skipLocked))
 		},
 		Equal: func(a, b interface{}) bool {
 			x, y := a.(mState), b.(mState)
@@ -129,11 +138,11 @@ func toIfaces(ss []mState) []interface{} {
 	return out
 }
 
-func stepLease(s mState, o *raceOp, idx map[string]int) []mState {
+func stepLease(s mState, o *raceOp, idx map[string]int, skipLocked bool) []mState {
 	pending := o.Ret == math.MaxInt64
 	unknown := pending || raceUnknown[o.Kind]
 	if o.Op == "claim" {
-		return stepClaim(s, o, idx, unknown)
+		return stepClaim(s, o, idx, unknown, skipLocked)
 	}
 	ji, ok := idx[o.Job]
 	if !ok {
@@ -202,7 +211,7 @@ func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 	return j
 }
 
-func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool) []mState {
+func stepClaim(s mState, o *raceOp, idx map[string]int, unknown, skipLocked bool) []mState {
 	if unknown {
 		out := []mState{s}
 		for i, j := range s {
@@ -210,7 +219,7 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool) []mState {
 				continue
 			}
 			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64}))
-			if j.st == jRequested {
+			if j.st == jRequested && !skipLocked {
 				break // later jobs come after this one in line
 			}
 		}
@@ -226,7 +235,7 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool) []mState {
 		if t < o.Call || t > o.Ret {
 			return nil
 		}
-		for k := 0; k < ji; k++ { // first in line: no earlier job claimable at t
+		for k := 0; k < ji && !skipLocked; k++ { // first in line: no earlier job claimable at t
 			if s[k].st == jRequested || (s[k].st == jClaimed && s[k].hi <= t) {
 				return nil
 			}
@@ -238,6 +247,9 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool) []mState {
 		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry})}
 	case "nothing_to_claim":
 		for _, j := range s {
+			if skipLocked {
+				break
+			}
 			if j.st == jRequested || (j.st == jClaimed && j.hi <= o.Call) {
 				return nil
 			}

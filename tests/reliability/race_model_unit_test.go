@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func checkModel(ops ...*raceOp) porcupine.CheckResult {
+func checkModel(ops ...*raceOp) porcupine.CheckResult { return checkModelOf(false, ops...) }
+
+func checkModelOf(skipLocked bool, ops ...*raceOp) porcupine.CheckResult {
 	idx := map[string]int{"j0": 0, "j1": 1}
 	var h []porcupine.Operation
 	for i, o := range ops {
@@ -21,7 +23,7 @@ func checkModel(ops ...*raceOp) porcupine.CheckResult {
 		}
 		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
 	}
-	m := leaseModel(idx, 2)
+	m := leaseModel(idx, 2, skipLocked)
 	return porcupine.CheckOperationsTimeout(m.ToModel(), h, 10*time.Second)
 }
 
@@ -56,6 +58,11 @@ func TestLeaseModelRejectsCompletionAfterExpiry(t *testing.T) {
 
 func TestLeaseModelRejectsSkippingTheQueue(t *testing.T) {
 	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j1", 0, 10, 5, 100)))
+}
+
+func TestLeaseModelWithSkipLockedAcceptsSkippingButNotTwoOwners(t *testing.T) {
+	require.Equal(t, porcupine.Ok, checkModelOf(true, claimOp("a", "j1", 0, 10, 5, 100)))
+	require.Equal(t, porcupine.Illegal, checkModelOf(true, claimOp("a", "j1", 0, 10, 5, 100), claimOp("b", "j1", 20, 30, 25, 100)))
 }
 
 func TestLeaseModelRejectsAnExpiredVerdictBeforeTheExpiry(t *testing.T) {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,7 +122,7 @@ func TestRaceOfSixLanguagesIsLinearizableAndKeepsTheInvariants(t *testing.T) {
 	var fig raceFigures
 	for round := 0; round < rounds; round++ {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
-			raceRound(t, workers, round, runMS, jobs, &fig)
+			raceRound(t, workers, round, runMS, jobs, "", &fig)
 		})
 	}
 	t.Logf("race: %d rounds, %d operations (%d pending at a kill, %d outcome unknown), %d kills, %d jobs; linearizable, invariants hold, no secret found",
@@ -130,9 +131,42 @@ func TestRaceOfSixLanguagesIsLinearizableAndKeepsTheInvariants(t *testing.T) {
 		"outcome_unknown": fig.unknown, "kills": fig.kills, "jobs": fig.jobs, "secrets_checked": fig.checked, "lost": 0, "leaks": 0})
 }
 
-func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, fig *raceFigures) {
+// TestRaceOfSixLanguagesOnPostgresIsLinearizableAndKeepsTheInvariants is
+// the same race with the authority on PostgreSQL: every worker process opens
+// the same postgres:// URL (a schema of its own on the test server).
+func TestRaceOfSixLanguagesOnPostgresIsLinearizableAndKeepsTheInvariants(t *testing.T) {
+	root := repoRoot(t)
+	workers := raceWorkers(t, root)
+	runMS, jobs := 8000, 400
+	if soak() {
+		runMS, jobs = 30000, 1500
+	}
+	var fig raceFigures
+	for round := 0; round < iterations(1, 2); round++ {
+		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
+			raceRound(t, workers, round, runMS, jobs, pgtest.FreshSchema(t, false), &fig)
+		})
+	}
+	t.Logf("race on PostgreSQL: %d rounds, %d operations (%d pending at a kill, %d outcome unknown), %d kills, %d jobs; linearizable, invariants hold, no secret found",
+		fig.rounds, fig.ops, fig.pending, fig.unknown, fig.kills, fig.jobs)
+	recordFigure(t, "race_postgres", map[string]int{"rounds": fig.rounds, "operations": fig.ops, "pending": fig.pending,
+		"outcome_unknown": fig.unknown, "kills": fig.kills, "jobs": fig.jobs, "secrets_checked": fig.checked, "lost": 0, "leaks": 0})
+}
+
+// raceRound runs one round against db, or against a new SQLite file in the
+// round's directory when db is "".
+func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db string, fig *raceFigures) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "race.db")
+	onPG := db != ""
+	if !onPG {
+		db = filepath.Join(dir, "race.db")
+	}
+	// On PostgreSQL the store's rows are scanned for secrets as a file here.
+	dumpStore := func() {
+		if onPG {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "store-dump.txt"), []byte(pgtest.Dump(t, db)), 0o600))
+		}
+	}
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "tokens"), 0o700))
 	a, err := core.Open(db)
 	require.NoError(t, err)
@@ -181,6 +215,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, fig 
 	hist := readRaceHistories(t, dir)
 	tokens := readTokens(t, filepath.Join(dir, "tokens"))
 	// Scan now, while the killed workers' -wal and -shm files still exist.
+	dumpStore()
 	checked := scanForSecrets(t, dir, tokens) // the same secrets are scanned for again after the drain
 
 	a, err = core.Open(db)
@@ -189,10 +224,11 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, fig 
 	order, err := a.Jobs(raceProduction)
 	require.NoError(t, err)
 	requireEveryLanguageWorked(t, hist, workers)
-	ops, pending, unknown := checkLinearizable(t, dir, hist, order)
+	ops, pending, unknown := checkLinearizable(t, dir, hist, order, onPG)
 	drain(t, a)
 	checkEventInvariants(t, a, hist)
 	dumpListings(t, a, dir)
+	dumpStore()
 	scanForSecrets(t, dir, tokens)
 
 	fig.rounds++
@@ -371,7 +407,7 @@ func dumpListings(t *testing.T, a *core.Authority, dir string) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "listings.json"), b, 0o600))
 }
 
-func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Job) (ops, pending, unknown int) {
+func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Job, skipLocked bool) (ops, pending, unknown int) {
 	idx := map[string]int{}
 	for i, j := range order {
 		idx[j.ID] = i
@@ -392,7 +428,7 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Jo
 		}
 		history = append(history, porcupine.Operation{ClientId: clients[o.W], Input: o, Call: o.Call, Return: o.Ret})
 	}
-	model := leaseModel(idx, len(order))
+	model := leaseModel(idx, len(order), skipLocked)
 	res, info := porcupine.CheckOperationsVerbose(model.ToModel(), history, 2*time.Minute)
 	if res != porcupine.Ok {
 		viz := filepath.Join(os.TempDir(), fmt.Sprintf("leases-race-%d.html", time.Now().UnixNano()))

@@ -154,10 +154,8 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	defer cancel()
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
-		// One round trip: begin, and register as a writer of this schema's
-		// events before the transaction has an id (see eventHorizon).
-		if _, err = conn.Exec(actx, beginWrite); err == nil {
-			return &Tx{db: db, conn: conn, queries: queries{q: conn, inTx: true, events: new(int64)}}, nil
+		if _, err = conn.Exec(actx, "BEGIN ISOLATION LEVEL READ COMMITTED"); err == nil {
+			return &Tx{db: db, conn: conn, queries: queries{q: conn, inTx: true, registered: new(bool)}}, nil
 		}
 		conn.Release() // a connection left inside a transaction is discarded
 	}

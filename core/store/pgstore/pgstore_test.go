@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -2,10 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,67 +24,55 @@ type querier interface {
 // a job row lock it, so the rules decide on the row's latest committed state
 // and no other transaction can change it before this one ends.
 type queries struct {
-	q      querier
-	inTx   bool
-	events *int64 // events this transaction inserted (in a write transaction)
+	q          querier
+	inTx       bool
+	registered *bool // a write transaction registered as an event writer
 }
 
-// Event order. Transactions commit in another order than they insert, so a
-// plain sequence would let a follower reading "events after seq N" miss an
-// event with a lower seq that commits later. Instead an event's seq is its
-// transaction's id shifted left by eventSeqBits, plus its index within the
-// transaction, and a listing stops at the horizon: the id of the oldest
-// writer of this schema still running, or the next id to be assigned if
-// none is. Every event that can still appear then has a greater seq than
-// every event already listed.
+// Event order. An event's seq comes from the sequence leases_event_seq when
+// it is inserted, while its transaction holds the job's row: so the events
+// of one job are in the order their transactions committed. Transactions
+// commit in another order than they draw numbers, though, so a follower
+// reading "events after seq N" could miss an event with a lower seq that
+// commits later. Listings therefore stop at a horizon below which every
+// event's transaction has finished:
 //
-// Writers make themselves known by their first statement, before they have
-// an id: a shared advisory lock on (writersLockSpace, hash of the schema).
-// The horizon is read in one statement and the events in the next, so an
-// event committed between the two is either below the horizon and visible,
-// or above it and not listed yet.
-const eventSeqBits = 20
-
-// writersLockSpace is the first key of the writer registration lock.
+//   - a write transaction registers with its first event, in the same
+//     statement, before the event's number is drawn: a shared advisory lock
+//     on (writersLockSpace, hash of the schema), then a shared advisory lock
+//     on a number R it draws from the sequence, so every event it writes has
+//     seq > R;
+//   - a listing reads the sequence's last value V, then the registrations
+//     (pg_locks), then the events; the horizon is the least R of a registered
+//     writer, or V+1. A writer not registered, or not yet holding its R, when
+//     the listing looked draws its event numbers after the listing read V.
+//
+// So only a transaction that has written an event holds listings back, and
+// only for events numbered after its own.
 const writersLockSpace = int32(0x6c656173) // "leas"
 
-var beginWrite = `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared(` +
-	strconv.Itoa(int(writersLockSpace)) + `, hashtext(current_schema()))`
+const insertEvent = `INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker,
+	expiry_unix_us, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
-// eventHorizon is the smallest transaction id whose events may not all be
-// visible yet: the oldest id among this schema's running writers, else the
-// next id to be assigned. A writer not yet holding an id will get one above
-// that. Running writers show 32-bit ids; each is widened to 64 bits against
-// the snapshot's xmax. A writer whose id this role may not see (another
-// role's session without pg_read_all_stats) makes the horizon the
-// cluster-wide xmin, which is safe and only later.
-var eventHorizon = `WITH s AS (
-		SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
-			pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin),
-	w AS (
-		SELECT a.backend_xid::text::bigint AS xid, a.state
-		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND l.classid = ` + strconv.Itoa(int(writersLockSpace)) + `
-			AND l.objid::bigint = (hashtext(current_schema())::bigint & 4294967295)
-			AND l.pid <> pg_backend_pid()),
-	wide AS (
-		SELECT CASE
-			WHEN (s.xmax >> 32 << 32 | w.xid) > s.xmax + 2147483648 THEN (s.xmax >> 32 << 32 | w.xid) - 4294967296
-			WHEN (s.xmax >> 32 << 32 | w.xid) < s.xmax - 2147483648 THEN (s.xmax >> 32 << 32 | w.xid) + 4294967296
-			ELSE (s.xmax >> 32 << 32 | w.xid) END AS xid
-		FROM s, w WHERE w.xid IS NOT NULL)
-	SELECT CASE WHEN EXISTS (SELECT 1 FROM w WHERE w.state IS NULL) THEN s.xmin
-		ELSE least(s.xmax, (SELECT min(xid) FROM wide)) END
-	FROM s`
+// registerAndInsertEvent is the first event of a transaction: the insert
+// reads the row of reg, so both locks are held before its number is drawn.
+var registerAndInsertEvent = `WITH reg AS (SELECT pg_advisory_xact_lock_shared(` +
+	strconv.Itoa(int(writersLockSpace)) + `, hashtext(current_schema())) AS w,
+		pg_advisory_xact_lock_shared(nextval('leases_event_seq')) AS r)
+	INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail)
+	SELECT $1, $2, $3, $4, $5, $6, $7 FROM reg`
 
-// txHorizon is the horizon inside a write transaction, whose view of other
-// sessions' ids is frozen at its first look: the cluster-wide xmin.
-const txHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
-
-// maxEventsPerTx is the most events one transaction (one edit) can write.
-const maxEventsPerTx = 1<<eventSeqBits - 1
+// registeredFloor is the least number drawn by a running writer of this
+// schema (NULL when none runs). Its bigint advisory locks show as classid
+// (high 32 bits), objid (low 32 bits), objsubid 1.
+var registeredFloor = `SELECT min((r.classid::bigint << 32) | r.objid::bigint)
+	FROM pg_locks w JOIN pg_locks r ON r.pid = w.pid AND r.locktype = 'advisory' AND r.objsubid = 1 AND r.granted
+	WHERE w.locktype = 'advisory' AND w.granted AND w.objsubid = 2
+		AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND r.database = w.database
+		AND w.classid = ` + strconv.Itoa(int(writersLockSpace)) + `
+		AND w.objid::bigint = (hashtext(current_schema())::bigint & 4294967295)
+		AND w.pid <> pg_backend_pid()`
 
 // hwmShards is how many rows hold the clock high-water mark.
 const hwmShards = 64
@@ -249,17 +236,28 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 		defer c.Release()
 		conn = c
 	}
-	hq := eventHorizon
-	if q.inTx {
-		hq = txHorizon
+	// Outside a transaction, the horizon; a write transaction reads its own
+	// snapshot (the rules never list events inside one).
+	horizon := int64(1<<63 - 1)
+	if !q.inTx {
+		var last int64
+		var called bool
+		if err := conn.QueryRow(ctx, `SELECT last_value, is_called FROM leases_event_seq`).Scan(&last, &called); err != nil {
+			return nil, classify(err)
+		}
+		if called {
+			last++
+		}
+		horizon = last
+		var floor *int64
+		if err := conn.QueryRow(ctx, registeredFloor).Scan(&floor); err != nil {
+			return nil, classify(err)
+		}
+		if floor != nil && *floor < horizon {
+			horizon = *floor
+		}
 	}
-	var horizon int64
-	if err := conn.QueryRow(ctx, hq).Scan(&horizon); err != nil {
-		return nil, classify(err)
-	}
-	// Inside a write transaction its own events are not held back.
-	visible := `(seq < ($%d::bigint << ` + strconv.Itoa(eventSeqBits) + `) OR seq >> ` + strconv.Itoa(eventSeqBits) +
-		` = COALESCE(pg_current_xact_id_if_assigned()::text::bigint, -1))`
+	const visible = `seq < $%d`
 	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM leases_events`
 	var rows pgx.Rows
 	var err error
@@ -352,19 +350,16 @@ func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	return nil
 }
 
+// InsertEvent appends an event; its seq is drawn from leases_event_seq (the
+// column's identity sequence) now, while the transaction holds its job row.
 func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
-	if q.events == nil {
-		return errors.New("events are written only inside a write transaction")
+	stmt := insertEvent
+	if q.registered != nil && !*q.registered {
+		stmt = registerAndInsertEvent
 	}
-	if *q.events >= maxEventsPerTx {
-		return fmt.Errorf("one transaction can write at most %d events; commit the edit in parts", maxEventsPerTx)
-	}
-	_, err := q.q.Exec(ctx, `INSERT INTO leases_events (seq, at_unix_us, production_id, job_id, kind, worker,
-			expiry_unix_us, detail)
-		VALUES ((pg_current_xact_id()::text::bigint << `+strconv.Itoa(eventSeqBits)+`) | $1, $2, $3, $4, $5, $6, $7, $8)`,
-		*q.events, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
-	if err == nil {
-		*q.events++
+	_, err := q.q.Exec(ctx, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	if err == nil && q.registered != nil {
+		*q.registered = true
 	}
 	return classify(err)
 }
