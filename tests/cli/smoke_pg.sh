@@ -65,7 +65,8 @@ run 0 events --production nightly --json
 # Failures and help name the server without its password.
 run 1 --db "postgres://u:$pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=5" production list
 grep -q 'xxxxx' "$work/err" || fail "the open error does not name the redacted URL: $(cat "$work/err")"
-LEASES_DB="postgres://u:$pw@127.0.0.1:notaport/x" run 1 production list
+# A URL that does not parse is bad input: exit 2, invalid_argument.
+LEASES_DB="postgres://u:$pw@127.0.0.1:notaport/x" run 2 production list
 run 0 --db "$url" --help
 run 0 --db "$url" claim --help
 run 2 --db "$url" claim --production nightly --worker smoke --duration 30
