@@ -15,17 +15,19 @@
 # LEASES_PG_DURABLE=1 keeps fsync on (benchmarks); tests turn it off.
 set -euo pipefail
 
+# Functions end with "return 0", not a bare return: inside the EXIT trap a
+# bare return would report the status of the command the trap interrupted.
 pgbin() {
 	local d
 	for d in /usr/lib/postgresql/*/bin; do
-		[[ -x $d/initdb ]] && { echo "$d"; return; }
+		[[ -x $d/initdb ]] && { echo "$d"; return 0; }
 	done
-	command -v initdb >/dev/null 2>&1 && { dirname "$(command -v initdb)"; return; }
+	command -v initdb >/dev/null 2>&1 && { dirname "$(command -v initdb)"; return 0; }
 	return 1
 }
 
 ensure_installed() {
-	pgbin >/dev/null && return
+	pgbin >/dev/null && return 0
 	echo "cluster.sh: PostgreSQL is missing; installing it from Debian's packages" >&2
 	if [[ $(id -u) -ne 0 ]]; then
 		echo "cluster.sh: installing needs root: run 'apt-get install postgresql' first" >&2
@@ -69,7 +71,7 @@ start() {
 			-o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c fsync=$fsync -c max_connections=300 -c shared_buffers=128MB" >/dev/null; then
 			echo "$port" >"$dir/port"
 			echo "postgres://leases@127.0.0.1:$port/postgres?sslmode=disable"
-			return
+			return 0
 		fi
 	done
 	cat "$dir/server.log" >&2
@@ -93,7 +95,16 @@ run)
 	trap 'stop "$dir/cluster"; rm -rf "$dir"' EXIT
 	url=$(start "$dir/cluster")
 	echo "cluster.sh: PostgreSQL $(as_owner "$(pgbin)/postgres" --version | awk '{print $3}') at $url" >&2
-	LEASES_TEST_PG_URL=$url LEASES_REQUIRE_PG=1 "$@"
+	# The server runs in a session of its own (pg_ctl detaches it), so a
+	# signal to this process group would leave it running. The command runs
+	# in the background, so that a signal is handled at once: it stops the
+	# command, then the EXIT trap stops the server.
+	LEASES_TEST_PG_URL=$url LEASES_REQUIRE_PG=1 "$@" <&0 &
+	child=$!
+	trap 'kill -TERM "$child" 2>/dev/null; exit 130' INT TERM HUP
+	status=0
+	wait "$child" || status=$?
+	exit "$status"
 	;;
 *)
 	sed -n '2,14p' "$0" >&2
