@@ -154,10 +154,8 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	defer cancel()
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
-		if _, err = conn.Exec(actx, "BEGIN ISOLATION LEVEL READ COMMITTED"); err == nil {
-			return &Tx{db: db, conn: conn, queries: queries{q: conn, inTx: true, registered: new(bool)}}, nil
-		}
-		conn.Release() // a connection left inside a transaction is discarded
+		tc := &txConn{c: conn}
+		return &Tx{db: db, conn: tc, queries: queries{q: tc, inTx: true, registered: new(bool)}}, nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy+db.connect)
@@ -165,21 +163,128 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	return nil, classify(err)
 }
 
+// txConn runs a transaction's statements on its connection. BEGIN is not a
+// round trip of its own: it is sent in one batch with the transaction's
+// first statement.
+type txConn struct {
+	c     *pgxpool.Conn
+	begun bool
+}
+
+const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+// first sends BEGIN and sql in one batch; the caller reads sql's result.
+func (t *txConn) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	t.begun = true
+	b := &pgx.Batch{}
+	b.Queue(beginSQL)
+	b.Queue(sql, args...)
+	br := t.c.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
+func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.begun {
+		return t.c.Exec(ctx, sql, args...)
+	}
+	br, err := t.first(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (t *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.begun {
+		return t.c.QueryRow(ctx, sql, args...)
+	}
+	br, err := t.first(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{row: br.QueryRow(), br: br}
+}
+
+func (t *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !t.begun {
+		t.begun = true
+		if _, err := t.c.Exec(ctx, beginSQL); err != nil {
+			return nil, err
+		}
+	}
+	return t.c.Query(ctx, sql, args...)
+}
+
+// batchRow is the first statement's row; scanning it ends the batch.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
 // Tx is one write transaction.
 type Tx struct {
 	db   *DB
-	conn *pgxpool.Conn
+	conn *txConn
 	done bool
 	queries
+
+	// The clock sample read with the high-water mark, for the operation's
+	// first sample: the two then come from one statement.
+	startUS  int64
+	startAt  time.Time
+	hasStart bool
 }
 
 var _ store.Clock = (*Tx)(nil)
 
-// Now samples the server's clock (clock_timestamp(), which advances within a
-// transaction, unlike now()).
-func (t *Tx) Now(ctx context.Context) (int64, error) {
+// startFresh bounds how long after the mark was read its clock sample still
+// serves as a first sample (an edit's first operation may come later).
+const startFresh = 5 * time.Millisecond
+
+const clockSQL = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+
+// HWM reads the durable mark, and the server's clock in the same statement.
+func (t *Tx) HWM(ctx context.Context) (int64, error) {
 	var v int64
-	err := t.conn.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&v)
+	err := t.conn.QueryRow(ctx, `SELECT COALESCE(max(v), 0), `+clockSQL+` FROM leases_hwm`).Scan(&v, &t.startUS)
+	if err == nil {
+		t.startAt, t.hasStart = time.Now(), true
+	}
+	return v, classify(err)
+}
+
+// Now samples the server's clock (clock_timestamp(), which advances within a
+// transaction, unlike now()). The first sample after the mark was read is
+// the one read with it, if that was just now.
+func (t *Tx) Now(ctx context.Context) (int64, error) {
+	if t.hasStart {
+		t.hasStart = false
+		if time.Since(t.startAt) < startFresh {
+			return t.startUS, nil
+		}
+	}
+	var v int64
+	err := t.conn.QueryRow(ctx, `SELECT `+clockSQL).Scan(&v)
 	return v, classify(err)
 }
 
@@ -189,7 +294,11 @@ func (t *Tx) Commit() error {
 	if t.done {
 		return errors.New("transaction already finished")
 	}
-	tag, err := t.conn.Exec(context.Background(), "COMMIT")
+	if !t.conn.begun { // nothing was sent: nothing to commit
+		t.finish()
+		return nil
+	}
+	tag, err := t.conn.c.Exec(context.Background(), "COMMIT")
 	t.finish()
 	if err == nil && tag.String() == "ROLLBACK" {
 		return fmt.Errorf("%w: the server rolled the transaction back", store.ErrRetry)
@@ -202,16 +311,20 @@ func (t *Tx) Rollback() error {
 	if t.done {
 		return nil
 	}
+	if !t.conn.begun {
+		t.finish()
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.db.busy)
 	defer cancel()
-	_, err := t.conn.Exec(ctx, "ROLLBACK")
+	_, err := t.conn.c.Exec(ctx, "ROLLBACK")
 	t.finish()
 	return classify(err)
 }
 
 func (t *Tx) finish() {
 	t.done = true
-	t.conn.Release()
+	t.conn.c.Release() // a connection left inside a transaction is discarded
 }
 
 // classify maps PostgreSQL errors onto the store's error values, keeping the

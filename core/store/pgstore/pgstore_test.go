@@ -53,7 +53,7 @@ func TestTheClockIsTheServersAndAdvancesWithinATransaction(t *testing.T) {
 	db, _ := open(t, 0)
 	tx := begin(t, db)
 	var server int64
-	require.NoError(t, tx.conn.QueryRow(ctx, `SELECT (extract(epoch FROM statement_timestamp()) * 1000000)::bigint`).Scan(&server))
+	require.NoError(t, tx.conn.c.QueryRow(ctx, `SELECT (extract(epoch FROM statement_timestamp()) * 1000000)::bigint`).Scan(&server))
 	first, err := tx.Now(ctx)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, first, server, "the sample is the server's clock")
