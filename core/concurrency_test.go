@@ -154,7 +154,7 @@ func TestConcurrentGoroutinesCompleteEveryJobExactlyOnce(t *testing.T) {
 	checkExactlyOnce(t, a, ids)
 }
 
-func TestProcessesRacingOnOneFileCompleteEveryJobExactlyOnce(t *testing.T) {
+func TestProcessesRacingOnOneStoreCompleteEveryJobExactlyOnce(t *testing.T) {
 	path, a, ids := sharedQueue(t, 60)
 	goFile := filepath.Join(t.TempDir(), "go")
 	const n = 4
