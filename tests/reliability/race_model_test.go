@@ -19,12 +19,11 @@ package reliability
 //
 // On PostgreSQL a claim skips jobs other transactions hold at that moment
 // (SELECT … FOR UPDATE SKIP LOCKED): "first in line" becomes "first in line
-// among the jobs nobody else is touching", which a sequential model cannot
-// see. With skipLocked the model therefore accepts a claim of any claimable
-// job, and nothing_to_claim while jobs are claimable (all of them held);
-// everything else — one live owner, expiry, renewal, terminal states — is
-// checked as strictly as on SQLite. Request order itself is checked by the
-// conformance suite, where no transaction overlaps.
+// among the jobs nobody else is touching". The model cannot see the locks, so
+// it bounds them: a claim may pass over fewer than `window` claimable jobs,
+// and nothing_to_claim needs fewer than `window` claimable jobs (all held).
+// With window 1 that is strict request order (SQLite). Everything else — one
+// live owner, expiry, renewal, terminal states — is the same for both.
 //
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
 // nondeterministic: the change happened or it did not. A claim of unknown
@@ -82,12 +81,21 @@ func (s mState) with(i int, j mJob) mState {
 	return c
 }
 
-func leaseModel(idx map[string]int, n int, skipLocked bool) porcupine.NondeterministicModel {
+// fifo is the window of a store that claims strictly in request order;
+// skipLockedWindow that of PostgreSQL: a claim may pass over the jobs other
+// transactions hold at that moment, at most two per concurrent worker
+// process (a claim can hold an expired job and a requested one).
+const (
+	fifo             = 1
+	skipLockedWindow = 32
+)
+
+func leaseModel(idx map[string]int, n int, window int) porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
 		Init: func() []interface{} { return []interface{}{make(mState, n)} },
 		Step: func(state, input, _ interface{}) []interface{} {
 			s, o := state.(mState), input.(*raceOp)
-			return toIfaces(stepLease(s, o, idx, skipLocked))
+			return toIfaces(stepLease(s, o, idx, window))
 		},
 		Equal: func(a, b interface{}) bool {
 			x, y := a.(mState), b.(mState)
@@ -138,11 +146,11 @@ func toIfaces(ss []mState) []interface{} {
 	return out
 }
 
-func stepLease(s mState, o *raceOp, idx map[string]int, skipLocked bool) []mState {
+func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 	pending := o.Ret == math.MaxInt64
 	unknown := pending || raceUnknown[o.Kind]
 	if o.Op == "claim" {
-		return stepClaim(s, o, idx, unknown, skipLocked)
+		return stepClaim(s, o, idx, unknown, window)
 	}
 	ji, ok := idx[o.Job]
 	if !ok {
@@ -211,16 +219,19 @@ func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 	return j
 }
 
-func stepClaim(s mState, o *raceOp, idx map[string]int, unknown, skipLocked bool) []mState {
+func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int) []mState {
 	if unknown {
 		out := []mState{s}
+		requested := 0
 		for i, j := range s {
 			if j.st == jTerminal {
 				continue
 			}
 			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64}))
-			if j.st == jRequested && !skipLocked {
-				break // later jobs come after this one in line
+			if j.st == jRequested {
+				if requested++; requested == window {
+					break // later jobs come after these in line
+				}
 			}
 		}
 		return out
@@ -235,9 +246,12 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown, skipLocked bool
 		if t < o.Call || t > o.Ret {
 			return nil
 		}
-		for k := 0; k < ji && !skipLocked; k++ { // first in line: no earlier job claimable at t
+		passed := 0 // earlier jobs claimable at t: within the window
+		for k := 0; k < ji; k++ {
 			if s[k].st == jRequested || (s[k].st == jClaimed && s[k].hi <= t) {
-				return nil
+				if passed++; passed >= window {
+					return nil
+				}
 			}
 		}
 		j := s[ji]
@@ -246,12 +260,12 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown, skipLocked bool
 		}
 		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry})}
 	case "nothing_to_claim":
+		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {
-			if skipLocked {
-				break
-			}
 			if j.st == jRequested || (j.st == jClaimed && j.hi <= o.Call) {
-				return nil
+				if claimable++; claimable >= window {
+					return nil
+				}
 			}
 		}
 		return []mState{s}

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func checkModel(ops ...*raceOp) porcupine.CheckResult { return checkModelOf(false, ops...) }
+func checkModel(ops ...*raceOp) porcupine.CheckResult { return checkModelOf(fifo, ops...) }
 
-func checkModelOf(skipLocked bool, ops ...*raceOp) porcupine.CheckResult {
+func checkModelOf(window int, ops ...*raceOp) porcupine.CheckResult {
 	idx := map[string]int{"j0": 0, "j1": 1}
 	var h []porcupine.Operation
 	for i, o := range ops {
@@ -23,7 +23,7 @@ func checkModelOf(skipLocked bool, ops ...*raceOp) porcupine.CheckResult {
 		}
 		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
 	}
-	m := leaseModel(idx, 2, skipLocked)
+	m := leaseModel(idx, 2, window)
 	return porcupine.CheckOperationsTimeout(m.ToModel(), h, 10*time.Second)
 }
 
@@ -60,9 +60,13 @@ func TestLeaseModelRejectsSkippingTheQueue(t *testing.T) {
 	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j1", 0, 10, 5, 100)))
 }
 
-func TestLeaseModelWithSkipLockedAcceptsSkippingButNotTwoOwners(t *testing.T) {
-	require.Equal(t, porcupine.Ok, checkModelOf(true, claimOp("a", "j1", 0, 10, 5, 100)))
-	require.Equal(t, porcupine.Illegal, checkModelOf(true, claimOp("a", "j1", 0, 10, 5, 100), claimOp("b", "j1", 20, 30, 25, 100)))
+func TestLeaseModelWithAWindowAcceptsSkippingWithinItButNotTwoOwners(t *testing.T) {
+	require.Equal(t, porcupine.Ok, checkModelOf(2, claimOp("a", "j1", 0, 10, 5, 100)))
+	require.Equal(t, porcupine.Illegal, checkModelOf(2, claimOp("a", "j1", 0, 10, 5, 100), claimOp("b", "j1", 20, 30, 25, 100)))
+	// Window 1 is strict order: passing over j0 is illegal; so is nothing
+	// to claim while j0 and j1 are both claimable with a window of 2.
+	require.Equal(t, porcupine.Illegal, checkModelOf(1, claimOp("a", "j1", 0, 10, 5, 100)))
+	require.Equal(t, porcupine.Illegal, checkModelOf(2, &raceOp{W: "a", Op: "claim", DurUS: 100, Call: 0, Ret: 10, Kind: "nothing_to_claim"}))
 }
 
 func TestLeaseModelRejectsAnExpiredVerdictBeforeTheExpiry(t *testing.T) {

@@ -224,7 +224,11 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	order, err := a.Jobs(raceProduction)
 	require.NoError(t, err)
 	requireEveryLanguageWorked(t, hist, workers)
-	ops, pending, unknown := checkLinearizable(t, dir, hist, order, onPG)
+	window := fifo
+	if onPG {
+		window = skipLockedWindow
+	}
+	ops, pending, unknown := checkLinearizable(t, dir, hist, order, window)
 	drain(t, a)
 	checkEventInvariants(t, a, hist)
 	dumpListings(t, a, dir)
@@ -407,7 +411,7 @@ func dumpListings(t *testing.T, a *core.Authority, dir string) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "listings.json"), b, 0o600))
 }
 
-func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Job, skipLocked bool) (ops, pending, unknown int) {
+func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Job, window int) (ops, pending, unknown int) {
 	idx := map[string]int{}
 	for i, j := range order {
 		idx[j.ID] = i
@@ -428,7 +432,7 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Jo
 		}
 		history = append(history, porcupine.Operation{ClientId: clients[o.W], Input: o, Call: o.Call, Return: o.Ret})
 	}
-	model := leaseModel(idx, len(order), skipLocked)
+	model := leaseModel(idx, len(order), window)
 	res, info := porcupine.CheckOperationsVerbose(model.ToModel(), history, 2*time.Minute)
 	if res != porcupine.Ok {
 		viz := filepath.Join(os.TempDir(), fmt.Sprintf("leases-race-%d.html", time.Now().UnixNano()))
