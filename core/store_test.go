@@ -142,7 +142,6 @@ func TestANewerSchemaIsRefused(t *testing.T) {
 }
 
 func TestAFileThatIsNotALeasesDatabaseIsRefused(t *testing.T) {
-	sqliteOnly(t)
 	dir := t.TempDir()
 	foreign := filepath.Join(dir, "foreign.db")
 	db, err := sql.Open("sqlite", "file:"+foreign)
@@ -170,7 +169,6 @@ func TestAFileThatIsNotALeasesDatabaseIsRefused(t *testing.T) {
 }
 
 func TestPathsWithURICharactersOpenExactlyThatFile(t *testing.T) {
-	sqliteOnly(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a #b?c=d&e%20f.db")
 	a, err := Open(path)
@@ -191,7 +189,6 @@ func TestPathsWithURICharactersOpenExactlyThatFile(t *testing.T) {
 }
 
 func TestOpeningCreatesTheFileInWALModeWithFullSync(t *testing.T) {
-	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "x.db")
 	a, err := Open(path)
 	require.NoError(t, err)

@@ -11,7 +11,9 @@ import (
 // The conformance suite (every test of this package) runs once per store:
 // SQLite by default, PostgreSQL with LEASES_TEST_STORE=postgres and
 // LEASES_TEST_PG_URL naming a server (make test starts a throwaway one).
-// Each test then gets a schema of its own, dropped when it ends.
+// Each test then gets a schema of its own, dropped when it ends. Tests about
+// the SQLite file itself name their files directly, so they test SQLite in
+// both passes; PostgreSQL's counterparts are in postgres_test.go.
 
 func testingPostgres() bool { return os.Getenv("LEASES_TEST_STORE") == "postgres" }
 
@@ -29,15 +31,6 @@ func newLocation(t testing.TB, name string) string {
 }
 
 func pgExec(t testing.TB, location, sql string, args ...any) { pgtest.Exec(t, location, sql, args...) }
-
-// sqliteOnly marks a test about the SQLite file itself; it ran in the SQLite
-// pass. PostgreSQL's counterparts are in postgres_test.go.
-func sqliteOnly(t *testing.T) {
-	t.Helper()
-	if testingPostgres() {
-		t.Skip("about the SQLite file; covered by the SQLite pass")
-	}
-}
 
 // storedBytes is everything the store holds for location, as text: the
 // SQLite file and its WAL, or every row of every leases_ table.

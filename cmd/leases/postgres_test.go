@@ -7,7 +7,6 @@ package main
 // that must never reach any output.
 
 import (
-	"context"
 	"encoding/json"
 	"net/url"
 	"os"
@@ -16,57 +15,23 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"github.com/libleases/libleases/internal/pgtest"
 )
 
 const pgPassword = "SECRETPW7f3a"
-
-// pgBase is the test server's URL. Without one the test is skipped, unless
-// LEASES_REQUIRE_PG is set (make test sets it): then it fails.
-func pgBase(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("LEASES_TEST_PG_URL")
-	if u == "" {
-		if os.Getenv("LEASES_REQUIRE_PG") != "" {
-			t.Fatal("LEASES_TEST_PG_URL is not set: run under tests/pg/cluster.sh run (make test does)")
-		}
-		t.Skip("no PostgreSQL server: set LEASES_TEST_PG_URL (tests/pg/cluster.sh run -- go test ./cmd/leases)")
-	}
-	return u
-}
 
 // pgEnv is a test env whose database is a fresh schema on the test server,
 // named by a URL carrying pgPassword.
 func pgEnv(t *testing.T) *env {
 	t.Helper()
-	base := pgBase(t)
-	schema := "cli_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	pgExec(t, base, "CREATE SCHEMA "+schema)
-	t.Cleanup(func() { pgExec(t, base, "DROP SCHEMA "+schema+" CASCADE") })
-	u, err := url.Parse(base)
+	u, err := url.Parse(pgtest.FreshSchema(t, false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(u.User.Username(), pgPassword)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
 	e := newEnv(t)
 	e.db = u.String()
 	return e
-}
-
-func pgExec(t *testing.T, location, sql string) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, location)
-	if err != nil {
-		t.Fatalf("connect to the test server: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
 }
 
 // noPassword fails the test if r shows the URL's password.
