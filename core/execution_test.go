@@ -4,7 +4,6 @@ package core
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/libleases/libleases/core/store"
 )
 
 // execFixture is an authority on a controllable clock with one production.
@@ -448,49 +446,18 @@ func TestFinishRefusesATempPathReplacedBySymlink(t *testing.T) {
 	}
 }
 
-// execCommitFault wraps the real backend: Commit really commits (or rolls
-// back) and then reports an error, as SQLite can after an fsync failure.
-type execCommitFault struct {
-	store.Backend
-	commits bool
-	err     error
-}
-
-type execCommitFaultTx struct {
-	store.Tx
-	b *execCommitFault
-}
-
-func (b *execCommitFault) BeginWrite(ctx context.Context) (store.Tx, error) {
-	tx, err := b.Backend.BeginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &execCommitFaultTx{tx, b}, nil
-}
-
-func (t *execCommitFaultTx) Commit() error {
-	if t.b.err == nil {
-		return t.Tx.Commit()
-	}
-	if t.b.commits {
-		t.Tx.Commit()
-	} else {
-		t.Tx.Rollback()
-	}
-	return t.b.err
-}
-
 func TestFinishKeepsTheFinalFileWhenTheCommitOutcomeIsUnknown(t *testing.T) {
 	for _, survived := range []bool{true, false} {
 		fx := newExecFixture(t)
 		l := fx.claimNew(t, "w1")
 		x := execBegin(t, l, fx.outDir(t))
 		execWrite(t, x, "maybe")
-		fault := &execCommitFault{Backend: fx.a.b, commits: survived, err: errors.New("disk I/O error (fsync)")}
-		fx.a.b = fault
+		// Commit really commits (or rolls back) and then reports an error, as
+		// SQLite can after an fsync failure.
+		fault := faulty(fx.a)
+		fault.commitErr, fault.commitSucceeds = errors.New("disk I/O error (fsync)"), survived
 		execWantKind(t, x.Finish(Facts{}), KindOutcomeUnknown)
-		fault.err = nil
+		fault.commitErr = nil
 		if !execExists(x.FinalPath()) {
 			t.Fatalf("survived=%v: the output was removed although its completion may have been published", survived)
 		}

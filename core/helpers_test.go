@@ -165,3 +165,21 @@ func requireKind(t *testing.T, err error, want Kind) {
 	require.True(t, errors.As(err, &e), "error %v is not a *core.Error", err)
 	require.Equal(t, want.String(), e.Kind.String(), "error: %v", err)
 }
+
+// txWrapper is a backend whose write transactions come wrapped, for tests
+// that change one step of a transaction (a fault, a clock, a pause).
+type txWrapper struct {
+	store.Backend
+	wrap func(store.Tx) store.Tx
+}
+
+func (b txWrapper) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.wrap(tx), nil
+}
+
+// wrapTxs makes a's write transactions come wrapped by wrap.
+func wrapTxs(a *Authority, wrap func(store.Tx) store.Tx) { a.b = txWrapper{Backend: a.b, wrap: wrap} }

@@ -124,10 +124,9 @@ func TestClaimsFromManyHostsDoNotQueueOnOneRow(t *testing.T) {
 
 // ---- the store's clock ------------------------------------------------------
 
-// clockBackend gives a SQLite backend a server clock, to check that the rules
+// clockBackend gives a SQLite backend's transactions a server clock, to check that the rules
 // take every sample from the store when it has one.
 type clockBackend struct {
-	store.Backend
 	now   atomic.Int64
 	asked atomic.Int64
 }
@@ -135,14 +134,6 @@ type clockBackend struct {
 type clockTx struct {
 	store.Tx
 	b *clockBackend
-}
-
-func (b *clockBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
-	tx, err := b.Backend.BeginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &clockTx{Tx: tx, b: b}, nil
 }
 
 func (t *clockTx) Now(context.Context) (int64, error) {
@@ -154,10 +145,10 @@ func TestAStoreWithAServerClockSuppliesEverySample(t *testing.T) {
 	a, err := Open(newLocation(t, "leases.db"))
 	require.NoError(t, err)
 	defer a.Close()
-	cb := &clockBackend{Backend: a.b}
+	cb := &clockBackend{}
 	server := int64(2_000_000_000_000_000) // 2033: far from this host's clock
 	cb.now.Store(server)
-	a.b = cb
+	wrapTxs(a, func(tx store.Tx) store.Tx { return &clockTx{Tx: tx, b: cb} })
 	_, err = a.CreateProduction("p")
 	require.NoError(t, err)
 	_, err = a.RequestJob("p", "", nil)
@@ -187,7 +178,6 @@ func TestAStoreWithAServerClockSuppliesEverySample(t *testing.T) {
 // conflictBackend aborts the first n commits as a server does on a
 // serialization failure or deadlock: nothing is written, ErrRetry returned.
 type conflictBackend struct {
-	store.Backend
 	left    atomic.Int64 // commits still to abort; <0 means every one
 	commits atomic.Int64
 }
@@ -195,14 +185,6 @@ type conflictBackend struct {
 type conflictTx struct {
 	store.Tx
 	b *conflictBackend
-}
-
-func (b *conflictBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
-	tx, err := b.Backend.BeginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &conflictTx{Tx: tx, b: b}, nil
 }
 
 func (t *conflictTx) Commit() error {
@@ -218,8 +200,8 @@ func (t *conflictTx) Commit() error {
 func TestConflictedTransactionsAreRetriedThenReportedBusy(t *testing.T) {
 	f := newFixture(t)
 	f.request(2)
-	cb := &conflictBackend{Backend: f.a.b}
-	f.a.b = cb
+	cb := &conflictBackend{}
+	wrapTxs(f.a, func(tx store.Tx) store.Tx { return &conflictTx{Tx: tx, b: cb} })
 	// A few conflicts: the library runs the claim again and it succeeds once.
 	cb.left.Store(3)
 	l := f.claim("w", time.Minute)
@@ -369,21 +351,12 @@ func TestTheEventsOfOneJobAreInTheOrderTheyHappened(t *testing.T) {
 // pausingBackend holds a transaction after its first clock sample, before
 // it reads the job, until released.
 type pausingBackend struct {
-	store.Backend
 	paused, resume chan struct{}
 }
 
 type pausingTx struct {
 	store.Tx
 	b *pausingBackend
-}
-
-func (b *pausingBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
-	tx, err := b.Backend.BeginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &pausingTx{Tx: tx, b: b}, nil
 }
 
 func (t *pausingTx) Now(ctx context.Context) (int64, error) { return t.Tx.(store.Clock).Now(ctx) }
@@ -410,8 +383,8 @@ func TestAClaimIsNeverTimedBeforeTheReleaseItFollows(t *testing.T) {
 	b, err := Open(u)
 	require.NoError(t, err)
 	defer b.Close()
-	pb := &pausingBackend{Backend: b.b, paused: make(chan struct{}), resume: make(chan struct{})}
-	b.b = pb
+	pb := &pausingBackend{paused: make(chan struct{}), resume: make(chan struct{})}
+	wrapTxs(b, func(tx store.Tx) store.Tx { return &pausingTx{Tx: tx, b: pb} })
 	var claimed *Lease
 	var claimErr error
 	done := make(chan struct{})

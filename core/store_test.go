@@ -261,10 +261,9 @@ func fmtAll(l *Lease) []string {
 
 // ---- storage failures -------------------------------------------------------------
 
-// faultyBackend wraps a real backend and fails chosen steps, to prove that
-// the rules report storage failures honestly.
+// faultyBackend fails chosen steps of the transactions of a real backend, to
+// prove that the rules report storage failures honestly.
 type faultyBackend struct {
-	store.Backend
 	commitErr      error // returned by Commit
 	commitSucceeds bool  // the underlying commit still happens (outcome unknown)
 	factsErr       error
@@ -273,14 +272,6 @@ type faultyBackend struct {
 type faultyTx struct {
 	store.Tx
 	b *faultyBackend
-}
-
-func (b *faultyBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
-	tx, err := b.Backend.BeginWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &faultyTx{Tx: tx, b: b}, nil
 }
 
 func (t *faultyTx) Commit() error {
@@ -302,9 +293,9 @@ func (t *faultyTx) InsertFacts(ctx context.Context, fs []store.Fact) error {
 	return t.Tx.InsertFacts(ctx, fs)
 }
 
-func faulty(f *fixture) *faultyBackend {
-	fb := &faultyBackend{Backend: f.a.b}
-	f.a.b = fb
+func faulty(a *Authority) *faultyBackend {
+	fb := &faultyBackend{}
+	wrapTxs(a, func(tx store.Tx) store.Tx { return &faultyTx{Tx: tx, b: fb} })
 	return fb
 }
 
@@ -312,7 +303,7 @@ func TestAStorageFailureDuringCommitIsOutcomeUnknownAndTheLeaseStaysActive(t *te
 	f := newFixture(t)
 	f.request(2)
 	l := f.claim("w", time.Minute)
-	fb := faulty(f)
+	fb := faulty(f.a)
 	fb.commitErr, fb.commitSucceeds = errors.New("disk I/O error (fsync)"), true
 	err := l.Complete(Facts{})
 	requireKind(t, err, KindOutcomeUnknown)
@@ -334,7 +325,7 @@ func TestAStorageFailureBeforeCommitChangesNothing(t *testing.T) {
 	f.request(1)
 	l := f.claim("w", time.Minute)
 	before := f.snapshot()
-	fb := faulty(f)
+	fb := faulty(f.a)
 	fb.factsErr = errors.New("database or disk is full")
 	err := l.Complete(Facts{Metadata: map[string]json.RawMessage{"a": json.RawMessage("1")}})
 	requireKind(t, err, KindStorage)
