@@ -70,12 +70,15 @@ func (g *guard) locked(first int64) (int64, error) {
 		return 0, err
 	}
 	if now < g.observed {
-		return 0, errf(KindClockRegressed,
-			"the authority clock went back during the operation (%s < %s); nothing was committed",
-			describeUS(now), describeUS(g.observed))
+		return 0, wentBack(now, g.observed)
 	}
 	g.observed = now
 	return now, nil
+}
+
+func wentBack(now, observed int64) error {
+	return errf(KindClockRegressed, "the authority clock went back during the operation (%s < %s); nothing was committed",
+		describeUS(now), describeUS(observed))
 }
 
 // mustOutlive records that the transaction relies on a claim expiring at
@@ -97,9 +100,7 @@ func (g *guard) commit() error {
 		return g.fail(g.observed, err)
 	}
 	if now < g.observed {
-		return g.fail(g.observed, errf(KindClockRegressed,
-			"the authority clock went back during the operation (%s < %s); nothing was committed",
-			describeUS(now), describeUS(g.observed)))
+		return g.fail(g.observed, wentBack(now, g.observed))
 	}
 	for _, d := range g.deadlines {
 		if now >= d {

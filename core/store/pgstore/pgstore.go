@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,9 +79,6 @@ type DB struct {
 	busy    time.Duration
 	connect time.Duration
 	queries
-
-	mu     sync.Mutex
-	closed bool
 }
 
 var _ store.Backend = (*DB)(nil)
@@ -128,26 +124,14 @@ func Open(location string, opts Options) (*DB, error) {
 
 // Close closes the pool, after waiting for write transactions still running
 // (the authority rolls back its open edits before it closes the store).
+// Closing twice is harmless; BeginWrite after Close fails (the pool is closed).
 func (db *DB) Close() error {
-	db.mu.Lock()
-	if db.closed {
-		db.mu.Unlock()
-		return nil
-	}
-	db.closed = true
-	db.mu.Unlock()
 	db.pool.Close()
 	return nil
 }
 
 // BeginWrite starts a READ COMMITTED transaction on its own connection.
 func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
-	db.mu.Lock()
-	closed := db.closed
-	db.mu.Unlock()
-	if closed {
-		return nil, errors.New("the store is closed")
-	}
 	// Waiting for a free connection is waiting for the writer: bound it by
 	// the busy timeout, plus the connect timeout for opening a new one.
 	actx, cancel := context.WithTimeout(ctx, db.busy+db.connect)
@@ -155,7 +139,7 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
 		tc := &txConn{c: conn}
-		return &Tx{db: db, conn: tc, queries: queries{q: tc, inTx: true, registered: new(bool)}}, nil
+		return &Tx{db: db, conn: tc, queries: queries{q: tc, inTx: true}}, nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy+db.connect)
@@ -247,6 +231,8 @@ type Tx struct {
 	conn *txConn
 	done bool
 	queries
+
+	registered bool // registered as a writer of events (queries.go)
 
 	// The clock sample read with the high-water mark, for the operation's
 	// first sample: the two then come from one statement.

@@ -24,9 +24,8 @@ type querier interface {
 // a job row lock it, so the rules decide on the row's latest committed state
 // and no other transaction can change it before this one ends.
 type queries struct {
-	q          querier
-	inTx       bool
-	registered *bool // a write transaction registered as an event writer
+	q    querier
+	inTx bool
 }
 
 // Event order. An event's seq comes from the sequence leases_event_seq when
@@ -257,16 +256,14 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 			horizon = *floor
 		}
 	}
-	const visible = `seq < $%d`
 	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM leases_events`
 	var rows pgx.Rows
 	var err error
 	if productionID == "" {
-		rows, err = conn.Query(ctx, cols+` WHERE seq > $1 AND `+fmt.Sprintf(visible, 3)+` ORDER BY seq LIMIT $2`,
-			after, lim, horizon)
+		rows, err = conn.Query(ctx, cols+` WHERE seq > $1 AND seq < $3 ORDER BY seq LIMIT $2`, after, lim, horizon)
 	} else {
-		rows, err = conn.Query(ctx, cols+` WHERE production_id = $1 AND seq > $2 AND `+fmt.Sprintf(visible, 4)+
-			` ORDER BY seq LIMIT $3`, productionID, after, lim, horizon)
+		rows, err = conn.Query(ctx, cols+` WHERE production_id = $1 AND seq > $2 AND seq < $4 ORDER BY seq LIMIT $3`,
+			productionID, after, lim, horizon)
 	}
 	if err != nil {
 		return nil, classify(err)
@@ -352,14 +349,15 @@ func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 
 // InsertEvent appends an event; its seq is drawn from leases_event_seq (the
 // column's identity sequence) now, while the transaction holds its job row.
-func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
+// The transaction's first event registers it as a writer.
+func (t *Tx) InsertEvent(ctx context.Context, e store.Event) error {
 	stmt := insertEvent
-	if q.registered != nil && !*q.registered {
+	if !t.registered {
 		stmt = registerAndInsertEvent
 	}
-	_, err := q.q.Exec(ctx, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
-	if err == nil && q.registered != nil {
-		*q.registered = true
+	_, err := t.q.Exec(ctx, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	if err == nil {
+		t.registered = true
 	}
 	return classify(err)
 }

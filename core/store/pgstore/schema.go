@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/core/store"
@@ -159,7 +160,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return nil
 	}
 	if v > SchemaVersion {
-		return fmt.Errorf("%w: the database has schema %d, this library knows %d", store.ErrSchemaTooNew, v, SchemaVersion)
+		return tooNew(v)
 	}
 	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
@@ -194,7 +195,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 	case 1:
 		var now int64
-		if err := tx.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&now); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT `+clockSQL).Scan(&now); err != nil {
 			return classify(err)
 		}
 		if err := execAll(ctx, tx, migrateV1toV2Aside); err != nil {
@@ -208,17 +209,21 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 	default:
 		if v > SchemaVersion {
-			return fmt.Errorf("%w: the database has schema %d, this library knows %d", store.ErrSchemaTooNew, v, SchemaVersion)
+			return tooNew(v)
 		}
 		return store.ErrNotLeases
 	}
 	return classify(tx.Commit(ctx))
 }
 
+func tooNew(v int64) error {
+	return fmt.Errorf("%w: the database has schema %d, this library knows %d", store.ErrSchemaTooNew, v, SchemaVersion)
+}
+
 func execAll(ctx context.Context, tx pgx.Tx, stmts []string, args ...any) error {
 	for _, st := range stmts {
 		var a []any
-		if containsParam(st) {
+		if strings.Contains(st, "$1") {
 			a = args
 		}
 		if _, err := tx.Exec(ctx, st, a...); err != nil {
@@ -226,13 +231,4 @@ func execAll(ctx context.Context, tx pgx.Tx, stmts []string, args ...any) error 
 		}
 	}
 	return nil
-}
-
-func containsParam(st string) bool {
-	for i := 0; i+1 < len(st); i++ {
-		if st[i] == '$' && st[i+1] == '1' {
-			return true
-		}
-	}
-	return false
 }
