@@ -59,30 +59,33 @@ func Build(path string, f Fixture) error {
 	if _, err := db.Exec(schemaV1); err != nil {
 		return fmt.Errorf("legacy schema: %w", err)
 	}
+	return insertRows(f, "", func(query string, args ...any) error {
+		_, err := db.Exec(query, args...)
+		return err
+	})
+}
+
+// insertRows writes f's rows into the version-1 tables named with prefix.
+// The placeholders are $1, $2, …: PostgreSQL's, and to SQLite parameters
+// numbered in order of appearance.
+func insertRows(f Fixture, prefix string, exec func(query string, args ...any) error) error {
 	if f.ProductionID == "" {
 		f.ProductionID = uuid.NewString()
 	}
+	null := func(s string) any { // "" is NULL in the old schema
+		if s == "" {
+			return nil
+		}
+		return s
+	}
 	const t0 = int64(1_700_000_000_000_000)
-	if _, err := db.Exec(`INSERT INTO productions VALUES (?, ?, ?)`, f.ProductionID, f.ProductionName, t0); err != nil {
+	if err := exec(`INSERT INTO `+prefix+`productions VALUES ($1, $2, $3)`, f.ProductionID, f.ProductionName, t0); err != nil {
 		return err
 	}
 	for i, j := range f.Jobs {
-		var key, worker, claimID, reason any
 		var claimedAt any
-		if j.Key != "" {
-			key = j.Key
-		}
-		if j.Worker != "" {
-			worker = j.Worker
-		}
-		if j.ClaimID != "" {
-			claimID = j.ClaimID
-		}
 		if j.ClaimedAt != 0 {
 			claimedAt = j.ClaimedAt
-		}
-		if j.Reason != "" {
-			reason = j.Reason
 		}
 		payload := j.Payload
 		if payload == nil {
@@ -92,19 +95,19 @@ func Build(path string, f Fixture) error {
 		if j.State != "requested" {
 			attempts = 1
 		}
-		if _, err := db.Exec(`INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			j.ID, f.ProductionID, key, payload, i+1, j.State, worker, claimID, claimedAt, attempts, reason,
-			t0+int64(i), t0+int64(i)+10); err != nil {
+		if err := exec(`INSERT INTO `+prefix+`jobs VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			j.ID, f.ProductionID, null(j.Key), payload, i+1, j.State, null(j.Worker), null(j.ClaimID), claimedAt,
+			attempts, null(j.Reason), t0+int64(i), t0+int64(i)+10); err != nil {
 			return err
 		}
-		if _, err := db.Exec(`INSERT INTO events (at, production_id, job_id, kind, worker, detail) VALUES (?, ?, ?, 'requested', NULL, NULL)`,
+		if err := exec(`INSERT INTO `+prefix+`events (at, production_id, job_id, kind) VALUES ($1, $2, $3, 'requested')`,
 			t0+int64(i), f.ProductionID, j.ID); err != nil {
 			return err
 		}
 	}
 	for jobID, kv := range f.Facts {
 		for k, v := range kv {
-			if _, err := db.Exec(`INSERT INTO facts VALUES (?, 'metadata', ?, ?)`, jobID, k, v); err != nil {
+			if err := exec(`INSERT INTO `+prefix+`facts VALUES ($1, 'metadata', $2, $3)`, jobID, k, v); err != nil {
 				return err
 			}
 		}
@@ -142,48 +145,8 @@ func BuildPG(url string, f Fixture) error {
 	if _, err := c.Exec(ctx, schemaV1PG); err != nil {
 		return fmt.Errorf("legacy schema: %w", err)
 	}
-	if f.ProductionID == "" {
-		f.ProductionID = uuid.NewString()
-	}
-	const t0 = int64(1_700_000_000_000_000)
-	if _, err := c.Exec(ctx, `INSERT INTO leases_productions VALUES ($1, $2, $3)`, f.ProductionID, f.ProductionName, t0); err != nil {
+	return insertRows(f, "leases_", func(query string, args ...any) error {
+		_, err := c.Exec(ctx, query, args...)
 		return err
-	}
-	opt := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
-	for i, j := range f.Jobs {
-		var claimedAt *int64
-		if j.ClaimedAt != 0 {
-			claimedAt = &j.ClaimedAt
-		}
-		payload := j.Payload
-		if payload == nil {
-			payload = []byte{}
-		}
-		attempts := 0
-		if j.State != "requested" {
-			attempts = 1
-		}
-		if _, err := c.Exec(ctx, `INSERT INTO leases_jobs VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			j.ID, f.ProductionID, opt(j.Key), payload, i+1, j.State, opt(j.Worker), opt(j.ClaimID), claimedAt, attempts,
-			opt(j.Reason), t0+int64(i), t0+int64(i)+10); err != nil {
-			return err
-		}
-		if _, err := c.Exec(ctx, `INSERT INTO leases_events (at, production_id, job_id, kind) VALUES ($1, $2, $3, 'requested')`,
-			t0+int64(i), f.ProductionID, j.ID); err != nil {
-			return err
-		}
-	}
-	for jobID, kv := range f.Facts {
-		for k, v := range kv {
-			if _, err := c.Exec(ctx, `INSERT INTO leases_facts VALUES ($1, 'metadata', $2, $3)`, jobID, k, v); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	})
 }
