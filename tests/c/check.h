@@ -5,6 +5,7 @@
 #ifndef LEASES_CHECK_H
 #define LEASES_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,5 +47,38 @@ static int status_reached[64]; /* statuses returned where a test expected them *
 		printf("%s %s\n", check_failures == before_ ? "ok  " : "FAIL", #fn);          \
 		fflush(stdout);                                                               \
 	} while (0)
+
+/* Helpers of the tests on production "p". */
+
+/* Requests a job with payload "payload"; returns its id (leases_free it). */
+static inline char *request(leases_authority *a, const char *key) {
+	char *id = NULL;
+	CHECK_OK(leases_job_request(a, "p", key, (const uint8_t *)"payload", 7, &id));
+	CHECK(id != NULL && strlen(id) == 36);
+	return id;
+}
+
+/* The "state" of job id in the listing, or "" (static buffer). */
+static inline const char *job_state(leases_authority *a, const char *id) {
+	static char state[32];
+	char *json = NULL;
+	state[0] = '\0';
+	CHECK_OK(leases_jobs_json(a, "p", &json));
+	if (json == NULL) return state;
+	char needle[64];
+	snprintf(needle, sizeof needle, "\"id\":\"%s\"", id);
+	const char *at = strstr(json, needle);
+	const char *st = at ? strstr(at, "\"state\":\"") : NULL;
+	if (st) {
+		st += strlen("\"state\":\"");
+		size_t n = strcspn(st, "\"");
+		if (n < sizeof state) {
+			memcpy(state, st, n);
+			state[n] = '\0';
+		}
+	}
+	leases_free(json);
+	return state;
+}
 
 #endif

@@ -31,36 +31,6 @@ static leases_authority *fresh(const char *tag, char *loc, size_t cap) {
 	return a;
 }
 
-static char *request(leases_authority *a, const char *key) {
-	char *id = NULL;
-	CHECK_OK(leases_job_request(a, "p", key, (const uint8_t *)"payload", 7, &id));
-	CHECK(id != NULL && strlen(id) == 36);
-	return id;
-}
-
-/* The "state" of job id in the listing, or "" (static buffer). */
-static const char *job_state(leases_authority *a, const char *id) {
-	static char state[32];
-	char *json = NULL;
-	state[0] = '\0';
-	CHECK_OK(leases_jobs_json(a, "p", &json));
-	if (json == NULL) return state;
-	char needle[64];
-	snprintf(needle, sizeof needle, "\"id\":\"%s\"", id);
-	const char *at = strstr(json, needle);
-	const char *st = at ? strstr(at, "\"state\":\"") : NULL;
-	if (st) {
-		st += strlen("\"state\":\"");
-		size_t n = strcspn(st, "\"");
-		if (n < sizeof state) {
-			memcpy(state, st, n);
-			state[n] = '\0';
-		}
-	}
-	leases_free(json);
-	return state;
-}
-
 static int64_t wall_us(void) {
 	struct timeval tv;
 	gettimeofday(&tv, NULL);
