@@ -11,14 +11,8 @@ trap 'rm -rf "$work"' EXIT
 export LEASES_DB=$work/jobs.db
 log=$work/output.log
 fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
-# run EXPECTED-STATUS ARGS...: runs leases, logs both streams, checks status.
-run() {
-  local want=$1; shift
-  local st=0
-  "$leases" "$@" >"$work/out" 2>"$work/err" || st=$?
-  cat "$work/out" "$work/err" >>"$log"
-  [ "$st" -eq "$want" ] || fail "leases $1 ...: exit $st, want $want: $(cat "$work/err")"
-}
+# shellcheck source=run.sh
+. "$(dirname "${BASH_SOURCE[0]}")/run.sh"
 
 run 0 version
 grep -qx "leases $want_version" "$work/out" || fail "version: $(cat "$work/out")"

@@ -10,6 +10,8 @@
 set -euo pipefail
 leases=$1
 fail() { echo "smoke_pg: FAIL: $*" >&2; exit 1; }
+# shellcheck source=run.sh
+. "$(dirname "${BASH_SOURCE[0]}")/run.sh"
 if [[ -z ${LEASES_TEST_PG_URL:-} ]]; then
   [[ -z ${LEASES_REQUIRE_PG:-} ]] || fail "LEASES_REQUIRE_PG is set but LEASES_TEST_PG_URL is not (run under tests/pg/cluster.sh run)"
   echo "smoke_pg: skip: no PostgreSQL server (set LEASES_TEST_PG_URL)"
@@ -29,14 +31,6 @@ url=$(sed -E "s#^(postgres(ql)?://)([^:@/]+)@#\\1\\3:$pw@#" <<<"$base")$sep"sear
 mkdir "$work/cwd"
 cd "$work/cwd"
 log=$work/output.log
-# run EXPECTED-STATUS ARGS...: runs leases, logs both streams, checks status.
-run() {
-  local want=$1; shift
-  local st=0
-  "$leases" "$@" >"$work/out" 2>"$work/err" || st=$?
-  cat "$work/out" "$work/err" >>"$log"
-  [ "$st" -eq "$want" ] || fail "leases $1 ...: exit $st, want $want: $(cat "$work/err")"
-}
 
 export LEASES_DB=$url
 run 0 production create nightly
