@@ -220,41 +220,46 @@ func (q queries) NextClaimable(ctx context.Context, productionID string, now int
 	return store.Job{}, store.ErrNoRow
 }
 
+// eventHorizon is the seq below which every event's writer has finished:
+// the sequence's next value, or a running writer's reserved number if less.
+func eventHorizon(ctx context.Context, c querier) (int64, error) {
+	var next int64
+	var called bool
+	if err := c.QueryRow(ctx, `SELECT last_value, is_called FROM leases_event_seq`).Scan(&next, &called); err != nil {
+		return 0, classify(err)
+	}
+	if called {
+		next++
+	}
+	var floor *int64
+	if err := c.QueryRow(ctx, registeredFloor).Scan(&floor); err != nil {
+		return 0, classify(err)
+	}
+	if floor != nil && *floor < next {
+		return *floor, nil
+	}
+	return next, nil
+}
+
 func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
 	var lim any // NULL: no limit
 	if limit > 0 {
 		lim = limit
 	}
-	// Both statements run on one connection, horizon first.
-	var conn querier = q.q
+	// A write transaction reads its own snapshot (the rules never list events
+	// inside one). Otherwise the horizon is read first, on the connection
+	// that then reads the events.
+	conn, horizon := q.q, int64(1<<63-1)
 	if pool, ok := q.q.(*pgxpool.Pool); ok {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
 			return nil, classify(err)
 		}
 		defer c.Release()
+		if horizon, err = eventHorizon(ctx, c); err != nil {
+			return nil, err
+		}
 		conn = c
-	}
-	// Outside a transaction, the horizon; a write transaction reads its own
-	// snapshot (the rules never list events inside one).
-	horizon := int64(1<<63 - 1)
-	if !q.inTx {
-		var last int64
-		var called bool
-		if err := conn.QueryRow(ctx, `SELECT last_value, is_called FROM leases_event_seq`).Scan(&last, &called); err != nil {
-			return nil, classify(err)
-		}
-		if called {
-			last++
-		}
-		horizon = last
-		var floor *int64
-		if err := conn.QueryRow(ctx, registeredFloor).Scan(&floor); err != nil {
-			return nil, classify(err)
-		}
-		if floor != nil && *floor < horizon {
-			horizon = *floor
-		}
 	}
 	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM leases_events`
 	var rows pgx.Rows
