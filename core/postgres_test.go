@@ -410,3 +410,28 @@ func TestAClaimIsNeverTimedBeforeTheReleaseItFollows(t *testing.T) {
 	require.GreaterOrEqual(t, claimed.claimedAt, released.At.UnixMicro(),
 		"the claim is timed once it holds the row, after the release it follows")
 }
+
+func TestAReadOnlyPostgresSessionGetsAStorageErrorAndChangesNothing(t *testing.T) {
+	u := freshSchema(t)
+	a, err := Open(u)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	_, err = a.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	before, err := a.Jobs("p")
+	require.NoError(t, err)
+	// A hot standby, or a role whose transactions are read-only.
+	ro, err := Open(u + "&default_transaction_read_only=on")
+	require.NoError(t, err, "opening an up-to-date database writes nothing")
+	defer ro.Close()
+	_, err = ro.Claim("p", "w", time.Minute)
+	requireKind(t, err, KindStorage)
+	require.Contains(t, err.Error(), "read-only")
+	_, err = ro.RequestJob("p", "", nil)
+	requireKind(t, err, KindStorage)
+	after, err := a.Jobs("p")
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}
