@@ -91,12 +91,7 @@ func TestConcurrentOpensOfAnEmptyPostgresDatabaseCreateTheSchemaOnce(t *testing.
 }
 
 func TestClaimsFromManyHostsDoNotQueueOnOneRow(t *testing.T) {
-	u := freshSchema(t)
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, u := pgAuthority(t)
 	const holders = 6
 	for i := 0; i < holders+1; i++ {
 		_, err := a.RequestJob("p", "", nil)
@@ -120,6 +115,19 @@ func TestClaimsFromManyHostsDoNotQueueOnOneRow(t *testing.T) {
 	require.NoError(t, l.Complete(Facts{}))
 	_, err = other.Claim("p", "late-host", time.Minute)
 	requireKind(t, err, KindNothingToClaim)
+}
+
+// pgAuthority opens an authority on a fresh schema of the test server, with
+// production "p"; it returns its URL too. It is closed when the test ends.
+func pgAuthority(t *testing.T) (*Authority, string) {
+	t.Helper()
+	u := freshSchema(t)
+	a, err := Open(u)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	return a, u
 }
 
 // ---- the store's clock ------------------------------------------------------
@@ -238,12 +246,7 @@ func TestConflictedTransactionsAreRetriedThenReportedBusy(t *testing.T) {
 }
 
 func TestAFollowerNeverMissesAnEventThatCommitsLate(t *testing.T) {
-	u := freshSchema(t)
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, _ := pgAuthority(t)
 	seen, err := a.Events("p", 0)
 	require.NoError(t, err)
 	after := seen[len(seen)-1].Seq
@@ -270,11 +273,7 @@ func TestAFollowerNeverMissesAnEventThatCommitsLate(t *testing.T) {
 
 func TestAWriterOfAnotherSchemaDoesNotHoldBackEvents(t *testing.T) {
 	open := func() *Authority {
-		a, err := Open(freshSchema(t))
-		require.NoError(t, err)
-		t.Cleanup(func() { a.Close() })
-		_, err = a.CreateProduction("p")
-		require.NoError(t, err)
+		a, _ := pgAuthority(t)
 		return a
 	}
 	other, mine := open(), open()
@@ -291,11 +290,7 @@ func TestAWriterOfAnotherSchemaDoesNotHoldBackEvents(t *testing.T) {
 }
 
 func TestATransactionThatHasWrittenNoEventDoesNotHoldBackEventsAndListsAfterThem(t *testing.T) {
-	a, err := Open(freshSchema(t))
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, _ := pgAuthority(t)
 	late, err := a.Begin()
 	require.NoError(t, err)
 	defer late.Abort()
@@ -315,11 +310,7 @@ func TestATransactionThatHasWrittenNoEventDoesNotHoldBackEventsAndListsAfterThem
 }
 
 func TestTheEventsOfOneJobAreInTheOrderTheyHappened(t *testing.T) {
-	a, err := Open(freshSchema(t))
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, _ := pgAuthority(t)
 	x, err := a.RequestJob("p", "x", nil)
 	require.NoError(t, err)
 	j, err := a.RequestJob("p", "j", nil)
@@ -368,12 +359,7 @@ func (t *pausingTx) JobByID(ctx context.Context, id string) (store.Job, error) {
 }
 
 func TestAClaimIsNeverTimedBeforeTheReleaseItFollows(t *testing.T) {
-	u := freshSchema(t)
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, u := pgAuthority(t)
 	j, err := a.RequestJob("p", "", nil)
 	require.NoError(t, err)
 	held, err := a.ClaimJob("p", j, "host-a", time.Minute)
@@ -412,13 +398,8 @@ func TestAClaimIsNeverTimedBeforeTheReleaseItFollows(t *testing.T) {
 }
 
 func TestAReadOnlyPostgresSessionGetsAStorageErrorAndChangesNothing(t *testing.T) {
-	u := freshSchema(t)
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
-	_, err = a.RequestJob("p", "", nil)
+	a, u := pgAuthority(t)
+	_, err := a.RequestJob("p", "", nil)
 	require.NoError(t, err)
 	before, err := a.Jobs("p")
 	require.NoError(t, err)
