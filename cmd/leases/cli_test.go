@@ -1,9 +1,14 @@
-// CLI contract tests (INTERFACES.md "CLI", SPEC "Tokens"): every command,
-// every exit status, the token rules and durations, run against the binary.
+// CLI contract tests (docs/cli.md; the token rules of docs/DESIGN.md): every
+// command, every exit status, the token rules and durations, run against the
+// binary.
 package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/libleases/libleases/core"
 )
 
 var allCommands = []string{"production create", "production list", "job request", "job list", "claim", "renew",
@@ -589,3 +596,87 @@ func TestVersionPrintsTheVersionFile(t *testing.T) {
 		t.Fatalf("the binary under test is not the leasestest build: %q", r.stdout)
 	}
 }
+
+// corrupt overwrites every page of a database file but the first, so it
+// still opens (the header and schema version are intact) and every listing
+// fails as malformed.
+func corrupt(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := []byte(strings.Repeat("\xde\xad\xbe\xef", 16))
+	for off := int64(4096); off < st.Size(); off += 4096 {
+		if _, err := f.WriteAt(junk, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEventsFollowExitsOnAPermanentStorageError(t *testing.T) {
+	e := newEnv(t)
+	e.setup(20)
+	corrupt(t, e.db)
+	wantExit(t, e.run("events"), 1, "storage", "malformed")
+
+	cmd, out, errb := e.command(opts{}, "events", "--follow", "--interval", "20ms")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		r := e.finish([]string{"events", "--follow"}, err, out, errb)
+		wantExit(t, r, 1, "storage", "malformed")
+		if r.stdout != "" {
+			t.Errorf("a listing that never succeeded printed %q", r.stdout)
+		}
+		if strings.Contains(r.stderr, "still following") {
+			t.Errorf("a corrupt file was taken for a passing failure: %s", r.stderr)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("--follow kept polling a corrupt database for 10 s:\n%s", errb.String())
+	}
+}
+
+func TestFollowRetriesOnlyTransientFailures(t *testing.T) {
+	storage := func(cause error) error { return &core.Error{Kind: core.KindStorage, Msg: "list events", Err: cause} }
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"busy", &core.Error{Kind: core.KindBusy, Msg: "list events"}, true},
+		{"connection refused", storage(fmt.Errorf("failed to connect: %w", refused)), true},
+		{"connection reset", storage(fmt.Errorf("read: %w", syscall.ECONNRESET)), true},
+		{"connection closed mid-answer", storage(fmt.Errorf("receive message: %w", io.ErrUnexpectedEOF)), true},
+		{"server shutting down (57P01)", storage(sqlStateError("57P01")), true},
+		{"server starting up (57P03)", storage(sqlStateError("57P03")), true},
+		{"connection exception (08006)", storage(sqlStateError("08006")), true},
+		{"corrupt file", storage(errors.New("database disk image is malformed (11)")), false},
+		{"undefined table (42P01)", storage(sqlStateError("42P01")), false},
+		{"refused login (28P01)", storage(sqlStateError("28P01")), false},
+		{"schema too new", &core.Error{Kind: core.KindSchemaTooNew, Msg: "open"}, false},
+		{"not found", &core.Error{Kind: core.KindNotFound, Msg: "production"}, false},
+	} {
+		if got := transient(c.err); got != c.want {
+			t.Errorf("%s: transient = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// sqlStateError stands for a database driver's error carrying a SQLSTATE.
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "server error (SQLSTATE " + string(e) + ")" }
+func (e sqlStateError) SQLState() string { return string(e) }

@@ -10,9 +10,12 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/libleases/libleases/internal/pgtest"
@@ -209,4 +212,85 @@ func TestAPasswordInThePostgresURLNeverAppearsInAnyOutput(t *testing.T) {
 	// A working command under the password URL prints no password either.
 	r := e.must("production", "create", prod)
 	noPassword(t, r)
+}
+
+// cluster runs tests/pg/cluster.sh with args and returns its standard output.
+func cluster(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("../../tests/pg/cluster.sh", args...).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("cluster.sh %v: %v\n%s", args, err, stderr)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A follower outlives a restart of its server: the connection failures
+// while the server is down are waited out (with one warning), and the events
+// written after the restart are printed. The server is a cluster of this
+// test's own, since the shared one serves every other test.
+func TestEventsFollowKeepsFollowingAcrossAPostgresServerRestart(t *testing.T) {
+	pgtest.URL(t, false) // skipped without PostgreSQL, as the others; required under make test
+	dir, err := os.MkdirTemp("", "leases-pg-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755) // as root the server runs as nobody, which must reach its directory
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dataDir := filepath.Join(dir, "cluster")
+	url := cluster(t, "start", dataDir)
+	t.Cleanup(func() { cluster(t, "stop", dataDir) })
+
+	e := newEnv(t)
+	e.db = url
+	e.setup(1)
+	cmd, out, errb := e.command(opts{}, "events", "--follow", "--json", "--interval", "50ms")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	running := func(what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("--follow ended %s: %v\nstdout:\n%s\nstderr:\n%s", what, err, out, errb)
+		default:
+		}
+	}
+	waitFor(t, "the existing events", 20*time.Second, func() bool { return strings.Contains(out.String(), `"requested"`) })
+
+	cluster(t, "stop", dataDir)
+	waitFor(t, "the warning that the server is gone", 20*time.Second, func() bool {
+		return strings.Contains(errb.String(), "still following")
+	})
+	time.Sleep(300 * time.Millisecond) // several more failed polls
+	running("while the server was down")
+	if n := strings.Count(errb.String(), "warning"); n != 1 {
+		t.Errorf("the outage drew %d warnings, want one:\n%s", n, errb)
+	}
+
+	cluster(t, "restart", dataDir)
+	id := strings.TrimSpace(e.must("job", "request", "--production", prod, "--key", "after-restart").stdout)
+	waitFor(t, "the event written after the restart", 20*time.Second, func() bool { return strings.Contains(out.String(), id) })
+	running("after the restart")
+	if !strings.Contains(errb.String(), "answers again") {
+		t.Errorf("no notice that the server is back:\n%s", errb)
+	}
+	t.Logf("what the follower said on standard error:\n%s", errb)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		wantExit(t, e.finish([]string{"events", "--follow"}, err, out, errb), 0)
+	case <-time.After(10 * time.Second):
+		t.Fatal("--follow did not stop on SIGTERM")
+	}
 }
