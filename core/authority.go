@@ -1,6 +1,6 @@
-// Package core is the lease authority: every rule of the decision record
-// (shared/adr/0057) lives here, written against the storage contract of
-// package store. It knows nothing of C.
+// Package core is the lease authority: every rule of docs/DESIGN.md lives
+// here, written against the storage contract of package store. It knows
+// nothing of C and no SQL dialect.
 package core
 
 import (
@@ -20,7 +20,8 @@ import (
 
 // Options tune Open. The zero value is the safe default.
 type Options struct {
-	// BusyTimeout bounds the wait for the writer lock (default 10s).
+	// BusyTimeout bounds the wait for a lock: SQLite's writer lock, or on
+	// PostgreSQL a row lock or a pooled connection (default 10s).
 	BusyTimeout time.Duration
 	// Synchronous is "FULL" (default), "EXTRA" or "NORMAL". NORMAL can lose an
 	// acknowledged claim on power loss; it exists for benchmarks.
@@ -150,8 +151,9 @@ func (a *Authority) usable() error {
 
 var bg = context.Background()
 
-// storageErr maps backend errors to kinds. Messages come from SQLite and our
-// own text; the backend never sees a secret, so none can appear.
+// storageErr maps backend errors to kinds. Messages come from the store's
+// driver (SQLite, or PostgreSQL with the URL's password redacted) and our own
+// text; no store ever sees a secret, so none can appear.
 func storageErr(op string, err error) error {
 	var e *Error
 	switch {

@@ -1,4 +1,4 @@
-// leases exec (SPEC "Reference executor"): success registers the output,
+// leases exec (docs/DESIGN.md, "The reference executor"): success registers the output,
 // failure fails the job, a lost claim kills the program's group, interrupts
 // are forwarded, and two workers on one job never touch each other's files.
 package main

@@ -19,7 +19,7 @@ from conftest import PRODUCTION, SECONDS_30, T0, load_vectors
 
 STATUSES = [s for s in load_vectors("statuses.json") if s["code"] != 0]
 
-# The names of the Python section of INTERFACES.md, by status name.
+# The exception class of each status, by status name (docs/python.md, "Exceptions").
 CLASS_OF: Dict[str, Type[leases.LeasesError]] = {
     "invalid_argument": leases.InvalidArgument,
     "invalid_duration": leases.DurationError,
