@@ -551,12 +551,7 @@ func TestEventsFollowStreamsUntilInterrupted(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			e := newEnv(t)
 			e.setup(1)
-			cmd, out, errb := e.command(opts{}, "events", "--follow", "--json", "--interval", "20ms")
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			cmd, out, errb, done := e.start(opts{}, "events", "--follow", "--json", "--interval", "20ms")
 			waitFor(t, "the existing events", 10*time.Second, func() bool { return strings.Contains(out.String(), `"requested"`) })
 			id := strings.TrimSpace(e.must("job", "request", "--production", prod, "--key", "late").stdout)
 			waitFor(t, "the new event", 10*time.Second, func() bool { return strings.Contains(out.String(), id) })
@@ -625,12 +620,7 @@ func TestEventsFollowExitsOnAPermanentStorageError(t *testing.T) {
 	corrupt(t, e.db)
 	wantExit(t, e.run("events"), 1, "storage", "malformed")
 
-	cmd, out, errb := e.command(opts{}, "events", "--follow", "--interval", "20ms")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, errb, done := e.start(opts{}, "events", "--follow", "--interval", "20ms")
 	select {
 	case err := <-done:
 		r := e.finish([]string{"events", "--follow"}, err, out, errb)

@@ -216,6 +216,18 @@ func (e *env) command(o opts, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.
 	return cmd, &out, &errb
 }
 
+// start runs leases in the background; done delivers cmd.Wait's result.
+func (e *env) start(o opts, args ...string) (cmd *exec.Cmd, out, errb *bytes.Buffer, done <-chan error) {
+	e.t.Helper()
+	cmd, out, errb = e.command(o, args...)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	return cmd, out, errb, waited
+}
+
 func (e *env) runWith(o opts, args ...string) result {
 	e.t.Helper()
 	cmd, out, errb := e.command(o, args...)

@@ -247,12 +247,7 @@ func TestEventsFollowKeepsFollowingAcrossAPostgresServerRestart(t *testing.T) {
 	e := newEnv(t)
 	e.db = url
 	e.setup(1)
-	cmd, out, errb := e.command(opts{}, "events", "--follow", "--json", "--interval", "50ms")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, errb, done := e.start(opts{}, "events", "--follow", "--json", "--interval", "50ms")
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
