@@ -49,6 +49,8 @@ int leasesshim_forked(void) {
 
 uint32_t leases_abi_version(void) { return LEASES_ABI_VERSION; }
 
+uint32_t leases_abi_revision(void) { return LEASES_ABI_REVISION; }
+
 const char *leases_version(void) { return LEASES_STR(LEASES_RELEASE_VERSION); }
 
 const char *leases_status_name(leases_status status) {

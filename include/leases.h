@@ -1,10 +1,13 @@
 /*
  * leases.h: the C contract of libleases, a job-lease authority.
  *
- * This hand-written header is the ABI. Every binding (Python, C++, Rust)
- * projects it; changing a declaration needs an ABI bump (abi/VERSION and
- * LEASES_ABI_VERSION) and matching updates of bindings/python, bindings/cpp
- * and bindings/rust. `make test` enforces this.
+ * This hand-written header is the ABI and the single source of every
+ * projection's tables (abi/leases_abi.py generates them). The ABI only grows:
+ * a program built against an older leases.h keeps working against a newer
+ * library. A declaration, once released, never changes; a new capability is
+ * a new function (name_v2 when it replaces one), added at a new revision
+ * (LEASES_ABI_REVISION, abi/REVISION). docs/ABI.md has the checklist;
+ * `make test-abi` enforces it.
  *
  * CONVENTIONS
  *   - Every fallible function returns a leases_status; LEASES_OK (0) is
@@ -55,7 +58,7 @@
  *   - No use after fork() without exec: in a forked child every call returns
  *     LEASES_FORKED at once, leaving outputs untouched (functions without a
  *     status do nothing and return NULL where they return a pointer). leases_abi_version,
- *     leases_version, leases_status_name, leases_last_error and leases_free
+ *     leases_abi_revision, leases_version, leases_status_name, leases_last_error and leases_free
  *     keep working.
  *   - Signal handlers installed by the host must use SA_ONSTACK.
  *
@@ -74,7 +77,12 @@
 extern "C" {
 #endif
 
-#define LEASES_ABI_VERSION 1 /* equals abi/VERSION */
+/* The incompatible-ABI number (abi/VERSION, the SONAME libleases.so.1). It
+ * changes only with a breaking change, which the project never makes. */
+#define LEASES_ABI_VERSION 1
+/* How many additions this header has made to ABI 1 (abi/REVISION): the
+ * functions of revision N carry the symbol version LEASES_1.N. */
+#define LEASES_ABI_REVISION 1
 #define LEASES_MAX_DURATION_US INT64_C(86400000000) /* 24 h, inclusive */
 
 /* Input limits, in bytes (NUL not counted). */
@@ -122,6 +130,12 @@ typedef int leases_status;
 /* The ABI number of the loaded library; refuse to run if it differs from
  * LEASES_ABI_VERSION. */
 uint32_t leases_abi_version(void);
+/* The revision of the loaded library: a program may use every function of
+ * revisions up to it. Refuse to run if it is below the LEASES_ABI_REVISION
+ * the program was built with (the loader already refuses a library lacking a
+ * versioned function the program uses). Since revision 1; a library without
+ * it is revision 0. */
+uint32_t leases_abi_revision(void);
 /* The release version, e.g. "0.1.0". Static; do not free. */
 const char *leases_version(void);
 /* "ok", "invalid_argument", ... (tests/vectors/statuses.json); "unknown"

@@ -159,22 +159,38 @@ TEST_F(Lifecycle, CapiHandleIsTheOneTheWrapperOwns) {
 
 TEST(Library, AbiVersionOfTheLoadedLibraryEqualsTheHeader) {
     EXPECT_EQ(leases::abi_version(), static_cast<std::uint32_t>(LEASES_ABI_VERSION));
+    EXPECT_GE(leases::abi_revision(), static_cast<std::uint32_t>(LEASES_ABI_REVISION));
     EXPECT_FALSE(leases::version().empty());
 }
 
 TEST(Library, AbiMismatchNamesBothNumbers) {
     try {
-        leases::detail::check_abi(1, 7);
+        leases::detail::check_abi(1, 7, 1, 1);
         FAIL() << "no AbiMismatch";
     } catch (const leases::AbiMismatch &e) {
         EXPECT_EQ(e.compiled(), 1u);
         EXPECT_EQ(e.loaded(), 7u);
         const std::string m = e.what();
         EXPECT_NE(m.find("LEASES_ABI_VERSION 1"), std::string::npos) << m;
-        EXPECT_NE(m.find("reports 7"), std::string::npos) << m;
+        EXPECT_NE(m.find("reports ABI version 7"), std::string::npos) << m;
         EXPECT_EQ(e.status(), LEASES_INTERNAL);
     }
-    EXPECT_NO_THROW(leases::detail::check_abi(LEASES_ABI_VERSION, leases::abi_version()));
+    EXPECT_NO_THROW(leases::detail::check_abi(LEASES_ABI_VERSION, leases::abi_version(), LEASES_ABI_REVISION,
+                                              leases::abi_revision()));
+}
+
+TEST(Library, AbiMismatchOnAnOlderRevisionNamesBothRevisions) {
+    try {
+        leases::detail::check_abi(1, 1, 3, 2);
+        FAIL() << "no AbiMismatch";
+    } catch (const leases::AbiMismatch &e) {
+        EXPECT_EQ(e.compiled_revision(), 3u);
+        EXPECT_EQ(e.loaded_revision(), 2u);
+        const std::string m = e.what();
+        EXPECT_NE(m.find("revision 3,"), std::string::npos) << m;
+        EXPECT_NE(m.find("revision 2;"), std::string::npos) << m;
+    }
+    EXPECT_NO_THROW(leases::detail::check_abi(1, 1, 2, 3));  // a newer library fits
 }
 
 // ---- reference executor ----------------------------------------------------------

@@ -45,6 +45,7 @@ from ._records import Event, Job
 __version__ = "0.1.0"
 
 ABI_VERSION = _ffi.ABI_VERSION
+ABI_REVISION = _ffi.ABI_REVISION
 
 
 def library_version() -> str:
@@ -58,6 +59,7 @@ def library_path() -> str:
 
 
 __all__ = [
+    "ABI_REVISION",
     "ABI_VERSION",
     "MAX_DURATION",
     "Authority",

@@ -12,8 +12,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._errors import ForkedProcess, InvalidArgument, error_for_status
 
-# The ABI this package was written for; the loaded library must report it.
+# The ABI this package was written for: the loaded library must report the
+# same ABI number and at least this revision (docs/ABI.md).
 ABI_VERSION = 1
+ABI_REVISION = 1
 
 MAX_DURATION_US = 86_400_000_000
 
@@ -57,6 +59,7 @@ Signature = Tuple[Any, List[Any]]
 # Every function of include/leases.h: name -> (restype, argtypes).
 SIGNATURES: Dict[str, Signature] = {
     "leases_abi_version": (ctypes.c_uint32, []),
+    "leases_abi_revision": (ctypes.c_uint32, []),
     "leases_version": (c_char_p, []),
     "leases_status_name": (c_char_p, [c_status]),
     "leases_last_error": (c_char_p, []),
@@ -144,19 +147,32 @@ def find_library() -> Path:
     )
 
 
+def library_abi(lib: ctypes.CDLL) -> Tuple[int, int]:
+    """(ABI number, revision) of a loaded library; one that predates
+    leases_abi_revision is revision 0."""
+    abi = lib.leases_abi_version
+    abi.restype, abi.argtypes = ctypes.c_uint32, []
+    try:
+        rev = lib.leases_abi_revision
+    except AttributeError:
+        return int(abi()), 0
+    rev.restype, rev.argtypes = ctypes.c_uint32, []
+    return int(abi()), int(rev())
+
+
 def load_library(path: Path) -> ctypes.CDLL:
-    """Loads the library, declares every function and refuses another ABI."""
+    """Loads the library, refuses another ABI or an older revision, and
+    declares every function."""
     mode = os.RTLD_NOW
     # The Go runtime inside cannot be unloaded: never let dlclose() unmap it.
     mode |= getattr(os, "RTLD_NODELETE", 0)
     lib = ctypes.CDLL(str(path), mode=mode)
-    abi = lib.leases_abi_version
-    abi.restype, abi.argtypes = ctypes.c_uint32, []
-    found = int(abi())
-    if found != ABI_VERSION:
+    found, revision = library_abi(lib)
+    if found != ABI_VERSION or revision < ABI_REVISION:
         raise ImportError(
-            f"{path} implements libleases ABI version {found}, but this leases package "
-            f"was written for ABI version {ABI_VERSION}; install matching versions"
+            f"{path} implements libleases ABI version {found} revision {revision}, but this leases "
+            f"package needs ABI version {ABI_VERSION} revision {ABI_REVISION} or later; install a "
+            "library at least as new as the package"
         )
     declare(lib, SIGNATURES)
     return lib

@@ -116,6 +116,10 @@ def test_abi_version_matches_abi_VERSION_the_header_and_the_library() -> None:
     m = re.search(r"#define LEASES_ABI_VERSION (\d+)", header)
     assert m is not None and int(m.group(1)) == _ffi.ABI_VERSION
     assert _ffi.lib.leases_abi_version() == leases.ABI_VERSION == 1
+    assert int((ROOT / "abi" / "REVISION").read_text().strip()) == _ffi.ABI_REVISION
+    m = re.search(r"#define LEASES_ABI_REVISION (\d+)", header)
+    assert m is not None and int(m.group(1)) == _ffi.ABI_REVISION == leases.ABI_REVISION
+    assert _ffi.lib.leases_abi_revision() >= _ffi.ABI_REVISION
 
 
 def test_max_duration_matches_the_header() -> None:
@@ -131,7 +135,31 @@ def test_a_library_with_another_abi_is_refused_naming_both_numbers(
     with pytest.raises(ImportError) as err:
         _ffi.load_library(_ffi.LIBRARY_PATH)
     text = str(err.value)
-    assert "ABI version 1" in text and "ABI version 7" in text
+    assert "ABI version 1 revision" in text and "ABI version 7 revision" in text
+
+
+def test_a_library_of_an_older_revision_is_refused_naming_both_revisions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    have = _ffi.lib.leases_abi_revision()
+    monkeypatch.setattr(_ffi, "ABI_REVISION", have + 1)
+    with pytest.raises(ImportError) as err:
+        _ffi.load_library(_ffi.LIBRARY_PATH)
+    text = str(err.value)
+    assert f"revision {have}," in text and f"revision {have + 1} or later" in text
+
+
+def test_a_library_of_a_newer_revision_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_ffi, "ABI_REVISION", 0)
+    _ffi.load_library(_ffi.LIBRARY_PATH)
+
+
+def test_a_library_without_leases_abi_revision_counts_as_revision_0() -> None:
+    class Revision0Library:
+        def __init__(self) -> None:
+            self.leases_abi_version = _ffi.lib.leases_abi_version
+
+    assert _ffi.library_abi(Revision0Library()) == (1, 0)  # type: ignore[arg-type]
 
 
 def test_the_library_is_loaded_with_RTLD_NOW_and_RTLD_NODELETE(

@@ -13,6 +13,8 @@ use std::os::raw::{c_char, c_int, c_void};
 
 /// The ABI this module declares (`LEASES_ABI_VERSION`).
 pub const LEASES_ABI_VERSION: u32 = 1;
+/// The revision of that ABI this module declares (`LEASES_ABI_REVISION`).
+pub const LEASES_ABI_REVISION: u32 = 1;
 /// Longest accepted duration, microseconds (24 h, inclusive).
 pub const LEASES_MAX_DURATION_US: i64 = 86_400_000_000;
 
@@ -67,6 +69,7 @@ pub const LEASES_INTERNAL: leases_status = 18;
 extern "C" {
     // ---- library
     pub fn leases_abi_version() -> u32;
+    pub fn leases_abi_revision() -> u32;
     pub fn leases_version() -> *const c_char;
     pub fn leases_status_name(status: leases_status) -> *const c_char;
     pub fn leases_last_error() -> *const c_char;

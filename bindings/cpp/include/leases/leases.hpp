@@ -87,22 +87,30 @@ LEASES_HPP_ERROR_CLASS(InternalError, LEASES_INTERNAL);            // library bu
 #undef LEASES_HPP_ERROR_CLASS
 
 /// The loaded libleases.so has another ABI number than the leases.h this
-/// program was compiled with. No library call was made, so status() is
-/// LEASES_INTERNAL; it is not an InternalError (the library has no bug).
+/// program was compiled with, or an older revision of it. No library call was
+/// made, so status() is LEASES_INTERNAL; it is not an InternalError (the
+/// library has no bug).
 class AbiMismatch : public Error {
 public:
-    AbiMismatch(std::uint32_t compiled, std::uint32_t loaded)
+    AbiMismatch(std::uint32_t compiled, std::uint32_t loaded, std::uint32_t compiled_revision,
+                std::uint32_t loaded_revision)
         : Error(LEASES_INTERNAL,
-                "libleases ABI mismatch: compiled against LEASES_ABI_VERSION " +
-                    std::to_string(compiled) + ", but the loaded libleases.so reports " +
-                    std::to_string(loaded) + "; rebuild against the installed leases.h"),
-          compiled_(compiled), loaded_(loaded) {}
+                "libleases ABI mismatch: compiled against LEASES_ABI_VERSION " + std::to_string(compiled) +
+                    " revision " + std::to_string(compiled_revision) +
+                    ", but the loaded libleases.so reports ABI version " + std::to_string(loaded) +
+                    " revision " + std::to_string(loaded_revision) +
+                    "; it needs the same ABI version and at least that revision: install a newer "
+                    "library or rebuild against the installed leases.h"),
+          compiled_(compiled), loaded_(loaded), compiled_revision_(compiled_revision),
+          loaded_revision_(loaded_revision) {}
 
     [[nodiscard]] std::uint32_t compiled() const noexcept { return compiled_; }
     [[nodiscard]] std::uint32_t loaded() const noexcept { return loaded_; }
+    [[nodiscard]] std::uint32_t compiled_revision() const noexcept { return compiled_revision_; }
+    [[nodiscard]] std::uint32_t loaded_revision() const noexcept { return loaded_revision_; }
 
 private:
-    std::uint32_t compiled_, loaded_;
+    std::uint32_t compiled_, loaded_, compiled_revision_, loaded_revision_;
 };
 
 /// Throws the Error subclass of status with message (status must not be
@@ -153,6 +161,8 @@ inline void check(leases_status status) {
 [[nodiscard]] inline std::string version() { return leases_version(); }
 /// The ABI number of the loaded library (compare LEASES_ABI_VERSION).
 [[nodiscard]] inline std::uint32_t abi_version() noexcept { return leases_abi_version(); }
+/// The ABI revision of the loaded library (at least LEASES_ABI_REVISION).
+[[nodiscard]] inline std::uint32_t abi_revision() noexcept { return leases_abi_revision(); }
 
 /// Time points the library reports (lease expiry): microseconds since the
 /// Unix epoch on the system clock.
@@ -163,11 +173,18 @@ inline constexpr std::chrono::microseconds max_duration{LEASES_MAX_DURATION_US};
 
 namespace detail {
 
-// Throws AbiMismatch unless the loaded library's ABI equals the compiled one.
-inline void check_abi(std::uint32_t compiled, std::uint32_t loaded) {
-    if (compiled != loaded) {
-        throw AbiMismatch(compiled, loaded);
+// Throws AbiMismatch unless the loaded library has the compiled ABI number
+// and at least the compiled revision.
+inline void check_abi(std::uint32_t compiled, std::uint32_t loaded, std::uint32_t compiled_revision,
+                      std::uint32_t loaded_revision) {
+    if (compiled != loaded || loaded_revision < compiled_revision) {
+        throw AbiMismatch(compiled, loaded, compiled_revision, loaded_revision);
     }
+}
+
+// The check every Authority makes before it is used.
+inline void check_loaded_abi() {
+    check_abi(LEASES_ABI_VERSION, leases_abi_version(), LEASES_ABI_REVISION, leases_abi_revision());
 }
 
 // A C string for an input. std::string may hold a NUL byte the C side would
@@ -470,7 +487,7 @@ public:
     /// Adopts a handle the caller owns (from the C API, e.g. a test open).
     /// Checks the ABI number like open().
     explicit Authority(leases_authority *owned) : handle_(owned) {
-        detail::check_abi(LEASES_ABI_VERSION, leases_abi_version());
+        detail::check_loaded_abi();
     }
 
     Authority(Authority &&) noexcept = default;
@@ -480,7 +497,8 @@ public:
     ~Authority() = default;
 
     /// Opens (creating or migrating) the database at path. Throws AbiMismatch
-    /// before touching the file if the loaded library has another ABI.
+    /// before touching the file if the loaded library has another ABI or an
+    /// older revision.
     ///
     /// path is a SQLite file (a std::filesystem::path converts), or a
     /// postgres:// or postgresql:// connection URL, which selects the
@@ -488,7 +506,7 @@ public:
     /// A failed open throws StorageError; its message never shows a URL's
     /// password.
     [[nodiscard]] static Authority open(const std::string &path) {
-        detail::check_abi(LEASES_ABI_VERSION, leases_abi_version());
+        detail::check_loaded_abi();
         leases_authority *out = nullptr;
         check(leases_authority_open(detail::c_str(path, "path"), &out));
         return Authority(out);
