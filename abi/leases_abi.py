@@ -3,10 +3,13 @@
 checks (docs/ABI.md).
 
   leases_abi.py --root ROOT generate      records new declarations in
-      abi/leases.abi at the header's revision and rewrites capi/leases.map
-      (make abi-generate)
+      abi/leases.abi at the header's revision and rewrites every file generated
+      from the header: capi/leases.map, capi/status_names.h, the statuses of
+      tests/vectors, Python's _abi.py, Rust's sys.rs, and the marked blocks of
+      the bindings' error code and docs/errors.md (make abi-generate)
   leases_abi.py --root ROOT check [--so SO --test-so SO --cc CC --cxx CXX]
-      fails when the ABI stopped only growing or anything disagrees with the
+      fails when the ABI stopped only growing, a generated file is not current,
+      a binding does not wrap a function, or anything disagrees with the
       header (make test-abi)
   leases_abi.py --root ROOT check-binary BIN REVISION
       fails unless every libleases symbol BIN uses is of revision <= REVISION
@@ -18,7 +21,6 @@ carry the symbol version LEASES_<ABI>.N.
 """
 import argparse
 import ctypes
-import json
 import pathlib
 import re
 import subprocess
@@ -238,17 +240,367 @@ def grown_manifest(root):
 # ---- generate ----------------------------------------------------------------
 
 
+# ---- the projections' tables ---------------------------------------------------
+#
+# Each projection's status table, limits and foreign declarations are written
+# from the header here; the idioms (names, base classes, C type mappings) are
+# the only per-language knowledge, and they live in these tables.
+
+# Statuses whose failure means "this claim is no longer held": every binding
+# gives them a common base (NotHeldError, ErrorKind::is_not_held).
+NOT_HELD = ("lease_lost", "expired", "cancelled")
+# Statuses that are bad input: Python's classes also derive from ValueError.
+VALUE_ERRORS = ("invalid_argument", "invalid_duration", "bad_token")
+GENERATED = "generated from include/leases.h by abi/leases_abi.py (make abi-generate); do not edit"
+
+
+class Status:
+    def __init__(self, code, name, meaning):
+        self.code, self.name, self.meaning = code, name, meaning
+        self.macro = "LEASES_" + name.upper()
+        self.stem = "".join(w.capitalize() for w in name.split("_"))  # wrong_state -> WrongState
+        self.error_class = self.stem if self.stem.endswith("Error") else self.stem + "Error"
+
+
+def parse_statuses(root):
+    """The header's status codes in order, with the comment of each define."""
+    text = (root / "include/leases.h").read_text()
+    block = text.split("typedef int leases_status;", 1)[1].split("/* ----", 1)[0]
+    out = []
+    # Each status's meaning is the comment on its line, or the comment right above it.
+    pattern = r"(?:/\*((?:[^*]|\*(?!/))*)\*/\s*\n)?#define (LEASES_\w+) (\d+)[ \t]*(?:/\*(.*?)\*/)?"
+    for m in re.finditer(pattern, block):
+        meaning = " ".join(re.sub(r"^\s*\* ?", "", m.group(4) or m.group(1) or "", flags=re.M).split())
+        out.append(Status(int(m.group(3)), m.group(2)[len("LEASES_"):].lower(), meaning))
+    if [s.code for s in out] != list(range(len(out))) or out[0].name != "ok":
+        fail("include/leases.h: the status codes must be LEASES_OK = 0, then 1, 2, ... without gaps")
+    return out
+
+
+def parse_declarations(path):
+    """{name: (return type, [(parameter type, parameter name)])}, normalized as in the manifest."""
+    _, _, functions = parse_header(path)
+    raw = strip_comments(path.read_text())
+    out = {}
+    for name, decl in functions.items():
+        m = re.search(rf"([^;{{}}#]*?)\b{name}\s*\(([^)]*)\)\s*;", raw, flags=re.S)
+        params = []
+        for p in norm_space(m.group(2)).split(", "):
+            if p in ("void", ""):
+                continue
+            typ = drop_param_name(p)
+            params.append((typ, norm_space(p[len(typ.rstrip("*")):]).lstrip("*").strip() or "arg"))
+        ret = decl.split(f" {name}(")[0]
+        out[name] = (ret, params)
+    return out
+
+
+def limits(root):
+    defines, _, _ = parse_header(root / "include/leases.h")
+    return [(k, int(re.sub(r"\D", "", v.replace("INT64_C", "")))) for k, v in defines.items()
+            if k.startswith("LEASES_MAX_")]
+
+
+HANDLES = {"leases_authority": "AuthorityPtr", "leases_edit": "EditPtr", "leases_lease": "LeasePtr",
+           "leases_execution": "ExecutionPtr"}
+
+
+def ctypes_of(c_type, where):
+    """The ctypes expression of a C type of the header."""
+    base = c_type.replace("const ", "")
+    fixed = {
+        "void": "None", "void*": "ctypes.c_void_p", "uint32_t": "ctypes.c_uint32", "leases_status": "c_status",
+        "int64_t": "ctypes.c_int64", "int64_t*": "ctypes.POINTER(ctypes.c_int64)", "size_t": "ctypes.c_size_t",
+        "size_t*": "ctypes.POINTER(ctypes.c_size_t)", "uint8_t*": "ctypes.POINTER(ctypes.c_uint8)",
+        # Owned outputs are read as addresses so they can go back to leases_free.
+        "char**": "ctypes.POINTER(ctypes.c_void_p)", "uint8_t**": "ctypes.POINTER(ctypes.c_void_p)",
+        # A borrowed input, or a string the library keeps.
+        "char*": "ctypes.c_char_p",
+    }
+    if base in fixed:
+        return fixed[base]
+    stars = len(base) - len(base.rstrip("*"))
+    handle = HANDLES.get(base.rstrip("*"))
+    if handle and stars == 1:
+        return handle
+    if handle and stars == 2:
+        return f"ctypes.POINTER({handle})"
+    fail(f"{where}: abi/leases_abi.py has no ctypes mapping for the C type {c_type!r}: add one")
+    return "None"
+
+
+def rust_of(c_type, where):
+    """The Rust FFI type of a C type of the header."""
+    const = c_type.startswith("const ")
+    base = c_type.replace("const ", "")
+    stars = len(base) - len(base.rstrip("*"))
+    scalar = {"void": "c_void", "char": "c_char", "uint32_t": "u32", "int64_t": "i64", "size_t": "usize",
+              "uint8_t": "u8", "leases_status": "leases_status"}
+    name = base.rstrip("*")
+    inner = scalar.get(name) or (name if name in HANDLES else None)
+    if inner is None:
+        fail(f"{where}: abi/leases_abi.py has no Rust mapping for the C type {c_type!r}: add one")
+        return "()"
+    if stars == 0:
+        return inner
+    out = ("*const " if const else "*mut ") + inner
+    for _ in range(stars - 1):
+        out = "*mut " + out
+    return out
+
+
+def python_abi(root, manifest):
+    statuses = parse_statuses(root)
+    public = parse_declarations(root / "include/leases.h")
+    testing = parse_declarations(root / "include/leases_testing.h")
+    out = ['"""The C ABI\'s tables for the leases package (limits, statuses, declarations),',
+           f'{GENERATED}."""', "",
+           "from __future__ import annotations", "", "import ctypes",
+           "from typing import Any, Dict, List, Tuple", "",
+           "# The ABI this package was generated for: the loaded library must report the",
+           "# same ABI number and at least this revision (docs/ABI.md).",
+           f"ABI_VERSION = {manifest.abi}", f"ABI_REVISION = {manifest.revision}", ""]
+    out += [f"{k[len('LEASES_'):]} = {v:_}" for k, v in limits(root)]
+    out += ["", "# (code, status name, exception class) of every failure status, in code order.",
+            "STATUSES: Tuple[Tuple[int, str, str], ...] = ("]
+    out += [f'    ({s.code}, "{s.name}", "{s.error_class}"),' for s in statuses[1:]]
+    out += [")", "", "", "# One opaque C type per handle, as in the header.", ""]
+    for c_name, ptr in HANDLES.items():
+        out += ["", f"class {c_name}(ctypes.Structure):", "    pass", ""]
+    out += [""] + [f"{ptr} = ctypes.POINTER({c_name})" for c_name, ptr in HANDLES.items()]
+    out += ["c_status = ctypes.c_int", "", "Signature = Tuple[Any, List[Any]]", ""]
+    for title, decls in (("SIGNATURES", public), ("TESTING_SIGNATURES", testing)):
+        out.append(f"# Every function of include/{'leases.h' if title == 'SIGNATURES' else 'leases_testing.h'}: "
+                   "name -> (restype, argtypes).")
+        out.append(f"{title}: Dict[str, Signature] = {{")
+        for name, (ret, params) in decls.items():
+            args = ", ".join(ctypes_of(t, name) for t, _ in params)
+            out.append(f'    "{name}": ({ctypes_of(ret, name)}, [{args}]),')
+        out += ["}", ""]
+    return "\n".join(out)
+
+
+def rust_sys(root, manifest):
+    statuses = parse_statuses(root)
+    out = ["//! Raw declarations of `include/leases.h`, one for one (the `-sys` layer),",
+           f"//! {GENERATED}.", "//!",
+           "//! Everything here is `unsafe` and follows the header's ownership rules; the",
+           "//! safe API in the crate root is the supported way in.",
+           "#![allow(non_camel_case_types)]", "// Each item is documented where it is declared: include/leases.h.",
+           "#![allow(missing_docs)]", "", "use std::os::raw::{c_char, c_int, c_void};", "",
+           "/// The ABI this module declares (`LEASES_ABI_VERSION`).",
+           f"pub const LEASES_ABI_VERSION: u32 = {manifest.abi};",
+           "/// The revision of that ABI this module declares (`LEASES_ABI_REVISION`).",
+           f"pub const LEASES_ABI_REVISION: u32 = {manifest.revision};"]
+    for k, v in limits(root):
+        out.append(f"pub const {k}: {'i64' if k.endswith('_US') else 'usize'} = {v:_};")
+    out += ["", "/// Opaque handle types: each object has its own, so a lease can never be",
+            "/// passed where an authority is expected."]
+    for c_name in HANDLES:
+        out += ["#[repr(C)]", f"pub struct {c_name} {{", "    _private: [u8; 0],", "}"]
+    out += ["", "pub type leases_status = c_int;", ""]
+    out += [f"pub const {s.macro}: leases_status = {s.code};" for s in statuses]
+
+    def externs(decls, indent):
+        lines = []
+        for name, (ret, params) in decls.items():
+            args = ", ".join(f"{p}: {rust_of(t, name)}" for t, p in params)
+            r = "" if ret == "void" else f" -> {rust_of(ret, name)}"
+            lines.append(f"{indent}pub fn {name}({args}){r};")
+        return lines
+
+    out += ["", 'extern "C" {'] + externs(parse_declarations(root / "include/leases.h"), "    ") + ["}", ""]
+    out += ["/// `include/leases_testing.h`: present only in the test build of the library",
+            "/// (`build/test/libleases.so`), declared only with the `testing` feature.",
+            '#[cfg(feature = "testing")]', "pub mod testing {", "    #[allow(unused_imports)]",
+            "    use super::*;", "", '    extern "C" {']
+    out += externs(parse_declarations(root / "include/leases_testing.h"), "        ") + ["    }", "}", ""]
+    return "\n".join(out)
+
+
+def status_names_h(root):
+    statuses = parse_statuses(root)
+    out = [f"/* capi/status_names.h: leases_status_name's table, {GENERATED}. */",
+           "#ifndef LEASES_STATUS_NAMES_H", "#define LEASES_STATUS_NAMES_H",
+           "static const char *const leases_status_names[] = {"]
+    out += [f'\t"{s.name}", /* {s.macro} */' for s in statuses]
+    return "\n".join(out + ["};", "#endif", ""])
+
+
+def statuses_json(root):
+    statuses = parse_statuses(root)
+    items = [f'  {{\n    "code": {s.code},\n    "name": "{s.name}",\n    "stem": "{s.stem}",\n'
+             f'    "not_held": {"true" if s.name in NOT_HELD else "false"}\n  }}' for s in statuses]
+    return "[\n" + ",\n".join(items) + "\n]\n"
+
+
+def python_errors_block(root):
+    out = []
+    for s in parse_statuses(root)[1:]:
+        bases = ["NotHeldError" if s.name in NOT_HELD else "LeasesError"]
+        if s.name in VALUE_ERRORS:
+            bases.append("ValueError")
+        out += ["", "", f"class {s.error_class}({', '.join(bases)}):", f'    """{s.macro}: {s.meaning}."""', "",
+                f"    status = {s.code}", f'    status_name = "{s.name}"']
+    out += ["", "", "ERROR_CLASSES: Dict[int, Type[LeasesError]] = {"]
+    out += [f"    {s.code}: {s.error_class}," for s in parse_statuses(root)[1:]]
+    return out + ["}", ""]
+
+
+def cpp_errors_block(root):
+    statuses = parse_statuses(root)[1:]
+    out = []
+    for s in statuses:
+        base = "NotHeldError" if s.name in NOT_HELD else "Error"
+        out.append(f"LEASES_HPP_ERROR_CLASS({s.error_class}, {base}, {s.macro});  // {s.meaning}")
+    out += ["", "/// Throws the Error subclass of status with message (status must not be",
+            "/// LEASES_OK). An unknown status (a newer library) throws the base Error.",
+            "[[noreturn]] inline void throw_status(leases_status status, const std::string &message) {",
+            "    switch (status) {"]
+    out += [f"    case {s.macro}: throw {s.error_class}(message);" for s in statuses]
+    return out + ["    default: throw Error(status, message);", "    }", "}"]
+
+
+def rust_errors_block(root):
+    statuses = parse_statuses(root)[1:]
+    out = ["/// What went wrong. One variant per failure status of `include/leases.h`",
+           "/// (same meaning, same order as `docs/errors.md`), plus",
+           "/// [`ErrorKind::AbiMismatch`], which has no C status because it is detected",
+           "/// by this crate before any call that could report one.", "///",
+           "/// `LEASES_NOTHING_TO_CLAIM` has a variant for completeness, but the safe API",
+           "/// reports it as `Ok(None)` from [`Authority::claim`](crate::Authority::claim)",
+           "/// and [`Edit::claim`](crate::Edit::claim).",
+           "#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]", "#[non_exhaustive]", "pub enum ErrorKind {"]
+    for s in statuses:
+        out += [f"    /// `{s.macro}`: {s.meaning}.", f"    {s.stem},"]
+    out += ["    /// The loaded `libleases.so` reports another ABI version than",
+            "    /// [`ABI_VERSION`](crate::ABI_VERSION), or an older revision than",
+            "    /// [`ABI_REVISION`](crate::ABI_REVISION); no authority was opened.",
+            "    AbiMismatch,", "}", "", "impl ErrorKind {",
+            "    /// Every kind, in status order (index + 1 is the C status), then",
+            "    /// `AbiMismatch`, which has no status.",
+            f"    pub const ALL: [ErrorKind; {len(statuses) + 1}] = ["]
+    out += [f"        ErrorKind::{s.stem}," for s in statuses]
+    out += ["        ErrorKind::AbiMismatch,", "    ];", "",
+            "    /// The status name shared by every surface (`\"lease_lost\"`, …), as",
+            "    /// `leases_status_name` spells it; `\"abi_mismatch\"` for `AbiMismatch`.",
+            "    pub fn name(self) -> &'static str {", "        match self {"]
+    out += [f'            ErrorKind::{s.stem} => "{s.name}",' for s in statuses]
+    out += ['            ErrorKind::AbiMismatch => "abi_mismatch",', "        }", "    }", "",
+            "    /// Whether the claim is no longer held (its job's current claim is another,",
+            "    /// it expired, or the coordinator cancelled the job): the worker must stop.",
+            "    pub fn is_not_held(self) -> bool {",
+            "        matches!(self, " + " | ".join(f"ErrorKind::{s.stem}" for s in statuses if s.name in NOT_HELD) + ")",
+            "    }", "}"]
+    return out
+
+
+def errors_md_block(root):
+    out = ["| code | name | C | Python, C++ | Rust `ErrorKind::` | Go | meaning |",
+           "|---:|---|---|---|---|---|---|"]
+    for s in parse_statuses(root):
+        if s.code == 0:
+            out.append(f"| 0 | `ok` | `{s.macro}` | — | — | `nil` | {s.meaning or 'success'} |")
+            continue
+        held = " (not held)" if s.name in NOT_HELD else ""
+        out.append(f"| {s.code} | `{s.name}` | `{s.macro}` | `{s.error_class}`{held} | `{s.stem}` | "
+                   f"`Err{s.stem}` | {s.meaning} |")
+    return out
+
+
+# Marked blocks inside hand-written files: {path: (comment prefix, block function)}.
+BLOCKS = {
+    "bindings/python/leases/_errors.py": ("#", python_errors_block),
+    "bindings/cpp/include/leases/leases.hpp": ("//", cpp_errors_block),
+    "bindings/rust/src/error.rs": ("//", rust_errors_block),
+    "docs/errors.md": ("<!--", errors_md_block),
+}
+
+
+def with_block(root, rel, prefix, lines):
+    text = (root / rel).read_text()
+    close = " -->" if prefix == "<!--" else ""
+    begin = f"{prefix} BEGIN GENERATED by abi/leases_abi.py from include/leases.h (make abi-generate){close}"
+    end = f"{prefix} END GENERATED{close}"
+    if begin not in text or end not in text:
+        fail(f"{rel}: lacks the markers of its generated block ({begin!r} ... {end!r})")
+        return text
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return head + begin + "\n" + "\n".join(lines) + "\n" + end + tail
+
+
 def outputs(root, manifest):
     """Every file generated from the header: {relative path: text}."""
-    return {"abi/leases.abi": manifest.text(), "capi/leases.map": map_text(manifest)}
+    out = {
+        "abi/leases.abi": manifest.text(),
+        "capi/leases.map": map_text(manifest),
+        "capi/status_names.h": status_names_h(root),
+        "tests/vectors/statuses.json": statuses_json(root),
+        "bindings/python/leases/_abi.py": python_abi(root, manifest),
+        "bindings/rust/src/sys.rs": rust_sys(root, manifest),
+    }
+    for rel, (prefix, block) in BLOCKS.items():
+        out[rel] = with_block(root, rel, prefix, block(root))
+    return out
 
 
-def generate(root):
+def check_go_kinds(root):
+    """core/errors.go numbers and names its kinds as the header does."""
+    text = (root / "core/errors.go").read_text()
+    statuses = parse_statuses(root)[1:]
+    block = text.split("KindInvalidArgument Kind = iota + 1", 1)
+    kinds = ["InvalidArgument"] + re.findall(r"^\s*Kind(\w+)\s*$", block[1].split(")", 1)[0], flags=re.M) \
+        if len(block) == 2 else []
+    if kinds != [s.stem for s in statuses]:
+        fail(f"core/errors.go's kinds {kinds} are not the header's statuses in order "
+             f"{[s.stem for s in statuses]}")
+    names = dict(re.findall(r"^\s*Kind(\w+):\s*\"(\w+)\",", text, flags=re.M))
+    if names != {s.stem: s.name for s in statuses}:
+        fail("core/errors.go's kindNames differ from the header's status names")
+    sentinels = re.findall(r"^\s*Err(\w+)\s*=\s*&Error\{Kind: Kind(\w+)\}", text, flags=re.M)
+    if sorted(sentinels) != sorted((s.stem, s.stem) for s in statuses):
+        fail("core/errors.go needs one sentinel ErrX = &Error{Kind: KindX} per status")
+
+
+# Where each binding wraps the header's functions (the generated files excluded).
+WRAPPERS = {
+    "Python": (("bindings/python/leases", "*.py", ("_abi.py",)), r"\b{}\b"),
+    "C++": (("bindings/cpp/include/leases", "*.hpp", ()), r"\b{}\b"),
+    "Rust": (("bindings/rust/src", "*.rs", ("sys.rs",)), r"sys::{}\b"),
+}
+# Functions a binding has no use for, and why; anything else unused fails.
+NOT_WRAPPED = {
+    ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
+}
+
+
+def check_wrapped(root):
+    """Every function of leases.h is used by every binding's hand-written code,
+    so a new declaration cannot ship without its wrappers."""
+    functions = parse_header(root / "include/leases.h")[2]
+    for lang, ((folder, pattern, skip), use) in WRAPPERS.items():
+        text = "".join(strip_comments(p.read_text()) if p.suffix != ".py" else
+                       re.sub(r"#[^\n]*", "", p.read_text())
+                       for p in sorted((root / folder).glob(pattern)) if p.name not in skip)
+        missing = [n for n in functions if not re.search(use.format(n), text) and (lang, n) not in NOT_WRAPPED]
+        if missing:
+            fail(f"the {lang} binding ({folder}) does not wrap: {', '.join(missing)}")
+
+
+def grown_or_fail(root):
+    """grown_manifest, reporting every refusal as a failure (then None)."""
     try:
-        manifest = grown_manifest(root)
+        return grown_manifest(root)
     except Refused as refused:
         for r in refused.args[0]:
             fail(r)
+        return None
+
+
+def generate(root):
+    manifest = grown_or_fail(root)
+    if manifest is None:
         return
     for rel, text in outputs(root, manifest).items():
         path = root / rel
@@ -262,11 +614,8 @@ def generate(root):
 
 def check_sources(root):
     """The header only grew, and every generated file and number agrees with it."""
-    try:
-        manifest = grown_manifest(root)
-    except Refused as refused:
-        for r in refused.args[0]:
-            fail(r)
+    manifest = grown_or_fail(root)
+    if manifest is None:
         return None
     committed = Manifest.read(root)
     if committed.lines != manifest.lines or committed.revision != manifest.revision:
@@ -312,13 +661,8 @@ def check_history(root):
 
 
 def check_constants(root):
-    """The statuses of the header equal the shared vectors, and its limits the
-    Go core's (the core enforces them)."""
+    """The limits of the header equal the Go core's (the core enforces them)."""
     defines, _, _ = parse_header(root / "include/leases.h")
-    for s in json.loads((root / "tests/vectors/statuses.json").read_text()):
-        macro = "LEASES_" + s["name"].upper()
-        if defines.get(macro) != str(s["code"]):
-            fail(f"{macro} is {defines.get(macro)} in include/leases.h, tests/vectors/statuses.json says {s['code']}")
     core = "".join(p.read_text() for p in sorted((root / "core").glob("*.go")) if not p.name.endswith("_test.go"))
 
     def go_const(name):
@@ -515,6 +859,8 @@ def main():
         manifest = check_sources(root)
         check_history(root)
         check_constants(root)
+        check_go_kinds(root)
+        check_wrapped(root)
         if args.so and manifest is not None:
             check_library(root, manifest, args.so, args.test_so)
             check_no_seam(args.so, args.test_so)

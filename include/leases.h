@@ -105,25 +105,45 @@ typedef struct leases_execution leases_execution;
  * LEASE_LOST; WRONG_STATE; EXPIRED; NOT_EXTENDED (docs/c-api.md).
  */
 typedef int leases_status;
-#define LEASES_OK 0
-#define LEASES_INVALID_ARGUMENT 1 /* NULL, bad handle, bad UTF-8, oversize, bad JSON */
-#define LEASES_INVALID_DURATION 2 /* not in 1 .. LEASES_MAX_DURATION_US */
-#define LEASES_NOT_FOUND 3        /* production or job unknown, or another production's */
-#define LEASES_NOTHING_TO_CLAIM 4 /* leases_claim found no claimable job */
-#define LEASES_WRONG_STATE 5      /* the job or claim is not in a state allowing it */
-#define LEASES_LEASE_LOST 6       /* the job's current claim is another one */
-#define LEASES_EXPIRED 7          /* the claim expired (before the operation committed) */
-#define LEASES_CANCELLED 8        /* the coordinator cancelled the job */
-#define LEASES_NOT_EXTENDED 9     /* a renewal would not extend the expiry */
-#define LEASES_CLOCK_REGRESSED 10 /* the authority clock is behind its high-water mark */
-#define LEASES_CLOSED 11          /* lease closed or pending locally, or its authority closed */
-#define LEASES_BAD_TOKEN 12       /* malformed or unsupported token */
-#define LEASES_BUSY 13            /* the writer lock was not obtained within the busy timeout */
-#define LEASES_STORAGE 14         /* the database could not be opened, read or written */
-#define LEASES_OUTCOME_UNKNOWN 15 /* a commit failed; it may or may not have persisted */
-#define LEASES_SCHEMA_TOO_NEW 16  /* the file has a newer schema than this library */
-#define LEASES_FORKED 17          /* called in a fork()ed child of the loading process */
-#define LEASES_INTERNAL 18        /* a bug; the library recovered, the process goes on */
+#define LEASES_OK 0 /* success */
+/* bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical
+ * id, bad facts JSON, unknown handle */
+#define LEASES_INVALID_ARGUMENT 1
+#define LEASES_INVALID_DURATION 2 /* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US */
+/* the production or job does not exist, or the lease or token belongs to
+ * another production */
+#define LEASES_NOT_FOUND 3
+#define LEASES_NOTHING_TO_CLAIM 4 /* the production has no claimable job */
+/* the job is in a state that forbids the operation, or this claim already
+ * finished through another handle */
+#define LEASES_WRONG_STATE 5
+/* the job's current claim is another one (also when another claim has since
+ * finished the job) */
+#define LEASES_LEASE_LOST 6
+/* the claim's expiry has passed on the authority's clock (at the start, or
+ * before the operation committed) */
+#define LEASES_EXPIRED 7
+#define LEASES_CANCELLED 8 /* the coordinator cancelled the job */
+#define LEASES_NOT_EXTENDED 9 /* a renewal would not move the expiry later */
+#define LEASES_CLOCK_REGRESSED 10 /* the authority's clock is behind its durable high-water mark */
+/* the lease, edit, execution or authority handle is closed or consumed, or
+ * (a lease) pending until its edit commits */
+#define LEASES_CLOSED 11
+/* the token is malformed, too long, non-canonical, of another version, or
+ * fails its checksum */
+#define LEASES_BAD_TOKEN 12
+/* a lock was not obtained within the busy timeout, or the server kept
+ * aborting the operation over conflicts; nothing was written */
+#define LEASES_BUSY 13
+/* the database could not be opened, read or written; nothing changed */
+#define LEASES_STORAGE 14
+/* the commit itself failed: it may or may not have persisted; the lease stays
+ * active locally and its next use asks the store */
+#define LEASES_OUTCOME_UNKNOWN 15
+#define LEASES_SCHEMA_TOO_NEW 16 /* the database was written by a newer library */
+/* called in a fork()ed child of the process that loaded the library */
+#define LEASES_FORKED 17
+#define LEASES_INTERNAL 18 /* a bug, reported instead of crashing the host; the process goes on */
 
 /* ---- library ------------------------------------------------------------ */
 

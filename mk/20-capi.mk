@@ -44,7 +44,7 @@ $(CAPI_TEST_SO): $(CAPI_SRCS)
 	mv $(basename $@).h $(CAPI_CGO_DIR)/libleases_test_cgo.h
 	ln -sfn libleases.so $(@D)/$(CAPI_SONAME)
 
-$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json VERSION abi/VERSION
+$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json tests/vectors/durations.json VERSION abi/VERSION abi/REVISION
 	python3 tests/c/gen_vectors.py $(ROOT) $@
 
 # The same C test program runs against the test library (every test) and the

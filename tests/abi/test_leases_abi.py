@@ -2,6 +2,7 @@
 """Shows that every ABI check can fail: runs abi/leases_abi.py on a scratch
 copy of the repository with one thing broken at a time. Usage:
 test_leases_abi.py ROOT RELEASE_SO TEST_SO"""
+import contextlib
 import pathlib
 import re
 import shutil
@@ -24,6 +25,15 @@ def scratch():
                                                       "*.go", "*.c") if sub != "core" else
                         shutil.ignore_patterns("*_test.go", "store", "internal"))
     return d
+
+
+@contextlib.contextmanager
+def scratch_copy():
+    d = scratch()
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d)
 
 
 def run(root, *args):
@@ -58,18 +68,29 @@ NEW_FUNCTION = "leases_status leases_lease_touch(leases_lease *lease);\n"
 ANCHOR = "/* ---- edits (one write transaction)"
 
 
+# Minimal uses of leases_lease_touch, one per binding, standing for its wrappers.
+WRAPPERS = {
+    "bindings/python/leases/_lease.py": "\n_TOUCH = \"leases_lease_touch\"\n",
+    "bindings/cpp/include/leases/leases.hpp": "\ninline void touch(leases_lease *l) { leases_lease_touch(l); }\n",
+    "bindings/rust/src/lib.rs": "\nfn _touch(l: *mut sys::leases_lease) { unsafe { sys::leases_lease_touch(l); } }\n",
+}
+
+
 def revision(d):
     return int((d / "abi/REVISION").read_text())
 
 
-d = scratch()
-try:
+with scratch_copy() as d:
     h = d / "include/leases.h"
     r = revision(d)
     expect("test_unchanged_header_passes", d, True)
     edit(h, "leases_status leases_lease_renew(leases_lease *lease, int64_t duration_us)",
          "leases_status leases_lease_renew(leases_lease *the_lease, int64_t duration_us)")
-    expect("test_renaming_a_parameter_changes_nothing", d, True)
+    before = (d / "abi/leases.abi").read_text()
+    expect("test_renaming_a_parameter_needs_only_regeneration", d, False, "bindings/rust/src/sys.rs is not what")
+    run(d, "generate")
+    assert (d / "abi/leases.abi").read_text() == before
+    expect("test_renaming_a_parameter_keeps_the_manifest", d, True)
 
     edit(h, ANCHOR, NEW_FUNCTION + ANCHOR)
     expect("test_new_declaration_without_revision_bump_fails", d, False, "without a revision bump")
@@ -87,7 +108,16 @@ try:
     assert f"{r + 1} function leases_status leases_lease_touch(leases_lease*)" in manifest, manifest
     assert f"LEASES_1.{r + 1} {{\n  global:\n    leases_lease_touch;\n}} LEASES_1.{r};" in \
         (d / "capi/leases.map").read_text()
+    expect("test_a_new_function_no_binding_wraps_fails_naming_each_binding", d, False,
+           "the Python binding (bindings/python/leases) does not wrap: leases_lease_touch")
+    for rel, use in WRAPPERS.items():
+        with open(d / rel, "a") as f:
+            f.write(use)
     expect("test_generate_records_the_addition_at_the_new_revision_and_maps_it", d, True)
+    status = d / "bindings/python/leases/_abi.py"
+    assert '"leases_lease_touch": (c_status, [LeasePtr])' in status.read_text()
+    assert "pub fn leases_lease_touch(lease: *mut leases_lease) -> leases_status;" in \
+        (d / "bindings/rust/src/sys.rs").read_text()
 
     (d / "capi/leases.map").write_text((d / "capi/leases.map").read_text().replace("leases_lease_touch", "leases_x"))
     expect("test_a_hand_edited_version_script_fails", d, False, "capi/leases.map")
@@ -120,21 +150,41 @@ try:
     edit(h, "#define LEASES_MAX_NAME_LEN 201", "#define LEASES_MAX_NAME_LEN 200")
     expect("test_restored_header_passes_again", d, True)
 
+    edit(d / "docs/errors.md", "| 17 | `forked`", "| 17 | `forkd`")
+    expect("test_a_hand_edited_generated_block_fails", d, False, "docs/errors.md is not what")
+    edit(d / "docs/errors.md", "<!-- END GENERATED -->", "")
+    expect("test_a_file_without_its_markers_fails", d, False, "docs/errors.md: lacks the markers")
+    shutil.copy(ROOT / "docs/errors.md", d / "docs/errors.md")
+    run(d, "generate")
+    expect("test_restored_generated_files_pass", d, True)
     edit(h, "#endif /* LEASES_H */", "#endif /* LEASES_H */\nint leases_no_guard;")
     expect("test_header_that_breaks_when_included_twice_fails", d, False, "twice")
-finally:
-    shutil.rmtree(d)
 
-d = scratch()
-try:
+with scratch_copy() as d:
+    h = d / "include/leases.h"
+    r = revision(d)
+    edit(h, "/* ---- library", "#define LEASES_TIRED 19 /* too tired */\n\n/* ---- library")
+    bump_revision(d, r + 1)
+    code, out = run(d, "generate")
+    assert code == 0, out
+    assert '"name": "tired"' in (d / "tests/vectors/statuses.json").read_text()
+    assert '"tired", /* LEASES_TIRED */' in (d / "capi/status_names.h").read_text()
+    assert '(19, "tired", "TiredError")' in (d / "bindings/python/leases/_abi.py").read_text()
+    assert "LEASES_HPP_ERROR_CLASS(TiredError, Error, LEASES_TIRED);  // too tired" in \
+        (d / "bindings/cpp/include/leases/leases.hpp").read_text()
+    assert "ErrorKind::Tired => \"tired\"," in (d / "bindings/rust/src/error.rs").read_text()
+    assert "| 19 | `tired` | `LEASES_TIRED` | `TiredError` | `Tired` | `ErrTired` | too tired |" in \
+        (d / "docs/errors.md").read_text()
+    expect("test_a_new_status_core_errors_go_lacks_fails", d, False, "core/errors.go's kinds")
+    edit(h, "#define LEASES_TIRED 19 /* too tired */", "#define LEASES_TIRED 20 /* too tired */")
+    expect("test_a_status_gap_fails", d, False, "without gaps")
+
+with scratch_copy() as d:
     hist = d / "abi/history/leases.1.0.h"
     edit(hist, "void leases_free(void *p);", "void leases_free(void *p);\nvoid leases_free2(void *p);")
     expect("test_a_history_header_declaring_what_its_revision_lacks_fails", d, False, "leases.1.0.h declares")
-finally:
-    shutil.rmtree(d)
 
-d = scratch()
-try:
+with scratch_copy() as d:
     so_args = ("check", "--so", str(SO), "--test-so", str(TEST_SO))
     expect("test_matching_library_passes", d, True, args=so_args)
     r = revision(d)
@@ -145,11 +195,8 @@ try:
            "declared but not exported: leases_lease_touch", args=so_args)
     expect("test_a_library_answering_an_older_revision_fails", d, False,
            f"leases_abi_revision() returns {r} but include/leases.h says {r + 1}", args=so_args)
-finally:
-    shutil.rmtree(d)
 
-d = scratch()
-try:
+with scratch_copy() as d:
     m = d / "abi/leases.abi"
     edit(m, "0 function leases_status leases_lease_release(leases_lease*)",
          "1 function leases_status leases_lease_release(leases_lease*)")
@@ -158,8 +205,6 @@ try:
            "leases_lease_release has the symbol version LEASES_1.0, but abi/leases.abi records it at LEASES_1.1",
            args=("check", "--so", str(SO)))
     expect("test_release_library_with_a_test_seam_fails", d, False, "test seam", args=("check", "--so", str(TEST_SO)))
-finally:
-    shutil.rmtree(d)
 
 if failures:
     print(f"{failures} ABI self-test(s) failed")

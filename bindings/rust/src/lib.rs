@@ -70,8 +70,7 @@ pub use listing::{Event, Facts, Job, JobState};
 /// same version).
 pub use serde_json;
 
-/// The C ABI version this crate was written for (`LEASES_ABI_VERSION`; also
-/// `package.metadata.leases.abi-version` in `Cargo.toml`).
+/// The C ABI version this crate was generated for (`LEASES_ABI_VERSION`).
 pub const ABI_VERSION: u32 = sys::LEASES_ABI_VERSION;
 /// The revision of that ABI this crate needs at least (`LEASES_ABI_REVISION`):
 /// a library of this or a later revision fits.
