@@ -102,7 +102,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The exception names before 0.2 (``StateError``, ``Expired``, ...) still
+    """The exception names of 0.1.0 (``StateError``, ``Expired``, ...) still
     resolve, to the status-named classes, with a DeprecationWarning."""
     new = _DEPRECATED_NAMES.get(name)
     if new is None:

@@ -195,7 +195,7 @@ ERROR_CLASSES: Dict[int, Type[LeasesError]] = {
 
 # END GENERATED
 
-# The names before the status-named classes, kept for one release (0.1.x):
+# The names before the status-named classes, kept for one release after 0.1.0:
 # importing one from `leases` warns with DeprecationWarning (see __init__.py).
 DEPRECATED_NAMES: Dict[str, str] = {
     "InvalidArgument": "InvalidArgumentError",

@@ -150,7 +150,7 @@ LEASES_HPP_ERROR_CLASS(InternalError, Error, LEASES_INTERNAL);  // a bug, report
 
 #undef LEASES_HPP_ERROR_CLASS
 
-// The names before the status-named classes, kept for one release (0.1.x).
+// The names before the status-named classes, kept for one release after 0.1.0.
 using InvalidArgument [[deprecated("use leases::InvalidArgumentError")]] = InvalidArgumentError;
 using DurationError [[deprecated("use leases::InvalidDurationError")]] = InvalidDurationError;
 using NotFound [[deprecated("use leases::NotFoundError")]] = NotFoundError;
