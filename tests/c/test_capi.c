@@ -1014,7 +1014,7 @@ static void test_rejected_execution_finish_removes_only_its_own_files(void) {
 
 /* One check per row of the rejection-order table (docs/c-api.md); the
  * forked row is test_forked_child_gets_forked_status_within_one_second. */
-static void test_rejection_order_matches_the_spec_table(void) {
+static void test_rejection_order_matches_the_documented_table(void) {
 	leases_authority *a = fresh_clocked("order");
 	char *j = request(a, NULL);
 	leases_lease *l = NULL, *l2 = NULL, *twin = NULL;
@@ -1166,7 +1166,7 @@ int main(void) {
 	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);
 	RUN(test_lease_lost_when_an_expired_claim_is_taken);
 	RUN(test_rejected_execution_finish_removes_only_its_own_files);
-	RUN(test_rejection_order_matches_the_spec_table);
+	RUN(test_rejection_order_matches_the_documented_table);
 	RUN(test_busy_when_another_handle_holds_the_writer_lock);
 	RUN(test_panic_becomes_internal_status);
 #else
