@@ -14,10 +14,13 @@ checks (docs/ABI.md).
   leases_abi.py --root ROOT check-binary BIN REVISION
       fails unless every libleases symbol BIN uses is of revision <= REVISION
 
-The ABI only grows: a declaration recorded in abi/leases.abi never changes or
-disappears, and a new one needs a revision bump (LEASES_ABI_REVISION in the
-header = abi/REVISION = leases_abi_revision()). The functions of revision N
-carry the symbol version LEASES_<ABI>.N.
+The ABI only grows: a declaration of a released revision (one whose header is
+frozen as abi/history/leases.<ABI>.<R>.h) never changes or disappears, and a new
+one needs a revision bump (LEASES_ABI_REVISION in the header = abi/REVISION =
+leases_abi_revision()) unless the current revision is still open (not yet
+released): an open revision takes additions, and its own declarations may still
+change, until its release freezes it. The functions of revision N carry the
+symbol version LEASES_<ABI>.N.
 """
 import argparse
 import ctypes
@@ -207,20 +210,30 @@ def grown_manifest(root):
             f"include/leases.h says LEASES_ABI_VERSION {abi} but abi/leases.abi records ABI {manifest.abi}: "
             "the ABI number changes only with a breaking change, which this project does not make "
             "(docs/ABI.md); add functions at a new revision instead")
+    frozen = lambda r: (root / "abi/history" / f"leases.{manifest.abi}.{r}.h").exists()
     removed = sorted((r, l) for l, r in manifest.lines.items() if l not in current)
     for r, line in removed:
+        if not frozen(r):
+            continue  # an open revision's declaration may still change until its release
         reasons.append(
             f"a declaration of revision {r} changed or disappeared: {line}\n"
             f"  Programs built against revision {r} rely on it. Restore it exactly; to offer a changed "
             "signature, add a new function (e.g. name_v2) at a new revision.")
     added = sorted(current - set(manifest.lines))
     if added:
-        if revision == manifest.revision:
+        if revision == manifest.revision and frozen(revision):
             listed = "".join(f"\n    + {l}" for l in added)
             reasons.append(
-                f"new declarations without a revision bump (the revision is still {revision}):{listed}\n"
+                f"new declarations without a revision bump (revision {revision} is released: "
+                f"abi/history/leases.{manifest.abi}.{revision}.h):{listed}\n"
                 f"  Bump LEASES_ABI_REVISION in include/leases.h and abi/REVISION to {manifest.revision + 1}, "
                 "then run `make abi-generate`.")
+        elif revision == manifest.revision:
+            pass  # the open revision takes them
+        elif not frozen(manifest.revision):
+            reasons.append(
+                f"LEASES_ABI_REVISION is {revision} but revision {manifest.revision} is still open (no "
+                f"abi/history/leases.{manifest.abi}.{manifest.revision}.h): add to it until it is released")
         elif revision != manifest.revision + 1:
             reasons.append(
                 f"LEASES_ABI_REVISION is {revision} but the manifest is at revision {manifest.revision}: "
@@ -231,6 +244,8 @@ def grown_manifest(root):
             "and the header adds nothing: a revision is bumped only together with its new declarations")
     if reasons:
         raise Refused(reasons)
+    for _, line in removed:
+        del manifest.lines[line]
     for line in added:
         manifest.lines[line] = revision
     manifest.revision = revision
