@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -38,6 +40,28 @@ func (a *Authority) Begin() (*Edit, error) {
 	a.mu.Unlock()
 	return e, nil
 }
+
+// String names the jobs the edit has claimed and completed; an edit holds
+// leases, and shows none of their secrets.
+func (e *Edit) String() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return fmt.Sprintf("edit{claimed=%v completed=%v done=%t}", jobIDs(e.pending), jobIDs(e.finishing), e.done)
+}
+
+func jobIDs(ls []*Lease) []string {
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.jobID
+	}
+	return ids
+}
+
+// Format shows String for every verb and flag.
+func (e *Edit) Format(f fmt.State, verb rune) { formatAs(f, verb, e.String()) }
+
+// LogValue logs String.
+func (e *Edit) LogValue() slog.Value { return slog.StringValue(e.String()) }
 
 // forget drops a finished edit from its authority's open set.
 func (e *Edit) forget() {

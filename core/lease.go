@@ -2,8 +2,10 @@ package core
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -46,11 +48,10 @@ type Lease struct {
 	production   string
 	jobID        string
 	worker       string
-	// secret sits behind a pointer: fmt cannot call Secret's redacting
-	// String on an unexported field, so a Lease formatted by value (%v,
-	// %+v, %#v, %s, %x of *l) would print the bytes; a pointer prints
-	// as an address.
-	secret    *Secret
+	// fmt prints this unexported field by reflection (a Lease formatted by
+	// value, as %v of *l does), never through Secret's methods: Secret is
+	// made for that (an opaque pointer, shown as an address).
+	secret    Secret
 	claimedAt int64
 	expiry    int64
 	state     LeaseState
@@ -124,6 +125,35 @@ func (l *Lease) String() string {
 // GoString never includes the secret.
 func (l *Lease) GoString() string { return l.String() }
 
+// Format shows String for every verb and flag.
+func (l *Lease) Format(f fmt.State, verb rune) { formatAs(f, verb, l.String()) }
+
+// leaseJSON is what a lease shows marshalled or logged: never its secret.
+type leaseJSON struct {
+	Production   string `json:"production"`
+	ProductionID string `json:"production_id"`
+	JobID        string `json:"job_id"`
+	Worker       string `json:"worker"`
+	Expiry       int64  `json:"expiry_unix_us"`
+	State        string `json:"state"`
+}
+
+func (l *Lease) public() leaseJSON {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return leaseJSON{l.production, l.productionID, l.jobID, l.worker, l.expiry, l.state.String()}
+}
+
+// MarshalJSON writes production, job, worker, expiry and local state.
+func (l *Lease) MarshalJSON() ([]byte, error) { return json.Marshal(l.public()) }
+
+// LogValue logs production, job, worker, expiry and local state.
+func (l *Lease) LogValue() slog.Value {
+	p := l.public()
+	return slog.GroupValue(slog.String("production", p.Production), slog.String("job_id", p.JobID),
+		slog.String("worker", p.Worker), slog.Int64("expiry_unix_us", p.Expiry), slog.String("state", p.State))
+}
+
 // localCheck is rule 3 of the rejection order: closed or pending locally.
 // Callers hold l.mu.
 func (l *Lease) localCheck() error {
@@ -141,7 +171,7 @@ func newSecret() (Secret, error) {
 	if err != nil {
 		return Secret{}, &Error{Kind: KindInternal, Msg: "random source failed", Err: err}
 	}
-	return Secret(u), nil
+	return NewSecret(u), nil
 }
 
 // checkHeld applies the claimant rules in the documented order after the
@@ -299,7 +329,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	}
 	g.mustOutlive(expiry)
 	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
-		secret: &secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
+		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
 }
 
 // ---- claimant transitions --------------------------------------------------
@@ -471,7 +501,7 @@ func (l *Lease) Export() (string, error) {
 	if err := l.localCheck(); err != nil {
 		return "", err
 	}
-	return EncodeToken(Token{ProductionID: l.productionID, JobID: l.jobID, Secret: *l.secret})
+	return EncodeToken(Token{ProductionID: l.productionID, JobID: l.jobID, Secret: l.secret})
 }
 
 // Import turns a token back into an active lease after checking production,
@@ -485,7 +515,7 @@ func (a *Authority) Import(token string) (*Lease, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: &t.Secret, state: LeaseActive}
+	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: t.Secret, state: LeaseActive}
 	var j store.Job
 	err = a.retrying(func() error {
 		g, err := a.beginGuard()

@@ -29,7 +29,8 @@ func TestTokenVectorsDecodeExactlyAsWritten(t *testing.T) {
 		require.NoError(t, err, c.Token)
 		require.Equal(t, c.ProductionID, tok.ProductionID)
 		require.Equal(t, c.JobID, tok.JobID)
-		require.Equal(t, c.SecretHex, hex.EncodeToString(tok.Secret[:]))
+		secret := tok.Secret.Bytes()
+		require.Equal(t, c.SecretHex, hex.EncodeToString(secret[:]))
 		again, err := EncodeToken(tok)
 		require.NoError(t, err)
 		require.Equal(t, c.Token, again, "one encoding per token")
@@ -111,7 +112,9 @@ func TestImportChecksProductionJobAndSecret(t *testing.T) {
 	requireKind(t, err, KindNotFound)
 
 	wrongSecret := good
-	wrongSecret.Secret[15] ^= 1
+	flipped := good.Secret.Bytes()
+	flipped[15] ^= 1
+	wrongSecret.Secret = NewSecret(flipped)
 	s, _ = EncodeToken(wrongSecret)
 	_, err = f.a.Import(s)
 	requireKind(t, err, KindLeaseLost)

@@ -91,7 +91,7 @@ func (r *record) addToken(t *testing.T, tok string) {
 	if err != nil {
 		t.Fatalf("token file does not hold a valid token: %v", err)
 	}
-	s := dec.Secret
+	s := dec.Secret.Bytes()
 	forms := map[string]string{
 		tok:                             "token",
 		strings.TrimPrefix(tok, "lt1."): "token body",
