@@ -459,7 +459,11 @@ func toJob(production string, j store.Job) Job {
 	if j.State != store.StateRequested && j.ClaimedAt != 0 {
 		out.Worker = j.Worker
 		out.ClaimedAt = time.UnixMicro(j.ClaimedAt).UTC()
-		out.Expiry = time.UnixMicro(j.Expiry).UTC()
+		// A job that finished under the pre-lease schema (migrated) has a
+		// claim time and no expiry: 0 stands for none, not for 1970.
+		if j.Expiry != 0 {
+			out.Expiry = time.UnixMicro(j.Expiry).UTC()
+		}
 	}
 	return out
 }

@@ -86,6 +86,37 @@ func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
 	require.Equal(t, 2, version)
 }
 
+// The pre-lease schema had no expiry: a migrated job that finished then keeps
+// its worker and claim time, and shows no expiry (not 1970).
+func TestAMigratedTerminalJobShowsNoExpiry(t *testing.T) {
+	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	path := buildLegacy(t, legacyfixture.Fixture{
+		ProductionName: "nightly",
+		Jobs: []legacyfixture.Job{
+			{ID: ids[0], State: "completed", Worker: "old-w", ClaimedAt: 1_700_000_000_000_001},
+			{ID: ids[1], State: "failed", Worker: "old-w", Reason: "boom", ClaimedAt: 1_700_000_000_000_002},
+			{ID: ids[2], State: "cancelled", Worker: "old-w", ClaimedAt: 1_700_000_000_000_003},
+		},
+	})
+	a, err := Open(path)
+	require.NoError(t, err)
+	defer a.Close()
+	js, err := a.Jobs("nightly")
+	require.NoError(t, err)
+	require.Len(t, js, 3)
+	for i, j := range js {
+		require.True(t, j.Expiry.IsZero(), "job %d (%s) shows expiry %s", i, j.State, j.Expiry)
+		require.Equal(t, int64(1_700_000_000_000_001+i), j.ClaimedAt.UnixMicro(), "the claim time is kept")
+		require.Equal(t, "old-w", j.Worker)
+		var listed map[string]any
+		require.NoError(t, json.Unmarshal([]byte(mustJSON(t, j)), &listed))
+		require.Nil(t, listed["expiry_unix_us"], "the listing's expiry is null")
+		one, err := a.Job("nightly", j.ID)
+		require.NoError(t, err)
+		require.True(t, one.Expiry.IsZero())
+	}
+}
+
 // buildLegacy writes a pre-lease (version 1) database for the store under
 // test and returns its location.
 func buildLegacy(t *testing.T, fx legacyfixture.Fixture) string {
