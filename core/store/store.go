@@ -114,6 +114,7 @@ type Reader interface {
 	ProductionByID(ctx context.Context, id string) (Production, error)
 	Productions(ctx context.Context) ([]Production, error)
 	JobByID(ctx context.Context, id string) (Job, error)
+	// JobByKey never locks the row: a job's key and payload never change.
 	JobByKey(ctx context.Context, productionID, key string) (Job, error)
 	Jobs(ctx context.Context, productionID string) ([]Job, error)
 	// NextClaimable returns the first job in request order that is requested,
