@@ -161,6 +161,8 @@ func storageErr(op string, err error) error {
 		return &Error{Kind: KindBusy, Msg: op + ": the writer lock was not obtained within the busy timeout", Err: err}
 	case errors.Is(err, store.ErrRetry), errors.Is(err, store.ErrConflict):
 		return &Error{Kind: KindBusy, Msg: op + ": a concurrent transaction conflicted with this one; nothing was written", Err: err}
+	case errors.Is(err, store.ErrConstraint):
+		return &Error{Kind: KindStorage, Msg: op + ": the store refused the write (nothing was written)", Err: err}
 	case errors.Is(err, store.ErrSchemaTooNew):
 		return &Error{Kind: KindSchemaTooNew, Msg: op, Err: err}
 	default:

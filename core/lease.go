@@ -473,11 +473,14 @@ func completeIn(g *guard, l *Lease, f Facts) error {
 	if err != nil {
 		return err
 	}
+	facts, outs := factRows(l.jobID, f)
+	if err := checkUnpublished(g.tx, l.jobID, facts, outs); err != nil {
+		return err
+	}
 	j.State, j.UpdatedAt = store.StateCompleted, now
 	if err := g.tx.UpdateJob(bg, j); err != nil {
 		return storageErr("complete", err)
 	}
-	facts, outs := factRows(l.jobID, f)
 	if err := g.tx.InsertFacts(bg, facts); err != nil {
 		return storageErr("publish facts", err)
 	}
@@ -486,6 +489,45 @@ func completeIn(g *guard, l *Lease, f Facts) error {
 	}
 	return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "completed",
 		Worker: l.worker})
+}
+
+// checkUnpublished refuses facts and outputs the job already has. A job
+// holds facts before its completion only when it was migrated from the
+// pre-lease schema, which wrote them early; a completion publishes, and
+// never replaces, so a colliding key is the caller's mistake.
+func checkUnpublished(r store.Reader, jobID string, facts []store.Fact, outs []store.Output) error {
+	if len(facts) > 0 {
+		have, err := r.Facts(bg, jobID)
+		if err != nil {
+			return storageErr("read facts", err)
+		}
+		stored := make(map[[2]string]bool, len(have))
+		for _, x := range have {
+			stored[[2]string{x.Kind, x.Key}] = true
+		}
+		for _, x := range facts {
+			if stored[[2]string{x.Kind, x.Key}] {
+				return errf(KindInvalidArgument, "job %s already has a %s fact %q; a completion publishes facts and never replaces one",
+					jobID, x.Kind, x.Key)
+			}
+		}
+	}
+	if len(outs) > 0 {
+		have, err := r.Outputs(bg, jobID)
+		if err != nil {
+			return storageErr("read outputs", err)
+		}
+		stored := make(map[string]bool, len(have))
+		for _, o := range have {
+			stored[o.Path] = true
+		}
+		for _, o := range outs {
+			if stored[o.Path] {
+				return errf(KindInvalidArgument, "job %s already has an output registered at %q", jobID, o.Path)
+			}
+		}
+	}
+	return nil
 }
 
 // ---- tokens ----------------------------------------------------------------

@@ -24,8 +24,15 @@ var (
 	ErrBusy = errors.New("database is busy")
 	// ErrNoRow: the looked-up row does not exist.
 	ErrNoRow = errors.New("no such row")
-	// ErrConflict: a uniqueness constraint refused the write.
-	ErrConflict = errors.New("unique constraint refused the write")
+	// ErrConflict: a concurrent transaction created the same production name
+	// or job key first, so the unique index refused this one's insert. Only
+	// a server store, where creators do not share a writer lock, reports it.
+	// Nothing was written; running the transaction again finds that row.
+	ErrConflict = errors.New("a concurrent transaction created the same row first")
+	// ErrConstraint: a constraint refused the write and no concurrent writer
+	// explains it (the row was already there, or a reference is missing).
+	// Running the transaction again would fail the same way.
+	ErrConstraint = errors.New("a constraint of the store refused the write")
 	// ErrSchemaTooNew: the file was written by a newer library.
 	ErrSchemaTooNew = errors.New("database schema is newer than this library")
 	// ErrNotLeases: the file is a database, but not one of ours.

@@ -313,6 +313,16 @@ func (t *Tx) finish() {
 	t.conn.c.Release() // a connection left inside a transaction is discarded
 }
 
+// creatorRaces are the unique constraints that two concurrent creators can
+// both pass the "does it exist?" read for (READ COMMITTED shows neither the
+// other's uncommitted row): one production name, one job key. Refused by
+// one of them, the transaction is run again and finds the other's row. Any
+// other refusal (a fact or output already there) would fail again.
+var creatorRaces = map[string]bool{
+	"leases_productions_name_key":       true,
+	"leases_jobs_production_id_key_key": true,
+}
+
 // classify maps PostgreSQL errors onto the store's error values, keeping the
 // server's message for diagnostics.
 func classify(err error) error {
@@ -329,8 +339,10 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %v", store.ErrRetry, err)
 		case pe.Code == "55P03" || pe.Code == "57014" || pe.Code == "53300": // lock_not_available, query_canceled, too_many_connections
 			return fmt.Errorf("%w: %v", store.ErrBusy, err)
-		case pe.Code == "23505": // unique_violation
+		case pe.Code == "23505" && creatorRaces[pe.ConstraintName]: // unique_violation
 			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+		case strings.HasPrefix(pe.Code, "23"): // any other integrity_constraint_violation
+			return fmt.Errorf("%w: %v", store.ErrConstraint, err)
 		case pe.Code == "25006": // read_only_sql_transaction
 			return fmt.Errorf("%w: %v", store.ErrReadOnly, err)
 		case pe.Code == "53100": // disk_full

@@ -218,7 +218,9 @@ func classify(err error) error {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return fmt.Errorf("%w: %v", store.ErrBusy, err)
 		case sqlite3.SQLITE_CONSTRAINT:
-			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+			// Every writer holds the one writer lock from its first read to
+			// its commit, so no concurrent creator can explain a refusal.
+			return fmt.Errorf("%w: %v", store.ErrConstraint, err)
 		case sqlite3.SQLITE_READONLY:
 			return fmt.Errorf("%w: %v", store.ErrReadOnly, err)
 		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
