@@ -97,12 +97,12 @@ func (a *Authority) now() int64 {
 // server clock (PostgreSQL) is always asked, inside the transaction, so every
 // host shares one clock; in test builds the seam then replaces the server's
 // answer, so clock tests drive the same path. Otherwise it is now().
-func (a *Authority) sampleIn(tx store.Tx) (int64, error) {
+func (a *Authority) sampleIn(ctx context.Context, tx store.Tx) (int64, error) {
 	c, ok := tx.(store.Clock)
 	if !ok {
 		return a.now(), nil
 	}
-	v, err := c.Now(bg)
+	v, err := c.Now(ctx)
 	if err != nil {
 		return 0, storageErr("sample the authority clock", err)
 	}
@@ -148,8 +148,6 @@ func (a *Authority) usable() error {
 	return nil
 }
 
-var bg = context.Background()
-
 // storageErr maps backend errors to kinds. Messages come from SQLite and our
 // own text; the backend never sees a secret, so none can appear.
 func storageErr(op string, err error) error {
@@ -157,6 +155,8 @@ func storageErr(op string, err error) error {
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.Is(err, store.ErrAbandoned):
+		return &Error{Kind: KindBusy, Msg: op + ": abandoned before commit; nothing was written", Err: err}
 	case errors.Is(err, store.ErrBusy):
 		return &Error{Kind: KindBusy, Msg: op + ": the writer lock was not obtained within the busy timeout", Err: err}
 	case errors.Is(err, store.ErrRetry), errors.Is(err, store.ErrConflict):
@@ -175,6 +175,10 @@ func storageErr(op string, err error) error {
 // CreateProduction creates a production, or returns the existing one of that
 // name (creating is idempotent).
 func (a *Authority) CreateProduction(name string) (Production, error) {
+	return a.createProduction(context.Background(), name)
+}
+
+func (a *Authority) createProduction(ctx context.Context, name string) (Production, error) {
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
@@ -182,8 +186,8 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 		return Production{}, err
 	}
 	var out Production
-	err := a.write(func(tx store.Tx, now int64) error {
-		p, err := tx.ProductionByName(bg, name)
+	err := a.write(ctx, func(tx store.Tx, now int64) error {
+		p, err := tx.ProductionByName(ctx, name)
 		if err == nil {
 			out = toProduction(p)
 			return nil
@@ -196,10 +200,10 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 			return err
 		}
 		p = store.Production{ID: id, Name: name, CreatedAt: now}
-		if err := tx.InsertProduction(bg, p); err != nil {
+		if err := tx.InsertProduction(ctx, p); err != nil {
 			return storageErr("create production", err)
 		}
-		if err := tx.InsertEvent(bg, store.Event{At: now, ProductionID: id, Kind: "production_created"}); err != nil {
+		if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: id, Kind: "production_created"}); err != nil {
 			return storageErr("create production", err)
 		}
 		out = toProduction(p)
@@ -214,7 +218,7 @@ func (a *Authority) Productions() ([]Production, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	ps, err := a.b.Productions(bg)
+	ps, err := a.b.Productions(context.Background())
 	if err != nil {
 		return nil, storageErr("list productions", err)
 	}
@@ -233,6 +237,10 @@ func toProduction(p store.Production) Production {
 // request is idempotent: the same key and payload return the same job; the
 // same key with another payload is a WrongState error. key "" means no key.
 func (a *Authority) RequestJob(production, key string, payload []byte) (string, error) {
+	return a.request(context.Background(), production, key, payload)
+}
+
+func (a *Authority) request(ctx context.Context, production, key string, payload []byte) (string, error) {
 	if err := a.usable(); err != nil {
 		return "", err
 	}
@@ -240,9 +248,9 @@ func (a *Authority) RequestJob(production, key string, payload []byte) (string, 
 		return "", err
 	}
 	var id string
-	err := a.write(func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64) error {
 		var err error
-		id, err = requestJob(tx, now, production, key, payload)
+		id, err = requestIn(ctx, tx, now, production, key, payload)
 		return err
 	})
 	return id, err
@@ -261,13 +269,13 @@ func checkRequest(production, key string, payload []byte) error {
 	return nil
 }
 
-func requestJob(tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
-	p, err := productionByName(tx, production)
+func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
+	p, err := productionByName(ctx, tx, production)
 	if err != nil {
 		return "", err
 	}
 	if key != "" {
-		j, err := tx.JobByKey(bg, p.ID, key)
+		j, err := tx.JobByKey(ctx, p.ID, key)
 		if err == nil {
 			if !bytes.Equal(j.Payload, payload) {
 				return "", errf(KindWrongState, "job key %q already names a job with another payload", key)
@@ -287,17 +295,17 @@ func requestJob(tx store.Tx, now int64, production, key string, payload []byte) 
 	}
 	j := store.Job{ID: id, ProductionID: p.ID, Key: key, HasKey: key != "", Payload: payload,
 		State: store.StateRequested, RequestedAt: now, UpdatedAt: now}
-	if err := tx.InsertJob(bg, j); err != nil {
+	if err := tx.InsertJob(ctx, j); err != nil {
 		return "", storageErr("request job", err)
 	}
-	if err := tx.InsertEvent(bg, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
+	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
 		return "", storageErr("request job", err)
 	}
 	return id, nil
 }
 
-func productionByName(r store.Reader, name string) (store.Production, error) {
-	p, err := r.ProductionByName(bg, name)
+func productionByName(ctx context.Context, r store.Reader, name string) (store.Production, error) {
+	p, err := r.ProductionByName(ctx, name)
 	if errors.Is(err, store.ErrNoRow) {
 		return p, errf(KindNotFound, "production %q does not exist", name)
 	}
@@ -312,6 +320,10 @@ func productionByName(r store.Reader, name string) (store.Production, error) {
 // Cancelled. It is not blocked by clock regression. Cancelling a cancelled job
 // succeeds and changes nothing; a completed or failed job is WrongState.
 func (a *Authority) Cancel(production, jobID string) error {
+	return a.cancel(context.Background(), production, jobID)
+}
+
+func (a *Authority) cancel(ctx context.Context, production, jobID string) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -321,12 +333,12 @@ func (a *Authority) Cancel(production, jobID string) error {
 	if err := checkID("job id", jobID); err != nil {
 		return err
 	}
-	return a.write(func(tx store.Tx, now int64) error {
-		p, err := productionByName(tx, production)
+	return a.write(ctx, func(tx store.Tx, now int64) error {
+		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
 		}
-		j, err := jobIn(tx, p, jobID)
+		j, err := jobIn(ctx, tx, p, jobID)
 		if err != nil {
 			return err
 		}
@@ -341,15 +353,15 @@ func (a *Authority) Cancel(production, jobID string) error {
 			worker = j.Worker
 		}
 		j.State, j.UpdatedAt = store.StateCancelled, now
-		if err := tx.UpdateJob(bg, j); err != nil {
+		if err := tx.UpdateJob(ctx, j); err != nil {
 			return storageErr("cancel", err)
 		}
-		return event(tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
+		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
 	})
 }
 
-func jobIn(r store.Reader, p store.Production, jobID string) (store.Job, error) {
-	j, err := r.JobByID(bg, jobID)
+func jobIn(ctx context.Context, r store.Reader, p store.Production, jobID string) (store.Job, error) {
+	j, err := r.JobByID(ctx, jobID)
 	if errors.Is(err, store.ErrNoRow) || (err == nil && j.ProductionID != p.ID) {
 		return j, errf(KindNotFound, "job %s does not exist in production %q", jobID, p.Name)
 	}
@@ -359,8 +371,8 @@ func jobIn(r store.Reader, p store.Production, jobID string) (store.Job, error) 
 	return j, nil
 }
 
-func event(tx store.Tx, e store.Event) error {
-	if err := tx.InsertEvent(bg, e); err != nil {
+func event(ctx context.Context, tx store.Tx, e store.Event) error {
+	if err := tx.InsertEvent(ctx, e); err != nil {
 		return storageErr("record event", err)
 	}
 	return nil
@@ -369,13 +381,13 @@ func event(tx store.Tx, e store.Event) error {
 // write runs an unguarded writing transaction (no clock policy): creating
 // productions, requesting jobs, cancelling. A transaction the store aborted
 // over a concurrent conflict is run again (retrying).
-func (a *Authority) write(fn func(tx store.Tx, now int64) error) error {
-	return a.retrying(func() error {
-		tx, err := a.b.BeginWrite(bg)
+func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64) error) error {
+	return a.retrying(ctx, func() error {
+		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
 			return storageErr("begin", err)
 		}
-		now, err := a.sampleIn(tx)
+		now, err := a.sampleIn(ctx, tx)
 		if err == nil {
 			err = fn(tx, now)
 		}
@@ -400,11 +412,12 @@ func (a *Authority) Jobs(production string) ([]Job, error) {
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return nil, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return nil, err
 	}
-	js, err := a.b.Jobs(bg, p.ID)
+	js, err := a.b.Jobs(ctx, p.ID)
 	if err != nil {
 		return nil, storageErr("list jobs", err)
 	}
@@ -426,11 +439,12 @@ func (a *Authority) Job(production, jobID string) (Job, error) {
 	if err := checkID("job id", jobID); err != nil {
 		return Job{}, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return Job{}, err
 	}
-	j, err := jobIn(a.b, p, jobID)
+	j, err := jobIn(ctx, a.b, p, jobID)
 	if err != nil {
 		return Job{}, err
 	}
@@ -445,11 +459,12 @@ func (a *Authority) Payload(production, jobID string) ([]byte, error) {
 	if err := checkID("job id", jobID); err != nil {
 		return nil, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return nil, err
 	}
-	j, err := jobIn(a.b, p, jobID)
+	j, err := jobIn(ctx, a.b, p, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +497,8 @@ func (a *Authority) Events(production string, after int64) ([]Event, error) {
 	if after < 0 {
 		return nil, errf(KindInvalidArgument, "after must not be negative")
 	}
-	ps, err := a.b.Productions(bg)
+	ctx := context.Background()
+	ps, err := a.b.Productions(ctx)
 	if err != nil {
 		return nil, storageErr("list events", err)
 	}
@@ -497,7 +513,7 @@ func (a *Authority) Events(production string, after int64) ([]Event, error) {
 	if production != "" && pid == "" {
 		return nil, errf(KindNotFound, "production %q does not exist", production)
 	}
-	es, err := a.b.Events(bg, pid, after, 0)
+	es, err := a.b.Events(ctx, pid, after, 0)
 	if err != nil {
 		return nil, storageErr("list events", err)
 	}
@@ -520,14 +536,15 @@ func (a *Authority) FactsOf(production, jobID string) (Facts, error) {
 	if err := checkID("job id", jobID); err != nil {
 		return Facts{}, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return Facts{}, err
 	}
-	if _, err := jobIn(a.b, p, jobID); err != nil {
+	if _, err := jobIn(ctx, a.b, p, jobID); err != nil {
 		return Facts{}, err
 	}
-	fs, err := a.b.Facts(bg, jobID)
+	fs, err := a.b.Facts(ctx, jobID)
 	if err != nil {
 		return Facts{}, storageErr("read facts", err)
 	}
@@ -542,7 +559,7 @@ func (a *Authority) FactsOf(production, jobID string) (Facts, error) {
 		}
 		(*m)[x.Key] = json.RawMessage(x.Value)
 	}
-	outs, err := a.b.Outputs(bg, jobID)
+	outs, err := a.b.Outputs(ctx, jobID)
 	if err != nil {
 		return Facts{}, storageErr("read outputs", err)
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -23,13 +24,16 @@ type Edit struct {
 }
 
 // Begin starts an edit, taking the writer lock.
-func (a *Authority) Begin() (*Edit, error) {
+func (a *Authority) Begin() (*Edit, error) { return a.begin(context.Background()) }
+
+// begin starts an edit whose every operation and commit runs on ctx.
+func (a *Authority) begin(ctx context.Context) (*Edit, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	g, err := a.beginGuard()
+	g, err := a.beginGuard(ctx)
 	if err != nil {
-		return nil, err
+		return nil, ended(ctx, err)
 	}
 	e := &Edit{a: a, g: g}
 	a.mu.Lock()
@@ -83,6 +87,7 @@ func (e *Edit) check() error {
 // afterOp keeps the edit usable after a rejection (which wrote nothing) but
 // aborts it after a storage failure, which may have left partial writes.
 func (e *Edit) afterOp(err error) error {
+	err = ended(e.g.ctx, err)
 	switch KindOf(err) {
 	case 0:
 		return nil
@@ -103,11 +108,11 @@ func (e *Edit) RequestJob(production, key string, payload []byte) (string, error
 	if err := e.check(); err != nil {
 		return "", err
 	}
-	now, err := e.a.sampleIn(e.g.tx)
+	now, err := e.a.sampleIn(e.g.ctx, e.g.tx)
 	if err != nil {
 		return "", e.afterOp(err)
 	}
-	id, err := requestJob(e.g.tx, now, production, key, payload)
+	id, err := requestIn(e.g.ctx, e.g.tx, now, production, key, payload)
 	return id, e.afterOp(err)
 }
 
@@ -196,7 +201,7 @@ func (e *Edit) Commit() error {
 		return err
 	}
 	e.done = true
-	err := e.g.commit()
+	err := ended(e.g.ctx, e.g.commit())
 	e.forget()
 	finished := map[*Lease]bool{}
 	for _, l := range e.finishing {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -100,7 +101,7 @@ func (l *Lease) Payload() ([]byte, error) {
 	if err := l.a.usable(); err != nil {
 		return nil, err
 	}
-	j, err := l.a.b.JobByID(bg, l.jobID)
+	j, err := l.a.b.JobByID(context.Background(), l.jobID)
 	if errors.Is(err, store.ErrNoRow) {
 		return nil, errf(KindNotFound, "job %s does not exist", l.jobID)
 	}
@@ -184,7 +185,7 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	}
 	// A job row names its production (a foreign key), so a job found in the
 	// lease's production proves that production exists too.
-	j, err := g.tx.JobByID(bg, l.jobID)
+	j, err := g.tx.JobByID(g.ctx, l.jobID)
 	if errors.Is(err, store.ErrNoRow) {
 		return j, 0, errf(KindNotFound, "job %s does not exist", l.jobID)
 	}
@@ -219,7 +220,7 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 // claimed job whose expiry has passed is claimable again) for duration d.
 // It returns ErrNothingToClaim when there is none.
 func (a *Authority) Claim(production, worker string, d time.Duration) (*Lease, error) {
-	return a.claimOne(production, "", worker, d)
+	return a.claimOne(context.Background(), production, "", worker, d)
 }
 
 // ClaimJob claims one given job.
@@ -227,7 +228,7 @@ func (a *Authority) ClaimJob(production, jobID, worker string, d time.Duration) 
 	if err := checkID("job id", jobID); err != nil {
 		return nil, err
 	}
-	return a.claimOne(production, jobID, worker, d)
+	return a.claimOne(context.Background(), production, jobID, worker, d)
 }
 
 func checkClaim(production, worker string, d time.Duration) (int64, error) {
@@ -244,7 +245,7 @@ func checkClaim(production, worker string, d time.Duration) (int64, error) {
 	return us, nil
 }
 
-func (a *Authority) claimOne(production, jobID, worker string, d time.Duration) (*Lease, error) {
+func (a *Authority) claimOne(ctx context.Context, production, jobID, worker string, d time.Duration) (*Lease, error) {
 	us, err := checkClaim(production, worker, d)
 	if err != nil {
 		return nil, err
@@ -253,8 +254,8 @@ func (a *Authority) claimOne(production, jobID, worker string, d time.Duration) 
 		return nil, err
 	}
 	var l *Lease
-	err = a.retrying(func() error {
-		g, err := a.beginGuard()
+	err = a.retrying(ctx, func() error {
+		g, err := a.beginGuard(ctx)
 		if err != nil {
 			return err
 		}
@@ -277,13 +278,13 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	if err != nil {
 		return nil, err
 	}
-	p, err := productionByName(g.tx, production)
+	p, err := productionByName(g.ctx, g.tx, production)
 	if err != nil {
 		return nil, err
 	}
 	var j store.Job
 	if jobID == "" {
-		j, err = g.tx.NextClaimable(bg, p.ID, now)
+		j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
 		if errors.Is(err, store.ErrNoRow) {
 			return nil, errf(KindNothingToClaim, "production %q has no claimable job", production)
 		}
@@ -291,7 +292,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 			return nil, storageErr("find claimable job", err)
 		}
 	} else {
-		if j, err = jobIn(g.tx, p, jobID); err != nil {
+		if j, err = jobIn(g.ctx, g.tx, p, jobID); err != nil {
 			return nil, err
 		}
 		switch {
@@ -307,7 +308,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		return nil, err
 	}
 	if j.State == store.StateClaimed {
-		if err := event(g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",
+		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",
 			Worker: j.Worker, Expiry: j.Expiry, Detail: "the previous claim expired before it finished"}); err != nil {
 			return nil, err
 		}
@@ -320,10 +321,10 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry = store.StateClaimed, secret.hash(), worker, now, expiry
 	j.Attempts++
 	j.Reason, j.UpdatedAt = "", now
-	if err := g.tx.UpdateJob(bg, j); err != nil {
+	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 		return nil, storageErr("claim", err)
 	}
-	if err := event(g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claimed",
+	if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claimed",
 		Worker: worker, Expiry: expiry}); err != nil {
 		return nil, err
 	}
@@ -337,12 +338,12 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 // transition runs one guarded claimant operation on an active lease. On
 // success closeAfter closes the lease; on any failure the lease stays active
 // locally and its next use asks the store again.
-func (l *Lease) transition(closeAfter bool, fn func(g *guard) error) error {
+func (l *Lease) transition(ctx context.Context, closeAfter bool, fn func(g *guard) error) error {
 	if err := l.localCheck(); err != nil {
 		return err
 	}
-	err := l.a.retrying(func() error {
-		g, err := l.a.beginGuard()
+	err := l.a.retrying(ctx, func() error {
+		g, err := l.a.beginGuard(ctx)
 		if err != nil {
 			return err
 		}
@@ -371,7 +372,9 @@ func (l *Lease) nilCheck() error {
 // Renew extends the claim to now+d. The new expiry must be later than the
 // current one (else NotExtended), and the renewal must commit before the
 // current expiry (else Expired, with nothing changed).
-func (l *Lease) Renew(d time.Duration) error {
+func (l *Lease) Renew(d time.Duration) error { return l.renew(context.Background(), d) }
+
+func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
@@ -382,7 +385,7 @@ func (l *Lease) Renew(d time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var newExpiry int64
-	err = l.transition(false, func(g *guard) error {
+	err = l.transition(ctx, false, func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
@@ -393,10 +396,10 @@ func (l *Lease) Renew(d time.Duration) error {
 				l.jobID, d, describeUS(j.Expiry))
 		}
 		j.Expiry, j.UpdatedAt = newExpiry, now
-		if err := g.tx.UpdateJob(bg, j); err != nil {
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("renew", err)
 		}
-		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "renewed",
+		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "renewed",
 			Worker: l.worker, Expiry: newExpiry})
 	})
 	if err == nil {
@@ -407,13 +410,15 @@ func (l *Lease) Renew(d time.Duration) error {
 
 // Release gives the job back: it becomes requested again. The claim must be
 // unexpired. Success closes the lease.
-func (l *Lease) Release() error {
+func (l *Lease) Release() error { return l.release(context.Background()) }
+
+func (l *Lease) release(ctx context.Context) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(true, func(g *guard) error {
+	return l.transition(ctx, true, func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
@@ -421,17 +426,19 @@ func (l *Lease) Release() error {
 		// The claim hash stays so that another handle of this same claim
 		// reports WrongState rather than LeaseLost.
 		j.State, j.Worker, j.ClaimedAt, j.Expiry, j.UpdatedAt = store.StateRequested, "", 0, 0, now
-		if err := g.tx.UpdateJob(bg, j); err != nil {
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("release", err)
 		}
-		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
+		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
 			Worker: l.worker})
 	})
 }
 
 // Fail marks the job failed with a reason. The claim must be unexpired.
 // Success closes the lease.
-func (l *Lease) Fail(reason string) error {
+func (l *Lease) Fail(reason string) error { return l.fail(context.Background(), reason) }
+
+func (l *Lease) fail(ctx context.Context, reason string) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
@@ -440,23 +447,25 @@ func (l *Lease) Fail(reason string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(true, func(g *guard) error {
+	return l.transition(ctx, true, func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
 		}
 		j.State, j.Reason, j.UpdatedAt = store.StateFailed, reason, now
-		if err := g.tx.UpdateJob(bg, j); err != nil {
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("fail", err)
 		}
-		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
+		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
 			Worker: l.worker, Detail: reason})
 	})
 }
 
 // Complete marks the job completed and publishes facts, all in one commit.
 // The claim must be unexpired at commit. Success closes the lease.
-func (l *Lease) Complete(f Facts) error {
+func (l *Lease) Complete(f Facts) error { return l.complete(context.Background(), f) }
+
+func (l *Lease) complete(ctx context.Context, f Facts) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
@@ -465,7 +474,7 @@ func (l *Lease) Complete(f Facts) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(true, func(g *guard) error { return completeIn(g, l, f) })
+	return l.transition(ctx, true, func(g *guard) error { return completeIn(g, l, f) })
 }
 
 func completeIn(g *guard, l *Lease, f Facts) error {
@@ -474,20 +483,20 @@ func completeIn(g *guard, l *Lease, f Facts) error {
 		return err
 	}
 	facts, outs := factRows(l.jobID, f)
-	if err := checkUnpublished(g.tx, l.jobID, facts, outs); err != nil {
+	if err := checkUnpublished(g.ctx, g.tx, l.jobID, facts, outs); err != nil {
 		return err
 	}
 	j.State, j.UpdatedAt = store.StateCompleted, now
-	if err := g.tx.UpdateJob(bg, j); err != nil {
+	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 		return storageErr("complete", err)
 	}
-	if err := g.tx.InsertFacts(bg, facts); err != nil {
+	if err := g.tx.InsertFacts(g.ctx, facts); err != nil {
 		return storageErr("publish facts", err)
 	}
-	if err := g.tx.InsertOutputs(bg, outs); err != nil {
+	if err := g.tx.InsertOutputs(g.ctx, outs); err != nil {
 		return storageErr("register outputs", err)
 	}
-	return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "completed",
+	return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "completed",
 		Worker: l.worker})
 }
 
@@ -495,9 +504,9 @@ func completeIn(g *guard, l *Lease, f Facts) error {
 // holds facts before its completion only when it was migrated from the
 // pre-lease schema, which wrote them early; a completion publishes, and
 // never replaces, so a colliding key is the caller's mistake.
-func checkUnpublished(r store.Reader, jobID string, facts []store.Fact, outs []store.Output) error {
+func checkUnpublished(ctx context.Context, r store.Reader, jobID string, facts []store.Fact, outs []store.Output) error {
 	if len(facts) > 0 {
-		have, err := r.Facts(bg, jobID)
+		have, err := r.Facts(ctx, jobID)
 		if err != nil {
 			return storageErr("read facts", err)
 		}
@@ -513,7 +522,7 @@ func checkUnpublished(r store.Reader, jobID string, facts []store.Fact, outs []s
 		}
 	}
 	if len(outs) > 0 {
-		have, err := r.Outputs(bg, jobID)
+		have, err := r.Outputs(ctx, jobID)
 		if err != nil {
 			return storageErr("read outputs", err)
 		}
@@ -549,7 +558,9 @@ func (l *Lease) Export() (string, error) {
 // Import turns a token back into an active lease after checking production,
 // job and secret against the current state: the claim must exist, be the
 // job's current claim and be unexpired.
-func (a *Authority) Import(token string) (*Lease, error) {
+func (a *Authority) Import(token string) (*Lease, error) { return a.importToken(context.Background(), token) }
+
+func (a *Authority) importToken(ctx context.Context, token string) (*Lease, error) {
 	t, err := DecodeToken(token)
 	if err != nil {
 		return nil, err
@@ -559,12 +570,12 @@ func (a *Authority) Import(token string) (*Lease, error) {
 	}
 	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: t.Secret, state: LeaseActive}
 	var j store.Job
-	err = a.retrying(func() error {
-		g, err := a.beginGuard()
+	err = a.retrying(ctx, func() error {
+		g, err := a.beginGuard(ctx)
 		if err != nil {
 			return err
 		}
-		if p, err := g.tx.ProductionByID(bg, t.ProductionID); err == nil {
+		if p, err := g.tx.ProductionByID(ctx, t.ProductionID); err == nil {
 			l.production = p.Name
 		}
 		if j, _, err = checkHeld(g, l); err != nil {

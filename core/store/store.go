@@ -47,6 +47,10 @@ var (
 	// a concurrent one (a serialization failure or a deadlock). Nothing was
 	// written; running the whole transaction again may succeed.
 	ErrRetry = errors.New("transaction aborted by a conflict with a concurrent transaction")
+	// ErrAbandoned: the context of BeginWrite ended before the transaction
+	// began, or before its COMMIT was sent. Nothing was written. It wraps
+	// the context's cause.
+	ErrAbandoned = errors.New("transaction abandoned before it committed")
 )
 
 // Clock is implemented by a Tx whose store owns the authority clock: a
@@ -143,6 +147,10 @@ type Tx interface {
 	InsertEvent(ctx context.Context, e Event) error // assigns Seq
 	InsertFacts(ctx context.Context, facts []Fact) error
 	InsertOutputs(ctx context.Context, outs []Output) error
+	// Commit commits. If the context given to BeginWrite has ended by then,
+	// it rolls back instead and returns ErrAbandoned; once COMMIT is sent,
+	// nothing interrupts it, so an error after that is a commit whose
+	// outcome is unknown (unless it is ErrRetry).
 	Commit() error
 	Rollback() error
 }
@@ -152,7 +160,8 @@ type Backend interface {
 	Reader
 	// BeginWrite starts a write transaction. SQLite takes its one writer lock
 	// here; a server store takes row locks as the transaction touches rows.
-	// Either waits at most the busy timeout for a lock.
+	// Either waits at most the busy timeout for a lock, and gives up once ctx
+	// ends (ErrAbandoned). Every statement of the transaction gets ctx too.
 	BeginWrite(ctx context.Context) (Tx, error)
 	Close() error
 }

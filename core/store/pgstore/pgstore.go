@@ -139,7 +139,10 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
 		tc := &txConn{c: conn}
-		return &Tx{db: db, conn: tc, queries: queries{q: tc, inTx: true}}, nil
+		return &Tx{db: db, ctx: ctx, conn: tc, queries: queries{q: tc, inTx: true}}, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(ctx))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy+db.connect)
@@ -228,6 +231,7 @@ func (r errRow) Scan(...any) error { return r.err }
 // Tx is one write transaction.
 type Tx struct {
 	db   *DB
+	ctx  context.Context // BeginWrite's: every statement runs on it, COMMIT never does
 	conn *txConn
 	done bool
 	queries
@@ -274,8 +278,10 @@ func (t *Tx) Now(ctx context.Context) (int64, error) {
 	return v, classify(err)
 }
 
-// Commit commits; an error here means the outcome is unknown unless it is
-// ErrRetry (the server aborted the transaction).
+// Commit commits, unless the transaction's context has ended: then it rolls
+// back (ErrAbandoned). COMMIT itself runs on no context, so that nothing
+// interrupts it once sent; an error then means the outcome is unknown,
+// unless it is ErrRetry (the server aborted the transaction).
 func (t *Tx) Commit() error {
 	if t.done {
 		return errors.New("transaction already finished")
@@ -283,6 +289,10 @@ func (t *Tx) Commit() error {
 	if !t.conn.begun { // nothing was sent: nothing to commit
 		t.finish()
 		return nil
+	}
+	if t.ctx.Err() != nil {
+		t.Rollback()
+		return fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(t.ctx))
 	}
 	tag, err := t.conn.c.Exec(context.Background(), "COMMIT")
 	t.finish()

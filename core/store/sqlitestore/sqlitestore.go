@@ -179,26 +179,63 @@ func execAll(ctx context.Context, tx *sql.Tx, stmts []string, args ...any) error
 	return nil
 }
 
-// BeginWrite takes the writer lock with BEGIN IMMEDIATE.
+// BeginWrite takes the writer lock with BEGIN IMMEDIATE, waiting at most
+// the busy timeout, and no longer than ctx lasts.
+//
+// database/sql ties a transaction to the context given to BeginTx: once it
+// ends, the transaction is rolled back, and the driver (modernc.org/sqlite)
+// interrupts a COMMIT in progress. A commit that has started must run to
+// its end (else a committed change could be reported as failed), so the
+// transaction gets a context of its own, which ends with ctx only while
+// BEGIN waits for the lock: the driver's busy handler gives that wait up as
+// soon as ctx ends. Every statement after BEGIN runs on ctx itself (the
+// driver interrupts it when ctx ends), and Commit looks at ctx once, before
+// it sends COMMIT.
 func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := s.db.BeginTx(txCtx, nil)
+	if !stop() { // ctx ended while BEGIN ran
+		if err == nil {
+			tx.Rollback()
+		}
+		cancel()
+		return nil, abandoned(ctx)
+	}
 	if err != nil {
+		cancel()
 		return nil, classify(err)
 	}
-	return &Tx{tx: tx, queries: queries{st: s.st, tx: tx}}, nil
+	return &Tx{tx: tx, ctx: ctx, end: cancel, queries: queries{st: s.st, tx: tx}}, nil
+}
+
+func abandoned(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(ctx))
 }
 
 // Tx is one write transaction.
 type Tx struct {
-	tx *sql.Tx
+	tx  *sql.Tx
+	ctx context.Context // BeginWrite's
+	end context.CancelFunc
 	queries
 }
 
-// Commit commits; an error here means the outcome is unknown.
-func (t *Tx) Commit() error { return classify(t.tx.Commit()) }
+// Commit commits, unless ctx has ended: then it rolls back (ErrAbandoned).
+// Once COMMIT is sent nothing interrupts it; an error then means the
+// outcome is unknown.
+func (t *Tx) Commit() error {
+	defer t.end()
+	if t.ctx.Err() != nil {
+		t.tx.Rollback()
+		return abandoned(t.ctx)
+	}
+	return classify(t.tx.Commit())
+}
 
 // Rollback rolls back; rolling back a finished transaction is a no-op.
 func (t *Tx) Rollback() error {
+	defer t.end()
 	err := t.tx.Rollback()
 	if errors.Is(err, sql.ErrTxDone) {
 		return nil
