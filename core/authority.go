@@ -333,7 +333,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 	if err := checkID("job id", jobID); err != nil {
 		return err
 	}
-	return a.write(ctx, func(tx store.Tx, now int64) error {
+	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
@@ -357,7 +357,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 			return storageErr("cancel", err)
 		}
 		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
-	})
+	}), jobID)
 }
 
 func jobIn(ctx context.Context, r store.Reader, p store.Production, jobID string) (store.Job, error) {

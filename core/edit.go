@@ -141,7 +141,7 @@ func (e *Edit) claim(production, jobID, worker string, d time.Duration) (*Lease,
 	}
 	l, err := claimIn(e.g, production, jobID, worker, us)
 	if err != nil {
-		return nil, e.afterOp(err)
+		return nil, aboutJob(e.afterOp(err), jobID)
 	}
 	l.edit = e
 	e.pending = append(e.pending, l)
@@ -177,7 +177,7 @@ func (e *Edit) Complete(l *Lease, f Facts) error {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		return e.afterOp(err)
+		return aboutJob(e.afterOp(err), l.jobID)
 	}
 	e.finishing = append(e.finishing, l)
 	return nil
@@ -186,6 +186,9 @@ func (e *Edit) Complete(l *Lease, f Facts) error {
 // Commit commits the edit and consumes it. On success its pending leases
 // become active, and leases it completed close. On failure nothing is
 // published, its pending leases close, and other leases stay as they were.
+// When the outcome is unknown (KindOutcomeUnknown), every lease of the edit
+// is left active: the commit may have persisted, and each lease's next use
+// asks the store whether its claim holds.
 func (e *Edit) Commit() error {
 	if e == nil || e.a == nil {
 		return errf(KindInvalidArgument, "edit is nil")
@@ -203,6 +206,7 @@ func (e *Edit) Commit() error {
 	e.done = true
 	err := ended(e.g.ctx, e.g.commit())
 	e.forget()
+	unknown := KindOf(err) == KindOutcomeUnknown
 	finished := map[*Lease]bool{}
 	for _, l := range e.finishing {
 		finished[l] = true
@@ -211,7 +215,7 @@ func (e *Edit) Commit() error {
 		if l != nil && !finished[l] {
 			l.mu.Lock()
 			l.edit = nil
-			if err == nil {
+			if err == nil || unknown {
 				l.state = LeaseActive
 			} else {
 				l.state = LeaseClosed
@@ -222,7 +226,10 @@ func (e *Edit) Commit() error {
 	for _, l := range e.finishing {
 		l.mu.Lock()
 		l.edit = nil
-		if err == nil || l.state == LeasePending {
+		switch {
+		case unknown:
+			l.state = LeaseActive
+		case err == nil || l.state == LeasePending:
 			l.state = LeaseClosed
 		}
 		l.mu.Unlock()

@@ -202,6 +202,9 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 		return j, 0, err
 	}
 	if !l.secret.matches(j.ClaimHash) {
+		if j.State == store.StateRequested {
+			return j, 0, errf(KindLeaseLost, "job %s is not held by this lease: it is requested (the claim ended, or never committed)", l.jobID)
+		}
 		return j, 0, errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
 	}
 	if j.State != store.StateClaimed {
@@ -265,11 +268,22 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 		}
 		return g.commit()
 	})
-	if err != nil {
-		return nil, err
+	if err == nil {
+		l.state = LeaseActive
+		return l, nil
 	}
-	l.state = LeaseActive
-	return l, nil
+	if l == nil { // no job was chosen (or the given one was refused)
+		return nil, aboutJob(err, jobID)
+	}
+	if KindOf(err) == KindOutcomeUnknown {
+		// The lease stays here: a handle returned with a failure would
+		// break every surface's "no output on failure" (and leak handles
+		// in C and the bindings). The job id lets the caller find out.
+		err = &Error{Kind: KindOutcomeUnknown, JobID: l.jobID, Err: errors.Unwrap(err),
+			Msg: fmt.Sprintf("the claim of job %s in production %q may or may not have committed, and no lease was "+
+				"returned: observe the job (worker, attempts), and cancel it or let it expire", l.jobID, l.production)}
+	}
+	return nil, aboutJob(err, l.jobID)
 }
 
 // claimIn performs a claim inside g; the lease comes back pending.
@@ -354,7 +368,7 @@ func (l *Lease) transition(ctx context.Context, closeAfter bool, fn func(g *guar
 		return g.commit()
 	})
 	if err != nil {
-		return err
+		return aboutJob(err, l.jobID)
 	}
 	if closeAfter {
 		l.state = LeaseClosed
@@ -585,7 +599,7 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 		return g.commit()
 	})
 	if err != nil {
-		return nil, err
+		return nil, aboutJob(err, t.JobID)
 	}
 	l.worker, l.claimedAt, l.expiry = j.Worker, j.ClaimedAt, j.Expiry
 	return l, nil

@@ -391,3 +391,65 @@ func mustJSON(t *testing.T, v any) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// A claim whose commit reached the store but was reported failed returns no
+// lease: the error names the job (Error.JobID and the message), so the
+// caller can find the claim and cancel it, or let it expire.
+func TestAClaimWhoseOutcomeIsUnknownNamesItsJob(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(2)
+	fb := faulty(f.a)
+	fb.commitErr, fb.commitSucceeds = errors.New("disk I/O error (fsync)"), true
+	l, err := f.a.Claim("p", "w", time.Minute)
+	require.Nil(t, l)
+	requireKind(t, err, KindOutcomeUnknown)
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	require.Equal(t, ids[0], e.JobID)
+	require.Contains(t, err.Error(), ids[0])
+	fb.commitErr = nil
+	j := f.job(ids[0])
+	require.Equal(t, StateClaimed, j.State, "the claim did persist")
+	require.Equal(t, "w", j.Worker)
+	require.NoError(t, f.a.Cancel("p", e.JobID), "the job id is enough to give it back")
+
+	// Not persisted: the error still names the job it tried.
+	fb.commitErr, fb.commitSucceeds = errors.New("disk I/O error (fsync)"), false
+	_, err = f.a.ClaimJob("p", ids[1], "w", time.Minute)
+	requireKind(t, err, KindOutcomeUnknown)
+	require.True(t, errors.As(err, &e))
+	require.Equal(t, ids[1], e.JobID)
+	fb.commitErr = nil
+	require.Equal(t, StateRequested, f.job(ids[1]).State)
+}
+
+// An edit's leases are in the caller's hands already: when the edit's
+// commit outcome is unknown they become active, and their first use asks
+// the store whether the claim is theirs.
+func TestAnEditWhoseOutcomeIsUnknownLeavesItsLeasesToAskTheStore(t *testing.T) {
+	for _, persisted := range []bool{true, false} {
+		f := newFixture(t)
+		f.request(2)
+		fb := faulty(f.a)
+		e, err := f.a.Begin()
+		require.NoError(t, err)
+		l, err := e.Claim("p", "w", time.Minute)
+		require.NoError(t, err)
+		done, err := e.Claim("p", "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, e.Complete(done, Facts{}))
+		fb.commitErr, fb.commitSucceeds = errors.New("connection reset during COMMIT"), persisted
+		requireKind(t, e.Commit(), KindOutcomeUnknown)
+		fb.commitErr = nil
+		require.Equal(t, LeaseActive, l.State(), "persisted=%v", persisted)
+		require.Equal(t, LeaseActive, done.State(), "persisted=%v", persisted)
+		if persisted {
+			require.NoError(t, l.Renew(time.Hour), "the claim is this lease's")
+			requireKind(t, done.Complete(Facts{}), KindWrongState)
+			continue
+		}
+		requireKind(t, l.Renew(time.Hour), KindLeaseLost)
+		requireKind(t, done.Complete(Facts{}), KindLeaseLost)
+		require.Equal(t, StateRequested, f.job(l.JobID()).State)
+	}
+}

@@ -261,6 +261,25 @@ func TestNothingToClaimExitsThreeAndRemovesTheReservedFile(t *testing.T) {
 	}
 }
 
+// A claim whose commit persisted but was reported failed returns no lease,
+// so there is no token to write: the CLI names the job, and how to find and
+// give back the claim.
+func TestAClaimWhoseOutcomeIsUnknownNamesTheJob(t *testing.T) {
+	e := newEnv(t)
+	ids := e.setup(1)
+	out := filepath.Join(e.dir, "t")
+	r := e.runWith(opts{env: []string{"LEASES_TEST_CLAIM_ACK_LOST=1"}},
+		"claim", "--production", prod, "--worker", "w-unknown", "--duration", "1m", "--token-out", out)
+	wantExit(t, r, 1, "outcome_unknown", "job "+ids[0], "leases cancel --production "+prod+" --job "+ids[0])
+	if exists(out) {
+		t.Fatal("a token file without a token was left behind")
+	}
+	if j := e.job(ids[0]); j.State != "claimed" || *j.Worker != "w-unknown" {
+		t.Fatalf("the claim did commit, and the listing shows it: %+v", j)
+	}
+	e.must("cancel", "--production", prod, "--job", ids[0])
+}
+
 var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 func TestTokenDeliveryFailureExitsFourPrintsReceiptAndKeepsTheClaim(t *testing.T) {

@@ -320,6 +320,7 @@ func runClaim(cc *cmdContext) error {
 		discard()
 		return err
 	}
+	claimCommitHook(a)
 	var l *core.Lease
 	if *jobID != "" {
 		l, err = a.ClaimJob(*prod, *jobID, *worker, dur.d)
@@ -329,6 +330,14 @@ func runClaim(cc *cmdContext) error {
 	if err != nil {
 		a.Close()
 		discard()
+		var ce *core.Error
+		if errors.As(err, &ce) && ce.Kind == core.KindOutcomeUnknown && ce.JobID != "" {
+			// No lease came back, so there is no token to write: name the
+			// job, so the claim can be found and given back if it committed.
+			return fmt.Errorf("%w\nleases: no token was written (%s was removed); if the claim committed, job %s is "+
+				"claimed by %s until its expiry: see 'leases job list --production %s', and give it back with "+
+				"'leases cancel --production %s --job %s'", err, *tokenOut, ce.JobID, *worker, *prod, *prod, ce.JobID)
+		}
 		return err
 	}
 	rc := receipt{Production: l.Production(), JobID: l.JobID(), Worker: l.Worker(), Expiry: l.ExpiryUnixUS(), TokenFile: *tokenOut}

@@ -5,8 +5,11 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"syscall"
+
+	"github.com/libleases/libleases/core"
 )
 
 const testHooks = true
@@ -34,3 +37,14 @@ func tokenWriteHook() (restore func()) {
 // execRenewalDisabled: with LEASES_TEST_EXEC_NO_RENEW=1, exec does not renew,
 // so a test can let the claim expire while the program runs.
 func execRenewalDisabled() bool { return os.Getenv("LEASES_TEST_EXEC_NO_RENEW") == "1" }
+
+// claimCommitHook: with LEASES_TEST_CLAIM_ACK_LOST=1 the claim's commit
+// persists and is then reported failed (outcome_unknown), as when the
+// acknowledgement of a COMMIT is lost. Unlike the hooks above this failure
+// is injected at the store boundary: a commit that persists and still fails
+// cannot be brought about from outside the process on demand.
+func claimCommitHook(a *core.Authority) {
+	if os.Getenv("LEASES_TEST_CLAIM_ACK_LOST") == "1" {
+		core.FailCommitsForTest(a, errors.New("injected: the acknowledgement of the commit was lost"))
+	}
+}
