@@ -608,3 +608,72 @@ func TestVersionPrintsTheVersionFile(t *testing.T) {
 		t.Fatalf("the binary under test is not the leasestest build: %q", r.stdout)
 	}
 }
+
+// pausedRun starts leases paused at the pause point `at` (a leasestest
+// hook), sends sig there, lets it go on, and returns its result and how
+// it ended.
+func (e *env) pausedRun(t *testing.T, at string, sig syscall.Signal, args ...string) (result, syscall.WaitStatus) {
+	t.Helper()
+	pauses := t.TempDir()
+	cmd, stdout, stderr := e.command(opts{env: []string{"LEASES_TEST_PAUSE=" + at, "LEASES_TEST_PAUSE_DIR=" + pauses}}, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitFor(t, "the pause at "+at, 10*time.Second, func() bool { return exists(filepath.Join(pauses, at+".paused")) })
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the signal is in before the command goes on
+	if err := os.WriteFile(filepath.Join(pauses, at+".resume"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		return e.finish(args, err, stdout, stderr), cmd.ProcessState.Sys().(syscall.WaitStatus)
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("leases did not end after the pause at %s", at)
+	}
+	return result{}, 0
+}
+
+// A signal between reserving the token file and writing it waits: before
+// the claim is made nothing is claimed and the file is removed; once the
+// claim is under way it commits, the token is written whole and the receipt
+// printed. Then the signal takes effect: leases ends by it.
+func TestASignalWhileClaimingLeavesTheTokenFileCompleteOrRemoved(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			e := newEnv(t)
+			ids := e.setup(1)
+			out := filepath.Join(e.dir, "t")
+			claim := []string{"claim", "--production", prod, "--worker", "w-sig", "--duration", "1m", "--token-out", out}
+
+			r, ws := e.pausedRun(t, "claim-reserved", sig, claim...)
+			if !ws.Signaled() || ws.Signal() != sig {
+				t.Fatalf("leases did not end by %v: %v\n%s", sig, ws, r)
+			}
+			if !strings.Contains(r.stderr, "nothing was claimed") || exists(out) {
+				t.Fatalf("an interrupt before the claim must claim nothing and remove the file: %s", r)
+			}
+			if j := e.job(ids[0]); j.State != "requested" {
+				t.Fatalf("job %+v", j)
+			}
+
+			r, ws = e.pausedRun(t, "claim-committed", sig, claim...)
+			if !ws.Signaled() || ws.Signal() != sig {
+				t.Fatalf("leases did not end by %v: %v\n%s", sig, ws, r)
+			}
+			if !strings.Contains(r.stdout, "claimed production="+prod+" job="+ids[0]) {
+				t.Fatalf("the committed claim's receipt was not printed: %s", r)
+			}
+			e.register(out) // the token is whole: it decodes
+			e.must("renew", "--token-file", out, "--duration", "2m")
+			if j := e.job(ids[0]); j.State != "claimed" || *j.Worker != "w-sig" {
+				t.Fatalf("job %+v", j)
+			}
+		})
+	}
+}

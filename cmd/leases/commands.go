@@ -292,6 +292,10 @@ func runClaim(cc *cmdContext) error {
 		return usagef(cc.cmd.name, "--token-out needs a file: a token is never written to standard output")
 	}
 
+	// From here until the token is written (or the file removed), SIGINT
+	// and SIGTERM wait: the file ends complete or gone, and a committed
+	// claim's receipt is printed, before the signal takes effect.
+	held.start()
 	// Reserve the credential file before anything else, so an existing file
 	// refuses the claim with nothing changed (not even a database created).
 	out, err := os.OpenFile(*tokenOut, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
@@ -315,10 +319,16 @@ func runClaim(cc *cmdContext) error {
 		return fmt.Errorf("create token file: %w; nothing was claimed", err)
 	}
 
+	pausePoint("claim-reserved")
 	a, err := cc.open()
 	if err != nil {
 		discard()
 		return err
+	}
+	if s := held.interrupted(); s != nil {
+		a.Close()
+		discard()
+		return fmt.Errorf("interrupted (%v) before the claim was made: nothing was claimed, and %s was removed", s, *tokenOut)
 	}
 	claimCommitHook(a)
 	var l *core.Lease
@@ -340,6 +350,7 @@ func runClaim(cc *cmdContext) error {
 		}
 		return err
 	}
+	pausePoint("claim-committed")
 	rc := receipt{Production: l.Production(), JobID: l.JobID(), Worker: l.Worker(), Expiry: l.ExpiryUnixUS(), TokenFile: *tokenOut}
 	tok, err := l.Export()
 	a.Close()

@@ -7,7 +7,9 @@ package main
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/libleases/libleases/core"
 )
@@ -46,5 +48,24 @@ func execRenewalDisabled() bool { return os.Getenv("LEASES_TEST_EXEC_NO_RENEW") 
 func claimCommitHook(a *core.Authority) {
 	if os.Getenv("LEASES_TEST_CLAIM_ACK_LOST") == "1" {
 		core.FailCommitsForTest(a, errors.New("injected: the acknowledgement of the commit was lost"))
+	}
+}
+
+// pausePoint: with LEASES_TEST_PAUSE=NAME and LEASES_TEST_PAUSE_DIR=DIR,
+// reaching the pause point NAME creates DIR/NAME.paused and waits until
+// DIR/NAME.resume exists, so a test can act (send a signal) exactly there.
+func pausePoint(name string) {
+	dir := os.Getenv("LEASES_TEST_PAUSE_DIR")
+	if os.Getenv("LEASES_TEST_PAUSE") != name || dir == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".paused"), nil, 0o600); err != nil {
+		return
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, name+".resume")); err == nil {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

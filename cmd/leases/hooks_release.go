@@ -13,3 +13,5 @@ func tokenWriteHook() (restore func()) { return func() {} }
 func execRenewalDisabled() bool { return false }
 
 func claimCommitHook(*core.Authority) {}
+
+func pausePoint(string) {}

@@ -138,7 +138,11 @@ Run 'leases COMMAND --help' for a command's flags and examples.
 `)
 }
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	code := run(os.Args[1:])
+	held.deliver() // a signal held over a window that must not be cut short (signals.go)
+	os.Exit(code)
+}
 
 func run(args []string) int {
 	err := dispatch(args)
