@@ -14,18 +14,7 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core/store"
-	"github.com/libleases/libleases/core/store/pgstore"
-	"github.com/libleases/libleases/core/store/sqlitestore"
 )
-
-// Options tune Open. The zero value is the safe default.
-type Options struct {
-	// BusyTimeout bounds the wait for the writer lock (default 10s).
-	BusyTimeout time.Duration
-	// Synchronous is "FULL" (default), "EXTRA" or "NORMAL". NORMAL can lose an
-	// acknowledged claim on power loss; it exists for benchmarks.
-	Synchronous string
-}
 
 // Authority is one opened authority database. It is safe for concurrent use
 // by many goroutines, and many processes may open the same file.
@@ -41,48 +30,24 @@ type Authority struct {
 // systemClock is the authority's private clock: wall time in unix µs.
 func systemClock() int64 { return time.Now().UnixMicro() }
 
-// Open opens the authority at location, creating and migrating its schema.
-// A location starting with postgres:// or postgresql:// is a PostgreSQL
-// connection URL; anything else is the path of a SQLite file, created if it
-// does not exist.
-func Open(location string) (*Authority, error) { return OpenWith(location, Options{}) }
-
-// IsPostgres reports whether location selects the PostgreSQL store.
-func IsPostgres(location string) bool { return pgstore.IsURL(location) }
-
-// OpenWith is Open with options.
-func OpenWith(location string, opts Options) (*Authority, error) {
+// OpenStore returns the authority over the store open returns, which it
+// then owns (Close closes it). location is checked first as caller text
+// (not empty, valid UTF-8, no NUL, at most MaxPathLen bytes); a failure of
+// open is reported as an *Error of the matching kind, naming the store by
+// name (which must hold no password). Core chooses no store itself: package
+// leases, at the module root, opens one by location (leases.Open), and a
+// program with a store.Backend of its own can pass it here. The rules never
+// depend on which store it is.
+func OpenStore(location, name string, open func() (store.Backend, error)) (*Authority, error) {
 	if err := checkText("database location", location, MaxPathLen, false); err != nil {
 		return nil, err
 	}
-	a := newAuthority(nil)
-	var b store.Backend
-	var err error
-	if IsPostgres(location) {
-		if opts.Synchronous != "" {
-			return nil, errf(KindInvalidArgument, "synchronous is a SQLite setting; PostgreSQL commits durably")
-		}
-		b, err = pgstore.Open(location, pgstore.Options{BusyTimeout: opts.BusyTimeout})
-		if errors.Is(err, pgstore.ErrInvalidURL) {
-			return nil, &Error{Kind: KindInvalidArgument, Msg: "database location " + pgstore.Redact(location), Err: err}
-		}
-		if err != nil {
-			// The URL may carry a password: name the store by its redacted form.
-			return nil, storageErr("open "+pgstore.Redact(location), err)
-		}
-	} else {
-		b, err = sqlitestore.Open(location, sqlitestore.Options{BusyTimeout: opts.BusyTimeout, Synchronous: opts.Synchronous}, a.now)
-		if err != nil {
-			return nil, storageErr("open "+location, err)
-		}
+	b, err := open()
+	if err != nil {
+		return nil, storageErr("open "+name, err)
 	}
-	a.b = b
-	return a, nil
+	return &Authority{b: b}, nil
 }
-
-// newAuthority wraps an opened backend. The rules never depend on which
-// backend it is.
-func newAuthority(b store.Backend) *Authority { return &Authority{b: b} }
 
 // now is the clock of a store without a server clock (SQLite): this host's
 // wall clock, or the seam in test builds.
@@ -163,6 +128,10 @@ func storageErr(op string, err error) error {
 		return &Error{Kind: KindBusy, Msg: op + ": a concurrent transaction conflicted with this one; nothing was written", Err: err}
 	case errors.Is(err, store.ErrConstraint):
 		return &Error{Kind: KindStorage, Msg: op + ": the store refused the write (nothing was written)", Err: err}
+	case errors.Is(err, store.ErrInvalid):
+		return &Error{Kind: KindInvalidArgument, Msg: op, Err: err}
+	case errors.Is(err, store.ErrNotExist):
+		return &Error{Kind: KindNotFound, Msg: op, Err: err}
 	case errors.Is(err, store.ErrSchemaTooNew):
 		return &Error{Kind: KindSchemaTooNew, Msg: op, Err: err}
 	default:

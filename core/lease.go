@@ -572,7 +572,9 @@ func (l *Lease) Export() (string, error) {
 // Import turns a token back into an active lease after checking production,
 // job and secret against the current state: the claim must exist, be the
 // job's current claim and be unexpired.
-func (a *Authority) Import(token string) (*Lease, error) { return a.importToken(context.Background(), token) }
+func (a *Authority) Import(token string) (*Lease, error) {
+	return a.importToken(context.Background(), token)
+}
 
 func (a *Authority) importToken(ctx context.Context, token string) (*Lease, error) {
 	t, err := DecodeToken(token)

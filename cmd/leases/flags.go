@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -129,7 +130,7 @@ func (cc *cmdContext) dbPath() string {
 	return defaultDBPath
 }
 
-func (cc *cmdContext) open() (*core.Authority, error) { return core.Open(cc.dbPath()) }
+func (cc *cmdContext) open() (*core.Authority, error) { return leases.Open(cc.dbPath()) }
 
 // ---- durations -------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -377,7 +378,7 @@ func (e *env) events() []eventRow {
 // facts reads published facts directly from the authority.
 func (e *env) facts(jobID string) core.Facts {
 	e.t.Helper()
-	a, err := core.Open(e.db)
+	a, err := leases.Open(e.db)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -151,13 +151,16 @@ func version(ctx context.Context, q querier) (int64, error) {
 
 // migrate creates or migrates the schema in one transaction under the
 // migration lock. An up-to-date database takes no lock at all.
-func (db *DB) migrate(ctx context.Context) error {
+func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 	v, err := version(ctx, db.pool)
 	if err != nil {
 		return err
 	}
 	if v == SchemaVersion {
 		return nil
+	}
+	if v == 0 && mustExist {
+		return fmt.Errorf("%w: the connection's schema has no leases_meta table", store.ErrNotExist)
 	}
 	if v > SchemaVersion {
 		return tooNew(v)

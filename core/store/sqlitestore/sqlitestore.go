@@ -25,6 +25,9 @@ type Options struct {
 	BusyTimeout time.Duration
 	// Synchronous is the SQLite synchronous level; "" means FULL.
 	Synchronous string
+	// MustExist refuses to create the file, or the schema in an empty one
+	// (store.ErrNotExist); nothing is created.
+	MustExist bool
 }
 
 // DefaultBusyTimeout is how long a writer waits for the lock before Busy.
@@ -49,7 +52,11 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database path: %w", err)
 	}
-	if fi, err := os.Lstat(abs); err == nil {
+	fi, err := os.Lstat(abs)
+	if opts.MustExist && errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", store.ErrNotExist, path)
+	}
+	if err == nil {
 		switch {
 		case fi.IsDir():
 			return nil, fmt.Errorf("database path %q is a directory", path)
@@ -59,6 +66,9 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 			return nil, fmt.Errorf("database path %q is a symbolic link; open the file it points to", path)
 		case !fi.Mode().IsRegular():
 			return nil, fmt.Errorf("database path %q is not a regular file", path)
+		case opts.MustExist && fi.Size() == 0:
+			// Opening would write a header into it: refuse before that.
+			return nil, fmt.Errorf("%w: %s is empty", store.ErrNotExist, path)
 		}
 	}
 	busy := opts.BusyTimeout
@@ -80,6 +90,11 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	q.Add("_pragma", "synchronous("+syncMode+")")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
+	if opts.MustExist {
+		// SQLite itself then refuses to create the file, should it vanish
+		// after the check above.
+		q.Set("mode", "rw")
+	}
 	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -87,7 +102,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	}
 	s := &DB{db: db}
 	s.queries = queries{st: newStmtCache(db)}
-	if err := s.migrate(now); err != nil {
+	if err := s.migrate(now, opts.MustExist, path); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -114,7 +129,7 @@ func (s *DB) Close() error {
 	return s.db.Close()
 }
 
-func (s *DB) migrate(now func() int64) error {
+func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 	ctx := context.Background()
 	// The common case, an up-to-date file, needs no writer lock: opening must
 	// not wait behind another process's edit.
@@ -146,6 +161,9 @@ func (s *DB) migrate(now func() int64) error {
 		}
 		if n != 0 {
 			return store.ErrNotLeases
+		}
+		if mustExist {
+			return fmt.Errorf("%w: %s is empty", store.ErrNotExist, path)
 		}
 		if err := execAll(ctx, tx, schemaV2); err != nil {
 			return err
