@@ -1,7 +1,6 @@
 package leases
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
@@ -112,13 +110,7 @@ func TestMustExistRefusesASchemaWithoutAnAuthorityAndCreatesNothing(t *testing.T
 	u := pgtest.FreshSchema(t, false)
 	_, err := OpenWith(u, Options{MustExist: true})
 	require.True(t, errors.Is(err, ErrNotFound), "%v", err)
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, u)
-	require.NoError(t, err)
-	defer c.Close(ctx)
-	var tables int
-	require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`).Scan(&tables))
-	require.Zero(t, tables, "nothing was created")
+	require.Empty(t, pgtest.Tables(t, u), "nothing was created")
 	a, err := Open(u)
 	require.NoError(t, err)
 	require.NoError(t, a.Close())

@@ -76,6 +76,7 @@ func TestNoFlagTakesATokenValue(t *testing.T) {
 
 func TestUsageErrorsExitTwo(t *testing.T) {
 	e := newEnv(t)
+	e.setup(0) // with no database, commands that need one say that first
 	for _, args := range [][]string{
 		{},
 		{"frobnicate"},
@@ -675,5 +676,54 @@ func TestASignalWhileClaimingLeavesTheTokenFileCompleteOrRemoved(t *testing.T) {
 				t.Fatalf("job %+v", j)
 			}
 		})
+	}
+}
+
+// Commands that do not create things never create a database: a missing
+// one is an error naming it and saying how to create one, and its directory
+// is left exactly as it was. production create and job request create one
+// as before, and so does any command given --create.
+func TestCommandsThatCreateNothingNeverCreateADatabase(t *testing.T) {
+	e := newEnv(t)
+	ids := e.setup(1)
+	tok, _ := e.claim("w", "1m")
+	dbDir := filepath.Join(e.dir, "elsewhere")
+	if err := os.Mkdir(dbDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dbDir, "leases.db")
+	out := e.outDir()
+	for _, args := range [][]string{
+		{"production", "list"},
+		{"job", "list", "--production", prod},
+		{"events"},
+		{"events", "--follow"},
+		{"claim", "--production", prod, "--worker", "w", "--duration", "1m", "--token-out", filepath.Join(dbDir, "t")},
+		{"renew", "--token-file", tok, "--duration", "2m"},
+		{"release", "--token-file", tok},
+		{"fail", "--token-file", tok, "--reason", "r"},
+		{"complete", "--token-file", tok},
+		{"cancel", "--production", prod, "--job", ids[0]},
+		{"exec", "--token-file", tok, "--output-dir", out, "--", "true"},
+	} {
+		r := e.runWith(opts{env: []string{"LEASES_DB=" + missing}}, args...)
+		wantExit(t, r, 1, "not_found", missing, "leases production create", "--create", "nothing was created")
+		if names := listDir(t, dbDir); len(names) != 0 {
+			t.Fatalf("leases %s created %v", strings.Join(args, " "), names)
+		}
+	}
+	if j := e.job(ids[0]); j.State != "claimed" {
+		t.Fatalf("a refused command changed the real database: %+v", j)
+	}
+	e.runWith(opts{env: []string{"LEASES_DB=" + missing}}, "job", "list", "--production", prod, "--create")
+	if !exists(missing) {
+		t.Fatal("--create did not create the database")
+	}
+	for _, creating := range [][]string{{"production", "create", "p2"}, {"job", "request", "--production", "p2"}} {
+		fresh := filepath.Join(t.TempDir(), "new.db")
+		r := e.runWith(opts{env: []string{"LEASES_DB=" + fresh}}, creating...)
+		if !exists(fresh) {
+			t.Fatalf("leases %s did not create the database: %s", strings.Join(creating, " "), r)
+		}
 	}
 }

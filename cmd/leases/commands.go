@@ -151,7 +151,7 @@ func runProductionCreate(cc *cmdContext) error {
 	if len(pos) != 1 {
 		return usagef(cc.cmd.name, "give exactly one production NAME")
 	}
-	a, err := cc.open()
+	a, err := cc.openCreating()
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func runJobRequest(cc *cmdContext) error {
 			return usagef(cc.cmd.name, "the payload is larger than %d bytes", core.MaxPayloadLen)
 		}
 	}
-	a, err := cc.open()
+	a, err := cc.openCreating()
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,8 @@ func mainHelp(w io.Writer) {
 
 Usage: leases [--db PATH] COMMAND [FLAGS] [ARGS]
 
-The database is --db PATH, else $LEASES_DB, else ./leases.db (created if missing).
+The database is --db PATH, else $LEASES_DB, else ./leases.db. Only production create
+and job request create a missing one (any command does with --create).
 A postgres:// or postgresql:// URL instead of a path selects a PostgreSQL server.
 Tokens (lease credentials) are read only from --token-file FILE, or --token-file -
 for standard input; never from an argument.

@@ -210,3 +210,17 @@ func TestAPasswordInThePostgresURLNeverAppearsInAnyOutput(t *testing.T) {
 	r := e.must("production", "create", prod)
 	noPassword(t, r)
 }
+
+// On PostgreSQL too, a command that creates nothing leaves a schema without
+// an authority as it was: no tables.
+func TestCommandsThatCreateNothingCreateNoTablesInAPostgresSchema(t *testing.T) {
+	e := pgEnv(t)
+	r := e.run("job", "list", "--production", prod)
+	wantExit(t, r, 1, "not_found", "leases production create")
+	noPassword(t, r)
+	if tables := pgtest.Tables(t, e.db); len(tables) != 0 {
+		t.Fatalf("tables were created: %v", tables)
+	}
+	e.must("production", "create", prod)
+	e.must("job", "list", "--production", prod)
+}
