@@ -1,3 +1,5 @@
+// The Go API: one import serves a program, core names no concrete store, and
+// MustExist opens only an authority that exists, creating nothing.
 package leases
 
 import (

@@ -129,8 +129,10 @@ func TestPostgresURLInDBFlagWinsOverLEASES_DB(t *testing.T) {
 	wantExit(t, r, 0)
 	r = e.runWith(opts{noDB: true, env: []string{"LEASES_DB=" + other}}, "production", "create", "b", "--db="+e.db)
 	wantExit(t, r, 0)
+	// Neither set: ./leases.db in the test directory, not the server (and
+	// production list creates no database).
 	r = e.runWith(opts{noDB: true}, "production", "list", "--json")
-	wantExit(t, r, 0) // ./leases.db in the test directory: not the server
+	wantExit(t, r, 1, "not_found", "./leases.db")
 	r = e.must("production", "list", "--json")
 	noPassword(t, r)
 	var ps []struct{ Name string }

@@ -1,3 +1,4 @@
+// Choosing the store by location, and naming it without a password.
 package stores
 
 import (
