@@ -17,9 +17,11 @@ import (
 // connection's current schema, so an authority can share a database.
 const SchemaVersion = 2
 
-// migrationLock is the advisory-lock key that serializes creating and
-// migrating the schema (the one whole-authority lock).
-const migrationLock = int64(0x6c65617365730002) // "leases" 0x0002
+// migrationLockSpace and the hash of the schema's name key the advisory
+// lock that serializes creating and migrating one schema (the one
+// whole-authority lock). Two schemas are two authorities: they never wait
+// for each other's creation.
+const migrationLockSpace = writersLockSpace + 1
 
 // schemaV2Tables creates the lease tables (all but leases_meta).
 var schemaV2Tables = []string{
@@ -170,7 +172,7 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		return classify(err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, migrationLockSpace); err != nil {
 		return classify(err)
 	}
 	// Under the lock, another process may have finished first.
