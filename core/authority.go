@@ -14,19 +14,7 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core/store"
-	"github.com/libleases/libleases/core/store/pgstore"
-	"github.com/libleases/libleases/core/store/sqlitestore"
 )
-
-// Options tune Open. The zero value is the safe default.
-type Options struct {
-	// BusyTimeout bounds the wait for a lock: SQLite's writer lock, or on
-	// PostgreSQL a row lock or a pooled connection (default 10s).
-	BusyTimeout time.Duration
-	// Synchronous is "FULL" (default), "EXTRA" or "NORMAL". NORMAL can lose an
-	// acknowledged claim on power loss; it exists for benchmarks.
-	Synchronous string
-}
 
 // Authority is one opened authority database. It is safe for concurrent use
 // by many goroutines, and many processes may open the same file.
@@ -42,48 +30,24 @@ type Authority struct {
 // systemClock is the authority's private clock: wall time in unix µs.
 func systemClock() int64 { return time.Now().UnixMicro() }
 
-// Open opens the authority at location, creating and migrating its schema.
-// A location starting with postgres:// or postgresql:// is a PostgreSQL
-// connection URL; anything else is the path of a SQLite file, created if it
-// does not exist.
-func Open(location string) (*Authority, error) { return OpenWith(location, Options{}) }
-
-// IsPostgres reports whether location selects the PostgreSQL store.
-func IsPostgres(location string) bool { return pgstore.IsURL(location) }
-
-// OpenWith is Open with options.
-func OpenWith(location string, opts Options) (*Authority, error) {
+// OpenStore returns the authority over the store open returns, which it
+// then owns (Close closes it). location is checked first as caller text
+// (not empty, valid UTF-8, no NUL, at most MaxPathLen bytes); a failure of
+// open is reported as an *Error of the matching kind, naming the store by
+// name (which must hold no password). Core chooses no store itself: package
+// leases, at the module root, opens one by location (leases.Open), and a
+// program with a store.Backend of its own can pass it here. The rules never
+// depend on which store it is.
+func OpenStore(location, name string, open func() (store.Backend, error)) (*Authority, error) {
 	if err := checkText("database location", location, MaxPathLen, false); err != nil {
 		return nil, err
 	}
-	a := newAuthority(nil)
-	var b store.Backend
-	var err error
-	if IsPostgres(location) {
-		if opts.Synchronous != "" {
-			return nil, errf(KindInvalidArgument, "synchronous is a SQLite setting; PostgreSQL commits durably")
-		}
-		b, err = pgstore.Open(location, pgstore.Options{BusyTimeout: opts.BusyTimeout})
-		if errors.Is(err, pgstore.ErrInvalidURL) {
-			return nil, &Error{Kind: KindInvalidArgument, Msg: "database location " + pgstore.Redact(location), Err: err}
-		}
-		if err != nil {
-			// The URL may carry a password: name the store by its redacted form.
-			return nil, storageErr("open "+pgstore.Redact(location), err)
-		}
-	} else {
-		b, err = sqlitestore.Open(location, sqlitestore.Options{BusyTimeout: opts.BusyTimeout, Synchronous: opts.Synchronous}, a.now)
-		if err != nil {
-			return nil, storageErr("open "+location, err)
-		}
+	b, err := open()
+	if err != nil {
+		return nil, storageErr("open "+name, err)
 	}
-	a.b = b
-	return a, nil
+	return &Authority{b: b}, nil
 }
-
-// newAuthority wraps an opened backend. The rules never depend on which
-// backend it is.
-func newAuthority(b store.Backend) *Authority { return &Authority{b: b} }
 
 // now is the clock of a store without a server clock (SQLite): this host's
 // wall clock, or the seam in test builds.
@@ -98,12 +62,12 @@ func (a *Authority) now() int64 {
 // server clock (PostgreSQL) is always asked, inside the transaction, so every
 // host shares one clock; in test builds the seam then replaces the server's
 // answer, so clock tests drive the same path. Otherwise it is now().
-func (a *Authority) sampleIn(tx store.Tx) (int64, error) {
+func (a *Authority) sampleIn(ctx context.Context, tx store.Tx) (int64, error) {
 	c, ok := tx.(store.Clock)
 	if !ok {
 		return a.now(), nil
 	}
-	v, err := c.Now(bg)
+	v, err := c.Now(ctx)
 	if err != nil {
 		return 0, storageErr("sample the authority clock", err)
 	}
@@ -149,8 +113,6 @@ func (a *Authority) usable() error {
 	return nil
 }
 
-var bg = context.Background()
-
 // storageErr maps backend errors to kinds. Messages come from the store's
 // driver (SQLite, or PostgreSQL with the URL's password redacted) and our own
 // text; no store ever sees a secret, so none can appear.
@@ -159,10 +121,18 @@ func storageErr(op string, err error) error {
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.Is(err, store.ErrAbandoned):
+		return &Error{Kind: KindBusy, Msg: op + ": abandoned before commit; nothing was written", Err: err}
 	case errors.Is(err, store.ErrBusy):
-		return &Error{Kind: KindBusy, Msg: op + ": the writer lock was not obtained within the busy timeout", Err: err}
+		return &Error{Kind: KindBusy, Msg: op + ": a lock (SQLite's writer lock or a PostgreSQL row lock) was not obtained within the busy timeout", Err: err}
 	case errors.Is(err, store.ErrRetry), errors.Is(err, store.ErrConflict):
 		return &Error{Kind: KindBusy, Msg: op + ": a concurrent transaction conflicted with this one; nothing was written", Err: err}
+	case errors.Is(err, store.ErrConstraint):
+		return &Error{Kind: KindStorage, Msg: op + ": the store refused the write (nothing was written)", Err: err}
+	case errors.Is(err, store.ErrInvalid):
+		return &Error{Kind: KindInvalidArgument, Msg: op, Err: err}
+	case errors.Is(err, store.ErrNotExist):
+		return &Error{Kind: KindNotFound, Msg: op, Err: err}
 	case errors.Is(err, store.ErrSchemaTooNew):
 		return &Error{Kind: KindSchemaTooNew, Msg: op, Err: err}
 	default:
@@ -175,6 +145,10 @@ func storageErr(op string, err error) error {
 // CreateProduction creates a production, or returns the existing one of that
 // name (creating is idempotent).
 func (a *Authority) CreateProduction(name string) (Production, error) {
+	return a.createProduction(context.Background(), name)
+}
+
+func (a *Authority) createProduction(ctx context.Context, name string) (Production, error) {
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
@@ -182,8 +156,8 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 		return Production{}, err
 	}
 	var out Production
-	err := a.write(func(tx store.Tx, now int64) error {
-		p, err := tx.ProductionByName(bg, name)
+	err := a.write(ctx, func(tx store.Tx, now int64) error {
+		p, err := tx.ProductionByName(ctx, name)
 		if err == nil {
 			out = toProduction(p)
 			return nil
@@ -196,10 +170,10 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 			return err
 		}
 		p = store.Production{ID: id, Name: name, CreatedAt: now}
-		if err := tx.InsertProduction(bg, p); err != nil {
+		if err := tx.InsertProduction(ctx, p); err != nil {
 			return storageErr("create production", err)
 		}
-		if err := tx.InsertEvent(bg, store.Event{At: now, ProductionID: id, Kind: "production_created"}); err != nil {
+		if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: id, Kind: "production_created"}); err != nil {
 			return storageErr("create production", err)
 		}
 		out = toProduction(p)
@@ -214,7 +188,7 @@ func (a *Authority) Productions() ([]Production, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	ps, err := a.b.Productions(bg)
+	ps, err := a.b.Productions(context.Background())
 	if err != nil {
 		return nil, storageErr("list productions", err)
 	}
@@ -233,6 +207,10 @@ func toProduction(p store.Production) Production {
 // request is idempotent: the same key and payload return the same job; the
 // same key with another payload is a WrongState error. key "" means no key.
 func (a *Authority) RequestJob(production, key string, payload []byte) (string, error) {
+	return a.request(context.Background(), production, key, payload)
+}
+
+func (a *Authority) request(ctx context.Context, production, key string, payload []byte) (string, error) {
 	if err := a.usable(); err != nil {
 		return "", err
 	}
@@ -240,9 +218,9 @@ func (a *Authority) RequestJob(production, key string, payload []byte) (string, 
 		return "", err
 	}
 	var id string
-	err := a.write(func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64) error {
 		var err error
-		id, err = requestJob(tx, now, production, key, payload)
+		id, err = requestIn(ctx, tx, now, production, key, payload)
 		return err
 	})
 	return id, err
@@ -261,13 +239,13 @@ func checkRequest(production, key string, payload []byte) error {
 	return nil
 }
 
-func requestJob(tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
-	p, err := productionByName(tx, production)
+func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
+	p, err := productionByName(ctx, tx, production)
 	if err != nil {
 		return "", err
 	}
 	if key != "" {
-		j, err := tx.JobByKey(bg, p.ID, key)
+		j, err := tx.JobByKey(ctx, p.ID, key)
 		if err == nil {
 			if !bytes.Equal(j.Payload, payload) {
 				return "", errf(KindWrongState, "job key %q already names a job with another payload", key)
@@ -287,17 +265,17 @@ func requestJob(tx store.Tx, now int64, production, key string, payload []byte) 
 	}
 	j := store.Job{ID: id, ProductionID: p.ID, Key: key, HasKey: key != "", Payload: payload,
 		State: store.StateRequested, RequestedAt: now, UpdatedAt: now}
-	if err := tx.InsertJob(bg, j); err != nil {
+	if err := tx.InsertJob(ctx, j); err != nil {
 		return "", storageErr("request job", err)
 	}
-	if err := tx.InsertEvent(bg, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
+	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
 		return "", storageErr("request job", err)
 	}
 	return id, nil
 }
 
-func productionByName(r store.Reader, name string) (store.Production, error) {
-	p, err := r.ProductionByName(bg, name)
+func productionByName(ctx context.Context, r store.Reader, name string) (store.Production, error) {
+	p, err := r.ProductionByName(ctx, name)
 	if errors.Is(err, store.ErrNoRow) {
 		return p, errf(KindNotFound, "production %q does not exist", name)
 	}
@@ -312,6 +290,10 @@ func productionByName(r store.Reader, name string) (store.Production, error) {
 // Cancelled. It is not blocked by clock regression. Cancelling a cancelled job
 // succeeds and changes nothing; a completed or failed job is WrongState.
 func (a *Authority) Cancel(production, jobID string) error {
+	return a.cancel(context.Background(), production, jobID)
+}
+
+func (a *Authority) cancel(ctx context.Context, production, jobID string) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -321,12 +303,12 @@ func (a *Authority) Cancel(production, jobID string) error {
 	if err := checkID("job id", jobID); err != nil {
 		return err
 	}
-	return a.write(func(tx store.Tx, now int64) error {
-		p, err := productionByName(tx, production)
+	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
+		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
 		}
-		j, err := jobIn(tx, p, jobID)
+		j, err := jobIn(ctx, tx, p, jobID)
 		if err != nil {
 			return err
 		}
@@ -341,15 +323,15 @@ func (a *Authority) Cancel(production, jobID string) error {
 			worker = j.Worker
 		}
 		j.State, j.UpdatedAt = store.StateCancelled, now
-		if err := tx.UpdateJob(bg, j); err != nil {
+		if err := tx.UpdateJob(ctx, j); err != nil {
 			return storageErr("cancel", err)
 		}
-		return event(tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
-	})
+		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
+	}), jobID)
 }
 
-func jobIn(r store.Reader, p store.Production, jobID string) (store.Job, error) {
-	j, err := r.JobByID(bg, jobID)
+func jobIn(ctx context.Context, r store.Reader, p store.Production, jobID string) (store.Job, error) {
+	j, err := r.JobByID(ctx, jobID)
 	if errors.Is(err, store.ErrNoRow) || (err == nil && j.ProductionID != p.ID) {
 		return j, errf(KindNotFound, "job %s does not exist in production %q", jobID, p.Name)
 	}
@@ -359,8 +341,8 @@ func jobIn(r store.Reader, p store.Production, jobID string) (store.Job, error) 
 	return j, nil
 }
 
-func event(tx store.Tx, e store.Event) error {
-	if err := tx.InsertEvent(bg, e); err != nil {
+func event(ctx context.Context, tx store.Tx, e store.Event) error {
+	if err := tx.InsertEvent(ctx, e); err != nil {
 		return storageErr("record event", err)
 	}
 	return nil
@@ -369,13 +351,13 @@ func event(tx store.Tx, e store.Event) error {
 // write runs an unguarded writing transaction (no clock policy): creating
 // productions, requesting jobs, cancelling. A transaction the store aborted
 // over a concurrent conflict is run again (retrying).
-func (a *Authority) write(fn func(tx store.Tx, now int64) error) error {
-	return a.retrying(func() error {
-		tx, err := a.b.BeginWrite(bg)
+func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64) error) error {
+	return a.retrying(ctx, func() error {
+		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
 			return storageErr("begin", err)
 		}
-		now, err := a.sampleIn(tx)
+		now, err := a.sampleIn(ctx, tx)
 		if err == nil {
 			err = fn(tx, now)
 		}
@@ -400,11 +382,12 @@ func (a *Authority) Jobs(production string) ([]Job, error) {
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return nil, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return nil, err
 	}
-	js, err := a.b.Jobs(bg, p.ID)
+	js, err := a.b.Jobs(ctx, p.ID)
 	if err != nil {
 		return nil, storageErr("list jobs", err)
 	}
@@ -426,11 +409,12 @@ func (a *Authority) Job(production, jobID string) (Job, error) {
 	if err := checkID("job id", jobID); err != nil {
 		return Job{}, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return Job{}, err
 	}
-	j, err := jobIn(a.b, p, jobID)
+	j, err := jobIn(ctx, a.b, p, jobID)
 	if err != nil {
 		return Job{}, err
 	}
@@ -445,11 +429,12 @@ func (a *Authority) Payload(production, jobID string) ([]byte, error) {
 	if err := checkID("job id", jobID); err != nil {
 		return nil, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return nil, err
 	}
-	j, err := jobIn(a.b, p, jobID)
+	j, err := jobIn(ctx, a.b, p, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +446,11 @@ func toJob(production string, j store.Job) Job {
 	if j.State != store.StateRequested && j.ClaimedAt != 0 {
 		out.Worker = j.Worker
 		out.ClaimedAt = time.UnixMicro(j.ClaimedAt).UTC()
-		out.Expiry = time.UnixMicro(j.Expiry).UTC()
+		// A job that finished under the pre-lease schema (migrated) has a
+		// claim time and no expiry: 0 stands for none, not for 1970.
+		if j.Expiry != 0 {
+			out.Expiry = time.UnixMicro(j.Expiry).UTC()
+		}
 	}
 	return out
 }
@@ -478,7 +467,8 @@ func (a *Authority) Events(production string, after int64) ([]Event, error) {
 	if after < 0 {
 		return nil, errf(KindInvalidArgument, "after must not be negative")
 	}
-	ps, err := a.b.Productions(bg)
+	ctx := context.Background()
+	ps, err := a.b.Productions(ctx)
 	if err != nil {
 		return nil, storageErr("list events", err)
 	}
@@ -493,7 +483,7 @@ func (a *Authority) Events(production string, after int64) ([]Event, error) {
 	if production != "" && pid == "" {
 		return nil, errf(KindNotFound, "production %q does not exist", production)
 	}
-	es, err := a.b.Events(bg, pid, after, 0)
+	es, err := a.b.Events(ctx, pid, after, 0)
 	if err != nil {
 		return nil, storageErr("list events", err)
 	}
@@ -516,14 +506,15 @@ func (a *Authority) FactsOf(production, jobID string) (Facts, error) {
 	if err := checkID("job id", jobID); err != nil {
 		return Facts{}, err
 	}
-	p, err := productionByName(a.b, production)
+	ctx := context.Background()
+	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return Facts{}, err
 	}
-	if _, err := jobIn(a.b, p, jobID); err != nil {
+	if _, err := jobIn(ctx, a.b, p, jobID); err != nil {
 		return Facts{}, err
 	}
-	fs, err := a.b.Facts(bg, jobID)
+	fs, err := a.b.Facts(ctx, jobID)
 	if err != nil {
 		return Facts{}, storageErr("read facts", err)
 	}
@@ -538,7 +529,7 @@ func (a *Authority) FactsOf(production, jobID string) (Facts, error) {
 		}
 		(*m)[x.Key] = json.RawMessage(x.Value)
 	}
-	outs, err := a.b.Outputs(bg, jobID)
+	outs, err := a.b.Outputs(ctx, jobID)
 	if err != nil {
 		return Facts{}, storageErr("read outputs", err)
 	}

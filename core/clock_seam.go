@@ -2,6 +2,12 @@
 
 package core
 
+import (
+	"context"
+
+	"github.com/libleases/libleases/core/store"
+)
+
 // SetClockForTest replaces the authority's clock. It exists only in builds
 // with the leasestest tag (the test build of libleases); release builds have
 // no way to choose the authority's time.
@@ -9,3 +15,37 @@ func SetClockForTest(a *Authority, nowUnixUS func() int64) { a.setClock(nowUnixU
 
 // TestSeamPresent marks a test build.
 const TestSeamPresent = true
+
+// FailCommitsForTest makes every later commit of a's transactions persist
+// and then report err, as a commit whose acknowledgement was lost does (an
+// fsync that failed after the write, a connection dropped after the server
+// committed). It is how tests of other packages (the CLI) reach an
+// outcome_unknown that did commit. Test builds only.
+func FailCommitsForTest(a *Authority, err error) {
+	a.b = lostAcks{Backend: a.b, err: err}
+}
+
+type lostAcks struct {
+	store.Backend
+	err error
+}
+
+func (b lostAcks) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return lostAck{Tx: tx, err: b.err}, nil
+}
+
+type lostAck struct {
+	store.Tx
+	err error
+}
+
+func (t lostAck) Commit() error {
+	if err := t.Tx.Commit(); err != nil {
+		return err
+	}
+	return t.err
+}

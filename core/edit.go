@@ -1,6 +1,9 @@
 package core
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -22,13 +25,16 @@ type Edit struct {
 }
 
 // Begin starts an edit (on SQLite, taking the writer lock).
-func (a *Authority) Begin() (*Edit, error) {
+func (a *Authority) Begin() (*Edit, error) { return a.begin(context.Background()) }
+
+// begin starts an edit whose every operation and commit runs on ctx.
+func (a *Authority) begin(ctx context.Context) (*Edit, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	g, err := a.beginGuard()
+	g, err := a.beginGuard(ctx)
 	if err != nil {
-		return nil, err
+		return nil, ended(ctx, err)
 	}
 	e := &Edit{a: a, g: g}
 	a.mu.Lock()
@@ -39,6 +45,28 @@ func (a *Authority) Begin() (*Edit, error) {
 	a.mu.Unlock()
 	return e, nil
 }
+
+// String names the jobs the edit has claimed and completed; an edit holds
+// leases, and shows none of their secrets.
+func (e *Edit) String() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return fmt.Sprintf("edit{claimed=%v completed=%v done=%t}", jobIDs(e.pending), jobIDs(e.finishing), e.done)
+}
+
+func jobIDs(ls []*Lease) []string {
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.jobID
+	}
+	return ids
+}
+
+// Format shows String for every verb and flag.
+func (e *Edit) Format(f fmt.State, verb rune) { formatAs(f, verb, e.String()) }
+
+// LogValue logs String.
+func (e *Edit) LogValue() slog.Value { return slog.StringValue(e.String()) }
 
 // forget drops a finished edit from its authority's open set.
 func (e *Edit) forget() {
@@ -60,6 +88,7 @@ func (e *Edit) check() error {
 // afterOp keeps the edit usable after a rejection (which wrote nothing) but
 // aborts it after a storage failure, which may have left partial writes.
 func (e *Edit) afterOp(err error) error {
+	err = ended(e.g.ctx, err)
 	switch KindOf(err) {
 	case 0:
 		return nil
@@ -80,11 +109,11 @@ func (e *Edit) RequestJob(production, key string, payload []byte) (string, error
 	if err := e.check(); err != nil {
 		return "", err
 	}
-	now, err := e.a.sampleIn(e.g.tx)
+	now, err := e.a.sampleIn(e.g.ctx, e.g.tx)
 	if err != nil {
 		return "", e.afterOp(err)
 	}
-	id, err := requestJob(e.g.tx, now, production, key, payload)
+	id, err := requestIn(e.g.ctx, e.g.tx, now, production, key, payload)
 	return id, e.afterOp(err)
 }
 
@@ -113,7 +142,7 @@ func (e *Edit) claim(production, jobID, worker string, d time.Duration) (*Lease,
 	}
 	l, err := claimIn(e.g, production, jobID, worker, us)
 	if err != nil {
-		return nil, e.afterOp(err)
+		return nil, aboutJob(e.afterOp(err), jobID)
 	}
 	l.edit = e
 	e.pending = append(e.pending, l)
@@ -149,7 +178,7 @@ func (e *Edit) Complete(l *Lease, f Facts) error {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		return e.afterOp(err)
+		return aboutJob(e.afterOp(err), l.jobID)
 	}
 	e.finishing = append(e.finishing, l)
 	return nil
@@ -158,6 +187,9 @@ func (e *Edit) Complete(l *Lease, f Facts) error {
 // Commit commits the edit and consumes it. On success its pending leases
 // become active, and leases it completed close. On failure nothing is
 // published, its pending leases close, and other leases stay as they were.
+// When the outcome is unknown (KindOutcomeUnknown), every lease of the edit
+// is left active: the commit may have persisted, and each lease's next use
+// asks the store whether its claim holds.
 func (e *Edit) Commit() error {
 	if e == nil || e.a == nil {
 		return errf(KindInvalidArgument, "edit is nil")
@@ -173,8 +205,9 @@ func (e *Edit) Commit() error {
 		return err
 	}
 	e.done = true
-	err := e.g.commit()
+	err := ended(e.g.ctx, e.g.commit())
 	e.forget()
+	unknown := KindOf(err) == KindOutcomeUnknown
 	finished := map[*Lease]bool{}
 	for _, l := range e.finishing {
 		finished[l] = true
@@ -183,7 +216,7 @@ func (e *Edit) Commit() error {
 		if l != nil && !finished[l] {
 			l.mu.Lock()
 			l.edit = nil
-			if err == nil {
+			if err == nil || unknown {
 				l.state = LeaseActive
 			} else {
 				l.state = LeaseClosed
@@ -194,7 +227,10 @@ func (e *Edit) Commit() error {
 	for _, l := range e.finishing {
 		l.mu.Lock()
 		l.edit = nil
-		if err == nil || l.state == LeasePending {
+		switch {
+		case unknown:
+			l.state = LeaseActive
+		case err == nil || l.state == LeasePending:
 			l.state = LeaseClosed
 		}
 		l.mu.Unlock()

@@ -74,7 +74,12 @@ func (k Kind) String() string {
 type Error struct {
 	Kind Kind
 	Msg  string
-	Err  error // underlying cause (storage errors); never holds a secret
+	// JobID names the job the failed operation acted on, when there was one:
+	// a lease's job, the job a claim chose or was given, a cancelled job.
+	// After an outcome_unknown claim it is how the caller finds the claim
+	// (it returned no lease). A job id is never a secret.
+	JobID string
+	Err   error // underlying cause (storage errors); never holds a secret
 }
 
 func (e *Error) Error() string {
@@ -130,6 +135,17 @@ func KindOf(err error) Kind {
 		return e.Kind
 	}
 	return KindInternal
+}
+
+// aboutJob names jobID in err (a copy), unless err already names a job.
+func aboutJob(err error, jobID string) error {
+	var e *Error
+	if jobID == "" || !errors.As(err, &e) || e.JobID != "" {
+		return err
+	}
+	c := *e
+	c.JobID = jobID
+	return &c
 }
 
 func errf(k Kind, format string, args ...any) *Error {

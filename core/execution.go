@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -94,6 +95,17 @@ func pathErr(err error) error {
 	}
 	return err
 }
+
+// String names the job, the nonce and the files; never the lease's secret.
+func (x *Execution) String() string {
+	return fmt.Sprintf("execution{job=%s nonce=%s temp=%q final=%q}", x.l.jobID, x.nonce, x.temp, x.final)
+}
+
+// Format shows String for every verb and flag.
+func (x *Execution) Format(f fmt.State, verb rune) { formatAs(f, verb, x.String()) }
+
+// LogValue logs String.
+func (x *Execution) LogValue() slog.Value { return slog.StringValue(x.String()) }
 
 // TempPath is the reserved temporary file the work writes to.
 func (x *Execution) TempPath() string { return x.temp }

@@ -172,7 +172,7 @@ func TestExecutionFilesAreNamedByJobAndFreshNonce(t *testing.T) {
 		t.Fatal(err)
 	}
 	dec, _ := DecodeToken(tok)
-	if x1.Nonce() == uuid.UUID(dec.Secret).String() {
+	if x1.Nonce() == uuid.UUID(dec.Secret.Bytes()).String() {
 		t.Fatal("the nonce is the claim secret")
 	}
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 // rolled back first and the observed mark is then stored on its own.
 type guard struct {
 	a         *Authority
+	ctx       context.Context // the operation's (an edit's: its Begin's)
 	tx        store.Tx
 	hwm       int64 // durable mark read inside this write transaction
 	observed  int64 // greatest sample taken so far
@@ -24,23 +26,23 @@ type guard struct {
 	deadlines []int64
 }
 
-func (a *Authority) beginGuard() (*guard, error) {
-	tx, err := a.b.BeginWrite(bg)
+func (a *Authority) beginGuard(ctx context.Context) (*guard, error) {
+	tx, err := a.b.BeginWrite(ctx)
 	if err != nil {
 		return nil, storageErr("begin", err)
 	}
-	hwm, err := tx.HWM(bg)
+	hwm, err := tx.HWM(ctx)
 	if err != nil {
 		tx.Rollback()
 		return nil, storageErr("read high-water mark", err)
 	}
-	return &guard{a: a, tx: tx, hwm: hwm}, nil
+	return &guard{a: a, ctx: ctx, tx: tx, hwm: hwm}, nil
 }
 
 // sample is the first sample of a guarded operation: a clock behind the mark
 // (or behind an earlier sample of this transaction) rejects it.
 func (g *guard) sample() (int64, error) {
-	now, err := g.a.sampleIn(g.tx)
+	now, err := g.a.sampleIn(g.ctx, g.tx)
 	if err != nil {
 		return 0, err
 	}
@@ -65,7 +67,7 @@ func (g *guard) locked(first int64) (int64, error) {
 	if _, ok := g.tx.(store.Clock); !ok {
 		return first, nil
 	}
-	now, err := g.a.sampleIn(g.tx)
+	now, err := g.a.sampleIn(g.ctx, g.tx)
 	if err != nil {
 		return 0, err
 	}
@@ -95,7 +97,7 @@ func (g *guard) commit() error {
 		}
 		return nil
 	}
-	now, err := g.a.sampleIn(g.tx)
+	now, err := g.a.sampleIn(g.ctx, g.tx)
 	if err != nil {
 		return g.fail(g.observed, err)
 	}
@@ -109,11 +111,13 @@ func (g *guard) commit() error {
 				describeUS(d), describeUS(now)))
 		}
 	}
-	if err := g.tx.SetHWM(bg, now); err != nil {
+	if err := g.tx.SetHWM(g.ctx, now); err != nil {
 		return g.fail(now, storageErr("record high-water mark", err))
 	}
 	if err := g.tx.Commit(); err != nil {
-		g.a.recordHWM(now)
+		if !errors.Is(err, store.ErrAbandoned) { // an abandoned commit never started: nothing to record
+			g.a.recordHWM(g.ctx, now)
+		}
 		return commitErr(err)
 	}
 	return nil
@@ -124,7 +128,7 @@ func (g *guard) commit() error {
 // sample as the mark in a transaction of its own.
 func (g *guard) fail(observed int64, err error) error {
 	g.tx.Rollback()
-	g.a.recordHWM(observed)
+	g.a.recordHWM(g.ctx, observed)
 	return err
 }
 
@@ -132,7 +136,7 @@ func (g *guard) fail(observed int64, err error) error {
 // concurrent conflict guarantees nothing was written (and the operation may
 // be retried); any other failure leaves the outcome unknown.
 func commitErr(err error) error {
-	if errors.Is(err, store.ErrRetry) {
+	if errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrAbandoned) {
 		return storageErr("commit", err)
 	}
 	return outcomeUnknown(err)
@@ -142,15 +146,21 @@ func commitErr(err error) error {
 // aborted it over a conflict with a concurrent transaction (PostgreSQL
 // serialization failures and deadlocks; row-uniqueness races between two
 // creators of one name). After maxAttempts it reports Busy.
-func (a *Authority) retrying(op func() error) error {
+func (a *Authority) retrying(ctx context.Context, op func() error) error {
 	var err error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			// Jittered exponential back-off: 1ms, 2ms, 4ms … capped at 64ms.
 			d := time.Millisecond << min(attempt-1, 6)
-			time.Sleep(d/2 + rand.N(d/2+1))
+			t := time.NewTimer(d/2 + rand.N(d/2+1))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return abandoned(ctx, err)
+			case <-t.C:
+			}
 		}
-		err = op()
+		err = ended(ctx, op())
 		if !retryable(err) {
 			return err
 		}
@@ -166,6 +176,34 @@ func retryable(err error) bool {
 	return err != nil && (errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrConflict))
 }
 
+// ended reports err, the outcome of an operation on ctx: once ctx has ended,
+// a storage failure or a wait given up is the context's doing, and is
+// reported as abandoned. A rule's verdict, and outcome_unknown (the commit
+// had started), stay as they are: a commit is never interrupted.
+func ended(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	switch KindOf(err) {
+	case KindStorage, KindBusy:
+		return abandoned(ctx, err)
+	}
+	return err
+}
+
+// abandoned is the error of an operation whose context ended before it
+// committed: KindBusy (nothing was written, as after a lock wait that ran
+// out), wrapping the context's cause, so errors.Is(err, context.Canceled)
+// and context.DeadlineExceeded hold. cause, the store's report, may be nil.
+func abandoned(ctx context.Context, cause error) error {
+	why := context.Cause(ctx)
+	msg := "the operation was abandoned before it committed (" + why.Error() + "); nothing was written"
+	if cause != nil && !errors.Is(cause, why) {
+		return &Error{Kind: KindBusy, Msg: msg, Err: fmt.Errorf("%w (%v)", why, cause)}
+	}
+	return &Error{Kind: KindBusy, Msg: msg, Err: why}
+}
+
 func outcomeUnknown(err error) error {
 	return &Error{Kind: KindOutcomeUnknown,
 		Msg: "commit failed; the change may or may not have persisted, so the next use asks the store again", Err: err}
@@ -174,12 +212,12 @@ func outcomeUnknown(err error) error {
 // recordHWM stores an observed clock sample in its own transaction, after a
 // guarded commit failed and was rolled back. Best effort: if the store cannot
 // write, the operation already reported its own failure.
-func (a *Authority) recordHWM(sample int64) {
-	tx, err := a.b.BeginWrite(bg)
+func (a *Authority) recordHWM(ctx context.Context, sample int64) {
+	tx, err := a.b.BeginWrite(ctx)
 	if err != nil {
 		return
 	}
-	if err := tx.SetHWM(bg, sample); err != nil {
+	if err := tx.SetHWM(ctx, sample); err != nil {
 		tx.Rollback()
 		return
 	}
@@ -191,7 +229,7 @@ func (a *Authority) HighWaterMark() (time.Time, error) {
 	if err := a.usable(); err != nil {
 		return time.Time{}, err
 	}
-	v, err := a.b.HWM(bg)
+	v, err := a.b.HWM(context.Background())
 	if err != nil {
 		return time.Time{}, storageErr("read high-water mark", err)
 	}

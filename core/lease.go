@@ -1,9 +1,12 @@
 package core
 
 import (
+	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -46,11 +49,10 @@ type Lease struct {
 	production   string
 	jobID        string
 	worker       string
-	// secret sits behind a pointer: fmt cannot call Secret's redacting
-	// String on an unexported field, so a Lease formatted by value (%v,
-	// %+v, %#v, %s, %x of *l) would print the bytes; a pointer prints
-	// as an address.
-	secret    *Secret
+	// fmt prints this unexported field by reflection (a Lease formatted by
+	// value, as %v of *l does), never through Secret's methods: Secret is
+	// made for that (an opaque pointer, shown as an address).
+	secret    Secret
 	claimedAt int64
 	expiry    int64
 	state     LeaseState
@@ -99,7 +101,7 @@ func (l *Lease) Payload() ([]byte, error) {
 	if err := l.a.usable(); err != nil {
 		return nil, err
 	}
-	j, err := l.a.b.JobByID(bg, l.jobID)
+	j, err := l.a.b.JobByID(context.Background(), l.jobID)
 	if errors.Is(err, store.ErrNoRow) {
 		return nil, errf(KindNotFound, "job %s does not exist", l.jobID)
 	}
@@ -124,6 +126,35 @@ func (l *Lease) String() string {
 // GoString never includes the secret.
 func (l *Lease) GoString() string { return l.String() }
 
+// Format shows String for every verb and flag.
+func (l *Lease) Format(f fmt.State, verb rune) { formatAs(f, verb, l.String()) }
+
+// leaseJSON is what a lease shows marshalled or logged: never its secret.
+type leaseJSON struct {
+	Production   string `json:"production"`
+	ProductionID string `json:"production_id"`
+	JobID        string `json:"job_id"`
+	Worker       string `json:"worker"`
+	Expiry       int64  `json:"expiry_unix_us"`
+	State        string `json:"state"`
+}
+
+func (l *Lease) public() leaseJSON {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return leaseJSON{l.production, l.productionID, l.jobID, l.worker, l.expiry, l.state.String()}
+}
+
+// MarshalJSON writes production, job, worker, expiry and local state.
+func (l *Lease) MarshalJSON() ([]byte, error) { return json.Marshal(l.public()) }
+
+// LogValue logs production, job, worker, expiry and local state.
+func (l *Lease) LogValue() slog.Value {
+	p := l.public()
+	return slog.GroupValue(slog.String("production", p.Production), slog.String("job_id", p.JobID),
+		slog.String("worker", p.Worker), slog.Int64("expiry_unix_us", p.Expiry), slog.String("state", p.State))
+}
+
 // localCheck is rule 3 of the rejection order: closed or pending locally.
 // Callers hold l.mu.
 func (l *Lease) localCheck() error {
@@ -141,7 +172,7 @@ func newSecret() (Secret, error) {
 	if err != nil {
 		return Secret{}, &Error{Kind: KindInternal, Msg: "random source failed", Err: err}
 	}
-	return Secret(u), nil
+	return NewSecret(u), nil
 }
 
 // checkHeld applies the claimant rules in the documented order after the
@@ -154,7 +185,7 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	}
 	// A job row names its production (a foreign key), so a job found in the
 	// lease's production proves that production exists too.
-	j, err := g.tx.JobByID(bg, l.jobID)
+	j, err := g.tx.JobByID(g.ctx, l.jobID)
 	if errors.Is(err, store.ErrNoRow) {
 		return j, 0, errf(KindNotFound, "job %s does not exist", l.jobID)
 	}
@@ -171,6 +202,9 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 		return j, 0, err
 	}
 	if !l.secret.matches(j.ClaimHash) {
+		if j.State == store.StateRequested {
+			return j, 0, errf(KindLeaseLost, "job %s is not held by this lease: it is requested (the claim ended, or never committed)", l.jobID)
+		}
 		return j, 0, errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
 	}
 	if j.State != store.StateClaimed {
@@ -189,7 +223,7 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 // claimed job whose expiry has passed is claimable again) for duration d.
 // It returns ErrNothingToClaim when there is none.
 func (a *Authority) Claim(production, worker string, d time.Duration) (*Lease, error) {
-	return a.claimOne(production, "", worker, d)
+	return a.claimOne(context.Background(), production, "", worker, d)
 }
 
 // ClaimJob claims one given job.
@@ -197,7 +231,7 @@ func (a *Authority) ClaimJob(production, jobID, worker string, d time.Duration) 
 	if err := checkID("job id", jobID); err != nil {
 		return nil, err
 	}
-	return a.claimOne(production, jobID, worker, d)
+	return a.claimOne(context.Background(), production, jobID, worker, d)
 }
 
 func checkClaim(production, worker string, d time.Duration) (int64, error) {
@@ -214,7 +248,7 @@ func checkClaim(production, worker string, d time.Duration) (int64, error) {
 	return us, nil
 }
 
-func (a *Authority) claimOne(production, jobID, worker string, d time.Duration) (*Lease, error) {
+func (a *Authority) claimOne(ctx context.Context, production, jobID, worker string, d time.Duration) (*Lease, error) {
 	us, err := checkClaim(production, worker, d)
 	if err != nil {
 		return nil, err
@@ -223,8 +257,8 @@ func (a *Authority) claimOne(production, jobID, worker string, d time.Duration) 
 		return nil, err
 	}
 	var l *Lease
-	err = a.retrying(func() error {
-		g, err := a.beginGuard()
+	err = a.retrying(ctx, func() error {
+		g, err := a.beginGuard(ctx)
 		if err != nil {
 			return err
 		}
@@ -234,11 +268,22 @@ func (a *Authority) claimOne(production, jobID, worker string, d time.Duration) 
 		}
 		return g.commit()
 	})
-	if err != nil {
-		return nil, err
+	if err == nil {
+		l.state = LeaseActive
+		return l, nil
 	}
-	l.state = LeaseActive
-	return l, nil
+	if l == nil { // no job was chosen (or the given one was refused)
+		return nil, aboutJob(err, jobID)
+	}
+	if KindOf(err) == KindOutcomeUnknown {
+		// The lease stays here: a handle returned with a failure would
+		// break every surface's "no output on failure" (and leak handles
+		// in C and the bindings). The job id lets the caller find out.
+		err = &Error{Kind: KindOutcomeUnknown, JobID: l.jobID, Err: errors.Unwrap(err),
+			Msg: fmt.Sprintf("the claim of job %s in production %q may or may not have committed, and no lease was "+
+				"returned: observe the job (worker, attempts), and cancel it or let it expire", l.jobID, l.production)}
+	}
+	return nil, aboutJob(err, l.jobID)
 }
 
 // claimIn performs a claim inside g; the lease comes back pending.
@@ -247,13 +292,13 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	if err != nil {
 		return nil, err
 	}
-	p, err := productionByName(g.tx, production)
+	p, err := productionByName(g.ctx, g.tx, production)
 	if err != nil {
 		return nil, err
 	}
 	var j store.Job
 	if jobID == "" {
-		j, err = g.tx.NextClaimable(bg, p.ID, now)
+		j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
 		if errors.Is(err, store.ErrNoRow) {
 			return nil, errf(KindNothingToClaim, "production %q has no claimable job", production)
 		}
@@ -261,7 +306,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 			return nil, storageErr("find claimable job", err)
 		}
 	} else {
-		if j, err = jobIn(g.tx, p, jobID); err != nil {
+		if j, err = jobIn(g.ctx, g.tx, p, jobID); err != nil {
 			return nil, err
 		}
 		switch {
@@ -277,7 +322,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		return nil, err
 	}
 	if j.State == store.StateClaimed {
-		if err := event(g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",
+		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",
 			Worker: j.Worker, Expiry: j.Expiry, Detail: "the previous claim expired before it finished"}); err != nil {
 			return nil, err
 		}
@@ -290,16 +335,16 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry = store.StateClaimed, secret.hash(), worker, now, expiry
 	j.Attempts++
 	j.Reason, j.UpdatedAt = "", now
-	if err := g.tx.UpdateJob(bg, j); err != nil {
+	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 		return nil, storageErr("claim", err)
 	}
-	if err := event(g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claimed",
+	if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claimed",
 		Worker: worker, Expiry: expiry}); err != nil {
 		return nil, err
 	}
 	g.mustOutlive(expiry)
 	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
-		secret: &secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
+		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
 }
 
 // ---- claimant transitions --------------------------------------------------
@@ -307,12 +352,12 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 // transition runs one guarded claimant operation on an active lease. On
 // success closeAfter closes the lease; on any failure the lease stays active
 // locally and its next use asks the store again.
-func (l *Lease) transition(closeAfter bool, fn func(g *guard) error) error {
+func (l *Lease) transition(ctx context.Context, closeAfter bool, fn func(g *guard) error) error {
 	if err := l.localCheck(); err != nil {
 		return err
 	}
-	err := l.a.retrying(func() error {
-		g, err := l.a.beginGuard()
+	err := l.a.retrying(ctx, func() error {
+		g, err := l.a.beginGuard(ctx)
 		if err != nil {
 			return err
 		}
@@ -323,7 +368,7 @@ func (l *Lease) transition(closeAfter bool, fn func(g *guard) error) error {
 		return g.commit()
 	})
 	if err != nil {
-		return err
+		return aboutJob(err, l.jobID)
 	}
 	if closeAfter {
 		l.state = LeaseClosed
@@ -341,7 +386,9 @@ func (l *Lease) nilCheck() error {
 // Renew extends the claim to now+d. The new expiry must be later than the
 // current one (else NotExtended), and the renewal must commit before the
 // current expiry (else Expired, with nothing changed).
-func (l *Lease) Renew(d time.Duration) error {
+func (l *Lease) Renew(d time.Duration) error { return l.renew(context.Background(), d) }
+
+func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
@@ -352,7 +399,7 @@ func (l *Lease) Renew(d time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var newExpiry int64
-	err = l.transition(false, func(g *guard) error {
+	err = l.transition(ctx, false, func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
@@ -363,10 +410,10 @@ func (l *Lease) Renew(d time.Duration) error {
 				l.jobID, d, describeUS(j.Expiry))
 		}
 		j.Expiry, j.UpdatedAt = newExpiry, now
-		if err := g.tx.UpdateJob(bg, j); err != nil {
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("renew", err)
 		}
-		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "renewed",
+		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "renewed",
 			Worker: l.worker, Expiry: newExpiry})
 	})
 	if err == nil {
@@ -377,13 +424,15 @@ func (l *Lease) Renew(d time.Duration) error {
 
 // Release gives the job back: it becomes requested again. The claim must be
 // unexpired. Success closes the lease.
-func (l *Lease) Release() error {
+func (l *Lease) Release() error { return l.release(context.Background()) }
+
+func (l *Lease) release(ctx context.Context) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(true, func(g *guard) error {
+	return l.transition(ctx, true, func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
@@ -391,17 +440,19 @@ func (l *Lease) Release() error {
 		// The claim hash stays so that another handle of this same claim
 		// reports WrongState rather than LeaseLost.
 		j.State, j.Worker, j.ClaimedAt, j.Expiry, j.UpdatedAt = store.StateRequested, "", 0, 0, now
-		if err := g.tx.UpdateJob(bg, j); err != nil {
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("release", err)
 		}
-		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
+		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
 			Worker: l.worker})
 	})
 }
 
 // Fail marks the job failed with a reason. The claim must be unexpired.
 // Success closes the lease.
-func (l *Lease) Fail(reason string) error {
+func (l *Lease) Fail(reason string) error { return l.fail(context.Background(), reason) }
+
+func (l *Lease) fail(ctx context.Context, reason string) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
@@ -410,23 +461,25 @@ func (l *Lease) Fail(reason string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(true, func(g *guard) error {
+	return l.transition(ctx, true, func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
 		}
 		j.State, j.Reason, j.UpdatedAt = store.StateFailed, reason, now
-		if err := g.tx.UpdateJob(bg, j); err != nil {
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("fail", err)
 		}
-		return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
+		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
 			Worker: l.worker, Detail: reason})
 	})
 }
 
 // Complete marks the job completed and publishes facts, all in one commit.
 // The claim must be unexpired at commit. Success closes the lease.
-func (l *Lease) Complete(f Facts) error {
+func (l *Lease) Complete(f Facts) error { return l.complete(context.Background(), f) }
+
+func (l *Lease) complete(ctx context.Context, f Facts) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
@@ -435,7 +488,7 @@ func (l *Lease) Complete(f Facts) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(true, func(g *guard) error { return completeIn(g, l, f) })
+	return l.transition(ctx, true, func(g *guard) error { return completeIn(g, l, f) })
 }
 
 func completeIn(g *guard, l *Lease, f Facts) error {
@@ -443,19 +496,61 @@ func completeIn(g *guard, l *Lease, f Facts) error {
 	if err != nil {
 		return err
 	}
+	facts, outs := factRows(l.jobID, f)
+	if err := checkUnpublished(g.ctx, g.tx, l.jobID, facts, outs); err != nil {
+		return err
+	}
 	j.State, j.UpdatedAt = store.StateCompleted, now
-	if err := g.tx.UpdateJob(bg, j); err != nil {
+	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 		return storageErr("complete", err)
 	}
-	facts, outs := factRows(l.jobID, f)
-	if err := g.tx.InsertFacts(bg, facts); err != nil {
+	if err := g.tx.InsertFacts(g.ctx, facts); err != nil {
 		return storageErr("publish facts", err)
 	}
-	if err := g.tx.InsertOutputs(bg, outs); err != nil {
+	if err := g.tx.InsertOutputs(g.ctx, outs); err != nil {
 		return storageErr("register outputs", err)
 	}
-	return event(g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "completed",
+	return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "completed",
 		Worker: l.worker})
+}
+
+// checkUnpublished refuses facts and outputs the job already has. A job
+// holds facts before its completion only when it was migrated from the
+// pre-lease schema, which wrote them early; a completion publishes, and
+// never replaces, so a colliding key is the caller's mistake.
+func checkUnpublished(ctx context.Context, r store.Reader, jobID string, facts []store.Fact, outs []store.Output) error {
+	if len(facts) > 0 {
+		have, err := r.Facts(ctx, jobID)
+		if err != nil {
+			return storageErr("read facts", err)
+		}
+		stored := make(map[[2]string]bool, len(have))
+		for _, x := range have {
+			stored[[2]string{x.Kind, x.Key}] = true
+		}
+		for _, x := range facts {
+			if stored[[2]string{x.Kind, x.Key}] {
+				return errf(KindInvalidArgument, "job %s already has a %s fact %q; a completion publishes facts and never replaces one",
+					jobID, x.Kind, x.Key)
+			}
+		}
+	}
+	if len(outs) > 0 {
+		have, err := r.Outputs(ctx, jobID)
+		if err != nil {
+			return storageErr("read outputs", err)
+		}
+		stored := make(map[string]bool, len(have))
+		for _, o := range have {
+			stored[o.Path] = true
+		}
+		for _, o := range outs {
+			if stored[o.Path] {
+				return errf(KindInvalidArgument, "job %s already has an output registered at %q", jobID, o.Path)
+			}
+		}
+	}
+	return nil
 }
 
 // ---- tokens ----------------------------------------------------------------
@@ -471,13 +566,17 @@ func (l *Lease) Export() (string, error) {
 	if err := l.localCheck(); err != nil {
 		return "", err
 	}
-	return EncodeToken(Token{ProductionID: l.productionID, JobID: l.jobID, Secret: *l.secret})
+	return EncodeToken(Token{ProductionID: l.productionID, JobID: l.jobID, Secret: l.secret})
 }
 
 // Import turns a token back into an active lease after checking production,
 // job and secret against the current state: the claim must exist, be the
 // job's current claim and be unexpired.
 func (a *Authority) Import(token string) (*Lease, error) {
+	return a.importToken(context.Background(), token)
+}
+
+func (a *Authority) importToken(ctx context.Context, token string) (*Lease, error) {
 	t, err := DecodeToken(token)
 	if err != nil {
 		return nil, err
@@ -485,14 +584,14 @@ func (a *Authority) Import(token string) (*Lease, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: &t.Secret, state: LeaseActive}
+	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: t.Secret, state: LeaseActive}
 	var j store.Job
-	err = a.retrying(func() error {
-		g, err := a.beginGuard()
+	err = a.retrying(ctx, func() error {
+		g, err := a.beginGuard(ctx)
 		if err != nil {
 			return err
 		}
-		if p, err := g.tx.ProductionByID(bg, t.ProductionID); err == nil {
+		if p, err := g.tx.ProductionByID(ctx, t.ProductionID); err == nil {
 			l.production = p.Name
 		}
 		if j, _, err = checkHeld(g, l); err != nil {
@@ -502,7 +601,7 @@ func (a *Authority) Import(token string) (*Lease, error) {
 		return g.commit()
 	})
 	if err != nil {
-		return nil, err
+		return nil, aboutJob(err, t.JobID)
 	}
 	l.worker, l.claimedAt, l.expiry = j.Worker, j.ClaimedAt, j.Expiry
 	return l, nil

@@ -145,6 +145,39 @@ func TestRequestIsIdempotentByKey(t *testing.T) {
 	require.Len(t, js, 1)
 }
 
+// An idempotent re-request only reads the job: it must not keep claims from
+// it. On PostgreSQL a row lock would make claims pass over the job
+// (SKIP LOCKED), reporting nothing to claim while it is requested; SQLite's
+// edit holds its one writer lock, so there a claim waits (busy), and never
+// hears nothing_to_claim either.
+func TestAnIdempotentReRequestNeverHidesItsJobFromClaims(t *testing.T) {
+	f := newFixture(t)
+	id, err := f.a.RequestJob("p", "frame-1", []byte("x"))
+	require.NoError(t, err)
+	e, err := f.a.Begin()
+	require.NoError(t, err)
+	defer e.Abort()
+	again, err := e.RequestJob("p", "frame-1", []byte("x"))
+	require.NoError(t, err)
+	require.Equal(t, id, again)
+	other, err := OpenWith(f.path, Options{BusyTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	defer other.Close()
+	other.setClock(f.clk.Now)
+	l, err := other.Claim("p", "w", time.Minute)
+	if !testingPostgres() {
+		requireKind(t, err, KindBusy)
+		require.NoError(t, e.Commit())
+		l, err = other.Claim("p", "w", time.Minute)
+	}
+	require.NoError(t, err)
+	require.Equal(t, id, l.JobID())
+	if testingPostgres() {
+		require.NoError(t, e.Commit())
+	}
+	require.Equal(t, StateClaimed, f.job(id).State)
+}
+
 func TestSameKeyWithAnotherPayloadIsWrongState(t *testing.T) {
 	f := newFixture(t)
 	_, err := f.a.RequestJob("p", "frame-1", []byte("x"))

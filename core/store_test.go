@@ -86,6 +86,37 @@ func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
 	require.Equal(t, 2, version)
 }
 
+// The pre-lease schema had no expiry: a migrated job that finished then keeps
+// its worker and claim time, and shows no expiry (not 1970).
+func TestAMigratedTerminalJobShowsNoExpiry(t *testing.T) {
+	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	path := buildLegacy(t, legacyfixture.Fixture{
+		ProductionName: "nightly",
+		Jobs: []legacyfixture.Job{
+			{ID: ids[0], State: "completed", Worker: "old-w", ClaimedAt: 1_700_000_000_000_001},
+			{ID: ids[1], State: "failed", Worker: "old-w", Reason: "boom", ClaimedAt: 1_700_000_000_000_002},
+			{ID: ids[2], State: "cancelled", Worker: "old-w", ClaimedAt: 1_700_000_000_000_003},
+		},
+	})
+	a, err := Open(path)
+	require.NoError(t, err)
+	defer a.Close()
+	js, err := a.Jobs("nightly")
+	require.NoError(t, err)
+	require.Len(t, js, 3)
+	for i, j := range js {
+		require.True(t, j.Expiry.IsZero(), "job %d (%s) shows expiry %s", i, j.State, j.Expiry)
+		require.Equal(t, int64(1_700_000_000_000_001+i), j.ClaimedAt.UnixMicro(), "the claim time is kept")
+		require.Equal(t, "old-w", j.Worker)
+		var listed map[string]any
+		require.NoError(t, json.Unmarshal([]byte(mustJSON(t, j)), &listed))
+		require.Nil(t, listed["expiry_unix_us"], "the listing's expiry is null")
+		one, err := a.Job("nightly", j.ID)
+		require.NoError(t, err)
+		require.True(t, one.Expiry.IsZero())
+	}
+}
+
 // buildLegacy writes a pre-lease (version 1) database for the store under
 // test and returns its location.
 func buildLegacy(t *testing.T, fx legacyfixture.Fixture) string {
@@ -217,7 +248,8 @@ func TestSecretsNeverAppearInListingsEventsErrorsOrTheDatabaseFile(t *testing.T)
 		tok, err := l.Export()
 		require.NoError(t, err)
 		tokens = append(tokens, tok)
-		secrets = append(secrets, hex.EncodeToString(l.secret[:]), uuid.UUID(*l.secret).String(), string(l.secret[:]))
+		raw := l.secret.Bytes()
+		secrets = append(secrets, hex.EncodeToString(raw[:]), uuid.UUID(raw).String(), string(raw[:]))
 		require.NoError(t, l.Renew(2*time.Minute))
 		errs = append(errs, fmtAll(l)...)
 		if i == 0 {
@@ -358,4 +390,66 @@ func mustJSON(t *testing.T, v any) string {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// A claim whose commit reached the store but was reported failed returns no
+// lease: the error names the job (Error.JobID and the message), so the
+// caller can find the claim and cancel it, or let it expire.
+func TestAClaimWhoseOutcomeIsUnknownNamesItsJob(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(2)
+	fb := faulty(f.a)
+	fb.commitErr, fb.commitSucceeds = errors.New("disk I/O error (fsync)"), true
+	l, err := f.a.Claim("p", "w", time.Minute)
+	require.Nil(t, l)
+	requireKind(t, err, KindOutcomeUnknown)
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	require.Equal(t, ids[0], e.JobID)
+	require.Contains(t, err.Error(), ids[0])
+	fb.commitErr = nil
+	j := f.job(ids[0])
+	require.Equal(t, StateClaimed, j.State, "the claim did persist")
+	require.Equal(t, "w", j.Worker)
+	require.NoError(t, f.a.Cancel("p", e.JobID), "the job id is enough to give it back")
+
+	// Not persisted: the error still names the job it tried.
+	fb.commitErr, fb.commitSucceeds = errors.New("disk I/O error (fsync)"), false
+	_, err = f.a.ClaimJob("p", ids[1], "w", time.Minute)
+	requireKind(t, err, KindOutcomeUnknown)
+	require.True(t, errors.As(err, &e))
+	require.Equal(t, ids[1], e.JobID)
+	fb.commitErr = nil
+	require.Equal(t, StateRequested, f.job(ids[1]).State)
+}
+
+// An edit's leases are in the caller's hands already: when the edit's
+// commit outcome is unknown they become active, and their first use asks
+// the store whether the claim is theirs.
+func TestAnEditWhoseOutcomeIsUnknownLeavesItsLeasesToAskTheStore(t *testing.T) {
+	for _, persisted := range []bool{true, false} {
+		f := newFixture(t)
+		f.request(2)
+		fb := faulty(f.a)
+		e, err := f.a.Begin()
+		require.NoError(t, err)
+		l, err := e.Claim("p", "w", time.Minute)
+		require.NoError(t, err)
+		done, err := e.Claim("p", "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, e.Complete(done, Facts{}))
+		fb.commitErr, fb.commitSucceeds = errors.New("connection reset during COMMIT"), persisted
+		requireKind(t, e.Commit(), KindOutcomeUnknown)
+		fb.commitErr = nil
+		require.Equal(t, LeaseActive, l.State(), "persisted=%v", persisted)
+		require.Equal(t, LeaseActive, done.State(), "persisted=%v", persisted)
+		if persisted {
+			require.NoError(t, l.Renew(time.Hour), "the claim is this lease's")
+			requireKind(t, done.Complete(Facts{}), KindWrongState)
+			continue
+		}
+		requireKind(t, l.Renew(time.Hour), KindLeaseLost)
+		requireKind(t, done.Complete(Facts{}), KindLeaseLost)
+		require.Equal(t, StateRequested, f.job(l.JobID()).State)
+	}
 }

@@ -29,7 +29,8 @@ func TestTokenVectorsDecodeExactlyAsWritten(t *testing.T) {
 		require.NoError(t, err, c.Token)
 		require.Equal(t, c.ProductionID, tok.ProductionID)
 		require.Equal(t, c.JobID, tok.JobID)
-		require.Equal(t, c.SecretHex, hex.EncodeToString(tok.Secret[:]))
+		secret := tok.Secret.Bytes()
+		require.Equal(t, c.SecretHex, hex.EncodeToString(secret[:]))
 		again, err := EncodeToken(tok)
 		require.NoError(t, err)
 		require.Equal(t, c.Token, again, "one encoding per token")
@@ -111,7 +112,9 @@ func TestImportChecksProductionJobAndSecret(t *testing.T) {
 	requireKind(t, err, KindNotFound)
 
 	wrongSecret := good
-	wrongSecret.Secret[15] ^= 1
+	flipped := good.Secret.Bytes()
+	flipped[15] ^= 1
+	wrongSecret.Secret = NewSecret(flipped)
 	s, _ = EncodeToken(wrongSecret)
 	_, err = f.a.Import(s)
 	requireKind(t, err, KindLeaseLost)
@@ -168,4 +171,19 @@ func FuzzDecodeToken(f *testing.F) {
 			t.Fatalf("accepted a non-canonical token")
 		}
 	})
+}
+
+// A Secret keeps its bytes behind a pointer, so == compares pointers: Equal
+// compares what they hold.
+func TestSecretsCompareByTheirBytesWithEqual(t *testing.T) {
+	b := [16]byte{1, 2, 3}
+	require.True(t, NewSecret(b).Equal(NewSecret(b)))
+	require.Equal(t, b, NewSecret(b).Bytes())
+	other := b
+	other[15] = 1
+	require.False(t, NewSecret(b).Equal(NewSecret(other)))
+	require.True(t, Secret{}.Equal(NewSecret([16]byte{})), "the zero Secret is 16 zero bytes")
+	s := NewSecret(b)
+	b[0] = 9
+	require.Equal(t, byte(1), s.Bytes()[0], "NewSecret keeps a copy")
 }

@@ -166,10 +166,15 @@ func (f Facts) validate() error {
 			}
 		}
 	}
+	paths := make(map[string]bool, len(f.Outputs))
 	for _, o := range f.Outputs {
 		if err := checkText("output path", o.Path, MaxPathLen, false); err != nil {
 			return err
 		}
+		if paths[o.Path] {
+			return errf(KindInvalidArgument, "output path %q is registered twice", o.Path)
+		}
+		paths[o.Path] = true
 	}
 	return nil
 }

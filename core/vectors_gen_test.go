@@ -33,7 +33,7 @@ func mustSecret(t *testing.T, h string) Secret {
 	if err != nil || len(b) != 16 {
 		t.Fatalf("bad secret hex %q", h)
 	}
-	return Secret(b)
+	return NewSecret([16]byte(b))
 }
 
 // buildTokenVectors derives every vector from a few fixed ids with the codec

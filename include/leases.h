@@ -107,11 +107,13 @@ typedef struct leases_execution leases_execution;
 typedef int leases_status;
 #define LEASES_OK 0 /* success */
 /* bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical
- * id, bad facts JSON, unknown handle */
+ * id, bad facts JSON, unknown handle; an output path twice in one
+ * completion, or a fact or output the job already has */
 #define LEASES_INVALID_ARGUMENT 1
 #define LEASES_INVALID_DURATION 2 /* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US */
 /* the production or job does not exist, or the lease or token belongs to
- * another production */
+ * another production; or the database does not exist and was opened not to
+ * be created */
 #define LEASES_NOT_FOUND 3
 #define LEASES_NOTHING_TO_CLAIM 4 /* the production has no claimable job */
 /* the job is in a state that forbids the operation, or this claim already
@@ -140,7 +142,8 @@ typedef int leases_status;
  * unreachable server or a lost connection); nothing changed */
 #define LEASES_STORAGE 14
 /* the commit itself failed: it may or may not have persisted; the lease stays
- * active locally and its next use asks the store */
+ * active locally and its next use asks the store (an edit's leases too); a
+ * claim then returns no lease and the message names the job */
 #define LEASES_OUTCOME_UNKNOWN 15
 #define LEASES_SCHEMA_TOO_NEW 16 /* the database was written by a newer library */
 /* called in a fork()ed child of the process that loaded the library */

@@ -4,7 +4,7 @@
 CAPI_SO       := $(BUILD)/libleases.so
 CAPI_TEST_SO  := $(BUILD)/test/libleases.so
 CAPI_CGO_DIR  := $(BUILD)/cgo
-CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.h capi/*.map core/*.go core/*/*.go core/*/*/*.go) \
+CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.h capi/*.map leases.go core/*.go core/*/*.go core/*/*/*.go) \
                  go.mod go.sum VERSION abi/VERSION abi/REVISION include/leases.h include/leases_testing.h mk/20-capi.mk
 CAPI_CGO_CFLAGS := -g -O2 -DLEASES_RELEASE_VERSION=$(VERSION)
 # The SONAME carries the incompatible-ABI number (docs/ABI.md), which never

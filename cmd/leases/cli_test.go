@@ -83,6 +83,7 @@ func TestNoFlagTakesATokenValue(t *testing.T) {
 
 func TestUsageErrorsExitTwo(t *testing.T) {
 	e := newEnv(t)
+	e.setup(0) // with no database, commands that need one say that first
 	for _, args := range [][]string{
 		{},
 		{"frobnicate"},
@@ -266,6 +267,25 @@ func TestNothingToClaimExitsThreeAndRemovesTheReservedFile(t *testing.T) {
 	if exists(out) {
 		t.Fatal("the reserved token file was left behind")
 	}
+}
+
+// A claim whose commit persisted but was reported failed returns no lease,
+// so there is no token to write: the CLI names the job, and how to find and
+// give back the claim.
+func TestAClaimWhoseOutcomeIsUnknownNamesTheJob(t *testing.T) {
+	e := newEnv(t)
+	ids := e.setup(1)
+	out := filepath.Join(e.dir, "t")
+	r := e.runWith(opts{env: []string{"LEASES_TEST_CLAIM_ACK_LOST=1"}},
+		"claim", "--production", prod, "--worker", "w-unknown", "--duration", "1m", "--token-out", out)
+	wantExit(t, r, 1, "outcome_unknown", "job "+ids[0], "leases cancel --production "+prod+" --job "+ids[0])
+	if exists(out) {
+		t.Fatal("a token file without a token was left behind")
+	}
+	if j := e.job(ids[0]); j.State != "claimed" || *j.Worker != "w-unknown" {
+		t.Fatalf("the claim did commit, and the listing shows it: %+v", j)
+	}
+	e.must("cancel", "--production", prod, "--job", ids[0])
 }
 
 var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
@@ -670,3 +690,121 @@ type sqlStateError string
 
 func (e sqlStateError) Error() string    { return "server error (SQLSTATE " + string(e) + ")" }
 func (e sqlStateError) SQLState() string { return string(e) }
+
+// pausedRun starts leases paused at the pause point `at` (a leasestest
+// hook), sends sig there, lets it go on, and returns its result and how
+// it ended.
+func (e *env) pausedRun(t *testing.T, at string, sig syscall.Signal, args ...string) (result, syscall.WaitStatus) {
+	t.Helper()
+	pauses := t.TempDir()
+	cmd, stdout, stderr := e.command(opts{env: []string{"LEASES_TEST_PAUSE=" + at, "LEASES_TEST_PAUSE_DIR=" + pauses}}, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitFor(t, "the pause at "+at, 10*time.Second, func() bool { return exists(filepath.Join(pauses, at+".paused")) })
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the signal is in before the command goes on
+	if err := os.WriteFile(filepath.Join(pauses, at+".resume"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		return e.finish(args, err, stdout, stderr), cmd.ProcessState.Sys().(syscall.WaitStatus)
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("leases did not end after the pause at %s", at)
+	}
+	return result{}, 0
+}
+
+// A signal between reserving the token file and writing it waits: before
+// the claim is made nothing is claimed and the file is removed; once the
+// claim is under way it commits, the token is written whole and the receipt
+// printed. Then the signal takes effect: leases ends by it.
+func TestASignalWhileClaimingLeavesTheTokenFileCompleteOrRemoved(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			e := newEnv(t)
+			ids := e.setup(1)
+			out := filepath.Join(e.dir, "t")
+			claim := []string{"claim", "--production", prod, "--worker", "w-sig", "--duration", "1m", "--token-out", out}
+
+			r, ws := e.pausedRun(t, "claim-reserved", sig, claim...)
+			if !ws.Signaled() || ws.Signal() != sig {
+				t.Fatalf("leases did not end by %v: %v\n%s", sig, ws, r)
+			}
+			if !strings.Contains(r.stderr, "nothing was claimed") || exists(out) {
+				t.Fatalf("an interrupt before the claim must claim nothing and remove the file: %s", r)
+			}
+			if j := e.job(ids[0]); j.State != "requested" {
+				t.Fatalf("job %+v", j)
+			}
+
+			r, ws = e.pausedRun(t, "claim-committed", sig, claim...)
+			if !ws.Signaled() || ws.Signal() != sig {
+				t.Fatalf("leases did not end by %v: %v\n%s", sig, ws, r)
+			}
+			if !strings.Contains(r.stdout, "claimed production="+prod+" job="+ids[0]) {
+				t.Fatalf("the committed claim's receipt was not printed: %s", r)
+			}
+			e.register(out) // the token is whole: it decodes
+			e.must("renew", "--token-file", out, "--duration", "2m")
+			if j := e.job(ids[0]); j.State != "claimed" || *j.Worker != "w-sig" {
+				t.Fatalf("job %+v", j)
+			}
+		})
+	}
+}
+
+// Commands that do not create things never create a database: a missing
+// one is an error naming it and saying how to create one, and its directory
+// is left exactly as it was. production create and job request create one
+// as before, and so does any command given --create.
+func TestCommandsThatCreateNothingNeverCreateADatabase(t *testing.T) {
+	e := newEnv(t)
+	ids := e.setup(1)
+	tok, _ := e.claim("w", "1m")
+	dbDir := filepath.Join(e.dir, "elsewhere")
+	if err := os.Mkdir(dbDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dbDir, "leases.db")
+	out := e.outDir()
+	for _, args := range [][]string{
+		{"production", "list"},
+		{"job", "list", "--production", prod},
+		{"events"},
+		{"events", "--follow"},
+		{"claim", "--production", prod, "--worker", "w", "--duration", "1m", "--token-out", filepath.Join(dbDir, "t")},
+		{"renew", "--token-file", tok, "--duration", "2m"},
+		{"release", "--token-file", tok},
+		{"fail", "--token-file", tok, "--reason", "r"},
+		{"complete", "--token-file", tok},
+		{"cancel", "--production", prod, "--job", ids[0]},
+		{"exec", "--token-file", tok, "--output-dir", out, "--", "true"},
+	} {
+		r := e.runWith(opts{env: []string{"LEASES_DB=" + missing}}, args...)
+		wantExit(t, r, 1, "not_found", missing, "leases production create", "--create", "nothing was created")
+		if names := listDir(t, dbDir); len(names) != 0 {
+			t.Fatalf("leases %s created %v", strings.Join(args, " "), names)
+		}
+	}
+	if j := e.job(ids[0]); j.State != "claimed" {
+		t.Fatalf("a refused command changed the real database: %+v", j)
+	}
+	e.runWith(opts{env: []string{"LEASES_DB=" + missing}}, "job", "list", "--production", prod, "--create")
+	if !exists(missing) {
+		t.Fatal("--create did not create the database")
+	}
+	for _, creating := range [][]string{{"production", "create", "p2"}, {"job", "request", "--production", "p2"}} {
+		fresh := filepath.Join(t.TempDir(), "new.db")
+		r := e.runWith(opts{env: []string{"LEASES_DB=" + fresh}}, creating...)
+		if !exists(fresh) {
+			t.Fatalf("leases %s did not create the database: %s", strings.Join(creating, " "), r)
+		}
+	}
+}

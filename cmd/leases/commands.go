@@ -152,7 +152,7 @@ func runProductionCreate(cc *cmdContext) error {
 	if len(pos) != 1 {
 		return usagef(cc.cmd.name, "give exactly one production NAME")
 	}
-	a, err := cc.open()
+	a, err := cc.openCreating()
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func runJobRequest(cc *cmdContext) error {
 			return usagef(cc.cmd.name, "the payload is larger than %d bytes", core.MaxPayloadLen)
 		}
 	}
-	a, err := cc.open()
+	a, err := cc.openCreating()
 	if err != nil {
 		return err
 	}
@@ -293,6 +293,10 @@ func runClaim(cc *cmdContext) error {
 		return usagef(cc.cmd.name, "--token-out needs a file: a token is never written to standard output")
 	}
 
+	// From here until the token is written (or the file removed), SIGINT
+	// and SIGTERM wait: the file ends complete or gone, and a committed
+	// claim's receipt is printed, before the signal takes effect.
+	held.start()
 	// Reserve the credential file before anything else, so an existing file
 	// refuses the claim with nothing changed (not even a database created).
 	out, err := os.OpenFile(*tokenOut, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
@@ -316,11 +320,18 @@ func runClaim(cc *cmdContext) error {
 		return fmt.Errorf("create token file: %w; nothing was claimed", err)
 	}
 
+	pausePoint("claim-reserved")
 	a, err := cc.open()
 	if err != nil {
 		discard()
 		return err
 	}
+	if s := held.interrupted(); s != nil {
+		a.Close()
+		discard()
+		return fmt.Errorf("interrupted (%v) before the claim was made: nothing was claimed, and %s was removed", s, *tokenOut)
+	}
+	claimCommitHook(a)
 	var l *core.Lease
 	if *jobID != "" {
 		l, err = a.ClaimJob(*prod, *jobID, *worker, dur.d)
@@ -330,8 +341,17 @@ func runClaim(cc *cmdContext) error {
 	if err != nil {
 		a.Close()
 		discard()
+		var ce *core.Error
+		if errors.As(err, &ce) && ce.Kind == core.KindOutcomeUnknown && ce.JobID != "" {
+			// No lease came back, so there is no token to write: name the
+			// job, so the claim can be found and given back if it committed.
+			return fmt.Errorf("%w\nleases: no token was written (%s was removed); if the claim committed, job %s is "+
+				"claimed by %s until its expiry: see 'leases job list --production %s', and give it back with "+
+				"'leases cancel --production %s --job %s'", err, *tokenOut, ce.JobID, *worker, *prod, *prod, ce.JobID)
+		}
 		return err
 	}
+	pausePoint("claim-committed")
 	rc := receipt{Production: l.Production(), JobID: l.JobID(), Worker: l.Worker(), Expiry: l.ExpiryUnixUS(), TokenFile: *tokenOut}
 	tok, err := l.Export()
 	a.Close()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"syscall"
 	"time"
 
@@ -88,10 +87,16 @@ func runExec(cc *cmdContext) error {
 			renewFor = time.Minute
 		}
 	}
+	// From the reserved output file until the program runs, and again from
+	// its exit until the outcome is recorded, SIGINT and SIGTERM wait (a
+	// signal before the program starts runs nothing); while it runs they
+	// are forwarded to it.
+	held.start()
 	x, err := l.BeginExecution(*outDir)
 	if err != nil {
 		return err
 	}
+	pausePoint("exec-reserved")
 
 	cmd := exec.Command(prog[0], prog[1:]...)
 	cmd.Env = append(os.Environ(),
@@ -107,10 +112,13 @@ func runExec(cc *cmdContext) error {
 	}
 	cmd.Stdin = pr
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
+	if s := held.interrupted(); s != nil {
+		pr.Close()
+		pw.Close()
+		x.Abandon()
+		return fmt.Errorf("interrupted (%v) before %s started: nothing was run, its output file was removed, and the claim is unchanged",
+			s, prog[0])
+	}
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -141,7 +149,7 @@ loop:
 		select {
 		case <-waited:
 			break loop
-		case s := <-sigs:
+		case s := <-held.signals():
 			if interrupted == nil {
 				interrupted = s
 				killGroup(s.(syscall.Signal))

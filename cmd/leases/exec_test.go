@@ -309,3 +309,28 @@ while :; do sleep 0.02; done`
 		})
 	}
 }
+
+// A signal after exec reserved its output file and before the program
+// starts waits, then runs nothing: the output file is removed, the claim is
+// unchanged, and leases ends by the signal.
+func TestASignalBeforeTheProgramStartsRunsNothingAndRemovesItsFile(t *testing.T) {
+	e := newEnv(t)
+	ids := e.setup(1)
+	out := e.outDir()
+	tok, _ := e.claim("w", "1m")
+	ran := filepath.Join(e.dir, "ran")
+	r, ws := e.pausedRun(t, "exec-reserved", syscall.SIGTERM,
+		"exec", "--token-file", tok, "--output-dir", out, "--", "sh", "-c", "touch "+ran)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("leases did not end by SIGTERM: %v\n%s", ws, r)
+	}
+	if !strings.Contains(r.stderr, "nothing was run") || exists(ran) {
+		t.Fatalf("the program ran: %s", r)
+	}
+	if names := listDir(t, out); len(names) != 0 {
+		t.Fatalf("the reserved output file was left: %v", names)
+	}
+	if j := e.job(ids[0]); j.State != "claimed" || j.Attempts != 1 {
+		t.Fatalf("the claim changed: %+v", j)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -23,6 +24,7 @@ type cmdContext struct {
 	fs       *flag.FlagSet
 	args     []string
 	db       string
+	create   bool
 	json     *bool
 	dbGlobal string
 }
@@ -32,6 +34,7 @@ func newCmdContext(c *command, globalDB string) *cmdContext {
 	cc.fs = flag.NewFlagSet("leases "+c.name, flag.ContinueOnError)
 	cc.fs.SetOutput(io.Discard)
 	cc.fs.StringVar(&cc.db, "db", "", "database `PATH`, or a postgres:// URL for PostgreSQL (default $LEASES_DB, else ./leases.db)")
+	cc.fs.BoolVar(&cc.create, "create", false, "create the database if it does not exist (production create and job request always may)")
 	return cc
 }
 
@@ -173,7 +176,23 @@ func (cc *cmdContext) dbPath() string {
 	return defaultDBPath
 }
 
-func (cc *cmdContext) open() (*core.Authority, error) { return core.Open(cc.dbPath()) }
+// open opens the authority for a command that reads, or acts on what
+// exists: unless --create is given, a missing database is an error that
+// says how to create one, and nothing is created (no file, no -wal or -shm,
+// no tables in a PostgreSQL schema).
+func (cc *cmdContext) open() (*core.Authority, error) { return cc.openWith(cc.create) }
+
+// openCreating opens the authority for a command that creates things
+// (production create, job request): a missing database is created.
+func (cc *cmdContext) openCreating() (*core.Authority, error) { return cc.openWith(true) }
+
+func (cc *cmdContext) openWith(create bool) (*core.Authority, error) {
+	a, err := leases.OpenWith(cc.dbPath(), leases.Options{MustExist: !create})
+	if !create && errors.Is(err, core.ErrNotFound) {
+		return nil, fmt.Errorf("%w; nothing was created ('leases production create NAME' creates it, or add --create)", err)
+	}
+	return a, err
+}
 
 // ---- durations -------------------------------------------------------------
 

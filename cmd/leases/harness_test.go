@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -91,7 +92,7 @@ func (r *record) addToken(t *testing.T, tok string) {
 	if err != nil {
 		t.Fatalf("token file does not hold a valid token: %v", err)
 	}
-	s := dec.Secret
+	s := dec.Secret.Bytes()
 	forms := map[string]string{
 		tok:                             "token",
 		strings.TrimPrefix(tok, "lt1."): "token body",
@@ -389,7 +390,7 @@ func (e *env) events() []eventRow {
 // facts reads published facts directly from the authority.
 func (e *env) facts(jobID string) core.Facts {
 	e.t.Helper()
-	a, err := core.Open(e.db)
+	a, err := leases.Open(e.db)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -5,8 +5,13 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
 	"syscall"
+	"time"
+
+	"github.com/libleases/libleases/core"
 )
 
 const testHooks = true
@@ -34,3 +39,33 @@ func tokenWriteHook() (restore func()) {
 // execRenewalDisabled: with LEASES_TEST_EXEC_NO_RENEW=1, exec does not renew,
 // so a test can let the claim expire while the program runs.
 func execRenewalDisabled() bool { return os.Getenv("LEASES_TEST_EXEC_NO_RENEW") == "1" }
+
+// claimCommitHook: with LEASES_TEST_CLAIM_ACK_LOST=1 the claim's commit
+// persists and is then reported failed (outcome_unknown), as when the
+// acknowledgement of a COMMIT is lost. Unlike the hooks above this failure
+// is injected at the store boundary: a commit that persists and still fails
+// cannot be brought about from outside the process on demand.
+func claimCommitHook(a *core.Authority) {
+	if os.Getenv("LEASES_TEST_CLAIM_ACK_LOST") == "1" {
+		core.FailCommitsForTest(a, errors.New("injected: the acknowledgement of the commit was lost"))
+	}
+}
+
+// pausePoint: with LEASES_TEST_PAUSE=NAME and LEASES_TEST_PAUSE_DIR=DIR,
+// reaching the pause point NAME creates DIR/NAME.paused and waits until
+// DIR/NAME.resume exists, so a test can act (send a signal) exactly there.
+func pausePoint(name string) {
+	dir := os.Getenv("LEASES_TEST_PAUSE_DIR")
+	if os.Getenv("LEASES_TEST_PAUSE") != name || dir == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".paused"), nil, 0o600); err != nil {
+		return
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, name+".resume")); err == nil {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -4,8 +4,14 @@
 // environment variable can change how a shipped leases binary behaves.
 package main
 
+import "github.com/libleases/libleases/core"
+
 const testHooks = false
 
 func tokenWriteHook() (restore func()) { return func() {} }
 
 func execRenewalDisabled() bool { return false }
+
+func claimCommitHook(*core.Authority) {}
+
+func pausePoint(string) {}

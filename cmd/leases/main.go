@@ -120,7 +120,8 @@ func mainHelp(w io.Writer) {
 Usage: leases [--db PATH] COMMAND [FLAGS] [ARGS]
        leases --version | --help
 
-The database is --db PATH, else $LEASES_DB, else ./leases.db (created if missing).
+The database is --db PATH, else $LEASES_DB, else ./leases.db. Only production create
+and job request create a missing one (any command does with --create).
 A postgres:// or postgresql:// URL instead of a path selects a PostgreSQL server.
 Tokens (lease credentials) are read only from --token-file FILE, or --token-file -
 for standard input; never from an argument.
@@ -140,7 +141,11 @@ Run 'leases COMMAND --help' for a command's flags and examples.
 `)
 }
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	code := run(os.Args[1:])
+	held.deliver() // a signal held over a window that must not be cut short (signals.go)
+	os.Exit(code)
+}
 
 func run(args []string) int {
 	err := dispatch(args)

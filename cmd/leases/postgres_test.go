@@ -132,8 +132,10 @@ func TestPostgresURLInDBFlagWinsOverLEASES_DB(t *testing.T) {
 	wantExit(t, r, 0)
 	r = e.runWith(opts{noDB: true, env: []string{"LEASES_DB=" + other}}, "production", "create", "b", "--db="+e.db)
 	wantExit(t, r, 0)
+	// Neither set: ./leases.db in the test directory, not the server (and
+	// production list creates no database).
 	r = e.runWith(opts{noDB: true}, "production", "list", "--json")
-	wantExit(t, r, 0) // ./leases.db in the test directory: not the server
+	wantExit(t, r, 1, "not_found", "./leases.db")
 	r = e.must("production", "list", "--json")
 	noPassword(t, r)
 	var ps []struct{ Name string }
@@ -288,4 +290,18 @@ func TestEventsFollowKeepsFollowingAcrossAPostgresServerRestart(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("--follow did not stop on SIGTERM")
 	}
+}
+
+// On PostgreSQL too, a command that creates nothing leaves a schema without
+// an authority as it was: no tables.
+func TestCommandsThatCreateNothingCreateNoTablesInAPostgresSchema(t *testing.T) {
+	e := pgEnv(t)
+	r := e.run("job", "list", "--production", prod)
+	wantExit(t, r, 1, "not_found", "leases production create")
+	noPassword(t, r)
+	if tables := pgtest.Tables(t, e.db); len(tables) != 0 {
+		t.Fatalf("tables were created: %v", tables)
+	}
+	e.must("production", "create", prod)
+	e.must("job", "list", "--production", prod)
 }

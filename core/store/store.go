@@ -24,12 +24,25 @@ var (
 	ErrBusy = errors.New("database is busy")
 	// ErrNoRow: the looked-up row does not exist.
 	ErrNoRow = errors.New("no such row")
-	// ErrConflict: a uniqueness constraint refused the write.
-	ErrConflict = errors.New("unique constraint refused the write")
+	// ErrConflict: a concurrent transaction created the same production name
+	// or job key first, so the unique index refused this one's insert. Only
+	// a server store, where creators do not share a writer lock, reports it.
+	// Nothing was written; running the transaction again finds that row.
+	ErrConflict = errors.New("a concurrent transaction created the same row first")
+	// ErrConstraint: a constraint refused the write and no concurrent writer
+	// explains it (the row was already there, or a reference is missing).
+	// Running the transaction again would fail the same way.
+	ErrConstraint = errors.New("a constraint of the store refused the write")
 	// ErrSchemaTooNew: the file was written by a newer library.
 	ErrSchemaTooNew = errors.New("database schema is newer than this library")
 	// ErrNotLeases: the file is a database, but not one of ours.
 	ErrNotLeases = errors.New("database is not a libleases authority")
+	// ErrNotExist: there is no authority at the location, and the store was
+	// opened not to create one (MustExist).
+	ErrNotExist = errors.New("no libleases authority exists there")
+	// ErrInvalid: the location, or an option given with it, cannot be used
+	// (an unparsable URL, an option of another store).
+	ErrInvalid = errors.New("invalid location or option")
 	// ErrReadOnly: the file cannot be written.
 	ErrReadOnly = errors.New("database is read-only")
 	// ErrCorrupt: the file is damaged or not a database.
@@ -40,6 +53,10 @@ var (
 	// a concurrent one (a serialization failure or a deadlock). Nothing was
 	// written; running the whole transaction again may succeed.
 	ErrRetry = errors.New("transaction aborted by a conflict with a concurrent transaction")
+	// ErrAbandoned: the context of BeginWrite ended before the transaction
+	// began, or before its COMMIT was sent. Nothing was written. It wraps
+	// the context's cause.
+	ErrAbandoned = errors.New("transaction abandoned before it committed")
 )
 
 // Clock is implemented by a Tx whose store owns the authority clock: a
@@ -114,6 +131,7 @@ type Reader interface {
 	ProductionByID(ctx context.Context, id string) (Production, error)
 	Productions(ctx context.Context) ([]Production, error)
 	JobByID(ctx context.Context, id string) (Job, error)
+	// JobByKey never locks the row: a job's key and payload never change.
 	JobByKey(ctx context.Context, productionID, key string) (Job, error)
 	Jobs(ctx context.Context, productionID string) ([]Job, error)
 	// NextClaimable returns the first job in request order that is requested,
@@ -135,6 +153,10 @@ type Tx interface {
 	InsertEvent(ctx context.Context, e Event) error // assigns Seq
 	InsertFacts(ctx context.Context, facts []Fact) error
 	InsertOutputs(ctx context.Context, outs []Output) error
+	// Commit commits. If the context given to BeginWrite has ended by then,
+	// it rolls back instead and returns ErrAbandoned; once COMMIT is sent,
+	// nothing interrupts it, so an error after that is a commit whose
+	// outcome is unknown (unless it is ErrRetry).
 	Commit() error
 	Rollback() error
 }
@@ -144,7 +166,8 @@ type Backend interface {
 	Reader
 	// BeginWrite starts a write transaction. SQLite takes its one writer lock
 	// here; a server store takes row locks as the transaction touches rows.
-	// Either waits at most the busy timeout for a lock.
+	// Either waits at most the busy timeout for a lock, and gives up once ctx
+	// ends (ErrAbandoned). Every statement of the transaction gets ctx too.
 	BeginWrite(ctx context.Context) (Tx, error)
 	Close() error
 }

@@ -17,6 +17,7 @@ package reliability
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/stretchr/testify/require"
 )
@@ -44,14 +46,25 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 		tokens = append(tokens, tok)
 		require.NoError(t, os.WriteFile(filepath.Join(tokDir, fmt.Sprintf("t%d", len(tokens))), []byte(tok), 0o600))
 	}
-	// say writes values and errors in every Go format to the scanned log.
+	// say writes values and errors to the scanned log in every way Go shows
+	// a value: each fmt verb (with flags), inside the structs a caller would
+	// log, as JSON, and through both slog handlers.
+	logText, logJSON := slog.New(slog.NewTextHandler(logf, nil)), slog.New(slog.NewJSONHandler(logf, nil))
 	say := func(vs ...any) {
 		for _, v := range vs {
-			fmt.Fprintf(logf, "%v | %+v | %#v | %s | %q\n", v, v, v, v, v)
+			for _, w := range []any{v, []any{v}, struct{ V any }{v}, struct{ v any }{v}, map[string]any{"k": v}} {
+				for _, verb := range []string{"v", "+v", "#v", "s", "q", "x", "X", "#x", "d", "o", "O", "b", "c", "U", "e", "g", "t", "p", "T"} {
+					fmt.Fprintf(logf, "%"+verb+" | ", w)
+				}
+				b, err := json.Marshal(w)
+				fmt.Fprintf(logf, "%s %v\n", b, err)
+				logText.Info("say", "v", w)
+				logJSON.Info("say", "v", w)
+			}
 		}
 	}
 
-	a, err := core.Open(db)
+	a, err := leases.Open(db)
 	require.NoError(t, err)
 	_, err = a.CreateProduction("leak")
 	require.NoError(t, err)
@@ -66,7 +79,7 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 	l, err := e.Claim("leak", "go-edit", time.Minute)
 	require.NoError(t, err)
 	tok, err := l.Export()
-	say(l, err) // a pending lease does not export
+	say(l, err, e) // a pending lease does not export; the edit holds it
 	require.NoError(t, e.Complete(l, core.Facts{Metadata: map[string]json.RawMessage{"k": json.RawMessage(`1`)}}))
 	require.NoError(t, e.Commit())
 	_ = tok
@@ -80,6 +93,9 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 	l2, err := a.Import(tok)
 	require.NoError(t, err)
 	say(l, l2, reflect.ValueOf(l2).Elem().Interface()) // by value, as a careless %v of *l2 would
+	dec, err := core.DecodeToken(tok)
+	require.NoError(t, err)
+	say(dec, &dec, dec.Secret, &dec.Secret)
 
 	say(l2.Renew(time.Millisecond))            // not extended
 	say(l2.Renew(48 * time.Hour))              // invalid duration

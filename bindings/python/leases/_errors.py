@@ -47,7 +47,7 @@ class NotHeldError(LeasesError):
 
 
 class InvalidArgumentError(LeasesError, ValueError):
-    """LEASES_INVALID_ARGUMENT: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle."""
+    """LEASES_INVALID_ARGUMENT: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has."""
 
     status = 1
     status_name = "invalid_argument"
@@ -61,7 +61,7 @@ class InvalidDurationError(LeasesError, ValueError):
 
 
 class NotFoundError(LeasesError):
-    """LEASES_NOT_FOUND: the production or job does not exist, or the lease or token belongs to another production."""
+    """LEASES_NOT_FOUND: the production or job does not exist, or the lease or token belongs to another production; or the database does not exist and was opened not to be created."""
 
     status = 3
     status_name = "not_found"
@@ -145,7 +145,7 @@ class StorageError(LeasesError):
 
 
 class OutcomeUnknownError(LeasesError):
-    """LEASES_OUTCOME_UNKNOWN: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store."""
+    """LEASES_OUTCOME_UNKNOWN: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and the message names the job."""
 
     status = 15
     status_name = "outcome_unknown"

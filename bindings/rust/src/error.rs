@@ -19,11 +19,11 @@ use crate::sys;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// `LEASES_INVALID_ARGUMENT`: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle.
+    /// `LEASES_INVALID_ARGUMENT`: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has.
     InvalidArgument,
     /// `LEASES_INVALID_DURATION`: not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US.
     InvalidDuration,
-    /// `LEASES_NOT_FOUND`: the production or job does not exist, or the lease or token belongs to another production.
+    /// `LEASES_NOT_FOUND`: the production or job does not exist, or the lease or token belongs to another production; or the database does not exist and was opened not to be created.
     NotFound,
     /// `LEASES_NOTHING_TO_CLAIM`: the production has no claimable job.
     NothingToClaim,
@@ -47,7 +47,7 @@ pub enum ErrorKind {
     Busy,
     /// `LEASES_STORAGE`: the database could not be opened, read or written (on PostgreSQL also an unreachable server or a lost connection); nothing changed.
     Storage,
-    /// `LEASES_OUTCOME_UNKNOWN`: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store.
+    /// `LEASES_OUTCOME_UNKNOWN`: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and the message names the job.
     OutcomeUnknown,
     /// `LEASES_SCHEMA_TOO_NEW`: the database was written by a newer library.
     SchemaTooNew,

@@ -31,6 +31,8 @@ import (
 type Options struct {
 	// BusyTimeout bounds every wait for a row lock or a connection.
 	BusyTimeout time.Duration
+	// MustExist refuses to create the schema's tables (store.ErrNotExist).
+	MustExist bool
 }
 
 // DefaultBusyTimeout is how long a writer waits for a lock before Busy.
@@ -44,7 +46,7 @@ const defaultConnectTimeout = 10 * time.Second
 const defaultMaxConns = 32
 
 // ErrInvalidURL: the location is a postgres:// URL the driver cannot parse.
-var ErrInvalidURL = errors.New("invalid PostgreSQL URL")
+var ErrInvalidURL = fmt.Errorf("%w: invalid PostgreSQL URL", store.ErrInvalid)
 
 // IsURL reports whether location names a PostgreSQL database.
 func IsURL(location string) bool {
@@ -115,7 +117,7 @@ func Open(location string, opts Options) (*DB, error) {
 		return nil, classify(err)
 	}
 	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, queries: queries{q: pool}}
-	if err := db.migrate(ctx); err != nil {
+	if err := db.migrate(ctx, opts.MustExist); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -139,7 +141,10 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
 		tc := &txConn{c: conn}
-		return &Tx{db: db, conn: tc, queries: queries{q: tc, inTx: true}}, nil
+		return &Tx{db: db, ctx: ctx, conn: tc, queries: queries{q: tc, inTx: true}}, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(ctx))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w: no database connection became free within %s", store.ErrBusy, db.busy+db.connect)
@@ -228,6 +233,7 @@ func (r errRow) Scan(...any) error { return r.err }
 // Tx is one write transaction.
 type Tx struct {
 	db   *DB
+	ctx  context.Context // BeginWrite's: every statement runs on it, COMMIT never does
 	conn *txConn
 	done bool
 	queries
@@ -274,8 +280,10 @@ func (t *Tx) Now(ctx context.Context) (int64, error) {
 	return v, classify(err)
 }
 
-// Commit commits; an error here means the outcome is unknown unless it is
-// ErrRetry (the server aborted the transaction).
+// Commit commits, unless the transaction's context has ended: then it rolls
+// back (ErrAbandoned). COMMIT itself runs on no context, so that nothing
+// interrupts it once sent; an error then means the outcome is unknown,
+// unless it is ErrRetry (the server aborted the transaction).
 func (t *Tx) Commit() error {
 	if t.done {
 		return errors.New("transaction already finished")
@@ -283,6 +291,10 @@ func (t *Tx) Commit() error {
 	if !t.conn.begun { // nothing was sent: nothing to commit
 		t.finish()
 		return nil
+	}
+	if t.ctx.Err() != nil {
+		t.Rollback()
+		return fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(t.ctx))
 	}
 	tag, err := t.conn.c.Exec(context.Background(), "COMMIT")
 	t.finish()
@@ -313,6 +325,16 @@ func (t *Tx) finish() {
 	t.conn.c.Release() // a connection left inside a transaction is discarded
 }
 
+// creatorRaces are the unique constraints that two concurrent creators can
+// both pass the "does it exist?" read for (READ COMMITTED shows neither the
+// other's uncommitted row): one production name, one job key. Refused by
+// one of them, the transaction is run again and finds the other's row. Any
+// other refusal (a fact or output already there) would fail again.
+var creatorRaces = map[string]bool{
+	"leases_productions_name_key":       true,
+	"leases_jobs_production_id_key_key": true,
+}
+
 // classify maps PostgreSQL errors onto the store's error values, keeping the
 // server's message for diagnostics.
 func classify(err error) error {
@@ -329,8 +351,10 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %v", store.ErrRetry, err)
 		case pe.Code == "55P03" || pe.Code == "57014" || pe.Code == "53300": // lock_not_available, query_canceled, too_many_connections
 			return fmt.Errorf("%w: %v", store.ErrBusy, err)
-		case pe.Code == "23505": // unique_violation
+		case pe.Code == "23505" && creatorRaces[pe.ConstraintName]: // unique_violation
 			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+		case strings.HasPrefix(pe.Code, "23"): // any other integrity_constraint_violation
+			return fmt.Errorf("%w: %v", store.ErrConstraint, err)
 		case pe.Code == "25006": // read_only_sql_transaction
 			return fmt.Errorf("%w: %v", store.ErrReadOnly, err)
 		case pe.Code == "53100": // disk_full

@@ -193,3 +193,43 @@ func TestRedactRemovesEveryPassword(t *testing.T) {
 		require.Equal(t, want, Redact(in), in)
 	}
 }
+
+// Only a refused production name or job key can be a concurrent creator's
+// race (worth running the transaction again); any other refusal is final.
+func TestOnlyAProductionNameOrJobKeyRefusalIsAConflict(t *testing.T) {
+	db, _ := open(t, 0)
+	pid, ids := seed(t, db, 1)
+	jobWith := func(id, production, key string) store.Job {
+		return store.Job{ID: id, ProductionID: production, Key: key, HasKey: true, Payload: []byte{},
+			State: store.StateRequested, RequestedAt: 1, UpdatedAt: 1}
+	}
+	keyed := jobWith(uuid.NewString(), pid, "k")
+	fact := []store.Fact{{JobID: ids[0], Kind: "metadata", Key: "k", Value: "1"}}
+	out := []store.Output{{JobID: ids[0], Path: "/o", SHA256: "00", Nonce: "n"}}
+	write := func(fn func(tx *Tx) error) error {
+		tx := begin(t, db)
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	require.NoError(t, write(func(tx *Tx) error { return tx.InsertJob(ctx, keyed) }))
+	require.NoError(t, write(func(tx *Tx) error { return tx.InsertFacts(ctx, fact) }))
+	require.NoError(t, write(func(tx *Tx) error { return tx.InsertOutputs(ctx, out) }))
+
+	err := write(func(tx *Tx) error {
+		return tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: "p", CreatedAt: 1})
+	})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.ErrorIs(t, write(func(tx *Tx) error { return tx.InsertJob(ctx, jobWith(uuid.NewString(), pid, "k")) }), store.ErrConflict)
+	for name, fn := range map[string]func(tx *Tx) error{
+		"fact":               func(tx *Tx) error { return tx.InsertFacts(ctx, fact) },
+		"output":             func(tx *Tx) error { return tx.InsertOutputs(ctx, out) },
+		"job id":             func(tx *Tx) error { return tx.InsertJob(ctx, jobWith(ids[0], pid, "other")) },
+		"missing production": func(tx *Tx) error { return tx.InsertJob(ctx, jobWith(uuid.NewString(), "none", "other")) },
+	} {
+		err := write(fn)
+		require.ErrorIs(t, err, store.ErrConstraint, name)
+		require.NotErrorIs(t, err, store.ErrConflict, name)
+	}
+}

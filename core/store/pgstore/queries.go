@@ -21,7 +21,7 @@ type querier interface {
 }
 
 // queries holds every statement. Inside a write transaction (inTx) reads of
-// a job row lock it, so the rules decide on the row's latest committed state
+// a job row by id lock it, so the rules decide on the row's latest committed state
 // and no other transaction can change it before this one ends.
 type queries struct {
 	q    querier
@@ -166,9 +166,13 @@ func (q queries) JobByID(ctx context.Context, id string) (store.Job, error) {
 	return scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE id = $1`+q.lock("FOR UPDATE"), id))
 }
 
+// JobByKey takes no row lock, even in a write transaction: it serves the
+// idempotent request, which decides on the key and the payload, and those
+// never change. A lock would hide the job from claims (they skip locked
+// rows) until the requesting transaction ends.
 func (q queries) JobByKey(ctx context.Context, productionID, key string) (store.Job, error) {
 	return scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND key = $2`+q.lock("FOR UPDATE"), productionID, key))
+		WHERE production_id = $1 AND key = $2`, productionID, key))
 }
 
 func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, error) {

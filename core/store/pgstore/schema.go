@@ -17,9 +17,11 @@ import (
 // connection's current schema, so an authority can share a database.
 const SchemaVersion = 2
 
-// migrationLock is the advisory-lock key that serializes creating and
-// migrating the schema (the one whole-authority lock).
-const migrationLock = int64(0x6c65617365730002) // "leases" 0x0002
+// migrationLockSpace and the hash of the schema's name key the advisory
+// lock that serializes creating and migrating one schema (the one
+// whole-authority lock). Two schemas are two authorities: they never wait
+// for each other's creation.
+const migrationLockSpace = writersLockSpace + 1
 
 // schemaV2Tables creates the lease tables (all but leases_meta).
 var schemaV2Tables = []string{
@@ -151,13 +153,16 @@ func version(ctx context.Context, q querier) (int64, error) {
 
 // migrate creates or migrates the schema in one transaction under the
 // migration lock. An up-to-date database takes no lock at all.
-func (db *DB) migrate(ctx context.Context) error {
+func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 	v, err := version(ctx, db.pool)
 	if err != nil {
 		return err
 	}
 	if v == SchemaVersion {
 		return nil
+	}
+	if v == 0 && mustExist {
+		return fmt.Errorf("%w: the connection's schema has no leases_meta table", store.ErrNotExist)
 	}
 	if v > SchemaVersion {
 		return tooNew(v)
@@ -167,7 +172,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return classify(err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, migrationLockSpace); err != nil {
 		return classify(err)
 	}
 	// Under the lock, another process may have finished first.

@@ -25,6 +25,9 @@ type Options struct {
 	BusyTimeout time.Duration
 	// Synchronous is the SQLite synchronous level; "" means FULL.
 	Synchronous string
+	// MustExist refuses to create the file, or the schema in an empty one
+	// (store.ErrNotExist); nothing is created.
+	MustExist bool
 }
 
 // DefaultBusyTimeout is how long a writer waits for the lock before Busy.
@@ -49,7 +52,11 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database path: %w", err)
 	}
-	if fi, err := os.Lstat(abs); err == nil {
+	fi, err := os.Lstat(abs)
+	if opts.MustExist && errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", store.ErrNotExist, path)
+	}
+	if err == nil {
 		switch {
 		case fi.IsDir():
 			return nil, fmt.Errorf("database path %q is a directory", path)
@@ -59,6 +66,9 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 			return nil, fmt.Errorf("database path %q is a symbolic link; open the file it points to", path)
 		case !fi.Mode().IsRegular():
 			return nil, fmt.Errorf("database path %q is not a regular file", path)
+		case opts.MustExist && fi.Size() == 0:
+			// Opening would write a header into it: refuse before that.
+			return nil, fmt.Errorf("%w: %s is empty", store.ErrNotExist, path)
 		}
 	}
 	busy := opts.BusyTimeout
@@ -80,6 +90,11 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	q.Add("_pragma", "synchronous("+syncMode+")")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
+	if opts.MustExist {
+		// SQLite itself then refuses to create the file, should it vanish
+		// after the check above.
+		q.Set("mode", "rw")
+	}
 	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -87,7 +102,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	}
 	s := &DB{db: db}
 	s.queries = queries{st: newStmtCache(db)}
-	if err := s.migrate(now); err != nil {
+	if err := s.migrate(now, opts.MustExist, path); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -114,7 +129,7 @@ func (s *DB) Close() error {
 	return s.db.Close()
 }
 
-func (s *DB) migrate(now func() int64) error {
+func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 	ctx := context.Background()
 	// The common case, an up-to-date file, needs no writer lock: opening must
 	// not wait behind another process's edit.
@@ -146,6 +161,9 @@ func (s *DB) migrate(now func() int64) error {
 		}
 		if n != 0 {
 			return store.ErrNotLeases
+		}
+		if mustExist {
+			return fmt.Errorf("%w: %s is empty", store.ErrNotExist, path)
 		}
 		if err := execAll(ctx, tx, schemaV2); err != nil {
 			return err
@@ -179,26 +197,63 @@ func execAll(ctx context.Context, tx *sql.Tx, stmts []string, args ...any) error
 	return nil
 }
 
-// BeginWrite takes the writer lock with BEGIN IMMEDIATE.
+// BeginWrite takes the writer lock with BEGIN IMMEDIATE, waiting at most
+// the busy timeout, and no longer than ctx lasts.
+//
+// database/sql ties a transaction to the context given to BeginTx: once it
+// ends, the transaction is rolled back, and the driver (modernc.org/sqlite)
+// interrupts a COMMIT in progress. A commit that has started must run to
+// its end (else a committed change could be reported as failed), so the
+// transaction gets a context of its own, which ends with ctx only while
+// BEGIN waits for the lock: the driver's busy handler gives that wait up as
+// soon as ctx ends. Every statement after BEGIN runs on ctx itself (the
+// driver interrupts it when ctx ends), and Commit looks at ctx once, before
+// it sends COMMIT.
 func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := s.db.BeginTx(txCtx, nil)
+	if !stop() { // ctx ended while BEGIN ran
+		if err == nil {
+			tx.Rollback()
+		}
+		cancel()
+		return nil, abandoned(ctx)
+	}
 	if err != nil {
+		cancel()
 		return nil, classify(err)
 	}
-	return &Tx{tx: tx, queries: queries{st: s.st, tx: tx}}, nil
+	return &Tx{tx: tx, ctx: ctx, end: cancel, queries: queries{st: s.st, tx: tx}}, nil
+}
+
+func abandoned(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(ctx))
 }
 
 // Tx is one write transaction.
 type Tx struct {
-	tx *sql.Tx
+	tx  *sql.Tx
+	ctx context.Context // BeginWrite's
+	end context.CancelFunc
 	queries
 }
 
-// Commit commits; an error here means the outcome is unknown.
-func (t *Tx) Commit() error { return classify(t.tx.Commit()) }
+// Commit commits, unless ctx has ended: then it rolls back (ErrAbandoned).
+// Once COMMIT is sent nothing interrupts it; an error then means the
+// outcome is unknown.
+func (t *Tx) Commit() error {
+	defer t.end()
+	if t.ctx.Err() != nil {
+		t.tx.Rollback()
+		return abandoned(t.ctx)
+	}
+	return classify(t.tx.Commit())
+}
 
 // Rollback rolls back; rolling back a finished transaction is a no-op.
 func (t *Tx) Rollback() error {
+	defer t.end()
 	err := t.tx.Rollback()
 	if errors.Is(err, sql.ErrTxDone) {
 		return nil
@@ -218,7 +273,9 @@ func classify(err error) error {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return fmt.Errorf("%w: %v", store.ErrBusy, err)
 		case sqlite3.SQLITE_CONSTRAINT:
-			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+			// Every writer holds the one writer lock from its first read to
+			// its commit, so no concurrent creator can explain a refusal.
+			return fmt.Errorf("%w: %v", store.ErrConstraint, err)
 		case sqlite3.SQLITE_READONLY:
 			return fmt.Errorf("%w: %v", store.ErrReadOnly, err)
 		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
