@@ -160,8 +160,12 @@ func (s *DB) migrate(now func() int64) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
+	case version == 2:
 	default:
 		return store.ErrNotLeases
+	}
+	if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+		return err
 	}
 	return classify(tx.Commit())
 }
