@@ -207,20 +207,21 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 }
 
 // Productions lists every production by name. Listings are never nil, so an
-// empty one marshals as [].
+// empty one marshals as []. It reads every page of ListProductions.
 func (a *Authority) Productions() ([]Production, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
+	out := []Production{}
+	q := ProductionQuery{Limit: MaxPageSize}
+	for {
+		page, err := a.ListProductions(bg, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Productions...)
+		if page.Next == "" {
+			return out, nil
+		}
+		q.After = page.Next
 	}
-	ps, err := a.b.Productions(bg)
-	if err != nil {
-		return nil, storageErr("list productions", err)
-	}
-	out := make([]Production, len(ps))
-	for i, p := range ps {
-		out[i] = toProduction(p)
-	}
-	return out, nil
 }
 
 func toProduction(p store.Production) Production {
@@ -295,14 +296,7 @@ func requestJob(tx store.Tx, now int64, production, key string, payload []byte) 
 }
 
 func productionByName(r store.Reader, name string) (store.Production, error) {
-	p, err := r.ProductionByName(bg, name)
-	if errors.Is(err, store.ErrNoRow) {
-		return p, errf(KindNotFound, "production %q does not exist", name)
-	}
-	if err != nil {
-		return p, storageErr("look up production", err)
-	}
-	return p, nil
+	return productionNamed(bg, r, name)
 }
 
 // Cancel is the coordinator's recovery tool: it cancels a requested or
@@ -391,24 +385,16 @@ func (a *Authority) write(fn func(tx store.Tx, now int64) error) error {
 // ---- observations ----------------------------------------------------------
 
 // Jobs lists the jobs of a production in request order. No secret appears.
+// It holds them all in memory (EachJob streams them): it reads every page of
+// ListJobs, each in its own short read.
 func (a *Authority) Jobs(production string) ([]Job, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
-	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
-		return nil, err
-	}
-	p, err := productionByName(a.b, production)
+	out := []Job{}
+	err := a.EachJob(bg, production, JobQuery{Limit: MaxPageSize}, func(j Job) error {
+		out = append(out, j)
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	js, err := a.b.Jobs(bg, p.ID)
-	if err != nil {
-		return nil, storageErr("list jobs", err)
-	}
-	out := make([]Job, len(js))
-	for i, j := range js {
-		out[i] = toJob(p.Name, j)
 	}
 	return out, nil
 }
@@ -465,43 +451,16 @@ func toJob(production string, j store.Job) Job {
 }
 
 // Events lists events with Seq > after, oldest first; production "" means
-// every production. No secret appears.
+// every production. No secret appears. It holds them all in memory
+// (EachEvent streams them): it reads every page of ListEvents.
 func (a *Authority) Events(production string, after int64) ([]Event, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
-	}
-	if err := checkText("production name", production, MaxNameLen, true); err != nil {
-		return nil, err
-	}
-	if after < 0 {
-		return nil, errf(KindInvalidArgument, "after must not be negative")
-	}
-	ps, err := a.b.Productions(bg)
+	out := []Event{}
+	_, err := a.EachEvent(bg, EventQuery{Production: production, After: after, Limit: MaxPageSize}, func(e Event) error {
+		out = append(out, e)
+		return nil
+	})
 	if err != nil {
-		return nil, storageErr("list events", err)
-	}
-	names := map[string]string{}
-	pid := ""
-	for _, p := range ps {
-		names[p.ID] = p.Name
-		if p.Name == production {
-			pid = p.ID
-		}
-	}
-	if production != "" && pid == "" {
-		return nil, errf(KindNotFound, "production %q does not exist", production)
-	}
-	es, err := a.b.Events(bg, pid, after, 0)
-	if err != nil {
-		return nil, storageErr("list events", err)
-	}
-	out := make([]Event, len(es))
-	for i, e := range es {
-		out[i] = Event{Seq: e.Seq, At: time.UnixMicro(e.At).UTC(), Production: names[e.ProductionID], JobID: e.JobID,
-			Kind: e.Kind, Worker: e.Worker, Detail: e.Detail}
-		if e.Expiry != 0 {
-			out[i].Expiry = time.UnixMicro(e.Expiry).UTC()
-		}
+		return nil, err
 	}
 	return out, nil
 }
@@ -521,29 +480,7 @@ func (a *Authority) FactsOf(production, jobID string) (Facts, error) {
 	if _, err := jobIn(a.b, p, jobID); err != nil {
 		return Facts{}, err
 	}
-	fs, err := a.b.Facts(bg, jobID)
-	if err != nil {
-		return Facts{}, storageErr("read facts", err)
-	}
-	var f Facts
-	for _, x := range fs {
-		m := &f.Metadata
-		if x.Kind == "provenance" {
-			m = &f.Provenance
-		}
-		if *m == nil {
-			*m = map[string]json.RawMessage{}
-		}
-		(*m)[x.Key] = json.RawMessage(x.Value)
-	}
-	outs, err := a.b.Outputs(bg, jobID)
-	if err != nil {
-		return Facts{}, storageErr("read outputs", err)
-	}
-	for _, o := range outs {
-		f.Outputs = append(f.Outputs, Output{Path: o.Path, Size: o.Size, SHA256: o.SHA256, Nonce: o.Nonce})
-	}
-	return f, nil
+	return factsOf(bg, a.b, jobID)
 }
 
 func factRows(jobID string, f Facts) ([]store.Fact, []store.Output) {
