@@ -49,6 +49,7 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 
 // ListJobs reads one page of jobs.
 func (s *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, error) {
+	s.wal.pace()
 	text, args := jobPageSQL(f)
 	rows, err := s.query(ctx, text, args...)
 	if err != nil {
@@ -165,6 +166,7 @@ func eventPageSQL(f store.EventFilter) (string, []any) {
 
 // ListEvents reads one page of events.
 func (s *DB) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	s.wal.pace()
 	text, args := eventPageSQL(f)
 	rows, err := s.query(ctx, text, args...)
 	if err != nil {

@@ -79,3 +79,14 @@ func TestASchema2FileIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testi
 		require.Contains(t, schemaOf(t, fresh), "index "+idx+":")
 	}
 }
+
+func TestEveryConnectionSetsTheWALSizeLimitAndCheckpointThreshold(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "wal.db"), Options{}, func() int64 { return 0 })
+	require.NoError(t, err)
+	defer s.Close()
+	for pragma, want := range map[string]string{"journal_size_limit": "16777216", "wal_autocheckpoint": "1000"} {
+		v, err := s.Pragma(pragma)
+		require.NoError(t, err)
+		require.Equal(t, want, v, pragma)
+	}
+}

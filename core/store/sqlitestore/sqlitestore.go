@@ -32,7 +32,8 @@ const DefaultBusyTimeout = 10 * time.Second
 
 // DB is an opened SQLite authority store.
 type DB struct {
-	db *sql.DB
+	db  *sql.DB
+	wal *walKeeper
 	queries
 }
 
@@ -74,18 +75,11 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	default:
 		return nil, fmt.Errorf("unsupported synchronous level %q", opts.Synchronous)
 	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+syncMode+")")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", dsn(abs, busy, syncMode))
 	if err != nil {
 		return nil, classify(err)
 	}
-	s := &DB{db: db}
+	s := &DB{db: db, wal: newWALKeeper(abs, syncMode)}
 	s.queries = queries{st: newStmtCache(db)}
 	if err := s.migrate(now); err != nil {
 		db.Close()
@@ -94,12 +88,26 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	return s, nil
 }
 
+// dsn is the URI every connection opens: its pragmas are set on each.
+func dsn(abs string, busy time.Duration, syncMode string) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", JournalSizeLimit))
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", WALAutoCheckpoint))
+	q.Set("_txlock", "immediate")
+	return (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+}
+
 var _ store.Backend = (*DB)(nil)
 
 // Pragma reads one pragma's value, for diagnostics and tests.
 func (s *DB) Pragma(name string) (string, error) {
 	switch name {
-	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check":
+	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check",
+		"journal_size_limit", "wal_autocheckpoint":
 	default:
 		return "", fmt.Errorf("pragma %q is not readable here", name)
 	}
@@ -111,6 +119,7 @@ func (s *DB) Pragma(name string) (string, error) {
 // Close closes every connection.
 func (s *DB) Close() error {
 	s.st.close()
+	s.wal.close()
 	return s.db.Close()
 }
 
@@ -189,17 +198,25 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	return &Tx{tx: tx, queries: queries{st: s.st, tx: tx}}, nil
+	return &Tx{tx: tx, wal: s.wal, queries: queries{st: s.st, tx: tx}}, nil
 }
 
 // Tx is one write transaction.
 type Tx struct {
-	tx *sql.Tx
+	tx  *sql.Tx
+	wal *walKeeper
 	queries
 }
 
-// Commit commits; an error here means the outcome is unknown.
-func (t *Tx) Commit() error { return classify(t.tx.Commit()) }
+// Commit commits; an error here means the outcome is unknown. A committed
+// writer then lets a WAL that readers held back start over (walKeeper).
+func (t *Tx) Commit() error {
+	if err := t.tx.Commit(); err != nil {
+		return classify(err)
+	}
+	t.wal.yield()
+	return nil
+}
 
 // Rollback rolls back; rolling back a finished transaction is a no-op.
 func (t *Tx) Rollback() error {
