@@ -44,17 +44,21 @@ func encodeCursor(kind, scope, last string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(kind + "\x00" + scope + "\x00" + last))
 }
 
-func decodeCursor(c, kind, scope string) (string, error) {
+// decodeCursor reads a cursor of listing kind: its scope and last key. The
+// caller checks the scope once it knows its own.
+func decodeCursor(c, kind string) (scope, last string, err error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	parts := strings.Split(string(raw), "\x00")
 	if err != nil || len(parts) != 3 {
-		return "", errMalformedCursor()
+		return "", "", errMalformedCursor()
 	}
-	if parts[0] != kind || parts[1] != scope {
-		return "", errf(KindInvalidArgument, "cursor belongs to another listing")
+	if parts[0] != kind {
+		return "", "", errForeignCursor()
 	}
-	return parts[2], nil
+	return parts[1], parts[2], nil
 }
+
+func errForeignCursor() error { return errf(KindInvalidArgument, "cursor belongs to another listing") }
 
 func errMalformedCursor() error {
 	return errf(KindInvalidArgument, "cursor is malformed: pass back a Next value unchanged")
@@ -64,19 +68,21 @@ func jobCursor(productionID string, seq int64) string {
 	return encodeCursor("jobs", productionID, strconv.FormatInt(seq, 10))
 }
 
-func parseJobCursor(c, productionID string) (int64, error) {
+// parseJobCursor reads a job cursor: the production it belongs to ("" for
+// none) and the last seq listed.
+func parseJobCursor(c string) (string, int64, error) {
 	if c == "" {
-		return 0, nil
+		return "", 0, nil
 	}
-	last, err := decodeCursor(c, "jobs", productionID)
+	scope, last, err := decodeCursor(c, "jobs")
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	seq, err := strconv.ParseInt(last, 10, 64)
-	if err != nil || seq < 0 {
-		return 0, errMalformedCursor()
+	if err != nil || seq < 0 || scope == "" {
+		return "", 0, errMalformedCursor()
 	}
-	return seq, nil
+	return scope, seq, nil
 }
 
 // ---- shared checks ----------------------------------------------------------
@@ -151,13 +157,14 @@ func (a *Authority) observedNow(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// observed checks the authority and the production name, and looks the
-// production up.
+// observed checks the production name, then the authority, and looks the
+// production up. Every other argument is checked before it: bad input is
+// reported before any store access (docs/errors.md).
 func (a *Authority) observed(ctx context.Context, production string) (store.Production, error) {
-	if err := a.usable(); err != nil {
+	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return store.Production{}, err
 	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
+	if err := a.usable(); err != nil {
 		return store.Production{}, err
 	}
 	return productionNamed(ctx, a.b, production)
@@ -180,18 +187,18 @@ type ProductionPage struct {
 // ListProductions lists one page of productions. Productions are few, but a
 // listing is bounded all the same.
 func (a *Authority) ListProductions(ctx context.Context, q ProductionQuery) (ProductionPage, error) {
-	if err := a.usable(); err != nil {
-		return ProductionPage{}, err
-	}
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
 		return ProductionPage{}, err
 	}
 	after := ""
 	if q.After != "" {
-		if after, err = decodeCursor(q.After, "productions", ""); err != nil {
+		if _, after, err = decodeCursor(q.After, "productions"); err != nil {
 			return ProductionPage{}, err
 		}
+	}
+	if err := a.usable(); err != nil {
+		return ProductionPage{}, err
 	}
 	ps, err := a.b.ListProductions(ctx, after, limit+1)
 	if err != nil {
@@ -227,11 +234,12 @@ type JobPage struct {
 
 type checkedJobQuery struct {
 	states []string
+	scope  string // the production of the cursor
 	after  int64
 	limit  int
 }
 
-func (q JobQuery) check(p store.Production) (checkedJobQuery, error) {
+func (q JobQuery) check() (checkedJobQuery, error) {
 	var c checkedJobQuery
 	var err error
 	if c.states, err = oneOf("job state", q.States, jobStates); err != nil {
@@ -248,7 +256,7 @@ func (q JobQuery) check(p store.Production) (checkedJobQuery, error) {
 	if c.limit, err = pageLimit(q.Limit); err != nil {
 		return c, err
 	}
-	c.after, err = parseJobCursor(q.After, p.ID)
+	c.scope, c.after, err = parseJobCursor(q.After)
 	return c, err
 }
 
@@ -257,13 +265,16 @@ func (q JobQuery) check(p store.Production) (checkedJobQuery, error) {
 // every job that existed when the first page was read exactly once, however
 // their states change meanwhile (docs/observing.md).
 func (a *Authority) ListJobs(ctx context.Context, production string, q JobQuery) (JobPage, error) {
+	c, err := q.check()
+	if err != nil {
+		return JobPage{}, err
+	}
 	p, err := a.observed(ctx, production)
 	if err != nil {
 		return JobPage{}, err
 	}
-	c, err := q.check(p)
-	if err != nil {
-		return JobPage{}, err
+	if q.After != "" && c.scope != p.ID {
+		return JobPage{}, errForeignCursor()
 	}
 	pages := make([][]store.JobRow, len(c.states))
 	for i, state := range c.states {
@@ -324,11 +335,11 @@ type JobRecord struct {
 
 // JobDetail reads one job's record.
 func (a *Authority) JobDetail(ctx context.Context, production, jobID string) (JobRecord, error) {
-	p, err := a.observed(ctx, production)
-	if err != nil {
+	if err := checkID("job id", jobID); err != nil {
 		return JobRecord{}, err
 	}
-	if err := checkID("job id", jobID); err != nil {
+	p, err := a.observed(ctx, production)
+	if err != nil {
 		return JobRecord{}, err
 	}
 	rows, err := a.b.ListJobs(ctx, store.JobFilter{ProductionID: p.ID, ID: jobID, Limit: 1})
@@ -403,9 +414,6 @@ type EventPage struct {
 // stops at the follower-safe horizon (docs/postgres.md), so following Next
 // never skips an event that commits late.
 func (a *Authority) ListEvents(ctx context.Context, q EventQuery) (EventPage, error) {
-	if err := a.usable(); err != nil {
-		return EventPage{}, err
-	}
 	if err := checkText("production name", q.Production, MaxNameLen, true); err != nil {
 		return EventPage{}, err
 	}
@@ -426,6 +434,9 @@ func (a *Authority) ListEvents(ctx context.Context, q EventQuery) (EventPage, er
 	}
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
+		return EventPage{}, err
+	}
+	if err := a.usable(); err != nil {
 		return EventPage{}, err
 	}
 	names := map[string]string{}
@@ -582,12 +593,12 @@ type MinuteCount struct {
 // after since; minutes without events are left out. It reads the index of
 // events by kind and time: the cost is the number of events counted.
 func (a *Authority) EventsPerMinute(ctx context.Context, production, kind string, since time.Time) ([]MinuteCount, error) {
+	if _, err := oneOf("event kind", []string{kind}, eventKinds); err != nil {
+		return nil, err
+	}
 	p, err := a.observed(ctx, production)
 	if err != nil {
 		return nil, err
-	}
-	if !slices.Contains(eventKinds, kind) {
-		return nil, errf(KindInvalidArgument, "unknown event kind %q (one of %s)", kind, strings.Join(eventKinds, ", "))
 	}
 	s, _, err := a.windowStart(ctx, since)
 	if err != nil {

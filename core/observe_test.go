@@ -621,3 +621,39 @@ func TestWorkersAreThoseSeenRecentlyAndThoseHoldingClaims(t *testing.T) {
 	_, err = f.a.Workers(ctx, "p", start.Add(-MaxObservedWindow))
 	requireKind(t, err, KindInvalidArgument)
 }
+
+func TestBadObservationArgumentsAreReportedBeforeNotFoundAndClosed(t *testing.T) {
+	f := newFixture(t)
+	start := time.UnixMicro(t0)
+	bad := func() []error {
+		var errs []error
+		_, err := f.a.ListJobs(ctx, "nope", JobQuery{States: []string{"x"}})
+		errs = append(errs, err)
+		_, err = f.a.ListJobs(ctx, "nope", JobQuery{After: "%%%"})
+		errs = append(errs, err)
+		_, err = f.a.JobDetail(ctx, "nope", "not-an-id")
+		errs = append(errs, err)
+		_, err = f.a.ListEvents(ctx, EventQuery{Production: "nope", Kinds: []string{"x"}})
+		errs = append(errs, err)
+		_, err = f.a.EventsPerMinute(ctx, "nope", "", start)
+		errs = append(errs, err)
+		_, err = f.a.ListProductions(ctx, ProductionQuery{Limit: -5})
+		errs = append(errs, err)
+		return errs
+	}
+	for _, err := range bad() {
+		requireKind(t, err, KindInvalidArgument)
+	}
+	require.NoError(t, f.a.Close())
+	for _, err := range bad() {
+		requireKind(t, err, KindInvalidArgument)
+	}
+	_, err := f.a.ListJobs(ctx, "p", JobQuery{})
+	requireKind(t, err, KindClosed)
+	_, err = f.a.Counts(ctx, "p")
+	requireKind(t, err, KindClosed)
+	_, err = f.a.ListEvents(ctx, EventQuery{})
+	requireKind(t, err, KindClosed)
+	_, err = f.a.ListProductions(ctx, ProductionQuery{})
+	requireKind(t, err, KindClosed)
+}
