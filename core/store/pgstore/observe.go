@@ -84,7 +84,7 @@ func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, 
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.JobRow, error) {
+	return collect(rows, func(r pgx.CollectableRow) (store.JobRow, error) {
 		var j store.JobRow
 		var key *string
 		err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry,
@@ -94,8 +94,14 @@ func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, 
 		}
 		return j, err
 	})
+}
+
+// collect reads every row with scan and closes rows; the result is never
+// nil, so an empty listing marshals as [].
+func collect[T any](rows pgx.Rows, scan pgx.RowToFunc[T]) ([]T, error) {
+	out, err := pgx.CollectRows(rows, scan)
 	if out == nil {
-		out = []store.JobRow{}
+		out = []T{}
 	}
 	return out, classify(err)
 }
@@ -112,15 +118,11 @@ func (db *DB) ListProductions(ctx context.Context, after string, limit int) ([]s
 }
 
 func collectProductions(rows pgx.Rows) ([]store.Production, error) {
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Production, error) {
+	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) {
 		var p store.Production
 		err := r.Scan(&p.ID, &p.Name, &p.CreatedAt)
 		return p, err
 	})
-	if out == nil {
-		out = []store.Production{}
-	}
-	return out, classify(err)
 }
 
 // Count statements: the production's range of leases_jobs_by_state, the
@@ -209,15 +211,11 @@ func (db *DB) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Even
 }
 
 func collectEvents(rows pgx.Rows) ([]store.Event, error) {
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
+	return collect(rows, func(r pgx.CollectableRow) (store.Event, error) {
 		var e store.Event
 		err := r.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail)
 		return e, err
 	})
-	if out == nil {
-		out = []store.Event{}
-	}
-	return out, classify(err)
 }
 
 // countEventsSQL reads the range of leases_events_by_kind_time since a time.
@@ -230,16 +228,12 @@ func (db *DB) CountEvents(ctx context.Context, productionID, kind string, since,
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Bucket, error) {
+	return collect(rows, func(r pgx.CollectableRow) (store.Bucket, error) {
 		var b store.Bucket
 		err := r.Scan(&b.Start, &b.Count)
 		b.Start *= width
 		return b, err
 	})
-	if out == nil {
-		out = []store.Bucket{}
-	}
-	return out, classify(err)
 }
 
 // workersSeenSQL reads the ranges of leases_events_by_kind_time since a

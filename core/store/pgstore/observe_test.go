@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
@@ -81,49 +82,41 @@ func freshURL(t *testing.T) string {
 
 // observedStatements is every statement of the bounded observations, with
 // the index each must read, for a production of the fill.
-func observedStatements(pid string) map[string]struct {
-	sql  string
-	args []any
-	want string
-} {
-	type stmt = struct {
-		sql  string
-		args []any
-		want string
+func observedStatements(pid string) map[string]storetest.Statement {
+	out := map[string]storetest.Statement{}
+	index := map[string]string{
+		"jobs":                   "leases_jobs_by_order",
+		"jobs key":               "leases_jobs_production_id_key_key",
+		"jobs key+state":         "leases_jobs_production_id_key_key",
+		"jobs id":                "leases_jobs_pkey",
+		"jobs id+state":          "leases_jobs_pkey",
+		"events":                 "leases_events_pkey",
+		"events production":      "leases_events_by_production",
+		"events production+kind": "leases_events_by_kind",
+		"events job":             "leases_events_by_job",
+		"events job+kind":        "leases_events_by_job",
 	}
-	out := map[string]stmt{}
-	job := func(name string, f store.JobFilter, want string) {
-		f.ProductionID, f.Limit = pid, 101
+	for name, f := range storetest.JobPages(pid) {
+		want, ok := index[name]
+		if !ok {
+			want = "leases_jobs_by_state|leases_jobs_requested" // one state
+		}
 		text, args := jobPageSQL(f)
-		out["jobs "+name] = stmt{text, args, want}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want}
 	}
-	job("", store.JobFilter{AfterSeq: 5}, "leases_jobs_by_order")
-	for _, s := range []string{"requested", "claimed", "completed", "failed", "cancelled"} {
-		job(s, store.JobFilter{State: s, AfterSeq: 5}, "leases_jobs_by_state|leases_jobs_requested")
-	}
-	job("key", store.JobFilter{Key: "k7"}, "leases_jobs_production_id_key_key")
-	job("key+state", store.JobFilter{Key: "k7", State: "claimed"}, "leases_jobs_production_id_key_key")
-	job("id", store.JobFilter{ID: "i"}, "leases_jobs_pkey")
-	job("id+state", store.JobFilter{ID: "i", State: "failed"}, "leases_jobs_pkey")
-	event := func(name string, f store.EventFilter, want string) {
-		f.Before, f.Limit = 1<<62, 101
+	for name, f := range storetest.EventPages(pid) {
 		text, args := eventPageSQL(f)
-		out["events "+name] = stmt{text, args, want}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: index[name]}
 	}
-	event("", store.EventFilter{AfterSeq: 5}, "leases_events_pkey")
-	event("production", store.EventFilter{ProductionID: pid}, "leases_events_by_production")
-	event("production+kind", store.EventFilter{ProductionID: pid, Kind: "claimed"}, "leases_events_by_kind")
-	event("job", store.EventFilter{JobID: "j"}, "leases_events_by_job")
-	event("job+kind", store.EventFilter{JobID: "j", Kind: "claimed"}, "leases_events_by_job")
 	// Productions are few: a table of one page is read whole, rightly.
-	out["productions"] = stmt{`SELECT id, name, created_unix_us FROM leases_productions
-		WHERE name COLLATE "C" > $1 ORDER BY name COLLATE "C" LIMIT $2`, []any{"a", 10}, ""}
-	out["count by state"] = stmt{countByStateSQL, []any{pid}, "leases_jobs_by_state"}
-	out["count expired"] = stmt{countExpiredSQL, []any{pid, int64(5)}, "leases_jobs_claimed_expiry"}
-	out["oldest requested"] = stmt{oldestRequestedSQL, []any{pid}, "leases_jobs_requested"}
-	out["count events"] = stmt{countEventsSQL, []any{int64(60), pid, "completed", int64(3900)}, "leases_events_by_kind_time"}
-	out["workers seen"] = stmt{workersSeenSQL, []any{pid, int64(3900), 10}, "leases_events_by_kind_time"}
-	out["holders"] = stmt{holdersSQL, []any{pid, int64(3900)}, "leases_jobs_claimed_expiry"}
+	out["productions"] = storetest.Statement{SQL: `SELECT id, name, created_unix_us FROM leases_productions
+		WHERE name COLLATE "C" > $1 ORDER BY name COLLATE "C" LIMIT $2`, Args: []any{"a", 10}, Want: ""}
+	out["count by state"] = storetest.Statement{SQL: countByStateSQL, Args: []any{pid}, Want: "leases_jobs_by_state"}
+	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{pid, int64(5)}, Want: "leases_jobs_claimed_expiry"}
+	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{pid}, Want: "leases_jobs_requested"}
+	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
+	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_kind_time"}
+	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
 	return out
 }
 
@@ -166,10 +159,10 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close(ctx)
 	for name, st := range observedStatements(pid) {
-		p := plan(t, c, name, st.sql, st.args)
+		p := plan(t, c, name, st.SQL, st.Args)
 		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)", p, name)
-		if st.want != "" {
-			require.Regexp(t, "Index (Only )?Scan (using|on) ("+st.want+")\\b", p, "%s:\n%s", name, p)
+		if st.Want != "" {
+			require.Regexp(t, "Index (Only )?Scan (using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
 		}
 	}
 }

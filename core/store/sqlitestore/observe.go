@@ -16,16 +16,28 @@ var _ store.Observer = (*DB)(nil)
 const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_us, expiry_unix_us,
 	attempts, reason, requested_unix_us, updated_unix_us, length(payload)`
 
+// collect reads every row with scan and closes rows; the result is never
+// nil, so an empty listing marshals as [].
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, v)
+	}
+	return out, classify(rows.Err())
+}
+
 func scanJobRow(r scanner) (store.JobRow, error) {
 	var j store.JobRow
 	var key sql.NullString
 	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry,
 		&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize)
-	if err != nil {
-		return store.JobRow{}, classify(err)
-	}
 	j.Key, j.HasKey = key.String, key.Valid
-	return j, nil
+	return j, err
 }
 
 // jobPageSQL is one page of jobs, one index range for each filter
@@ -55,16 +67,7 @@ func (s *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, e
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.JobRow{}
-	for rows.Next() {
-		j, err := scanJobRow(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, classify(rows.Err())
+	return collect(rows, scanJobRow)
 }
 
 // ListProductions reads productions by name, from the unique index on name.
@@ -78,16 +81,11 @@ func (s *DB) ListProductions(ctx context.Context, after string, limit int) ([]st
 }
 
 func scanProductions(rows *sql.Rows) ([]store.Production, error) {
-	defer rows.Close()
-	out := []store.Production{}
-	for rows.Next() {
+	return collect(rows, func(r scanner) (store.Production, error) {
 		var p store.Production
-		if err := rows.Scan(&p.ID, &p.Name, &p.CreatedAt); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, p)
-	}
-	return out, classify(rows.Err())
+		err := r.Scan(&p.ID, &p.Name, &p.CreatedAt)
+		return p, err
+	})
 }
 
 // Count statements: a covering range of jobs_claimable (the production's
@@ -176,16 +174,11 @@ func (s *DB) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Event
 }
 
 func scanEvents(rows *sql.Rows) ([]store.Event, error) {
-	defer rows.Close()
-	out := []store.Event{}
-	for rows.Next() {
+	return collect(rows, func(r scanner) (store.Event, error) {
 		var e store.Event
-		if err := rows.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, e)
-	}
-	return out, classify(rows.Err())
+		err := r.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail)
+		return e, err
+	})
 }
 
 // countEventsSQL reads only events_by_kind_time: the range of one kind since
@@ -199,17 +192,12 @@ func (s *DB) CountEvents(ctx context.Context, productionID, kind string, since, 
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.Bucket{}
-	for rows.Next() {
+	return collect(rows, func(r scanner) (store.Bucket, error) {
 		var b store.Bucket
-		if err := rows.Scan(&b.Start, &b.Count); err != nil {
-			return nil, classify(err)
-		}
+		err := r.Scan(&b.Start, &b.Count)
 		b.Start *= width
-		out = append(out, b)
-	}
-	return out, classify(rows.Err())
+		return b, err
+	})
 }
 
 // workersSeenSQL reads the ranges of events_by_kind_time since a time, one

@@ -9,53 +9,45 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/stretchr/testify/require"
 )
 
 // observedStatements is every statement of the bounded observations, with
 // the index range each must be.
-func observedStatements() map[string]struct {
-	sql  string
-	args []any
-	want string
-} {
-	type stmt = struct {
-		sql  string
-		args []any
-		want string
+func observedStatements() map[string]storetest.Statement {
+	out := map[string]storetest.Statement{}
+	index := map[string]string{
+		"jobs":                   "SEARCH jobs USING INDEX jobs_by_order (production_id=? AND seq>?)",
+		"jobs key":               "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key=?)",
+		"jobs key+state":         "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key=?)",
+		"jobs id":                "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+		"jobs id+state":          "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+		"events":                 "SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+		"events production":      "SEARCH events USING INDEX events_by_production (production_id=? AND seq>? AND seq<?)",
+		"events production+kind": "SEARCH events USING INDEX events_by_kind (production_id=? AND kind=? AND seq>? AND seq<?)",
+		"events job":             "SEARCH events USING INDEX events_by_job (job_id=? AND seq>? AND seq<?)",
+		"events job+kind":        "SEARCH events USING INDEX events_by_job (job_id=? AND seq>? AND seq<?)",
 	}
-	out := map[string]stmt{}
-	job := func(name string, f store.JobFilter, want string) {
-		f.ProductionID, f.Limit = "p", 101
+	for name, f := range storetest.JobPages("p") {
+		want, ok := index[name]
+		if !ok {
+			want = "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=? AND seq>?)" // one state
+		}
 		text, args := jobPageSQL(f)
-		out["jobs "+name] = stmt{text, args, want}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want}
 	}
-	job("", store.JobFilter{AfterSeq: 5}, "SEARCH jobs USING INDEX jobs_by_order (production_id=? AND seq>?)")
-	for _, s := range []string{"requested", "claimed", "completed", "failed", "cancelled"} {
-		job(s, store.JobFilter{State: s, AfterSeq: 5}, "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=? AND seq>?)")
-	}
-	job("key", store.JobFilter{Key: "k"}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key=?)")
-	job("key+state", store.JobFilter{Key: "k", State: "claimed"}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key=?)")
-	job("id", store.JobFilter{ID: "i"}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)")
-	job("id+state", store.JobFilter{ID: "i", State: "failed"}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)")
-	event := func(name string, f store.EventFilter, want string) {
-		f.Before, f.Limit = 1<<62, 101
+	for name, f := range storetest.EventPages("p") {
 		text, args := eventPageSQL(f)
-		out["events "+name] = stmt{text, args, want}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: index[name]}
 	}
-	event("", store.EventFilter{AfterSeq: 5}, "SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
-	event("production", store.EventFilter{ProductionID: "p"}, "SEARCH events USING INDEX events_by_production (production_id=? AND seq>? AND seq<?)")
-	event("production+kind", store.EventFilter{ProductionID: "p", Kind: "claimed"}, "SEARCH events USING INDEX events_by_kind (production_id=? AND kind=? AND seq>? AND seq<?)")
-	event("job", store.EventFilter{JobID: "j"}, "SEARCH events USING INDEX events_by_job (job_id=? AND seq>? AND seq<?)")
-	event("job+kind", store.EventFilter{JobID: "j", Kind: "claimed"}, "SEARCH events USING INDEX events_by_job (job_id=? AND seq>? AND seq<?)")
-	out["productions"] = stmt{`SELECT id, name, created_unix_us FROM productions WHERE name > ? ORDER BY name LIMIT ?`,
-		[]any{"a", 10}, "SEARCH productions USING INDEX sqlite_autoindex_productions_2 (name>?)"}
-	out["count by state"] = stmt{countByStateSQL, []any{"p"}, "SEARCH jobs USING COVERING INDEX jobs_claimable (production_id=?)"}
-	out["count expired"] = stmt{countExpiredSQL, []any{"p", 5}, "SEARCH jobs USING COVERING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us<?)"}
-	out["oldest requested"] = stmt{oldestRequestedSQL, []any{"p"}, "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=?)"}
-	out["count events"] = stmt{countEventsSQL, []any{60, "p", "completed", 5}, "SEARCH events USING COVERING INDEX events_by_kind_time (production_id=? AND kind=? AND at_unix_us>?)"}
-	out["workers seen"] = stmt{workersSeenSQL, []any{"p", 5, 10}, "SEARCH events USING INDEX events_by_kind_time (production_id=? AND kind=? AND at_unix_us>?)"}
-	out["holders"] = stmt{holdersSQL, []any{"p", 5}, "SEARCH jobs USING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us>?)"}
+	out["productions"] = storetest.Statement{SQL: `SELECT id, name, created_unix_us FROM productions WHERE name > ? ORDER BY name LIMIT ?`, Args: []any{"a", 10}, Want: "SEARCH productions USING INDEX sqlite_autoindex_productions_2 (name>?)"}
+	out["count by state"] = storetest.Statement{SQL: countByStateSQL, Args: []any{"p"}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimable (production_id=?)"}
+	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us<?)"}
+	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{"p"}, Want: "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=?)"}
+	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{60, "p", "completed", 5}, Want: "SEARCH events USING COVERING INDEX events_by_kind_time (production_id=? AND kind=? AND at_unix_us>?)"}
+	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{"p", 5, 10}, Want: "SEARCH events USING INDEX events_by_kind_time (production_id=? AND kind=? AND at_unix_us>?)"}
+	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us>?)"}
 	return out
 }
 
@@ -85,8 +77,8 @@ func TestEveryObservationIsAnIndexRange(t *testing.T) {
 	defer s.Close()
 	check := func(when string) {
 		for name, st := range observedStatements() {
-			plan := queryPlan(t, s, st.sql, st.args)
-			require.Contains(t, plan, st.want, "%s (%s)", name, when)
+			plan := queryPlan(t, s, st.SQL, st.Args)
+			require.Contains(t, plan, st.Want, "%s (%s)", name, when)
 			bad := []string{"SCAN jobs", "SCAN events", "SCAN productions", "TEMP B-TREE FOR ORDER BY"}
 			if name == "workers seen" {
 				bad = bad[:3] // it sorts its groups, one per worker, not rows
