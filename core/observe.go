@@ -102,6 +102,9 @@ func pageLimit(limit int) (int, error) {
 func oneOf(what string, names, known []string) ([]string, error) {
 	var out []string
 	for _, n := range names {
+		if err := checkText(what, n, MaxNameLen, false); err != nil {
+			return nil, err
+		}
 		if !slices.Contains(known, n) {
 			return nil, errf(KindInvalidArgument, "unknown %s %q (one of %s)", what, n, strings.Join(known, ", "))
 		}
