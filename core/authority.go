@@ -183,20 +183,21 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 }
 
 // Productions lists every production by name. Listings are never nil, so an
-// empty one marshals as [].
+// empty one marshals as []. It reads every page of ListProductions.
 func (a *Authority) Productions() ([]Production, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
+	out := []Production{}
+	q := ProductionQuery{Limit: MaxPageSize}
+	for {
+		page, err := a.ListProductions(context.Background(), q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Productions...)
+		if page.Next == "" {
+			return out, nil
+		}
+		q.After = page.Next
 	}
-	ps, err := a.b.Productions(context.Background())
-	if err != nil {
-		return nil, storageErr("list productions", err)
-	}
-	out := make([]Production, len(ps))
-	for i, p := range ps {
-		out[i] = toProduction(p)
-	}
-	return out, nil
 }
 
 func toProduction(p store.Production) Production {
@@ -375,25 +376,16 @@ func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64) e
 // ---- observations ----------------------------------------------------------
 
 // Jobs lists the jobs of a production in request order. No secret appears.
+// It holds them all in memory (EachJob streams them): it reads every page of
+// ListJobs, each in its own short read.
 func (a *Authority) Jobs(production string) ([]Job, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
-	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
-		return nil, err
-	}
-	ctx := context.Background()
-	p, err := productionByName(ctx, a.b, production)
+	out := []Job{}
+	err := a.EachJob(context.Background(), production, JobQuery{Limit: MaxPageSize}, func(j Job) error {
+		out = append(out, j)
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	js, err := a.b.Jobs(ctx, p.ID)
-	if err != nil {
-		return nil, storageErr("list jobs", err)
-	}
-	out := make([]Job, len(js))
-	for i, j := range js {
-		out[i] = toJob(p.Name, j)
 	}
 	return out, nil
 }
@@ -456,44 +448,16 @@ func toJob(production string, j store.Job) Job {
 }
 
 // Events lists events with Seq > after, oldest first; production "" means
-// every production. No secret appears.
+// every production. No secret appears. It holds them all in memory
+// (EachEvent streams them): it reads every page of ListEvents.
 func (a *Authority) Events(production string, after int64) ([]Event, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
-	}
-	if err := checkText("production name", production, MaxNameLen, true); err != nil {
-		return nil, err
-	}
-	if after < 0 {
-		return nil, errf(KindInvalidArgument, "after must not be negative")
-	}
-	ctx := context.Background()
-	ps, err := a.b.Productions(ctx)
+	out := []Event{}
+	_, err := a.EachEvent(context.Background(), EventQuery{Production: production, After: after, Limit: MaxPageSize}, func(e Event) error {
+		out = append(out, e)
+		return nil
+	})
 	if err != nil {
-		return nil, storageErr("list events", err)
-	}
-	names := map[string]string{}
-	pid := ""
-	for _, p := range ps {
-		names[p.ID] = p.Name
-		if p.Name == production {
-			pid = p.ID
-		}
-	}
-	if production != "" && pid == "" {
-		return nil, errf(KindNotFound, "production %q does not exist", production)
-	}
-	es, err := a.b.Events(ctx, pid, after, 0)
-	if err != nil {
-		return nil, storageErr("list events", err)
-	}
-	out := make([]Event, len(es))
-	for i, e := range es {
-		out[i] = Event{Seq: e.Seq, At: time.UnixMicro(e.At).UTC(), Production: names[e.ProductionID], JobID: e.JobID,
-			Kind: e.Kind, Worker: e.Worker, Detail: e.Detail}
-		if e.Expiry != 0 {
-			out[i].Expiry = time.UnixMicro(e.Expiry).UTC()
-		}
+		return nil, err
 	}
 	return out, nil
 }
@@ -514,29 +478,7 @@ func (a *Authority) FactsOf(production, jobID string) (Facts, error) {
 	if _, err := jobIn(ctx, a.b, p, jobID); err != nil {
 		return Facts{}, err
 	}
-	fs, err := a.b.Facts(ctx, jobID)
-	if err != nil {
-		return Facts{}, storageErr("read facts", err)
-	}
-	var f Facts
-	for _, x := range fs {
-		m := &f.Metadata
-		if x.Kind == "provenance" {
-			m = &f.Provenance
-		}
-		if *m == nil {
-			*m = map[string]json.RawMessage{}
-		}
-		(*m)[x.Key] = json.RawMessage(x.Value)
-	}
-	outs, err := a.b.Outputs(ctx, jobID)
-	if err != nil {
-		return Facts{}, storageErr("read outputs", err)
-	}
-	for _, o := range outs {
-		f.Outputs = append(f.Outputs, Output{Path: o.Path, Size: o.Size, SHA256: o.SHA256, Nonce: o.Nonce})
-	}
-	return f, nil
+	return factsOf(ctx, a.b, jobID)
 }
 
 func factRows(jobID string, f Facts) ([]store.Fact, []store.Output) {

@@ -108,7 +108,9 @@ typedef int leases_status;
 #define LEASES_OK 0 /* success */
 /* bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical
  * id, bad facts JSON, unknown handle; an output path twice in one
- * completion, or a fact or output the job already has */
+ * completion, or a fact or output the job already has; in listings, a
+ * malformed or foreign cursor, an unknown state or event kind, a page limit
+ * outside 0..1000, a window over 24 h */
 #define LEASES_INVALID_ARGUMENT 1
 #define LEASES_INVALID_DURATION 2 /* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US */
 /* the production or job does not exist, or the lease or token belongs to

@@ -164,6 +164,7 @@ type Tx interface {
 // Backend is one opened authority store.
 type Backend interface {
 	Reader
+	Observer
 	// BeginWrite starts a write transaction. SQLite takes its one writer lock
 	// here; a server store takes row locks as the transaction touches rows.
 	// Either waits at most the busy timeout for a lock, and gives up once ctx

@@ -12,10 +12,11 @@ import (
 
 // SchemaVersion is the schema this library writes; it matches the SQLite
 // store's version numbers. Version 1 is the pre-lease schema (jobs carried a
-// plaintext claim id and a claim time). The version is the schema_version
-// row of leases_meta. Every table is prefixed leases_ and lives in the
+// plaintext claim id and a claim time); version 3 adds the indexes of the
+// paged listings (migrateV2toV3). The version is the schema_version row of
+// leases_meta. Every table is prefixed leases_ and lives in the
 // connection's current schema, so an authority can share a database.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrationLockSpace and the hash of the schema's name key the advisory
 // lock that serializes creating and migrating one schema (the one
@@ -129,6 +130,20 @@ var migrateV1toV2Copy = []string{
 	`UPDATE leases_meta SET v = 2 WHERE k = 'schema_version'`,
 }
 
+// migrateV2toV3 adds the indexes the bounded observations read
+// (docs/schema.md): jobs by state in request order (the claim path's partial
+// index covers requested jobs only), a job's timeline, a production's events
+// of one kind in seq order and by time, and productions in the byte order
+// the listings use. Every path that opens a schema below 3 ends with these.
+var migrateV2toV3 = []string{
+	`CREATE INDEX leases_jobs_by_state ON leases_jobs (production_id, state, seq)`,
+	`CREATE INDEX leases_events_by_job ON leases_events (job_id, seq)`,
+	`CREATE INDEX leases_events_by_kind ON leases_events (production_id, kind, seq)`,
+	`CREATE INDEX leases_events_by_kind_time ON leases_events (production_id, kind, at_unix_us)`,
+	`CREATE INDEX leases_productions_by_name ON leases_productions (name COLLATE "C")`,
+	`UPDATE leases_meta SET v = 3 WHERE k = 'schema_version'`,
+}
+
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
@@ -212,11 +227,15 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now); err != nil {
 			return err
 		}
+	case 2:
 	default:
 		if v > SchemaVersion {
 			return tooNew(v)
 		}
 		return store.ErrNotLeases
+	}
+	if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+		return err
 	}
 	return classify(tx.Commit(ctx))
 }

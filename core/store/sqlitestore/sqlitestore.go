@@ -35,7 +35,8 @@ const DefaultBusyTimeout = 10 * time.Second
 
 // DB is an opened SQLite authority store.
 type DB struct {
-	db *sql.DB
+	db  *sql.DB
+	wal *walKeeper
 	queries
 }
 
@@ -84,23 +85,11 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	default:
 		return nil, fmt.Errorf("unsupported synchronous level %q", opts.Synchronous)
 	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+syncMode+")")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	if opts.MustExist {
-		// SQLite itself then refuses to create the file, should it vanish
-		// after the check above.
-		q.Set("mode", "rw")
-	}
-	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", dsn(abs, busy, syncMode, opts.MustExist))
 	if err != nil {
 		return nil, classify(err)
 	}
-	s := &DB{db: db}
+	s := &DB{db: db, wal: newWALKeeper(abs, syncMode)}
 	s.queries = queries{st: newStmtCache(db)}
 	if err := s.migrate(now, opts.MustExist, path); err != nil {
 		db.Close()
@@ -109,12 +98,31 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	return s, nil
 }
 
+// dsn is the URI every connection opens: its pragmas are set on each.
+func dsn(abs string, busy time.Duration, syncMode string, mustExist bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", JournalSizeLimit))
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", WALAutoCheckpoint))
+	q.Set("_txlock", "immediate")
+	if mustExist {
+		// SQLite itself then refuses to create the file, should it vanish
+		// after the check in Open.
+		q.Set("mode", "rw")
+	}
+	return (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+}
+
 var _ store.Backend = (*DB)(nil)
 
 // Pragma reads one pragma's value, for diagnostics and tests.
 func (s *DB) Pragma(name string) (string, error) {
 	switch name {
-	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check":
+	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check",
+		"journal_size_limit", "wal_autocheckpoint":
 	default:
 		return "", fmt.Errorf("pragma %q is not readable here", name)
 	}
@@ -126,6 +134,7 @@ func (s *DB) Pragma(name string) (string, error) {
 // Close closes every connection.
 func (s *DB) Close() error {
 	s.st.close()
+	s.wal.close()
 	return s.db.Close()
 }
 
@@ -178,8 +187,12 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
+	case version == 2:
 	default:
 		return store.ErrNotLeases
+	}
+	if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+		return err
 	}
 	return classify(tx.Commit())
 }
@@ -224,7 +237,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		cancel()
 		return nil, classify(err)
 	}
-	return &Tx{tx: tx, ctx: ctx, end: cancel, queries: queries{st: s.st, tx: tx}}, nil
+	return &Tx{tx: tx, ctx: ctx, end: cancel, wal: s.wal, queries: queries{st: s.st, tx: tx}}, nil
 }
 
 func abandoned(ctx context.Context) error {
@@ -236,19 +249,25 @@ type Tx struct {
 	tx  *sql.Tx
 	ctx context.Context // BeginWrite's
 	end context.CancelFunc
+	wal *walKeeper
 	queries
 }
 
 // Commit commits, unless ctx has ended: then it rolls back (ErrAbandoned).
 // Once COMMIT is sent nothing interrupts it; an error then means the
-// outcome is unknown.
+// outcome is unknown. A committed writer then lets a WAL that readers held
+// back start over (walKeeper).
 func (t *Tx) Commit() error {
 	defer t.end()
 	if t.ctx.Err() != nil {
 		t.tx.Rollback()
 		return abandoned(t.ctx)
 	}
-	return classify(t.tx.Commit())
+	if err := t.tx.Commit(); err != nil {
+		return classify(err)
+	}
+	t.wal.yield()
+	return nil
 }
 
 // Rollback rolls back; rolling back a finished transaction is a no-op.
