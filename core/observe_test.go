@@ -364,7 +364,8 @@ func TestJobDetailHasTheSizesTimesAndFactsButNeverASecret(t *testing.T) {
 	require.Equal(t, id, l.JobID())
 	tok, err := l.Export()
 	require.NoError(t, err)
-	secret := hex.EncodeToString(l.secret[:])
+	sb := l.secret.Bytes()
+	secret := hex.EncodeToString(sb[:])
 	rec, err := f.a.JobDetail(ctx, "p", id)
 	require.NoError(t, err)
 	require.Equal(t, f.job(id), rec.Job)
@@ -393,7 +394,7 @@ func TestJobDetailHasTheSizesTimesAndFactsButNeverASecret(t *testing.T) {
 	require.NotContains(t, text, "xxxx", "the payload itself is not read")
 	require.NotContains(t, text, secret)
 	require.NotContains(t, text, tok)
-	require.NotContains(t, text, uuid.UUID(*l.secret).String())
+	require.NotContains(t, text, uuid.UUID(l.secret.Bytes()).String())
 	var back map[string]any
 	require.NoError(t, json.Unmarshal([]byte(mustJSON(t, rec)), &back))
 	require.Equal(t, "big", back["key"])
