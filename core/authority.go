@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -142,13 +143,16 @@ func storageErr(op string, err error) error {
 
 // ---- productions and jobs -------------------------------------------------
 
-// CreateProduction creates a production, or returns the existing one of that
-// name (creating is idempotent).
+// CreateProduction creates a production with the default retry policy
+// (DefaultRetryPolicy), or returns the existing one of that name whatever
+// its policy (creating is idempotent).
 func (a *Authority) CreateProduction(name string) (Production, error) {
-	return a.createProduction(context.Background(), name)
+	return a.createProduction(context.Background(), name, nil)
 }
 
-func (a *Authority) createProduction(ctx context.Context, name string) (Production, error) {
+// createProduction creates name with policy (nil: the default; an existing
+// production is then returned as it is).
+func (a *Authority) createProduction(ctx context.Context, name string, policy *store.Policy) (Production, error) {
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
@@ -159,6 +163,10 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 	err := a.write(ctx, func(tx store.Tx, now int64) error {
 		p, err := tx.ProductionByName(ctx, name)
 		if err == nil {
+			if policy != nil && p.Policy != *policy {
+				return errf(KindWrongState, "production %q exists with another retry policy (%s); change it with set-policy",
+					name, describePolicy(p.Policy))
+			}
 			out = toProduction(p)
 			return nil
 		}
@@ -169,11 +177,16 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 		if err != nil {
 			return err
 		}
-		p = store.Production{ID: id, Name: name, CreatedAt: now}
+		sp, _ := DefaultRetryPolicy().check()
+		if policy != nil {
+			sp = *policy
+		}
+		p = store.Production{ID: id, Name: name, CreatedAt: now, Policy: sp}
 		if err := tx.InsertProduction(ctx, p); err != nil {
 			return storageErr("create production", err)
 		}
-		if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: id, Kind: "production_created"}); err != nil {
+		if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: id, Kind: "production_created",
+			Detail: describePolicy(sp)}); err != nil {
 			return storageErr("create production", err)
 		}
 		out = toProduction(p)
@@ -201,33 +214,41 @@ func (a *Authority) Productions() ([]Production, error) {
 }
 
 func toProduction(p store.Production) Production {
-	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC()}
+	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC(), Policy: toPolicy(p.Policy)}
 }
 
 // RequestJob adds a job to a production and returns its id. With a key the
 // request is idempotent: the same key and payload return the same job; the
 // same key with another payload is a WrongState error. key "" means no key.
+// The job has priority 0 and is claimable at once.
 func (a *Authority) RequestJob(production, key string, payload []byte) (string, error) {
-	return a.request(context.Background(), production, key, payload)
+	return a.request(context.Background(), production, key, payload, RequestOptions{})
 }
 
-func (a *Authority) request(ctx context.Context, production, key string, payload []byte) (string, error) {
+// RequestJobWith is RequestJob with a priority and a run-at or delay. A
+// repeated keyed request returns the existing job as it is: the first
+// request's options stand.
+func (a *Authority) RequestJobWith(production, key string, payload []byte, o RequestOptions) (string, error) {
+	return a.request(context.Background(), production, key, payload, o)
+}
+
+func (a *Authority) request(ctx context.Context, production, key string, payload []byte, o RequestOptions) (string, error) {
 	if err := a.usable(); err != nil {
 		return "", err
 	}
-	if err := checkRequest(production, key, payload); err != nil {
+	if err := checkRequest(production, key, payload, o); err != nil {
 		return "", err
 	}
 	var id string
 	err := a.write(ctx, func(tx store.Tx, now int64) error {
 		var err error
-		id, err = requestIn(ctx, tx, now, production, key, payload)
+		id, err = requestIn(ctx, tx, now, production, key, payload, o)
 		return err
 	})
 	return id, err
 }
 
-func checkRequest(production, key string, payload []byte) error {
+func checkRequest(production, key string, payload []byte, o RequestOptions) error {
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return err
 	}
@@ -237,10 +258,14 @@ func checkRequest(production, key string, payload []byte) error {
 	if len(payload) > MaxPayloadLen {
 		return errf(KindInvalidArgument, "payload is %d bytes, the limit is %d", len(payload), MaxPayloadLen)
 	}
-	return nil
+	return o.check()
 }
 
-func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
+func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte, o RequestOptions) (string, error) {
+	ready, err := o.readyAt(now)
+	if err != nil {
+		return "", err
+	}
 	p, err := productionByName(ctx, tx, production)
 	if err != nil {
 		return "", err
@@ -265,11 +290,16 @@ func requestIn(ctx context.Context, tx store.Tx, now int64, production, key stri
 		payload = []byte{}
 	}
 	j := store.Job{ID: id, ProductionID: p.ID, Key: key, HasKey: key != "", Payload: payload,
-		State: store.StateRequested, RequestedAt: now, UpdatedAt: now}
+		State: store.StateRequested, RequestedAt: now, UpdatedAt: now,
+		Priority: int64(o.Priority), ClaimableAt: ready, ReadyAt: ready, Due: ready <= now}
 	if err := tx.InsertJob(ctx, j); err != nil {
 		return "", storageErr("request job", err)
 	}
-	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
+	detail := ""
+	if ready > now || o.Priority != 0 {
+		detail = fmt.Sprintf("priority %d, claimable at %s", o.Priority, describeUS(ready))
+	}
+	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested", Detail: detail}); err != nil {
 		return "", storageErr("request job", err)
 	}
 	return id, nil
@@ -316,16 +346,21 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 		switch j.State {
 		case store.StateCancelled:
 			return nil
-		case store.StateCompleted, store.StateFailed:
+		case store.StateCompleted, store.StateFailed, store.StateDead:
 			return errf(KindWrongState, "job %s is already %s", jobID, j.State)
 		}
 		worker := ""
 		if j.State == store.StateClaimed {
+			// The claim's attempt ends here (whether or not it had expired).
 			worker = j.Worker
-		}
-		j.State, j.UpdatedAt = store.StateCancelled, now
-		if err := tx.UpdateJob(ctx, j); err != nil {
-			return storageErr("cancel", err)
+			if _, err := endAttempt(ctx, tx, p, &j, now, store.EndCancelled, "cancelled by the coordinator", 0); err != nil {
+				return err
+			}
+		} else {
+			j.State, j.UpdatedAt, j.Due = store.StateCancelled, now, false
+			if err := tx.UpdateJob(ctx, j); err != nil {
+				return storageErr("cancel", err)
+			}
 		}
 		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
 	}), jobID)
@@ -434,7 +469,11 @@ func (a *Authority) Payload(production, jobID string) ([]byte, error) {
 }
 
 func toJob(production string, j store.Job) Job {
-	out := Job{ID: j.ID, Production: production, Key: j.Key, State: j.State, Attempts: j.Attempts, Reason: j.Reason}
+	out := Job{ID: j.ID, Production: production, Key: j.Key, State: j.State, Attempts: j.Attempts, Reason: j.Reason,
+		Priority: int(j.Priority)}
+	if j.State == store.StateRequested || j.State == store.StateClaimed {
+		out.ClaimableAt = time.UnixMicro(j.ReadyAt).UTC()
+	}
 	if j.State != store.StateRequested && j.ClaimedAt != 0 {
 		out.Worker = j.Worker
 		out.ClaimedAt = time.UnixMicro(j.ClaimedAt).UTC()

@@ -101,7 +101,12 @@ func (e *Edit) afterOp(err error) error {
 
 // RequestJob requests a job inside the edit.
 func (e *Edit) RequestJob(production, key string, payload []byte) (string, error) {
-	if err := checkRequest(production, key, payload); err != nil {
+	return e.RequestJobWith(production, key, payload, RequestOptions{})
+}
+
+// RequestJobWith requests a job with options inside the edit.
+func (e *Edit) RequestJobWith(production, key string, payload []byte, o RequestOptions) (string, error) {
+	if err := checkRequest(production, key, payload, o); err != nil {
 		return "", err
 	}
 	e.mu.Lock()
@@ -113,7 +118,7 @@ func (e *Edit) RequestJob(production, key string, payload []byte) (string, error
 	if err != nil {
 		return "", e.afterOp(err)
 	}
-	id, err := requestIn(e.g.ctx, e.g.tx, now, production, key, payload)
+	id, err := requestIn(e.g.ctx, e.g.tx, now, production, key, payload, o)
 	return id, e.afterOp(err)
 }
 

@@ -23,6 +23,7 @@ type guard struct {
 	hwm       int64 // durable mark read inside this write transaction
 	observed  int64 // greatest sample taken so far
 	guarded   bool  // at least one guarded operation ran
+	keep      bool  // a failed claim made transitions that must commit (lapsed claims)
 	deadlines []int64
 }
 

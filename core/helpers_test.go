@@ -79,10 +79,15 @@ func newFixture(t *testing.T) *fixture {
 	path := newLocation(t, "leases.db")
 	f := &fixture{t: t, path: path, clk: &fakeClock{now: t0}}
 	f.a = f.open()
-	_, err := f.a.CreateProduction("p")
+	_, err := f.a.CreateProductionWithPolicy("p", noBackoff)
 	require.NoError(t, err)
 	return f
 }
+
+// noBackoff is the fixture's policy: a lapsed claim is claimable again at
+// its expiry instant, so the rules of claims and expiry are tested apart
+// from backoff (retry_test.go tests the default policy).
+var noBackoff = RetryPolicy{MaxAttempts: 25, BackoffCap: time.Hour}
 
 func (f *fixture) open() *Authority {
 	f.t.Helper()

@@ -263,6 +263,15 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 			return err
 		}
 		if l, err = claimIn(g, production, jobID, worker, us); err != nil {
+			if g.keep {
+				// The claim found nothing, but noticed lapsed claims on the
+				// way (jobs that went back to the queue or died): those
+				// transitions stand.
+				if cerr := g.commit(); cerr != nil {
+					return cerr
+				}
+				return err
+			}
 			g.rollback()
 			return err
 		}
@@ -286,7 +295,11 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 	return nil, aboutJob(err, l.jobID)
 }
 
-// claimIn performs a claim inside g; the lease comes back pending.
+// claimIn performs a claim inside g; the lease comes back pending. Claim-next
+// first promotes (lapsed claims end, delayed jobs whose time has come become
+// due), then takes the first due job in claim order: priority, claimable
+// time, request order. When it ended lapsed claims but fails, g.keep asks
+// the caller to commit those transitions anyway.
 func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, error) {
 	now, err := g.sample()
 	if err != nil {
@@ -298,6 +311,14 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	}
 	var j store.Job
 	if jobID == "" {
+		if now, err = g.locked(now); err != nil {
+			return nil, err
+		}
+		wrote, err := promote(g.ctx, g.tx, p, now)
+		if err != nil {
+			return nil, err
+		}
+		g.keep = g.keep || wrote
 		j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
 		if errors.Is(err, store.ErrNoRow) {
 			return nil, errf(KindNothingToClaim, "production %q has no claimable job", production)
@@ -316,15 +337,22 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 			return nil, errf(KindWrongState, "job %s is claimed by %q until %s", jobID, j.Worker, describeUS(j.Expiry))
 		case j.State != store.StateRequested && j.State != store.StateClaimed:
 			return nil, errf(KindWrongState, "job %s is already %s", jobID, j.State)
+		case now < j.ReadyAt:
+			return nil, errNotReady(jobID, j.ReadyAt)
 		}
 	}
 	if now, err = g.locked(now); err != nil {
 		return nil, err
 	}
 	if j.State == store.StateClaimed {
-		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",
-			Worker: j.Worker, Expiry: j.Expiry, Detail: "the previous claim expired before it finished"}); err != nil {
+		dead, err := lapse(g.ctx, g.tx, p, &j, now)
+		if err != nil {
 			return nil, err
+		}
+		if dead {
+			g.keep = true
+			return nil, errf(KindWrongState, "job %s is dead: %s", j.ID,
+				deadDetail(j.Attempts, p.Policy.MaxAttempts, store.EndExpired, expiredReason))
 		}
 	}
 	secret, err := newSecret()
@@ -335,6 +363,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry = store.StateClaimed, secret.hash(), worker, now, expiry
 	j.Attempts++
 	j.Reason, j.UpdatedAt = "", now
+	j.ReadyAt, j.Due = lapsedReady(p.Policy, j.Attempts, expiry), false
 	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 		return nil, storageErr("claim", err)
 	}
@@ -409,6 +438,8 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 			return errf(KindNotExtended, "renewing job %s for %s would not extend its expiry %s",
 				l.jobID, d, describeUS(j.Expiry))
 		}
+		// The backoff a lapse would cost moves with the expiry.
+		j.ReadyAt += newExpiry - j.Expiry
 		j.Expiry, j.UpdatedAt = newExpiry, now
 		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("renew", err)
@@ -422,8 +453,9 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 	return err
 }
 
-// Release gives the job back: it becomes requested again. The claim must be
-// unexpired. Success closes the lease.
+// Release gives the job back: it becomes requested again at once, or dead
+// when this was its last attempt (a release ends an attempt). The claim
+// must be unexpired. Success closes the lease.
 func (l *Lease) Release() error { return l.release(context.Background()) }
 
 func (l *Lease) release(ctx context.Context) error {
@@ -437,19 +469,33 @@ func (l *Lease) release(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		// The claim hash stays so that another handle of this same claim
-		// reports WrongState rather than LeaseLost.
-		j.State, j.Worker, j.ClaimedAt, j.Expiry, j.UpdatedAt = store.StateRequested, "", 0, 0, now
-		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
-			return storageErr("release", err)
+		p, err := leaseProduction(g, l)
+		if err != nil {
+			return err
 		}
-		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
-			Worker: l.worker})
+		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
+			Worker: l.worker}); err != nil {
+			return err
+		}
+		// A release ends an attempt (a receive, as SQS counts them) and
+		// returns the job at once, in its place in the claim order.
+		_, err = endAttempt(g.ctx, g.tx, p, &j, now, store.EndReleased, "", now)
+		return err
 	})
 }
 
-// Fail marks the job failed with a reason. The claim must be unexpired.
-// Success closes the lease.
+// leaseProduction reads the lease's production (its retry policy).
+func leaseProduction(g *guard, l *Lease) (store.Production, error) {
+	p, err := g.tx.ProductionByID(g.ctx, l.productionID)
+	if err != nil {
+		return p, storageErr("look up production", err)
+	}
+	return p, nil
+}
+
+// Fail marks the job failed with a reason: terminal, not retried (FailRetry
+// is the retryable failure). The claim must be unexpired. Success closes
+// the lease.
 func (l *Lease) Fail(reason string) error { return l.fail(context.Background(), reason) }
 
 func (l *Lease) fail(ctx context.Context, reason string) error {
@@ -466,9 +512,8 @@ func (l *Lease) fail(ctx context.Context, reason string) error {
 		if err != nil {
 			return err
 		}
-		j.State, j.Reason, j.UpdatedAt = store.StateFailed, reason, now
-		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
-			return storageErr("fail", err)
+		if _, err := endAttempt(g.ctx, g.tx, store.Production{ID: l.productionID}, &j, now, store.EndFailed, reason, 0); err != nil {
+			return err
 		}
 		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
 			Worker: l.worker, Detail: reason})
@@ -500,9 +545,8 @@ func completeIn(g *guard, l *Lease, f Facts) error {
 	if err := checkUnpublished(g.ctx, g.tx, l.jobID, facts, outs); err != nil {
 		return err
 	}
-	j.State, j.UpdatedAt = store.StateCompleted, now
-	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
-		return storageErr("complete", err)
+	if _, err := endAttempt(g.ctx, g.tx, store.Production{ID: l.productionID}, &j, now, store.EndCompleted, "", 0); err != nil {
+		return err
 	}
 	if err := g.tx.InsertFacts(g.ctx, facts); err != nil {
 		return storageErr("publish facts", err)

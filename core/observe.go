@@ -30,9 +30,9 @@ const (
 const MaxObservedWindow = 24 * time.Hour
 
 var (
-	jobStates  = []string{StateRequested, StateClaimed, StateCompleted, StateFailed, StateCancelled}
+	jobStates  = []string{StateRequested, StateClaimed, StateCompleted, StateFailed, StateCancelled, StateDead}
 	eventKinds = []string{"production_created", "requested", "claimed", "renewed", "released", "failed",
-		"completed", "cancelled", "claim_expired"}
+		"completed", "cancelled", "claim_expired", "retry", "dead", "redriven", "policy_changed"}
 )
 
 // ---- cursors ----------------------------------------------------------------
@@ -312,15 +312,42 @@ func (a *Authority) EachJob(ctx context.Context, production string, q JobQuery, 
 }
 
 // JobRecord is everything observable about one job: the observation, the
-// payload's size (not the payload), request and update times, and the
-// facts its completion published. Never a secret. Its event timeline is
-// ListEvents with EventQuery.JobID.
+// payload's size (not the payload), request and update times, the facts
+// its completion published and its attempt history (the newest
+// AttemptHistoryLen ended claims, oldest first). Never a secret. Its event
+// timeline is ListEvents with EventQuery.JobID.
 type JobRecord struct {
 	Job
 	PayloadSize int64
 	RequestedAt time.Time
 	UpdatedAt   time.Time
 	Facts       Facts
+	History     []Attempt
+}
+
+// Attempt is one ended claim of a job: its number (the job's attempt count
+// when it was claimed; a redrive starts again from 1), the worker, when it
+// was claimed and ended, how it ended (completed, failed, retry, released,
+// expired, cancelled) and the reason given.
+type Attempt struct {
+	Number    int64     `json:"number"`
+	Worker    string    `json:"worker"`
+	ClaimedAt time.Time `json:"-"`
+	EndedAt   time.Time `json:"-"`
+	Ending    string    `json:"ending"`
+	Reason    string    `json:"reason"`
+}
+
+// MarshalJSON writes the attempt with times in unix µs.
+func (x Attempt) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Number    int64   `json:"number"`
+		Worker    string  `json:"worker"`
+		ClaimedAt int64   `json:"claimed_at_unix_us"`
+		EndedAt   int64   `json:"ended_at_unix_us"`
+		Ending    string  `json:"ending"`
+		Reason    *string `json:"reason"`
+	}{x.Number, x.Worker, x.ClaimedAt.UnixMicro(), x.EndedAt.UnixMicro(), x.Ending, optStr(x.Reason)})
 }
 
 // JobDetail reads one job's record.
@@ -348,6 +375,15 @@ func (a *Authority) JobDetail(ctx context.Context, production, jobID string) (Jo
 		if rec.Facts, err = factsOf(ctx, a.b, jobID); err != nil {
 			return JobRecord{}, err
 		}
+	}
+	hist, err := a.b.Attempts(ctx, jobID)
+	if err != nil {
+		return JobRecord{}, storageErr("read attempts", err)
+	}
+	rec.History = make([]Attempt, len(hist))
+	for i, h := range hist {
+		rec.History[i] = Attempt{Number: h.Number, Worker: h.Worker, ClaimedAt: time.UnixMicro(h.ClaimedAt).UTC(),
+			EndedAt: time.UnixMicro(h.EndedAt).UTC(), Ending: h.Ending, Reason: h.Reason}
 	}
 	return rec, nil
 }
@@ -520,15 +556,15 @@ func (a *Authority) EachEvent(ctx context.Context, q EventQuery, fn func(Event) 
 // (they are in Claimed too, and claimable again); OldestRequested is when
 // the first requested job in request order was requested (zero when none).
 type JobCounts struct {
-	Requested, Claimed, Completed, Failed, Cancelled int64
-	Expired                                          int64
-	OldestRequested                                  time.Time
-	At                                               time.Time
+	Requested, Claimed, Completed, Failed, Cancelled, Dead int64
+	Expired                                                int64
+	OldestRequested                                        time.Time
+	At                                                     time.Time
 }
 
 // Total is the number of jobs.
 func (c JobCounts) Total() int64 {
-	return c.Requested + c.Claimed + c.Completed + c.Failed + c.Cancelled
+	return c.Requested + c.Claimed + c.Completed + c.Failed + c.Cancelled + c.Dead
 }
 
 // Counts counts a production's jobs by state from the index of jobs by
@@ -549,6 +585,7 @@ func (a *Authority) Counts(ctx context.Context, production string) (JobCounts, e
 	}
 	c := JobCounts{Requested: sc.ByState[StateRequested], Claimed: sc.ByState[StateClaimed],
 		Completed: sc.ByState[StateCompleted], Failed: sc.ByState[StateFailed], Cancelled: sc.ByState[StateCancelled],
+		Dead:    sc.ByState[StateDead],
 		Expired: sc.Expired, At: time.UnixMicro(now).UTC()}
 	if sc.OldestRequested != 0 {
 		c.OldestRequested = time.UnixMicro(sc.OldestRequested).UTC()
@@ -650,11 +687,12 @@ func (a *Authority) Workers(ctx context.Context, production string, since time.T
 func (r JobRecord) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		jobJSON
-		PayloadSize int64  `json:"payload_size"`
-		RequestedAt *int64 `json:"requested_at_unix_us"`
-		UpdatedAt   *int64 `json:"updated_at_unix_us"`
-		Facts       Facts  `json:"facts"`
-	}{r.Job.jsonForm(), r.PayloadSize, optTime(r.RequestedAt), optTime(r.UpdatedAt), r.Facts})
+		PayloadSize int64     `json:"payload_size"`
+		RequestedAt *int64    `json:"requested_at_unix_us"`
+		UpdatedAt   *int64    `json:"updated_at_unix_us"`
+		Facts       Facts     `json:"facts"`
+		History     []Attempt `json:"attempt_history"`
+	}{r.Job.jsonForm(), r.PayloadSize, optTime(r.RequestedAt), optTime(r.UpdatedAt), r.Facts, r.History})
 }
 
 // MarshalJSON writes the counts by state name.
@@ -665,10 +703,11 @@ func (c JobCounts) MarshalJSON() ([]byte, error) {
 		Completed       int64  `json:"completed"`
 		Failed          int64  `json:"failed"`
 		Cancelled       int64  `json:"cancelled"`
+		Dead            int64  `json:"dead"`
 		Expired         int64  `json:"expired"`
 		OldestRequested *int64 `json:"oldest_requested_unix_us"`
 		At              *int64 `json:"at_unix_us"`
-	}{c.Requested, c.Claimed, c.Completed, c.Failed, c.Cancelled, c.Expired, optTime(c.OldestRequested), optTime(c.At)})
+	}{c.Requested, c.Claimed, c.Completed, c.Failed, c.Cancelled, c.Dead, c.Expired, optTime(c.OldestRequested), optTime(c.At)})
 }
 
 // MarshalJSON writes one minute's count.

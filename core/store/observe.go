@@ -81,7 +81,7 @@ func (s *WorkerSet) Get(name string) *WorkerSeen {
 }
 
 // WorkerKinds are the events a worker causes itself.
-var WorkerKinds = []string{"claimed", "renewed", "released", "failed", "completed"}
+var WorkerKinds = []string{"claimed", "renewed", "released", "failed", "retry", "completed"}
 
 // Observer answers the bounded observations. Each call is one short read
 // (one statement or a few, each its own snapshot): none holds a read

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func TestASchema2FileIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testi
 	require.NoError(t, err)
 	v, err := s.Pragma("user_version")
 	require.NoError(t, err)
-	require.Equal(t, "3", v)
+	require.Equal(t, fmt.Sprint(SchemaVersion), v)
 	ctx := context.Background()
 	js, err := s.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
 	require.NoError(t, err)

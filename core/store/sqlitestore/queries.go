@@ -94,7 +94,8 @@ func (q queries) queryRow(ctx context.Context, text string, args ...any) row {
 }
 
 const jobColumns = `id, production_id, key, payload, seq, state, claim_hash, worker,
-	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us`
+	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us,
+	priority, claimable_unix_us, ready_unix_us, due`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -102,7 +103,8 @@ func scanJob(r scanner) (store.Job, error) {
 	var j store.Job
 	var key sql.NullString
 	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Payload, &j.Seq, &j.State, &j.ClaimHash, &j.Worker,
-		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt)
+		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt,
+		&j.Priority, &j.ClaimableAt, &j.ReadyAt, &j.Due)
 	if err != nil {
 		return store.Job{}, classify(err)
 	}
@@ -124,22 +126,28 @@ func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
 	return classify(err)
 }
 
-func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+// productionColumns are read by scanProduction.
+const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent`
+
+func scanProduction(r scanner) (store.Production, error) {
 	var p store.Production
-	err := q.queryRow(ctx, `SELECT id, name, created_unix_us FROM productions WHERE name = ?`, name).
-		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	err := r.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent)
+	return p, err
+}
+
+func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	p, err := scanProduction(q.queryRow(ctx, `SELECT `+productionColumns+` FROM productions WHERE name = ?`, name))
 	return p, classify(err)
 }
 
 func (q queries) ProductionByID(ctx context.Context, id string) (store.Production, error) {
-	var p store.Production
-	err := q.queryRow(ctx, `SELECT id, name, created_unix_us FROM productions WHERE id = ?`, id).
-		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	p, err := scanProduction(q.queryRow(ctx, `SELECT `+productionColumns+` FROM productions WHERE id = ?`, id))
 	return p, classify(err)
 }
 
 func (q queries) Productions(ctx context.Context) ([]store.Production, error) {
-	rows, err := q.query(ctx, `SELECT id, name, created_unix_us FROM productions ORDER BY name`)
+	rows, err := q.query(ctx, `SELECT `+productionColumns+` FROM productions ORDER BY name`)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -173,29 +181,88 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 	return out, classify(rows.Err())
 }
 
-// NextClaimable takes the first requested job, or the first claimed job whose
-// claim has expired, in request order. Two simple statements, each served by
-// an index: jobs_claimable for requested jobs, and the partial index
-// jobs_claimed_expiry for expired claims, so unexpired claims are never
-// scanned however many there are.
+// NextClaimable takes the first due job in claim order: the first entry of
+// the partial index jobs_due, whatever else the production holds (delayed
+// jobs, claims and finished jobs are not in it).
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	req, errReq := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimable
-		WHERE production_id = ? AND state = 'requested' ORDER BY seq LIMIT 1`, productionID))
-	if errReq != nil && errReq != store.ErrNoRow {
-		return store.Job{}, errReq
+	return scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_due
+		WHERE production_id = ? AND state = 'requested' AND due = 1
+		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`, productionID))
+}
+
+// PromoteDue marks due the delayed jobs whose time has come: a range of
+// jobs_delayed, which holds delayed jobs only.
+func (q queries) PromoteDue(ctx context.Context, productionID string, now int64, limit int) (int64, error) {
+	res, err := q.exec(ctx, `UPDATE jobs SET due = 1 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_delayed
+		WHERE production_id = ? AND state = 'requested' AND due = 0 AND ready_unix_us <= ?
+		ORDER BY ready_unix_us LIMIT ?)`, productionID, now, limit)
+	if err != nil {
+		return 0, classify(err)
 	}
-	exp, errExp := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimed_expiry
-		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ? ORDER BY seq LIMIT 1`, productionID, now))
-	if errExp != nil && errExp != store.ErrNoRow {
-		return store.Job{}, errExp
+	n, err := res.RowsAffected()
+	return n, classify(err)
+}
+
+// LapsedClaims reads claims whose expiry and backoff have passed: a range of
+// jobs_claimed_ready, so unexpired claims are never scanned.
+func (q queries) LapsedClaims(ctx context.Context, productionID string, now int64, limit int) ([]store.Job, error) {
+	return q.jobs(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimed_ready
+		WHERE production_id = ? AND state = 'claimed' AND ready_unix_us <= ? ORDER BY ready_unix_us LIMIT ?`,
+		productionID, now, limit)
+}
+
+// JobsInState reads a page of one state in request order (jobs_claimable).
+func (q queries) JobsInState(ctx context.Context, productionID, state string, limit int) ([]store.Job, error) {
+	return q.jobs(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimable
+		WHERE production_id = ? AND state = ? ORDER BY seq LIMIT ?`, productionID, state, limit)
+}
+
+func (q queries) jobs(ctx context.Context, text string, args ...any) ([]store.Job, error) {
+	rows, err := q.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
 	}
-	switch {
-	case errReq == nil && (errExp != nil || req.Seq < exp.Seq):
-		return req, nil
-	case errExp == nil:
-		return exp, nil
+	return collect(rows, scanJob)
+}
+
+func (q queries) UpdatePolicy(ctx context.Context, productionID string, p store.Policy) error {
+	res, err := q.exec(ctx, `UPDATE productions SET max_attempts = ?, backoff_base_us = ?, backoff_cap_us = ?,
+		jitter_percent = ? WHERE id = ?`, p.MaxAttempts, p.BackoffBaseUS, p.BackoffCapUS, p.JitterPercent, productionID)
+	if err != nil {
+		return classify(err)
 	}
-	return store.Job{}, store.ErrNoRow
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
+
+func scanAttempt(r scanner) (store.Attempt, error) {
+	var a store.Attempt
+	err := r.Scan(&a.JobID, &a.Number, &a.Worker, &a.ClaimedAt, &a.EndedAt, &a.Ending, &a.Reason)
+	return a, err
+}
+
+func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, error) {
+	rows, err := q.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE job_id = ? ORDER BY id`, jobID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, scanAttempt)
+}
+
+// InsertAttempt appends to the history and drops what is older than the
+// newest keep entries of the job (attempts_by_job).
+func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
+	if _, err := q.exec(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
+		return classify(err)
+	}
+	_, err := q.exec(ctx, `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELECT id FROM attempts
+		WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)`, a.JobID, keep)
+	return classify(err)
 }
 
 func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
@@ -254,8 +321,9 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
-	_, err := q.exec(ctx, `INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, ?)`,
-		p.ID, p.Name, p.CreatedAt)
+	_, err := q.exec(ctx, `INSERT INTO productions (`+productionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Name, p.CreatedAt, p.Policy.MaxAttempts, p.Policy.BackoffBaseUS, p.Policy.BackoffCapUS,
+		p.Policy.JitterPercent)
 	return classify(err)
 }
 
@@ -265,17 +333,22 @@ func (q queries) InsertJob(ctx context.Context, j store.Job) error {
 		key = j.Key
 	}
 	_, err := q.exec(ctx, `INSERT INTO jobs (id, production_id, key, payload, seq, state, claim_hash,
-			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us)
-		VALUES (?, ?, ?, ?, (SELECT COALESCE(max(seq), 0) + 1 FROM jobs WHERE production_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us,
+			priority, claimable_unix_us, ready_unix_us, due)
+		VALUES (?, ?, ?, ?, (SELECT COALESCE(max(seq), 0) + 1 FROM jobs WHERE production_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?,
+			?, ?, ?, ?)`,
 		j.ID, j.ProductionID, key, j.Payload, j.ProductionID, j.State, j.ClaimHash, j.Worker,
-		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt)
+		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt,
+		j.Priority, j.ClaimableAt, j.ReadyAt, j.Due)
 	return classify(err)
 }
 
 func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	res, err := q.exec(ctx, `UPDATE jobs SET state = ?, claim_hash = ?, worker = ?, claimed_unix_us = ?,
-			expiry_unix_us = ?, attempts = ?, reason = ?, updated_unix_us = ? WHERE id = ?`,
-		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt, j.ID)
+			expiry_unix_us = ?, attempts = ?, reason = ?, updated_unix_us = ?,
+			claimable_unix_us = ?, ready_unix_us = ?, due = ? WHERE id = ?`,
+		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
+		j.ClaimableAt, j.ReadyAt, j.Due, j.ID)
 	if err != nil {
 		return classify(err)
 	}

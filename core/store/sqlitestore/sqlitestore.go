@@ -187,11 +187,16 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version == 2:
+	case version == 2, version == 3:
 	default:
 		return store.ErrNotLeases
 	}
-	if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+	if version < 3 {
+		if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV3toV4); err != nil {
 		return err
 	}
 	return classify(tx.Commit())
