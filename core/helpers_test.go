@@ -139,10 +139,12 @@ func (f *fixture) hwm() int64 {
 // snapshot captures everything observable in the store, to prove that a
 // rejection changed nothing.
 type snapshot struct {
+	prods  []store.Production
 	jobs   []store.Job
 	events int
 	hwm    int64
 	facts  int
+	tries  int
 }
 
 func (f *fixture) snapshot() snapshot {
@@ -154,13 +156,18 @@ func (f *fixture) snapshot() snapshot {
 	require.NoError(f.t, err)
 	es, err := f.a.b.Events(ctx, "", 0, 0)
 	require.NoError(f.t, err)
-	n := 0
+	n, tries := 0, 0
 	for _, j := range js {
 		fs, err := f.a.b.Facts(ctx, j.ID)
 		require.NoError(f.t, err)
 		n += len(fs)
+		as, err := f.a.b.Attempts(ctx, j.ID)
+		require.NoError(f.t, err)
+		tries += len(as)
 	}
-	return snapshot{jobs: js, events: len(es), hwm: f.hwm(), facts: n}
+	ps, err := f.a.b.Productions(ctx)
+	require.NoError(f.t, err)
+	return snapshot{prods: ps, jobs: js, events: len(es), hwm: f.hwm(), facts: n, tries: tries}
 }
 
 func requireKind(t *testing.T, err error, want Kind) {

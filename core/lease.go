@@ -311,9 +311,9 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	}
 	var j store.Job
 	if jobID == "" {
-		if now, err = g.locked(now); err != nil {
-			return nil, err
-		}
+		// Promotion decides on the first sample: a lapse it ends became
+		// due after every transition of that claim (a renewal moves the
+		// lapse), and the claim below is timed once it holds its row.
 		wrote, err := promote(g.ctx, g.tx, p, now)
 		if err != nil {
 			return nil, err
@@ -337,12 +337,13 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 			return nil, errf(KindWrongState, "job %s is claimed by %q until %s", jobID, j.Worker, describeUS(j.Expiry))
 		case j.State != store.StateRequested && j.State != store.StateClaimed:
 			return nil, errf(KindWrongState, "job %s is already %s", jobID, j.State)
-		case now < j.ReadyAt:
-			return nil, errNotReady(jobID, j.ReadyAt)
 		}
 	}
 	if now, err = g.locked(now); err != nil {
 		return nil, err
+	}
+	if now < j.ReadyAt {
+		return nil, errNotReady(j.ID, j.ReadyAt)
 	}
 	if j.State == store.StateClaimed {
 		dead, err := lapse(g.ctx, g.tx, p, &j, now)
@@ -479,7 +480,7 @@ func (l *Lease) release(ctx context.Context) error {
 		}
 		// A release ends an attempt (a receive, as SQS counts them) and
 		// returns the job at once, in its place in the claim order.
-		_, err = endAttempt(g.ctx, g.tx, p, &j, now, store.EndReleased, "", now)
+		_, err = endAttempt(g.ctx, g.tx, p, &j, now, store.EndReleased, "", j.ClaimableAt)
 		return err
 	})
 }

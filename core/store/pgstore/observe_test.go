@@ -55,7 +55,7 @@ func TestASchema2DatabaseIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *t
 	require.NoError(t, err)
 	v, err := version(ctx, db.pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 3, v)
+	require.EqualValues(t, SchemaVersion, v)
 	js, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, js, 2)
