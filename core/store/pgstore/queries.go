@@ -196,18 +196,30 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 // the partial index leases_jobs_due that no other transaction holds (FOR
 // UPDATE SKIP LOCKED), so concurrent claimers take different jobs.
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	return scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND state = 'requested' AND due
-		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`+q.lock("FOR UPDATE SKIP LOCKED"), productionID))
+	return scanJob(q.q.QueryRow(ctx, nextClaimableSQL+q.lock("FOR UPDATE SKIP LOCKED"), productionID))
 }
+
+// The claim path's statements (plan_test.go pins their plans).
+const (
+	nextClaimableSQL = `SELECT ` + jobColumns + ` FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' AND due
+		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`
+	// ARRAY(...) runs the range once (an InitPlan) and the update then
+	// finds each row by its key: an IN subquery may be planned as a join
+	// that reads the whole table.
+	promoteDueSQL = `UPDATE leases_jobs SET due = true WHERE id = ANY(ARRAY(SELECT id FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' AND NOT due AND ready_unix_us <= $2
+		ORDER BY ready_unix_us LIMIT $3 FOR UPDATE SKIP LOCKED))`
+	lapsedClaimsSQL = `SELECT ` + jobColumns + ` FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' AND ready_unix_us <= $2
+		ORDER BY ready_unix_us LIMIT $3`
+)
 
 // PromoteDue marks due the delayed jobs whose time has come, from the
 // partial index leases_jobs_delayed; rows another transaction holds are
 // left for a later claim.
 func (q queries) PromoteDue(ctx context.Context, productionID string, now int64, limit int) (int64, error) {
-	tag, err := q.q.Exec(ctx, `UPDATE leases_jobs SET due = true WHERE id IN (SELECT id FROM leases_jobs
-		WHERE production_id = $1 AND state = 'requested' AND NOT due AND ready_unix_us <= $2
-		ORDER BY ready_unix_us LIMIT $3 FOR UPDATE SKIP LOCKED)`, productionID, now, limit)
+	tag, err := q.q.Exec(ctx, promoteDueSQL, productionID, now, limit)
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -217,9 +229,7 @@ func (q queries) PromoteDue(ctx context.Context, productionID string, now int64,
 // LapsedClaims reads claims whose expiry and backoff have passed, from the
 // partial index leases_jobs_claimed_ready, skipping rows others hold.
 func (q queries) LapsedClaims(ctx context.Context, productionID string, now int64, limit int) ([]store.Job, error) {
-	return q.jobs(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND state = 'claimed' AND ready_unix_us <= $2
-		ORDER BY ready_unix_us LIMIT $3`+q.lock("FOR UPDATE SKIP LOCKED"), productionID, now, limit)
+	return q.jobs(ctx, lapsedClaimsSQL+q.lock("FOR UPDATE SKIP LOCKED"), productionID, now, limit)
 }
 
 // JobsInState reads a page of one state in request order

@@ -185,17 +185,25 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 // the partial index jobs_due, whatever else the production holds (delayed
 // jobs, claims and finished jobs are not in it).
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	return scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_due
-		WHERE production_id = ? AND state = 'requested' AND due = 1
-		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`, productionID))
+	return scanJob(q.queryRow(ctx, nextClaimableSQL, productionID))
 }
+
+// The claim path's statements (plan_test.go pins their plans).
+const (
+	nextClaimableSQL = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_due
+		WHERE production_id = ? AND state = 'requested' AND due = 1
+		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`
+	promoteDueSQL = `UPDATE jobs SET due = 1 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_delayed
+		WHERE production_id = ? AND state = 'requested' AND due = 0 AND ready_unix_us <= ?
+		ORDER BY ready_unix_us LIMIT ?)`
+	lapsedClaimsSQL = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_claimed_ready
+		WHERE production_id = ? AND state = 'claimed' AND ready_unix_us <= ? ORDER BY ready_unix_us LIMIT ?`
+)
 
 // PromoteDue marks due the delayed jobs whose time has come: a range of
 // jobs_delayed, which holds delayed jobs only.
 func (q queries) PromoteDue(ctx context.Context, productionID string, now int64, limit int) (int64, error) {
-	res, err := q.exec(ctx, `UPDATE jobs SET due = 1 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_delayed
-		WHERE production_id = ? AND state = 'requested' AND due = 0 AND ready_unix_us <= ?
-		ORDER BY ready_unix_us LIMIT ?)`, productionID, now, limit)
+	res, err := q.exec(ctx, promoteDueSQL, productionID, now, limit)
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -206,9 +214,7 @@ func (q queries) PromoteDue(ctx context.Context, productionID string, now int64,
 // LapsedClaims reads claims whose expiry and backoff have passed: a range of
 // jobs_claimed_ready, so unexpired claims are never scanned.
 func (q queries) LapsedClaims(ctx context.Context, productionID string, now int64, limit int) ([]store.Job, error) {
-	return q.jobs(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimed_ready
-		WHERE production_id = ? AND state = 'claimed' AND ready_unix_us <= ? ORDER BY ready_unix_us LIMIT ?`,
-		productionID, now, limit)
+	return q.jobs(ctx, lapsedClaimsSQL, productionID, now, limit)
 }
 
 // JobsInState reads a page of one state in request order (jobs_claimable).

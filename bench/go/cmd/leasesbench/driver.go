@@ -169,6 +169,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 type scaleRow struct {
 	jobs, outstanding int
+	delayed           int
 	db                string
 	bytesPerJob       float64
 	row               *row
@@ -265,12 +266,14 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 			scales = append(scales, &scaleRow{jobs: jobs})
 		}
 		scales = append(scales, &scaleRow{jobs: o.n(11000), outstanding: o.n(10000)})
+		scales = append(scales, &scaleRow{jobs: o.n(11000), delayed: o.n(10000)})
 		m := o.n(200)
 		for i, s := range scales {
 			s := s
 			s.db = filepath.Join(o.tmp, fmt.Sprintf("scale-%d.db", i))
 			t := time.Now()
-			res, err := child([]string{lb, "scale-fill", "-db", s.db, "-n", itoa(s.jobs), "-outstanding", itoa(s.outstanding)})
+			res, err := child([]string{lb, "scale-fill", "-db", s.db, "-n", itoa(s.jobs), "-outstanding", itoa(s.outstanding),
+				"-delayed", itoa(s.delayed)})
 			must(err)
 			s.bytesPerJob = res.Extra["bytes_per_job"]
 			fmt.Fprintf(os.Stderr, "bench: filled %d jobs (%d claimed) in %s\n", s.jobs, s.outstanding, time.Since(t).Round(time.Millisecond))
@@ -588,6 +591,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			name := fmt.Sprintf("%d", s.jobs)
 			if s.outstanding > 0 {
 				name = fmt.Sprintf("%d, of which %d claimed and unexpired", s.jobs, s.outstanding)
+			}
+			if s.delayed > 0 {
+				name = fmt.Sprintf("%d, of which %d delayed at the highest priority", s.jobs, s.delayed)
 			}
 			if st := status(s.row); st != "" {
 				p("| %s | %s | | | |\n", name, st)
