@@ -109,7 +109,10 @@ func TestAContextThatEndsBeforeCommitWritesNothing(t *testing.T) {
 		"claim":    func(ctx context.Context) error { _, err := f.a.claimOne(ctx, "p", "", "w", time.Minute); return err },
 		"renew":    func(ctx context.Context) error { return l.renew(ctx, time.Hour) },
 		"complete": func(ctx context.Context) error { return l.complete(ctx, Facts{}) },
-		"request":  func(ctx context.Context) error { _, err := f.a.request(ctx, "p", "", nil, RequestOptions{}); return err },
+		"request": func(ctx context.Context) error {
+			_, err := f.a.request(ctx, "p", "", nil, RequestOptions{})
+			return err
+		},
 		"edit": func(ctx context.Context) error {
 			e, err := f.a.begin(ctx)
 			require.NoError(t, err)
