@@ -223,3 +223,92 @@ leases_status leases_events_json(leases_authority *authority, const char *produc
 	CHECK_FORK();
 	return leasesgo_events_json(H(authority), (char *)production, after_seq, out_json);
 }
+
+// ---- retries, run-at and priorities ------------------------------------------
+
+// leasesshim_opts_check applies the size rule of the options structs
+// (include/leases.h): 0 when opts is usable, 1 when size is smaller than its
+// size member, 2 when it is over 4096, 3 when bytes past the known fields
+// are set. The caller promises size readable bytes.
+static int leasesshim_opts_check(const void *opts, size_t known) {
+	if (opts == NULL) return 0;
+	size_t size = *(const size_t *)opts;
+	if (size < sizeof(size_t)) return 1;
+	if (size > 4096) return 2;
+	const unsigned char *b = opts;
+	for (size_t i = known; i < size; i++)
+		if (b[i] != 0) return 3;
+	return 0;
+}
+
+// FIELD_IN: the field lies wholly within the caller's size, so it is read;
+// otherwise it keeps its default.
+#define FIELD_IN(T, f, size) (offsetof(T, f) + sizeof(((T *)0)->f) <= (size))
+
+static leases_retry_policy leasesshim_policy(const leases_retry_policy *p) {
+	leases_retry_policy out = LEASES_RETRY_POLICY_INIT;
+	if (p == NULL) return out;
+	size_t size = p->size;
+	if (FIELD_IN(leases_retry_policy, max_attempts, size)) out.max_attempts = p->max_attempts;
+	if (FIELD_IN(leases_retry_policy, jitter_percent, size)) out.jitter_percent = p->jitter_percent;
+	if (FIELD_IN(leases_retry_policy, backoff_base_us, size)) out.backoff_base_us = p->backoff_base_us;
+	if (FIELD_IN(leases_retry_policy, backoff_cap_us, size)) out.backoff_cap_us = p->backoff_cap_us;
+	return out;
+}
+
+leases_status leases_job_request_v2(leases_authority *authority, const char *production,
+                                    const char *key, const uint8_t *payload, size_t payload_len,
+                                    const leases_request_options *options, char **out_job_id) {
+	CHECK_FORK();
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	int bad = leasesshim_opts_check(options, sizeof o);
+	if (options != NULL && bad == 0) {
+		size_t size = options->size;
+		if (FIELD_IN(leases_request_options, priority, size)) o.priority = options->priority;
+		if (FIELD_IN(leases_request_options, run_at_unix_us, size)) o.run_at_unix_us = options->run_at_unix_us;
+		if (FIELD_IN(leases_request_options, delay_us, size)) o.delay_us = options->delay_us;
+	}
+	return leasesgo_job_request_v2(H(authority), (char *)production, (char *)key, (uint8_t *)payload,
+	                               payload_len, bad, o.priority, o.run_at_unix_us, o.delay_us, out_job_id);
+}
+
+leases_status leases_production_create_v2(leases_authority *authority, const char *name,
+                                          const leases_retry_policy *policy) {
+	CHECK_FORK();
+	int bad = leasesshim_opts_check(policy, sizeof *policy);
+	leases_retry_policy p = leasesshim_policy(bad ? NULL : policy);
+	return leasesgo_production_create_v2(H(authority), (char *)name, policy != NULL, bad, p.max_attempts,
+	                                     p.jitter_percent, p.backoff_base_us, p.backoff_cap_us);
+}
+
+leases_status leases_production_set_policy(leases_authority *authority, const char *production,
+                                           const leases_retry_policy *policy) {
+	CHECK_FORK();
+	int bad = leasesshim_opts_check(policy, sizeof *policy);
+	leases_retry_policy p = leasesshim_policy(bad ? NULL : policy);
+	return leasesgo_production_set_policy(H(authority), (char *)production, bad, p.max_attempts,
+	                                      p.jitter_percent, p.backoff_base_us, p.backoff_cap_us);
+}
+
+leases_status leases_lease_fail_retry(leases_lease *lease, const char *reason, int64_t delay_us) {
+	CHECK_FORK();
+	return leasesgo_lease_fail_retry(H(lease), (char *)reason, delay_us);
+}
+
+leases_status leases_job_retry(leases_authority *authority, const char *production,
+                               const char *job_id) {
+	CHECK_FORK();
+	return leasesgo_job_retry(H(authority), (char *)production, (char *)job_id);
+}
+
+leases_status leases_production_redrive(leases_authority *authority, const char *production,
+                                        const char *state, int64_t *out_count) {
+	CHECK_FORK();
+	return leasesgo_production_redrive(H(authority), (char *)production, (char *)state, out_count);
+}
+
+leases_status leases_job_json(leases_authority *authority, const char *production,
+                              const char *job_id, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_job_json(H(authority), (char *)production, (char *)job_id, out_json);
+}

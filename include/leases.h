@@ -277,7 +277,9 @@ void leases_edit_abort(leases_edit *edit);
 
 /* A JSON array of the production's jobs in request order: objects with id,
  * production, key, state, worker, claimed_at_unix_us, expiry_unix_us,
- * attempts, reason. *out_json: free with leases_free. */
+ * attempts, reason, priority, claimable_at_unix_us (since revision 1).
+ * Listing objects may gain fields in later revisions: ignore unknown ones.
+ * *out_json: free with leases_free. */
 leases_status leases_jobs_json(leases_authority *authority, const char *production,
                                char **out_json);
 /* A JSON array of events with seq > after_seq (>= 0), oldest first: seq,
@@ -286,6 +288,102 @@ leases_status leases_jobs_json(leases_authority *authority, const char *producti
  * leases_free. */
 leases_status leases_events_json(leases_authority *authority, const char *production,
                                  int64_t after_seq, char **out_json);
+
+/* ---- retries, run-at and priorities (since revision 1) ----------------- */
+
+/* A job is requested with a priority (0 .. LEASES_MAX_PRIORITY, higher is
+ * claimed first) and becomes claimable at once, at a run-at time or after a
+ * delay, on the authority's clock. Claim-next serves the highest priority,
+ * then the earliest claimable time, then request order. A claim that ends
+ * without completion (release, leases_lease_fail_retry, a lapsed expiry)
+ * ends an attempt; once a production's max_attempts claims have ended so,
+ * the job is "dead" (terminal). leases_lease_fail stays terminal ("failed").
+ * docs/CONCEPTS.md has the state machine, docs/c-api.md every case. */
+#define LEASES_MAX_PRIORITY 1000                    /* priorities are 0 .. this */
+#define LEASES_MAX_ATTEMPTS 1000                    /* max_attempts is 1 .. this */
+#define LEASES_MAX_DELAY_US INT64_C(31622400000000) /* 366 days: run-at, delays, backoff cap */
+#define LEASES_ATTEMPT_HISTORY_LEN 20               /* ended attempts a job keeps */
+
+/* Options of leases_job_request_v2. Set size to sizeof(leases_request_options)
+ * (LEASES_REQUEST_OPTIONS_INIT does), then the fields to change. The library
+ * reads only the fields that lie within size and that it knows: a field
+ * beyond size takes its default, so a program built against this header
+ * keeps working with later libraries. size must be at least sizeof(size_t)
+ * and at most 4096; bytes past the fields this library knows must be zero
+ * (else LEASES_INVALID_ARGUMENT: a newer program asks for something this
+ * library cannot do). At most one of run_at_unix_us and delay_us is nonzero;
+ * both zero: claimable at once. */
+typedef struct leases_request_options {
+    size_t size;            /* sizeof(leases_request_options) */
+    int32_t priority;       /* 0 .. LEASES_MAX_PRIORITY; default 0 */
+    int64_t run_at_unix_us; /* 0: none; else not after the authority's now + LEASES_MAX_DELAY_US;
+                               a time in the past means now */
+    int64_t delay_us;       /* 0: none; else 1 .. LEASES_MAX_DELAY_US from the authority's now */
+} leases_request_options;
+#define LEASES_REQUEST_OPTIONS_INIT {sizeof(leases_request_options), 0, 0, 0}
+
+/* A production's retry policy. The backoff after attempt n is
+ * backoff_base_us * 2^(n-1), scaled by a uniform factor in
+ * [1 - jitter_percent/100, 1 + jitter_percent/100], then capped at
+ * backoff_cap_us. Same size rule as leases_request_options; a field beyond
+ * size takes the default of LEASES_RETRY_POLICY_INIT. */
+typedef struct leases_retry_policy {
+    size_t size;             /* sizeof(leases_retry_policy) */
+    int32_t max_attempts;    /* 1 .. LEASES_MAX_ATTEMPTS; default 25 */
+    int32_t jitter_percent;  /* 0 .. 100; default 20 */
+    int64_t backoff_base_us; /* 0 .. backoff_cap_us (0: retry at once); default 1 s */
+    int64_t backoff_cap_us;  /* backoff_base_us .. LEASES_MAX_DELAY_US; default 1 h */
+} leases_retry_policy;
+#define LEASES_RETRY_POLICY_INIT {sizeof(leases_retry_policy), 25, 20, INT64_C(1000000), INT64_C(3600000000)}
+
+/* leases_job_request with options; options NULL means priority 0, claimable
+ * at once (exactly leases_job_request). A repeated keyed request returns the
+ * existing job as it is: the first request's options stand. Bad options:
+ * LEASES_INVALID_ARGUMENT, nothing written. *out_job_id: free with
+ * leases_free. Since revision 1. */
+leases_status leases_job_request_v2(leases_authority *authority, const char *production,
+                                    const char *key, const uint8_t *payload, size_t payload_len,
+                                    const leases_request_options *options, char **out_job_id);
+/* leases_production_create with a retry policy; policy NULL means the
+ * default (exactly leases_production_create). Creating an existing name
+ * succeeds if its policy is the same, and is LEASES_WRONG_STATE if it
+ * differs (change it with leases_production_set_policy). Since revision 1. */
+leases_status leases_production_create_v2(leases_authority *authority, const char *name,
+                                          const leases_retry_policy *policy);
+/* The coordinator's change of a production's policy (policy NULL: back to
+ * the default). It applies to every attempt that ends after it; a
+ * policy_changed event records it. Since revision 1. */
+leases_status leases_production_set_policy(leases_authority *authority, const char *production,
+                                           const leases_retry_policy *policy);
+/* Fails the job as retryable: the attempt ends and the job returns to the
+ * queue after delay_us (0: the policy's backoff for this attempt; else
+ * 1 .. LEASES_MAX_DELAY_US, else LEASES_INVALID_ARGUMENT), or becomes dead
+ * if this was its last attempt. reason may be NULL or "" (at most
+ * LEASES_MAX_REASON_LEN bytes). The claim must be unexpired. Success
+ * closes the lease. Since revision 1. */
+leases_status leases_lease_fail_retry(leases_lease *lease, const char *reason, int64_t delay_us);
+/* The coordinator's redrive of one failed, dead or cancelled job (no
+ * secret): it becomes requested and claimable at once with its attempts
+ * reset to 0 (the attempt history keeps the old ones); a redriven event
+ * records it. Any other state: LEASES_WRONG_STATE. Since revision 1. */
+leases_status leases_job_retry(leases_authority *authority, const char *production,
+                               const char *job_id);
+/* Redrives every job of the production in state ("failed", "dead" or
+ * "cancelled"; anything else is LEASES_INVALID_ARGUMENT) as leases_job_retry
+ * does each, in transactions of a few hundred jobs (each job's redrive is
+ * atomic, the whole is not). *out_count: how many. A failure (then
+ * *out_count is 0, as for every failure) may come after some batches
+ * committed: list the jobs to see. Since revision 1. */
+leases_status leases_production_redrive(leases_authority *authority, const char *production,
+                                        const char *state, int64_t *out_count);
+/* One job's record as a JSON object: the listing's fields plus payload_size,
+ * requested_at_unix_us, updated_at_unix_us, facts and attempt_history (the
+ * newest LEASES_ATTEMPT_HISTORY_LEN ended claims, oldest first: number,
+ * worker, claimed_at_unix_us, ended_at_unix_us, ending ("completed",
+ * "failed", "retry", "released", "expired", "cancelled"), reason). Never a
+ * secret. *out_json: free with leases_free. Since revision 1. */
+leases_status leases_job_json(leases_authority *authority, const char *production,
+                              const char *job_id, char **out_json);
 
 /* ---- reference executor ------------------------------------------------- */
 

@@ -18,6 +18,9 @@ MAX_PAYLOAD_LEN = 1_048_576
 MAX_FACTS_LEN = 1_048_576
 MAX_PATH_LEN = 4_096
 MAX_TOKEN_LEN = 128
+MAX_PRIORITY = 1_000
+MAX_ATTEMPTS = 1_000
+MAX_DELAY_US = 31_622_400_000_000
 
 # (code, status name, exception class) of every failure status, in code order.
 STATUSES: Tuple[Tuple[int, str, str], ...] = (
@@ -65,6 +68,30 @@ AuthorityPtr = ctypes.POINTER(leases_authority)
 EditPtr = ctypes.POINTER(leases_edit)
 LeasePtr = ctypes.POINTER(leases_lease)
 ExecutionPtr = ctypes.POINTER(leases_execution)
+
+
+# The header's structs, field for field (set size to ctypes.sizeof).
+
+
+class leases_request_options(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("priority", ctypes.c_int32),
+        ("run_at_unix_us", ctypes.c_int64),
+        ("delay_us", ctypes.c_int64),
+    ]
+
+
+class leases_retry_policy(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("max_attempts", ctypes.c_int32),
+        ("jitter_percent", ctypes.c_int32),
+        ("backoff_base_us", ctypes.c_int64),
+        ("backoff_cap_us", ctypes.c_int64),
+    ]
+
+
 c_status = ctypes.c_int
 
 Signature = Tuple[Any, List[Any]]
@@ -103,6 +130,13 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_edit_abort": (None, [EditPtr]),
     "leases_jobs_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_events_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_job_request_v2": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.POINTER(leases_request_options), ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_production_create_v2": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(leases_retry_policy)]),
+    "leases_production_set_policy": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(leases_retry_policy)]),
+    "leases_lease_fail_retry": (c_status, [LeasePtr, ctypes.c_char_p, ctypes.c_int64]),
+    "leases_job_retry": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p]),
+    "leases_production_redrive": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)]),
+    "leases_job_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_execution_begin": (c_status, [LeasePtr, ctypes.c_char_p, ctypes.POINTER(ExecutionPtr)]),
     "leases_execution_temp_path": (ctypes.c_char_p, [ExecutionPtr]),
     "leases_execution_final_path": (ctypes.c_char_p, [ExecutionPtr]),

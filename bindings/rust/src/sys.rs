@@ -20,6 +20,9 @@ pub const LEASES_MAX_PAYLOAD_LEN: usize = 1_048_576;
 pub const LEASES_MAX_FACTS_LEN: usize = 1_048_576;
 pub const LEASES_MAX_PATH_LEN: usize = 4_096;
 pub const LEASES_MAX_TOKEN_LEN: usize = 128;
+pub const LEASES_MAX_PRIORITY: usize = 1_000;
+pub const LEASES_MAX_ATTEMPTS: usize = 1_000;
+pub const LEASES_MAX_DELAY_US: i64 = 31_622_400_000_000;
 
 /// Opaque handle types: each object has its own, so a lease can never be
 /// passed where an authority is expected.
@@ -38,6 +41,25 @@ pub struct leases_lease {
 #[repr(C)]
 pub struct leases_execution {
     _private: [u8; 0],
+}
+
+/// The header's structs, field for field (set `size` to `size_of`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_request_options {
+    pub size: usize,
+    pub priority: i32,
+    pub run_at_unix_us: i64,
+    pub delay_us: i64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_retry_policy {
+    pub size: usize,
+    pub max_attempts: i32,
+    pub jitter_percent: i32,
+    pub backoff_base_us: i64,
+    pub backoff_cap_us: i64,
 }
 
 pub type leases_status = c_int;
@@ -95,6 +117,13 @@ extern "C" {
     pub fn leases_edit_abort(edit: *mut leases_edit);
     pub fn leases_jobs_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_events_json(authority: *mut leases_authority, production: *const c_char, after_seq: i64, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_job_request_v2(authority: *mut leases_authority, production: *const c_char, key: *const c_char, payload: *const u8, payload_len: usize, options: *const leases_request_options, out_job_id: *mut *mut c_char) -> leases_status;
+    pub fn leases_production_create_v2(authority: *mut leases_authority, name: *const c_char, policy: *const leases_retry_policy) -> leases_status;
+    pub fn leases_production_set_policy(authority: *mut leases_authority, production: *const c_char, policy: *const leases_retry_policy) -> leases_status;
+    pub fn leases_lease_fail_retry(lease: *mut leases_lease, reason: *const c_char, delay_us: i64) -> leases_status;
+    pub fn leases_job_retry(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char) -> leases_status;
+    pub fn leases_production_redrive(authority: *mut leases_authority, production: *const c_char, state: *const c_char, out_count: *mut i64) -> leases_status;
+    pub fn leases_job_json(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_execution_begin(lease: *mut leases_lease, output_dir: *const c_char, out: *mut *mut leases_execution) -> leases_status;
     pub fn leases_execution_temp_path(execution: *const leases_execution) -> *const c_char;
     pub fn leases_execution_final_path(execution: *const leases_execution) -> *const c_char;
