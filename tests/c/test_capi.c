@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -907,6 +908,202 @@ static void test_not_extended_and_cancelled_reach_the_holder(void) {
 	leases_authority_close(a);
 }
 
+/* ---- retries, run-at and priorities (revision 1) -------------------------- */
+
+static int count_jobs(leases_authority *a) {
+	char *json = listing(a);
+	int n = 0;
+	for (const char *at = json; at && (at = strstr(at, "\"id\":")); at++) n++;
+	leases_free(json);
+	return n;
+}
+
+/* The options struct of a newer header: ours plus a field we do not know. */
+struct newer_request_options {
+	leases_request_options known;
+	int64_t future_field;
+};
+
+static void test_request_options_size_rule_reads_only_known_fields_within_size(void) {
+	leases_authority *a = fresh("optsize", NULL, 0);
+	char *id = NULL;
+	int before = count_jobs(a);
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	o.size = sizeof(size_t) - 1;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	CHECK(id == NULL);
+	CHECK(strstr(leases_last_error(), "size") != NULL);
+	o.size = 4097;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	struct newer_request_options newer = {LEASES_REQUEST_OPTIONS_INIT, 7};
+	newer.known.size = sizeof newer;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &newer.known, &id), LEASES_INVALID_ARGUMENT);
+	CHECK(strstr(leases_last_error(), "does not know") != NULL);
+	CHECK(count_jobs(a) == before); /* every refusal wrote nothing */
+	newer.future_field = 0; /* a newer program that uses nothing new */
+	newer.known.priority = 3;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &newer.known, &id));
+	leases_free(id);
+	/* An older program's smaller struct: fields past its size keep their
+	 * defaults, whatever the bytes there hold. */
+	leases_request_options older = LEASES_REQUEST_OPTIONS_INIT;
+	older.size = offsetof(leases_request_options, run_at_unix_us);
+	older.priority = 2;
+	older.run_at_unix_us = -5;
+	older.delay_us = -5;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &older, &id));
+	leases_free(id);
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, NULL, &id)); /* NULL: defaults */
+	leases_free(id);
+	char *json = listing(a);
+	CHECK(strstr(json, "\"priority\":3") != NULL);
+	CHECK(strstr(json, "\"priority\":2") != NULL);
+	CHECK(strstr(json, "\"claimable_at_unix_us\":") != NULL);
+	leases_free(json);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l)); /* priority 3 first, claimable now */
+	char *got = NULL;
+	CHECK_OK(leases_lease_job_id(l, &got));
+	json = NULL;
+	CHECK_OK(leases_job_json(a, "p", got, &json));
+	CHECK(json && strstr(json, "\"priority\":3") != NULL);
+	leases_free(json);
+	leases_free(got);
+	leases_lease_free(l);
+	leases_authority_close(a);
+}
+
+static void test_bad_retry_input_is_invalid_argument_and_writes_nothing(void) {
+	leases_authority *a = fresh("badretry", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	char *before = listing(a);
+	char *id = NULL;
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	int32_t priorities[] = {-1, LEASES_MAX_PRIORITY + 1, INT32_MIN, INT32_MAX};
+	for (size_t i = 0; i < NVEC(priorities); i++) {
+		o.priority = priorities[i];
+		CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+		CHECK(id == NULL);
+	}
+	o = (leases_request_options)LEASES_REQUEST_OPTIONS_INIT;
+	int64_t delays[] = {-1, LEASES_MAX_DELAY_US + 1, INT64_MIN, INT64_MAX};
+	for (size_t i = 0; i < NVEC(delays); i++) {
+		o.delay_us = delays[i];
+		CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	}
+	o.delay_us = SEC;
+	o.run_at_unix_us = INT64_C(2000000000000000);
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT); /* both */
+	o.delay_us = 0;
+	o.run_at_unix_us = INT64_MAX; /* beyond now + 366 days */
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	struct { int32_t max_attempts, jitter; int64_t base, cap; } policies[] = {
+		{0, 20, SEC, 3600 * SEC}, {LEASES_MAX_ATTEMPTS + 1, 20, SEC, 3600 * SEC}, {-1, 20, SEC, 3600 * SEC},
+		{25, 101, SEC, 3600 * SEC}, {25, -1, SEC, 3600 * SEC}, {25, 20, 7200 * SEC, 3600 * SEC},
+		{25, 20, -1, 3600 * SEC}, {25, 20, SEC, LEASES_MAX_DELAY_US + 1}, {25, 20, SEC, INT64_MAX},
+	};
+	for (size_t i = 0; i < NVEC(policies); i++) {
+		leases_retry_policy p = LEASES_RETRY_POLICY_INIT;
+		p.max_attempts = policies[i].max_attempts;
+		p.jitter_percent = policies[i].jitter;
+		p.backoff_base_us = policies[i].base;
+		p.backoff_cap_us = policies[i].cap;
+		CHECK_ST(leases_production_set_policy(a, "p", &p), LEASES_INVALID_ARGUMENT);
+		CHECK_ST(leases_production_create_v2(a, "q", &p), LEASES_INVALID_ARGUMENT);
+	}
+	CHECK_ST(leases_lease_fail_retry(l, "x", -1), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_lease_fail_retry(l, "x", LEASES_MAX_DELAY_US + 1), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_lease_fail_retry(l, "\xff", 0), LEASES_INVALID_ARGUMENT);
+	int64_t n = 99;
+	const char *states[] = {"completed", "requested", "claimed", "", "dead "};
+	for (size_t i = 0; i < NVEC(states); i++) {
+		n = 99;
+		CHECK_ST(leases_production_redrive(a, "p", states[i], &n), LEASES_INVALID_ARGUMENT);
+		CHECK(n == 0);
+	}
+	CHECK_ST(leases_job_retry(a, "p", j), LEASES_WRONG_STATE); /* claimed */
+	CHECK_ST(leases_job_retry(a, "p", "not-an-id"), LEASES_INVALID_ARGUMENT);
+	char *after = listing(a);
+	CHECK(strcmp(before, after) == 0);
+	leases_free(after);
+	leases_free(before);
+	/* The edges are accepted. */
+	o = (leases_request_options)LEASES_REQUEST_OPTIONS_INIT;
+	o.priority = LEASES_MAX_PRIORITY;
+	o.delay_us = LEASES_MAX_DELAY_US;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id));
+	leases_free(id);
+	leases_retry_policy edge = {sizeof edge, LEASES_MAX_ATTEMPTS, 100, LEASES_MAX_DELAY_US, LEASES_MAX_DELAY_US};
+	CHECK_OK(leases_production_set_policy(a, "p", &edge));
+	CHECK_OK(leases_lease_fail_retry(l, NULL, LEASES_MAX_DELAY_US));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_retry_functions_reject_null_and_bad_handles(void) {
+	leases_authority *a = fresh("retrynull", NULL, 0);
+	leases_authority *bad_a = (leases_authority *)(uintptr_t)0xdead;
+	leases_lease *bad_l = (leases_lease *)(uintptr_t)0xdead;
+	char *id = (char *)"sentinel";
+	int64_t n = 5;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(NULL, "p", NULL, NULL, 0, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK(id == NULL);
+	CHECK_ST(leases_job_request_v2(bad_a, "p", NULL, NULL, 0, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(a, NULL, NULL, NULL, 0, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 3, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(a, "nope", NULL, NULL, 0, NULL, &id), LEASES_NOT_FOUND);
+	CHECK_ST(leases_production_create_v2(NULL, "q", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_create_v2(bad_a, "q", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_create_v2(a, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_set_policy(NULL, "p", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_set_policy(a, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_set_policy(a, "nope", NULL), LEASES_NOT_FOUND);
+	CHECK_ST(leases_lease_fail_retry(NULL, "x", 0), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_lease_fail_retry(bad_l, "x", 0), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(NULL, "p", "00000000-0000-4000-8000-000000000000"), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(a, NULL, "00000000-0000-4000-8000-000000000000"), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(a, "p", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(a, "p", "00000000-0000-4000-8000-000000000000"), LEASES_NOT_FOUND);
+	CHECK_ST(leases_production_redrive(a, "p", "dead", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_redrive(NULL, "p", "dead", &n), LEASES_INVALID_ARGUMENT);
+	CHECK(n == 0);
+	CHECK_ST(leases_production_redrive(a, NULL, "dead", &n), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_redrive(a, "p", NULL, &n), LEASES_INVALID_ARGUMENT);
+	char *json = (char *)"sentinel";
+	CHECK_ST(leases_job_json(a, "p", "00000000-0000-4000-8000-000000000000", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_json(bad_a, "p", "00000000-0000-4000-8000-000000000000", &json), LEASES_INVALID_ARGUMENT);
+	CHECK(json == NULL);
+	CHECK_ST(leases_job_json(a, "p", NULL, &json), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_json(a, "p", "00000000-0000-4000-8000-000000000000", &json), LEASES_NOT_FOUND);
+	CHECK(count_jobs(a) == 0);
+	leases_authority_close(a);
+}
+
+static void test_production_create_v2_is_idempotent_only_for_the_same_policy(void) {
+	leases_authority *a = fresh("createv2", NULL, 0);
+	leases_retry_policy p = LEASES_RETRY_POLICY_INIT;
+	p.max_attempts = 3;
+	CHECK_OK(leases_production_create_v2(a, "q", &p));
+	CHECK_OK(leases_production_create_v2(a, "q", &p));
+	CHECK_OK(leases_production_create_v2(a, "q", NULL)); /* as leases_production_create */
+	CHECK_OK(leases_production_create(a, "q"));
+	p.max_attempts = 4;
+	CHECK_ST(leases_production_create_v2(a, "q", &p), LEASES_WRONG_STATE);
+	CHECK_OK(leases_production_set_policy(a, "q", &p));
+	CHECK_OK(leases_production_create_v2(a, "q", &p));
+	/* A policy struct of an older header: unread fields take the defaults. */
+	leases_retry_policy older = {offsetof(leases_retry_policy, jitter_percent), 5, -7, -7, -7};
+	CHECK_OK(leases_production_set_policy(a, "q", &older));
+	leases_retry_policy back = LEASES_RETRY_POLICY_INIT;
+	back.max_attempts = 5;
+	CHECK_OK(leases_production_create_v2(a, "q", &back)); /* the same policy now */
+	leases_authority_close(a);
+}
+
 #ifdef LEASES_TEST_BUILD
 /* ---- statuses that need the test clock or test seams ---------------------- */
 
@@ -1014,6 +1211,93 @@ static void test_rejected_execution_finish_removes_only_its_own_files(void) {
 
 /* One check per row of the rejection-order table (docs/c-api.md); the
  * forked row is test_forked_child_gets_forked_status_within_one_second. */
+/* ---- retries on the authority clock -------------------------------------- */
+
+static char *claimed_id(leases_lease *l) {
+	char *id = NULL;
+	CHECK_OK(leases_lease_job_id(l, &id));
+	return id;
+}
+
+static void test_fail_retry_backs_off_on_the_authority_clock_then_the_last_attempt_is_dead(void) {
+	leases_authority *a = fresh_clocked("failretry");
+	leases_retry_policy p = {sizeof p, 2, 0, 10 * SEC, 3600 * SEC};
+	CHECK_OK(leases_production_set_policy(a, "p", &p));
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w1", 60 * SEC, &l));
+	CHECK_OK(leases_lease_fail_retry(l, "flaky", 0));
+	CHECK_ST(leases_lease_release(l), LEASES_CLOSED); /* success closed it */
+	leases_lease_free(l);
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_OK(leases_testing_set_clock(a, T0 + 10 * SEC - 1));
+	CHECK_ST(leases_claim(a, "p", "w2", 60 * SEC, &l), LEASES_NOTHING_TO_CLAIM);
+	CHECK_ST(leases_claim_job(a, "p", j, "w2", 60 * SEC, &l), LEASES_WRONG_STATE);
+	CHECK_OK(leases_testing_set_clock(a, T0 + 10 * SEC));
+	CHECK_OK(leases_claim(a, "p", "w2", 60 * SEC, &l));
+	CHECK_OK(leases_lease_fail_retry(l, "flaky again", 5 * SEC));
+	leases_lease_free(l);
+	CHECK(strcmp(job_state(a, j), "dead") == 0); /* the last attempt */
+	char *json = NULL;
+	CHECK_OK(leases_job_json(a, "p", j, &json));
+	CHECK(json && strstr(json, "\"attempt_history\":[{\"number\":1,\"worker\":\"w1\"") != NULL);
+	CHECK(json && strstr(json, "\"ending\":\"retry\",\"reason\":\"flaky again\"") != NULL);
+	leases_free(json);
+	CHECK_OK(leases_events_json(a, "p", 0, &json));
+	CHECK(json && strstr(json, "attempts used up (2 of 2)") != NULL);
+	leases_free(json);
+	CHECK_OK(leases_job_retry(a, "p", j));
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_OK(leases_claim(a, "p", "w3", 60 * SEC, &l));
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_redrive_returns_every_dead_job_and_priority_orders_claims(void) {
+	leases_authority *a = fresh_clocked("redrive");
+	leases_retry_policy p = {sizeof p, 1, 0, 0, 0};
+	CHECK_OK(leases_production_set_policy(a, "p", &p));
+	for (int i = 0; i < 3; i++) leases_free(request(a, NULL));
+	for (int i = 0; i < 3; i++) {
+		leases_lease *l = NULL;
+		CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+		CHECK_OK(i == 2 ? leases_lease_fail(l, "bad") : leases_lease_release(l)); /* a release ends the one attempt */
+		leases_lease_free(l);
+	}
+	int64_t n = -1;
+	CHECK_OK(leases_production_redrive(a, "p", "dead", &n));
+	CHECK(n == 2);
+	CHECK_OK(leases_production_redrive(a, "p", "failed", &n));
+	CHECK(n == 1);
+	CHECK_OK(leases_production_redrive(a, "p", "cancelled", &n));
+	CHECK(n == 0);
+	/* Priority first, then claimable time, then request order. */
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	o.priority = 7;
+	o.run_at_unix_us = T0 + 5 * SEC;
+	char *later = NULL, *high = NULL;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &later));
+	o.run_at_unix_us = 0;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &high));
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	char *got = claimed_id(l);
+	CHECK(strcmp(got, high) == 0);
+	leases_free(got);
+	leases_lease_free(l);
+	CHECK_OK(leases_testing_set_clock(a, T0 + 5 * SEC));
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	got = claimed_id(l);
+	CHECK(strcmp(got, later) == 0); /* due now, and of a higher priority than the redriven */
+	leases_free(got);
+	leases_lease_free(l);
+	leases_free(later);
+	leases_free(high);
+	leases_authority_close(a);
+}
+
 static void test_rejection_order_matches_the_documented_table(void) {
 	leases_authority *a = fresh_clocked("order");
 	char *j = request(a, NULL);
@@ -1161,7 +1445,13 @@ int main(void) {
 	RUN(test_schema_too_new_is_refused);
 	RUN(test_outcome_unknown_when_commit_cannot_write);
 	RUN(test_not_extended_and_cancelled_reach_the_holder);
+	RUN(test_request_options_size_rule_reads_only_known_fields_within_size);
+	RUN(test_bad_retry_input_is_invalid_argument_and_writes_nothing);
+	RUN(test_retry_functions_reject_null_and_bad_handles);
+	RUN(test_production_create_v2_is_idempotent_only_for_the_same_policy);
 #ifdef LEASES_TEST_BUILD
+	RUN(test_fail_retry_backs_off_on_the_authority_clock_then_the_last_attempt_is_dead);
+	RUN(test_redrive_returns_every_dead_job_and_priority_orders_claims);
 	RUN(test_expired_claim_cannot_renew_release_or_complete);
 	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);
 	RUN(test_lease_lost_when_an_expired_claim_is_taken);

@@ -187,6 +187,50 @@ static void expect_open_fails_without_password(const char *url, leases_status wa
 	CHECK(strstr(msg, "SECRETPW") == NULL);
 }
 
+static void test_retries_priorities_and_redrive_on_postgres(void) {
+	char loc[1024];
+	leases_authority *a = fresh("retry", loc, sizeof loc);
+	leases_retry_policy p = {sizeof p, 2, 0, 0, 3600 * SEC}; /* no backoff: retried at once */
+	CHECK_OK(leases_production_set_policy(a, "p", &p));
+	char *low = request(a, NULL);
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	o.priority = 9;
+	char *high = NULL, *later = NULL;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &high));
+	o.delay_us = 3600 * SEC;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &later)); /* not due for an hour */
+	leases_lease *l = NULL;
+	char *id = NULL;
+	for (int attempt = 1; attempt <= 2; attempt++) {
+		CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l)); /* the high priority, each time */
+		CHECK_OK(leases_lease_job_id(l, &id));
+		CHECK(id && strcmp(id, high) == 0);
+		leases_free(id);
+		CHECK_OK(leases_lease_fail_retry(l, "flaky", 0));
+		leases_lease_free(l);
+	}
+	CHECK(strcmp(job_state(a, high), "dead") == 0);
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l)); /* the delayed one is passed over */
+	CHECK_OK(leases_lease_job_id(l, &id));
+	CHECK(id && strcmp(id, low) == 0);
+	leases_free(id);
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	CHECK_ST(leases_claim(a, "p", "w", 30 * SEC, &l), LEASES_NOTHING_TO_CLAIM);
+	int64_t n = 0;
+	CHECK_OK(leases_production_redrive(a, "p", "dead", &n));
+	CHECK(n == 1);
+	char *json = NULL;
+	CHECK_OK(leases_job_json(a, "p", high, &json));
+	CHECK(json && strstr(json, "\"state\":\"requested\"") && strstr(json, "\"attempts\":0"));
+	CHECK(json && strstr(json, "\"ending\":\"retry\""));
+	leases_free(json);
+	leases_free(low);
+	leases_free(high);
+	leases_free(later);
+	leases_authority_close(a);
+}
+
 static void test_an_open_failure_never_shows_the_url_password(void) {
 	/* Nothing listens on port 1: the connection is refused. */
 	expect_open_fails_without_password("postgres://u:" PW "@127.0.0.1:1/x?sslmode=disable&connect_timeout=5",
@@ -248,6 +292,7 @@ int main(void) {
 	RUN(test_a_postgres_url_runs_request_claim_renew_complete_and_events);
 	RUN(test_claim_and_complete_in_one_edit_on_postgres);
 	RUN(test_a_token_exported_on_one_handle_imports_on_another);
+	RUN(test_retries_priorities_and_redrive_on_postgres);
 	RUN(test_an_open_failure_never_shows_the_url_password);
 	RUN(test_a_postgres_location_creates_no_file);
 	pg_drop_schemas(base);
