@@ -204,9 +204,60 @@ static void must_be_null(void *p, leases_status st, const char *what) {
 	if (st != LEASES_OK && p != NULL) FAIL("%s failed (%s) but left its output set", what, leases_status_name(st));
 }
 
+/* An options struct at the start of a 4096-byte buffer (the largest size the
+ * library reads): a random size, random fields, and now and then random
+ * bytes past the fields this header knows. */
+static unsigned char optbuf[4096];
+
+static const void *any_options(size_t known, void (*fill)(void *)) {
+	if (one_in(6)) return NULL;
+	memset(optbuf, 0, sizeof optbuf);
+	fill(optbuf);
+	size_t size;
+	switch (below(7)) {
+	case 0: size = below(sizeof(size_t)); break;
+	case 1: size = known - below(9); break;
+	case 2: size = known + 8 * below(4); break;
+	case 3: size = 4096 + below(3); break;
+	case 4: size = (size_t)next(); break;
+	default: size = known;
+	}
+	if (one_in(8))
+		for (size_t i = known; i < sizeof optbuf; i++) optbuf[i] = (unsigned char)next();
+	memcpy(optbuf, &size, sizeof size);
+	return optbuf;
+}
+
+static int64_t any_us(void) {
+	switch (below(7)) {
+	case 0: return 0;
+	case 1: return -1;
+	case 2: return INT64_MIN;
+	case 3: return INT64_MAX;
+	case 4: return LEASES_MAX_DELAY_US + (int64_t)below(2);
+	case 5: return (int64_t)below(5000000);
+	default: return (int64_t)next();
+	}
+}
+
+static void fill_request(void *p) {
+	leases_request_options *o = p;
+	o->priority = one_in(3) ? (int32_t)next() : (int32_t)below(LEASES_MAX_PRIORITY + 2);
+	o->run_at_unix_us = one_in(2) ? 0 : (int64_t)time(NULL) * 1000000 + any_us() % 100000000;
+	o->delay_us = one_in(2) ? 0 : any_us();
+}
+
+static void fill_policy(void *p) {
+	leases_retry_policy *o = p;
+	o->max_attempts = one_in(3) ? (int32_t)next() : (int32_t)below(6);
+	o->jitter_percent = (int32_t)below(120) - 10;
+	o->backoff_base_us = one_in(2) ? (int64_t)below(3) * 1000000 : any_us();
+	o->backoff_cap_us = one_in(2) ? 3600000000 : any_us();
+}
+
 static void step(void) {
 	leases_status st;
-	switch (below(31)) {
+	switch (below(38)) {
 	case 0: {
 		leases_authority *a = NULL;
 		char path[700];
@@ -417,6 +468,46 @@ static void step(void) {
 			if (st != LEASES_INTERNAL) FAIL("panic returned %s", leases_status_name(st));
 		}
 		break;
+	case 29: {
+		char *id = NULL;
+		st = seen(leases_job_request_v2(AUTH(), any_string("p"), one_in(2) ? NULL : any_string("key"),
+		                                (const uint8_t *)"payload", one_in(5) ? 0 : 7,
+		                                any_options(sizeof(leases_request_options), fill_request),
+		                                one_in(10) ? NULL : &id),
+		          "job_request_v2");
+		must_be_null(id, st, "job_request_v2");
+		if (id) keep(job_ids, id);
+		break;
+	}
+	case 30:
+		seen(leases_production_create_v2(AUTH(), any_string("p"),
+		                                 any_options(sizeof(leases_retry_policy), fill_policy)),
+		     "production_create_v2");
+		break;
+	case 31:
+		seen(leases_production_set_policy(AUTH(), any_string("p"),
+		                                  any_options(sizeof(leases_retry_policy), fill_policy)),
+		     "production_set_policy");
+		break;
+	case 32: seen(leases_lease_fail_retry(LEASE(), one_in(3) ? NULL : any_string("reason"), any_us()), "fail_retry"); break;
+	case 33: seen(leases_job_retry(AUTH(), any_string("p"), any_string(job_ids[below(POOL)])), "job_retry"); break;
+	case 34: {
+		static const char *states[] = {"dead", "failed", "cancelled", "completed", NULL};
+		int64_t n = 0;
+		int64_t *o = one_in(10) ? NULL : &n;
+		st = seen(leases_production_redrive(AUTH(), any_string("p"), one_in(3) ? any_string("dead") : states[below(5)], o),
+		          "production_redrive");
+		if (st != LEASES_OK && n != 0) FAIL("production_redrive failed (%s) but set its count", leases_status_name(st));
+		break;
+	}
+	case 35: {
+		char *out = NULL;
+		st = seen(leases_job_json(AUTH(), any_string("p"), any_string(job_ids[below(POOL)]), one_in(10) ? NULL : &out),
+		          "job_json");
+		must_be_null(out, st, "job_json");
+		leases_free(out);
+		break;
+	}
 	default: {
 		/* Keep work available: a valid request on a live authority. */
 		leases_authority *a = auths[below(POOL)];
