@@ -202,8 +202,11 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 		return j, 0, err
 	}
 	if !l.secret.matches(j.ClaimHash) {
-		if j.State == store.StateRequested {
+		switch j.State {
+		case store.StateRequested:
 			return j, 0, errf(KindLeaseLost, "job %s is not held by this lease: it is requested (the claim ended, or never committed)", l.jobID)
+		case store.StateDead:
+			return j, 0, errf(KindLeaseLost, "job %s is not held by this lease: its claims ended and it is dead (attempts used up)", l.jobID)
 		}
 		return j, 0, errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
 	}

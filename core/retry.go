@@ -220,6 +220,10 @@ func lapse(ctx context.Context, tx store.Tx, p store.Production, j *store.Job, n
 		Worker: j.Worker, Expiry: j.Expiry, Detail: "the previous claim expired before it finished"}); err != nil {
 		return false, err
 	}
+	// The lapsed claim is no longer the job's: its holder is told lease_lost,
+	// as when another claim has taken the job (the claim did not finish, so
+	// wrong_state would mislead).
+	j.ClaimHash = nil
 	return endAttempt(ctx, tx, p, j, now, store.EndExpired, expiredReason, j.ReadyAt)
 }
 

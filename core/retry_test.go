@@ -68,6 +68,7 @@ func TestAnExpiredClaimBacksOffFromItsExpiry(t *testing.T) {
 	f.clk.set(l.ExpiryUnixUS() + 10_000_000 - 1)
 	f.nothing()
 	require.Equal(t, StateClaimed, f.job(id).State, "not noticed before its backoff ends")
+	requireKind(t, l.Release(), KindExpired) // not noticed yet: the holder hears expired
 	f.clk.advance(time.Microsecond)
 	again := f.claim("w2", time.Minute)
 	require.Equal(t, id, again.JobID())
@@ -223,6 +224,7 @@ func TestAnExpiredLastAttemptGoesDeadWhenNoticed(t *testing.T) {
 	f.nothing() // nothing to claim, but the lapse it noticed is committed
 	j := f.job(ids[0])
 	require.Equal(t, StateDead, j.State)
+	requireKind(t, l.Release(), KindLeaseLost) // the lapsed claim is no longer the job's
 	require.Equal(t, expiredReason, j.Reason)
 	require.Equal(t, []string{"requested", "claimed", "claim_expired", "dead"}, f.kinds(ids[0]))
 }
@@ -364,6 +366,19 @@ func TestAnExpiredHighPriorityClaimComesBeforeAFreshLowPriorityJob(t *testing.T)
 	lo := f.requestWith(RequestOptions{})
 	require.Equal(t, hi, f.claim("w2", time.Minute).JobID())
 	require.Equal(t, lo, f.claim("w3", time.Minute).JobID())
+}
+
+func TestALapseNoticedWithoutAClaimOfThatJobLeavesItsHolderLeaseLost(t *testing.T) {
+	f := newFixture(t)
+	lapsed := f.requestWith(RequestOptions{})
+	l := f.claim("w1", time.Second)
+	require.Equal(t, lapsed, l.JobID())
+	high := f.requestWith(RequestOptions{Priority: 5})
+	f.clk.advance(time.Second)
+	require.Equal(t, high, f.claim("w2", time.Minute).JobID(), "the claim took another job, noticing the lapse")
+	require.Equal(t, StateRequested, f.job(lapsed).State)
+	requireKind(t, l.Complete(Facts{}), KindLeaseLost)
+	require.Equal(t, lapsed, f.claim("w3", time.Minute).JobID())
 }
 
 func TestAnExpiredClaimKeepsItsPlaceInTheOrder(t *testing.T) {
