@@ -3,26 +3,37 @@ package reliability
 // The sequential lease model the race history must linearize against.
 //
 // State: per job (in request order) requested, claimed by a lease label with
-// an expiry, or terminal; plus the label of the last claim, which the store
-// keeps after release (so its holder is told wrong_state, anyone else
-// lease_lost).
+// an expiry, or terminal (completed, failed or dead); its priority, the
+// bounds of its claimable time (the claim order's key) and of its ready time
+// (when it may be claimed), and the number of claims so far; plus the label
+// of the last claim, which the store keeps after release (so its holder is
+// told wrong_state, anyone else lease_lost).
 //
 // Time: every authority decision compares a clock sample with an expiry.
 // Workers and the authority read the same system clock, so a sample taken
 // during a call lies in [call, return]. A successful claim or renewal also
 // tells the exact sample: expiry - duration. The model checks each outcome
 // against those bounds: a claim at sample T may take a claimed job only if its
-// expiry can be <= T, and must take the first claimable job in request
-// order; a renewal must commit before the previous expiry and extend it;
-// release, fail and complete need the claim unexpired at some sample in the
-// window; "expired" needs the expiry reachable by the return time.
+// expiry can be <= T, and must take the first claimable job in claim order
+// (priority, then claimable time, then request order); a renewal must commit
+// before the previous expiry and extend it; release, fail, fail_retry and
+// complete need the claim unexpired at some sample in the window; "expired"
+// needs the expiry reachable by the return time.
+//
+// Retries (the race production's policy: raceMaxAttempts, no backoff): a
+// claim counts an attempt; a release or a fail_retry of the last attempt
+// makes the job dead (terminal), and an expired claim of the last attempt is
+// never claimable again (it dies when a claim notices it). A fail_retry
+// returns the job with its claimable time somewhere in the call's window. A
+// claim may notice (and end) any lapsed claim, invisibly: the lapsed
+// claim's holder may then be told lease_lost instead of expired.
 //
 // On PostgreSQL a claim skips jobs other transactions hold at that moment
 // (SELECT … FOR UPDATE SKIP LOCKED): "first in line" becomes "first in line
 // among the jobs nobody else is touching". The model cannot see the locks, so
 // it bounds them: a claim may pass over fewer than `window` claimable jobs,
 // and nothing_to_claim needs fewer than `window` claimable jobs (all held).
-// With window 1 that is strict request order (SQLite). Everything else — one
+// With window 1 that is strict claim order (SQLite). Everything else — one
 // live owner, expiry, renewal, terminal states — is the same for both.
 //
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
@@ -30,6 +41,11 @@ package reliability
 // outcome may have taken any job that could have been first in line, with an
 // expiry known only from below (call + duration); [lo, hi] bounds every
 // expiry, hi = MaxInt64 when unknown.
+//
+// The whole model is checked within a budget; every job is also checked on
+// its own (partitionByJob: one owner, expiry, attempts, terminal states),
+// and the claim order across jobs by checkClaimOrder, so a loaded machine
+// that cannot finish the whole search still checks every rule.
 
 import (
 	"fmt"
@@ -38,6 +54,7 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/libleases/libleases/core"
 )
 
 const (
@@ -47,14 +64,50 @@ const (
 )
 
 type mJob struct {
-	st     byte
-	holder string // label of the current (or, after release/finish, the last) claim
-	lo, hi int64  // bounds of the expiry while claimed
+	st       byte
+	holder   string // label of the current (or, after release/finish, the last) claim
+	lo, hi   int64  // bounds of the expiry while claimed; of the ready time while requested
+	olo, ohi int64  // bounds of the claimable time, the claim order's key
+	prio     int    // the job's priority (fixed at its request)
+	att      int    // claims so far
+}
+
+// raceMaxAttempts is the race production's max_attempts; its backoff is 0,
+// so a lapsed claim is claimable at its expiry and a retry at once.
+const raceMaxAttempts = 3
+
+// claimable reports whether job j may be (possibly) or must be (certainly)
+// claimable at sample t.
+func (j mJob) claimable(t int64, certainly bool) bool {
+	bound := j.lo
+	if certainly {
+		bound = j.hi
+	}
+	switch j.st {
+	case jRequested:
+		return bound <= t
+	case jClaimed:
+		return j.att < raceMaxAttempts && bound <= t
+	}
+	return false
+}
+
+// before reports whether job k (index ki) certainly precedes job j (index
+// ji) in claim order: priority first, then claimable time, then request
+// order.
+func before(k mJob, ki int, j mJob, ji int) bool {
+	if k.prio != j.prio {
+		return k.prio > j.prio
+	}
+	if k.ohi < j.olo {
+		return true
+	}
+	return k.olo == k.ohi && j.olo == j.ohi && k.ohi == j.olo && ki < ji
 }
 
 type mState []mJob
 
-var raceRejections = map[string]bool{
+var raceRejections = map[string]bool{ // a fail_retry answers like release
 	"nothing_to_claim": true, "expired": true, "lease_lost": true, "wrong_state": true,
 	"not_extended": true, "busy": true, "clock_regressed": true,
 }
@@ -90,9 +143,9 @@ const (
 	skipLockedWindow = 32
 )
 
-func leaseModel(idx map[string]int, n int, window int) porcupine.NondeterministicModel {
+func leaseModel(init mState, idx map[string]int, window int) porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
-		Init: func() []interface{} { return []interface{}{make(mState, n)} },
+		Init: func() []interface{} { return []interface{}{append(mState{}, init...)} },
 		Step: func(state, input, _ interface{}) []interface{} {
 			s, o := state.(mState), input.(*raceOp)
 			return toIfaces(stepLease(s, o, idx, window))
@@ -110,7 +163,7 @@ func leaseModel(idx map[string]int, n int, window int) porcupine.Nondeterministi
 			h := fnv.New64a()
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(h, "%d:%d:%s:%d:%d;", i, j.st, j.holder, j.lo, j.hi)
+					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att)
 				}
 			}
 			return h.Sum64()
@@ -123,7 +176,8 @@ func leaseModel(idx map[string]int, n int, window int) porcupine.Nondeterministi
 			var b strings.Builder
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d]\n", i, j.st, j.holder, j.lo, j.hi)
+					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d\n", i, j.st, j.holder, j.lo, j.hi,
+						j.olo, j.ohi, j.prio, j.att)
 				}
 			}
 			return b.String()
@@ -187,7 +241,8 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 			return []mState{s}
 		}
 	case "lease_lost":
-		if j.holder != o.Lease {
+		// Another claim took the job, or a claim noticed this one's lapse.
+		if j.holder != o.Lease || (held && o.Ret >= j.lo) {
 			return []mState{s}
 		}
 	case "wrong_state":
@@ -200,9 +255,9 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 	return nil
 }
 
-// applyClaimant is the state after a successful renew, release, fail or
-// complete; for a renewal of unknown outcome the new expiry is bounded only
-// from below.
+// applyClaimant is the state after a successful renew, release, fail,
+// fail_retry or complete; for a renewal of unknown outcome the new expiry is
+// bounded only from below.
 func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 	switch o.Op {
 	case "renew":
@@ -211,8 +266,22 @@ func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 		} else {
 			j.lo, j.hi = o.Expiry, o.Expiry
 		}
-	case "release":
-		j.st, j.lo, j.hi = jRequested, 0, 0
+	case "release", "fail_retry":
+		// Ended without completion: back in line, or dead after the last
+		// attempt. A release keeps the claimable time; a retry (no backoff)
+		// is claimable from its own sample on.
+		switch {
+		case j.att >= raceMaxAttempts:
+			j.st, j.lo, j.hi = jTerminal, 0, 0
+		case o.Op == "release":
+			j.st, j.lo, j.hi = jRequested, 0, 0
+		default:
+			ret := o.Ret
+			if unknown {
+				ret = math.MaxInt64
+			}
+			j.st, j.lo, j.hi, j.olo, j.ohi = jRequested, o.Call, ret, o.Call, ret
+		}
 	default:
 		j.st, j.lo, j.hi = jTerminal, 0, 0
 	}
@@ -221,18 +290,19 @@ func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 
 func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int) []mState {
 	if unknown {
+		// Any job that could have been first in line: claimable at some
+		// sample after the call, and behind fewer than window jobs that
+		// were certainly claimable then and certainly before it.
 		out := []mState{s}
-		requested := 0
 		for i, j := range s {
-			if j.st == jTerminal {
+			if j.st == jTerminal || (j.st == jClaimed && j.att >= raceMaxAttempts) {
 				continue
 			}
-			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64}))
-			if j.st == jRequested {
-				if requested++; requested == window {
-					break // later jobs come after these in line
-				}
+			if passedOver(s, i, o.Call) >= window {
+				continue
 			}
+			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64,
+				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1}))
 		}
 		return out
 	}
@@ -246,23 +316,16 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 		if t < o.Call || t > o.Ret {
 			return nil
 		}
-		passed := 0 // earlier jobs claimable at t: within the window
-		for k := 0; k < ji; k++ {
-			if s[k].st == jRequested || (s[k].st == jClaimed && s[k].hi <= t) {
-				if passed++; passed >= window {
-					return nil
-				}
-			}
-		}
 		j := s[ji]
-		if j.st == jTerminal || (j.st == jClaimed && j.lo > t) {
+		if !j.claimable(t, false) || passedOver(s, ji, t) >= window {
 			return nil
 		}
-		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry})}
+		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry,
+			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1})}
 	case "nothing_to_claim":
 		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {
-			if j.st == jRequested || (j.st == jClaimed && j.hi <= o.Call) {
+			if j.claimable(o.Call, true) {
 				if claimable++; claimable >= window {
 					return nil
 				}
@@ -271,6 +334,132 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 		return []mState{s}
 	case "busy", "clock_regressed":
 		return []mState{s}
+	}
+	return nil
+}
+
+// passedOver counts the jobs a claim of job ji at sample t passes over:
+// certainly claimable then and certainly before it in claim order.
+func passedOver(s mState, ji int, t int64) int {
+	n := 0
+	for k, j := range s {
+		if k != ji && j.claimable(t, true) && before(j, k, s[ji], ji) {
+			n++
+		}
+	}
+	return n
+}
+
+// partitionByJob is each job's history: the calls that name it (claims that
+// returned it, and every operation on its leases) and every claim of unknown
+// outcome, which may or may not have taken it. A claim that took nothing
+// (nothing_to_claim, busy, clock_regressed) changes no job: checkClaimOrder
+// judges it.
+func partitionByJob(history []porcupine.Operation) map[string][]porcupine.Operation {
+	var unknownClaims []porcupine.Operation
+	out := map[string][]porcupine.Operation{}
+	for _, op := range history {
+		o := op.Input.(*raceOp)
+		switch {
+		case o.Op == "claim" && (o.Ret == math.MaxInt64 || raceUnknown[o.Kind]):
+			unknownClaims = append(unknownClaims, op)
+		case o.Op == "claim" && o.Kind == "ok":
+			out[o.RJob] = append(out[o.RJob], op)
+		case o.Op != "claim":
+			out[o.Job] = append(out[o.Job], op)
+		}
+	}
+	for id := range out {
+		out[id] = append(out[id], unknownClaims...)
+	}
+	return out
+}
+
+// checkClaimOrder checks the claim order across jobs without a search, on
+// the jobs it can be sure of: a job nobody had claimed yet keeps its
+// request's priority and claimable time. A claim at sample t (expiry minus
+// duration) of job J must not pass over window or more such jobs that were
+// claimable at t and come before J (J's claimable time only grows with its
+// retries); nothing_to_claim must not leave window or more such jobs
+// claimable throughout the call. Each claim of unknown outcome begun by
+// then may have taken one of them, so each widens the allowance by one.
+func checkClaimOrder(hist []*raceOp, initial []core.Job, window int) error {
+	type first struct{ claim, retry int64 }
+	touched := map[string]*first{}
+	at := func(id string) *first {
+		if touched[id] == nil {
+			touched[id] = &first{math.MaxInt64, math.MaxInt64}
+		}
+		return touched[id]
+	}
+	var unknownCalls []int64
+	for _, o := range hist {
+		switch {
+		case o.Op == "claim" && (o.Ret == math.MaxInt64 || raceUnknown[o.Kind]):
+			unknownCalls = append(unknownCalls, o.Call)
+		case o.Op == "claim" && o.Kind == "ok":
+			f := at(o.RJob)
+			f.claim = min(f.claim, o.Expiry-o.DurUS)
+		case o.Op == "fail_retry":
+			f := at(o.Job)
+			f.retry = min(f.retry, o.Call)
+		}
+	}
+	unknownBy := func(t int64) int {
+		n := 0
+		for _, c := range unknownCalls {
+			if c <= t {
+				n++
+			}
+		}
+		return n
+	}
+	untouched := func(j core.Job, t int64) bool { return touched[j.ID] == nil || t < touched[j.ID].claim }
+	for _, o := range hist {
+		if o.Op != "claim" || o.Ret == math.MaxInt64 {
+			continue
+		}
+		switch o.Kind {
+		case "ok":
+			ts := o.Expiry - o.DurUS
+			var jo core.Job
+			ji := -1
+			for i, j := range initial {
+				if j.ID == o.RJob {
+					jo, ji = j, i
+				}
+			}
+			if ji < 0 {
+				return fmt.Errorf("%s claimed job %s, which the production does not hold", o.W, o.RJob)
+			}
+			jOrder := mJob{prio: jo.Priority, olo: jo.ClaimableAt.UnixMicro(), ohi: jo.ClaimableAt.UnixMicro()}
+			if touched[jo.ID] != nil && touched[jo.ID].retry <= ts {
+				jOrder.ohi = math.MaxInt64 // retried: later, by how much unknown
+			}
+			var passed []string
+			for k, kj := range initial {
+				ko := kj.ClaimableAt.UnixMicro()
+				if k != ji && ko <= ts && untouched(kj, ts) &&
+					before(mJob{prio: kj.Priority, olo: ko, ohi: ko}, k, jOrder, ji) {
+					passed = append(passed, kj.ID)
+				}
+			}
+			if len(passed) >= window+unknownBy(ts) {
+				return fmt.Errorf("%s claimed job %s (priority %d) at %d, passing over %d jobs that were claimable and before it: %v",
+					o.W, o.RJob, jo.Priority, ts, len(passed), passed)
+			}
+		case "nothing_to_claim":
+			var left []string
+			for _, kj := range initial {
+				if kj.ClaimableAt.UnixMicro() <= o.Call && untouched(kj, o.Ret) {
+					left = append(left, kj.ID)
+				}
+			}
+			if len(left) >= window+unknownBy(o.Ret) {
+				return fmt.Errorf("%s found nothing to claim in [%d, %d] while %d jobs were claimable: %v",
+					o.W, o.Call, o.Ret, len(left), left)
+			}
+		}
 	}
 	return nil
 }

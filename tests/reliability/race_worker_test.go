@@ -8,7 +8,7 @@ package reliability
 //	{"w":W,"n":N,"ev":"call","op":OP,"lease":L,"job":J,"dur_us":D,"t":CALL_UNIX_US}
 //	{"w":W,"n":N,"ev":"ret","kind":K,"job":J,"expiry_unix_us":E,"msg":M,"t":RETURN_UNIX_US}
 //
-// OP is claim, renew, release, fail or complete; L labels the lease ("W:N"
+// OP is claim, renew, release, fail, fail_retry or complete; L labels the lease ("W:N"
 // of its claim call); J is the job (known at the call except for claim);
 // K is "ok" or the status name; E is the expiry the authority returned (claim
 // and renew); M is the error text (scanned for secrets). A call line without
@@ -16,7 +16,8 @@ package reliability
 //
 // The loop: claim for 30-150 ms; sleep 0-60 ms; renew for 30-200 ms one time
 // in three; sleep 0-40 ms; then release (2/10), fail (1/10) or complete
-// (7/10) with facts {"metadata": {"by": W, "lease": L}}. Every claimed
+// (7/10) with facts {"metadata": {"by": W, "lease": L}}. The Go and C
+// workers fail half of their failures retryably (fail_retry). Every claimed
 // lease is exported and its token appended to $LEASES_RACE_TOKENS (the only
 // file allowed to hold a credential). Every 25 iterations the job and event
 // listings go to standard output, which the secret-leak scan reads.
@@ -129,6 +130,9 @@ func raceWorkerMain(name string) int {
 		case r < 2:
 			id := call("release", label, job, 0)
 			ret(id, l.Release(), job, 0)
+		case r < 3 && rng.IntN(2) == 0:
+			id := call("fail_retry", label, job, 0)
+			ret(id, l.FailRetry("race retry by "+name, 0), job, 0)
 		case r < 3:
 			id := call("fail", label, job, 0)
 			ret(id, l.Fail("race failure by "+name), job, 0)

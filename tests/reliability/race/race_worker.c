@@ -1,7 +1,8 @@
 /*
  * race_worker.c: the C worker of the multi-language race
  * (tests/reliability/race_test.go), straight on include/leases.h. Same loop
- * and history schema as every other worker (race_worker_test.go).
+ * and history schema as every other worker (race_worker_test.go); like the
+ * Go worker it also fails retryably (leases_lease_fail_retry).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -136,6 +137,11 @@ int main(void) {
 		if (r < 2) {
 			id = call("release", label, job, 0);
 			ret(id, leases_lease_release(l), job, 0);
+		} else if (r < 3 && rnd(0, 1) == 0) { /* a retryable failure, retried at once (the race's policy) */
+			char reason[300];
+			snprintf(reason, sizeof reason, "race retry by %s", name);
+			id = call("fail_retry", label, job, 0);
+			ret(id, leases_lease_fail_retry(l, reason, 0), job, 0);
 		} else if (r < 3) {
 			char reason[300];
 			snprintf(reason, sizeof reason, "race failure by %s", name);
