@@ -266,7 +266,7 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 			return err
 		}
 		if l, err = claimIn(g, production, jobID, worker, us); err != nil {
-			if g.keep {
+			if g.keep && (KindOf(err) == KindNothingToClaim || KindOf(err) == KindWrongState) {
 				// The claim found nothing, but noticed lapsed claims on the
 				// way (jobs that went back to the queue or died): those
 				// transitions stand.

@@ -110,19 +110,26 @@ typedef int leases_status;
  * id, bad facts JSON, unknown handle; an output path twice in one
  * completion, or a fact or output the job already has; in listings, a
  * malformed or foreign cursor, an unknown state or event kind, a page limit
- * outside 0..1000, a window over 24 h */
+ * outside 0..1000, a window over 24 h; a priority, run-at, delay or retry
+ * policy out of its bounds, an options struct of a bad size, a redrive of a
+ * state other than failed, dead or cancelled */
 #define LEASES_INVALID_ARGUMENT 1
 #define LEASES_INVALID_DURATION 2 /* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US */
 /* the production or job does not exist, or the lease or token belongs to
  * another production; or the database does not exist and was opened not to
  * be created */
 #define LEASES_NOT_FOUND 3
-#define LEASES_NOTHING_TO_CLAIM 4 /* the production has no claimable job */
+/* the production has no claimable job (a delayed or backing-off job is not
+ * claimable before its time) */
+#define LEASES_NOTHING_TO_CLAIM 4
 /* the job is in a state that forbids the operation, or this claim already
- * finished through another handle */
+ * finished through another handle; a claim by id before the job's run-at or
+ * backoff has passed, or of a dead job; a retry of a job that is not failed,
+ * dead or cancelled; creating a production that exists with another retry
+ * policy */
 #define LEASES_WRONG_STATE 5
 /* the job's current claim is another one (also when another claim has since
- * finished the job) */
+ * finished the job, or a claim noticed that this one had lapsed) */
 #define LEASES_LEASE_LOST 6
 /* the claim's expiry has passed on the authority's clock (at the start, or
  * before the operation committed) */

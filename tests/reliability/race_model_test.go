@@ -332,7 +332,9 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 			}
 		}
 		return []mState{s}
-	case "busy", "clock_regressed":
+	case "busy", "clock_regressed", "expired":
+		// Nothing committed; "expired": the claim would have been born
+		// expired (its transaction outlived the duration) and rolled back.
 		return []mState{s}
 	}
 	return nil

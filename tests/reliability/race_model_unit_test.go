@@ -181,3 +181,9 @@ func TestPartitionByJobGivesEveryJobItsOperationsAndEveryUnknownClaim(t *testing
 	require.Len(t, p["j0"], 3)
 	require.Len(t, p["j1"], 2)
 }
+
+func TestLeaseModelTakesAClaimBornExpiredAsNoChange(t *testing.T) {
+	require.Equal(t, porcupine.Ok, checkModel(
+		&raceOp{W: "a", Op: "claim", DurUS: 10, Call: 0, Ret: 100, Kind: "expired"},
+		claimOp("b", "j0", 110, 120, 115, 100)))
+}

@@ -19,17 +19,17 @@ use crate::sys;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// `LEASES_INVALID_ARGUMENT`: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h.
+    /// `LEASES_INVALID_ARGUMENT`: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h; a priority, run-at, delay or retry policy out of its bounds, an options struct of a bad size, a redrive of a state other than failed, dead or cancelled.
     InvalidArgument,
     /// `LEASES_INVALID_DURATION`: not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US.
     InvalidDuration,
     /// `LEASES_NOT_FOUND`: the production or job does not exist, or the lease or token belongs to another production; or the database does not exist and was opened not to be created.
     NotFound,
-    /// `LEASES_NOTHING_TO_CLAIM`: the production has no claimable job.
+    /// `LEASES_NOTHING_TO_CLAIM`: the production has no claimable job (a delayed or backing-off job is not claimable before its time).
     NothingToClaim,
-    /// `LEASES_WRONG_STATE`: the job is in a state that forbids the operation, or this claim already finished through another handle.
+    /// `LEASES_WRONG_STATE`: the job is in a state that forbids the operation, or this claim already finished through another handle; a claim by id before the job's run-at or backoff has passed, or of a dead job; a retry of a job that is not failed, dead or cancelled; creating a production that exists with another retry policy.
     WrongState,
-    /// `LEASES_LEASE_LOST`: the job's current claim is another one (also when another claim has since finished the job).
+    /// `LEASES_LEASE_LOST`: the job's current claim is another one (also when another claim has since finished the job, or a claim noticed that this one had lapsed).
     LeaseLost,
     /// `LEASES_EXPIRED`: the claim's expiry has passed on the authority's clock (at the start, or before the operation committed).
     Expired,
