@@ -22,3 +22,24 @@ def claim_and_export(db_path: str, production: str, worker: str) -> Optional[str
     with leases.Authority(db_path) as auth:
         lease = auth.claim(production, worker=worker, duration=timedelta(minutes=1))
         return None if lease is None else lease.export_token()
+
+
+def open_and_complete(db_path: str, production: str, worker: str) -> str:
+    """A worker that opens the authority itself (after its fork), requests a
+    job, claims that job and completes it; returns the job id."""
+    with leases.Authority(db_path) as auth:
+        auth.create_production(production)
+        job_id = auth.request_job(production, key=worker)
+        with auth.claim_job(production, job_id, worker=worker, duration=timedelta(minutes=1)) as lease:
+            lease.complete(metadata={"pid": os.getpid()})
+        return job_id
+
+
+def list_jobs_or_error(db_path: str, production: str) -> str:
+    """The error class a worker meets when it uses the library (or "ok")."""
+    try:
+        with leases.Authority(db_path) as auth:
+            auth.jobs(production)
+        return "ok"
+    except leases.LeasesError as e:
+        return f"{type(e).__name__}: {e}"
