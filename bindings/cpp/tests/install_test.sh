@@ -52,13 +52,19 @@ needs() {
 }
 # clean PROGRAM ARGS...: runs with an empty environment (no LD_LIBRARY_PATH).
 clean() { (cd "$tmp" && env -i "$@"); }
+# install_consumer BUILD_DIR APP_PREFIX CMAKE_ARGS...: configures, builds and
+# `cmake --install`s the consumer project to APP_PREFIX.
+consumer=$root/bindings/cpp/tests/consumer
+install_consumer() {
+  local build=$1 app=$2
+  shift 2
+  cmake -S "$consumer" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$app" "$@" >/dev/null
+  ninja -C "$build" -j2 >/dev/null
+  cmake --install "$build" >/dev/null
+}
 
 # (1) find_package(leases) from a CMake project, installed with cmake --install.
-consumer=$root/bindings/cpp/tests/consumer
-cmake -S "$consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$tmp/app" >/dev/null
-ninja -C "$tmp/consumer" -j2 >/dev/null
-cmake --install "$tmp/consumer" >/dev/null
+install_consumer "$tmp/consumer" "$tmp/app" -DCMAKE_PREFIX_PATH="$prefix"
 needs "$tmp/app/bin/consumer" yes
 needs "$tmp/app/bin/consumer_linkpath" yes
 needs "$tmp/app/bin/consumer_static" no
@@ -118,10 +124,7 @@ src=$tmp/clone
 mkdir -p "$src"
 git -C "$root" ls-files -z --cached --others --exclude-standard | (cd "$root" && xargs -0 cp --parents -t "$src")
 [ ! -e "$src/build" ] || fail "the copy of the repository has a build/ directory"
-cmake -S "$consumer" -B "$tmp/from-source" -G Ninja -DLEASES_SOURCE_DIR="$src" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$tmp/app-from-source" >/dev/null
-ninja -C "$tmp/from-source" -j2 >/dev/null
-cmake --install "$tmp/from-source" >/dev/null
+install_consumer "$tmp/from-source" "$tmp/app-from-source" -DLEASES_SOURCE_DIR="$src"
 needs "$tmp/app-from-source/bin/consumer" yes
 needs "$tmp/app-from-source/bin/consumer_static" no
 for p in consumer consumer_static consumer_c_static; do clean "$tmp/app-from-source/bin/$p" "$tmp/src-$p.db"; done

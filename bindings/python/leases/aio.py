@@ -28,11 +28,13 @@ from typing import Callable, List, Optional, Set, Type, TypeVar
 
 from ._authority import Authority, BytesLike, PathArg
 from ._lease import JSONMapping, Lease
+from ._managed import Managed
 from ._records import Event, Job
 
 __all__ = ["AsyncAuthority", "AsyncLease"]
 
 _T = TypeVar("_T")
+_H = TypeVar("_H", bound="_AsyncHandle")
 
 # Releases of claims whose caller was cancelled, kept alive until they end.
 _pending_releases: Set["asyncio.Task[None]"] = set()
@@ -84,19 +86,42 @@ def _release_late_claim(task: "asyncio.Task[Optional[Lease]]") -> None:
     release.add_done_callback(_pending_releases.discard)
 
 
-class AsyncLease:
+class _AsyncHandle:
+    """What every async wrapper of a handle shares: close() and ``async
+    with``, which leave the handle as its blocking ``with`` does."""
+
+    sync: Managed
+
+    @property
+    def closed(self) -> bool:
+        return self.sync.closed
+
+    async def close(self) -> None:
+        await _run(self.sync.close)
+
+    async def __aenter__(self: _H) -> _H:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await _run(lambda: self.sync.__exit__(exc_type, exc, tb))
+
+
+class AsyncLease(_AsyncHandle):
     """An owning claim, as Lease, with awaitable calls. ``async with`` frees
     local memory only, as ``with`` does for a Lease."""
+
+    sync: Lease
 
     def __init__(self, lease: Lease) -> None:
         self.sync = lease
         self.job_id: str = lease.job_id
         self.production: str = lease.production
         self.worker: str = lease.worker
-
-    @property
-    def closed(self) -> bool:
-        return self.sync.closed
 
     async def expiry(self) -> datetime:
         """The expiry last confirmed by the authority (aware, UTC)."""
@@ -124,20 +149,6 @@ class AsyncLease:
         """The token of this active lease: a credential, never to be logged."""
         return await _run(self.sync.export_token)
 
-    async def close(self) -> None:
-        await _run(self.sync.close)
-
-    async def __aenter__(self) -> "AsyncLease":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        await _run(lambda: self.sync.__exit__(exc_type, exc, tb))
-
     def __repr__(self) -> str:
         return f"<leases.aio.AsyncLease production={self.production!r} job_id={self.job_id!r} worker={self.worker!r}>"
 
@@ -148,10 +159,12 @@ def _wrap(lease: Optional[Lease]) -> Optional[AsyncLease]:
     return None if lease is None else AsyncLease(lease)
 
 
-class AsyncAuthority:
+class AsyncAuthority(_AsyncHandle):
     """An open authority, as Authority, with awaitable calls. ``await
     AsyncAuthority.open(path)`` opens one (a SQLite path or a PostgreSQL URL)
     without blocking the loop; ``AsyncAuthority(authority)`` wraps an open one."""
+
+    sync: Authority
 
     def __init__(self, authority: Authority) -> None:
         self.sync = authority
@@ -159,10 +172,6 @@ class AsyncAuthority:
     @classmethod
     async def open(cls, path: PathArg) -> "AsyncAuthority":
         return cls(await _run(lambda: Authority(path)))
-
-    @property
-    def closed(self) -> bool:
-        return self.sync.closed
 
     async def create_production(self, name: str) -> None:
         await _run(lambda: self.sync.create_production(name))
@@ -197,20 +206,6 @@ class AsyncAuthority:
         """Runs call(authority) in a worker thread: a whole edit, say, which
         must stay on one thread (``auth.run(lambda a: ...)``)."""
         return await _run(lambda: call(self.sync))
-
-    async def close(self) -> None:
-        await _run(self.sync.close)
-
-    async def __aenter__(self) -> "AsyncAuthority":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         return f"<leases.aio.AsyncAuthority {self.sync!r}>"
