@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from datetime import timedelta
 from typing import Optional
 
@@ -43,3 +45,12 @@ def list_jobs_or_error(db_path: str, production: str) -> str:
         return "ok"
     except leases.LeasesError as e:
         return f"{type(e).__name__}: {e}"
+
+
+def create_in_another_process(db_path: str, production: str) -> None:
+    """Creates the database and a production from a new interpreter, so the
+    caller (which must not load the library before it forks) does not, and
+    workers forked next do not all create the same new file at one instant
+    (docs/python.md, "Workers in other processes")."""
+    code = "import sys, leases; leases.Authority(sys.argv[1]).create_production(sys.argv[2])"
+    subprocess.run([sys.executable, "-c", code, db_path, production], check=True)

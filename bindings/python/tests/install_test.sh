@@ -36,7 +36,7 @@ check_wheel() {
 
 # The program a user runs, in a directory of its own with an empty environment.
 cat > "$tmp/example.py" <<'PY'
-import asyncio, multiprocessing, os, sys
+import asyncio, multiprocessing, os, subprocess, sys
 from datetime import timedelta
 import leases
 import leases.aio
@@ -67,6 +67,9 @@ async def claim_async():
         await lease.complete(metadata={"async": True})
         return [j.state for j in await auth.jobs("aio") if j.id == job]
 
+# The database exists before the workers start (created by another process:
+# this one must not load the library before it forks).
+subprocess.run([sys.executable, "-c", "import leases; leases.Authority('jobs.db').close()"], check=True)
 ctx = multiprocessing.get_context("fork")
 assert not _ffi.loaded()
 with ctx.Pool(2) as pool:

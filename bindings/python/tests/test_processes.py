@@ -215,6 +215,7 @@ def test_multiprocessing_fork_children_before_first_use_work_and_after_it_get_Fo
         from leases import _ffi
 
         db = os.path.abspath("jobs.db")
+        _workers.create_in_another_process(db, "p")
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(3) as pool:  # the parent imported leases but never used it
             done = pool.starmap(_workers.open_and_complete, [(db, "p", f"w{i}") for i in range(6)])
@@ -239,6 +240,7 @@ def test_a_prefork_pool_of_children_each_opening_the_authority_works(tmp_path: P
         import leases, _workers
 
         db = os.path.abspath("jobs.db")
+        _workers.create_in_another_process(db, "p")
         children = []
         for i in range(4):  # a prefork server: fork the workers, each opens for itself
             pid = os.fork()
