@@ -79,6 +79,13 @@ func payloadOf(payload *C.uint8_t, n C.size_t) ([]byte, error) {
 //export leasesgo_job_request
 func leasesgo_job_request(h C.uintptr_t, production, key *C.char, payload *C.uint8_t, n C.size_t, out **C.char) (st C.int) {
 	defer recoverTo(&st)
+	return requestJob(h, production, key, payload, n, out, func() (core.RequestOptions, error) { return core.RequestOptions{}, nil })
+}
+
+// requestJob is leases_job_request and _v2: options reads the request's
+// options once the other arguments passed their checks.
+func requestJob(h C.uintptr_t, production, key *C.char, payload *C.uint8_t, n C.size_t, out **C.char,
+	options func() (core.RequestOptions, error)) C.int {
 	if out == nil {
 		return status(invalid("out_job_id is NULL"))
 	}
@@ -99,7 +106,11 @@ func leasesgo_job_request(h C.uintptr_t, production, key *C.char, payload *C.uin
 	if err != nil {
 		return status(err)
 	}
-	id, err := a.RequestJob(p, k, b)
+	o, err := options()
+	if err != nil {
+		return status(err)
+	}
+	id, err := a.RequestJobWith(p, k, b, o)
 	if err != nil {
 		return status(err)
 	}

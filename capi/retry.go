@@ -35,6 +35,17 @@ func policyOf(maxAttempts, jitter C.int32_t, base, capUS C.int64_t) core.RetryPo
 		BackoffBase: time.Duration(base) * time.Microsecond, BackoffCap: time.Duration(capUS) * time.Microsecond}
 }
 
+// authorityProduction reads the two leading arguments of most exports: the
+// authority handle and the production name.
+func authorityProduction(h C.uintptr_t, production *C.char) (*core.Authority, string, error) {
+	a, err := authorityOf(uintptr(h))
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := inStr("production", production, core.MaxNameLen, false)
+	return a, p, err
+}
+
 // usDuration is a count of µs as a duration, refused when it would overflow.
 func usDuration(what string, us C.int64_t, max time.Duration) (time.Duration, error) {
 	if us < 0 || int64(us) > max.Microseconds() {
@@ -47,57 +58,31 @@ func usDuration(what string, us C.int64_t, max time.Duration) (time.Duration, er
 func leasesgo_job_request_v2(h C.uintptr_t, production, key *C.char, payload *C.uint8_t, n C.size_t,
 	bad C.int, priority C.int32_t, runAt, delay C.int64_t, out **C.char) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out_job_id is NULL"))
-	}
-	*out = nil
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	if err := optsErr("options", bad); err != nil {
-		return status(err)
-	}
-	p, err := inStr("production", production, core.MaxNameLen, false)
-	if err != nil {
-		return status(err)
-	}
-	k, err := inStr("key", key, core.MaxNameLen, true)
-	if err != nil {
-		return status(err)
-	}
-	b, err := payloadOf(payload, n)
-	if err != nil {
-		return status(err)
-	}
-	o := core.RequestOptions{Priority: int(priority)}
-	if o.Delay, err = usDuration("delay_us", delay, core.MaxDelay); err != nil {
-		return status(err)
-	}
-	if runAt != 0 {
-		o.RunAt = time.UnixMicro(int64(runAt))
-	}
-	id, err := a.RequestJobWith(p, k, b, o)
-	if err != nil {
-		return status(err)
-	}
-	*out = cString(id)
-	return 0
+	return requestJob(h, production, key, payload, n, out, func() (core.RequestOptions, error) {
+		if err := optsErr("options", bad); err != nil {
+			return core.RequestOptions{}, err
+		}
+		o := core.RequestOptions{Priority: int(priority)}
+		var err error
+		if o.Delay, err = usDuration("delay_us", delay, core.MaxDelay); err != nil {
+			return o, err
+		}
+		if runAt != 0 {
+			o.RunAt = time.UnixMicro(int64(runAt))
+		}
+		return o, nil
+	})
 }
 
 //export leasesgo_production_create_v2
 func leasesgo_production_create_v2(h C.uintptr_t, name *C.char, given, bad C.int,
 	maxAttempts, jitter C.int32_t, base, capUS C.int64_t) (st C.int) {
 	defer recoverTo(&st)
-	a, err := authorityOf(uintptr(h))
+	a, n, err := authorityProduction(h, name)
 	if err != nil {
 		return status(err)
 	}
 	if err := optsErr("policy", bad); err != nil {
-		return status(err)
-	}
-	n, err := inStr("name", name, core.MaxNameLen, false)
-	if err != nil {
 		return status(err)
 	}
 	if given == 0 {
@@ -112,15 +97,11 @@ func leasesgo_production_create_v2(h C.uintptr_t, name *C.char, given, bad C.int
 func leasesgo_production_set_policy(h C.uintptr_t, production *C.char, bad C.int,
 	maxAttempts, jitter C.int32_t, base, capUS C.int64_t) (st C.int) {
 	defer recoverTo(&st)
-	a, err := authorityOf(uintptr(h))
+	a, p, err := authorityProduction(h, production)
 	if err != nil {
 		return status(err)
 	}
 	if err := optsErr("policy", bad); err != nil {
-		return status(err)
-	}
-	p, err := inStr("production", production, core.MaxNameLen, false)
-	if err != nil {
 		return status(err)
 	}
 	return status(a.SetRetryPolicy(p, policyOf(maxAttempts, jitter, base, capUS)))
@@ -147,11 +128,7 @@ func leasesgo_lease_fail_retry(h C.uintptr_t, reason *C.char, delay C.int64_t) (
 //export leasesgo_job_retry
 func leasesgo_job_retry(h C.uintptr_t, production, jobID *C.char) (st C.int) {
 	defer recoverTo(&st)
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, err := inStr("production", production, core.MaxNameLen, false)
+	a, p, err := authorityProduction(h, production)
 	if err != nil {
 		return status(err)
 	}
@@ -169,11 +146,7 @@ func leasesgo_production_redrive(h C.uintptr_t, production, state *C.char, out *
 		return status(invalid("out_count is NULL"))
 	}
 	*out = 0
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, err := inStr("production", production, core.MaxNameLen, false)
+	a, p, err := authorityProduction(h, production)
 	if err != nil {
 		return status(err)
 	}
@@ -196,11 +169,7 @@ func leasesgo_job_json(h C.uintptr_t, production, jobID *C.char, out **C.char) (
 		return status(invalid("out_json is NULL"))
 	}
 	*out = nil
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, err := inStr("production", production, core.MaxNameLen, false)
+	a, p, err := authorityProduction(h, production)
 	if err != nil {
 		return status(err)
 	}

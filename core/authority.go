@@ -325,24 +325,7 @@ func (a *Authority) Cancel(production, jobID string) error {
 }
 
 func (a *Authority) cancel(ctx context.Context, production, jobID string) error {
-	if err := a.usable(); err != nil {
-		return err
-	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
-		return err
-	}
-	if err := checkID("job id", jobID); err != nil {
-		return err
-	}
-	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
-		p, err := productionByName(ctx, tx, production)
-		if err != nil {
-			return err
-		}
-		j, err := jobIn(ctx, tx, p, jobID)
-		if err != nil {
-			return err
-		}
+	return a.coordinate(ctx, production, jobID, func(tx store.Tx, p store.Production, j store.Job, now int64) error {
 		switch j.State {
 		case store.StateCancelled:
 			return nil
@@ -363,6 +346,33 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 			}
 		}
 		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
+	})
+}
+
+// coordinate runs a coordinator's operation on one job (no secret, no clock
+// policy): the arguments are checked, then fn decides in one write
+// transaction with the production and the job.
+func (a *Authority) coordinate(ctx context.Context, production, jobID string,
+	fn func(tx store.Tx, p store.Production, j store.Job, now int64) error) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	if err := checkText("production name", production, MaxNameLen, false); err != nil {
+		return err
+	}
+	if err := checkID("job id", jobID); err != nil {
+		return err
+	}
+	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
+		p, err := productionByName(ctx, tx, production)
+		if err != nil {
+			return err
+		}
+		j, err := jobIn(ctx, tx, p, jobID)
+		if err != nil {
+			return err
+		}
+		return fn(tx, p, j, now)
 	}), jobID)
 }
 

@@ -466,35 +466,11 @@ func (l *Lease) release(ctx context.Context) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error {
-		j, now, err := checkHeld(g, l)
-		if err != nil {
-			return err
-		}
-		p, err := leaseProduction(g, l)
-		if err != nil {
-			return err
-		}
-		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
-			Worker: l.worker}); err != nil {
-			return err
-		}
-		// A release ends an attempt (a receive, as SQS counts them) and
-		// returns the job at once, in its place in the claim order.
-		_, err = endAttempt(g.ctx, g.tx, p, &j, now, store.EndReleased, "", j.ClaimableAt)
-		return err
+	// A release ends an attempt (a receive, as SQS counts them) and returns
+	// the job at once, in its place in the claim order.
+	return l.endClaim(ctx, "released", store.EndReleased, "", func(_ store.Production, j store.Job, _ int64) int64 {
+		return j.ClaimableAt
 	})
-}
-
-// leaseProduction reads the lease's production (its retry policy).
-func leaseProduction(g *guard, l *Lease) (store.Production, error) {
-	p, err := g.tx.ProductionByID(g.ctx, l.productionID)
-	if err != nil {
-		return p, storageErr("look up production", err)
-	}
-	return p, nil
 }
 
 // Fail marks the job failed with a reason: terminal, not retried (FailRetry
@@ -509,19 +485,7 @@ func (l *Lease) fail(ctx context.Context, reason string) error {
 	if err := checkText("failure reason", reason, MaxReasonLen, true); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error {
-		j, now, err := checkHeld(g, l)
-		if err != nil {
-			return err
-		}
-		if _, err := endAttempt(g.ctx, g.tx, store.Production{ID: l.productionID}, &j, now, store.EndFailed, reason, 0); err != nil {
-			return err
-		}
-		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
-			Worker: l.worker, Detail: reason})
-	})
+	return l.endClaim(ctx, "failed", store.EndFailed, reason, func(store.Production, store.Job, int64) int64 { return 0 })
 }
 
 // Complete marks the job completed and publishes facts, all in one commit.

@@ -329,6 +329,20 @@ func (l *Lease) failRetry(ctx context.Context, reason string, delay time.Duratio
 			return err
 		}
 	}
+	return l.endClaim(ctx, "retry", store.EndRetry, reason, func(p store.Production, j store.Job, now int64) int64 {
+		if delay != 0 {
+			return now + delay.Microseconds()
+		}
+		return now + backoffUS(p.Policy, j.Attempts, rand.Float64())
+	})
+}
+
+// endClaim ends the claim without completion (a release, a retryable or a
+// terminal failure): the worker's event, then the attempt's end, which for
+// a release or a retry returns the job to the queue at readyAt or, on its
+// last attempt, makes it dead.
+func (l *Lease) endClaim(ctx context.Context, kind, ending, reason string,
+	readyAt func(p store.Production, j store.Job, now int64) int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.transition(ctx, true, func(g *guard) error {
@@ -336,19 +350,15 @@ func (l *Lease) failRetry(ctx context.Context, reason string, delay time.Duratio
 		if err != nil {
 			return err
 		}
-		p, err := leaseProduction(g, l)
+		p, err := g.tx.ProductionByID(g.ctx, l.productionID)
 		if err != nil {
-			return err
+			return storageErr("look up production", err)
 		}
-		wait := delay.Microseconds()
-		if delay == 0 {
-			wait = backoffUS(p.Policy, j.Attempts, rand.Float64())
-		}
-		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "retry",
+		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: kind,
 			Worker: l.worker, Detail: reason}); err != nil {
 			return err
 		}
-		_, err = endAttempt(g.ctx, g.tx, p, &j, now, store.EndRetry, reason, now+wait)
+		_, err = endAttempt(g.ctx, g.tx, p, &j, now, ending, reason, readyAt(p, j, now))
 		return err
 	})
 }
@@ -363,30 +373,13 @@ var redrivable = []string{StateFailed, StateDead, StateCancelled}
 // (the history keeps the old ones), and a redriven event records the state
 // it left. Any other state is WrongState.
 func (a *Authority) RetryJob(production, jobID string) error {
-	if err := a.usable(); err != nil {
-		return err
-	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
-		return err
-	}
-	if err := checkID("job id", jobID); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
-		p, err := productionByName(ctx, tx, production)
-		if err != nil {
-			return err
-		}
-		j, err := jobIn(ctx, tx, p, jobID)
-		if err != nil {
-			return err
-		}
+	return a.coordinate(ctx, production, jobID, func(tx store.Tx, p store.Production, j store.Job, now int64) error {
 		if !contains(redrivable, j.State) {
 			return errf(KindWrongState, "job %s is %s; only a failed, dead or cancelled job is retried", jobID, j.State)
 		}
 		return redrive(ctx, tx, p, &j, now)
-	}), jobID)
+	})
 }
 
 // Redrive returns every job of a production in state ("failed", "dead" or

@@ -30,25 +30,32 @@ func schemaOf(t *testing.T, location string) string {
 	return strings.Join(defs, "\n")
 }
 
-func TestASchema2DatabaseIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+// oldSchema is a fresh schema in the schema-2 layout, with stmts run after
+// it (the rest of a migration, fixture rows): a store written by an older
+// library.
+func oldSchema(t *testing.T, stmts ...string) string {
 	old := pgtest.FreshSchema(t, false)
 	c, err := pgx.Connect(ctx, old)
 	require.NoError(t, err)
-	stmts := append([]string{
+	all := append([]string{
 		`CREATE TABLE leases_meta (k text PRIMARY KEY, v bigint NOT NULL)`,
 		`INSERT INTO leases_meta (k, v) VALUES ('schema_version', 2)`,
 	}, schemaV2Tables...)
-	stmts = append(stmts,
+	for _, st := range append(all, stmts...) {
+		_, err := c.Exec(ctx, st)
+		require.NoError(t, err, st)
+	}
+	require.NoError(t, c.Close(ctx))
+	return old
+}
+
+func TestASchema2DatabaseIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+	old := oldSchema(t,
 		`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
 		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us)
 			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10), ('j2', 'pid', NULL, '', 'completed', 11, 12)`,
 		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
 			(11, 'pid', 'j2', 'requested'), (12, 'pid', 'j2', 'completed')`)
-	for _, st := range stmts {
-		_, err := c.Exec(ctx, st)
-		require.NoError(t, err, st)
-	}
-	require.NoError(t, c.Close(ctx))
 	require.NotContains(t, schemaOf(t, old), "leases_events_by_kind")
 
 	db, err := Open(old, Options{})

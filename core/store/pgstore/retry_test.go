@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
@@ -62,26 +62,14 @@ func TestClaimingNeverScansDelayedJobsOrClaims(t *testing.T) {
 }
 
 func TestASchema3DatabaseIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
-	old := pgtest.FreshSchema(t, false)
-	c, err := pgx.Connect(ctx, old)
-	require.NoError(t, err)
-	stmts := append([]string{
-		`CREATE TABLE leases_meta (k text PRIMARY KEY, v bigint NOT NULL)`,
-		`INSERT INTO leases_meta (k, v) VALUES ('schema_version', 2)`,
-	}, schemaV2Tables...)
-	stmts = append(stmts, migrateV2toV3...) // the schema-3 fixture
-	stmts = append(stmts,
+	// The schema-3 fixture: the schema-2 layout, its migration to 3, rows.
+	old := oldSchema(t, append(append([]string{}, migrateV2toV3...),
 		`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
 		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us,
 				worker, claimed_unix_us, expiry_unix_us, attempts)
 			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10, '', 0, 0, 0),
 				('j2', 'pid', NULL, '', 'claimed', 11, 12, 'w', 12, 500, 3),
-				('j3', 'pid', NULL, '', 'failed', 13, 14, 'w', 13, 20, 1)`)
-	for _, st := range stmts {
-		_, err := c.Exec(ctx, st)
-		require.NoError(t, err, st)
-	}
-	require.NoError(t, c.Close(ctx))
+				('j3', 'pid', NULL, '', 'failed', 13, 14, 'w', 13, 20, 1)`)...)
 
 	db, err := Open(old, Options{})
 	require.NoError(t, err)
@@ -89,31 +77,7 @@ func TestASchema3DatabaseIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T
 	v, err := version(ctx, db.pool)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, v)
-	p, err := db.ProductionByID(ctx, "pid")
-	require.NoError(t, err)
-	require.Equal(t, store.Policy{MaxAttempts: 25, BackoffBaseUS: 1_000_000, BackoffCapUS: 3_600_000_000, JitterPercent: 20}, p.Policy,
-		"an existing production gets the default policy")
-	want := map[string]store.Job{
-		"j1": {State: "requested", Attempts: 0, ClaimableAt: 10, ReadyAt: 10, Due: true},
-		"j2": {State: "claimed", Attempts: 3, ClaimableAt: 11, ReadyAt: 500},
-		"j3": {State: "failed", Attempts: 1, ClaimableAt: 13, ReadyAt: 13},
-	}
-	for id, w := range want {
-		j, err := db.JobByID(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, w, store.Job{State: j.State, Attempts: j.Attempts, ClaimableAt: j.ClaimableAt, ReadyAt: j.ReadyAt, Due: j.Due}, id)
-	}
-	j, err := db.NextClaimable(ctx, "pid", 0)
-	require.NoError(t, err)
-	require.Equal(t, "j1", j.ID)
-	// The state check now admits dead.
-	tx := begin(t, db)
-	j, err = tx.JobByID(ctx, "j3")
-	require.NoError(t, err)
-	j.State = store.StateDead
-	require.NoError(t, tx.UpdateJob(ctx, j))
-	require.NoError(t, tx.InsertAttempt(ctx, store.Attempt{JobID: "j3", Number: 1, Worker: "w", Ending: "retry"}, 20))
-	require.NoError(t, tx.Commit())
+	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
 
 	// A migrated schema is exactly a new one.
 	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,35 +42,10 @@ func TestASchema3FileIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
 	ok, err := s.Pragma("integrity_check")
 	require.NoError(t, err)
 	require.Equal(t, "ok", ok)
-	ctx := context.Background()
-	p, err := s.ProductionByID(ctx, "pid")
-	require.NoError(t, err)
-	require.Equal(t, store.Policy{MaxAttempts: 25, BackoffBaseUS: 1_000_000, BackoffCapUS: 3_600_000_000, JitterPercent: 20}, p.Policy,
-		"an existing production gets the default policy")
-	want := map[string]store.Job{
-		"j1": {State: "requested", Attempts: 0, ClaimableAt: 10, ReadyAt: 10, Due: true},
-		"j2": {State: "claimed", Attempts: 3, ClaimableAt: 11, ReadyAt: 500},
-		"j3": {State: "failed", Attempts: 1, ClaimableAt: 13, ReadyAt: 13},
-	}
-	for id, w := range want {
-		j, err := s.JobByID(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, w, store.Job{State: j.State, Attempts: j.Attempts, ClaimableAt: j.ClaimableAt, ReadyAt: j.ReadyAt, Due: j.Due}, id)
-	}
-	j, err := s.NextClaimable(ctx, "pid", 0)
-	require.NoError(t, err)
-	require.Equal(t, "j1", j.ID)
-	// The state check now admits dead, and still refuses what is not a state.
-	tx, err := s.BeginWrite(ctx)
-	require.NoError(t, err)
-	j, err = tx.JobByID(ctx, "j3")
-	require.NoError(t, err)
-	j.State = store.StateDead
-	require.NoError(t, tx.UpdateJob(ctx, j))
-	j.State = "zombie"
-	require.Error(t, tx.UpdateJob(ctx, j))
-	require.NoError(t, tx.InsertAttempt(ctx, store.Attempt{JobID: "j3", Number: 1, Worker: "w", Ending: "retry"}, 20))
-	require.NoError(t, tx.Commit())
+	require.NoError(t, storetest.CheckV4Fixture(context.Background(), s))
+	// The state check still refuses what is not a state.
+	_, err = s.db.Exec(`UPDATE jobs SET state = 'zombie' WHERE id = 'j1'`)
+	require.Error(t, err)
 	require.NoError(t, s.Close())
 
 	// A migrated file has exactly the schema of a new one.
