@@ -593,6 +593,27 @@ func (a *Authority) Counts(ctx context.Context, production string) (JobCounts, e
 	return c, nil
 }
 
+// NextClaimableAt is when the production's next job that is not claimable
+// now becomes claimable: a delayed or backing-off job, or a claim whose
+// expiry (and the backoff its lapse costs) will pass; zero when none
+// waits. A worker with nothing to claim can sleep until then (a waiting
+// claim wakes at it). It reads one entry of two partial indexes. A time
+// already past means a claim now would find the job.
+func (a *Authority) NextClaimableAt(ctx context.Context, production string) (time.Time, error) {
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return time.Time{}, err
+	}
+	us, err := a.b.EarliestReady(ctx, p.ID)
+	if err != nil {
+		return time.Time{}, storageErr("find the next claimable time", err)
+	}
+	if us == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMicro(us).UTC(), nil
+}
+
 // windowStart checks that since lies within MaxObservedWindow before the
 // authority's now, and returns both in unix µs.
 func (a *Authority) windowStart(ctx context.Context, since time.Time) (int64, int64, error) {

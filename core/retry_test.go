@@ -554,3 +554,29 @@ func TestBadRetryInputIsInvalidArgumentAndWritesNothing(t *testing.T) {
 	require.NoError(t, l.FailRetry("x", MaxDelay))
 	_ = id
 }
+
+func TestNextClaimableAtIsTheEarliestDelayedJobOrLapse(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	at, err := f.a.NextClaimableAt(ctx, "p")
+	require.NoError(t, err)
+	require.True(t, at.IsZero(), "nothing waits")
+	f.request(1)
+	at, err = f.a.NextClaimableAt(ctx, "p")
+	require.NoError(t, err)
+	require.True(t, at.IsZero(), "a due job is claimable now, not later")
+	f.requestWith(RequestOptions{Delay: 10 * time.Second})
+	at, err = f.a.NextClaimableAt(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, t0+10_000_000, at.UnixMicro())
+	l := f.claim("w", 3*time.Second) // the due job; its lapse comes first
+	at, err = f.a.NextClaimableAt(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, l.ExpiryUnixUS(), at.UnixMicro())
+	require.NoError(t, l.Complete(Facts{}))
+	at, err = f.a.NextClaimableAt(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, t0+10_000_000, at.UnixMicro())
+	_, err = f.a.NextClaimableAt(ctx, "nope")
+	requireKind(t, err, KindNotFound)
+}

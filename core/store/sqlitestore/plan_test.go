@@ -16,8 +16,9 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	args := map[string][]any{"next": {"p"}, "promote": {"p", 5, 1000}, "lapsed": {"p", 5, 64}}
+	args := map[string][]any{"next": {"p"}, "promote": {"p", 5, 1000}, "lapsed": {"p", 5, 64}, "earliest": {"p"}}
 	plans := map[string]string{
+		"earliest": `EXPLAIN QUERY PLAN ` + earliestReadySQL,
 		"next":    `EXPLAIN QUERY PLAN ` + nextClaimableSQL,
 		"promote": `EXPLAIN QUERY PLAN ` + promoteDueSQL,
 		"lapsed":  `EXPLAIN QUERY PLAN ` + lapsedClaimsSQL,
@@ -29,7 +30,11 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 		"next":    "SEARCH jobs USING INDEX jobs_due (production_id=?)",
 		"promote": "USING INDEX jobs_delayed (production_id=? AND ready_unix_us<?)",
 		"lapsed":  "USING INDEX jobs_claimed_ready (production_id=? AND ready_unix_us<?)",
+		// Both first entries, no scan of either index.
+		"earliest": "SEARCH jobs USING COVERING INDEX jobs_delayed (production_id=?)",
 	}
+	plans["earliest claims"], args["earliest claims"] = plans["earliest"], args["earliest"]
+	want["earliest claims"] = "SEARCH jobs USING COVERING INDEX jobs_claimed_ready (production_id=?)"
 	for name, q := range plans {
 		rows, err := s.db.QueryContext(context.Background(), q, args[name]...)
 		if err != nil {
