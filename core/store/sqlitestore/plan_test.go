@@ -19,9 +19,9 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 	args := map[string][]any{"next": {"p"}, "promote": {"p", 5, 1000}, "lapsed": {"p", 5, 64}, "earliest": {"p"}}
 	plans := map[string]string{
 		"earliest": `EXPLAIN QUERY PLAN ` + earliestReadySQL,
-		"next":    `EXPLAIN QUERY PLAN ` + nextClaimableSQL,
-		"promote": `EXPLAIN QUERY PLAN ` + promoteDueSQL,
-		"lapsed":  `EXPLAIN QUERY PLAN ` + lapsedClaimsSQL,
+		"next":     `EXPLAIN QUERY PLAN ` + nextClaimableSQL,
+		"promote":  `EXPLAIN QUERY PLAN ` + promoteDueSQL,
+		"lapsed":   `EXPLAIN QUERY PLAN ` + lapsedClaimsSQL,
 	}
 	// The best due job is the first entry of jobs_due (no sort: delayed
 	// jobs and claims are not in it); promotion and lapses read a range of
