@@ -54,6 +54,10 @@ type (
 	Secret     = core.Secret
 	Error      = core.Error
 	Kind       = core.Kind
+	// Retries, run-at and priorities (docs/CONCEPTS.md).
+	RetryPolicy    = core.RetryPolicy
+	RequestOptions = core.RequestOptions
+	Attempt        = core.Attempt
 )
 
 // Local states of a lease handle.
@@ -70,6 +74,7 @@ const (
 	StateCompleted = core.StateCompleted
 	StateFailed    = core.StateFailed
 	StateCancelled = core.StateCancelled
+	StateDead      = core.StateDead
 )
 
 // Limits on caller input.
@@ -82,6 +87,11 @@ const (
 	MaxTokenLen   = core.MaxTokenLen
 	MaxDuration   = core.MaxDuration
 	MaxDurationUS = core.MaxDurationUS
+	// Bounds of retries, run-at and priorities.
+	MaxPriority       = core.MaxPriority
+	MaxAttemptsLimit  = core.MaxAttemptsLimit
+	MaxDelay          = core.MaxDelay
+	AttemptHistoryLen = core.AttemptHistoryLen
 )
 
 // The kinds of failure, in C status order (docs/errors.md).
@@ -133,6 +143,9 @@ func KindOf(err error) Kind { return core.KindOf(err) }
 
 // Kinds lists every kind in status order.
 func Kinds() []Kind { return core.Kinds() }
+
+// DefaultRetryPolicy is the policy of a production created without one.
+func DefaultRetryPolicy() RetryPolicy { return core.DefaultRetryPolicy() }
 
 // ParseFacts reads facts JSON: {"metadata": {...}, "provenance": {...}}.
 func ParseFacts(text string) (Facts, error) { return core.ParseFacts(text) }

@@ -55,6 +55,27 @@ func TestOneImportServesAWholeProgram(t *testing.T) {
 	require.True(t, errors.Is(err, ErrInvalidDuration))
 }
 
+func TestOneImportServesRetriesAndPriorities(t *testing.T) {
+	auth, err := Open(filepath.Join(t.TempDir(), "jobs.db"))
+	require.NoError(t, err)
+	defer auth.Close()
+	p := DefaultRetryPolicy()
+	p.MaxAttempts = 1
+	_, err = auth.CreateProductionWithPolicy("nightly", p)
+	require.NoError(t, err)
+	id, err := auth.RequestJobWith("nightly", "", nil, RequestOptions{Priority: MaxPriority})
+	require.NoError(t, err)
+	lease, err := auth.Claim("nightly", "w", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, lease.FailRetry("flaky", 0))
+	job, err := auth.Job("nightly", id)
+	require.NoError(t, err)
+	require.Equal(t, StateDead, job.State)
+	require.NoError(t, auth.RetryJob("nightly", id))
+	_, err = auth.RequestJobWith("nightly", "", nil, RequestOptions{Delay: MaxDelay + time.Microsecond})
+	require.True(t, errors.Is(err, ErrInvalidArgument))
+}
+
 func TestOpenWithRefusesAnOptionOfTheOtherStore(t *testing.T) {
 	_, err := OpenWith("postgres://u:SECRETPW@h/x", Options{Synchronous: "NORMAL"})
 	require.True(t, errors.Is(err, ErrInvalidArgument), "%v", err)
