@@ -116,11 +116,13 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 	say(l3.Renew(time.Hour), l3.Release(), l3.Fail("x"), l3.Complete(core.Facts{}))
 	_, err = a.Import(tok3)
 	say(err)
-	l4, err := a.Claim("leak", "go-expiring", time.Millisecond)
+	// Long enough to commit on a loaded machine (a claim born expired does
+	// not commit), short enough to wait out.
+	l4, err := a.Claim("leak", "go-expiring", 50*time.Millisecond)
 	require.NoError(t, err)
 	tok4, _ := l4.Export()
 	keepToken(tok4)
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(60 * time.Millisecond)
 	say(l4.Renew(time.Hour))
 	l5, err := a.Claim("leak", "go-thief", time.Minute) // takes l4's expired job or the next
 	require.NoError(t, err)

@@ -114,7 +114,7 @@ void EveryStatus::drive(const std::string &name) {
     } else if (name == "lease_lost") {
         request(1);
         auto old = claim("w1", 1s);
-        advance(2s);
+        advance(3s);  // past the expiry and the default policy's first backoff (at most 1.2 s)
         auto current = claim("w2", 1min);
         old.renew(1min);
     } else if (name == "expired") {

@@ -82,6 +82,7 @@ def test_exceptions_of_an_expired_or_lost_lease_show_no_secret(
     with pytest.raises(leases.ExpiredError) as e1:
         old.complete()
     errors += [repr(e1.value), str(e1.value)]
+    time.sleep(1.25)  # the default policy's first backoff after the expiry (at most 1.2 s)
     auth.claim_job(PRODUCTION, job_id, worker="w2", duration=SECONDS_30)
     with pytest.raises(leases.LeaseLostError) as e2:
         old.renew(SECONDS_30)

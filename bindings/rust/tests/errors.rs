@@ -115,7 +115,7 @@ fn lease_lost_when_another_claim_took_over_after_expiry() {
     let (_dir, auth) = fresh("e-lost");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();
     let first = auth.claim_job(PRODUCTION, &id, "w1", SHORT).unwrap();
-    past_short_expiry();
+    past_short_expiry_and_backoff();
     let second = auth.claim(PRODUCTION, "w2", HOUR).unwrap().expect("expired claim is claimable");
     assert_eq!(second.job_id(), id);
     assert_eq!(kind(first.renew(HOUR)), ErrorKind::LeaseLost);

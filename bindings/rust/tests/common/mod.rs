@@ -21,6 +21,12 @@ pub fn past_short_expiry() {
     std::thread::sleep(SHORT + Duration::from_millis(300));
 }
 
+/// Sleeps until a SHORT claim made just before has expired and its job is
+/// claimable again: past the default policy's first backoff (at most 1.2 s).
+pub fn past_short_expiry_and_backoff() {
+    std::thread::sleep(SHORT + Duration::from_millis(1500));
+}
+
 /// A scratch directory removed on drop.
 pub struct TempDir(PathBuf);
 
