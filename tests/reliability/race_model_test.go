@@ -15,7 +15,10 @@ package reliability
 // expiry can be <= T, and must take the first claimable job in request
 // order; a renewal must commit before the previous expiry and extend it;
 // release, fail and complete need the claim unexpired at some sample in the
-// window; "expired" needs the expiry reachable by the return time.
+// window; "expired" needs the expiry reachable by the return time. A claim
+// itself can end "expired", having committed nothing: born expired, when its
+// pre-commit sample reached its own new expiry (a call at least its duration
+// long; a loaded machine makes the race's 30 ms claims meet it).
 //
 // On PostgreSQL a claim skips jobs other transactions hold at that moment
 // (SELECT … FOR UPDATE SKIP LOCKED): "first in line" becomes "first in line
@@ -269,6 +272,14 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 			}
 		}
 		return []mState{s}
+	case "expired":
+		// Born expired (docs/DESIGN.md): the claim's pre-commit sample
+		// reached its own expiry, so nothing committed. Its first sample
+		// is at or after the call and the pre-commit one a duration later,
+		// both before the return.
+		if o.Ret-o.Call >= o.DurUS {
+			return []mState{s}
+		}
 	case "busy", "clock_regressed":
 		return []mState{s}
 	}
