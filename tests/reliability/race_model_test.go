@@ -29,7 +29,9 @@ package reliability
 // live owner, expiry, renewal, terminal states — is the same for both.
 //
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
-// nondeterministic: the change happened or it did not. A claim of unknown
+// nondeterministic: the change happened or it did not, by the return; a call
+// a kill cut short returns when its worker was gone (dead, and on PostgreSQL
+// its sessions ended too). A claim of unknown
 // outcome may have taken any job that could have been first in line, with an
 // expiry known only from below (call + duration); [lo, hi] bounds every
 // expiry, hi = MaxInt64 when unknown.
@@ -62,8 +64,9 @@ var raceRejections = map[string]bool{
 	"not_extended": true, "busy": true, "clock_regressed": true,
 }
 
-// raceUnknown: the call may or may not have changed the store.
-var raceUnknown = map[string]bool{"outcome_unknown": true, "storage": true}
+// raceUnknown: the call may or may not have changed the store. "killed" is
+// a call a kill cut short (race_test.go's endKilledCalls).
+var raceUnknown = map[string]bool{"outcome_unknown": true, "storage": true, "killed": true}
 
 // raceOp is one call of the history: call and (unless pending) return.
 type raceOp struct {
