@@ -500,7 +500,11 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Jo
 	for _, j := range order {
 		k.Order = append(k.Order, j.ID)
 	}
+	bornExpired := 0
 	for _, o := range hist {
+		if o.Op == "claim" && o.Kind == "expired" {
+			bornExpired++
+		}
 		switch {
 		case o.Kind == "killed":
 			pending++
@@ -524,8 +528,8 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Jo
 		}
 		t.Fatalf("the history of %d operations is %s against the lease model (%v; histories kept in %s)", len(hist), c.Result, c.Order, kept)
 	}
-	t.Logf("lease model: %d operations checked in %s (%d partitions, the largest %d operations); a claim passed over at most %d claimable jobs (window %d)",
-		len(hist), took.Round(time.Millisecond), c.Partitions, c.MaxPartition, c.MaxPassed, window)
+	t.Logf("lease model: %d operations checked in %s (%d partitions, the largest %d operations); a claim passed over at most %d claimable jobs (window %d); %d claims born expired",
+		len(hist), took.Round(time.Millisecond), c.Partitions, c.MaxPartition, c.MaxPassed, window, bornExpired)
 	return len(hist), pending, unknown
 }
 
