@@ -90,3 +90,18 @@ func TestLeaseModelLetsAKilledCompletionHaveHappenedOrNot(t *testing.T) {
 		&raceOp{W: "b", Lease: "b", Op: "claim", DurUS: 50, Call: 300, Ret: 310, Kind: "ok", RJob: "j0", Expiry: 355},
 	))
 }
+
+// A claim whose pre-commit sample reaches its own expiry commits nothing and
+// reports expired (docs/DESIGN.md, "born expired"); on a loaded machine the
+// race's 30 ms claims meet it. It needs the call to have lasted at least the
+// claim's duration: both samples lie inside the call.
+func TestLeaseModelAcceptsAClaimBornExpiredOnlyAfterItsDuration(t *testing.T) {
+	bornExpired := func(call, ret int64) *raceOp {
+		return &raceOp{W: "a", Op: "claim", DurUS: 50, Call: call, Ret: ret, Kind: "expired"}
+	}
+	for _, window := range []int{fifo, skipLockedWindow} {
+		require.Equal(t, porcupine.Ok, checkModelOf(window, bornExpired(0, 50),
+			claimOp("b", "j0", 60, 70, 65, 100)), "nothing was claimed: j0 is still first")
+		require.Equal(t, porcupine.Illegal, checkModelOf(window, bornExpired(0, 49)))
+	}
+}
