@@ -49,7 +49,7 @@ var errStalled = errors.New("the PostgreSQL server did not answer within the sta
 // idle one, opened in the same conditions. A timeout is not one of them: a
 // stalled server is not retried (errStalled).
 func sessionFailed(err error) bool {
-	if err == nil || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if err == nil || stalled(err) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var pe *pgconn.PgError
@@ -67,7 +67,9 @@ func sessionFailed(err error) bool {
 
 // stalled reports whether err is a statement cut off by its own deadline.
 func stalled(err error) bool {
-	return err != nil && (pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled))
+	var ne net.Error
+	return err != nil && (pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled) ||
+		(errors.As(err, &ne) && ne.Timeout()))
 }
 
 // heal discards every idle connection, and every busy one when it is
