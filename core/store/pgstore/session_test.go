@@ -24,7 +24,9 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 func TestOnlySessionFailuresBeforeCommitAreRunAgainOnAFreshConnection(t *testing.T) {
-	pg := func(severity, code string) error { return &pgconn.PgError{Severity: severity, Code: code, Message: code} }
+	pg := func(severity, code string) error {
+		return &pgconn.PgError{Severity: severity, Code: code, Message: code}
+	}
 	reconnect := map[string]error{
 		"admin shutdown":     pg("FATAL", "57P01"),
 		"crash shutdown":     pg("FATAL", "57P02"),
