@@ -51,26 +51,32 @@ func checkName(what, s string, max int, allowEmpty bool) error {
 	return nil
 }
 
+// invisibleClasses are the characters a name may not hold, and why.
+var invisibleClasses = []struct {
+	table *unicode.RangeTable
+	why   string
+}{
+	{unicode.Cc, "a control character"},
+	{unicode.Cf, "an invisible format character"},
+	{unicode.Zs, "a space other than U+0020"},
+	{unicode.Zl, "a line separator"},
+	{unicode.Zp, "a paragraph separator"},
+	{unicode.Co, "a private-use character"},
+	{unicode.Variation_Selector, "a variation selector"},
+	{unicode.Other_Default_Ignorable_Code_Point, "a default-ignorable character"},
+}
+
 // invisible says why r may not appear in a name, or "" when it may.
 func invisible(r rune) string {
-	switch {
-	case r == ' ':
+	if r == ' ' {
 		return ""
-	case unicode.Is(unicode.Cc, r):
-		return "a control character"
-	case unicode.Is(unicode.Cf, r):
-		return "an invisible format character"
-	case unicode.Is(unicode.Zs, r):
-		return "a space other than U+0020"
-	case unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
-		return "a line or paragraph separator"
-	case unicode.Is(unicode.Co, r):
-		return "a private-use character"
-	case unicode.Is(unicode.Variation_Selector, r):
-		return "a variation selector"
-	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
-		return "a default-ignorable character"
-	case !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S):
+	}
+	for _, c := range invisibleClasses {
+		if unicode.Is(c.table, r) {
+			return c.why
+		}
+	}
+	if !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S) {
 		return "an unassigned code point"
 	}
 	return ""

@@ -94,6 +94,21 @@ func freshDatabase(t *testing.T) (location, name string) {
 	return u.String(), name
 }
 
+// appAuthority opens an authority on location with busy as its busy
+// timeout (0: the default), under a fresh application_name and any further
+// URL parameters, with production "p"; it returns the name too.
+func appAuthority(t *testing.T, location string, busy time.Duration, params ...string) (*Authority, string, string) {
+	t.Helper()
+	app := appName()
+	u := withParams(t, location, append([]string{"application_name", app}, params...)...)
+	a, err := OpenWith(u, Options{BusyTimeout: busy})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	return a, app, u
+}
+
 // hammer runs op from n goroutines at once and returns their errors.
 func hammer(n int, op func(i int) error) []error {
 	errs := make([]error, n)
@@ -112,14 +127,8 @@ func hammer(n int, op func(i int) error) []error {
 func TestAnAuthorityOpenedBeforeItsDatabaseWentReadOnlyRecoversOnceItIsWritable(t *testing.T) {
 	pgFaultsOnly(t)
 	loc, db := freshDatabase(t)
-	app := appName()
-	u := withParams(t, loc, "application_name", app)
 	busy := 2 * time.Second
-	a, err := OpenWith(u, Options{BusyTimeout: busy})
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, app, _ := appAuthority(t, loc, busy)
 	// Several pooled connections, opened while the database was writable.
 	for _, err := range hammer(6, func(i int) error { _, err := a.RequestJob("p", "", nil); return err }) {
 		require.NoError(t, err)
@@ -158,13 +167,7 @@ func TestAnAuthorityOpenedBeforeItsDatabaseWentReadOnlyRecoversOnceItIsWritable(
 
 func TestBackendsTerminatedBetweenCallsAreRetriedNotReported(t *testing.T) {
 	pgFaultsOnly(t)
-	app := appName()
-	u := withParams(t, freshSchema(t), "application_name", app)
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, app, _ := appAuthority(t, freshSchema(t), 0)
 	for i := 0; i < 8; i++ {
 		_, err := a.RequestJob("p", "", nil)
 		require.NoError(t, err)
@@ -217,13 +220,7 @@ func (x *terminatingTx) Now(ctx context.Context) (int64, error) { return x.Tx.(s
 
 func TestABackendTerminatedBetweenTheStatementsOfATransactionIsRetriedOnAFreshConnection(t *testing.T) {
 	pgFaultsOnly(t)
-	app := appName()
-	u := withParams(t, freshSchema(t), "application_name", app)
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, app, _ := appAuthority(t, freshSchema(t), 0)
 	job, err := a.RequestJob("p", "", nil)
 	require.NoError(t, err)
 	once := &sync.Once{}
@@ -231,15 +228,7 @@ func TestABackendTerminatedBetweenTheStatementsOfATransactionIsRetriedOnAFreshCo
 	l, err := a.Claim("p", "w", time.Minute)
 	require.NoError(t, err, "the claim ran again on a fresh connection")
 	require.Equal(t, job, l.JobID())
-	evs, err := a.Events("p", 0)
-	require.NoError(t, err)
-	claims := 0
-	for _, e := range evs {
-		if e.Kind == "claimed" {
-			claims++
-		}
-	}
-	require.Equal(t, 1, claims, "the terminated attempt wrote nothing")
+	require.Equal(t, 1, countEvents(t, a, "claimed"), "the terminated attempt wrote nothing")
 }
 
 // stopper stops (SIGSTOP) every backend of app, including those it starts
@@ -301,14 +290,8 @@ func (s *stopper) release() int {
 
 func TestAStoppedServerGivesBusyOrStorageWithinTheBoundAndLosesNoAcknowledgedTransition(t *testing.T) {
 	pgFaultsOnly(t)
-	app := appName()
-	u := withParams(t, freshSchema(t), "application_name", app, "connect_timeout", "1", "statement_timeout", "500")
 	busy := 300 * time.Millisecond
-	a, err := OpenWith(u, Options{BusyTimeout: busy})
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, app, u := appAuthority(t, freshSchema(t), busy, "connect_timeout", "1", "statement_timeout", "500")
 	for i := 0; i < 300; i++ {
 		_, err := a.RequestJob("p", "", nil)
 		require.NoError(t, err)
@@ -430,13 +413,7 @@ func (x *stoppingTx) Commit() error {
 
 func TestACommitCutOffByItsDeadlineIsOutcomeUnknown(t *testing.T) {
 	pgFaultsOnly(t)
-	app := appName()
-	u := withParams(t, freshSchema(t), "application_name", app)
-	a, err := OpenWith(u, Options{BusyTimeout: 200 * time.Millisecond})
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	a, app, _ := appAuthority(t, freshSchema(t), 200*time.Millisecond)
 	job, err := a.RequestJob("p", "", nil)
 	require.NoError(t, err)
 	stopped := 0
