@@ -89,6 +89,34 @@ func leasesgo_testing_open(path *C.char, busyUS C.int64_t, out *C.uintptr_t) (st
 	return 0
 }
 
+//export leasesgo_testing_pragma
+func leasesgo_testing_pragma(h C.uintptr_t, name *C.char, out **C.char) (st C.int) {
+	defer recoverTo(&st)
+	if out == nil {
+		return status(invalid("out_value is NULL"))
+	}
+	*out = nil
+	a, err := authorityOf(uintptr(h))
+	if err != nil {
+		return status(err)
+	}
+	n, err := inStr("name", name, core.MaxNameLen, false)
+	if err != nil {
+		return status(err)
+	}
+	switch n {
+	case "synchronous", "busy_timeout", "journal_mode":
+	default:
+		return status(invalid("pragma %q is not one the tests read", n))
+	}
+	v, err := core.PragmaForTest(a, n)
+	if err != nil {
+		return status(err)
+	}
+	*out = cString(v)
+	return 0
+}
+
 //export leasesgo_testing_panic
 func leasesgo_testing_panic() (st C.int) {
 	defer recoverTo(&st)
