@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/libleases/libleases/core"
@@ -44,20 +45,41 @@ func nameList(what string, p *C.char) ([]string, error) {
 	return strings.Split(s, ","), nil
 }
 
-// observeInto is the body of every observation export: *out cleared, the
-// authority resolved, then read (which checks its arguments before it
-// touches the store) and its value written as JSON.
-func observeInto(h C.uintptr_t, out **C.char, read func(a *core.Authority) (any, error)) C.int {
+// authorityInto is the body of the exports that read one string through an
+// authority: *out (named what) cleared, the authority resolved, then read
+// (which checks its arguments before it touches the store), its string
+// handed to C.
+func authorityInto(h C.uintptr_t, out **C.char, what string, read func(a *core.Authority) (string, error)) C.int {
 	if out == nil {
-		return status(invalid("out_json is NULL"))
+		return status(invalid("%s is NULL", what))
 	}
 	*out = nil
 	a, err := authorityOf(uintptr(h))
 	if err != nil {
 		return status(err)
 	}
-	v, err := read(a)
-	return outJSON(out, v, err)
+	s, err := read(a)
+	if err != nil {
+		return status(err)
+	}
+	*out = cString(s)
+	return 0
+}
+
+// observeInto is authorityInto for the observations: read's value as JSON
+// in *out_json.
+func observeInto(h C.uintptr_t, out **C.char, read func(a *core.Authority) (any, error)) C.int {
+	return authorityInto(h, out, "out_json", func(a *core.Authority) (string, error) {
+		v, err := read(a)
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", &core.Error{Kind: core.KindInternal, Msg: "encoding the listing failed", Err: err}
+		}
+		return string(b), nil
+	})
 }
 
 //export leasesgo_jobs_page_json

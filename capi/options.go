@@ -72,25 +72,10 @@ func openOptions(location string, flags, synchronous C.int32_t, busyUS C.int64_t
 func leasesgo_authority_open_v2(path *C.char, bad C.int, flags, synchronous C.int32_t, busyUS C.int64_t,
 	out *C.uintptr_t) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out is NULL"))
-	}
-	*out = 0
-	p, err := inStr("location", path, core.MaxPathLen, false)
-	if err != nil {
-		return status(err)
-	}
-	if err := optsErr("options", bad); err != nil {
-		return status(err)
-	}
-	o, err := openOptions(p, flags, synchronous, busyUS)
-	if err != nil {
-		return status(err)
-	}
-	a, err := leases.OpenWith(p, o)
-	if err != nil {
-		return status(err)
-	}
-	*out = C.uintptr_t(newHandle(kindAuthority, a))
-	return 0
+	return openInto(out, "location", path, func(location string) (leases.Options, error) {
+		if err := optsErr("options", bad); err != nil {
+			return leases.Options{}, err
+		}
+		return openOptions(location, flags, synchronous, busyUS)
+	})
 }

@@ -63,6 +63,22 @@ func (cc *cmdContext) limitFlag(what string) func() (int, error) {
 	}
 }
 
+// parseListing adds --json/--jsonl and --limit to a listing command's own
+// flags, parses them (checking the required ones) and returns the format
+// and the limit; done reports that --help was shown.
+func (cc *cmdContext) parseListing(what string, required ...string) (f outFormat, limit int, done bool, err error) {
+	format := cc.listingFlags()
+	n := cc.limitFlag(what)
+	if done, err = parseOnly(cc, required...); done || err != nil {
+		return
+	}
+	if f, err = format(); err != nil {
+		return
+	}
+	limit, err = n()
+	return
+}
+
 // itemWriter prints the items of one listing as they are read, buffered
 // and flushed once per page: a table, one JSON array written element by
 // element, or JSON lines.
@@ -245,19 +261,15 @@ func jobLine(j core.Job) string {
 
 // ---- commands -------------------------------------------------------------------
 
-func runProductionList(cc *cmdContext) error {
-	format := cc.listingFlags()
-	limit := cc.limitFlag("productions")
+// runListing is the body of a cursor-paged listing command: its own flags
+// are defined; this adds --json/--jsonl, --limit and --after, parses,
+// opens, streams the pages read lists (read prints one page through out
+// and returns its size and next cursor) and reports how the listing ended.
+func runListing(cc *cmdContext, what, header string, required []string,
+	read func(a *core.Authority, out *itemWriter, after string, size int) (int, string, error)) error {
 	after := cc.fs.String("after", "", "continue after `CURSOR` (printed by an earlier --limit)")
-	if done, err := parseOnly(cc); done || err != nil {
-		return err
-	}
-	f, err := format()
-	if err != nil {
-		return err
-	}
-	n, err := limit()
-	if err != nil {
+	f, n, done, err := cc.parseListing(what, required...)
+	if done || err != nil {
 		return err
 	}
 	a, err := cc.open()
@@ -265,68 +277,56 @@ func runProductionList(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
-	out := newItemWriter(f, fmt.Sprintf(productionFormat, "NAME", "ID", "CREATED"))
+	out := newItemWriter(f, header)
 	resume, err := pageThrough(*after, n, func(after string, size int) (int, string, error) {
-		page, err := a.ListProductions(context.Background(), core.ProductionQuery{After: after, Limit: size})
+		listed, next, err := read(a, out, after, size)
 		if err != nil {
 			return 0, "", err
 		}
-		for _, p := range page.Productions {
-			if err := out.item(p, fmt.Sprintf(productionFormat, nameText(p.Name), p.ID, timeText(p.CreatedAt))); err != nil {
-				return 0, "", err
-			}
-		}
-		return len(page.Productions), page.Next, out.flush()
+		return listed, next, out.flush()
 	})
 	if err == nil {
 		err = out.end()
 	}
-	return listingEnd(err, *after, resume, "productions")
+	return listingEnd(err, *after, resume, what)
+}
+
+func runProductionList(cc *cmdContext) error {
+	return runListing(cc, "productions", fmt.Sprintf(productionFormat, "NAME", "ID", "CREATED"), nil,
+		func(a *core.Authority, out *itemWriter, after string, size int) (int, string, error) {
+			page, err := a.ListProductions(context.Background(), core.ProductionQuery{After: after, Limit: size})
+			if err != nil {
+				return 0, "", err
+			}
+			for _, p := range page.Productions {
+				if err := out.item(p, fmt.Sprintf(productionFormat, nameText(p.Name), p.ID, timeText(p.CreatedAt))); err != nil {
+					return 0, "", err
+				}
+			}
+			return len(page.Productions), page.Next, nil
+		})
 }
 
 func runJobList(cc *cmdContext) error {
-	format := cc.listingFlags()
 	prod := cc.fs.String("production", "", "production `NAME`")
 	states := cc.fs.String("state", "", "only jobs in one of these states: `STATE[,STATE]`")
 	key := cc.fs.String("key", "", "only the job with this `KEY`")
 	job := cc.fs.String("job", "", "only the job with this `ID`")
-	limit := cc.limitFlag("jobs")
-	after := cc.fs.String("after", "", "continue after `CURSOR` (printed by an earlier --limit)")
-	if done, err := parseOnly(cc, "production"); done || err != nil {
-		return err
-	}
-	f, err := format()
-	if err != nil {
-		return err
-	}
-	n, err := limit()
-	if err != nil {
-		return err
-	}
-	a, err := cc.open()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	out := newItemWriter(f, fmt.Sprintf(jobFormat, "ID", "KEY", "STATE", "WORKER", "EXPIRY", "ATTEMPTS", "REASON"))
-	q := core.JobQuery{States: splitNames(*states), Key: *key, ID: *job}
-	resume, err := pageThrough(*after, n, func(after string, size int) (int, string, error) {
-		q.After, q.Limit = after, size
-		page, err := a.ListJobs(context.Background(), *prod, q)
-		if err != nil {
-			return 0, "", err
-		}
-		for _, j := range page.Jobs {
-			if err := out.item(j, jobLine(j)); err != nil {
+	header := fmt.Sprintf(jobFormat, "ID", "KEY", "STATE", "WORKER", "EXPIRY", "ATTEMPTS", "REASON")
+	return runListing(cc, "jobs", header, []string{"production"},
+		func(a *core.Authority, out *itemWriter, after string, size int) (int, string, error) {
+			q := core.JobQuery{States: splitNames(*states), Key: *key, ID: *job, After: after, Limit: size}
+			page, err := a.ListJobs(context.Background(), *prod, q)
+			if err != nil {
 				return 0, "", err
 			}
-		}
-		return len(page.Jobs), page.Next, out.flush()
-	})
-	if err == nil {
-		err = out.end()
-	}
-	return listingEnd(err, *after, resume, "jobs")
+			for _, j := range page.Jobs {
+				if err := out.item(j, jobLine(j)); err != nil {
+					return 0, "", err
+				}
+			}
+			return len(page.Jobs), page.Next, nil
+		})
 }
 
 func runJobShow(cc *cmdContext) error {
@@ -405,24 +405,15 @@ func runJobCounts(cc *cmdContext) error {
 }
 
 func runEvents(cc *cmdContext) error {
-	format := cc.listingFlags()
 	prod := cc.fs.String("production", "", "only events of production `NAME`")
 	job := cc.fs.String("job", "", "only events of the job with this `ID`")
 	kinds := cc.fs.String("kind", "", "only events of these kinds: `KIND[,KIND]` (with --production or --job)")
 	after := cc.fs.String("after", "0", "only events with a sequence number greater than `SEQ`")
-	limit := cc.limitFlag("events")
 	follow := cc.fs.Bool("follow", false, "keep printing new events until SIGINT or SIGTERM")
 	interval := durationFlag{d: 250 * time.Millisecond}
 	cc.fs.Var(&interval, "interval", "polling `DURATION` for --follow (default 250ms)")
-	if done, err := parseOnly(cc); done || err != nil {
-		return err
-	}
-	f, err := format()
-	if err != nil {
-		return err
-	}
-	n, err := limit()
-	if err != nil {
+	f, n, done, err := cc.parseListing("events")
+	if done || err != nil {
 		return err
 	}
 	seq, err := strconv.ParseInt(*after, 10, 64)

@@ -89,6 +89,20 @@ static void obs_request(leases_authority *a, int n, char ids[][37]) {
 	}
 }
 
+/* Moves requested job id of "p" to state to: "claimed" (a minute's claim
+ * by "w"), "completed", "failed" or "cancelled". */
+static void obs_move(leases_authority *a, const char *id, const char *to) {
+	if (strcmp(to, "cancelled") == 0) {
+		CHECK_OK(leases_cancel(a, "p", id));
+		return;
+	}
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_job(a, "p", id, "w", 60 * OBS_SEC, &l));
+	if (strcmp(to, "completed") == 0) CHECK_OK(leases_lease_complete(l, NULL));
+	if (strcmp(to, "failed") == 0) CHECK_OK(leases_lease_fail(l, "no"));
+	leases_lease_free(l);
+}
+
 static void test_job_pages_list_every_job_once_in_request_order(void) {
 	leases_authority *a = fresh("pages", NULL, 0);
 	char ids[25][37];
@@ -123,13 +137,9 @@ static void test_job_pages_filter_by_states_key_and_id(void) {
 	leases_authority *a = fresh("filters", NULL, 0);
 	char ids[6][37];
 	obs_request(a, 6, ids);
-	leases_lease *l = NULL;
-	CHECK_OK(leases_claim_job(a, "p", ids[1], "w", 60 * OBS_SEC, &l));
-	CHECK_OK(leases_lease_complete(l, NULL));
-	leases_lease_free(l);
-	CHECK_OK(leases_claim_job(a, "p", ids[3], "w", 60 * OBS_SEC, &l));
-	leases_lease_free(l);
-	CHECK_OK(leases_cancel(a, "p", ids[5]));
+	obs_move(a, ids[1], "completed");
+	obs_move(a, ids[3], "claimed");
+	obs_move(a, ids[5], "cancelled");
 	obs_ids got;
 	obs_list_jobs(a, "p", "claimed", 1, &got, NULL);
 	CHECK(got.n == 1 && strcmp(got.ids[0], ids[3]) == 0);
@@ -175,13 +185,11 @@ static char obs_changing_ids[12][37];
 static void obs_change_jobs(leases_authority *a, int page) {
 	leases_lease *l = NULL;
 	if (page == 1) {
-		CHECK_OK(leases_claim_job(a, "p", obs_changing_ids[1], "w", 60 * OBS_SEC, &l)); /* listed */
-		CHECK_OK(leases_lease_complete(l, NULL));
-		leases_lease_free(l);
+		obs_move(a, obs_changing_ids[1], "completed"); /* listed already */
 		CHECK_OK(leases_claim_job(a, "p", obs_changing_ids[9], "w", 60 * OBS_SEC, &l)); /* not yet */
 		CHECK_OK(leases_lease_release(l));
 		leases_lease_free(l);
-		CHECK_OK(leases_cancel(a, "p", obs_changing_ids[10]));
+		obs_move(a, obs_changing_ids[10], "cancelled");
 	} else if (page == 2) {
 		CHECK_OK(leases_claim(a, "p", "w", 60 * OBS_SEC, &l)); /* the first requested: ids[0] */
 		CHECK_OK(leases_lease_fail(l, "gone"));
@@ -448,16 +456,10 @@ static void test_job_counts_count_each_state_from_one_moment(void) {
 	json_free(c);
 	char ids[7][37];
 	obs_request(a, 7, ids);
-	leases_lease *l = NULL;
-	CHECK_OK(leases_claim_job(a, "p", ids[0], "w", 60 * OBS_SEC, &l));
-	CHECK_OK(leases_lease_complete(l, NULL));
-	leases_lease_free(l);
-	CHECK_OK(leases_claim_job(a, "p", ids[1], "w", 60 * OBS_SEC, &l));
-	CHECK_OK(leases_lease_fail(l, "no"));
-	leases_lease_free(l);
-	CHECK_OK(leases_claim_job(a, "p", ids[2], "w", 60 * OBS_SEC, &l));
-	leases_lease_free(l);
-	CHECK_OK(leases_cancel(a, "p", ids[3]));
+	obs_move(a, ids[0], "completed");
+	obs_move(a, ids[1], "failed");
+	obs_move(a, ids[2], "claimed");
+	obs_move(a, ids[3], "cancelled");
 	CHECK_OK(leases_job_counts_json(a, "p", &json));
 	c = obs_parse(json);
 	CHECK(json_get_int(c, "requested", -1) == 3 && json_get_int(c, "claimed", -1) == 1 &&
