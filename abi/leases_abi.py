@@ -321,6 +321,23 @@ def limits(root):
             if k.startswith("LEASES_MAX_")]
 
 
+# Integer constants of the header that are neither statuses nor limits (the
+# values a caller puts in an options struct or a parameter), by name prefix,
+# with the Rust type of what they fill. Defines matching none stay C only.
+CONSTANTS = {"LEASES_OPEN_": "i32", "LEASES_SYNCHRONOUS_": "i32", "LEASES_DEFAULT_PAGE_SIZE": "u32"}
+
+
+def constants(root):
+    """[(name, value, Rust type)] of the header's CONSTANTS."""
+    defines, _, _ = parse_header(root / "include/leases.h")
+    out = []
+    for k, v in defines.items():
+        rust = next((typ for prefix, typ in CONSTANTS.items() if k.startswith(prefix)), None)
+        if rust and re.fullmatch(r"\d+", v):
+            out.append((k, int(v), rust))
+    return out
+
+
 HANDLES = {"leases_authority": "AuthorityPtr", "leases_edit": "EditPtr", "leases_lease": "LeasePtr",
            "leases_execution": "ExecutionPtr"}
 
@@ -409,6 +426,8 @@ def python_abi(root, manifest):
            "# same ABI number and at least this revision (docs/ABI.md).",
            f"ABI_VERSION = {manifest.abi}", f"ABI_REVISION = {manifest.revision}", ""]
     out += [f"{k[len('LEASES_'):]} = {v:_}" for k, v in limits(root)]
+    out += ["", "# Option values and defaults (open flags, synchronous levels, the page size)."]
+    out += [f"{k[len('LEASES_'):]} = {v}" for k, v, _ in constants(root)]
     out += ["", "# (code, status name, exception class) of every failure status, in code order.",
             "STATUSES: Tuple[Tuple[int, str, str], ...] = ("]
     out += [f'    ({s.code}, "{s.name}", "{s.error_class}"),' for s in statuses[1:]]
@@ -447,6 +466,8 @@ def rust_sys(root, manifest):
            f"pub const LEASES_ABI_REVISION: u32 = {manifest.revision};"]
     for k, v in limits(root):
         out.append(f"pub const {k}: {'i64' if k.endswith('_US') else 'usize'} = {v:_};")
+    for k, v, typ in constants(root):
+        out.append(f"pub const {k}: {typ} = {v};")
     out += ["", "/// Opaque handle types: each object has its own, so a lease can never be",
             "/// passed where an authority is expected."]
     for c_name in HANDLES:
@@ -635,7 +656,7 @@ NOT_WRAPPED = {
 # issue, which land after them: until then no binding is required to call
 # them. Each binding's task removes its language's entries.
 RETRIES = ("leases_job_request_v2", "leases_production_create_v2", "leases_production_set_policy",
-           "leases_lease_fail_retry", "leases_job_retry", "leases_production_redrive", "leases_job_json")
+           "leases_lease_fail_retry", "leases_job_retry", "leases_production_redrive")
 NOT_WRAPPED.update({(lang, fn): "wrapped by the retries binding task (docs/c-api.md)"
                     for lang in ("Python", "C++", "Rust") for fn in RETRIES})
 
@@ -745,6 +766,8 @@ def check_constants(root):
         "LEASES_MAX_PAYLOAD_LEN": "MaxPayloadLen", "LEASES_MAX_FACTS_LEN": "MaxFactsLen",
         "LEASES_MAX_PATH_LEN": "MaxPathLen", "LEASES_MAX_TOKEN_LEN": "MaxTokenLen",
         "LEASES_MAX_DURATION_US": "MaxDurationUS",
+        "LEASES_MAX_PAGE_SIZE": "MaxPageSize", "LEASES_DEFAULT_PAGE_SIZE": "DefaultPageSize",
+        "LEASES_MAX_CURSOR_LEN": "MaxCursorLen",
     }
     for macro, const in pairs.items():
         hv = defines.get(macro, "")

@@ -9,26 +9,10 @@ package main
 import "C"
 
 import (
-	"context"
 	"time"
 
 	"github.com/libleases/libleases/core"
 )
-
-// optsErr is the refusal of an options struct the shim could not read
-// (codes of leasesshim_opts_check in shim.c); nil for 0.
-func optsErr(what string, bad C.int) error {
-	switch bad {
-	case 0:
-		return nil
-	case 1:
-		return invalid("%s: size is smaller than its size member", what)
-	case 2:
-		return invalid("%s: size is over 4096 bytes", what)
-	default:
-		return invalid("%s: it sets fields this library does not know (a newer header); they must be zero", what)
-	}
-}
 
 func policyOf(maxAttempts, jitter C.int32_t, base, capUS C.int64_t) core.RetryPolicy {
 	return core.RetryPolicy{MaxAttempts: int(maxAttempts), JitterPercent: int(jitter),
@@ -160,23 +144,4 @@ func leasesgo_production_redrive(h C.uintptr_t, production, state *C.char, out *
 	}
 	*out = C.int64_t(n)
 	return 0
-}
-
-//export leasesgo_job_json
-func leasesgo_job_json(h C.uintptr_t, production, jobID *C.char, out **C.char) (st C.int) {
-	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out_json is NULL"))
-	}
-	*out = nil
-	a, p, err := authorityProduction(h, production)
-	if err != nil {
-		return status(err)
-	}
-	j, err := inStr("job_id", jobID, maxIDLen, false)
-	if err != nil {
-		return status(err)
-	}
-	rec, err := a.JobDetail(context.Background(), p, j)
-	return outJSON(out, rec, err)
 }

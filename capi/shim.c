@@ -224,7 +224,43 @@ leases_status leases_events_json(leases_authority *authority, const char *produc
 	return leasesgo_events_json(H(authority), (char *)production, after_seq, out_json);
 }
 
-// ---- retries, run-at and priorities ------------------------------------------
+// ---- observations, paged -------------------------------------------------------
+
+leases_status leases_jobs_page_json(leases_authority *authority, const char *production,
+                                    const char *states, const char *key, const char *job_id,
+                                    const char *cursor, uint32_t limit, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_jobs_page_json(H(authority), (char *)production, (char *)states, (char *)key,
+	                               (char *)job_id, (char *)cursor, limit, out_json);
+}
+
+leases_status leases_events_page_json(leases_authority *authority, const char *production,
+                                      const char *job_id, const char *kinds, int64_t after_seq,
+                                      uint32_t limit, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_events_page_json(H(authority), (char *)production, (char *)job_id, (char *)kinds,
+	                                 after_seq, limit, out_json);
+}
+
+leases_status leases_job_json(leases_authority *authority, const char *production,
+                              const char *job_id, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_job_json(H(authority), (char *)production, (char *)job_id, out_json);
+}
+
+leases_status leases_productions_page_json(leases_authority *authority, const char *cursor,
+                                           uint32_t limit, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_productions_page_json(H(authority), (char *)cursor, limit, out_json);
+}
+
+leases_status leases_job_counts_json(leases_authority *authority, const char *production,
+                                     char **out_json) {
+	CHECK_FORK();
+	return leasesgo_job_counts_json(H(authority), (char *)production, out_json);
+}
+
+// ---- options structs ----------------------------------------------------------
 
 // leasesshim_opts_check applies the size rule of the options structs
 // (include/leases.h): 0 when opts is usable, 1 when size is smaller than its
@@ -244,6 +280,8 @@ static int leasesshim_opts_check(const void *opts, size_t known) {
 // FIELD_IN: the field lies wholly within the caller's size, so it is read;
 // otherwise it keeps its default.
 #define FIELD_IN(T, f, size) (offsetof(T, f) + sizeof(((T *)0)->f) <= (size))
+
+// ---- retries, run-at and priorities ------------------------------------------
 
 static leases_retry_policy leasesshim_policy(const leases_retry_policy *p) {
 	leases_retry_policy out = LEASES_RETRY_POLICY_INIT;
@@ -307,8 +345,20 @@ leases_status leases_production_redrive(leases_authority *authority, const char 
 	return leasesgo_production_redrive(H(authority), (char *)production, (char *)state, out_count);
 }
 
-leases_status leases_job_json(leases_authority *authority, const char *production,
-                              const char *job_id, char **out_json) {
+// ---- opening with options ----------------------------------------------------------
+
+leases_status leases_authority_open_v2(const char *location, const leases_open_options *options,
+                                       leases_authority **out) {
 	CHECK_FORK();
-	return leasesgo_job_json(H(authority), (char *)production, (char *)job_id, out_json);
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	int bad = leasesshim_opts_check(options, sizeof o);
+	if (options != NULL && bad == 0) {
+		size_t size = options->size;
+		if (FIELD_IN(leases_open_options, flags, size)) o.flags = options->flags;
+		if (FIELD_IN(leases_open_options, synchronous, size)) o.synchronous = options->synchronous;
+		if (FIELD_IN(leases_open_options, busy_timeout_us, size)) o.busy_timeout_us = options->busy_timeout_us;
+	}
+	OUT_HANDLE(leases_authority, out,
+	           leasesgo_authority_open_v2((char *)location, bad, o.flags, o.synchronous,
+	                                      o.busy_timeout_us, hp_));
 }

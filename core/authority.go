@@ -156,7 +156,7 @@ func (a *Authority) createProduction(ctx context.Context, name string, policy *s
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
-	if err := checkText("production name", name, MaxNameLen, false); err != nil {
+	if err := checkName("production name", name, MaxNameLen, false); err != nil {
 		return Production{}, err
 	}
 	var out Production
@@ -252,7 +252,7 @@ func checkRequest(production, key string, payload []byte, o RequestOptions) erro
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return err
 	}
-	if err := checkText("job key", key, MaxNameLen, true); err != nil {
+	if err := checkName("job key", key, MaxNameLen, true); err != nil {
 		return err
 	}
 	if len(payload) > MaxPayloadLen {

@@ -19,6 +19,9 @@ import (
 // Helper processes are this test binary started again with LEASES_TEST_WORKER
 // set: they run workLoop against the shared file and exit.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("LEASES_TEST_FILE_WRITER"); path != "" {
+		os.Exit(fileWriterProcess(path))
+	}
 	if name := os.Getenv("LEASES_TEST_WORKER"); name != "" {
 		os.Exit(workerProcess(name, os.Getenv("LEASES_TEST_DB"), os.Getenv("LEASES_TEST_GO")))
 	}

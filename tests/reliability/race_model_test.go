@@ -26,7 +26,13 @@ package reliability
 // never claimable again (it dies when a claim notices it). A fail_retry
 // returns the job with its claimable time somewhere in the call's window. A
 // claim may notice (and end) any lapsed claim, invisibly: the lapsed
-// claim's holder may then be told lease_lost instead of expired.
+// claim's holder may then be told lease_lost instead of expired. A claim of
+// unknown outcome that may have taken a job leaves its attempts uncertain
+// (mJob.unsure).
+//
+// A claim itself can end "expired", having committed nothing: born expired,
+// when its pre-commit sample reached its own new expiry (a call at least its
+// duration long; a loaded machine makes the race's 30 ms claims meet it).
 //
 // On PostgreSQL a claim skips jobs other transactions hold at that moment
 // (SELECT … FOR UPDATE SKIP LOCKED): "first in line" becomes "first in line
@@ -37,15 +43,15 @@ package reliability
 // live owner, expiry, renewal, terminal states — is the same for both.
 //
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
-// nondeterministic: the change happened or it did not. A claim of unknown
+// nondeterministic: the change happened or it did not, by the return; a call
+// a kill cut short returns when its worker was gone (dead, and on PostgreSQL
+// its sessions ended too). A claim of unknown
 // outcome may have taken any job that could have been first in line, with an
 // expiry known only from below (call + duration); [lo, hi] bounds every
 // expiry, hi = MaxInt64 when unknown.
 //
-// The whole model is checked within a budget; every job is also checked on
-// its own (partitionByJob: one owner, expiry, attempts, terminal states),
-// and the claim order across jobs by checkClaimOrder, so a loaded machine
-// that cannot finish the whole search still checks every rule.
+// race_check_test.go checks a history against this model per job, and the
+// claim order across jobs apart, so that the check always decides.
 
 import (
 	"fmt"
@@ -54,7 +60,6 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/libleases/libleases/core"
 )
 
 const (
@@ -69,25 +74,46 @@ type mJob struct {
 	lo, hi   int64  // bounds of the expiry while claimed; of the ready time while requested
 	olo, ohi int64  // bounds of the claimable time, the claim order's key
 	prio     int    // the job's priority (fixed at its request)
-	att      int    // claims so far
+	att      int    // claims known to have taken it
+	// unsure: a claim of unknown outcome may have taken it, so its attempts
+	// may be more than att. Counting such a claim exactly would make the
+	// state depend on the order the search tries unknown claims in (which
+	// one took it last, after how many), and the search would then never
+	// meet a state twice; instead the job is never certainly claimable
+	// again, and a release or fail_retry below max_attempts may have left it
+	// dead or requested (the model keeps it requested: a claim of a dead job
+	// never happens, nothing_to_claim does not count it).
+	unsure bool
 }
 
 // raceMaxAttempts is the race production's max_attempts; its backoff is 0,
 // so a lapsed claim is claimable at its expiry and a retry at once.
 const raceMaxAttempts = 3
 
+// leaseRules is what the model knows besides the state: where each job is
+// in request order, the claim-order window, and the production's
+// max_attempts.
+type leaseRules struct {
+	idx         map[string]int
+	window      int
+	maxAttempts int
+}
+
 // claimable reports whether job j may be (possibly) or must be (certainly)
 // claimable at sample t.
-func (j mJob) claimable(t int64, certainly bool) bool {
+func (r leaseRules) claimable(j mJob, t int64, certainly bool) bool {
 	bound := j.lo
 	if certainly {
 		bound = j.hi
+		if j.unsure {
+			return false
+		}
 	}
 	switch j.st {
 	case jRequested:
 		return bound <= t
 	case jClaimed:
-		return j.att < raceMaxAttempts && bound <= t
+		return j.att < r.maxAttempts && bound <= t
 	}
 	return false
 }
@@ -112,8 +138,9 @@ var raceRejections = map[string]bool{ // a fail_retry answers like release
 	"not_extended": true, "busy": true, "clock_regressed": true,
 }
 
-// raceUnknown: the call may or may not have changed the store.
-var raceUnknown = map[string]bool{"outcome_unknown": true, "storage": true}
+// raceUnknown: the call may or may not have changed the store. "killed" is
+// a call a kill cut short (race_test.go's endKilledCalls).
+var raceUnknown = map[string]bool{"outcome_unknown": true, "storage": true, "killed": true}
 
 // raceOp is one call of the history: call and (unless pending) return.
 type raceOp struct {
@@ -134,7 +161,7 @@ func (s mState) with(i int, j mJob) mState {
 	return c
 }
 
-// fifo is the window of a store that claims strictly in request order;
+// fifo is the window of a store that claims strictly in claim order;
 // skipLockedWindow that of PostgreSQL: a claim may pass over the jobs other
 // transactions hold at that moment, at most two per concurrent worker
 // process (a claim can hold an expired job and a requested one).
@@ -143,12 +170,12 @@ const (
 	skipLockedWindow = 32
 )
 
-func leaseModel(init mState, idx map[string]int, window int) porcupine.NondeterministicModel {
+func leaseModel(init mState, r leaseRules) porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
 		Init: func() []interface{} { return []interface{}{append(mState{}, init...)} },
 		Step: func(state, input, _ interface{}) []interface{} {
 			s, o := state.(mState), input.(*raceOp)
-			return toIfaces(stepLease(s, o, idx, window))
+			return toIfaces(r.step(s, o))
 		},
 		Equal: func(a, b interface{}) bool {
 			x, y := a.(mState), b.(mState)
@@ -163,7 +190,7 @@ func leaseModel(init mState, idx map[string]int, window int) porcupine.Nondeterm
 			h := fnv.New64a()
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att)
+					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d:%t;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att, j.unsure)
 				}
 			}
 			return h.Sum64()
@@ -176,8 +203,8 @@ func leaseModel(init mState, idx map[string]int, window int) porcupine.Nondeterm
 			var b strings.Builder
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d\n", i, j.st, j.holder, j.lo, j.hi,
-						j.olo, j.ohi, j.prio, j.att)
+					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d unsure %t\n", i, j.st, j.holder, j.lo, j.hi,
+						j.olo, j.ohi, j.prio, j.att, j.unsure)
 				}
 			}
 			return b.String()
@@ -200,13 +227,13 @@ func toIfaces(ss []mState) []interface{} {
 	return out
 }
 
-func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
+func (r leaseRules) step(s mState, o *raceOp) []mState {
 	pending := o.Ret == math.MaxInt64
 	unknown := pending || raceUnknown[o.Kind]
 	if o.Op == "claim" {
-		return stepClaim(s, o, idx, unknown, window)
+		return r.stepClaim(s, o, unknown)
 	}
-	ji, ok := idx[o.Job]
+	ji, ok := r.idx[o.Job]
 	if !ok {
 		return nil
 	}
@@ -216,7 +243,7 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 		if !held {
 			return []mState{s}
 		}
-		return []mState{s, s.with(ji, applyClaimant(j, o, true))}
+		return []mState{s, s.with(ji, r.applyClaimant(j, o, true))}
 	}
 	switch o.Kind {
 	case "ok":
@@ -231,7 +258,7 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 		} else if o.Call >= j.hi {
 			return nil // the claim had expired before the call began
 		}
-		return []mState{s.with(ji, applyClaimant(j, o, false))}
+		return []mState{s.with(ji, r.applyClaimant(j, o, false))}
 	case "expired":
 		if held && o.Ret >= j.lo {
 			return []mState{s}
@@ -258,7 +285,7 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 // applyClaimant is the state after a successful renew, release, fail,
 // fail_retry or complete; for a renewal of unknown outcome the new expiry is
 // bounded only from below.
-func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
+func (r leaseRules) applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 	switch o.Op {
 	case "renew":
 		if unknown {
@@ -271,7 +298,7 @@ func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 		// attempt. A release keeps the claimable time; a retry (no backoff)
 		// is claimable from its own sample on.
 		switch {
-		case j.att >= raceMaxAttempts:
+		case j.att >= r.maxAttempts:
 			j.st, j.lo, j.hi = jTerminal, 0, 0
 		case o.Op == "release":
 			j.st, j.lo, j.hi = jRequested, 0, 0
@@ -288,27 +315,27 @@ func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 	return j
 }
 
-func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int) []mState {
+func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 	if unknown {
 		// Any job that could have been first in line: claimable at some
 		// sample after the call, and behind fewer than window jobs that
 		// were certainly claimable then and certainly before it.
 		out := []mState{s}
 		for i, j := range s {
-			if j.st == jTerminal || (j.st == jClaimed && j.att >= raceMaxAttempts) {
+			if j.st == jTerminal || (j.st == jClaimed && j.att >= r.maxAttempts) {
 				continue
 			}
-			if passedOver(s, i, o.Call) >= window {
+			if r.passedOver(s, i, o.Call) >= r.window {
 				continue
 			}
 			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64,
-				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1}))
+				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att, unsure: true}))
 		}
 		return out
 	}
 	switch o.Kind {
 	case "ok":
-		ji, ok := idx[o.RJob]
+		ji, ok := r.idx[o.RJob]
 		if !ok {
 			return nil
 		}
@@ -317,24 +344,30 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 			return nil
 		}
 		j := s[ji]
-		if !j.claimable(t, false) || passedOver(s, ji, t) >= window {
+		if !r.claimable(j, t, false) || r.passedOver(s, ji, t) >= r.window {
 			return nil
 		}
 		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry,
-			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1})}
+			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1, unsure: j.unsure})}
 	case "nothing_to_claim":
 		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {
-			if j.claimable(o.Call, true) {
-				if claimable++; claimable >= window {
+			if r.claimable(j, o.Call, true) {
+				if claimable++; claimable >= r.window {
 					return nil
 				}
 			}
 		}
 		return []mState{s}
-	case "busy", "clock_regressed", "expired":
-		// Nothing committed; "expired": the claim would have been born
-		// expired (its transaction outlived the duration) and rolled back.
+	case "expired":
+		// Born expired (docs/DESIGN.md): the claim's pre-commit sample
+		// reached its own expiry, so nothing committed. Its first sample
+		// is at or after the call and the pre-commit one a duration later,
+		// both before the return.
+		if o.Ret-o.Call >= o.DurUS {
+			return []mState{s}
+		}
+	case "busy", "clock_regressed":
 		return []mState{s}
 	}
 	return nil
@@ -342,126 +375,12 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 
 // passedOver counts the jobs a claim of job ji at sample t passes over:
 // certainly claimable then and certainly before it in claim order.
-func passedOver(s mState, ji int, t int64) int {
+func (r leaseRules) passedOver(s mState, ji int, t int64) int {
 	n := 0
 	for k, j := range s {
-		if k != ji && j.claimable(t, true) && before(j, k, s[ji], ji) {
+		if k != ji && r.claimable(j, t, true) && before(j, k, s[ji], ji) {
 			n++
 		}
 	}
 	return n
-}
-
-// partitionByJob is each job's history: the calls that name it (claims that
-// returned it, and every operation on its leases) and every claim of unknown
-// outcome, which may or may not have taken it. A claim that took nothing
-// (nothing_to_claim, busy, clock_regressed) changes no job: checkClaimOrder
-// judges it.
-func partitionByJob(history []porcupine.Operation) map[string][]porcupine.Operation {
-	var unknownClaims []porcupine.Operation
-	out := map[string][]porcupine.Operation{}
-	for _, op := range history {
-		o := op.Input.(*raceOp)
-		switch {
-		case o.Op == "claim" && (o.Ret == math.MaxInt64 || raceUnknown[o.Kind]):
-			unknownClaims = append(unknownClaims, op)
-		case o.Op == "claim" && o.Kind == "ok":
-			out[o.RJob] = append(out[o.RJob], op)
-		case o.Op != "claim":
-			out[o.Job] = append(out[o.Job], op)
-		}
-	}
-	for id := range out {
-		out[id] = append(out[id], unknownClaims...)
-	}
-	return out
-}
-
-// checkClaimOrder checks the claim order across jobs without a search, on
-// the jobs it can be sure of: a job nobody had claimed yet keeps its
-// request's priority and claimable time. A claim at sample t (expiry minus
-// duration) of job J must not pass over window or more such jobs that were
-// claimable at t and come before J (J's claimable time only grows with its
-// retries); nothing_to_claim must not leave window or more such jobs
-// claimable throughout the call. Each claim of unknown outcome begun by
-// then may have taken one of them, so each widens the allowance by one.
-func checkClaimOrder(hist []*raceOp, initial []core.Job, window int) error {
-	type first struct{ claim, retry int64 }
-	touched := map[string]*first{}
-	at := func(id string) *first {
-		if touched[id] == nil {
-			touched[id] = &first{math.MaxInt64, math.MaxInt64}
-		}
-		return touched[id]
-	}
-	var unknownCalls []int64
-	for _, o := range hist {
-		switch {
-		case o.Op == "claim" && (o.Ret == math.MaxInt64 || raceUnknown[o.Kind]):
-			unknownCalls = append(unknownCalls, o.Call)
-		case o.Op == "claim" && o.Kind == "ok":
-			f := at(o.RJob)
-			f.claim = min(f.claim, o.Expiry-o.DurUS)
-		case o.Op == "fail_retry":
-			f := at(o.Job)
-			f.retry = min(f.retry, o.Call)
-		}
-	}
-	unknownBy := func(t int64) int {
-		n := 0
-		for _, c := range unknownCalls {
-			if c <= t {
-				n++
-			}
-		}
-		return n
-	}
-	untouched := func(j core.Job, t int64) bool { return touched[j.ID] == nil || t < touched[j.ID].claim }
-	for _, o := range hist {
-		if o.Op != "claim" || o.Ret == math.MaxInt64 {
-			continue
-		}
-		switch o.Kind {
-		case "ok":
-			ts := o.Expiry - o.DurUS
-			var jo core.Job
-			ji := -1
-			for i, j := range initial {
-				if j.ID == o.RJob {
-					jo, ji = j, i
-				}
-			}
-			if ji < 0 {
-				return fmt.Errorf("%s claimed job %s, which the production does not hold", o.W, o.RJob)
-			}
-			jOrder := mJob{prio: jo.Priority, olo: jo.ClaimableAt.UnixMicro(), ohi: jo.ClaimableAt.UnixMicro()}
-			if touched[jo.ID] != nil && touched[jo.ID].retry <= ts {
-				jOrder.ohi = math.MaxInt64 // retried: later, by how much unknown
-			}
-			var passed []string
-			for k, kj := range initial {
-				ko := kj.ClaimableAt.UnixMicro()
-				if k != ji && ko <= ts && untouched(kj, ts) &&
-					before(mJob{prio: kj.Priority, olo: ko, ohi: ko}, k, jOrder, ji) {
-					passed = append(passed, kj.ID)
-				}
-			}
-			if len(passed) >= window+unknownBy(ts) {
-				return fmt.Errorf("%s claimed job %s (priority %d) at %d, passing over %d jobs that were claimable and before it: %v",
-					o.W, o.RJob, jo.Priority, ts, len(passed), passed)
-			}
-		case "nothing_to_claim":
-			var left []string
-			for _, kj := range initial {
-				if kj.ClaimableAt.UnixMicro() <= o.Call && untouched(kj, o.Ret) {
-					left = append(left, kj.ID)
-				}
-			}
-			if len(left) >= window+unknownBy(o.Ret) {
-				return fmt.Errorf("%s found nothing to claim in [%d, %d] while %d jobs were claimable: %v",
-					o.W, o.Call, o.Ret, len(left), left)
-			}
-		}
-	}
-	return nil
 }

@@ -49,13 +49,18 @@ func oldSchema(t *testing.T, stmts ...string) string {
 	return old
 }
 
-func TestASchema2DatabaseIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+// Schema 2 migrates through 3 (the listing indexes) to 4 (retries): the
+// rows are the schema-3 fixture's, so storetest.CheckV4Fixture applies.
+func TestASchema2DatabaseIsMigratedToTheCurrentSchemaWithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
 	old := oldSchema(t,
 		`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
-		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us)
-			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10), ('j2', 'pid', NULL, '', 'completed', 11, 12)`,
+		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us,
+				worker, claimed_unix_us, expiry_unix_us, attempts)
+			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10, '', 0, 0, 0),
+				('j2', 'pid', NULL, '', 'claimed', 11, 12, 'w', 12, 500, 3),
+				('j3', 'pid', NULL, '', 'failed', 13, 14, 'w', 13, 20, 1)`,
 		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
-			(11, 'pid', 'j2', 'requested'), (12, 'pid', 'j2', 'completed')`)
+			(11, 'pid', 'j2', 'requested'), (13, 'pid', 'j3', 'requested'), (14, 'pid', 'j3', 'failed')`)
 	require.NotContains(t, schemaOf(t, old), "leases_events_by_kind")
 
 	db, err := Open(old, Options{})
@@ -65,15 +70,16 @@ func TestASchema2DatabaseIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *t
 	require.EqualValues(t, SchemaVersion, v)
 	js, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
 	require.NoError(t, err)
-	require.Len(t, js, 2)
+	require.Len(t, js, 3)
 	require.Equal(t, "k", js[0].Key)
 	require.EqualValues(t, 2, js[0].PayloadSize)
 	h, err := db.EventHorizon(ctx)
 	require.NoError(t, err)
-	es, err := db.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "completed", Before: h, Limit: 10})
+	es, err := db.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "failed", Before: h, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, es, 1)
-	require.Equal(t, "j2", es[0].JobID)
+	require.Equal(t, "j3", es[0].JobID)
+	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
 	db.Close()
 
 	// A migrated schema is exactly a new one.
