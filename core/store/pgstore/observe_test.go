@@ -52,15 +52,9 @@ func oldSchema(t *testing.T, stmts ...string) string {
 // Schema 2 migrates through 3 (the listing indexes) to 4 (retries): the
 // rows are the schema-3 fixture's, so storetest.CheckV4Fixture applies.
 func TestASchema2DatabaseIsMigratedToTheCurrentSchemaWithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
-	old := oldSchema(t,
-		`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
-		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us,
-				worker, claimed_unix_us, expiry_unix_us, attempts)
-			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10, '', 0, 0, 0),
-				('j2', 'pid', NULL, '', 'claimed', 11, 12, 'w', 12, 500, 3),
-				('j3', 'pid', NULL, '', 'failed', 13, 14, 'w', 13, 20, 1)`,
+	old := oldSchema(t, append(migrationFixtureRows,
 		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
-			(11, 'pid', 'j2', 'requested'), (13, 'pid', 'j3', 'requested'), (14, 'pid', 'j3', 'failed')`)
+			(11, 'pid', 'j2', 'requested'), (13, 'pid', 'j3', 'requested'), (14, 'pid', 'j3', 'failed')`)...)
 	require.NotContains(t, schemaOf(t, old), "leases_events_by_kind")
 
 	db, err := Open(old, Options{})

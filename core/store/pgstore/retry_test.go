@@ -61,15 +61,20 @@ func TestClaimingNeverScansDelayedJobsOrClaims(t *testing.T) {
 	require.Contains(t, out, "rows=1 ")
 }
 
+// migrationFixtureRows are the rows storetest.CheckV4Fixture expects, in
+// the columns schemas 2 and 3 have.
+var migrationFixtureRows = []string{
+	`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
+	`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us,
+			worker, claimed_unix_us, expiry_unix_us, attempts)
+		VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10, '', 0, 0, 0),
+			('j2', 'pid', NULL, '', 'claimed', 11, 12, 'w', 12, 500, 3),
+			('j3', 'pid', NULL, '', 'failed', 13, 14, 'w', 13, 20, 1)`,
+}
+
 func TestASchema3DatabaseIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
 	// The schema-3 fixture: the schema-2 layout, its migration to 3, rows.
-	old := oldSchema(t, append(append([]string{}, migrateV2toV3...),
-		`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
-		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us,
-				worker, claimed_unix_us, expiry_unix_us, attempts)
-			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10, '', 0, 0, 0),
-				('j2', 'pid', NULL, '', 'claimed', 11, 12, 'w', 12, 500, 3),
-				('j3', 'pid', NULL, '', 'failed', 13, 14, 'w', 13, 20, 1)`)...)
+	old := oldSchema(t, append(append([]string{}, migrateV2toV3...), migrationFixtureRows...)...)
 
 	db, err := Open(old, Options{})
 	require.NoError(t, err)

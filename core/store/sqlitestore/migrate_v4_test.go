@@ -11,6 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// migrationFixtureRows are the rows storetest.CheckV4Fixture expects, in
+// the columns schemas 2 and 3 have.
+var migrationFixtureRows = []string{
+	`INSERT INTO productions VALUES ('pid', 'p', 1)`,
+	`INSERT INTO jobs (id, production_id, key, payload, seq, state, requested_unix_us, updated_unix_us,
+			worker, claimed_unix_us, expiry_unix_us, attempts)
+		VALUES ('j1', 'pid', 'k', x'0102', 1, 'requested', 10, 10, '', 0, 0, 0),
+			('j2', 'pid', NULL, x'', 2, 'claimed', 11, 12, 'w', 12, 500, 3),
+			('j3', 'pid', NULL, x'', 3, 'failed', 13, 14, 'w', 13, 20, 1)`,
+}
+
 func TestASchema3FileIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
 	dir := t.TempDir()
 	old := filepath.Join(dir, "v3.db")
@@ -21,14 +32,7 @@ func TestASchema3FileIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
 		_, err := db.Exec(st)
 		require.NoError(t, err, st)
 	}
-	for _, st := range []string{
-		`INSERT INTO productions VALUES ('pid', 'p', 1)`,
-		`INSERT INTO jobs (id, production_id, key, payload, seq, state, requested_unix_us, updated_unix_us,
-				worker, claimed_unix_us, expiry_unix_us, attempts)
-			VALUES ('j1', 'pid', 'k', x'0102', 1, 'requested', 10, 10, '', 0, 0, 0),
-				('j2', 'pid', NULL, x'', 2, 'claimed', 11, 12, 'w', 12, 500, 3),
-				('j3', 'pid', NULL, x'', 3, 'failed', 13, 14, 'w', 13, 20, 1)`,
-	} {
+	for _, st := range migrationFixtureRows {
 		_, err := db.Exec(st)
 		require.NoError(t, err, st)
 	}

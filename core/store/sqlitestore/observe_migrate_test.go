@@ -43,16 +43,9 @@ func TestASchema2FileIsMigratedToTheCurrentSchemaWithTheListingIndexesAndKeepsEv
 		_, err := db.Exec(st)
 		require.NoError(t, err, st)
 	}
-	for _, st := range []string{
-		`INSERT INTO productions VALUES ('pid', 'p', 1)`,
-		`INSERT INTO jobs (id, production_id, key, payload, seq, state, requested_unix_us, updated_unix_us,
-				worker, claimed_unix_us, expiry_unix_us, attempts)
-			VALUES ('j1', 'pid', 'k', x'0102', 1, 'requested', 10, 10, '', 0, 0, 0),
-				('j2', 'pid', NULL, x'', 2, 'claimed', 11, 12, 'w', 12, 500, 3),
-				('j3', 'pid', NULL, x'', 3, 'failed', 13, 14, 'w', 13, 20, 1)`,
+	for _, st := range append(migrationFixtureRows,
 		`INSERT INTO events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
-			(11, 'pid', 'j2', 'requested'), (13, 'pid', 'j3', 'requested'), (14, 'pid', 'j3', 'failed')`,
-	} {
+			(11, 'pid', 'j2', 'requested'), (13, 'pid', 'j3', 'requested'), (14, 'pid', 'j3', 'failed')`) {
 		_, err := db.Exec(st)
 		require.NoError(t, err, st)
 	}
