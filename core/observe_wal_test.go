@@ -88,6 +88,12 @@ func TestTheWALStaysSmallWhileListingsRunUnderConcurrentWrites(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	_, err = writer.RequestJob("p", "", nil)
 	require.NoError(t, err)
+	// When the run's last checkpoint failed (a listing held a snapshot at
+	// the end), that commit's own RESTART copies the whole WAL but leaves
+	// the file as it is: the next commit starts the WAL over, cut back to
+	// the limit (under load make test met it, the WAL still at 23.6 MiB).
+	_, err = writer.RequestJob("p", "", nil)
+	require.NoError(t, err)
 	require.LessOrEqual(t, walSize(t, path), int64(sqlitestore.JournalSizeLimit))
 }
 
