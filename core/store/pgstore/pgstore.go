@@ -75,9 +75,10 @@ func Redact(location string) string {
 
 // DB is an opened PostgreSQL authority store.
 type DB struct {
-	pool    *pgxpool.Pool
-	busy    time.Duration
-	connect time.Duration
+	pool      *pgxpool.Pool
+	busy      time.Duration
+	connect   time.Duration
+	listenCfg *pgx.ConnConfig // the pool's, for a watcher's own connection
 	queries
 }
 
@@ -114,7 +115,8 @@ func Open(location string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, queries: queries{q: pool}}
+	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, listenCfg: cfg.ConnConfig.Copy(),
+		queries: queries{q: pool}}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -236,7 +238,8 @@ type Tx struct {
 	done bool
 	queries
 
-	registered bool // registered as a writer of events (queries.go)
+	registered bool     // registered as a writer of events (queries.go)
+	notices    []string // productions to notify of at commit (notify.go)
 
 	// The clock sample read with the high-water mark, for the operation's
 	// first sample: the two then come from one statement.
@@ -294,7 +297,13 @@ func (t *Tx) Commit() error {
 		t.Rollback()
 		return fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(t.ctx))
 	}
-	tag, err := t.conn.c.Exec(context.Background(), "COMMIT")
+	var tag pgconn.CommandTag
+	var err error
+	if len(t.notices) == 0 {
+		tag, err = t.conn.c.Exec(context.Background(), "COMMIT")
+	} else {
+		tag, err = t.commitNotifying()
+	}
 	t.finish()
 	if err == nil && tag.String() == "ROLLBACK" {
 		return fmt.Errorf("%w: the server rolled the transaction back", store.ErrRetry)

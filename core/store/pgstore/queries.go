@@ -224,6 +224,18 @@ func (q queries) NextClaimable(ctx context.Context, productionID string, now int
 	return store.Job{}, store.ErrNoRow
 }
 
+// NextWakeAt reads the earliest claim expiry from the front of the partial
+// index leases_jobs_claimed_expiry.
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v int64
+	err := classify(q.q.QueryRow(ctx, `SELECT expiry_unix_us FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' ORDER BY expiry_unix_us LIMIT 1`, productionID).Scan(&v))
+	if err == store.ErrNoRow {
+		return 0, false, nil
+	}
+	return v, err == nil, err
+}
+
 // eventHorizon is the seq below which every event's writer has finished:
 // the sequence's next value, or a running writer's reserved number if less.
 func eventHorizon(ctx context.Context, c querier) (int64, error) {

@@ -207,6 +207,20 @@ func (q queries) NextClaimable(ctx context.Context, productionID string, now int
 	return store.Job{}, store.ErrNoRow
 }
 
+// nextWakeAtSQL reads the earliest claim expiry from the front of the
+// partial index jobs_claimed_expiry: one index probe however many claims.
+const nextWakeAtSQL = `SELECT expiry_unix_us FROM jobs INDEXED BY jobs_claimed_expiry
+	WHERE production_id = ? AND state = 'claimed' ORDER BY expiry_unix_us LIMIT 1`
+
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v int64
+	err := classify(q.queryRow(ctx, nextWakeAtSQL, productionID).Scan(&v))
+	if err == store.ErrNoRow {
+		return 0, false, nil
+	}
+	return v, err == nil, err
+}
+
 func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
 	if limit <= 0 {
 		limit = -1

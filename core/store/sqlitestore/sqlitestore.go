@@ -32,7 +32,8 @@ const DefaultBusyTimeout = 10 * time.Second
 
 // DB is an opened SQLite authority store.
 type DB struct {
-	db *sql.DB
+	db   *sql.DB
+	path string // absolute
 	queries
 }
 
@@ -85,7 +86,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	s := &DB{db: db}
+	s := &DB{db: db, path: abs}
 	s.queries = queries{st: newStmtCache(db)}
 	if err := s.migrate(now); err != nil {
 		db.Close()

@@ -1,0 +1,270 @@
+// Package wake owns the waiters of one authority: per key (a production id)
+// a FIFO of waiters, woken one at a time, with one timer per key for the
+// earliest moment worth a look (a claim's expiry, the safety poll).
+//
+// The protocol that makes a wake-up impossible to lose:
+//
+//  1. a waiter joins its key's queue before it looks at the store;
+//  2. before each look it calls Arm, which forgets the wake it was given;
+//  3. a wake given to a waiter after Arm is kept (its channel holds it),
+//     so a commit that lands during the look is seen by the next look.
+//
+// A wake signals the head of the queue only; a head already signalled
+// (about to look) absorbs it, because its look will see that commit too. A
+// waiter that leaves after claiming, or while it holds an unconsumed wake,
+// passes the wake to the next head (more work may be there); one that found
+// nothing just waits again. So N waiters and one new job cost one look that
+// succeeds and at most one more that finds nothing.
+package wake
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// ErrClosed is Join's answer once the hub is closed.
+var ErrClosed = errors.New("wake: hub is closed")
+
+// Hub is the set of waiters of one authority. The zero value is not usable:
+// use New.
+type Hub struct {
+	safety time.Duration // the safety poll; 0: none
+
+	mu     sync.Mutex
+	queues map[string]*queue
+	closed bool
+	done   chan struct{}
+}
+
+type queue struct {
+	head, tail *Waiter
+	timer      *time.Timer
+	due        time.Time // when timer fires; zero when no timer
+	gen        uint64    // which timer is current
+}
+
+// Waiter is one blocked call waiting for work of one key.
+type Waiter struct {
+	h          *Hub
+	q          *queue
+	key        string
+	prev, next *Waiter
+	c          chan struct{} // holds at most one wake
+	signalled  bool          // a wake is in c and not yet armed away
+	gone       bool
+}
+
+// New returns a hub whose queues wake their head at least every safety
+// (jittered by ±20%), whatever else happens: the safety poll. 0 means none.
+func New(safety time.Duration) *Hub {
+	return &Hub{safety: safety, queues: map[string]*queue{}, done: make(chan struct{})}
+}
+
+// Done is closed when the hub closes.
+func (h *Hub) Done() <-chan struct{} { return h.done }
+
+// Join appends a waiter to key's queue.
+func (h *Hub) Join(key string) (*Waiter, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	q := h.queues[key]
+	if q == nil {
+		q = &queue{}
+		h.queues[key] = q
+	}
+	w := &Waiter{h: h, q: q, key: key, c: make(chan struct{}, 1), prev: q.tail}
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	if q.timer == nil && h.safety > 0 {
+		h.scheduleLocked(q, time.Now().Add(h.safetyInterval()))
+	}
+	return w, nil
+}
+
+// C delivers the waiter's wakes.
+func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// Arm forgets a wake already delivered, so that the next one is kept: call
+// it before every look at the store.
+func (w *Waiter) Arm() {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	w.signalled = false
+	select {
+	case <-w.c:
+	default:
+	}
+}
+
+// WakeIn asks for a wake of this waiter's queue after d at the latest (the
+// queue's timer moves earlier, never later).
+func (w *Waiter) WakeIn(d time.Duration) {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	if w.gone {
+		return
+	}
+	w.h.scheduleLocked(w.q, time.Now().Add(d))
+}
+
+// Leave removes the waiter. With passOn, or when it leaves holding a wake it
+// did not act on, the next head is woken in its place.
+func (w *Waiter) Leave(passOn bool) {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.gone {
+		return
+	}
+	w.gone = true
+	pass := passOn || w.signalled
+	q := w.q
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	if q.head == nil {
+		if q.timer != nil {
+			q.timer.Stop()
+			q.timer, q.due = nil, time.Time{}
+		}
+		if h.queues[w.key] == q {
+			delete(h.queues, w.key)
+		}
+		return
+	}
+	if pass {
+		signalLocked(q.head)
+	}
+}
+
+// Wake wakes the head of key's queue, if it has one.
+func (h *Hub) Wake(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[key]; q != nil && q.head != nil {
+		signalLocked(q.head)
+	}
+}
+
+// WakeAny wakes the head of every queue: something changed, and which key
+// it concerns is not known.
+func (h *Hub) WakeAny() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, q := range h.queues {
+		if q.head != nil {
+			signalLocked(q.head)
+		}
+	}
+}
+
+// WakeAll wakes every waiter of every queue.
+func (h *Hub) WakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, q := range h.queues {
+		for w := q.head; w != nil; w = w.next {
+			signalLocked(w)
+		}
+	}
+}
+
+// Waiting is how many waiters the hub holds.
+func (h *Hub) Waiting() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, q := range h.queues {
+		for w := q.head; w != nil; w = w.next {
+			n++
+		}
+	}
+	return n
+}
+
+// Close closes Done and refuses later joins. Waiters still in a queue see
+// Done; they leave by themselves.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	close(h.done)
+	for _, q := range h.queues {
+		if q.timer != nil {
+			q.timer.Stop()
+			q.timer, q.due = nil, time.Time{}
+		}
+	}
+}
+
+func signalLocked(w *Waiter) {
+	if w.signalled {
+		return
+	}
+	w.signalled = true
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) safetyInterval() time.Duration {
+	if h.safety <= 0 {
+		return 0
+	}
+	return time.Duration(float64(h.safety) * (0.8 + 0.4*rand.Float64()))
+}
+
+// scheduleLocked makes q's timer fire at at, unless it fires earlier already.
+func (h *Hub) scheduleLocked(q *queue, at time.Time) {
+	if h.closed {
+		return
+	}
+	if q.timer != nil && !q.due.After(at) {
+		return
+	}
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	q.due = at
+	q.gen++
+	gen := q.gen
+	q.timer = time.AfterFunc(time.Until(at), func() { h.fire(q, gen) })
+}
+
+// fire wakes q's head, then re-arms the safety poll.
+func (h *Hub) fire(q *queue, gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q.timer == nil || q.gen != gen { // replaced or stopped after it had started to fire
+		return
+	}
+	q.timer, q.due = nil, time.Time{}
+	if q.head == nil {
+		return
+	}
+	signalLocked(q.head)
+	if s := h.safetyInterval(); s > 0 {
+		h.scheduleLocked(q, time.Now().Add(s))
+	}
+}

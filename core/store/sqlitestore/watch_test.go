@@ -1,0 +1,112 @@
+package sqlitestore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+	"github.com/stretchr/testify/require"
+)
+
+func openAt(t *testing.T, path string) *DB {
+	t.Helper()
+	s, err := Open(path, Options{BusyTimeout: time.Second}, func() int64 { return 1 })
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestTheWatcherSeesAnotherConnectionsCommitWithoutWritingOrTheWriterLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.db")
+	watched, writer := openAt(t, path), openAt(t, path)
+	changes := make(chan string, 100)
+	stop := watched.Watch(func(id string) { changes <- id })
+	defer stop()
+	ctx := context.Background()
+	// The other connection holds the writer lock: the watcher needs none.
+	tx, err := writer.BeginWrite(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "p1", Name: "p1", CreatedAt: 1}))
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-changes:
+		t.Fatal("a change reported before anything committed")
+	default:
+	}
+	// The watcher wrote nothing meanwhile: a connection of the writer's
+	// store sees the same data version before and after.
+	conn, err := writer.db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	var before, after int64
+	require.NoError(t, conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&before))
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&after))
+	require.Equal(t, before, after, "the watcher committed something")
+	start := time.Now()
+	require.NoError(t, tx.Commit())
+	select {
+	case id := <-changes:
+		require.Empty(t, id, "a file change names no production")
+		require.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the commit went unnoticed")
+	}
+}
+
+func TestStoppingTheWatcherEndsItsReports(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.db")
+	watched, writer := openAt(t, path), openAt(t, path)
+	changes := make(chan string, 100)
+	stop := watched.Watch(func(id string) { changes <- id })
+	stop()
+	tx, err := writer.BeginWrite(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, tx.InsertProduction(context.Background(), store.Production{ID: "p1", Name: "p1", CreatedAt: 1}))
+	require.NoError(t, tx.Commit())
+	time.Sleep(50 * time.Millisecond)
+	require.Empty(t, changes)
+}
+
+func TestTheHeaderReaderReportsChangesAndAReplacedOrMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x-shm")
+	header := make([]byte, walIndexHeaderLen)
+	r := &shmReader{path: path}
+	now := time.Now()
+	require.False(t, r.read(now), "no file: nothing to report")
+	require.NoError(t, os.WriteFile(path, header[:10], 0o600))
+	r.nextStat = time.Time{}
+	require.False(t, r.read(now), "a file that appears is not a change by itself")
+	require.False(t, r.read(now), "too short to hold a header: no reading")
+	require.NoError(t, os.WriteFile(path, header, 0o600))
+	require.False(t, r.read(now), "the first reading")
+	require.False(t, r.read(now), "unchanged")
+	header[24] = 1 // mxFrame
+	require.NoError(t, os.WriteFile(path, header, 0o600))
+	require.True(t, r.read(now))
+	require.False(t, r.read(now))
+	// Replaced by another file with the same bytes: noticed at the next
+	// identity check, as a change (commits may have happened in between).
+	other := path + ".new"
+	require.NoError(t, os.WriteFile(other, header, 0o600))
+	require.NoError(t, os.Rename(other, path))
+	require.False(t, r.read(now), "before the identity check the old file is read")
+	r.nextStat = time.Time{}
+	require.True(t, r.read(now), "the replaced file")
+	require.NoError(t, os.Remove(path))
+	r.nextStat = time.Time{}
+	require.True(t, r.read(now), "the file went away")
+	require.False(t, r.read(now.Add(2*statEvery)))
+}
+
+func TestThePollIsFastAfterAChangeAndSlowWhenQuiet(t *testing.T) {
+	require.Equal(t, pollFast, pollInterval(0))
+	require.Equal(t, pollFast, pollInterval(quietFast-time.Millisecond))
+	require.Equal(t, pollSlow, pollInterval(time.Minute))
+	for q := time.Duration(0); q < time.Second; q += 10 * time.Millisecond {
+		require.LessOrEqual(t, pollInterval(q), pollInterval(q+10*time.Millisecond))
+	}
+}
