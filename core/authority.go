@@ -31,11 +31,14 @@ type Options struct {
 // by many goroutines, and many processes may open the same file.
 type Authority struct {
 	b      store.Backend
+	clock  store.Clock                  // the store's clock outside transactions, if it owns one
 	seam   atomic.Pointer[func() int64] // test builds only; nil in release builds
 	closed atomic.Bool
+	waits  *waitroom // waiting claims (wait.go)
 
-	mu    sync.Mutex
-	edits map[*Edit]struct{} // open edits, aborted by Close
+	mu      sync.Mutex
+	edits   map[*Edit]struct{}  // open edits, aborted by Close
+	keepers map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
@@ -55,7 +58,7 @@ func OpenWith(location string, opts Options) (*Authority, error) {
 	if err := checkText("database location", location, MaxPathLen, false); err != nil {
 		return nil, err
 	}
-	a := newAuthority(nil)
+	a := &Authority{}
 	var b store.Backend
 	var err error
 	if IsPostgres(location) {
@@ -77,12 +80,10 @@ func OpenWith(location string, opts Options) (*Authority, error) {
 		}
 	}
 	a.b = b
+	a.clock, _ = b.(store.Clock)
+	a.waits = newWaitroom(b)
 	return a, nil
 }
-
-// newAuthority wraps an opened backend. The rules never depend on which
-// backend it is.
-func newAuthority(b store.Backend) *Authority { return &Authority{b: b} }
 
 // now is the clock of a store without a server clock (SQLite): this host's
 // wall clock, or the seam in test builds.
@@ -112,14 +113,42 @@ func (a *Authority) sampleIn(ctx context.Context, tx store.Tx) (int64, error) {
 	return v, nil
 }
 
+// sampleOutside samples the authority clock outside any transaction, for
+// what decides nothing (when a waiting claim looks again): the server's clock
+// for a store that owns one, else now(); the seam replaces either.
+func (a *Authority) sampleOutside(ctx context.Context) (int64, error) {
+	if a.clock == nil {
+		return a.now(), nil
+	}
+	v, err := a.clock.Now(ctx)
+	if err != nil {
+		return 0, storageErr("sample the authority clock", err)
+	}
+	if f := a.seam.Load(); f != nil {
+		return (*f)(), nil
+	}
+	return v, nil
+}
+
 // setClock installs the clock seam; only test builds reach it (clock_seam*.go).
-func (a *Authority) setClock(f func() int64) { a.seam.Store(&f) }
+// Every waiting claim looks again: a moved clock may have expired a claim,
+// and nothing was written that would wake it.
+func (a *Authority) setClock(f func() int64) {
+	a.seam.Store(&f)
+	if a.waits != nil {
+		a.waits.hub.WakeAll()
+	}
+}
 
 // Close closes the database. Leases of a closed authority report Closed.
 func (a *Authority) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
+	// Waits end (closed), and renewers stop before the store closes: none
+	// writes after Close returns.
+	a.waits.close()
+	a.stopKeepers()
 	// An edit left open would keep its transaction, and with PostgreSQL its
 	// row locks, until the process ends: roll each back (it then reports
 	// closed, and commits nothing).
@@ -186,7 +215,7 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 		return Production{}, err
 	}
 	var out Production
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := tx.ProductionByName(ctx, name)
 		if err == nil {
 			out = toProduction(p)
@@ -248,9 +277,9 @@ func (a *Authority) request(ctx context.Context, production, key string, payload
 		return "", err
 	}
 	var id string
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 		var err error
-		id, err = requestIn(ctx, tx, now, production, key, payload)
+		id, err = requestIn(ctx, tx, w, now, production, key, payload)
 		return err
 	})
 	return id, err
@@ -269,7 +298,7 @@ func checkRequest(production, key string, payload []byte) error {
 	return nil
 }
 
-func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
+func requestIn(ctx context.Context, tx store.Tx, w *wakes, now int64, production, key string, payload []byte) (string, error) {
 	p, err := productionByName(ctx, tx, production)
 	if err != nil {
 		return "", err
@@ -300,6 +329,9 @@ func requestIn(ctx context.Context, tx store.Tx, now int64, production, key stri
 	}
 	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
 		return "", storageErr("request job", err)
+	}
+	if err := w.add(ctx, tx, p.ID); err != nil {
+		return "", err
 	}
 	return id, nil
 }
@@ -333,7 +365,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 	if err := checkID("job id", jobID); err != nil {
 		return err
 	}
-	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
+	return aboutJob(a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
@@ -381,23 +413,27 @@ func event(ctx context.Context, tx store.Tx, e store.Event) error {
 // write runs an unguarded writing transaction (no clock policy): creating
 // productions, requesting jobs, cancelling. A transaction the store aborted
 // over a concurrent conflict is run again (retrying).
-func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64) error) error {
+func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w *wakes) error) error {
 	return a.retrying(ctx, func() error {
 		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
 			return storageErr("begin", err)
 		}
+		var w wakes
 		now, err := a.sampleIn(ctx, tx)
 		if err == nil {
-			err = fn(tx, now)
+			err = fn(tx, now, &w)
 		}
 		if err != nil {
 			tx.Rollback()
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return commitErr(err)
+			err = commitErr(err)
+			a.waits.committed(err, w)
+			return err
 		}
+		a.waits.committed(nil, w)
 		return nil
 	})
 }

@@ -29,6 +29,9 @@ const (
 	KindSchemaTooNew
 	KindForked
 	KindInternal
+	// KindInterrupted: a wait was ended by its caller (a cancelled context,
+	// a C canceller). Only the waiting functions return it.
+	KindInterrupted
 )
 
 var kindNames = map[Kind]string{
@@ -50,6 +53,7 @@ var kindNames = map[Kind]string{
 	KindSchemaTooNew:    "schema_too_new",
 	KindForked:          "forked",
 	KindInternal:        "internal",
+	KindInterrupted:     "interrupted",
 }
 
 // Kinds lists every kind in status order.
@@ -123,6 +127,7 @@ var (
 	ErrSchemaTooNew    = &Error{Kind: KindSchemaTooNew}
 	ErrForked          = &Error{Kind: KindForked}
 	ErrInternal        = &Error{Kind: KindInternal}
+	ErrInterrupted     = &Error{Kind: KindInterrupted}
 )
 
 // KindOf returns the kind of err, KindInternal for foreign errors, 0 for nil.
