@@ -156,11 +156,11 @@ func TestClaimWaitRejectsBadInputBeforeWaiting(t *testing.T) {
 		err  error
 		kind Kind
 	}{
-		"nil context":     {func() error { _, err := f.a.ClaimWait(nil, "p", "w", time.Minute, time.Hour); return err }(), KindInvalidArgument}, //nolint:staticcheck // the nil context is the input under test
-		"negative wait":   {func() error { _, err := f.a.ClaimWait(bg, "p", "w", time.Minute, -1); return err }(), KindInvalidArgument},
-		"wait too long":   {func() error { _, err := f.a.ClaimWait(bg, "p", "w", time.Minute, MaxWait+1); return err }(), KindInvalidArgument},
-		"bad duration":    {func() error { _, err := f.a.ClaimWait(bg, "p", "w", 0, time.Hour); return err }(), KindInvalidDuration},
-		"empty worker":    {func() error { _, err := f.a.ClaimWait(bg, "p", "", time.Minute, time.Hour); return err }(), KindInvalidArgument},
+		"nil context":   {func() error { _, err := f.a.ClaimWait(nil, "p", "w", time.Minute, time.Hour); return err }(), KindInvalidArgument}, //nolint:staticcheck // the nil context is the input under test
+		"negative wait": {func() error { _, err := f.a.ClaimWait(bg, "p", "w", time.Minute, -1); return err }(), KindInvalidArgument},
+		"wait too long": {func() error { _, err := f.a.ClaimWait(bg, "p", "w", time.Minute, MaxWait+1); return err }(), KindInvalidArgument},
+		"bad duration":  {func() error { _, err := f.a.ClaimWait(bg, "p", "w", 0, time.Hour); return err }(), KindInvalidDuration},
+		"empty worker":  {func() error { _, err := f.a.ClaimWait(bg, "p", "", time.Minute, time.Hour); return err }(), KindInvalidArgument},
 		"unknown production": {func() error {
 			_, err := f.a.ClaimWait(bg, "nope", "w", time.Minute, time.Hour)
 			return err
