@@ -4,7 +4,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -17,9 +16,14 @@ import (
 const MaxWait = 24 * time.Hour
 
 // safetyPoll is how often a production's first waiter looks even though
-// nothing woke it (jittered by ±20%): PostgreSQL notices can be lost (a
-// dropped LISTEN connection), and a look costs one read.
+// nothing woke it (jittered by ±20%), when the store's watcher can miss
+// changes (PostgreSQL notices are lost with a dropped LISTEN connection) or
+// there is none. A watcher that misses nothing (SQLite's) leaves the poll
+// only the slow commits it does not wait for: reliableSafetyPolls times as
+// long. Tests lengthen it to prove that wakes do not come from it.
 var safetyPoll = time.Second
+
+const reliableSafetyPolls = 10
 
 // watchLinger keeps the store's watcher running this long after its last
 // waiter left: a worker that waits in short slices keeps one watcher
@@ -68,9 +72,12 @@ type waitroom struct {
 }
 
 func newWaitroom(b store.Backend) *waitroom {
-	r := &waitroom{hub: wake.New(safetyPoll)}
-	r.watcher, _ = b.(store.Watcher)
-	return r
+	w, _ := b.(store.Watcher)
+	safety := safetyPoll
+	if w != nil && !w.MissesChanges() {
+		safety *= reliableSafetyPolls
+	}
+	return &waitroom{hub: wake.New(safety), watcher: w}
 }
 
 // committed wakes the first waiter of every production a transaction may
@@ -102,6 +109,9 @@ func (r *waitroom) enter() {
 		r.linger = nil
 	}
 	if r.stop == nil && r.watcher != nil && !r.closed {
+		// Commits made while no watcher ran were seen by nobody: no look
+		// made meanwhile stands for the present.
+		r.hub.Invalidate()
 		r.stop = r.watcher.Watch(r.changed)
 	}
 }
@@ -125,6 +135,7 @@ func (r *waitroom) idle() {
 	r.stop, r.linger = nil, nil
 	r.mu.Unlock()
 	stop()
+	r.hub.Invalidate()
 }
 
 // watching reports whether the store's watcher runs.
@@ -196,7 +207,7 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 	if err != nil {
 		return nil, err
 	}
-	w, err := a.waits.hub.Join(p.ID)
+	w, look, err := a.waits.hub.Join(p.ID)
 	if err != nil {
 		return nil, errf(KindClosed, "authority is closed")
 	}
@@ -207,30 +218,35 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 	bound := time.NewTimer(wait)
 	defer bound.Stop()
 	relook := lostRaceRelook
-	for {
-		w.Arm()
-		found, err := a.look(ctx, p.ID, w)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			l, err := a.claimOne(ctx, production, "", worker, d)
-			if err == nil {
-				passOn = true // more jobs may be there
-				return l, nil
-			}
-			if KindOf(err) != KindNothingToClaim {
-				passOn = true
+	for ; ; look = true {
+		if look { // else nothing happened since the last look found nothing
+			found, err := a.look(ctx, p.ID, w)
+			if err != nil {
 				return nil, err
 			}
-			// Another claimer took it first: wait again.
-			if err := a.scheduleExpiry(ctx, p.ID, w); err != nil {
-				return nil, err
+			if found {
+				l, err := a.claimOne(ctx, production, "", worker, d)
+				if err == nil {
+					passOn = true // more jobs may be there
+					return l, nil
+				}
+				if KindOf(err) != KindNothingToClaim {
+					passOn = true
+					return nil, err
+				}
+				// Another claimer took it first: wait again.
+				wakeIn, err := a.untilNextWake(ctx, p.ID)
+				if err != nil {
+					return nil, err
+				}
+				if wakeIn > 0 {
+					w.WakeIn(wakeIn)
+				}
+				w.WakeIn(relook)
+				relook = min(2*relook, safetyPoll)
+			} else {
+				relook = lostRaceRelook
 			}
-			w.WakeIn(relook)
-			relook = min(2*relook, safetyPoll)
-		} else {
-			relook = lostRaceRelook
 		}
 		select {
 		case <-w.C():
@@ -245,42 +261,62 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 }
 
 // look reads, without writing, whether production has a claimable job now on
-// the authority's clock. When it has none, the waiter's queue is set to wake
-// at the earliest claim expiry.
+// the authority's clock. One that finds none sets the waiter's queue to wake
+// at the earliest claim expiry, and is remembered: waiters that join before
+// anything happens need not look again.
 func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waiter) (bool, error) {
-	now, err := a.sampleOutside(ctx)
-	if err != nil {
-		return false, err
+	epoch := w.Arm()
+	var now, at int64
+	var found, ok bool
+	var err error
+	if lk, isLooker := a.b.(store.Looker); isLooker && a.seam.Load() == nil {
+		// One round trip; the seam, when set, replaces the store's clock,
+		// which this path cannot.
+		now, found, at, ok, err = lk.Look(ctx, productionID)
+		if err != nil {
+			return false, storageErr("look for a claimable job", err)
+		}
+	} else {
+		if now, err = a.sampleOutside(ctx); err != nil {
+			return false, err
+		}
+		if found, err = a.b.HasClaimable(ctx, productionID, now); err != nil {
+			return false, storageErr("look for a claimable job", err)
+		}
+		if !found {
+			if at, ok, err = a.b.NextWakeAt(ctx, productionID); err != nil {
+				return false, storageErr("look for the next claim expiry", err)
+			}
+		}
 	}
-	_, err = a.b.NextClaimable(ctx, productionID, now)
-	if err == nil {
+	if found {
 		return true, nil
 	}
-	if !errors.Is(err, store.ErrNoRow) {
-		return false, storageErr("look for a claimable job", err)
-	}
-	return false, a.wakeAtExpiry(ctx, productionID, now, w)
+	w.FoundNothing(epoch, untilWake(at, ok, now))
+	return false, nil
 }
 
-func (a *Authority) scheduleExpiry(ctx context.Context, productionID string, w *wake.Waiter) error {
+// untilNextWake samples the clock and converts the production's next wake
+// time into a local sleep (0: none).
+func (a *Authority) untilNextWake(ctx context.Context, productionID string) (time.Duration, error) {
 	now, err := a.sampleOutside(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return a.wakeAtExpiry(ctx, productionID, now, w)
-}
-
-// wakeAtExpiry converts the production's next wake time, an instant on the
-// authority's clock, into a local sleep from now, a sample of that clock.
-func (a *Authority) wakeAtExpiry(ctx context.Context, productionID string, now int64, w *wake.Waiter) error {
 	at, ok, err := a.b.NextWakeAt(ctx, productionID)
 	if err != nil {
-		return storageErr("look for the next claim expiry", err)
+		return 0, storageErr("look for the next claim expiry", err)
 	}
-	if ok {
-		w.WakeIn(max(minWakeIn, time.Duration(at-now)*time.Microsecond))
+	return untilWake(at, ok, now), nil
+}
+
+// untilWake converts a wake time at, an instant on the authority's clock,
+// into a local sleep from now, a sample of that clock; 0 when there is none.
+func untilWake(at int64, ok bool, now int64) time.Duration {
+	if !ok {
+		return 0
 	}
-	return nil
+	return max(minWakeIn, time.Duration(at-now)*time.Microsecond)
 }
 
 // interrupted is the error of a wait whose context ended.

@@ -111,7 +111,7 @@ func countWrites(a *Authority) *countingBackend {
 }
 
 // noWatcher leaves a's waiters only this authority's own commits and timers.
-func noWatcher(a *Authority) { a.waits.watcher = nil }
+func noWatcher(a *Authority) { a.waits = newWaitroom(nil) }
 
 func TestClaimWaitWithZeroWaitIsAClaim(t *testing.T) {
 	f := newFixture(t)
@@ -327,16 +327,16 @@ type thiefBackend struct {
 	once  sync.Once
 }
 
-func (b *thiefBackend) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	j, err := b.Backend.NextClaimable(ctx, productionID, now)
-	if err == nil {
+func (b *thiefBackend) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	has, err := b.Backend.HasClaimable(ctx, productionID, now)
+	if has {
 		b.once.Do(func() {
 			if _, err := b.thief.Claim("p", "thief", time.Hour); err != nil {
 				panic(err)
 			}
 		})
 	}
-	return j, err
+	return has, err
 }
 
 func TestAWaiterThatLosesTheRaceForAJobKeepsWaitingWithinItsBound(t *testing.T) {
@@ -591,4 +591,47 @@ func TestNoWakeUpIsLostInARaceOfRequestsAndWaiters(t *testing.T) {
 	}
 	require.Len(t, claims, total)
 	require.GreaterOrEqual(t, len(workers), 2, "the race was real")
+}
+
+// lookCounter counts a waiting claim's looks.
+type lookCounter struct {
+	store.Backend
+	looks atomic.Int64
+}
+
+func (b *lookCounter) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	b.looks.Add(1)
+	return b.Backend.HasClaimable(ctx, productionID, now)
+}
+
+func TestWaitingInShortSlicesLooksOnlyWhenSomethingHappened(t *testing.T) {
+	// The bindings wait in slices of at most 100 ms (so that Ctrl-C is
+	// noticed): a slice after a quiet one costs no read.
+	longSafetyPoll(t)
+	f := newFixture(t)
+	looks := &lookCounter{Backend: f.a.b}
+	f.a.b = looks
+	bg := context.Background()
+	for i := 0; i < 20; i++ {
+		_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
+		requireKind(t, err, KindNothingToClaim)
+	}
+	require.LessOrEqual(t, looks.looks.Load(), int64(3), "the first slice looks, and the watcher's start may ask once more")
+	id := f.request(1)[0] // a commit: the next slice looks, and claims
+	l, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, id, l.JobID())
+}
+
+func TestTheSafetyPollLooksAgainWhenNothingWokeAWaiter(t *testing.T) {
+	old := safetyPoll
+	safetyPoll = 20 * time.Millisecond
+	defer func() { safetyPoll = old }()
+	f := newFixture(t)
+	noWatcher(f.a) // without a watcher the poll is the only source left
+	looks := &lookCounter{Backend: f.a.b}
+	f.a.b = looks
+	_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 300*time.Millisecond)
+	requireKind(t, err, KindNothingToClaim)
+	require.GreaterOrEqual(t, looks.looks.Load(), int64(5))
 }

@@ -69,11 +69,21 @@ type Clock interface {
 // function that stops it (and returns once it has stopped). changed is called
 // from the watcher's own goroutine with the id of a production whose jobs may
 // have become claimable, or "" when the change names no production (or may
-// concern any): false alarms are allowed, missed changes are not, except
-// where the store says so (a server's notifications can be lost; core's
-// safety poll covers them).
+// concern any). Once the watcher sees every later change it reports "" (a
+// change made while it was starting is found by the look that follows).
+// False alarms are allowed. MissesChanges reports whether changes can still
+// go unreported (a server's notifications are lost with their connection):
+// core then looks more often whatever happens.
 type Watcher interface {
 	Watch(changed func(productionID string)) (stop func())
+	MissesChanges() bool
+}
+
+// Looker is implemented by a Backend whose clock is a server's: it answers
+// a waiting claim's whole look in one round trip — a sample of its clock,
+// HasClaimable at that time, and NextWakeAt.
+type Looker interface {
+	Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error)
 }
 
 // Notifier is implemented by a Tx whose commits other hosts learn about
@@ -154,6 +164,9 @@ type Reader interface {
 	// NextClaimable returns the first job in request order that is requested,
 	// or claimed with an expiry at or before now.
 	NextClaimable(ctx context.Context, productionID string, now int64) (Job, error)
+	// HasClaimable reports whether NextClaimable would find a job, without
+	// reading it (a waiting claim's look). Its condition is NextClaimable's.
+	HasClaimable(ctx context.Context, productionID string, now int64) (bool, error)
 	// NextWakeAt is the earliest instant (unix µs, on the authority's
 	// clock) at which a job of the production can become claimable without
 	// any write: the earliest expiry of its claimed jobs. ok is false when

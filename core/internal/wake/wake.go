@@ -15,6 +15,13 @@
 // passes the wake to the next head (more work may be there); one that found
 // nothing just waits again. So N waiters and one new job cost one look that
 // succeeds and at most one more that finds nothing.
+//
+// Looks are also not repeated for nothing: every wake, timer and Invalidate
+// advances the hub's epoch, and a look that found nothing is remembered with
+// the epoch it started at. A waiter that joins while that epoch is current
+// (nothing happened since), before the look's next timer and within the
+// safety poll, need not look: callers that wait in short slices cost no
+// reads.
 package wake
 
 import (
@@ -36,6 +43,16 @@ type Hub struct {
 	queues map[string]*queue
 	closed bool
 	done   chan struct{}
+	epoch  uint64               // advanced by every wake, timer and Invalidate
+	quiet  map[string]quietLook // the last look that found nothing, per key
+}
+
+// quietLook is a look that found nothing: at epoch, at, and the time it
+// asked to be woken (zero: none).
+type quietLook struct {
+	epoch  uint64
+	at     time.Time
+	wakeAt time.Time
 }
 
 type queue struct {
@@ -59,43 +76,50 @@ type Waiter struct {
 // New returns a hub whose queues wake their head at least every safety
 // (jittered by ±20%), whatever else happens: the safety poll. 0 means none.
 func New(safety time.Duration) *Hub {
-	return &Hub{safety: safety, queues: map[string]*queue{}, done: make(chan struct{})}
+	return &Hub{safety: safety, queues: map[string]*queue{}, done: make(chan struct{}), quiet: map[string]quietLook{}}
 }
 
 // Done is closed when the hub closes.
 func (h *Hub) Done() <-chan struct{} { return h.done }
 
-// Join appends a waiter to key's queue.
-func (h *Hub) Join(key string) (*Waiter, error) {
+// Join appends a waiter to key's queue. look is false when the last look
+// at key found nothing and nothing happened since: the waiter may wait
+// without looking.
+func (h *Hub) Join(key string) (w *Waiter, look bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	q := h.queues[key]
 	if q == nil {
 		q = &queue{}
 		h.queues[key] = q
 	}
-	w := &Waiter{h: h, q: q, key: key, c: make(chan struct{}, 1), prev: q.tail}
+	w = &Waiter{h: h, q: q, key: key, c: make(chan struct{}, 1), prev: q.tail}
 	if q.tail != nil {
 		q.tail.next = w
 	} else {
 		q.head = w
 	}
 	q.tail = w
+	now := time.Now()
 	if q.timer == nil && h.safety > 0 {
-		h.scheduleLocked(q, time.Now().Add(h.safetyInterval()))
+		h.scheduleLocked(q, now.Add(h.safetyInterval()))
 	}
-	return w, nil
+	ql, known := h.quiet[key]
+	look = !known || ql.epoch != h.epoch || (h.safety > 0 && now.Sub(ql.at) >= h.safety) ||
+		(!ql.wakeAt.IsZero() && !now.Before(ql.wakeAt))
+	if !look && !ql.wakeAt.IsZero() {
+		h.scheduleLocked(q, ql.wakeAt)
+	}
+	return w, look, nil
 }
 
-// C delivers the waiter's wakes.
-func (w *Waiter) C() <-chan struct{} { return w.c }
-
 // Arm forgets a wake already delivered, so that the next one is kept: call
-// it before every look at the store.
-func (w *Waiter) Arm() {
+// it before every look at the store. It returns the epoch the look starts
+// at, for FoundNothing.
+func (w *Waiter) Arm() uint64 {
 	w.h.mu.Lock()
 	defer w.h.mu.Unlock()
 	w.signalled = false
@@ -103,7 +127,38 @@ func (w *Waiter) Arm() {
 	case <-w.c:
 	default:
 	}
+	return w.h.epoch
 }
+
+// FoundNothing records that the look started at epoch found nothing, and
+// asks for a wake of the queue after wakeIn at the latest (0: no request).
+func (w *Waiter) FoundNothing(epoch uint64, wakeIn time.Duration) {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	ql := quietLook{epoch: epoch, at: now}
+	if wakeIn > 0 {
+		ql.wakeAt = now.Add(wakeIn)
+		if !w.gone {
+			h.scheduleLocked(w.q, ql.wakeAt)
+		}
+	}
+	if old, ok := h.quiet[w.key]; !ok || old.epoch <= epoch {
+		h.quiet[w.key] = ql
+	}
+}
+
+// Invalidate forgets every look that found nothing: something may have
+// happened that no wake reported (a watcher started or stopped).
+func (h *Hub) Invalidate() {
+	h.mu.Lock()
+	h.epoch++
+	h.mu.Unlock()
+}
+
+// C delivers the waiter's wakes.
+func (w *Waiter) C() <-chan struct{} { return w.c }
 
 // WakeIn asks for a wake of this waiter's queue after d at the latest (the
 // queue's timer moves earlier, never later).
@@ -158,6 +213,7 @@ func (w *Waiter) Leave(passOn bool) {
 func (h *Hub) Wake(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.epoch++
 	if q := h.queues[key]; q != nil && q.head != nil {
 		signalLocked(q.head)
 	}
@@ -168,6 +224,7 @@ func (h *Hub) Wake(key string) {
 func (h *Hub) WakeAny() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.epoch++
 	for _, q := range h.queues {
 		if q.head != nil {
 			signalLocked(q.head)
@@ -179,6 +236,7 @@ func (h *Hub) WakeAny() {
 func (h *Hub) WakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.epoch++
 	for _, q := range h.queues {
 		for w := q.head; w != nil; w = w.next {
 			signalLocked(w)
@@ -260,6 +318,7 @@ func (h *Hub) fire(q *queue, gen uint64) {
 		return
 	}
 	q.timer, q.due = nil, time.Time{}
+	h.epoch++ // the time asked for has come: a look is due
 	if q.head == nil {
 		return
 	}

@@ -20,7 +20,7 @@ func join(t *testing.T, h *Hub, key string, n int) []*Waiter {
 	t.Helper()
 	ws := make([]*Waiter, n)
 	for i := range ws {
-		w, err := h.Join(key)
+		w, _, err := h.Join(key)
 		require.NoError(t, err)
 		ws[i] = w
 	}
@@ -156,8 +156,72 @@ func TestCloseClosesDoneAndRefusesNewWaiters(t *testing.T) {
 	default:
 		t.Fatal("Done is open after Close")
 	}
-	_, err := h.Join("p")
+	_, _, err := h.Join("p")
 	require.ErrorIs(t, err, ErrClosed)
 	w.WakeIn(time.Millisecond) // no timer after Close
 	w.Leave(false)
+}
+
+// quietLook runs one look that finds nothing, for a waiter that then leaves.
+func quietLookBy(t *testing.T, h *Hub, key string, wakeIn time.Duration) {
+	t.Helper()
+	w, _, err := h.Join(key)
+	require.NoError(t, err)
+	w.FoundNothing(w.Arm(), wakeIn)
+	w.Leave(false)
+}
+
+func joinLooks(t *testing.T, h *Hub, key string) bool {
+	t.Helper()
+	w, look, err := h.Join(key)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Leave(false) })
+	return look
+}
+
+func TestAWaiterNeedNotLookWhenNothingHappenedSinceALookFoundNothing(t *testing.T) {
+	h := New(time.Hour)
+	require.True(t, joinLooks(t, h, "p"), "nothing known yet")
+	quietLookBy(t, h, "p", 0)
+	require.False(t, joinLooks(t, h, "p"))
+	require.True(t, joinLooks(t, h, "q"), "another key has its own looks")
+	h.Wake("q") // any wake may concern any key (WakeAny knows no key)
+	require.True(t, joinLooks(t, h, "p"))
+	quietLookBy(t, h, "p", 0)
+	h.Invalidate()
+	require.True(t, joinLooks(t, h, "p"))
+}
+
+func TestALookThatRacedAWakeIsNotTrusted(t *testing.T) {
+	h := New(time.Hour)
+	w, _, err := h.Join("p")
+	require.NoError(t, err)
+	epoch := w.Arm()
+	h.Wake("p") // a commit during the look
+	w.FoundNothing(epoch, 0)
+	w.Leave(false)
+	require.True(t, joinLooks(t, h, "p"))
+}
+
+func TestAQuietLookLapsesAtItsWakeTimeAndWithTheSafetyPoll(t *testing.T) {
+	h := New(time.Hour)
+	quietLookBy(t, h, "p", 30*time.Millisecond)
+	w, look, err := h.Join("p")
+	require.NoError(t, err)
+	require.False(t, look)
+	start := time.Now()
+	select {
+	case <-w.C(): // the timer the look asked for, set again for the new queue
+		require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the quiet look's wake time was forgotten")
+	}
+	w.Leave(false)
+	require.True(t, joinLooks(t, h, "p"), "past its wake time")
+
+	s := New(40 * time.Millisecond)
+	quietLookBy(t, s, "p", 0)
+	require.False(t, joinLooks(t, s, "p"))
+	time.Sleep(60 * time.Millisecond)
+	require.True(t, joinLooks(t, s, "p"), "older than the safety poll")
 }

@@ -78,6 +78,10 @@ func (t *Tx) commitNotifying() (pgconn.CommandTag, error) {
 	return br.Exec()
 }
 
+// MissesChanges: notices sent while the watcher's connection was down
+// (or dying unnoticed) are lost.
+func (db *DB) MissesChanges() bool { return true }
+
 // Watch listens for the notices of this schema's channel until stop is
 // called, on a connection of its own (never one of the pool's). After every
 // (re)connection it reports "": notices sent while nobody listened are lost.

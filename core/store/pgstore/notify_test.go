@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
@@ -95,4 +96,39 @@ func TestTheStoresClockIsTheServersOutsideATransaction(t *testing.T) {
 	v, err := db.Now(ctx)
 	require.NoError(t, err)
 	require.Greater(t, v, before)
+}
+
+func TestALookInOneRoundTripAgreesWithItsParts(t *testing.T) {
+	db, _ := open(t, 0)
+	pid, ids := seed(t, db, 2)
+	check := func(wantClaimable bool, wantWake int64) {
+		t.Helper()
+		now, claimable, at, ok, err := db.Look(ctx, pid)
+		require.NoError(t, err)
+		has, err := db.HasClaimable(ctx, pid, now)
+		require.NoError(t, err)
+		require.Equal(t, has, claimable)
+		require.Equal(t, wantClaimable, claimable)
+		next, nextOK, err := db.NextWakeAt(ctx, pid)
+		require.NoError(t, err)
+		require.Equal(t, nextOK, ok)
+		require.Equal(t, next, at)
+		require.Equal(t, wantWake, at)
+	}
+	check(true, 0)
+	now, err := db.Now(ctx)
+	require.NoError(t, err)
+	claim := func(id string, expiry int64) {
+		tx := begin(t, db)
+		j, err := tx.JobByID(ctx, id)
+		require.NoError(t, err)
+		j.State, j.Expiry = store.StateClaimed, expiry
+		require.NoError(t, tx.UpdateJob(ctx, j))
+		require.NoError(t, tx.Commit())
+	}
+	claim(ids[0], now+time.Hour.Microseconds())
+	claim(ids[1], now+time.Minute.Microseconds())
+	check(false, now+time.Minute.Microseconds())
+	claim(ids[1], now-1) // expired: claimable again
+	check(true, now-1)
 }

@@ -17,10 +17,10 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 	}
 	defer s.Close()
 	plans := map[string]string{
-		"requested": `EXPLAIN QUERY PLAN SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_claimable
-			WHERE production_id = 'p' AND state = 'requested' ORDER BY seq LIMIT 1`,
-		"expired": `EXPLAIN QUERY PLAN SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_claimed_expiry
-			WHERE production_id = 'p' AND state = 'claimed' AND expiry_unix_us <= 5 ORDER BY seq LIMIT 1`,
+		"requested": `EXPLAIN QUERY PLAN SELECT ` + jobColumns + ` ` + strings.Replace(claimableRequested, "?", "'p'", 1) +
+			` ORDER BY seq LIMIT 1`,
+		"expired": `EXPLAIN QUERY PLAN SELECT ` + jobColumns + ` ` +
+			strings.Replace(strings.Replace(claimableExpired, "?", "'p'", 1), "?", "5", 1) + ` ORDER BY seq LIMIT 1`,
 		"next wake": `EXPLAIN QUERY PLAN ` + strings.Replace(nextWakeAtSQL, "?", "'p'", 1),
 	}
 	want := map[string]string{

@@ -187,14 +187,20 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 // an index: jobs_claimable for requested jobs, and the partial index
 // jobs_claimed_expiry for expired claims, so unexpired claims are never
 // scanned however many there are.
+// The two kinds of claimable job, each read through its index: requested
+// (production_id), and claimed with an expiry at or before now
+// (production_id, now).
+const (
+	claimableRequested = `FROM jobs INDEXED BY jobs_claimable WHERE production_id = ? AND state = 'requested'`
+	claimableExpired   = `FROM jobs INDEXED BY jobs_claimed_expiry WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ?`
+)
+
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	req, errReq := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimable
-		WHERE production_id = ? AND state = 'requested' ORDER BY seq LIMIT 1`, productionID))
+	req, errReq := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` `+claimableRequested+` ORDER BY seq LIMIT 1`, productionID))
 	if errReq != nil && errReq != store.ErrNoRow {
 		return store.Job{}, errReq
 	}
-	exp, errExp := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimed_expiry
-		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ? ORDER BY seq LIMIT 1`, productionID, now))
+	exp, errExp := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` `+claimableExpired+` ORDER BY seq LIMIT 1`, productionID, now))
 	if errExp != nil && errExp != store.ErrNoRow {
 		return store.Job{}, errExp
 	}
@@ -205,6 +211,13 @@ func (q queries) NextClaimable(ctx context.Context, productionID string, now int
 		return exp, nil
 	}
 	return store.Job{}, store.ErrNoRow
+}
+
+func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	var has bool
+	err := q.queryRow(ctx, `SELECT EXISTS (SELECT 1 `+claimableRequested+`) OR EXISTS (SELECT 1 `+claimableExpired+`)`,
+		productionID, productionID, now).Scan(&has)
+	return has, classify(err)
 }
 
 // nextWakeAtSQL reads the earliest claim expiry from the front of the

@@ -5,6 +5,7 @@ package sqlitestore
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -13,28 +14,37 @@ import (
 
 var _ store.Watcher = (*DB)(nil)
 
-// In WAL mode every commit rewrites the WAL-index header at the start of the
-// database's -shm file (its frame count and checksums; after a checkpoint
-// restarts the WAL, its salts), which the connections of every process share.
-// Its first walIndexHeaderLen bytes are the header's first copy: when they
-// differ from the last reading, something committed (a checkpoint may also
-// change them: a false alarm, which is allowed). Reading them with pread
-// takes no lock and writes nothing, and a torn reading can only look like a
-// change. pread rather than a mapping of the file: a mapping that outlives a
-// truncation of the file faults (SIGBUS) when read, and the host process
-// must never die of us.
+// A commit is seen in the WAL-index header at the start of the database's
+// -shm file: in WAL mode every commit rewrites it (its frame count and
+// checksums; after a checkpoint restarts the WAL, its salts), and the
+// connections of every process share that file. Its first walIndexHeaderLen
+// bytes are the header's first copy: when they differ from the last
+// reading, something committed (a checkpoint may also change them: a false
+// alarm, which is allowed). Reading them with pread takes no lock and writes
+// nothing, and a torn reading can only look like a change. pread rather than
+// a mapping of the file: a mapping that outlives a truncation of the file
+// faults (SIGBUS) when read, and the host process must never die of us.
+//
+// When to read it: a commit first writes its frames to the -wal file with
+// write(2), then (after syncing them) updates the header through the shared
+// mapping, which the kernel does not report. So the watcher waits, at no
+// cost, for the kernel's inotify report of a write to the -wal file, and
+// from then on reads the header every pollFast, slowing to pollSlow, until
+// activeFor after the last write: the header changes within the commit's
+// sync. An idle database costs nothing. Without inotify (not Linux, or its
+// limits reached) the header is read in the same rhythm all the time.
 const walIndexHeaderLen = 48
 
-// The poll is fast just after a change (a burst of commits is usually
-// followed by more), and slows down as the file stays quiet.
 const (
 	pollFast  = time.Millisecond
 	pollSlow  = 16 * time.Millisecond
-	quietFast = 50 * time.Millisecond // poll fast this long after a change
-	statEvery = time.Second           // how often the -shm file's identity is checked
+	quietFast = 50 * time.Millisecond // poll fast this long after a change or a write
+	activeFor = 5 * time.Second       // poll this long after the last write to the -wal file
+	statEvery = time.Second           // how often the -shm file's identity is checked while polling
 )
 
-// pollInterval is the wait before the next reading, after quiet without a change.
+// pollInterval is the wait before the next reading, after quiet without a
+// change or a write.
 func pollInterval(quiet time.Duration) time.Duration {
 	if quiet < quietFast {
 		return pollFast
@@ -42,7 +52,13 @@ func pollInterval(quiet time.Duration) time.Duration {
 	return min(pollSlow, max(pollFast, quiet/8))
 }
 
-// Watch polls the WAL-index header until stop is called. The production of a
+// MissesChanges: every commit rewrites the header, and every commit's
+// write to the -wal file is reported (or, without inotify, the header is
+// polled all the time). A commit whose sync outlasts activeFor is the one
+// case left to core's safety poll.
+func (s *DB) MissesChanges() bool { return false }
+
+// Watch watches for commits until stop is called. The production of a
 // change is unknown: changed gets "".
 func (s *DB) Watch(changed func(productionID string)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -59,16 +75,63 @@ func (s *DB) Watch(changed func(productionID string)) (stop func()) {
 
 func (s *DB) watch(ctx context.Context, changed func(string)) {
 	// A connection of our own stays open while we watch, with the WAL index
-	// opened by a read: SQLite removes or truncates the -shm file only when
-	// the database's last connection closes. Should the file still be
-	// replaced, the identity check below finds the new one.
+	// opened by a read: SQLite removes or truncates the -wal and -shm files
+	// only when the database's last connection closes. Should they still be
+	// replaced, the identity check below finds the new -shm file.
 	if conn, err := s.db.Conn(ctx); err == nil {
 		defer conn.Close()
 		var v int64
 		_ = conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v)
 	}
-	w := shmReader{path: s.path + "-shm"}
-	defer w.close()
+	// Events first, then the first reading: a commit in between is both.
+	// From the first reading on, every commit is seen: "" says so.
+	ev, err := watchWrites(s.path)
+	r := shmReader{path: s.path + "-shm"}
+	defer r.close()
+	r.read(time.Now())
+	changed("")
+	if err != nil {
+		poll(ctx, &r, changed)
+		return
+	}
+	stop := context.AfterFunc(ctx, ev.close)
+	defer stop()
+	defer ev.close()
+	var lastWrite, lastChange time.Time
+	for {
+		now := time.Now()
+		var deadline time.Time // none: wait for a write
+		if now.Sub(lastWrite) < activeFor {
+			deadline = now.Add(pollInterval(now.Sub(later(lastWrite, lastChange))))
+		}
+		wrote, err := ev.wait(deadline)
+		if err != nil {
+			if ctx.Err() == nil {
+				poll(ctx, &r, changed) // inotify gave up on us: poll instead
+			}
+			return
+		}
+		now = time.Now()
+		if wrote {
+			lastWrite = now
+		}
+		if r.read(now) {
+			changed("")
+			lastChange = now
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// poll reads the header in the watcher's rhythm until ctx ends, as if a
+// write had just been reported each time it finds a change.
+func poll(ctx context.Context, r *shmReader, changed func(string)) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	lastChange := time.Now()
@@ -79,12 +142,29 @@ func (s *DB) watch(ctx context.Context, changed func(string)) {
 		case <-t.C:
 		}
 		now := time.Now()
-		if w.read(now) {
+		if r.read(now) {
 			changed("")
 			lastChange = now
 		}
 		t.Reset(pollInterval(now.Sub(lastChange)))
 	}
+}
+
+// writeEvents reports writes to a database's -wal file, and anything else
+// that may concern the database's files.
+type writeEvents interface {
+	// wait returns when something may have happened to the database's
+	// files (true), at deadline (false; zero: none), or with an error once
+	// closed or broken.
+	wait(deadline time.Time) (bool, error)
+	close()
+}
+
+// watchedNames are the files of the database whose events matter: writes
+// to the WAL, and the -shm file being replaced.
+func watchedNames(path string) (dir string, names map[string]bool) {
+	base := filepath.Base(path)
+	return filepath.Dir(path), map[string]bool{base + "-wal": true, base + "-shm": true}
 }
 
 // shmReader reads the WAL-index header and remembers the last reading.
@@ -109,10 +189,9 @@ func (r *shmReader) read(now time.Time) bool {
 		return replaced
 	}
 	var cur [walIndexHeaderLen]byte
-	if n, err := r.f.ReadAt(cur[:], 0); n != len(cur) {
-		// Not initialized yet (a new file is empty until a connection sets it
-		// up), or unreadable: look again at the next poll.
-		_ = err
+	if n, _ := r.f.ReadAt(cur[:], 0); n != len(cur) {
+		// Not set up yet (a new file is empty until a connection
+		// initializes it), or unreadable: look again at the next reading.
 		r.have = false
 		return replaced
 	}
@@ -136,7 +215,7 @@ func (r *shmReader) reopenIfReplaced() bool {
 	if !ok {
 		return false
 	}
-	if r.f != nil && st.Ino == r.ino && st.Dev == r.dev {
+	if r.f != nil && uint64(st.Ino) == r.ino && uint64(st.Dev) == r.dev {
 		return false
 	}
 	hadFile := r.f != nil
@@ -145,7 +224,7 @@ func (r *shmReader) reopenIfReplaced() bool {
 	if err != nil {
 		return hadFile
 	}
-	r.f, r.ino, r.dev = f, st.Ino, st.Dev
+	r.f, r.ino, r.dev = f, uint64(st.Ino), uint64(st.Dev)
 	return hadFile
 }
 

@@ -19,11 +19,25 @@ func openAt(t *testing.T, path string) *DB {
 	return s
 }
 
+// watching starts s's watcher and waits for its first report, which says
+// that it sees every later commit.
+func watching(t *testing.T, s *DB) (<-chan string, func()) {
+	t.Helper()
+	changes := make(chan string, 100)
+	stop := s.Watch(func(id string) { changes <- id })
+	select {
+	case id := <-changes:
+		require.Empty(t, id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher never said it was ready")
+	}
+	return changes, stop
+}
+
 func TestTheWatcherSeesAnotherConnectionsCommitWithoutWritingOrTheWriterLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
 	watched, writer := openAt(t, path), openAt(t, path)
-	changes := make(chan string, 100)
-	stop := watched.Watch(func(id string) { changes <- id })
+	changes, stop := watching(t, watched)
 	defer stop()
 	ctx := context.Background()
 	// The other connection holds the writer lock: the watcher needs none.
@@ -60,8 +74,7 @@ func TestTheWatcherSeesAnotherConnectionsCommitWithoutWritingOrTheWriterLock(t *
 func TestStoppingTheWatcherEndsItsReports(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
 	watched, writer := openAt(t, path), openAt(t, path)
-	changes := make(chan string, 100)
-	stop := watched.Watch(func(id string) { changes <- id })
+	changes, stop := watching(t, watched)
 	stop()
 	tx, err := writer.BeginWrite(context.Background())
 	require.NoError(t, err)
@@ -108,5 +121,54 @@ func TestThePollIsFastAfterAChangeAndSlowWhenQuiet(t *testing.T) {
 	require.Equal(t, pollSlow, pollInterval(time.Minute))
 	for q := time.Duration(0); q < time.Second; q += 10 * time.Millisecond {
 		require.LessOrEqual(t, pollInterval(q), pollInterval(q+10*time.Millisecond))
+	}
+}
+
+func TestWritesToTheWALAreReportedAndOtherFilesIgnored(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "x.db")
+	ev, err := watchWrites(db)
+	if err != nil {
+		t.Skipf("no inotify here (%v): the watcher polls, as TestPollingFindsACommit checks", err)
+	}
+	defer ev.close()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "other.db-wal"), []byte("x"), 0o600))
+	wrote, err := ev.wait(time.Now().Add(50 * time.Millisecond))
+	require.NoError(t, err)
+	require.False(t, wrote, "another database's WAL is not ours")
+	wrote, err = ev.wait(time.Now().Add(50 * time.Millisecond))
+	require.NoError(t, err)
+	require.False(t, wrote, "nothing happened")
+	require.NoError(t, os.WriteFile(db+"-wal", []byte("frame"), 0o600))
+	wrote, err = ev.wait(time.Now().Add(5 * time.Second))
+	require.NoError(t, err)
+	require.True(t, wrote)
+	ev.close()
+	_, err = ev.wait(time.Time{})
+	require.Error(t, err, "a closed watch ends every wait")
+}
+
+func TestPollingFindsACommitWithoutFileEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.db")
+	writer := openAt(t, path)
+	r := shmReader{path: path + "-shm"}
+	defer r.close()
+	r.read(time.Now())
+	changes := make(chan string, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		poll(ctx, &r, func(id string) { changes <- id })
+	}()
+	defer func() { cancel(); <-done }()
+	tx, err := writer.BeginWrite(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "p1", Name: "p1", CreatedAt: 1}))
+	require.NoError(t, tx.Commit())
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the commit went unnoticed")
 	}
 }
