@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -31,7 +32,7 @@ func leasesgo_authority_open(path *C.char, out *C.uintptr_t) (st C.int) {
 	if err != nil {
 		return status(err)
 	}
-	a, err := core.Open(p)
+	a, err := leases.Open(p)
 	if err != nil {
 		return status(err)
 	}

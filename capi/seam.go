@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -80,7 +81,7 @@ func leasesgo_testing_open(path *C.char, busyUS C.int64_t, out *C.uintptr_t) (st
 	if busyUS <= 0 {
 		return status(invalid("busy_timeout_us must be positive"))
 	}
-	a, err := core.OpenWith(p, core.Options{BusyTimeout: time.Duration(busyUS) * time.Microsecond})
+	a, err := leases.OpenWith(p, leases.Options{BusyTimeout: time.Duration(busyUS) * time.Microsecond})
 	if err != nil {
 		return status(err)
 	}

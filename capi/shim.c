@@ -9,6 +9,7 @@
 
 #include "../include/leases.h"
 #include "_cgo_export.h"
+#include "status_names.h" /* generated from the header */
 
 #ifndef LEASES_RELEASE_VERSION
 #define LEASES_RELEASE_VERSION unknown /* the Makefile passes VERSION */
@@ -49,17 +50,14 @@ int leasesshim_forked(void) {
 
 uint32_t leases_abi_version(void) { return LEASES_ABI_VERSION; }
 
+uint32_t leases_abi_revision(void) { return LEASES_ABI_REVISION; }
+
 const char *leases_version(void) { return LEASES_STR(LEASES_RELEASE_VERSION); }
 
 const char *leases_status_name(leases_status status) {
-	static const char *const names[] = {
-		"ok", "invalid_argument", "invalid_duration", "not_found", "nothing_to_claim",
-		"wrong_state", "lease_lost", "expired", "cancelled", "not_extended",
-		"clock_regressed", "closed", "bad_token", "busy", "storage", "outcome_unknown",
-		"schema_too_new", "forked", "internal",
-	};
-	if (status < 0 || (size_t)status >= sizeof names / sizeof names[0]) return "unknown";
-	return names[status];
+	if (status < 0 || (size_t)status >= sizeof leases_status_names / sizeof leases_status_names[0])
+		return "unknown";
+	return leases_status_names[status];
 }
 
 const char *leases_last_error(void) { return last_error; }

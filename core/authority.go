@@ -1,6 +1,6 @@
-// Package core is the lease authority: every rule of the decision record
-// (shared/adr/0057) lives here, written against the storage contract of
-// package store. It knows nothing of C.
+// Package core is the lease authority: every rule of docs/DESIGN.md lives
+// here, written against the storage contract of package store. It knows
+// nothing of C and no SQL dialect.
 package core
 
 import (
@@ -14,24 +14,12 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core/store"
-	"github.com/libleases/libleases/core/store/pgstore"
-	"github.com/libleases/libleases/core/store/sqlitestore"
 )
-
-// Options tune Open. The zero value is the safe default.
-type Options struct {
-	// BusyTimeout bounds the wait for the writer lock (default 10s).
-	BusyTimeout time.Duration
-	// Synchronous is "FULL" (default), "EXTRA" or "NORMAL". NORMAL can lose an
-	// acknowledged claim on power loss; it exists for benchmarks.
-	Synchronous string
-}
 
 // Authority is one opened authority database. It is safe for concurrent use
 // by many goroutines, and many processes may open the same file.
 type Authority struct {
 	b      store.Backend
-	clock  store.Clock                  // the store's clock outside transactions, if it owns one
 	seam   atomic.Pointer[func() int64] // test builds only; nil in release builds
 	closed atomic.Bool
 	waits  *waitroom // waiting claims (wait.go)
@@ -44,45 +32,23 @@ type Authority struct {
 // systemClock is the authority's private clock: wall time in unix µs.
 func systemClock() int64 { return time.Now().UnixMicro() }
 
-// Open opens the authority at location, creating and migrating its schema.
-// A location starting with postgres:// or postgresql:// is a PostgreSQL
-// connection URL; anything else is the path of a SQLite file, created if it
-// does not exist.
-func Open(location string) (*Authority, error) { return OpenWith(location, Options{}) }
-
-// IsPostgres reports whether location selects the PostgreSQL store.
-func IsPostgres(location string) bool { return pgstore.IsURL(location) }
-
-// OpenWith is Open with options.
-func OpenWith(location string, opts Options) (*Authority, error) {
+// OpenStore returns the authority over the store open returns, which it
+// then owns (Close closes it). location is checked first as caller text
+// (not empty, valid UTF-8, no NUL, at most MaxPathLen bytes); a failure of
+// open is reported as an *Error of the matching kind, naming the store by
+// name (which must hold no password). Core chooses no store itself: package
+// leases, at the module root, opens one by location (leases.Open), and a
+// program with a store.Backend of its own can pass it here. The rules never
+// depend on which store it is.
+func OpenStore(location, name string, open func() (store.Backend, error)) (*Authority, error) {
 	if err := checkText("database location", location, MaxPathLen, false); err != nil {
 		return nil, err
 	}
-	a := &Authority{}
-	var b store.Backend
-	var err error
-	if IsPostgres(location) {
-		if opts.Synchronous != "" {
-			return nil, errf(KindInvalidArgument, "synchronous is a SQLite setting; PostgreSQL commits durably")
-		}
-		b, err = pgstore.Open(location, pgstore.Options{BusyTimeout: opts.BusyTimeout})
-		if errors.Is(err, pgstore.ErrInvalidURL) {
-			return nil, &Error{Kind: KindInvalidArgument, Msg: "database location " + pgstore.Redact(location), Err: err}
-		}
-		if err != nil {
-			// The URL may carry a password: name the store by its redacted form.
-			return nil, storageErr("open "+pgstore.Redact(location), err)
-		}
-	} else {
-		b, err = sqlitestore.Open(location, sqlitestore.Options{BusyTimeout: opts.BusyTimeout, Synchronous: opts.Synchronous}, a.now)
-		if err != nil {
-			return nil, storageErr("open "+location, err)
-		}
+	b, err := open()
+	if err != nil {
+		return nil, storageErr("open "+name, err)
 	}
-	a.b = b
-	a.clock, _ = b.(store.Clock)
-	a.waits = newWaitroom(b)
-	return a, nil
+	return &Authority{b: b, waits: newWaitroom(b)}, nil
 }
 
 // now is the clock of a store without a server clock (SQLite): this host's
@@ -104,23 +70,6 @@ func (a *Authority) sampleIn(ctx context.Context, tx store.Tx) (int64, error) {
 		return a.now(), nil
 	}
 	v, err := c.Now(ctx)
-	if err != nil {
-		return 0, storageErr("sample the authority clock", err)
-	}
-	if f := a.seam.Load(); f != nil {
-		return (*f)(), nil
-	}
-	return v, nil
-}
-
-// sampleOutside samples the authority clock outside any transaction, for
-// what decides nothing (when a waiting claim looks again): the server's clock
-// for a store that owns one, else now(); the seam replaces either.
-func (a *Authority) sampleOutside(ctx context.Context) (int64, error) {
-	if a.clock == nil {
-		return a.now(), nil
-	}
-	v, err := a.clock.Now(ctx)
 	if err != nil {
 		return 0, storageErr("sample the authority clock", err)
 	}
@@ -177,8 +126,9 @@ func (a *Authority) usable() error {
 	return nil
 }
 
-// storageErr maps backend errors to kinds. Messages come from SQLite and our
-// own text; the backend never sees a secret, so none can appear.
+// storageErr maps backend errors to kinds. Messages come from the store's
+// driver (SQLite, or PostgreSQL with the URL's password redacted) and our own
+// text; no store ever sees a secret, so none can appear.
 func storageErr(op string, err error) error {
 	var e *Error
 	switch {
@@ -187,11 +137,15 @@ func storageErr(op string, err error) error {
 	case errors.Is(err, store.ErrAbandoned):
 		return &Error{Kind: KindBusy, Msg: op + ": abandoned before commit; nothing was written", Err: err}
 	case errors.Is(err, store.ErrBusy):
-		return &Error{Kind: KindBusy, Msg: op + ": the writer lock was not obtained within the busy timeout", Err: err}
+		return &Error{Kind: KindBusy, Msg: op + ": a lock (SQLite's writer lock or a PostgreSQL row lock) was not obtained within the busy timeout", Err: err}
 	case errors.Is(err, store.ErrRetry), errors.Is(err, store.ErrConflict):
 		return &Error{Kind: KindBusy, Msg: op + ": a concurrent transaction conflicted with this one; nothing was written", Err: err}
 	case errors.Is(err, store.ErrConstraint):
 		return &Error{Kind: KindStorage, Msg: op + ": the store refused the write (nothing was written)", Err: err}
+	case errors.Is(err, store.ErrInvalid):
+		return &Error{Kind: KindInvalidArgument, Msg: op, Err: err}
+	case errors.Is(err, store.ErrNotExist):
+		return &Error{Kind: KindNotFound, Msg: op, Err: err}
 	case errors.Is(err, store.ErrSchemaTooNew):
 		return &Error{Kind: KindSchemaTooNew, Msg: op, Err: err}
 	default:
@@ -242,20 +196,21 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 }
 
 // Productions lists every production by name. Listings are never nil, so an
-// empty one marshals as [].
+// empty one marshals as []. It reads every page of ListProductions.
 func (a *Authority) Productions() ([]Production, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
+	out := []Production{}
+	q := ProductionQuery{Limit: MaxPageSize}
+	for {
+		page, err := a.ListProductions(context.Background(), q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Productions...)
+		if page.Next == "" {
+			return out, nil
+		}
+		q.After = page.Next
 	}
-	ps, err := a.b.Productions(context.Background())
-	if err != nil {
-		return nil, storageErr("list productions", err)
-	}
-	out := make([]Production, len(ps))
-	for i, p := range ps {
-		out[i] = toProduction(p)
-	}
-	return out, nil
 }
 
 func toProduction(p store.Production) Production {
@@ -441,25 +396,16 @@ func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w
 // ---- observations ----------------------------------------------------------
 
 // Jobs lists the jobs of a production in request order. No secret appears.
+// It holds them all in memory (EachJob streams them): it reads every page of
+// ListJobs, each in its own short read.
 func (a *Authority) Jobs(production string) ([]Job, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
-	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
-		return nil, err
-	}
-	ctx := context.Background()
-	p, err := productionByName(ctx, a.b, production)
+	out := []Job{}
+	err := a.EachJob(context.Background(), production, JobQuery{Limit: MaxPageSize}, func(j Job) error {
+		out = append(out, j)
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	js, err := a.b.Jobs(ctx, p.ID)
-	if err != nil {
-		return nil, storageErr("list jobs", err)
-	}
-	out := make([]Job, len(js))
-	for i, j := range js {
-		out[i] = toJob(p.Name, j)
 	}
 	return out, nil
 }
@@ -522,44 +468,16 @@ func toJob(production string, j store.Job) Job {
 }
 
 // Events lists events with Seq > after, oldest first; production "" means
-// every production. No secret appears.
+// every production. No secret appears. It holds them all in memory
+// (EachEvent streams them): it reads every page of ListEvents.
 func (a *Authority) Events(production string, after int64) ([]Event, error) {
-	if err := a.usable(); err != nil {
-		return nil, err
-	}
-	if err := checkText("production name", production, MaxNameLen, true); err != nil {
-		return nil, err
-	}
-	if after < 0 {
-		return nil, errf(KindInvalidArgument, "after must not be negative")
-	}
-	ctx := context.Background()
-	ps, err := a.b.Productions(ctx)
+	out := []Event{}
+	_, err := a.EachEvent(context.Background(), EventQuery{Production: production, After: after, Limit: MaxPageSize}, func(e Event) error {
+		out = append(out, e)
+		return nil
+	})
 	if err != nil {
-		return nil, storageErr("list events", err)
-	}
-	names := map[string]string{}
-	pid := ""
-	for _, p := range ps {
-		names[p.ID] = p.Name
-		if p.Name == production {
-			pid = p.ID
-		}
-	}
-	if production != "" && pid == "" {
-		return nil, errf(KindNotFound, "production %q does not exist", production)
-	}
-	es, err := a.b.Events(ctx, pid, after, 0)
-	if err != nil {
-		return nil, storageErr("list events", err)
-	}
-	out := make([]Event, len(es))
-	for i, e := range es {
-		out[i] = Event{Seq: e.Seq, At: time.UnixMicro(e.At).UTC(), Production: names[e.ProductionID], JobID: e.JobID,
-			Kind: e.Kind, Worker: e.Worker, Detail: e.Detail}
-		if e.Expiry != 0 {
-			out[i].Expiry = time.UnixMicro(e.Expiry).UTC()
-		}
+		return nil, err
 	}
 	return out, nil
 }
@@ -580,29 +498,7 @@ func (a *Authority) FactsOf(production, jobID string) (Facts, error) {
 	if _, err := jobIn(ctx, a.b, p, jobID); err != nil {
 		return Facts{}, err
 	}
-	fs, err := a.b.Facts(ctx, jobID)
-	if err != nil {
-		return Facts{}, storageErr("read facts", err)
-	}
-	var f Facts
-	for _, x := range fs {
-		m := &f.Metadata
-		if x.Kind == "provenance" {
-			m = &f.Provenance
-		}
-		if *m == nil {
-			*m = map[string]json.RawMessage{}
-		}
-		(*m)[x.Key] = json.RawMessage(x.Value)
-	}
-	outs, err := a.b.Outputs(ctx, jobID)
-	if err != nil {
-		return Facts{}, storageErr("read outputs", err)
-	}
-	for _, o := range outs {
-		f.Outputs = append(f.Outputs, Output{Path: o.Path, Size: o.Size, SHA256: o.SHA256, Nonce: o.Nonce})
-	}
-	return f, nil
+	return factsOf(ctx, a.b, jobID)
 }
 
 func factRows(jobID string, f Facts) ([]store.Fact, []store.Output) {

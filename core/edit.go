@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Edit is one write transaction holding the writer lock: it may request jobs,
+// Edit is one write transaction holding its locks (SQLite's writer lock; on
+// PostgreSQL the row locks it takes) until it ends: it may request jobs,
 // claim, and complete (with facts) atomically. Leases it claims are pending
 // until Commit succeeds; a failed or aborted edit closes them. Leases that
 // were already active and are completed in an edit stay active if the edit
@@ -23,7 +24,7 @@ type Edit struct {
 	done      bool
 }
 
-// Begin starts an edit, taking the writer lock.
+// Begin starts an edit (on SQLite, taking the writer lock).
 func (a *Authority) Begin() (*Edit, error) { return a.begin(context.Background()) }
 
 // begin starts an edit whose every operation and commit runs on ctx.

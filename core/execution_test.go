@@ -1,4 +1,4 @@
-// Rules of the reference executor (SPEC "Reference executor"): nonce-named
+// Rules of the reference executor (docs/DESIGN.md, "The reference executor"): nonce-named
 // files, consumed once, own-files-only cleanup, and no partial facts.
 package core
 

@@ -10,8 +10,8 @@ import (
 	"github.com/libleases/libleases/core/store"
 )
 
-// guard is one guarded write transaction under the clock policy (SPEC "Clock
-// policy"): the clock is sampled when an operation starts and must not be
+// guard is one guarded write transaction under the clock policy
+// (docs/CLOCK.md): the clock is sampled when an operation starts and must not be
 // behind the durable high-water mark; it is sampled again before commit, when
 // every claim the transaction relies on must still be unexpired; the mark is
 // advanced in the same transaction. If that commit fails, the transaction is
@@ -20,7 +20,7 @@ type guard struct {
 	a         *Authority
 	ctx       context.Context // the operation's (an edit's: its Begin's)
 	tx        store.Tx
-	hwm       int64 // durable mark read under the writer lock
+	hwm       int64 // durable mark read inside this write transaction
 	observed  int64 // greatest sample taken so far
 	guarded   bool  // at least one guarded operation ran
 	deadlines []int64

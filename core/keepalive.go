@@ -297,7 +297,7 @@ func (l *Lease) Check(ctx context.Context) error {
 }
 
 func (l *Lease) checkStore(ctx context.Context) error {
-	now, err := l.a.sampleOutside(ctx)
+	now, err := l.a.observedNow(ctx)
 	if err != nil {
 		return err
 	}

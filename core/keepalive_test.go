@@ -54,9 +54,12 @@ func requireNotDone(t *testing.T, l *Lease) {
 }
 
 func TestKeepAliveRenewsBeforeExpiryForTenTimesItsDuration(t *testing.T) {
+	// Real durations: a claim must commit within its duration, even on a
+	// loaded machine, so they are seconds long (the tests with the clock
+	// seam are fast).
 	f := realFixture(t)
 	id := f.request(1)[0]
-	const d = 200 * time.Millisecond
+	const d = time.Second // long enough for a claim to commit on a loaded machine
 	l := f.claim("w", d)
 	require.NoError(t, l.KeepAlive(d))
 	time.Sleep(10 * d)
@@ -157,7 +160,7 @@ func (b *flakyBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
 func TestKeepAliveKeepsWorkingThroughAnInjectedBusy(t *testing.T) {
 	f := realFixture(t)
 	id := f.request(1)[0]
-	const d = 600 * time.Millisecond
+	const d = time.Second
 	l := f.claim("w", d)
 	flaky := &flakyBackend{Backend: f.a.b}
 	f.a.b = flaky
@@ -174,7 +177,7 @@ func TestKeepAliveKeepsWorkingThroughAnInjectedBusy(t *testing.T) {
 func TestKeepAliveKeepsWorkingThroughARenewalWhoseOutcomeIsUnknown(t *testing.T) {
 	f := realFixture(t)
 	id := f.request(1)[0]
-	const d = 300 * time.Millisecond
+	const d = time.Second
 	l := f.claim("w", d)
 	var lose atomic.Bool
 	lose.Store(true)
@@ -206,7 +209,7 @@ func (t *ackOnce) Commit() error {
 func TestKeepAliveGivesUpOnceTheExpiryPassesWhileRenewalsFail(t *testing.T) {
 	f := realFixture(t)
 	f.request(1)
-	const d = 200 * time.Millisecond
+	const d = time.Second
 	l := f.claim("w", d)
 	flaky := &flakyBackend{Backend: f.a.b}
 	f.a.b = flaky

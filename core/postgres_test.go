@@ -16,20 +16,6 @@ import (
 // The PostgreSQL-only tests need LEASES_TEST_PG_URL (see stores_test.go) and
 // run in both passes; the rest use wrapped backends and run everywhere.
 
-func TestAPostgresURLSelectsPostgresAndAnythingElseIsASQLitePath(t *testing.T) {
-	for _, loc := range []string{"postgres://h/db", "postgresql://h/db", "POSTGRES://h/db", "PostgreSQL://u@h:5/db?sslmode=disable"} {
-		require.True(t, IsPostgres(loc), loc)
-	}
-	for _, loc := range []string{"leases.db", "/tmp/postgres://x", "./postgres:/x", "postgres:/x", "file:postgres://x", "", "pg://h/db"} {
-		require.False(t, IsPostgres(loc), loc)
-	}
-	u := freshSchema(t)
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	require.Equal(t, "*pgstore.DB", fmt.Sprintf("%T", a.b), "a postgres URL opens the PostgreSQL store")
-}
-
 func TestAPasswordInTheURLNeverAppearsInErrors(t *testing.T) {
 	for loc, kind := range map[string]Kind{
 		"postgres://u:SECRETPW@127.0.0.1:1/x?connect_timeout=2":            KindStorage, // nothing listens

@@ -5,8 +5,20 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/stores"
 	"github.com/libleases/libleases/internal/pgtest"
 )
+
+// Core chooses no store: its tests open one by location as package leases
+// does for programs.
+type Options = stores.Options
+
+func Open(location string) (*Authority, error) { return OpenWith(location, Options{}) }
+
+func OpenWith(location string, opts Options) (*Authority, error) {
+	return OpenStore(location, stores.Name(location), func() (store.Backend, error) { return stores.Open(location, opts) })
+}
 
 // The conformance suite (every test of this package) runs once per store:
 // SQLite by default, PostgreSQL with LEASES_TEST_STORE=postgres and

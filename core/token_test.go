@@ -172,3 +172,18 @@ func FuzzDecodeToken(f *testing.F) {
 		}
 	})
 }
+
+// A Secret keeps its bytes behind a pointer, so == compares pointers: Equal
+// compares what they hold.
+func TestSecretsCompareByTheirBytesWithEqual(t *testing.T) {
+	b := [16]byte{1, 2, 3}
+	require.True(t, NewSecret(b).Equal(NewSecret(b)))
+	require.Equal(t, b, NewSecret(b).Bytes())
+	other := b
+	other[15] = 1
+	require.False(t, NewSecret(b).Equal(NewSecret(other)))
+	require.True(t, Secret{}.Equal(NewSecret([16]byte{})), "the zero Secret is 16 zero bytes")
+	s := NewSecret(b)
+	b[0] = 9
+	require.Equal(t, byte(1), s.Bytes()[0], "NewSecret keeps a copy")
+}

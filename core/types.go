@@ -74,9 +74,11 @@ func optTime(t time.Time) *int64 {
 }
 
 // MarshalJSON writes the listing form shared by C, the CLI and the bindings.
-func (j Job) MarshalJSON() ([]byte, error) {
-	return json.Marshal(jobJSON{j.ID, j.Production, optStr(j.Key), j.State, optStr(j.Worker),
-		optTime(j.ClaimedAt), optTime(j.Expiry), j.Attempts, optStr(j.Reason)})
+func (j Job) MarshalJSON() ([]byte, error) { return json.Marshal(j.jsonForm()) }
+
+func (j Job) jsonForm() jobJSON {
+	return jobJSON{j.ID, j.Production, optStr(j.Key), j.State, optStr(j.Worker),
+		optTime(j.ClaimedAt), optTime(j.Expiry), j.Attempts, optStr(j.Reason)}
 }
 
 // Event is one entry of the authority's event log. It never carries a secret.

@@ -277,7 +277,7 @@ func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waite
 			return false, storageErr("look for a claimable job", err)
 		}
 	} else {
-		if now, err = a.sampleOutside(ctx); err != nil {
+		if now, err = a.observedNow(ctx); err != nil {
 			return false, err
 		}
 		if found, err = a.b.HasClaimable(ctx, productionID, now); err != nil {
@@ -299,7 +299,7 @@ func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waite
 // untilNextWake samples the clock and converts the production's next wake
 // time into a local sleep (0: none).
 func (a *Authority) untilNextWake(ctx context.Context, productionID string) (time.Duration, error) {
-	now, err := a.sampleOutside(ctx)
+	now, err := a.observedNow(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
             std::optional<leases::Lease> lease;
             try {
                 lease = auth.claim(production, worker, 10s);
-            } catch (const leases::Busy &) {
+            } catch (const leases::BusyError &) {
                 continue;
             }
             if (!lease) {

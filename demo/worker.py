@@ -60,7 +60,7 @@ def main() -> int:
         while True:
             try:
                 lease = auth.claim(a.production, worker=a.worker, duration=duration)
-            except leases.Busy:
+            except leases.BusyError:
                 continue
             if lease is None:
                 if a.stop_file and os.path.exists(a.stop_file):

@@ -1,10 +1,13 @@
 /*
  * leases.h: the C contract of libleases, a job-lease authority.
  *
- * This hand-written header is the ABI. Every binding (Python, C++, Rust)
- * projects it; changing a declaration needs an ABI bump (abi/VERSION and
- * LEASES_ABI_VERSION) and matching updates of bindings/python, bindings/cpp
- * and bindings/rust. `make test` enforces this.
+ * This hand-written header is the ABI and the single source of every
+ * projection's tables (abi/leases_abi.py generates them). The ABI only grows:
+ * a program built against an older leases.h keeps working against a newer
+ * library. A declaration, once released, never changes; a new capability is
+ * a new function (name_v2 when it replaces one), added at a new revision
+ * (LEASES_ABI_REVISION, abi/REVISION). docs/ABI.md has the checklist;
+ * `make test-abi` enforces it.
  *
  * CONVENTIONS
  *   - Every fallible function returns a leases_status; LEASES_OK (0) is
@@ -43,8 +46,8 @@
  *   - leases_authority: safe to share between threads.
  *   - leases_lease: safe to share; operations on one lease are serialized.
  *   - leases_edit: safe to call from several threads, but it is one write
- *     transaction holding the database writer lock; use it from one thread
- *     at a time and keep it short.
+ *     transaction holding its locks (SQLite's writer lock; on PostgreSQL
+ *     the rows it takes); use it from one thread at a time and keep it short.
  *   - leases_execution: use from one thread at a time.
  *   - leases_last_error() is per thread.
  *
@@ -55,7 +58,7 @@
  *   - No use after fork() without exec: in a forked child every call returns
  *     LEASES_FORKED at once, leaving outputs untouched (functions without a
  *     status do nothing and return NULL where they return a pointer). leases_abi_version,
- *     leases_version, leases_status_name, leases_last_error and leases_free
+ *     leases_abi_revision, leases_version, leases_status_name, leases_last_error and leases_free
  *     keep working.
  *   - Signal handlers installed by the host must use SA_ONSTACK.
  *
@@ -74,7 +77,12 @@
 extern "C" {
 #endif
 
-#define LEASES_ABI_VERSION 1 /* equals abi/VERSION */
+/* The incompatible-ABI number (abi/VERSION, the SONAME libleases.so.1). It
+ * changes only with a breaking change, which the project never makes. */
+#define LEASES_ABI_VERSION 1
+/* How many additions this header has made to ABI 1 (abi/REVISION): the
+ * functions of revision N carry the symbol version LEASES_1.N. */
+#define LEASES_ABI_REVISION 1
 #define LEASES_MAX_DURATION_US INT64_C(86400000000) /* 24 h, inclusive */
 
 /* Input limits, in bytes (NUL not counted). */
@@ -97,31 +105,64 @@ typedef struct leases_execution leases_execution;
  * LEASE_LOST; WRONG_STATE; EXPIRED; NOT_EXTENDED (docs/c-api.md).
  */
 typedef int leases_status;
-#define LEASES_OK 0
-#define LEASES_INVALID_ARGUMENT 1 /* NULL, bad handle, bad UTF-8, oversize, bad JSON */
-#define LEASES_INVALID_DURATION 2 /* not in 1 .. LEASES_MAX_DURATION_US */
-#define LEASES_NOT_FOUND 3        /* production or job unknown, or another production's */
-#define LEASES_NOTHING_TO_CLAIM 4 /* leases_claim found no claimable job */
-#define LEASES_WRONG_STATE 5      /* the job or claim is not in a state allowing it */
-#define LEASES_LEASE_LOST 6       /* the job's current claim is another one */
-#define LEASES_EXPIRED 7          /* the claim expired (before the operation committed) */
-#define LEASES_CANCELLED 8        /* the coordinator cancelled the job */
-#define LEASES_NOT_EXTENDED 9     /* a renewal would not extend the expiry */
-#define LEASES_CLOCK_REGRESSED 10 /* the authority clock is behind its high-water mark */
-#define LEASES_CLOSED 11          /* lease closed or pending locally, or its authority closed */
-#define LEASES_BAD_TOKEN 12       /* malformed or unsupported token */
-#define LEASES_BUSY 13            /* the writer lock was not obtained within the busy timeout */
-#define LEASES_STORAGE 14         /* the database could not be opened, read or written */
-#define LEASES_OUTCOME_UNKNOWN 15 /* a commit failed; it may or may not have persisted */
-#define LEASES_SCHEMA_TOO_NEW 16  /* the file has a newer schema than this library */
-#define LEASES_FORKED 17          /* called in a fork()ed child of the loading process */
-#define LEASES_INTERNAL 18        /* a bug; the library recovered, the process goes on */
+#define LEASES_OK 0 /* success */
+/* bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical
+ * id, bad facts JSON, unknown handle; an output path twice in one
+ * completion, or a fact or output the job already has; in listings, a
+ * malformed or foreign cursor, an unknown state or event kind, a page limit
+ * outside 0..1000, a window over 24 h */
+#define LEASES_INVALID_ARGUMENT 1
+#define LEASES_INVALID_DURATION 2 /* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US */
+/* the production or job does not exist, or the lease or token belongs to
+ * another production; or the database does not exist and was opened not to
+ * be created */
+#define LEASES_NOT_FOUND 3
+#define LEASES_NOTHING_TO_CLAIM 4 /* the production has no claimable job */
+/* the job is in a state that forbids the operation, or this claim already
+ * finished through another handle */
+#define LEASES_WRONG_STATE 5
+/* the job's current claim is another one (also when another claim has since
+ * finished the job) */
+#define LEASES_LEASE_LOST 6
+/* the claim's expiry has passed on the authority's clock (at the start, or
+ * before the operation committed) */
+#define LEASES_EXPIRED 7
+#define LEASES_CANCELLED 8 /* the coordinator cancelled the job */
+#define LEASES_NOT_EXTENDED 9 /* a renewal would not move the expiry later */
+#define LEASES_CLOCK_REGRESSED 10 /* the authority's clock is behind its durable high-water mark */
+/* the lease, edit, execution or authority handle is closed or consumed, or
+ * (a lease) pending until its edit commits */
+#define LEASES_CLOSED 11
+/* the token is malformed, too long, non-canonical, of another version, or
+ * fails its checksum */
+#define LEASES_BAD_TOKEN 12
+/* a lock (SQLite's writer lock or a PostgreSQL row lock) was not obtained
+ * within the busy timeout, or the server kept aborting the operation over
+ * conflicts; nothing was written */
+#define LEASES_BUSY 13
+/* the database could not be opened, read or written (on PostgreSQL also an
+ * unreachable server or a lost connection); nothing changed */
+#define LEASES_STORAGE 14
+/* the commit itself failed: it may or may not have persisted; the lease stays
+ * active locally and its next use asks the store (an edit's leases too); a
+ * claim then returns no lease and the message names the job */
+#define LEASES_OUTCOME_UNKNOWN 15
+#define LEASES_SCHEMA_TOO_NEW 16 /* the database was written by a newer library */
+/* called in a fork()ed child of the process that loaded the library */
+#define LEASES_FORKED 17
+#define LEASES_INTERNAL 18 /* a bug, reported instead of crashing the host; the process goes on */
 
 /* ---- library ------------------------------------------------------------ */
 
 /* The ABI number of the loaded library; refuse to run if it differs from
  * LEASES_ABI_VERSION. */
 uint32_t leases_abi_version(void);
+/* The revision of the loaded library: a program may use every function of
+ * revisions up to it. Refuse to run if it is below the LEASES_ABI_REVISION
+ * the program was built with (the loader already refuses a library lacking a
+ * versioned function the program uses). Since revision 1; a library without
+ * it is revision 0. */
+uint32_t leases_abi_revision(void);
 /* The release version, e.g. "0.1.0". Static; do not free. */
 const char *leases_version(void);
 /* "ok", "invalid_argument", ... (tests/vectors/statuses.json); "unknown"
@@ -214,7 +255,8 @@ void leases_lease_free(leases_lease *lease);
 
 /* ---- edits (one write transaction) -------------------------------------- */
 
-/* Begins an edit, taking the writer lock (may return LEASES_BUSY). *out must
+/* Begins an edit, taking its locks (SQLite's writer lock; on PostgreSQL the
+ * rows it takes, as it takes them; may return LEASES_BUSY). *out must
  * be consumed by leases_edit_commit or leases_edit_abort. */
 leases_status leases_edit_begin(leases_authority *authority, leases_edit **out);
 /* Claims the next job inside the edit. *out is pending (LEASES_CLOSED for

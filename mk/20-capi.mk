@@ -4,22 +4,25 @@
 CAPI_SO       := $(BUILD)/libleases.so
 CAPI_TEST_SO  := $(BUILD)/test/libleases.so
 CAPI_CGO_DIR  := $(BUILD)/cgo
-CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.map core/*.go core/*/*.go core/*/*/*.go) \
-                 go.mod go.sum VERSION abi/VERSION include/leases.h include/leases_testing.h mk/20-capi.mk
+CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.h capi/*.map leases.go core/*.go core/*/*.go core/*/*/*.go) \
+                 go.mod go.sum VERSION abi/VERSION abi/REVISION include/leases.h include/leases_testing.h mk/20-capi.mk
 CAPI_CGO_CFLAGS := -g -O2 -DLEASES_RELEASE_VERSION=$(VERSION)
-# The SONAME carries the ABI number (docs/ABI.md): programs linked with
-# -lleases record libleases.so.$(ABI) and refuse to start against another ABI.
-# gcc's -Wl splits on commas, so both linker options travel in one word.
+# The SONAME carries the incompatible-ABI number (docs/ABI.md), which never
+# changes; additions are revisions, versioned per symbol by capi/leases.map
+# (LEASES_1.N), so a program using a newer function refuses an older library.
+# The test build adds the seam's own node (capi/leases_testing.map).
+# gcc's -Wl splits on commas, so the linker options travel in one word.
 ABI           := $(shell cat abi/VERSION)
 CAPI_SONAME   := libleases.so.$(ABI)
 CAPI_LDFLAGS  := -extldflags=-Wl,--version-script=$(ROOT)/capi/leases.map,-soname,$(CAPI_SONAME)
+CAPI_TEST_LDFLAGS := -extldflags=-Wl,--version-script=$(ROOT)/capi/leases.map,--version-script=$(ROOT)/capi/leases_testing.map,-soname,$(CAPI_SONAME)
 
 CTEST_DIR     := $(BUILD)/test/c
 CTEST_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Iinclude -I$(CTEST_DIR)
 CTEST_SRCS    := $(wildcard tests/c/*.c tests/c/*.h)
 VALGRIND      ?= valgrind
 
-.PHONY: capi test-abi test-capi test-capi-valgrind abi-manifest
+.PHONY: capi test-abi test-capi test-capi-valgrind abi-generate
 BUILD_TARGETS += $(CAPI_SO) $(CAPI_TEST_SO)
 TEST_TARGETS  += test-abi test-capi test-capi-valgrind
 
@@ -37,11 +40,11 @@ $(CAPI_SO): $(CAPI_SRCS)
 $(CAPI_TEST_SO): $(CAPI_SRCS)
 	@mkdir -p $(@D) $(CAPI_CGO_DIR)
 	CGO_ENABLED=1 CGO_CFLAGS="$(CAPI_CGO_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared -tags leasestest \
-		-ldflags="$(CAPI_LDFLAGS)" -o $@ ./capi
+		-ldflags="$(CAPI_TEST_LDFLAGS)" -o $@ ./capi
 	mv $(basename $@).h $(CAPI_CGO_DIR)/libleases_test_cgo.h
 	ln -sfn libleases.so $(@D)/$(CAPI_SONAME)
 
-$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json VERSION abi/VERSION
+$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json tests/vectors/durations.json VERSION abi/VERSION abi/REVISION
 	python3 tests/c/gen_vectors.py $(ROOT) $@
 
 # The same C test program runs against the test library (every test) and the
@@ -95,10 +98,25 @@ test-capi-valgrind: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_pg $(CTEST_DIR
 		{ cat $(CTEST_DIR)/canary.log; echo "valgrind canary: expected an invalid read and a definite leak"; exit 1; }
 	@echo "valgrind canary: C errors are still reported"
 
-test-abi: $(CAPI_SO) $(CAPI_TEST_SO) ## ABI checks: symbols, manifest and versions, header compiles, no test seam
-	python3 tests/abi/check_abi.py --root $(ROOT) --so $(CAPI_SO) --test-so $(CAPI_TEST_SO) \
-		--cc "$(CC)" --cxx "$(CXX)"
-	python3 tests/abi/test_check_abi.py $(ROOT) $(CAPI_SO) $(CAPI_TEST_SO)
+ABI_TOOL := python3 abi/leases_abi.py --root $(ROOT)
+ABI_OLD_DIR := $(BUILD)/test/abi-1.0
 
-abi-manifest: ## regenerate abi/leases.abi from include/leases.h (after an ABI bump)
-	python3 tests/abi/check_abi.py --root $(ROOT) --write-manifest
+# The proof that the ABI only grew: a program compiled against the frozen
+# header of revision 0 (abi/history/leases.1.0.h, first on the include path as
+# leases.h) links today's release library, uses only LEASES_1.0 symbols, and
+# runs every revision-0 function.
+$(ABI_OLD_DIR)/old_program: tests/abi/old_program.c tests/c/check.h abi/history/leases.1.0.h $(CAPI_SO)
+	@mkdir -p $(@D)/include
+	cp abi/history/leases.1.0.h $(@D)/include/leases.h
+	$(CC) $(filter-out -Iinclude -I$(CTEST_DIR),$(CTEST_CFLAGS)) -I$(@D)/include -Itests/c $< -o $@ \
+		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+
+test-abi: $(CAPI_SO) $(CAPI_TEST_SO) $(ABI_OLD_DIR)/old_program ## ABI checks: the ABI only grew, header/manifest/map/numbers/symbol versions agree, a revision-0 program still runs, no test seam
+	$(ABI_TOOL) check --so $(CAPI_SO) --test-so $(CAPI_TEST_SO) --cc "$(CC)" --cxx "$(CXX)"
+	python3 tests/abi/test_leases_abi.py $(ROOT) $(CAPI_SO) $(CAPI_TEST_SO)
+	$(ABI_TOOL) check-binary $(ABI_OLD_DIR)/old_program 0
+	rm -rf $(ABI_OLD_DIR)/work && mkdir -p $(ABI_OLD_DIR)/work
+	$(ABI_OLD_DIR)/old_program $(ROOT)/$(ABI_OLD_DIR)/work
+
+abi-generate: ## after adding to include/leases.h (and bumping the revision): record it in abi/leases.abi and regenerate every generated file
+	$(ABI_TOOL) generate

@@ -4,7 +4,7 @@
 # test-go.
 
 CLI_BIN  := $(BUILD)/leases
-CLI_SRCS := $(wildcard cmd/leases/*.go core/*.go core/*/*.go core/*/*/*.go) go.mod go.sum VERSION
+CLI_SRCS := $(wildcard cmd/leases/*.go leases.go core/*.go core/*/*.go core/*/*/*.go) go.mod go.sum VERSION
 
 .PHONY: cli test-cli
 BUILD_TARGETS += $(CLI_BIN)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/worker"
 )
@@ -20,7 +21,7 @@ import (
 func ExampleRun() {
 	dir, _ := os.MkdirTemp("", "worker-example")
 	defer os.RemoveAll(dir)
-	auth, err := core.Open(filepath.Join(dir, "leases.db"))
+	auth, err := leases.Open(filepath.Join(dir, "leases.db"))
 	if err != nil {
 		panic(err)
 	}
@@ -55,7 +56,7 @@ func ExampleRun() {
 // polling. SIGTERM or SIGINT stops claiming; running jobs get 30 s to
 // finish, then they are released for another worker.
 func ExampleRun_service() {
-	auth, err := core.Open("/var/lib/render/leases.db")
+	auth, err := leases.Open("/var/lib/render/leases.db")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -86,7 +87,7 @@ func render(ctx context.Context, l *core.Lease) (core.Facts, error) { return cor
 func ExampleHandler_cancelled() {
 	dir, _ := os.MkdirTemp("", "worker-example")
 	defer os.RemoveAll(dir)
-	auth, _ := core.Open(filepath.Join(dir, "leases.db"))
+	auth, _ := leases.Open(filepath.Join(dir, "leases.db"))
 	defer auth.Close()
 	auth.CreateProduction("render")
 	job, _ := auth.RequestJob("render", "", nil)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,7 @@ func location(t *testing.T) string {
 
 func authority(t *testing.T) *core.Authority {
 	t.Helper()
-	a, err := core.Open(location(t))
+	a, err := leases.Open(location(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close() })
 	_, err = a.CreateProduction("p")
@@ -150,10 +151,12 @@ func TestRunKeepsALeaseAliveWhileItsHandlerRuns(t *testing.T) {
 	a := authority(t)
 	id := request(t, a, 1)[0]
 	cfg := config()
-	cfg.Duration, cfg.ExitWhenEmpty = 150*time.Millisecond, true
+	// A real duration: each renewal must commit within it, also on a
+	// loaded machine.
+	cfg.Duration, cfg.ExitWhenEmpty = time.Second, true
 	err := Run(context.Background(), a, cfg, func(ctx context.Context, l *core.Lease) (core.Facts, error) {
 		select {
-		case <-time.After(time.Second): // many durations
+		case <-time.After(3 * time.Second): // three durations
 			return core.Facts{}, nil
 		case <-ctx.Done():
 			return core.Facts{}, context.Cause(ctx)

@@ -1,9 +1,14 @@
-// CLI contract tests (INTERFACES.md "CLI", SPEC "Tokens"): every command,
-// every exit status, the token rules and durations, run against the binary.
+// CLI contract tests (docs/cli.md; the token rules of docs/DESIGN.md): every
+// command, every exit status, the token rules and durations, run against the
+// binary.
 package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/libleases/libleases/core"
 )
 
 var allCommands = []string{"production create", "production list", "job request", "job list", "claim", "renew",
@@ -76,6 +83,7 @@ func TestNoFlagTakesATokenValue(t *testing.T) {
 
 func TestUsageErrorsExitTwo(t *testing.T) {
 	e := newEnv(t)
+	e.setup(0) // with no database, commands that need one say that first
 	for _, args := range [][]string{
 		{},
 		{"frobnicate"},
@@ -563,12 +571,7 @@ func TestEventsFollowStreamsUntilInterrupted(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			e := newEnv(t)
 			e.setup(1)
-			cmd, out, errb := e.command(opts{}, "events", "--follow", "--json", "--interval", "20ms")
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			cmd, out, errb, done := e.start(opts{}, "events", "--follow", "--json", "--interval", "20ms")
 			waitFor(t, "the existing events", 10*time.Second, func() bool { return strings.Contains(out.String(), `"requested"`) })
 			id := strings.TrimSpace(e.must("job", "request", "--production", prod, "--key", "late").stdout)
 			waitFor(t, "the new event", 10*time.Second, func() bool { return strings.Contains(out.String(), id) })
@@ -608,6 +611,85 @@ func TestVersionPrintsTheVersionFile(t *testing.T) {
 		t.Fatalf("the binary under test is not the leasestest build: %q", r.stdout)
 	}
 }
+
+// corrupt overwrites every page of a database file but the first, so it
+// still opens (the header and schema version are intact) and every listing
+// fails as malformed.
+func corrupt(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := []byte(strings.Repeat("\xde\xad\xbe\xef", 16))
+	for off := int64(4096); off < st.Size(); off += 4096 {
+		if _, err := f.WriteAt(junk, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEventsFollowExitsOnAPermanentStorageError(t *testing.T) {
+	e := newEnv(t)
+	e.setup(20)
+	corrupt(t, e.db)
+	wantExit(t, e.run("events"), 1, "storage", "malformed")
+
+	cmd, out, errb, done := e.start(opts{}, "events", "--follow", "--interval", "20ms")
+	select {
+	case err := <-done:
+		r := e.finish([]string{"events", "--follow"}, err, out, errb)
+		wantExit(t, r, 1, "storage", "malformed")
+		if r.stdout != "" {
+			t.Errorf("a listing that never succeeded printed %q", r.stdout)
+		}
+		if strings.Contains(r.stderr, "still following") {
+			t.Errorf("a corrupt file was taken for a passing failure: %s", r.stderr)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("--follow kept polling a corrupt database for 10 s:\n%s", errb.String())
+	}
+}
+
+func TestFollowRetriesOnlyTransientFailures(t *testing.T) {
+	storage := func(cause error) error { return &core.Error{Kind: core.KindStorage, Msg: "list events", Err: cause} }
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"busy", &core.Error{Kind: core.KindBusy, Msg: "list events"}, true},
+		{"connection refused", storage(fmt.Errorf("failed to connect: %w", refused)), true},
+		{"connection reset", storage(fmt.Errorf("read: %w", syscall.ECONNRESET)), true},
+		{"connection closed mid-answer", storage(fmt.Errorf("receive message: %w", io.ErrUnexpectedEOF)), true},
+		{"server shutting down (57P01)", storage(sqlStateError("57P01")), true},
+		{"server starting up (57P03)", storage(sqlStateError("57P03")), true},
+		{"connection exception (08006)", storage(sqlStateError("08006")), true},
+		{"corrupt file", storage(errors.New("database disk image is malformed (11)")), false},
+		{"undefined table (42P01)", storage(sqlStateError("42P01")), false},
+		{"refused login (28P01)", storage(sqlStateError("28P01")), false},
+		{"schema too new", &core.Error{Kind: core.KindSchemaTooNew, Msg: "open"}, false},
+		{"not found", &core.Error{Kind: core.KindNotFound, Msg: "production"}, false},
+	} {
+		if got := transient(c.err); got != c.want {
+			t.Errorf("%s: transient = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// sqlStateError stands for a database driver's error carrying a SQLSTATE.
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "server error (SQLSTATE " + string(e) + ")" }
+func (e sqlStateError) SQLState() string { return string(e) }
 
 // pausedRun starts leases paused at the pause point `at` (a leasestest
 // hook), sends sig there, lets it go on, and returns its result and how
@@ -675,5 +757,54 @@ func TestASignalWhileClaimingLeavesTheTokenFileCompleteOrRemoved(t *testing.T) {
 				t.Fatalf("job %+v", j)
 			}
 		})
+	}
+}
+
+// Commands that do not create things never create a database: a missing
+// one is an error naming it and saying how to create one, and its directory
+// is left exactly as it was. production create and job request create one
+// as before, and so does any command given --create.
+func TestCommandsThatCreateNothingNeverCreateADatabase(t *testing.T) {
+	e := newEnv(t)
+	ids := e.setup(1)
+	tok, _ := e.claim("w", "1m")
+	dbDir := filepath.Join(e.dir, "elsewhere")
+	if err := os.Mkdir(dbDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dbDir, "leases.db")
+	out := e.outDir()
+	for _, args := range [][]string{
+		{"production", "list"},
+		{"job", "list", "--production", prod},
+		{"events"},
+		{"events", "--follow"},
+		{"claim", "--production", prod, "--worker", "w", "--duration", "1m", "--token-out", filepath.Join(dbDir, "t")},
+		{"renew", "--token-file", tok, "--duration", "2m"},
+		{"release", "--token-file", tok},
+		{"fail", "--token-file", tok, "--reason", "r"},
+		{"complete", "--token-file", tok},
+		{"cancel", "--production", prod, "--job", ids[0]},
+		{"exec", "--token-file", tok, "--output-dir", out, "--", "true"},
+	} {
+		r := e.runWith(opts{env: []string{"LEASES_DB=" + missing}}, args...)
+		wantExit(t, r, 1, "not_found", missing, "leases production create", "--create", "nothing was created")
+		if names := listDir(t, dbDir); len(names) != 0 {
+			t.Fatalf("leases %s created %v", strings.Join(args, " "), names)
+		}
+	}
+	if j := e.job(ids[0]); j.State != "claimed" {
+		t.Fatalf("a refused command changed the real database: %+v", j)
+	}
+	e.runWith(opts{env: []string{"LEASES_DB=" + missing}}, "job", "list", "--production", prod, "--create")
+	if !exists(missing) {
+		t.Fatal("--create did not create the database")
+	}
+	for _, creating := range [][]string{{"production", "create", "p2"}, {"job", "request", "--production", "p2"}} {
+		fresh := filepath.Join(t.TempDir(), "new.db")
+		r := e.runWith(opts{env: []string{"LEASES_DB=" + fresh}}, creating...)
+		if !exists(fresh) {
+			t.Fatalf("leases %s did not create the database: %s", strings.Join(creating, " "), r)
+		}
 	}
 }

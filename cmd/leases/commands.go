@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -84,7 +85,7 @@ was lost, e.g. after exit status 4 from 'leases claim'.`,
 			"leases events --after 120"},
 		run: runEvents})
 	register(&command{name: "version", args: "",
-		summary: "print the version", examples: []string{"leases version"}, run: runVersion})
+		summary: "print the version (also: leases --version, leases -V)", examples: []string{"leases version", "leases --version"}, run: runVersion})
 }
 
 // timeText formats a time as RFC 3339 UTC with microseconds; "-" for none.
@@ -151,7 +152,7 @@ func runProductionCreate(cc *cmdContext) error {
 	if len(pos) != 1 {
 		return usagef(cc.cmd.name, "give exactly one production NAME")
 	}
-	a, err := cc.open()
+	a, err := cc.openCreating()
 	if err != nil {
 		return err
 	}
@@ -219,7 +220,7 @@ func runJobRequest(cc *cmdContext) error {
 			return usagef(cc.cmd.name, "the payload is larger than %d bytes", core.MaxPayloadLen)
 		}
 	}
-	a, err := cc.open()
+	a, err := cc.openCreating()
 	if err != nil {
 		return err
 	}
@@ -524,20 +525,30 @@ func runEvents(cc *cmdContext) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	first := true
+	header := true
+	var failing error // the transient failure being waited out, if any
 	for {
 		es, err := a.Events(*prod, seq)
-		if err != nil {
-			if !*follow || !transient(err) {
+		switch {
+		case err != nil && (!*follow || !transient(err)):
+			return err
+		case err != nil:
+			if failing == nil {
+				fmt.Fprintf(os.Stderr, "leases: warning: %v; still following, retrying every %s\n", err, interval.d)
+			}
+			failing = err
+		default:
+			if failing != nil {
+				fmt.Fprintln(os.Stderr, "leases: the database answers again; following")
+				failing = nil
+			}
+			if err := printEvents(es, cc.jsonOut(), *follow, header); err != nil {
 				return err
 			}
-		}
-		if err := printEvents(es, cc.jsonOut(), *follow, first); err != nil {
-			return err
-		}
-		first = false
-		if len(es) > 0 {
-			seq = es[len(es)-1].Seq
+			header = false
+			if len(es) > 0 {
+				seq = es[len(es)-1].Seq
+			}
 		}
 		if !*follow {
 			return nil
@@ -550,10 +561,46 @@ func runEvents(cc *cmdContext) error {
 	}
 }
 
-// transient errors are worth retrying: another process holds the lock.
+// transient tells the failures that `events --follow` waits out from those
+// that end it. Waited out: busy (another process holds the lock) and a
+// storage failure caused by a lost or refused connection to a database
+// server — a PostgreSQL server restarting, failing over or briefly
+// unreachable. Everything else is permanent: a corrupt or foreign file, a
+// read-only or missing schema, a refused login; polling would only hide it.
+// The test is on the error's cause, not on a count of failures, so a corrupt
+// file ends the command on its first poll and a server that is down for a
+// minute is still followed when it returns.
 func transient(err error) bool {
-	k := core.KindOf(err)
-	return k == core.KindBusy || k == core.KindStorage
+	switch core.KindOf(err) {
+	case core.KindBusy:
+		return true
+	case core.KindStorage:
+		return connectionLost(err)
+	}
+	return false
+}
+
+// connectionLost: the error chain shows a network failure (refused, reset,
+// timed out), a connection closed mid-answer, or a PostgreSQL SQLSTATE of the
+// connection-exception class (08) or an operator/crash shutdown or a server
+// still starting (57P01-57P03). The SQLSTATE is read through the method the
+// driver's error type has, so this file names no database driver.
+func connectionLost(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	for _, cause := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE} {
+		if errors.Is(err, cause) {
+			return true
+		}
+	}
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		code := coded.SQLState()
+		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
+	}
+	return false
 }
 
 const eventFormat = "%-6s  %-27s  %-16s  %-36s  %-18s  %-16s  %-27s  %s\n"
@@ -585,10 +632,15 @@ func runVersion(cc *cmdContext) error {
 	if done, err := parseOnly(cc); done || err != nil {
 		return err
 	}
+	printVersion()
+	return nil
+}
+
+// printVersion is the output of both `leases version` and `leases --version`.
+func printVersion() {
 	if testHooks {
 		fmt.Printf("leases %s (test build)\n", version)
-		return nil
+		return
 	}
 	fmt.Printf("leases %s\n", version)
-	return nil
 }

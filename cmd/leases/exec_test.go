@@ -1,4 +1,4 @@
-// leases exec (SPEC "Reference executor"): success registers the output,
+// leases exec (docs/DESIGN.md, "The reference executor"): success registers the output,
 // failure fails the job, a lost claim kills the program's group, interrupts
 // are forwarded, and two workers on one job never touch each other's files.
 package main
@@ -29,12 +29,7 @@ func (e *env) outDir() string {
 func (e *env) startExec(o opts, args ...string) func() result {
 	e.t.Helper()
 	full := append([]string{"exec"}, args...)
-	cmd, out, errb := e.command(o, full...)
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, errb, done := e.start(o, full...)
 	e.t.Cleanup(func() { cmd.Process.Kill() })
 	var r *result
 	return func() result {
@@ -288,12 +283,7 @@ func TestExecForwardsInterruptsAndAbandonsTheRequest(t *testing.T) {
 echo partial > "$LEASES_OUTPUT"; touch ` + started + `
 while :; do sleep 0.02; done`
 			full := []string{"exec", "--token-file", tok, "--output-dir", out, "--", "sh", "-c", script}
-			cmd, stdout, stderr := e.command(opts{}, full...)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			cmd, stdout, stderr, done := e.start(opts{}, full...)
 			waitFor(t, "the program to start", 10*time.Second, func() bool { return exists(started) })
 			cmd.Process.Signal(sig)
 			var r result

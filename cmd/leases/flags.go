@@ -10,9 +10,11 @@ import (
 	"io"
 	"math/big"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -22,6 +24,7 @@ type cmdContext struct {
 	fs       *flag.FlagSet
 	args     []string
 	db       string
+	create   bool
 	json     *bool
 	dbGlobal string
 }
@@ -31,6 +34,7 @@ func newCmdContext(c *command, globalDB string) *cmdContext {
 	cc.fs = flag.NewFlagSet("leases "+c.name, flag.ContinueOnError)
 	cc.fs.SetOutput(io.Discard)
 	cc.fs.StringVar(&cc.db, "db", "", "database `PATH`, or a postgres:// URL for PostgreSQL (default $LEASES_DB, else ./leases.db)")
+	cc.fs.BoolVar(&cc.create, "create", false, "create the database if it does not exist (production create and job request always may)")
 	return cc
 }
 
@@ -75,7 +79,7 @@ func (cc *cmdContext) parse(interleave bool) ([]string, error) {
 				cc.usage(os.Stdout)
 				return nil, errHelpShown
 			}
-			return nil, usagef(cc.cmd.name, "%s", scrubFlagError(err))
+			return nil, cc.flagError(err)
 		}
 		rest := cc.fs.Args()
 		if !interleave || len(rest) == 0 {
@@ -92,17 +96,60 @@ func (cc *cmdContext) parse(interleave bool) ([]string, error) {
 	return pos, nil
 }
 
-// scrubFlagError keeps the flag package's message but not the offending
-// value: `invalid value "..." for flag -x: ...` becomes `invalid value for
-// flag -x: ...`.
-func scrubFlagError(err error) string {
+// flagError turns the flag package's messages into the CLI's: flags are named
+// with two dashes, as --help shows them; a mistyped flag gets a suggestion;
+// and the offending value is never echoed (it could be a credential typed in
+// the wrong place), except by a Value whose own message quotes it on purpose
+// (a duration: harmless, and the point of the message).
+func (cc *cmdContext) flagError(err error) error {
 	msg := err.Error()
-	if strings.HasPrefix(msg, "invalid value ") {
-		if i := strings.Index(msg, " for flag "); i >= 0 {
-			return "invalid value" + msg[i:]
+	if rest, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name := strings.TrimLeft(rest, "-")
+		return usagef(cc.cmd.name, "unknown flag --%s%s", name, didYouMean("--", name, cc.flagNames()))
+	}
+	if rest, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		name := strings.TrimLeft(rest, "-")
+		return usagef(cc.cmd.name, "flag --%s needs a value%s", name, cc.example(name))
+	}
+	if strings.HasPrefix(msg, "bad flag syntax: ") {
+		return usagef(cc.cmd.name, "bad flag syntax: flags are spelled --name VALUE or --name=VALUE")
+	}
+	// "invalid value %q for flag -NAME: WHY" and "invalid boolean value %q
+	// for -NAME: WHY": the value is between the quotes, so find the flag by
+	// its name, never by parsing the value.
+	for _, name := range cc.flagNames() {
+		for _, marker := range []string{" for flag -" + name + ": ", " for -" + name + ": "} {
+			if _, why, ok := strings.Cut(msg, marker); ok {
+				if strings.HasPrefix(msg, "invalid boolean value ") {
+					why = "want true or false"
+				}
+				if _, ok := cc.fs.Lookup(name).Value.(*durationFlag); ok {
+					return usagef(cc.cmd.name, "--%s %s", name, why) // "--duration 1m30: the last number ..."
+				}
+				return usagef(cc.cmd.name, "invalid --%s: %s", name, why)
+			}
 		}
 	}
-	return msg
+	return usagef(cc.cmd.name, "%s", msg)
+}
+
+// flagNames lists the command's flags, --help included.
+func (cc *cmdContext) flagNames() []string {
+	names := []string{"help"}
+	cc.fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// example shows how a value-taking flag is written, for a flag given without one.
+func (cc *cmdContext) example(name string) string {
+	f := cc.fs.Lookup(name)
+	if f == nil {
+		return ""
+	}
+	if placeholder, _ := flag.UnquoteUsage(f); placeholder != "" {
+		return fmt.Sprintf(" (--%s %s)", name, placeholder)
+	}
+	return ""
 }
 
 func (cc *cmdContext) required(name, value string) error {
@@ -129,7 +176,23 @@ func (cc *cmdContext) dbPath() string {
 	return defaultDBPath
 }
 
-func (cc *cmdContext) open() (*core.Authority, error) { return core.Open(cc.dbPath()) }
+// open opens the authority for a command that reads, or acts on what
+// exists: unless --create is given, a missing database is an error that
+// says how to create one, and nothing is created (no file, no -wal or -shm,
+// no tables in a PostgreSQL schema).
+func (cc *cmdContext) open() (*core.Authority, error) { return cc.openWith(cc.create) }
+
+// openCreating opens the authority for a command that creates things
+// (production create, job request): a missing database is created.
+func (cc *cmdContext) openCreating() (*core.Authority, error) { return cc.openWith(true) }
+
+func (cc *cmdContext) openWith(create bool) (*core.Authority, error) {
+	a, err := leases.OpenWith(cc.dbPath(), leases.Options{MustExist: !create})
+	if !create && errors.Is(err, core.ErrNotFound) {
+		return nil, fmt.Errorf("%w; nothing was created ('leases production create NAME' creates it, or add --create)", err)
+	}
+	return a, err
+}
 
 // ---- durations -------------------------------------------------------------
 
@@ -143,7 +206,7 @@ var durationUnits = []struct {
 // (rational numbers, never floats): a value that is not a whole number of
 // microseconds is rejected, never rounded; the range rule is core's.
 func parseDuration(text string) (time.Duration, error) {
-	bad := func(why string) error { return fmt.Errorf("invalid duration %q: %s", text, why) }
+	bad := func(why string) error { return fmt.Errorf("%s: %s", quoteIfOdd(text), why) }
 	if text == "" {
 		return 0, bad("empty; give a number with a unit, e.g. 30s, 250ms, 1500us")
 	}
@@ -152,6 +215,7 @@ func parseDuration(text string) (time.Duration, error) {
 	}
 	s := text
 	total := new(big.Rat)
+	lastUnit := ""
 	for s != "" {
 		i := 0
 		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
@@ -181,8 +245,11 @@ func parseDuration(text string) (time.Duration, error) {
 		}
 		unit := s[:u]
 		s = s[u:]
+		if unit == "" && s != "" {
+			return 0, bad("expected a unit after " + num)
+		}
 		if unit == "" {
-			return 0, bad("a bare number has no unit; add one of us, ms, s, m, h (e.g. 30s)")
+			return 0, bad(missingUnit(text, lastUnit))
 		}
 		var per int64
 		for _, du := range durationUnits {
@@ -198,6 +265,7 @@ func parseDuration(text string) (time.Duration, error) {
 			return 0, bad("not a number")
 		}
 		total.Add(total, r.Mul(r, new(big.Rat).SetInt64(per)))
+		lastUnit = unit
 	}
 	if !total.IsInt() {
 		return 0, bad("not a whole number of microseconds; nothing is rounded")
@@ -211,6 +279,30 @@ func parseDuration(text string) (time.Duration, error) {
 		return 0, bad(strings.TrimPrefix(err.Error(), core.KindInvalidDuration.String()+": "))
 	}
 	return d, nil
+}
+
+// missingUnit explains a number without a unit. After another term ("1m30")
+// the reader most likely meant the next smaller unit, as on a clock face, so
+// the message spells the fix out; a lone bare number ("30") could be any unit.
+func missingUnit(text, previous string) string {
+	if previous == "" {
+		return "a bare number has no unit; add one of us, ms, s, m, h (e.g. " + text + "s)"
+	}
+	for i := 1; i < len(durationUnits); i++ {
+		if durationUnits[i].name == previous {
+			return "the last number has no unit; write " + text + durationUnits[i-1].name
+		}
+	}
+	return "the last number has no unit; add one of us, ms, s, m, h"
+}
+
+// quoteIfOdd shows a duration as typed, quoted only where the bare text would
+// be unreadable in a message (empty, spaces, control characters).
+func quoteIfOdd(text string) string {
+	if text == "" || strings.IndexFunc(text, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '"' }) >= 0 {
+		return strconv.Quote(text)
+	}
+	return text
 }
 
 // durationFlag is a flag.Value using parseDuration.

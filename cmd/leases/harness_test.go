@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -216,6 +217,18 @@ func (e *env) command(o opts, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.
 	return cmd, &out, &errb
 }
 
+// start runs leases in the background; done delivers cmd.Wait's result.
+func (e *env) start(o opts, args ...string) (cmd *exec.Cmd, out, errb *bytes.Buffer, done <-chan error) {
+	e.t.Helper()
+	cmd, out, errb = e.command(o, args...)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	return cmd, out, errb, waited
+}
+
 func (e *env) runWith(o opts, args ...string) result {
 	e.t.Helper()
 	cmd, out, errb := e.command(o, args...)
@@ -377,7 +390,7 @@ func (e *env) events() []eventRow {
 // facts reads published facts directly from the authority.
 func (e *env) facts(jobID string) core.Facts {
 	e.t.Helper()
-	a, err := core.Open(e.db)
+	a, err := leases.Open(e.db)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,7 +17,7 @@ import (
 // version is set at build time: -ldflags "-X main.version=$(cat VERSION)".
 var version = "devel"
 
-// Exit statuses (INTERFACES.md, CLI).
+// Exit statuses: the table of docs/cli.md, which scripts branch on.
 const (
 	exitOK        = 0
 	exitFailure   = 1
@@ -117,8 +118,10 @@ func mainHelp(w io.Writer) {
 	fmt.Fprint(w, `leases: job leases from the command line.
 
 Usage: leases [--db PATH] COMMAND [FLAGS] [ARGS]
+       leases --version | --help
 
-The database is --db PATH, else $LEASES_DB, else ./leases.db (created if missing).
+The database is --db PATH, else $LEASES_DB, else ./leases.db. Only production create
+and job request create a missing one (any command does with --create).
 A postgres:// or postgresql:// URL instead of a path selects a PostgreSQL server.
 Tokens (lease credentials) are read only from --token-file FILE, or --token-file -
 for standard input; never from an argument.
@@ -170,8 +173,11 @@ func dispatch(args []string) error {
 	for len(args) > 0 {
 		a := args[0]
 		switch {
-		case a == "-h" || a == "-help" || a == "--help":
+		case isHelpFlag(a):
 			mainHelp(os.Stdout)
+			return nil
+		case a == "--version" || a == "-version" || a == "-V":
+			printVersion()
 			return nil
 		case a == "--db" || a == "-db":
 			if len(args) < 2 {
@@ -183,7 +189,11 @@ func dispatch(args []string) error {
 			db, args = a[strings.Index(a, "=")+1:], args[1:]
 			continue
 		case strings.HasPrefix(a, "-"):
-			return usagef("", "unknown global flag %s (command flags go after the command)", flagName(a))
+			name := strings.TrimLeft(flagName(a), "-")
+			if hint := didYouMean("--", name, globalFlags); hint != "" {
+				return usagef("", "unknown global flag --%s%s", name, hint)
+			}
+			return usagef("", "unknown global flag --%s (command flags go after the command)", name)
 		}
 		break
 	}
@@ -205,7 +215,7 @@ func dispatch(args []string) error {
 		if len(args) == 2 && groupHelp(os.Stdout, args[1]) {
 			return nil
 		}
-		return usagef("", "unknown command %q", strings.Join(args[1:], " "))
+		return unknownCommand(args[1:])
 	}
 	c, rest := findCommand(args)
 	if c == nil {
@@ -217,11 +227,8 @@ func dispatch(args []string) error {
 			if len(args) > 1 && isHelpFlag(args[1]) && groupHelp(os.Stdout, group) {
 				return nil
 			}
-			if len(args) > 1 && groupHelp(io.Discard, group) {
-				return usagef(group, "unknown command %q", group+" "+args[1])
-			}
 		}
-		return usagef("", "unknown command %q", args[0])
+		return unknownCommand(args)
 	}
 	cc := newCmdContext(c, db)
 	cc.args = rest
@@ -229,6 +236,121 @@ func dispatch(args []string) error {
 }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
+// globalFlags are the flags taken before the command.
+var globalFlags = []string{"db", "help", "version"}
+
+// unknownCommand reports a command line whose words name no command, with
+// the nearest command when the words look like a typo of one: "job lst" →
+// "job list", "relase" → "release", "jb list" → "job list".
+func unknownCommand(args []string) error {
+	words := args[:min(len(args), 2)]
+	if len(words) == 2 && groupHelp(io.Discard, words[0]) {
+		hint := ""
+		if best := suggest(words[1], subcommands(words[0])); best != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", words[0]+" "+best)
+		}
+		return usagef(words[0], "unknown command %q%s", strings.Join(words, " "), hint)
+	}
+	first := map[string]bool{"help": true}
+	for _, c := range commands {
+		first[strings.Fields(c.name)[0]] = true
+	}
+	names := make([]string, 0, len(first))
+	for n := range first {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	hint := ""
+	if best := suggest(words[0], names); best != "" {
+		shown := best
+		if len(words) == 2 && groupHelp(io.Discard, best) && slices.Contains(subcommands(best), words[1]) {
+			shown = best + " " + words[1]
+		}
+		hint = fmt.Sprintf(" (did you mean %q?)", shown)
+	}
+	return usagef("", "unknown command %q%s", words[0], hint)
+}
+
+// subcommands lists the second words of a group's commands ("list" of "job").
+func subcommands(group string) []string {
+	var out []string
+	for _, c := range commands {
+		if sub, ok := strings.CutPrefix(c.name, group+" "); ok {
+			out = append(out, sub)
+		}
+	}
+	return out
+}
+
+// didYouMean is " (did you mean PREFIXcandidate?)" for the candidate nearest
+// to word, or "" when none is near enough to be a likely typo.
+func didYouMean(prefix, word string, candidates []string) string {
+	if best := suggest(word, candidates); best != "" {
+		return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+	}
+	return ""
+}
+
+// suggest returns the candidate a mistyped word most likely meant: the
+// nearest by edit distance (a swap of two neighbours counts as one edit),
+// within 1 edit for words of up to 4 letters and 2 for longer ones; else the
+// only candidate the word starts (at least 3 letters). Ties go to the first
+// candidate, so the answer never depends on map order.
+func suggest(word string, candidates []string) string {
+	if word == "" {
+		return ""
+	}
+	limit := 1
+	if len(word) > 4 {
+		limit = 2
+	}
+	best, bestDist := "", limit+1
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if best != "" {
+		return best
+	}
+	var prefixed []string
+	for _, c := range candidates {
+		if len(word) >= 3 && strings.HasPrefix(c, word) {
+			prefixed = append(prefixed, c)
+		}
+	}
+	if len(prefixed) == 1 {
+		return prefixed[0]
+	}
+	return ""
+}
+
+// editDistance is the optimal-string-alignment distance: insertions,
+// deletions, substitutions and swaps of adjacent letters each cost one.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
 
 // flagName is the flag part of "--name=value", so a value is never echoed.
 func flagName(a string) string {

@@ -10,9 +10,12 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/libleases/libleases/internal/pgtest"
@@ -129,8 +132,10 @@ func TestPostgresURLInDBFlagWinsOverLEASES_DB(t *testing.T) {
 	wantExit(t, r, 0)
 	r = e.runWith(opts{noDB: true, env: []string{"LEASES_DB=" + other}}, "production", "create", "b", "--db="+e.db)
 	wantExit(t, r, 0)
+	// Neither set: ./leases.db in the test directory, not the server (and
+	// production list creates no database).
 	r = e.runWith(opts{noDB: true}, "production", "list", "--json")
-	wantExit(t, r, 0) // ./leases.db in the test directory: not the server
+	wantExit(t, r, 1, "not_found", "./leases.db")
 	r = e.must("production", "list", "--json")
 	noPassword(t, r)
 	var ps []struct{ Name string }
@@ -209,4 +214,94 @@ func TestAPasswordInThePostgresURLNeverAppearsInAnyOutput(t *testing.T) {
 	// A working command under the password URL prints no password either.
 	r := e.must("production", "create", prod)
 	noPassword(t, r)
+}
+
+// cluster runs tests/pg/cluster.sh with args and returns its standard output.
+func cluster(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("../../tests/pg/cluster.sh", args...).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("cluster.sh %v: %v\n%s", args, err, stderr)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A follower outlives a restart of its server: the connection failures
+// while the server is down are waited out (with one warning), and the events
+// written after the restart are printed. The server is a cluster of this
+// test's own, since the shared one serves every other test.
+func TestEventsFollowKeepsFollowingAcrossAPostgresServerRestart(t *testing.T) {
+	pgtest.URL(t, false) // skipped without PostgreSQL, as the others; required under make test
+	dir, err := os.MkdirTemp("", "leases-pg-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755) // as root the server runs as nobody, which must reach its directory
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dataDir := filepath.Join(dir, "cluster")
+	url := cluster(t, "start", dataDir)
+	t.Cleanup(func() { cluster(t, "stop", dataDir) })
+
+	e := newEnv(t)
+	e.db = url
+	e.setup(1)
+	cmd, out, errb, done := e.start(opts{}, "events", "--follow", "--json", "--interval", "50ms")
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	running := func(what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("--follow ended %s: %v\nstdout:\n%s\nstderr:\n%s", what, err, out, errb)
+		default:
+		}
+	}
+	waitFor(t, "the existing events", 20*time.Second, func() bool { return strings.Contains(out.String(), `"requested"`) })
+
+	cluster(t, "stop", dataDir)
+	waitFor(t, "the warning that the server is gone", 20*time.Second, func() bool {
+		return strings.Contains(errb.String(), "still following")
+	})
+	time.Sleep(300 * time.Millisecond) // several more failed polls
+	running("while the server was down")
+	if n := strings.Count(errb.String(), "warning"); n != 1 {
+		t.Errorf("the outage drew %d warnings, want one:\n%s", n, errb)
+	}
+
+	cluster(t, "restart", dataDir)
+	id := strings.TrimSpace(e.must("job", "request", "--production", prod, "--key", "after-restart").stdout)
+	waitFor(t, "the event written after the restart", 20*time.Second, func() bool { return strings.Contains(out.String(), id) })
+	running("after the restart")
+	if !strings.Contains(errb.String(), "answers again") {
+		t.Errorf("no notice that the server is back:\n%s", errb)
+	}
+	t.Logf("what the follower said on standard error:\n%s", errb)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		wantExit(t, e.finish([]string{"events", "--follow"}, err, out, errb), 0)
+	case <-time.After(10 * time.Second):
+		t.Fatal("--follow did not stop on SIGTERM")
+	}
+}
+
+// On PostgreSQL too, a command that creates nothing leaves a schema without
+// an authority as it was: no tables.
+func TestCommandsThatCreateNothingCreateNoTablesInAPostgresSchema(t *testing.T) {
+	e := pgEnv(t)
+	r := e.run("job", "list", "--production", prod)
+	wantExit(t, r, 1, "not_found", "leases production create")
+	noPassword(t, r)
+	if tables := pgtest.Tables(t, e.db); len(tables) != 0 {
+		t.Fatalf("tables were created: %v", tables)
+	}
+	e.must("production", "create", prod)
+	e.must("job", "list", "--production", prod)
 }

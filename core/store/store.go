@@ -37,6 +37,12 @@ var (
 	ErrSchemaTooNew = errors.New("database schema is newer than this library")
 	// ErrNotLeases: the file is a database, but not one of ours.
 	ErrNotLeases = errors.New("database is not a libleases authority")
+	// ErrNotExist: there is no authority at the location, and the store was
+	// opened not to create one (MustExist).
+	ErrNotExist = errors.New("no libleases authority exists there")
+	// ErrInvalid: the location, or an option given with it, cannot be used
+	// (an unparsable URL, an option of another store).
+	ErrInvalid = errors.New("invalid location or option")
 	// ErrReadOnly: the file cannot be written.
 	ErrReadOnly = errors.New("database is read-only")
 	// ErrCorrupt: the file is damaged or not a database.
@@ -201,6 +207,7 @@ type Tx interface {
 // Backend is one opened authority store.
 type Backend interface {
 	Reader
+	Observer
 	// BeginWrite starts a write transaction. SQLite takes its one writer lock
 	// here; a server store takes row locks as the transaction touches rows.
 	// Either waits at most the busy timeout for a lock, and gives up once ctx

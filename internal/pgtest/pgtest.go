@@ -86,10 +86,7 @@ func Dump(t testing.TB, location string) string {
 	c, err := pgx.Connect(ctx, location)
 	require.NoError(t, err)
 	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'leases\_%'`)
-	require.NoError(t, err)
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
+	tables := Tables(t, location)
 	require.NotEmpty(t, tables)
 	var out strings.Builder
 	for _, tbl := range tables {
@@ -99,7 +96,7 @@ func Dump(t testing.TB, location string) string {
 		require.NoError(t, err)
 		out.WriteString(strings.Join(texts, "\n"))
 	}
-	rows, err = c.Query(ctx, `SELECT claim_hash FROM leases_jobs WHERE claim_hash IS NOT NULL`)
+	rows, err := c.Query(ctx, `SELECT claim_hash FROM leases_jobs WHERE claim_hash IS NOT NULL`)
 	require.NoError(t, err)
 	hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
 	require.NoError(t, err)
@@ -107,4 +104,18 @@ func Dump(t testing.TB, location string) string {
 		out.Write(h)
 	}
 	return out.String()
+}
+
+// Tables lists the leases_ tables of location's current schema.
+func Tables(t testing.TB, location string) []string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, location)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'leases\_%'`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return tables
 }

@@ -53,6 +53,8 @@ static char *listing(leases_authority *a) {
 static void test_versions_match_abi_file_and_release_file(void) {
 	CHECK(LEASES_ABI_VERSION == EXPECTED_ABI_VERSION);
 	CHECK(leases_abi_version() == (uint32_t)EXPECTED_ABI_VERSION);
+	CHECK(LEASES_ABI_REVISION == EXPECTED_ABI_REVISION);
+	CHECK(leases_abi_revision() == (uint32_t)EXPECTED_ABI_REVISION);
 	CHECK(strcmp(leases_version(), EXPECTED_RELEASE_VERSION) == 0);
 }
 
@@ -192,6 +194,21 @@ static void test_every_invalid_duration_is_rejected_and_changes_nothing(void) {
 	char *after = listing(a);
 	CHECK(before && after && strcmp(before, after) == 0);
 	CHECK_OK(leases_lease_renew(l, LEASES_MAX_DURATION_US));
+	/* The shared duration vectors (tests/vectors/durations.json): a rejected one
+	 * is invalid_duration; an accepted one never is (a shorter renewal is
+	 * not_extended, a 1 µs one may expire before it commits). */
+	size_t accepted = 0, rejected = 0;
+	for (size_t i = 0; i < NVEC(duration_vectors); i++) {
+		leases_status got = leases_lease_renew(l, duration_vectors[i].us);
+		if (duration_vectors[i].accepted) {
+			accepted++;
+			CHECK(got == LEASES_OK || got == LEASES_NOT_EXTENDED || got == LEASES_EXPIRED);
+		} else {
+			rejected++;
+			CHECK_ST(got, LEASES_INVALID_DURATION);
+		}
+	}
+	CHECK(accepted >= 4 && rejected >= 4);
 	/* 1 µs is the shortest duration accepted; on a real clock such a claim
 	 * expires before it can commit, which is the expiry rule, not a duration
 	 * rejection. */
@@ -997,7 +1014,7 @@ static void test_rejected_execution_finish_removes_only_its_own_files(void) {
 
 /* One check per row of the rejection-order table (docs/c-api.md); the
  * forked row is test_forked_child_gets_forked_status_within_one_second. */
-static void test_rejection_order_matches_the_spec_table(void) {
+static void test_rejection_order_matches_the_documented_table(void) {
 	leases_authority *a = fresh_clocked("order");
 	char *j = request(a, NULL);
 	leases_lease *l = NULL, *l2 = NULL, *twin = NULL;
@@ -1149,7 +1166,7 @@ int main(void) {
 	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);
 	RUN(test_lease_lost_when_an_expired_claim_is_taken);
 	RUN(test_rejected_execution_finish_removes_only_its_own_files);
-	RUN(test_rejection_order_matches_the_spec_table);
+	RUN(test_rejection_order_matches_the_documented_table);
 	RUN(test_busy_when_another_handle_holds_the_writer_lock);
 	RUN(test_panic_becomes_internal_status);
 #else

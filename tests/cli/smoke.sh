@@ -16,6 +16,18 @@ fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
 
 run 0 version
 grep -qx "leases $want_version" "$work/out" || fail "version: $(cat "$work/out")"
+for flag in --version -V; do
+  run 0 "$flag"
+  grep -qx "leases $want_version" "$work/out" || fail "$flag: $(cat "$work/out")"
+done
+# A typo gets a suggestion, and flags are named as --help names them.
+run 2 job lst --production nightly
+grep -qF 'did you mean "job list"?' "$work/err" || fail "job lst: $(cat "$work/err")"
+run 2 claim --production nightly --worker smoke --durration 30s --token-out "$work/t0"
+grep -qF 'unknown flag --durration (did you mean --duration?)' "$work/err" || fail "--durration: $(cat "$work/err")"
+run 2 claim --production nightly --worker smoke --duration 1m30 --token-out "$work/t0"
+grep -qF 'write 1m30s' "$work/err" || fail "1m30: $(cat "$work/err")"
+[ ! -e "$work/t0" ] && [ ! -e "$LEASES_DB" ] || fail "a usage error created a file"
 
 run 0 production create nightly
 printf 'frame-1' | "$leases" job request --production nightly --key f1 --payload-file - >>"$log"

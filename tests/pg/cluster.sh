@@ -6,7 +6,9 @@
 #                                       LEASES_TEST_PG_URL set, stop it, and
 #                                       exit with CMD's status
 #   tests/pg/cluster.sh start DIR       start one in DIR; print its URL
-#   tests/pg/cluster.sh stop DIR        stop the one in DIR
+#   tests/pg/cluster.sh stop DIR        stop the one in DIR (its data stays)
+#   tests/pg/cluster.sh restart DIR     start the stopped one in DIR again,
+#                                       on the same port (a server restart)
 #
 # PostgreSQL comes from Debian's packages; it is installed when missing. The
 # server listens on 127.0.0.1 on a free port with trust authentication for
@@ -63,12 +65,9 @@ start() {
 	chmod 700 "$dir"
 	as_owner "$bin/initdb" -D "$dir/data" -U leases --auth=trust -E UTF8 --no-sync --no-instructions >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
-	local durable=${LEASES_PG_DURABLE:-0} fsync=off
-	[[ $durable == 1 ]] && fsync=on
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
-		if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-			-o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c fsync=$fsync -c max_connections=300 -c shared_buffers=128MB" >/dev/null; then
+		if serve "$dir" "$port"; then
 			echo "$port" >"$dir/port"
 			echo "postgres://leases@127.0.0.1:$port/postgres?sslmode=disable"
 			return 0
@@ -76,6 +75,19 @@ start() {
 	done
 	cat "$dir/server.log" >&2
 	exit 1
+}
+
+# serve DIR PORT: start the server of DIR's data on PORT.
+serve() {
+	local dir=$1 port=$2 fsync=off
+	[[ ${LEASES_PG_DURABLE:-0} == 1 ]] && fsync=on
+	as_owner "$(pgbin)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+		-o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c fsync=$fsync -c max_connections=300 -c shared_buffers=128MB" >/dev/null
+}
+
+restart() {
+	local dir=$1
+	serve "$dir" "$(cat "$dir/port")" || { cat "$dir/server.log" >&2; exit 1; }
 }
 
 stop() {
@@ -87,6 +99,7 @@ stop() {
 case ${1:-} in
 start) start "$2" ;;
 stop) stop "$2" ;;
+restart) restart "$2" ;;
 run)
 	shift
 	[[ ${1:-} == -- ]] && shift
@@ -107,7 +120,7 @@ run)
 	exit "$status"
 	;;
 *)
-	sed -n '2,14p' "$0" >&2
+	sed -n '2,16p' "$0" >&2
 	exit 2
 	;;
 esac

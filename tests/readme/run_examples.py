@@ -55,7 +55,7 @@ def main() -> None:
                LEASES_LIBRARY=str(BUILD / "libleases.so"), PATH=f"{BUILD}:{os.environ['PATH']}")
     env.pop("LEASES_DB", None)
 
-    # Go: inside the module (it imports .../core); a "_" directory is outside ./... patterns.
+    # Go: inside the module (it imports the module root, package leases); a "_" directory is outside ./... patterns.
     (OUT / "_go").mkdir()
     (OUT / "_go" / "main.go").write_text(src["go"])
     run(["go", "build", "-o", str(OUT / "go-example"), "./build/readme/_go"], ROOT)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/stretchr/testify/require"
 )
@@ -96,7 +97,7 @@ func TestAFullDiskGivesAStorageErrorAndLosesNothing(t *testing.T) {
 	require.NoError(t, err, "mount a small tmpfs as root: %s", bytes.TrimSpace(out))
 	defer exec.Command("umount", "-l", mnt).Run()
 	db := filepath.Join(mnt, "leases.db")
-	a, err := core.Open(db)
+	a, err := leases.Open(db)
 	require.NoError(t, err)
 	defer a.Close()
 	_, err = a.CreateProduction(production)
@@ -121,7 +122,7 @@ func TestAFullDiskGivesAStorageErrorAndLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(jobs), len(acked))
 	require.NoError(t, a.Close())
-	a2, err := core.Open(db)
+	a2, err := leases.Open(db)
 	require.NoError(t, err)
 	defer a2.Close()
 	jobs, err = a2.Jobs(production)
@@ -139,7 +140,7 @@ func TestHostileFilesGetAClearErrorAndLoseNothing(t *testing.T) {
 	dir := t.TempDir()
 
 	t.Run("directory", func(t *testing.T) {
-		_, err := core.Open(dir)
+		_, err := leases.Open(dir)
 		require.ErrorIs(t, err, core.ErrStorage)
 		require.Contains(t, err.Error(), "is a directory")
 	})
@@ -149,10 +150,10 @@ func TestHostileFilesGetAClearErrorAndLoseNothing(t *testing.T) {
 		seedJobs(t, target, 3)
 		link := filepath.Join(dir, "link.db")
 		require.NoError(t, os.Symlink(target, link))
-		_, err := core.Open(link)
+		_, err := leases.Open(link)
 		require.ErrorIs(t, err, core.ErrStorage)
 		require.Contains(t, err.Error(), "symbolic link")
-		a, err := core.Open(target)
+		a, err := leases.Open(target)
 		require.NoError(t, err)
 		js, err := a.Jobs(production)
 		require.NoError(t, err)
@@ -170,7 +171,7 @@ func TestHostileFilesGetAClearErrorAndLoseNothing(t *testing.T) {
 			b[i] = 0xA5
 		}
 		require.NoError(t, os.WriteFile(db, b, 0o600))
-		a, err := core.Open(db)
+		a, err := leases.Open(db)
 		if err == nil {
 			_, err = a.Jobs(production)
 			if err == nil {
@@ -194,7 +195,7 @@ func TestHostileFilesGetAClearErrorAndLoseNothing(t *testing.T) {
 		wal, err := os.Stat(db + "-wal")
 		require.NoError(t, err)
 		require.NoError(t, os.Truncate(db+"-wal", wal.Size()-wal.Size()%4096/2-1))
-		a, err := core.Open(db)
+		a, err := leases.Open(db)
 		require.NoError(t, err, "a torn WAL tail is discarded, not fatal")
 		_, err = a.Jobs(production)
 		require.NoError(t, err)
@@ -248,7 +249,7 @@ func runUnprivileged(t *testing.T, db string) (string, error) {
 
 func init() {
 	if db := os.Getenv("LEASES_REL_OPENONLY"); db != "" {
-		a, err := core.Open(db)
+		a, err := leases.Open(db)
 		if err == nil {
 			_, err = a.RequestJob(production, "", nil)
 			a.Close()

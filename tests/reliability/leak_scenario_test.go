@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/worker"
 	"github.com/stretchr/testify/require"
@@ -66,7 +67,7 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 		}
 	}
 
-	a, err := core.Open(db)
+	a, err := leases.Open(db)
 	require.NoError(t, err)
 	_, err = a.CreateProduction("leak")
 	require.NoError(t, err)

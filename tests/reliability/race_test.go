@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
@@ -168,7 +169,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 		}
 	}
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "tokens"), 0o700))
-	a, err := core.Open(db)
+	a, err := leases.Open(db)
 	require.NoError(t, err)
 	_, err = a.CreateProduction(raceProduction)
 	require.NoError(t, err)
@@ -218,7 +219,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	dumpStore()
 	checked := scanForSecrets(t, dir, tokens) // the same secrets are scanned for again after the drain
 
-	a, err = core.Open(db)
+	a, err = leases.Open(db)
 	require.NoError(t, err)
 	defer a.Close()
 	order, err := a.Jobs(raceProduction)

@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -71,7 +72,7 @@ func raceWorkerMain(name string) int {
 		b, _ := json.Marshal(x)
 		logf.Write(append(b, '\n'))
 	}
-	a, err := core.Open(os.Getenv("LEASES_RACE_DB"))
+	a, err := leases.Open(os.Getenv("LEASES_RACE_DB"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 2

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
@@ -81,7 +82,7 @@ func workerMain(name string) int {
 	seed, _ := strconv.ParseUint(os.Getenv("LEASES_REL_SEED"), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	enc := json.NewEncoder(logf)
-	a, err := core.Open(path)
+	a, err := leases.Open(path)
 	if err != nil {
 		// A fault during open is reported like any other call's.
 		enc.Encode(ack{Worker: name, Op: "open", Kind: core.KindOf(err).String()})
@@ -165,7 +166,7 @@ func readAcks(t *testing.T, path string) []ack {
 // partial; the high-water mark is at least every acknowledged clock sample.
 func verifyStore(t *testing.T, path string, acks []ack) {
 	t.Helper()
-	a, err := core.Open(path)
+	a, err := leases.Open(path)
 	require.NoError(t, err, "the store must open after the fault")
 	defer a.Close()
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(10000)"}).String())
@@ -237,7 +238,7 @@ func verifyStore(t *testing.T, path string, acks []ack) {
 
 func seedJobs(t *testing.T, path string, n int) {
 	t.Helper()
-	a, err := core.Open(path)
+	a, err := leases.Open(path)
 	require.NoError(t, err)
 	defer a.Close()
 	_, err = a.CreateProduction(production)

@@ -13,10 +13,10 @@ namespace {
 
 template <class D>
 void expect_rejected(D d) {
-    EXPECT_THROW((void)to_microseconds(d), leases::DurationError) << d.count();
+    EXPECT_THROW((void)to_microseconds(d), leases::InvalidDurationError) << d.count();
     try {
         (void)to_microseconds(d);
-    } catch (const leases::DurationError &e) {
+    } catch (const leases::InvalidDurationError &e) {
         EXPECT_EQ(e.status(), LEASES_INVALID_DURATION);
     }
 }
@@ -109,20 +109,20 @@ using DurationsAtTheBoundary = AuthorityTest;
 TEST_F(DurationsAtTheBoundary, InvalidDurationsRejectBeforeTheLibraryIsCalled) {
     // The production does not exist and the authority handle is empty: a
     // library call would report not_found or invalid_argument, so
-    // DurationError proves the check came first.
-    EXPECT_THROW((void)a().claim("no-such-production", "w", 1500ns), leases::DurationError);
-    EXPECT_THROW((void)a().claim_job("no-such-production", "x", "w", 0s), leases::DurationError);
+    // InvalidDurationError proves the check came first.
+    EXPECT_THROW((void)a().claim("no-such-production", "w", 1500ns), leases::InvalidDurationError);
+    EXPECT_THROW((void)a().claim_job("no-such-production", "x", "w", 0s), leases::InvalidDurationError);
     leases::Authority empty = std::move(*auth);
-    EXPECT_THROW((void)auth->claim("p", "w", 25h), leases::DurationError);
-    EXPECT_THROW((void)auth->claim("p", "w", 1s), leases::InvalidArgument);
+    EXPECT_THROW((void)auth->claim("p", "w", 25h), leases::InvalidDurationError);
+    EXPECT_THROW((void)auth->claim("p", "w", 1s), leases::InvalidArgumentError);
     auth = std::move(empty);
 
     request(1);
     auto l = claim("w", 1min);
-    EXPECT_THROW(l.renew(1ns), leases::DurationError);
-    EXPECT_THROW(l.renew(std::chrono::hours::max()), leases::DurationError);
+    EXPECT_THROW(l.renew(1ns), leases::InvalidDurationError);
+    EXPECT_THROW(l.renew(std::chrono::hours::max()), leases::InvalidDurationError);
     auto e = a().edit();
-    EXPECT_THROW((void)e.claim("p", "w", -1us), leases::DurationError);
+    EXPECT_THROW((void)e.claim("p", "w", -1us), leases::InvalidDurationError);
     e.abort();
     l.renew(2min);  // the lease was never touched by the rejected renewals
     EXPECT_EQ(l.expiry_unix_us(), t0 + 120'000'000);

@@ -22,7 +22,7 @@ TEST_F(Edits, ClaimAndCompleteInOneEditPublishAtomicallyOnCommit) {
     auto after = mini_json::Parser(other.jobs_json("p")).document();
     EXPECT_EQ(after.items.at(0)["state"].str(), "completed");
     EXPECT_EQ(state(ids[0]), "completed");
-    EXPECT_THROW(l->renew(1s), leases::Closed) << "completion closed the lease";
+    EXPECT_THROW(l->renew(1s), leases::ClosedError) << "completion closed the lease";
 }
 
 TEST_F(Edits, APendingLeaseIsClosedForItsOwnOperationsUntilTheEditCommits) {
@@ -30,9 +30,9 @@ TEST_F(Edits, APendingLeaseIsClosedForItsOwnOperationsUntilTheEditCommits) {
     auto e = a().edit();
     auto l = e.claim("p", "w", 1min);
     ASSERT_TRUE(l.has_value());
-    EXPECT_THROW(l->renew(1h), leases::Closed);
-    EXPECT_THROW(l->complete(), leases::Closed);
-    EXPECT_THROW((void)l->export_token(), leases::Closed);
+    EXPECT_THROW(l->renew(1h), leases::ClosedError);
+    EXPECT_THROW(l->complete(), leases::ClosedError);
+    EXPECT_THROW((void)l->export_token(), leases::ClosedError);
     e.commit();
     l->renew(1h);
     l->complete();
@@ -49,8 +49,8 @@ TEST_F(Edits, AbortRollsBackEverythingAndClosesPendingLeases) {
     e.abort();
     EXPECT_EQ(e.capi(), nullptr);
     EXPECT_EQ(a().jobs_json("p"), before);
-    EXPECT_THROW(l1->renew(1h), leases::Closed);
-    EXPECT_THROW(l2->renew(1h), leases::Closed);
+    EXPECT_THROW(l1->renew(1h), leases::ClosedError);
+    EXPECT_THROW(l2->renew(1h), leases::ClosedError);
     e.abort();  // a second abort does nothing
 }
 
@@ -64,7 +64,7 @@ TEST_F(Edits, DestroyingAnUncommittedEditRollsItBack) {
         ASSERT_TRUE(pending.has_value());
     }
     EXPECT_EQ(a().jobs_json("p"), before);
-    EXPECT_THROW(pending->renew(1h), leases::Closed);
+    EXPECT_THROW(pending->renew(1h), leases::ClosedError);
     // The writer lock was given back: a new claim succeeds.
     EXPECT_TRUE(a().claim("p", "w", 1min).has_value());
 }
@@ -76,7 +76,7 @@ TEST_F(Edits, NothingToClaimInsideAnEditIsNulloptAndLeavesTheEditUsable) {
     ASSERT_TRUE(l.has_value());
     EXPECT_FALSE(e.claim("p", "w", 1min).has_value());
     e.complete(*l);
-    EXPECT_THROW(e.complete(*l), leases::StateError) << "this claim already finished inside the edit";
+    EXPECT_THROW(e.complete(*l), leases::WrongStateError) << "this claim already finished inside the edit";
     e.commit();
     EXPECT_EQ(state(l->job_id()), "completed");
 }
@@ -89,9 +89,9 @@ TEST_F(Edits, AFailedCommitConsumesTheEditClosesPendingLeasesAndKeepsActiveOnes)
     ASSERT_TRUE(pending.has_value());
     e.complete(active);
     advance(2s);  // the pending claim is expired at commit
-    EXPECT_THROW(e.commit(), leases::Expired);
+    EXPECT_THROW(e.commit(), leases::ExpiredError);
     EXPECT_EQ(e.capi(), nullptr) << "a failed commit consumes the edit too";
-    EXPECT_THROW(pending->renew(1h), leases::Closed);
+    EXPECT_THROW(pending->renew(1h), leases::ClosedError);
     EXPECT_EQ(state(active.job_id()), "claimed");
     EXPECT_EQ(state(pending->job_id()), "requested");
     active.complete();  // a failed operation left the active lease usable
@@ -101,6 +101,6 @@ TEST_F(Edits, AConsumedEditRejectsFurtherUse) {
     request(1);
     auto e = a().edit();
     e.commit();
-    EXPECT_THROW((void)e.claim("p", "w", 1min), leases::InvalidArgument);
-    EXPECT_THROW(e.commit(), leases::InvalidArgument);
+    EXPECT_THROW((void)e.claim("p", "w", 1min), leases::InvalidArgumentError);
+    EXPECT_THROW(e.commit(), leases::InvalidArgumentError);
 }

@@ -10,6 +10,8 @@
 #include <set>
 #include <typeindex>
 
+#include <cxxabi.h>
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,8 @@ namespace {
 struct StatusVector {
     int code;
     std::string name;
+    std::string stem;  // the class is leases::<stem>Error
+    bool not_held;
 };
 
 void PrintTo(const StatusVector &s, std::ostream *os) { *os << s.name << " (" << s.code << ")"; }
@@ -29,7 +33,8 @@ void PrintTo(const StatusVector &s, std::ostream *os) { *os << s.name << " (" <<
 std::vector<StatusVector> status_vectors() {
     std::vector<StatusVector> out;
     for (const auto &s : mini_json::parse_file(vectors_path("statuses.json")).items) {
-        out.push_back({static_cast<int>(s["code"].integer()), s["name"].str()});
+        out.push_back({static_cast<int>(s["code"].integer()), s["name"].str(), s["stem"].str(),
+                       s["not_held"].boolean});
     }
     return out;
 }
@@ -37,23 +42,23 @@ std::vector<StatusVector> status_vectors() {
 // The class each status must map to.
 const std::map<std::string, std::type_index> &expected_classes() {
     static const std::map<std::string, std::type_index> m{
-        {"invalid_argument", typeid(leases::InvalidArgument)},
-        {"invalid_duration", typeid(leases::DurationError)},
-        {"not_found", typeid(leases::NotFound)},
-        {"nothing_to_claim", typeid(leases::NothingToClaim)},
-        {"wrong_state", typeid(leases::StateError)},
-        {"lease_lost", typeid(leases::LeaseLost)},
-        {"expired", typeid(leases::Expired)},
-        {"cancelled", typeid(leases::Cancelled)},
-        {"not_extended", typeid(leases::NotExtended)},
-        {"clock_regressed", typeid(leases::ClockRegressed)},
-        {"closed", typeid(leases::Closed)},
-        {"bad_token", typeid(leases::TokenError)},
-        {"busy", typeid(leases::Busy)},
+        {"invalid_argument", typeid(leases::InvalidArgumentError)},
+        {"invalid_duration", typeid(leases::InvalidDurationError)},
+        {"not_found", typeid(leases::NotFoundError)},
+        {"nothing_to_claim", typeid(leases::NothingToClaimError)},
+        {"wrong_state", typeid(leases::WrongStateError)},
+        {"lease_lost", typeid(leases::LeaseLostError)},
+        {"expired", typeid(leases::ExpiredError)},
+        {"cancelled", typeid(leases::CancelledError)},
+        {"not_extended", typeid(leases::NotExtendedError)},
+        {"clock_regressed", typeid(leases::ClockRegressedError)},
+        {"closed", typeid(leases::ClosedError)},
+        {"bad_token", typeid(leases::BadTokenError)},
+        {"busy", typeid(leases::BusyError)},
         {"storage", typeid(leases::StorageError)},
-        {"outcome_unknown", typeid(leases::OutcomeUnknown)},
-        {"schema_too_new", typeid(leases::SchemaError)},
-        {"forked", typeid(leases::ForkedProcess)},
+        {"outcome_unknown", typeid(leases::OutcomeUnknownError)},
+        {"schema_too_new", typeid(leases::SchemaTooNewError)},
+        {"forked", typeid(leases::ForkedError)},
         {"internal", typeid(leases::InternalError)},
     };
     return m;
@@ -90,7 +95,7 @@ void EveryStatus::drive(const std::string &name) {
     if (name == "invalid_argument") {
         a().create_production("");  // empty name
     } else if (name == "invalid_duration") {
-        // The projection never lets one through (DurationError before the
+        // The projection never lets one through (InvalidDurationError before the
         // call, tests/test_durations.cpp); here the library's own status.
         request(1);
         leases_lease *out = nullptr;
@@ -158,7 +163,7 @@ void EveryStatus::drive(const std::string &name) {
         with_writes_failing([&] {
             try {
                 l.renew(1h);
-            } catch (const leases::OutcomeUnknown &) {
+            } catch (const leases::OutcomeUnknownError &) {
                 thrown = true;
             }
         });
@@ -184,7 +189,7 @@ void EveryStatus::drive(const std::string &name) {
             int code = 1;
             try {
                 (void)leases::Authority::open(db);
-            } catch (const leases::ForkedProcess &e) {
+            } catch (const leases::ForkedError &e) {
                 code = e.status() == LEASES_FORKED ? 0 : 2;
             } catch (...) {
                 code = 3;
@@ -194,8 +199,8 @@ void EveryStatus::drive(const std::string &name) {
         int wstatus = 0;
         ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
         ASSERT_TRUE(WIFEXITED(wstatus));
-        ASSERT_EQ(WEXITSTATUS(wstatus), 0) << "the forked child did not get ForkedProcess";
-        throw leases::ForkedProcess("seen in the child");  // reported to the parent by exit code
+        ASSERT_EQ(WEXITSTATUS(wstatus), 0) << "the forked child did not get ForkedError";
+        throw leases::ForkedError("seen in the child");  // reported to the parent by exit code
     } else if (name == "internal") {
         leases::check(leases_testing_panic());
     } else {
@@ -251,6 +256,55 @@ TEST(StatusMapping, EachStatusHasADistinctClassAndUnknownStatusesKeepTheBase) {
         EXPECT_EQ(e.status(), 99);
     }
 }
+
+std::string demangled(const std::type_info &t) {
+    int rc = 0;
+    std::unique_ptr<char, void (*)(void *)> name(abi::__cxa_demangle(t.name(), nullptr, nullptr, &rc), std::free);
+    return rc == 0 && name ? std::string(name.get()) : std::string(t.name());
+}
+
+TEST(StatusMapping, EachClassIsNamedAfterItsStatusAndNotHeldOnesShareABase) {
+    int not_held = 0;
+    for (const auto &s : status_vectors()) {
+        if (s.code == LEASES_OK) continue;
+        try {
+            leases::throw_status(s.code, "m");
+        } catch (const leases::Error &e) {
+            EXPECT_EQ(demangled(typeid(e)), "leases::" + s.stem + "Error") << s.name;
+            const bool is_not_held = dynamic_cast<const leases::NotHeldError *>(&e) != nullptr;
+            EXPECT_EQ(is_not_held, s.not_held) << s.name;
+            not_held += is_not_held;
+        }
+    }
+    EXPECT_EQ(not_held, 3);  // lease_lost, expired, cancelled
+}
+
+TEST_F(AuthorityTest, ALostLeaseIsCaughtAsNotHeldError) {
+    const std::string job = request(1)[0];
+    leases::Lease lease = claim();
+    a().cancel("p", job);
+    try {
+        lease.renew(30s);
+        FAIL() << "renewing a cancelled claim succeeded";
+    } catch (const leases::NotHeldError &e) {
+        EXPECT_EQ(e.status(), LEASES_CANCELLED);
+        EXPECT_NE(dynamic_cast<const leases::CancelledError *>(&e), nullptr);
+    }
+}
+
+// The names before the status-named classes stay for one release, deprecated.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST(StatusMapping, TheOldNamesAreAliasesOfTheStatusNamedClasses) {
+    EXPECT_TRUE((std::is_same_v<leases::WrongStateError, leases::WrongStateError>));
+    EXPECT_TRUE((std::is_same_v<leases::InvalidDurationError, leases::InvalidDurationError>));
+    EXPECT_TRUE((std::is_same_v<leases::BadTokenError, leases::BadTokenError>));
+    EXPECT_TRUE((std::is_same_v<leases::SchemaTooNewError, leases::SchemaTooNewError>));
+    EXPECT_TRUE((std::is_same_v<leases::ForkedError, leases::ForkedError>));
+    EXPECT_TRUE((std::is_same_v<leases::ExpiredError, leases::ExpiredError>));
+    EXPECT_THROW(leases::throw_status(LEASES_WRONG_STATE, "x"), leases::WrongStateError);
+}
+#pragma GCC diagnostic pop
 
 TEST(StatusMapping, EveryErrorIsARuntimeError) {
     EXPECT_THROW(leases::throw_status(LEASES_EXPIRED, "x"), std::runtime_error);

@@ -33,7 +33,7 @@ TEST_F(Lifecycle, ClaimRenewCompleteClosesTheLeaseAndCompletesTheJob) {
     l->renew(1min);
     l->complete(R"({"metadata": {"frames": 1}, "provenance": {"tool": "cpp"}})");
     EXPECT_EQ(state(ids[0]), "completed");
-    EXPECT_THROW(l->complete(), leases::Closed);
+    EXPECT_THROW(l->complete(), leases::ClosedError);
 }
 
 TEST_F(Lifecycle, ClaimReturnsNulloptWhenNothingIsClaimable) {
@@ -67,7 +67,7 @@ TEST_F(Lifecycle, ALeaseReadsItsJobsPayloadExactly) {
     auto e = a().claim_job("p", empty, "w", 1s);
     EXPECT_TRUE(e.payload().empty());
     l.release();
-    EXPECT_THROW((void)l.payload(), leases::Closed);
+    EXPECT_THROW((void)l.payload(), leases::ClosedError);
 }
 
 TEST_F(Lifecycle, DestroyingALeaseFreesLocalMemoryOnlyAndWritesNothing) {
@@ -92,7 +92,7 @@ TEST_F(Lifecycle, ReleaseMakesTheJobRequestedAgainAndClosesTheLease) {
     auto l = claim();
     l.release();
     EXPECT_EQ(state(ids[0]), "requested");
-    EXPECT_THROW(l.renew(1s), leases::Closed);
+    EXPECT_THROW(l.renew(1s), leases::ClosedError);
     EXPECT_TRUE(a().claim("p", "w2", 1s).has_value());
 }
 
@@ -102,7 +102,7 @@ TEST_F(Lifecycle, FailRecordsTheReasonAndClosesTheLease) {
     l.fail("render crashed");
     EXPECT_EQ(state(ids[0]), "failed");
     EXPECT_EQ(job(ids[0])["reason"].str(), "render crashed");
-    EXPECT_THROW(l.release(), leases::Closed);
+    EXPECT_THROW(l.release(), leases::ClosedError);
 }
 
 TEST_F(Lifecycle, RequestWithAKeyIsIdempotent) {
@@ -112,7 +112,7 @@ TEST_F(Lifecycle, RequestWithAKeyIsIdempotent) {
     const std::vector<std::uint8_t> bytes{0, 1, 2, 255};
     const std::string b = a().request_job("p", "frame-2", bytes);
     EXPECT_NE(a1, b);
-    EXPECT_THROW((void)a().request_job("p", "frame-1", std::string("other")), leases::StateError);
+    EXPECT_THROW((void)a().request_job("p", "frame-1", std::string("other")), leases::WrongStateError);
 }
 
 TEST_F(Lifecycle, MovedFromHandlesAreEmptyAndRejectedNotDereferenced) {
@@ -121,13 +121,13 @@ TEST_F(Lifecycle, MovedFromHandlesAreEmptyAndRejectedNotDereferenced) {
     leases::Lease moved = std::move(l);
     EXPECT_EQ(l.capi(), nullptr);  // NOLINT(bugprone-use-after-move): the rule under test
     EXPECT_NE(moved.capi(), nullptr);
-    EXPECT_THROW(l.renew(1s), leases::InvalidArgument);
-    EXPECT_THROW((void)l.job_id(), leases::InvalidArgument);
+    EXPECT_THROW(l.renew(1s), leases::InvalidArgumentError);
+    EXPECT_THROW((void)l.job_id(), leases::InvalidArgumentError);
     moved.renew(2min);
 
     leases::Authority other = std::move(*auth);
     EXPECT_EQ(auth->capi(), nullptr);
-    EXPECT_THROW(auth->create_production("q"), leases::InvalidArgument);
+    EXPECT_THROW(auth->create_production("q"), leases::InvalidArgumentError);
     other.create_production("q");
     auth = std::move(other);
 }
@@ -136,13 +136,13 @@ TEST_F(Lifecycle, ALeaseOutlivingItsAuthorityReportsClosed) {
     request(1);
     auto l = claim();
     auth->close();
-    EXPECT_THROW(l.renew(1s), leases::Closed);
+    EXPECT_THROW(l.renew(1s), leases::ClosedError);
 }
 
 TEST_F(Lifecycle, InputsWithANulByteAreRejectedInsteadOfCut) {
     // "p\0x" would reach C as "p": an existing production.
-    EXPECT_THROW(a().create_production(std::string("p\0x", 3)), leases::InvalidArgument);
-    EXPECT_THROW((void)a().claim(std::string("p\0x", 3), "w", 1s), leases::InvalidArgument);
+    EXPECT_THROW(a().create_production(std::string("p\0x", 3)), leases::InvalidArgumentError);
+    EXPECT_THROW((void)a().claim(std::string("p\0x", 3), "w", 1s), leases::InvalidArgumentError);
 }
 
 TEST_F(Lifecycle, CapiHandleIsTheOneTheWrapperOwns) {
@@ -159,22 +159,38 @@ TEST_F(Lifecycle, CapiHandleIsTheOneTheWrapperOwns) {
 
 TEST(Library, AbiVersionOfTheLoadedLibraryEqualsTheHeader) {
     EXPECT_EQ(leases::abi_version(), static_cast<std::uint32_t>(LEASES_ABI_VERSION));
+    EXPECT_GE(leases::abi_revision(), static_cast<std::uint32_t>(LEASES_ABI_REVISION));
     EXPECT_FALSE(leases::version().empty());
 }
 
 TEST(Library, AbiMismatchNamesBothNumbers) {
     try {
-        leases::detail::check_abi(1, 7);
+        leases::detail::check_abi(1, 7, 1, 1);
         FAIL() << "no AbiMismatch";
     } catch (const leases::AbiMismatch &e) {
         EXPECT_EQ(e.compiled(), 1u);
         EXPECT_EQ(e.loaded(), 7u);
         const std::string m = e.what();
         EXPECT_NE(m.find("LEASES_ABI_VERSION 1"), std::string::npos) << m;
-        EXPECT_NE(m.find("reports 7"), std::string::npos) << m;
+        EXPECT_NE(m.find("reports ABI version 7"), std::string::npos) << m;
         EXPECT_EQ(e.status(), LEASES_INTERNAL);
     }
-    EXPECT_NO_THROW(leases::detail::check_abi(LEASES_ABI_VERSION, leases::abi_version()));
+    EXPECT_NO_THROW(leases::detail::check_abi(LEASES_ABI_VERSION, leases::abi_version(), LEASES_ABI_REVISION,
+                                              leases::abi_revision()));
+}
+
+TEST(Library, AbiMismatchOnAnOlderRevisionNamesBothRevisions) {
+    try {
+        leases::detail::check_abi(1, 1, 3, 2);
+        FAIL() << "no AbiMismatch";
+    } catch (const leases::AbiMismatch &e) {
+        EXPECT_EQ(e.compiled_revision(), 3u);
+        EXPECT_EQ(e.loaded_revision(), 2u);
+        const std::string m = e.what();
+        EXPECT_NE(m.find("revision 3,"), std::string::npos) << m;
+        EXPECT_NE(m.find("revision 2;"), std::string::npos) << m;
+    }
+    EXPECT_NO_THROW(leases::detail::check_abi(1, 1, 2, 3));  // a newer library fits
 }
 
 // ---- reference executor ----------------------------------------------------------
@@ -200,7 +216,7 @@ TEST_F(ExecutionTest, FinishRenamesTheOutputAndCompletesTheLease) {
     EXPECT_FALSE(fs::exists(temp));
     EXPECT_TRUE(fs::exists(final_path));
     EXPECT_EQ(state(ids[0]), "completed");
-    EXPECT_THROW(l.renew(1s), leases::Closed);
+    EXPECT_THROW(l.renew(1s), leases::ClosedError);
 }
 
 TEST_F(ExecutionTest, FinishWithBadFactsThrowsAndLeavesTheExecutionUsable) {
@@ -210,7 +226,7 @@ TEST_F(ExecutionTest, FinishWithBadFactsThrowsAndLeavesTheExecutionUsable) {
     fs::create_directory(out);
     auto run = l.execution(out.string());
     { std::ofstream(run.temp_path()) << "x"; }
-    EXPECT_THROW(run.finish("{not json"), leases::InvalidArgument);
+    EXPECT_THROW(run.finish("{not json"), leases::InvalidArgumentError);
     ASSERT_NE(run.capi(), nullptr);
     run.finish();
 }
@@ -242,11 +258,11 @@ TEST_F(ExecutionTest, ARejectedFinishRemovesItsFilesAndConsumesTheExecution) {
     const std::string temp = run.temp_path(), final_path = run.final_path();
     std::ofstream(temp) << "late";
     advance(2s);
-    EXPECT_THROW(run.finish(), leases::Expired);
+    EXPECT_THROW(run.finish(), leases::ExpiredError);
     EXPECT_EQ(run.capi(), nullptr);
     EXPECT_FALSE(fs::exists(temp));
     EXPECT_FALSE(fs::exists(final_path));
-    EXPECT_THROW((void)run.temp_path(), leases::Closed);
+    EXPECT_THROW((void)run.temp_path(), leases::ClosedError);
 }
 
 TEST_F(Lifecycle, AMovedEditAndExecutionKeepTheirWorkWhenTheSourceIsDestroyed) {
@@ -290,7 +306,7 @@ TEST_F(Lifecycle, ThreadsSharingOneAuthorityClaimEachJobExactlyOnce) {
                 }
                 // Per-thread errors: this thread's message is its own.
                 (void)a().claim("missing-" + std::to_string(w), "w", 1s);
-            } catch (const leases::NotFound &e) {
+            } catch (const leases::NotFoundError &e) {
                 errors[static_cast<std::size_t>(w)] = e.what();
             } catch (const std::exception &e) {
                 errors[static_cast<std::size_t>(w)] = std::string("unexpected: ") + e.what();

@@ -181,7 +181,7 @@ TEST_F(Postgres, ATokenExportedOnOneHandleIsImportedThroughASecondHandle) {
         again.complete(R"({"metadata": {"by": "second handle"}})");
     }
     EXPECT_EQ(state(id), "completed");
-    EXPECT_THROW(l.renew(3min), leases::StateError);  // the claim is finished, for every copy
+    EXPECT_THROW(l.renew(3min), leases::WrongStateError);  // the claim is finished, for every copy
 }
 
 TEST_F(Postgres, ACancelThroughOneHandleIsSeenByTheHolderOnAnother) {
@@ -190,7 +190,7 @@ TEST_F(Postgres, ACancelThroughOneHandleIsSeenByTheHolderOnAnother) {
     std::optional<leases::Lease> l = worker_side.claim("p", "w1", 30s);
     ASSERT_TRUE(l.has_value());
     a().cancel("p", id);
-    EXPECT_THROW(l->complete(), leases::Cancelled);
+    EXPECT_THROW(l->complete(), leases::CancelledError);
 }
 
 TEST_F(Postgres, AnEditPublishesOnlyAtCommit) {
@@ -215,8 +215,8 @@ TEST_F(Postgres, TheSeamClockReplacesTheServersAndAClockBehindTheMarkRegresses) 
     EXPECT_EQ(l.expiry_unix_us(), t0 + 40'000'000);
 
     set_clock(a(), t0 + 5'000'000);  // behind the high-water mark (t0 + 10 s)
-    EXPECT_THROW(l.renew(1min), leases::ClockRegressed);
-    EXPECT_THROW((void)a().claim("p", "w2", 30s), leases::ClockRegressed);
+    EXPECT_THROW(l.renew(1min), leases::ClockRegressedError);
+    EXPECT_THROW((void)a().claim("p", "w2", 30s), leases::ClockRegressedError);
     EXPECT_EQ(l.expiry_unix_us(), t0 + 40'000'000) << "a rejection changes nothing";
 
     set_clock(a(), t0 + 10'000'000);  // caught up

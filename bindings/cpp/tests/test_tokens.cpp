@@ -41,7 +41,7 @@ TEST_F(Tokens, EveryInvalidVectorIsABadTokenAndIsNeverEchoed) {
         try {
             (void)a().import_token(token);
             ADD_FAILURE() << "accepted";
-        } catch (const leases::TokenError &e) {
+        } catch (const leases::BadTokenError &e) {
             EXPECT_EQ(e.status(), LEASES_BAD_TOKEN);
             expect_no_secret(e.what(), token);
         } catch (const leases::Error &e) {
@@ -62,7 +62,7 @@ TEST_F(Tokens, EveryValidVectorDecodesAndIsCheckedAgainstTheStore) {
         try {
             (void)a().import_token(token);
             ADD_FAILURE() << "a token of an unknown production was accepted";
-        } catch (const leases::NotFound &e) {
+        } catch (const leases::NotFoundError &e) {
             expect_no_secret(e.what(), token, v["secret_hex"].str());
         } catch (const leases::Error &e) {
             ADD_FAILURE() << "wrong class: " << e.name() << ": " << e.what();
@@ -90,7 +90,7 @@ TEST_F(Tokens, ExportedTokenImportsAsTheSameClaimInAnotherHandle) {
     again.complete();
     EXPECT_EQ(state(ids[0]), "completed");
     // The first handle's claim finished through another handle.
-    EXPECT_THROW(l.complete(), leases::StateError);
+    EXPECT_THROW(l.complete(), leases::WrongStateError);
 }
 
 TEST_F(Tokens, AnyChangedCharacterOfARealTokenIsRejectedWithoutEcho) {
@@ -103,7 +103,7 @@ TEST_F(Tokens, AnyChangedCharacterOfARealTokenIsRejectedWithoutEcho) {
         try {
             (void)a().import_token(bad);
             ADD_FAILURE() << "changed character " << i << " accepted";
-        } catch (const leases::TokenError &e) {
+        } catch (const leases::BadTokenError &e) {
             expect_no_secret(e.what(), token);
         }
     }
@@ -113,6 +113,6 @@ TEST_F(Tokens, ATokenWithANulByteIsABadTokenNotATruncatedOne) {
     request(1);
     auto l = claim("w", 1min);
     const std::string token = l.export_token();
-    EXPECT_THROW((void)a().import_token(token + std::string(1, '\0') + "x"), leases::TokenError);
-    EXPECT_THROW((void)a().import_token(std::string(1, '\0') + token), leases::TokenError);
+    EXPECT_THROW((void)a().import_token(token + std::string(1, '\0') + "x"), leases::BadTokenError);
+    EXPECT_THROW((void)a().import_token(std::string(1, '\0') + token), leases::BadTokenError);
 }

@@ -10,41 +10,49 @@
             lease.complete(metadata={"frames": 1})
 
 Durations are datetime.timedelta only (1 µs .. 24 h, whole microseconds).
-Every rejection is a LeasesError subclass, one per C status.
+Every rejection is a LeasesError subclass, one per C status, named after it
+(wrong_state -> WrongStateError); NotHeldError is the base of LeaseLostError,
+ExpiredError and CancelledError.
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 from . import _ffi
 from ._authority import Authority, Edit
 from ._durations import MAX_DURATION
 from ._errors import (
-    Busy,
-    Cancelled,
-    ClockRegressed,
-    Closed,
-    DurationError,
-    Expired,
-    ForkedProcess,
+    BadTokenError,
+    BusyError,
+    CancelledError,
+    ClockRegressedError,
+    ClosedError,
+    ExpiredError,
+    ForkedError,
     InternalError,
-    InvalidArgument,
-    LeaseLost,
+    InvalidArgumentError,
+    InvalidDurationError,
+    LeaseLostError,
     LeasesError,
-    NotExtended,
-    NotFound,
-    NothingToClaim,
-    OutcomeUnknown,
-    SchemaError,
-    StateError,
+    NotExtendedError,
+    NotFoundError,
+    NotHeldError,
+    NothingToClaimError,
+    OutcomeUnknownError,
+    SchemaTooNewError,
     StorageError,
-    TokenError,
+    WrongStateError,
 )
+from ._errors import DEPRECATED_NAMES as _DEPRECATED_NAMES
 from ._lease import Execution, Lease
-from ._records import Event, Job
+from ._records import Event, Job, JobState
 
 __version__ = "0.1.0"
 
 ABI_VERSION = _ffi.ABI_VERSION
+ABI_REVISION = _ffi.ABI_REVISION
 
 
 def library_version() -> str:
@@ -58,33 +66,50 @@ def library_path() -> str:
 
 
 __all__ = [
+    "ABI_REVISION",
     "ABI_VERSION",
-    "MAX_DURATION",
     "Authority",
-    "Busy",
-    "Cancelled",
-    "ClockRegressed",
-    "Closed",
-    "DurationError",
+    "BadTokenError",
+    "BusyError",
+    "CancelledError",
+    "ClockRegressedError",
+    "ClosedError",
     "Edit",
     "Event",
     "Execution",
-    "Expired",
-    "ForkedProcess",
+    "ExpiredError",
+    "ForkedError",
     "InternalError",
-    "InvalidArgument",
+    "InvalidArgumentError",
+    "InvalidDurationError",
     "Job",
+    "JobState",
     "Lease",
-    "LeaseLost",
+    "LeaseLostError",
     "LeasesError",
-    "NotExtended",
-    "NotFound",
-    "NothingToClaim",
-    "OutcomeUnknown",
-    "SchemaError",
-    "StateError",
+    "MAX_DURATION",
+    "NotExtendedError",
+    "NotFoundError",
+    "NotHeldError",
+    "NothingToClaimError",
+    "OutcomeUnknownError",
+    "SchemaTooNewError",
     "StorageError",
-    "TokenError",
+    "WrongStateError",
     "library_path",
     "library_version",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The exception names of 0.1.0 (``StateError``, ``Expired``, ...) still
+    resolve, to the status-named classes, with a DeprecationWarning."""
+    new = _DEPRECATED_NAMES.get(name)
+    if new is None:
+        raise AttributeError(f"module 'leases' has no attribute {name!r}")
+    warnings.warn(
+        f"leases.{name} is deprecated; use leases.{new} (the status-named class)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import urllib.parse
 from datetime import timedelta
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _ffi
 from ._durations import duration_us
-from ._errors import NothingToClaim, TokenError
+from ._errors import BadTokenError, NothingToClaimError
 from ._lease import JSONMapping, Lease, facts_json
 from ._managed import Managed
 from ._records import Event, Job, parse_list
@@ -27,27 +28,53 @@ def is_postgres(location: str) -> bool:
 
 
 def redact(location: str) -> str:
-    """`location` for reprs: a PostgreSQL URL with any password (user info or
-    a ``password`` parameter) replaced by ``xxxxx``, as the library's own
-    messages do; a SQLite path unchanged."""
+    """`location` for reprs: a PostgreSQL URL shown as the library shows it in
+    its own messages (core/store/pgstore Redact, tests/vectors/redaction.json):
+    any password, in the user info or a ``password`` parameter of any case,
+    becomes ``xxxxx``, the scheme is lower-cased and the parameters come back
+    sorted and re-encoded; a pair the library cannot parse is dropped. A
+    SQLite path is shown unchanged."""
     if not is_postgres(location):
         return location
     try:
         parts = urllib.parse.urlsplit(location)
+        parts.port  # noqa: B018 - raises ValueError for a port the library would refuse
     except ValueError:
         return "postgres://(unparsable URL)"
     userinfo, at, hostport = parts.netloc.rpartition("@")
     netloc = parts.netloc
-    if at and ":" in userinfo:
-        netloc = userinfo.split(":", 1)[0] + ":xxxxx@" + hostport
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    if any(k.lower() == "password" for k, _ in query):
-        q = urllib.parse.urlencode(
-            [(k, "xxxxx" if k.lower() == "password" else v) for k, v in query]
-        )
-    else:
-        q = parts.query
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, q, parts.fragment))
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        # The user name is unescaped and escaped again, as the library does.
+        user = urllib.parse.quote(urllib.parse.unquote(user), safe="$&+,;=")
+        netloc = user + (":xxxxx" if colon else "") + "@" + hostport
+    return urllib.parse.urlunsplit(
+        (parts.scheme.lower(), netloc, parts.path, _redacted_query(parts.query), parts.fragment)
+    )
+
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _redacted_query(query: str) -> str:
+    """The query as the library re-encodes it: pairs with ``;`` or a bad
+    escape dropped, every value of a ``password`` parameter (any case)
+    replaced by one ``xxxxx``, names sorted, values in their order."""
+    values: Dict[str, List[str]] = {}
+    for pair in query.split("&"):
+        if not pair or ";" in pair or _BAD_ESCAPE.search(pair):
+            continue
+        name, _, value = pair.partition("=")
+        name = urllib.parse.unquote_plus(name)
+        values.setdefault(name, []).append(urllib.parse.unquote_plus(value))
+    for name in values:
+        if name.lower() == "password":
+            values[name] = ["xxxxx"]
+    return "&".join(
+        urllib.parse.quote_plus(name, safe="") + "=" + urllib.parse.quote_plus(v, safe="")
+        for name in sorted(values)
+        for v in values[name]
+    )
 
 
 def _claim_args(production: str, worker: str, duration: timedelta) -> Tuple[bytes, bytes, int]:
@@ -58,7 +85,7 @@ def _claim_args(production: str, worker: str, duration: timedelta) -> Tuple[byte
 
 
 def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Lease]:
-    if status == NothingToClaim.status:
+    if status == NothingToClaimError.status:
         return None
     _ffi.check(status)
     return Lease(out, authority)
@@ -138,7 +165,7 @@ class Authority(Managed):
         _ffi.ensure_not_forked()
         if isinstance(token, str) and "\0" in token:
             # A C string would end at the NUL; the decoder never sees the rest.
-            raise TokenError("the token contains a NUL byte")
+            raise BadTokenError("the token contains a NUL byte")
         raw = _ffi.encode(token, "token")
         out = _ffi.LeasePtr()
         _ffi.call(_ffi.lib.leases_lease_import, self._handle(), raw, ctypes.byref(out))
@@ -174,7 +201,7 @@ class Authority(Managed):
 class Edit(Managed):
     """One write transaction. As a context manager it commits when the block
     succeeds and aborts when it raises. Leases claimed inside stay pending
-    (``Closed`` for other operations) until the commit."""
+    (``ClosedError`` for other operations) until the commit."""
 
     _what = "edit (committed or aborted)"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from ._errors import DurationError
+from ._errors import InvalidDurationError
 from ._ffi import MAX_DURATION_US
 
 MAX_DURATION = timedelta(microseconds=MAX_DURATION_US)
@@ -28,12 +28,12 @@ def duration_us(value: object, what: str = "duration") -> int:
     us = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
     nanos = getattr(value, "nanoseconds", 0)
     if isinstance(nanos, int) and nanos != 0:
-        raise DurationError(
+        raise InvalidDurationError(
             f"{what} {value!s} has a fraction of a microsecond ({nanos} ns); "
             "durations are whole microseconds and are never rounded"
         )
     if us <= 0 or us > MAX_DURATION_US:
-        raise DurationError(
+        raise InvalidDurationError(
             f"{what} must be more than zero and at most 24 hours "
             f"(1 .. {MAX_DURATION_US} microseconds), not {value!s}"
         )

@@ -1,6 +1,6 @@
 """The low-level layer: finds and loads libleases.so, declares every C
-function of include/leases.h (argtypes and restype, kept in step with the
-header by tests/test_ffi.py), and turns statuses into exceptions.
+function of include/leases.h (argtypes and restype from _abi.py, generated
+from the header), and turns statuses into exceptions.
 """
 
 from __future__ import annotations
@@ -10,107 +10,38 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ._errors import ForkedProcess, InvalidArgument, error_for_status
+from ._abi import (
+    ABI_REVISION,
+    ABI_VERSION,
+    MAX_DURATION_US,
+    SIGNATURES,
+    AuthorityPtr,
+    EditPtr,
+    ExecutionPtr,
+    LeasePtr,
+    Signature,
+    c_status,
+)
+from ._errors import ForkedError, InvalidArgumentError, error_for_status
 
-# The ABI this package was written for; the loaded library must report it.
-ABI_VERSION = 1
-
-MAX_DURATION_US = 86_400_000_000
+__all__ = [
+    "ABI_REVISION",
+    "ABI_VERSION",
+    "MAX_DURATION_US",
+    "SIGNATURES",
+    "AuthorityPtr",
+    "EditPtr",
+    "ExecutionPtr",
+    "LeasePtr",
+    "Signature",
+    "c_status",
+]
 
 LIBRARY_NAME = "libleases.so"
 
-# ---- handle types: one opaque C type per object, as in the header ---------
-
-
-class leases_authority(ctypes.Structure):
-    pass
-
-
-class leases_edit(ctypes.Structure):
-    pass
-
-
-class leases_lease(ctypes.Structure):
-    pass
-
-
-class leases_execution(ctypes.Structure):
-    pass
-
-
-AuthorityPtr = ctypes.POINTER(leases_authority)
-EditPtr = ctypes.POINTER(leases_edit)
-LeasePtr = ctypes.POINTER(leases_lease)
-ExecutionPtr = ctypes.POINTER(leases_execution)
-
-c_status = ctypes.c_int
 c_char_p = ctypes.c_char_p  # borrowed input text, or a string the library keeps
-# Owned output strings are read as raw addresses so that they can be given
-# back to leases_free (a c_char_p result would be copied and lost).
-c_owned_str_out = ctypes.POINTER(ctypes.c_void_p)
 c_int64 = ctypes.c_int64
 c_size_t = ctypes.c_size_t
-c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
-
-Signature = Tuple[Any, List[Any]]
-
-# Every function of include/leases.h: name -> (restype, argtypes).
-SIGNATURES: Dict[str, Signature] = {
-    "leases_abi_version": (ctypes.c_uint32, []),
-    "leases_version": (c_char_p, []),
-    "leases_status_name": (c_char_p, [c_status]),
-    "leases_last_error": (c_char_p, []),
-    "leases_free": (None, [ctypes.c_void_p]),
-    "leases_authority_open": (c_status, [c_char_p, ctypes.POINTER(AuthorityPtr)]),
-    "leases_authority_close": (None, [AuthorityPtr]),
-    "leases_production_create": (c_status, [AuthorityPtr, c_char_p]),
-    "leases_job_request": (
-        c_status,
-        [AuthorityPtr, c_char_p, c_char_p, c_uint8_p, c_size_t, c_owned_str_out],
-    ),
-    "leases_claim": (
-        c_status,
-        [AuthorityPtr, c_char_p, c_char_p, c_int64, ctypes.POINTER(LeasePtr)],
-    ),
-    "leases_claim_job": (
-        c_status,
-        [AuthorityPtr, c_char_p, c_char_p, c_char_p, c_int64, ctypes.POINTER(LeasePtr)],
-    ),
-    "leases_cancel": (c_status, [AuthorityPtr, c_char_p, c_char_p]),
-    "leases_lease_renew": (c_status, [LeasePtr, c_int64]),
-    "leases_lease_release": (c_status, [LeasePtr]),
-    "leases_lease_fail": (c_status, [LeasePtr, c_char_p]),
-    "leases_lease_complete": (c_status, [LeasePtr, c_char_p]),
-    "leases_lease_expiry": (c_status, [LeasePtr, ctypes.POINTER(c_int64)]),
-    "leases_lease_job_id": (c_status, [LeasePtr, c_owned_str_out]),
-    "leases_lease_payload": (
-        c_status,
-        [LeasePtr, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(c_size_t)],
-    ),
-    "leases_lease_production": (c_status, [LeasePtr, c_owned_str_out]),
-    "leases_lease_worker": (c_status, [LeasePtr, c_owned_str_out]),
-    "leases_lease_export": (c_status, [LeasePtr, c_owned_str_out]),
-    "leases_lease_import": (c_status, [AuthorityPtr, c_char_p, ctypes.POINTER(LeasePtr)]),
-    "leases_lease_free": (None, [LeasePtr]),
-    "leases_edit_begin": (c_status, [AuthorityPtr, ctypes.POINTER(EditPtr)]),
-    "leases_edit_claim": (
-        c_status,
-        [EditPtr, c_char_p, c_char_p, c_int64, ctypes.POINTER(LeasePtr)],
-    ),
-    "leases_edit_complete": (c_status, [EditPtr, LeasePtr, c_char_p]),
-    "leases_edit_commit": (c_status, [EditPtr]),
-    "leases_edit_abort": (None, [EditPtr]),
-    "leases_jobs_json": (c_status, [AuthorityPtr, c_char_p, c_owned_str_out]),
-    "leases_events_json": (c_status, [AuthorityPtr, c_char_p, c_int64, c_owned_str_out]),
-    "leases_execution_begin": (
-        c_status,
-        [LeasePtr, c_char_p, ctypes.POINTER(ExecutionPtr)],
-    ),
-    "leases_execution_temp_path": (c_char_p, [ExecutionPtr]),
-    "leases_execution_final_path": (c_char_p, [ExecutionPtr]),
-    "leases_execution_finish": (c_status, [ExecutionPtr, c_char_p]),
-    "leases_execution_abandon": (None, [ExecutionPtr]),
-}
 
 
 # ---- finding and loading the library ---------------------------------------
@@ -144,19 +75,32 @@ def find_library() -> Path:
     )
 
 
+def library_abi(lib: ctypes.CDLL) -> Tuple[int, int]:
+    """(ABI number, revision) of a loaded library; one that predates
+    leases_abi_revision is revision 0."""
+    abi = lib.leases_abi_version
+    abi.restype, abi.argtypes = ctypes.c_uint32, []
+    try:
+        rev = lib.leases_abi_revision
+    except AttributeError:
+        return int(abi()), 0
+    rev.restype, rev.argtypes = ctypes.c_uint32, []
+    return int(abi()), int(rev())
+
+
 def load_library(path: Path) -> ctypes.CDLL:
-    """Loads the library, declares every function and refuses another ABI."""
+    """Loads the library, refuses another ABI or an older revision, and
+    declares every function."""
     mode = os.RTLD_NOW
     # The Go runtime inside cannot be unloaded: never let dlclose() unmap it.
     mode |= getattr(os, "RTLD_NODELETE", 0)
     lib = ctypes.CDLL(str(path), mode=mode)
-    abi = lib.leases_abi_version
-    abi.restype, abi.argtypes = ctypes.c_uint32, []
-    found = int(abi())
-    if found != ABI_VERSION:
+    found, revision = library_abi(lib)
+    if found != ABI_VERSION or revision < ABI_REVISION:
         raise ImportError(
-            f"{path} implements libleases ABI version {found}, but this leases package "
-            f"was written for ABI version {ABI_VERSION}; install matching versions"
+            f"{path} implements libleases ABI version {found} revision {revision}, but this leases "
+            f"package needs ABI version {ABI_VERSION} revision {ABI_REVISION} or later; install a "
+            "library at least as new as the package"
         )
     declare(lib, SIGNATURES)
     return lib
@@ -190,7 +134,7 @@ def ensure_not_forked() -> None:
     """Rule 1 of the rejection order: a fork()ed child cannot use the library
     (the Go runtime's threads did not survive the fork)."""
     if _forked:
-        raise ForkedProcess(
+        raise ForkedError(
             "forked: this process is a fork()ed child of the one that loaded libleases; "
             "it cannot use it (use multiprocessing's 'spawn' start method, or exec)"
         )
@@ -256,7 +200,7 @@ def encode(value: str, what: str) -> bytes:
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
     data = value.encode("utf-8", "surrogatepass")
     if b"\0" in data:
-        raise InvalidArgument(f"{what} contains a NUL byte")
+        raise InvalidArgumentError(f"{what} contains a NUL byte")
     return data
 
 

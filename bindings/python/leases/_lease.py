@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
 
 from . import _ffi
 from ._durations import datetime_from_unix_us, duration_us
-from ._errors import InvalidArgument, LeasesError
+from ._errors import InvalidArgumentError, LeasesError
 from ._managed import Managed
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def facts_json(
     try:
         text = json.dumps(facts, ensure_ascii=False, allow_nan=False)
     except ValueError as e:  # NaN/Infinity, circular references: not JSON
-        raise InvalidArgument(f"metadata/provenance is not JSON: {e}") from e
+        raise InvalidArgumentError(f"metadata/provenance is not JSON: {e}") from e
     return _ffi.encode(text, "facts")
 
 
@@ -165,7 +165,7 @@ class Execution(Managed):
         raw = fn(self._ptr)
         if raw is None:
             self.abandon()
-            raise InvalidArgument(_ffi.last_error())
+            raise InvalidArgumentError(_ffi.last_error())
         return str(raw.decode("utf-8"))
 
     def _release(self, ptr: Any) -> None:
@@ -186,7 +186,7 @@ class Execution(Managed):
         )
         ptr = self._handle()
         status = _ffi.lib.leases_execution_finish(ptr, facts)
-        if status != InvalidArgument.status:  # only a refused argument leaves it usable
+        if status != InvalidArgumentError.status:  # only a refused argument leaves it usable
             self._ptr = None
         _ffi.check(status)
 

@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import Any, Optional, Type, TypeVar
 
 from . import _ffi
-from ._errors import Closed
+from ._errors import ClosedError
 
 _M = TypeVar("_M", bound="Managed")
 
@@ -22,7 +22,7 @@ class Managed(ABC):
     def _handle(self) -> Any:
         _ffi.ensure_not_forked()
         if self._ptr is None:
-            raise Closed(f"this {self._what} is closed")
+            raise ClosedError(f"this {self._what} is closed")
         return self._ptr
 
     def _take(self) -> Any:

@@ -3,23 +3,53 @@ the field names of every JSON listing (times as aware UTC datetimes)."""
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from ._durations import datetime_from_unix_us, optional_datetime
 
 
+class JobState(str, enum.Enum):
+    """The state of a job. A ``str`` subclass: each member equals its
+    listing spelling (``JobState.COMPLETED == "completed"``) and formats as
+    it."""
+
+    REQUESTED = "requested"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @classmethod
+    def parse(cls, text: str) -> Union["JobState", str]:
+        """The member spelled ``text``; a state added by a newer library is
+        kept as the plain ``str`` it was listed as, so a listing never fails
+        because of it."""
+        try:
+            return cls(text)
+        except ValueError:
+            return text
+
+
 @dataclass(frozen=True)
 class Job:
-    """One job as the authority sees it. ``state`` is one of "requested",
-    "claimed", "completed", "failed", "cancelled"."""
+    """One job as the authority sees it. ``state`` is a ``JobState`` (which
+    compares equal to "requested", "claimed", "completed", "failed",
+    "cancelled"), or the plain ``str`` of a state this package does not know."""
 
     id: str
     production: str
     key: Optional[str]
-    state: str
+    state: Union[JobState, str]
     worker: Optional[str]
     claimed_at: Optional[datetime]
     expiry: Optional[datetime]
@@ -32,7 +62,7 @@ class Job:
             id=o["id"],
             production=o["production"],
             key=o.get("key"),
-            state=o["state"],
+            state=JobState.parse(o["state"]),
             worker=o.get("worker"),
             claimed_at=optional_datetime(o.get("claimed_at_unix_us")),
             expiry=optional_datetime(o.get("expiry_unix_us")),

@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import ctypes
 from datetime import datetime, timedelta, timezone
-from typing import Dict, Union
+from typing import Union
 
-from leases import Authority, _ffi
+from leases import Authority, _abi, _ffi
 
-TESTING_SIGNATURES: Dict[str, _ffi.Signature] = {
-    "leases_testing_set_clock": (_ffi.c_status, [_ffi.AuthorityPtr, _ffi.c_int64]),
-    "leases_testing_set_clock_sequence": (
-        _ffi.c_status,
-        [_ffi.AuthorityPtr, ctypes.POINTER(_ffi.c_int64), _ffi.c_size_t],
-    ),
-    "leases_testing_open": (
-        _ffi.c_status,
-        [_ffi.c_char_p, _ffi.c_int64, ctypes.POINTER(_ffi.AuthorityPtr)],
-    ),
-    "leases_testing_panic": (_ffi.c_status, []),
-}
+# Generated from include/leases_testing.h with the package's declarations.
+TESTING_SIGNATURES = _abi.TESTING_SIGNATURES
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

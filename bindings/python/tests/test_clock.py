@@ -38,14 +38,14 @@ def test_renew_must_commit_before_the_previous_expiry(frozen: leases.Authority) 
     frozen.request_job(PRODUCTION)
     lease = claim(frozen, duration=timedelta(seconds=10))
     _testing.set_clock(frozen, T0 + timedelta(seconds=10))  # expiry is exclusive
-    with pytest.raises(leases.Expired):
+    with pytest.raises(leases.ExpiredError):
         lease.renew(SECONDS_30)
 
 
 def test_renewal_must_strictly_extend_the_expiry(frozen: leases.Authority) -> None:
     frozen.request_job(PRODUCTION)
     lease = claim(frozen)
-    with pytest.raises(leases.NotExtended):
+    with pytest.raises(leases.NotExtendedError):
         lease.renew(SECONDS_30)  # same instant + same duration: not later
     lease.renew(SECONDS_30 + timedelta(microseconds=1))
 
@@ -67,7 +67,7 @@ def test_a_backward_clock_blocks_guarded_operations_until_it_catches_up(
         lambda: frozen.claim(PRODUCTION, worker="w2", duration=SECONDS_30),
     ]
     for op in guarded:
-        with pytest.raises(leases.ClockRegressed):
+        with pytest.raises(leases.ClockRegressedError):
             op()
     _testing.set_clock(frozen, T0)
     lease.renew(timedelta(minutes=1))
@@ -85,7 +85,7 @@ def test_a_forward_jump_expires_claims_at_once(frozen: leases.Authority) -> None
     job_id = frozen.request_job(PRODUCTION)
     lease = claim(frozen)
     _testing.set_clock(frozen, T0 + timedelta(hours=1))
-    with pytest.raises(leases.Expired):
+    with pytest.raises(leases.ExpiredError):
         lease.complete()
     again = claim(frozen, worker="w2")
     assert again.job_id == job_id
@@ -100,7 +100,7 @@ def test_the_high_water_mark_survives_reopening(frozen: leases.Authority, db_pat
     frozen.close()
     with leases.Authority(db_path) as reopened:
         _testing.set_clock(reopened, T0 + timedelta(seconds=5))
-        with pytest.raises(leases.ClockRegressed):
+        with pytest.raises(leases.ClockRegressedError):
             reopened.import_token(token)
         _testing.set_clock(reopened, T0 + timedelta(seconds=11))
         reopened.import_token(token).complete()

@@ -47,7 +47,7 @@ def test_accepted_durations_are_accepted_by_claim(auth: leases.Authority, vector
     try:
         lease = auth.claim(PRODUCTION, worker="w", duration=timedelta_of_ns(ns_of(vector)))
         assert lease is not None
-    except leases.Expired:
+    except leases.ExpiredError:
         pass  # a 1 µs claim may be over before it commits; the duration was accepted
 
 
@@ -55,7 +55,7 @@ def test_accepted_durations_are_accepted_by_claim(auth: leases.Authority, vector
     "vector", DURATIONS["rejected"], ids=lambda v: v["text"] or v["nanoseconds"]
 )
 def test_rejected_durations_raise_DurationError(vector: Any) -> None:
-    with pytest.raises(leases.DurationError):
+    with pytest.raises(leases.InvalidDurationError):
         duration_us(timedelta_of_ns(ns_of(vector)))
 
 
@@ -63,7 +63,7 @@ def test_the_24_hour_limit_is_inclusive_and_shared_with_the_vectors() -> None:
     assert DURATIONS["max_us"] == _ffi.MAX_DURATION_US
     assert leases.MAX_DURATION == timedelta(hours=24)
     assert duration_us(timedelta(hours=24)) == 86_400_000_000
-    with pytest.raises(leases.DurationError):
+    with pytest.raises(leases.InvalidDurationError):
         duration_us(timedelta(hours=24, microseconds=1))
 
 
@@ -75,16 +75,16 @@ def test_conversion_is_exact_where_a_float_would_truncate() -> None:
 
 
 def test_negative_durations_raise_DurationError() -> None:
-    with pytest.raises(leases.DurationError):
+    with pytest.raises(leases.InvalidDurationError):
         duration_us(-timedelta(microseconds=1))
-    with pytest.raises(leases.DurationError):
+    with pytest.raises(leases.InvalidDurationError):
         duration_us(timedelta(0))
 
 
 def test_DurationError_is_a_ValueError_and_a_LeasesError_with_status_invalid_duration() -> None:
-    assert issubclass(leases.DurationError, ValueError)
-    assert issubclass(leases.DurationError, leases.LeasesError)
-    with pytest.raises(leases.DurationError) as err:
+    assert issubclass(leases.InvalidDurationError, ValueError)
+    assert issubclass(leases.InvalidDurationError, leases.LeasesError)
+    with pytest.raises(leases.InvalidDurationError) as err:
         duration_us(timedelta(0))
     assert err.value.status == 2 and err.value.status_name == "invalid_duration"
 
@@ -128,21 +128,21 @@ def test_durations_are_checked_before_the_C_call(
         monkeypatch.setattr(_ffi.lib, name, recorder(name))
     edit_used = None
     for bad in (timedelta(0), timedelta(hours=25), NanoTimedelta(1500)):
-        with pytest.raises(leases.DurationError):
+        with pytest.raises(leases.InvalidDurationError):
             auth.claim(PRODUCTION, worker="w", duration=bad)
-        with pytest.raises(leases.DurationError):
+        with pytest.raises(leases.InvalidDurationError):
             auth.claim_job(PRODUCTION, job_id, worker="w", duration=bad)
-        with pytest.raises(leases.DurationError):
+        with pytest.raises(leases.InvalidDurationError):
             lease.renew(bad)
     with auth.edit() as edit:
         edit_used = edit
-        with pytest.raises(leases.DurationError):
+        with pytest.raises(leases.InvalidDurationError):
             edit.claim(PRODUCTION, worker="w", duration=timedelta(0))
     assert edit_used is not None and calls == []
 
 
 def test_a_sub_microsecond_fraction_is_refused_not_rounded(lease: leases.Lease) -> None:
     before = lease.expiry
-    with pytest.raises(leases.DurationError, match="microsecond"):
+    with pytest.raises(leases.InvalidDurationError, match="microsecond"):
         lease.renew(NanoTimedelta(60_000_000_500))
     assert lease.expiry == before

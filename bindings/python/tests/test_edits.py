@@ -1,6 +1,6 @@
 """Edits are one write transaction: `with` commits on success and aborts on an
 exception; leases claimed inside stay pending until the commit; a consumed
-edit raises Closed."""
+edit raises ClosedError."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_an_exception_inside_the_block_aborts_the_edit_and_closes_its_leases(
             raise RuntimeError("boom")
     assert states(auth) == ["requested"]
     assert pending is not None
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         pending.renew(SECONDS_30)
     assert edit.closed
 
@@ -49,7 +49,7 @@ def test_a_lease_claimed_in_an_edit_is_pending_until_the_commit(auth: leases.Aut
     edit = auth.edit()
     pending = edit.claim(PRODUCTION, worker="w1", duration=SECONDS_30)
     assert pending is not None
-    with pytest.raises(leases.Closed, match="pending"):
+    with pytest.raises(leases.ClosedError, match="pending"):
         pending.renew(timedelta(minutes=1))
     edit.commit()
     pending.renew(timedelta(minutes=1))  # active now
@@ -69,9 +69,9 @@ def test_a_committed_or_aborted_edit_raises_Closed(auth: leases.Authority) -> No
     aborted.abort()
     aborted.abort()  # idempotent
     for edit in (committed, aborted):
-        with pytest.raises(leases.Closed):
+        with pytest.raises(leases.ClosedError):
             edit.claim(PRODUCTION, worker="w", duration=SECONDS_30)
-        with pytest.raises(leases.Closed):
+        with pytest.raises(leases.ClosedError):
             edit.commit()
     assert states(auth) == ["requested"]
 
@@ -90,7 +90,7 @@ def test_completing_the_same_lease_twice_in_one_edit_raises_StateError(
 ) -> None:
     with auth.edit() as edit:
         edit.complete(lease)
-        with pytest.raises(leases.StateError):
+        with pytest.raises(leases.WrongStateError):
             edit.complete(lease)
     assert states(auth) == ["completed"]
 
@@ -98,7 +98,7 @@ def test_completing_the_same_lease_twice_in_one_edit_raises_StateError(
 def test_a_rejection_inside_an_edit_leaves_it_usable(auth: leases.Authority) -> None:
     auth.request_job(PRODUCTION)
     with auth.edit() as edit:
-        with pytest.raises(leases.NotFound):
+        with pytest.raises(leases.NotFoundError):
             edit.claim("elsewhere", worker="w", duration=SECONDS_30)
         assert edit.claim(PRODUCTION, worker="w", duration=SECONDS_30) is not None
     assert states(auth) == ["claimed"]

@@ -19,39 +19,68 @@ from conftest import PRODUCTION, SECONDS_30, T0, load_vectors
 
 STATUSES = [s for s in load_vectors("statuses.json") if s["code"] != 0]
 
-# The names of the Python section of INTERFACES.md, by status name.
-CLASS_OF: Dict[str, Type[leases.LeasesError]] = {
-    "invalid_argument": leases.InvalidArgument,
-    "invalid_duration": leases.DurationError,
-    "not_found": leases.NotFound,
-    "nothing_to_claim": leases.NothingToClaim,
-    "wrong_state": leases.StateError,
-    "lease_lost": leases.LeaseLost,
-    "expired": leases.Expired,
-    "cancelled": leases.Cancelled,
-    "not_extended": leases.NotExtended,
-    "clock_regressed": leases.ClockRegressed,
-    "closed": leases.Closed,
-    "bad_token": leases.TokenError,
-    "busy": leases.Busy,
-    "storage": leases.StorageError,
-    "outcome_unknown": leases.OutcomeUnknown,
-    "schema_too_new": leases.SchemaError,
-    "forked": leases.ForkedProcess,
-    "internal": leases.InternalError,
+
+
+def class_of(status: Any) -> Type[leases.LeasesError]:
+    """The class a status is named to: its stem plus PEP 8's Error suffix."""
+    stem = status["stem"]
+    cls = getattr(leases, stem if stem.endswith("Error") else stem + "Error")
+    assert isinstance(cls, type) and issubclass(cls, leases.LeasesError)
+    return cls
+
+
+def test_every_status_of_the_vectors_has_its_own_class_named_after_it() -> None:
+    classes = [class_of(s) for s in STATUSES]
+    assert len(set(classes)) == len(STATUSES)
+    for s, cls in zip(STATUSES, classes):
+        assert cls.status == s["code"] and cls.status_name == s["name"]
+        assert cls.__name__ in leases.__all__
+
+
+def test_NotHeldError_is_the_base_of_exactly_the_not_held_statuses() -> None:
+    for s in STATUSES:
+        assert issubclass(class_of(s), leases.NotHeldError) == s["not_held"], s["name"]
+    assert {s["name"] for s in STATUSES if s["not_held"]} == {"lease_lost", "expired", "cancelled"}
+
+
+def test_a_lost_lease_is_caught_as_NotHeldError(auth: leases.Authority) -> None:
+    job = auth.request_job(PRODUCTION)
+    lease = auth.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+    assert lease is not None
+    auth.cancel(PRODUCTION, job)
+    with pytest.raises(leases.NotHeldError) as err:
+        lease.renew(SECONDS_30)
+    assert type(err.value) is leases.CancelledError
+
+
+OLD_NAMES = {
+    "InvalidArgument": "InvalidArgumentError", "DurationError": "InvalidDurationError",
+    "NotFound": "NotFoundError", "NothingToClaim": "NothingToClaimError", "StateError": "WrongStateError",
+    "LeaseLost": "LeaseLostError", "Expired": "ExpiredError", "Cancelled": "CancelledError",
+    "NotExtended": "NotExtendedError", "ClockRegressed": "ClockRegressedError", "Closed": "ClosedError",
+    "TokenError": "BadTokenError", "Busy": "BusyError", "OutcomeUnknown": "OutcomeUnknownError",
+    "SchemaError": "SchemaTooNewError", "ForkedProcess": "ForkedError",
 }
 
 
-def test_every_status_of_the_vectors_has_its_own_class() -> None:
-    assert sorted(CLASS_OF) == sorted(s["name"] for s in STATUSES)
-    assert len(set(CLASS_OF.values())) == len(CLASS_OF)
+@pytest.mark.parametrize("old,new", sorted(OLD_NAMES.items()))
+def test_the_old_names_are_deprecated_aliases_of_the_status_named_classes(old: str, new: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"leases.{old} is deprecated; use leases.{new}"):
+        alias = getattr(leases, old)
+    assert alias is getattr(leases, new)
+    assert old not in leases.__all__
+
+
+def test_an_unknown_name_is_still_an_AttributeError() -> None:
+    with pytest.raises(AttributeError):
+        getattr(leases, "NoSuchError")
 
 
 @pytest.mark.parametrize("status", STATUSES, ids=lambda s: s["name"])
 def test_each_status_raises_its_class_with_code_name_and_last_error(status: Any) -> None:
     with pytest.raises(leases.LeasesError) as err:
         _ffi.check(status["code"])
-    assert type(err.value) is CLASS_OF[status["name"]]
+    assert type(err.value) is class_of(status)
     assert err.value.status == status["code"]
     assert err.value.status_name == status["name"]
     assert str(err.value) == _ffi.last_error()
@@ -70,14 +99,14 @@ def test_an_unknown_status_raises_the_base_class_with_its_code() -> None:
 
 
 def test_the_message_is_the_library_message_of_the_failed_call(auth: leases.Authority) -> None:
-    with pytest.raises(leases.NotFound) as err:
+    with pytest.raises(leases.NotFoundError) as err:
         auth.request_job("no-such-production")
     assert "no-such-production" in str(err.value)
     assert str(err.value) == _ffi.last_error()
 
 
 def test_argument_errors_are_also_ValueErrors() -> None:
-    for cls in (leases.InvalidArgument, leases.DurationError, leases.TokenError):
+    for cls in (leases.InvalidArgumentError, leases.InvalidDurationError, leases.BadTokenError):
         assert issubclass(cls, ValueError) and issubclass(cls, leases.LeasesError)
 
 
@@ -85,12 +114,12 @@ def test_argument_errors_are_also_ValueErrors() -> None:
 
 
 def test_empty_name_raises_InvalidArgument(auth: leases.Authority) -> None:
-    with pytest.raises(leases.InvalidArgument):
+    with pytest.raises(leases.InvalidArgumentError):
         auth.create_production("")
 
 
 def test_unknown_production_raises_NotFound(auth: leases.Authority) -> None:
-    with pytest.raises(leases.NotFound):
+    with pytest.raises(leases.NotFoundError):
         auth.claim("elsewhere", worker="w", duration=SECONDS_30)
 
 
@@ -98,12 +127,12 @@ def test_cancelling_a_completed_job_raises_StateError(
     auth: leases.Authority, lease: leases.Lease
 ) -> None:
     lease.complete()
-    with pytest.raises(leases.StateError):
+    with pytest.raises(leases.WrongStateError):
         auth.cancel(PRODUCTION, lease.job_id)
 
 
 def test_renewing_to_an_earlier_expiry_raises_NotExtended(lease: leases.Lease) -> None:
-    with pytest.raises(leases.NotExtended):
+    with pytest.raises(leases.NotExtendedError):
         lease.renew(timedelta(seconds=1))
 
 
@@ -111,14 +140,14 @@ def test_completing_a_cancelled_job_raises_Cancelled(
     auth: leases.Authority, lease: leases.Lease
 ) -> None:
     auth.cancel(PRODUCTION, lease.job_id)
-    with pytest.raises(leases.Cancelled):
+    with pytest.raises(leases.CancelledError):
         lease.complete()
 
 
 def test_completing_after_the_expiry_raises_Expired(auth: leases.Authority, job_id: str) -> None:
     lease = auth.claim_job(PRODUCTION, job_id, worker="w", duration=timedelta(milliseconds=20))
     time.sleep(0.05)
-    with pytest.raises(leases.Expired):
+    with pytest.raises(leases.ExpiredError):
         lease.complete()
 
 
@@ -128,18 +157,18 @@ def test_a_lease_whose_job_was_claimed_again_raises_LeaseLost(
     old = auth.claim_job(PRODUCTION, job_id, worker="w1", duration=timedelta(milliseconds=20))
     time.sleep(0.05)
     auth.claim_job(PRODUCTION, job_id, worker="w2", duration=SECONDS_30)
-    with pytest.raises(leases.LeaseLost):
+    with pytest.raises(leases.LeaseLostError):
         old.renew(SECONDS_30)
 
 
 def test_using_a_completed_lease_raises_Closed(lease: leases.Lease) -> None:
     lease.complete()
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
 
 
 def test_a_malformed_token_raises_TokenError(auth: leases.Authority) -> None:
-    with pytest.raises(leases.TokenError):
+    with pytest.raises(leases.BadTokenError):
         auth.import_token("lt1.not-a-token")
 
 
@@ -156,7 +185,7 @@ def test_a_newer_schema_raises_SchemaError(db_path: str) -> None:
     with sqlite3.connect(db_path) as db:
         db.execute("PRAGMA user_version = 99")
     db.close()
-    with pytest.raises(leases.SchemaError):
+    with pytest.raises(leases.SchemaTooNewError):
         leases.Authority(db_path)
 
 
@@ -165,7 +194,7 @@ def test_a_clock_behind_its_high_water_mark_raises_ClockRegressed(
     frozen: leases.Authority, lease: leases.Lease
 ) -> None:
     _testing.set_clock(frozen, T0 - timedelta(seconds=1))
-    with pytest.raises(leases.ClockRegressed):
+    with pytest.raises(leases.ClockRegressedError):
         lease.renew(SECONDS_30)
 
 
@@ -176,7 +205,7 @@ def test_a_writer_lock_held_past_the_busy_timeout_raises_Busy(
     auth.request_job(PRODUCTION)
     other = _testing.open_with_busy_timeout(db_path, timedelta(milliseconds=50))
     with other, auth.edit():
-        with pytest.raises(leases.Busy):
+        with pytest.raises(leases.BusyError):
             other.claim(PRODUCTION, worker="w2", duration=SECONDS_30)
 
 

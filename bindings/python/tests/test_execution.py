@@ -31,7 +31,7 @@ def test_a_successful_block_finishes_the_execution_and_completes_the_lease(
     assert Path(run.final_path).read_bytes() == b"frame"
     assert not Path(run.temp_path).exists()
     assert state(auth, lease.job_id) == "completed"
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
 
 
@@ -66,7 +66,7 @@ def test_explicit_finish_with_facts_then_the_block_does_nothing_more(
     with lease.execution(tmp_path) as run:
         Path(run.temp_path).write_bytes(b"x")
         run.finish(metadata={"explicit": True})
-        with pytest.raises(leases.Closed):
+        with pytest.raises(leases.ClosedError):
             run.finish()
     assert state(auth, lease.job_id) == "completed"
 
@@ -76,7 +76,7 @@ def test_refused_facts_leave_the_execution_usable(
 ) -> None:
     run = lease.execution(tmp_path)
     Path(run.temp_path).write_bytes(b"x")
-    with pytest.raises(leases.InvalidArgument):
+    with pytest.raises(leases.InvalidArgumentError):
         run.finish(metadata={"k" * 300: 1})  # fact key over the name limit
     assert not run.closed
     run.finish(metadata={"k": 1})
@@ -91,7 +91,7 @@ def test_a_rejected_completion_removes_its_files_and_consumes_the_execution(
     run = lease.execution(out)
     Path(run.temp_path).write_bytes(b"x")
     auth.cancel(PRODUCTION, lease.job_id)
-    with pytest.raises(leases.Cancelled):
+    with pytest.raises(leases.CancelledError):
         run.finish()
     assert run.closed
     assert list(out.iterdir()) == []
@@ -99,5 +99,5 @@ def test_a_rejected_completion_removes_its_files_and_consumes_the_execution(
 
 def test_an_execution_needs_an_active_lease(lease: leases.Lease, tmp_path: Path) -> None:
     lease.close()
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.execution(tmp_path)

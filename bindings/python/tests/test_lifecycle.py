@@ -5,6 +5,7 @@ does (local memory only) and does not do (never release a claim)."""
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
@@ -44,7 +45,7 @@ def test_a_lease_reads_its_jobs_payload_exactly(auth: leases.Authority) -> None:
     empty = auth.claim(PRODUCTION, worker="w", duration=SECONDS_30)
     assert empty is not None and empty.payload == b""
     lease.release()
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.payload
 
 
@@ -67,7 +68,7 @@ def test_requesting_with_the_same_key_and_payload_returns_the_same_job(
 ) -> None:
     a = auth.request_job(PRODUCTION, key="k", payload=b"p")
     assert auth.request_job(PRODUCTION, key="k", payload=bytearray(b"p")) == a
-    with pytest.raises(leases.StateError):
+    with pytest.raises(leases.WrongStateError):
         auth.request_job(PRODUCTION, key="k", payload=b"other")
 
 
@@ -90,7 +91,7 @@ def test_coordinator_cancel_makes_the_holders_next_operation_fail(
 ) -> None:
     auth.cancel(PRODUCTION, lease.job_id)
     assert job(auth, lease.job_id).state == "cancelled"
-    with pytest.raises(leases.Cancelled):
+    with pytest.raises(leases.CancelledError):
         lease.renew(SECONDS_30)
 
 
@@ -124,7 +125,7 @@ def test_job_and_event_records_are_frozen_and_typed(
 def test_events_after_must_be_an_int_not_bool(auth: leases.Authority) -> None:
     with pytest.raises(TypeError):
         auth.events(after=True)
-    with pytest.raises(leases.InvalidArgument):
+    with pytest.raises(leases.InvalidArgumentError):
         auth.events(after=-1)
 
 
@@ -134,9 +135,9 @@ def test_leaving_a_lease_with_block_frees_it_but_keeps_the_claim(
     with auth.claim_job(PRODUCTION, job_id, worker="w1", duration=SECONDS_30) as lease:
         token = lease.export_token()
     assert lease.closed
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.expiry
     assert job(auth, job_id).state == "claimed"
     auth.import_token(token).complete()  # the claim is still whole
@@ -164,13 +165,13 @@ def test_a_closed_authority_raises_Closed_and_its_leases_report_Closed(
     assert lease is not None
     auth.close()
     auth.close()  # idempotent
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         auth.jobs(PRODUCTION)
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         auth.edit()
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         with auth:
             pass
 
@@ -204,20 +205,20 @@ def test_payload_must_be_bytes(auth: leases.Authority) -> None:
 def test_a_NUL_byte_in_text_raises_InvalidArgument_not_a_truncated_call(
     auth: leases.Authority,
 ) -> None:
-    with pytest.raises(leases.InvalidArgument, match="NUL"):
+    with pytest.raises(leases.InvalidArgumentError, match="NUL"):
         auth.create_production("night\0ly")
-    with pytest.raises(leases.NotFound):
+    with pytest.raises(leases.NotFoundError):
         auth.jobs("night")
 
 
 def test_text_that_is_not_valid_UTF8_is_refused_by_the_library(auth: leases.Authority) -> None:
-    with pytest.raises(leases.InvalidArgument, match="UTF-8"):
+    with pytest.raises(leases.InvalidArgumentError, match="UTF-8"):
         auth.create_production("bad\udcffname")
 
 
 def test_text_over_the_name_limit_raises_InvalidArgument(auth: leases.Authority) -> None:
     auth.create_production("n" * 200)
-    with pytest.raises(leases.InvalidArgument, match="limit"):
+    with pytest.raises(leases.InvalidArgumentError, match="limit"):
         auth.create_production("n" * 201)
 
 
@@ -234,7 +235,7 @@ def test_metadata_must_be_a_json_mapping(lease: leases.Lease) -> None:
         lease.complete(metadata=["not", "a", "mapping"])  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         lease.complete(metadata={"x": object()})
-    with pytest.raises(leases.InvalidArgument):
+    with pytest.raises(leases.InvalidArgumentError):
         lease.complete(metadata={"x": float("nan")})
     lease.complete(metadata={"x": 1})  # nothing above touched the lease
 
@@ -242,3 +243,20 @@ def test_metadata_must_be_a_json_mapping(lease: leases.Lease) -> None:
 def test_library_version_is_the_release_version() -> None:
     assert leases.library_version() == (ROOT / "VERSION").read_text().strip()
     assert leases.__version__ == leases.library_version()
+
+
+def test_job_state_is_a_JobState_equal_to_its_listing_spelling(auth: leases.Authority) -> None:
+    auth.request_job(PRODUCTION)
+    (j,) = auth.jobs(PRODUCTION)
+    assert j.state == "requested" and isinstance(j.state, str)
+    assert j.state is leases.JobState.REQUESTED
+    assert f"{j.state}" == str(j.state) == "requested"
+    assert json.dumps({"state": j.state}) == '{"state": "requested"}'
+
+
+def test_a_job_state_added_later_is_kept_as_its_plain_text() -> None:
+    from leases._records import Job
+
+    j = Job.from_json({"id": "x", "production": "p", "state": "paused", "attempts": 0})
+    assert j.state == "paused" and type(j.state) is str
+    assert leases.JobState.parse("failed") is leases.JobState.FAILED

@@ -17,13 +17,13 @@ from conftest import PRODUCTION, SECONDS_30, T0, claim
 
 def test_an_invalid_duration_wins_over_a_closed_lease(lease: leases.Lease) -> None:
     lease.close()
-    with pytest.raises(leases.DurationError):
+    with pytest.raises(leases.InvalidDurationError):
         lease.renew(timedelta(0))
 
 
 def test_an_invalid_argument_wins_over_a_closed_lease(lease: leases.Lease) -> None:
     lease.close()
-    with pytest.raises(leases.InvalidArgument):
+    with pytest.raises(leases.InvalidArgumentError):
         lease.fail("bad\0reason")
 
 
@@ -33,7 +33,7 @@ def test_closed_wins_over_clock_regressed(frozen: leases.Authority) -> None:
     lease = claim(frozen)
     lease.complete()
     _testing.set_clock(frozen, T0 - timedelta(seconds=1))
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
 
 
@@ -42,7 +42,7 @@ def test_clock_regressed_wins_over_not_found(frozen: leases.Authority) -> None:
     frozen.request_job(PRODUCTION)
     claim(frozen)
     _testing.set_clock(frozen, T0 - timedelta(seconds=1))
-    with pytest.raises(leases.ClockRegressed):
+    with pytest.raises(leases.ClockRegressedError):
         frozen.claim("no-such-production", worker="w", duration=SECONDS_30)
 
 
@@ -53,7 +53,7 @@ def test_cancelled_wins_over_lease_lost(frozen: leases.Authority) -> None:
     _testing.set_clock(frozen, T0 + timedelta(seconds=20))
     claim(frozen, worker="w2")
     frozen.cancel(PRODUCTION, job_id)
-    with pytest.raises(leases.Cancelled):
+    with pytest.raises(leases.CancelledError):
         old.renew(SECONDS_30)
 
 
@@ -63,7 +63,7 @@ def test_lease_lost_wins_over_wrong_state_and_expired(frozen: leases.Authority) 
     old = claim(frozen, duration=timedelta(seconds=10))
     _testing.set_clock(frozen, T0 + timedelta(seconds=20))
     claim(frozen, worker="w2").complete()  # another claim finished the job
-    with pytest.raises(leases.LeaseLost):
+    with pytest.raises(leases.LeaseLostError):
         old.complete()
 
 
@@ -74,7 +74,7 @@ def test_wrong_state_wins_over_expired(frozen: leases.Authority) -> None:
     twin = frozen.import_token(lease.export_token())
     twin.complete()  # this claim finished through another handle
     _testing.set_clock(frozen, T0 + timedelta(seconds=20))
-    with pytest.raises(leases.StateError):
+    with pytest.raises(leases.WrongStateError):
         lease.complete()
 
 
@@ -83,5 +83,5 @@ def test_expired_wins_over_not_extended(frozen: leases.Authority) -> None:
     frozen.request_job(PRODUCTION)
     lease = claim(frozen, duration=timedelta(seconds=10))
     _testing.set_clock(frozen, T0 + timedelta(seconds=10))
-    with pytest.raises(leases.Expired):
+    with pytest.raises(leases.ExpiredError):
         lease.renew(timedelta(microseconds=1))

@@ -1,4 +1,4 @@
-"""Processes: a fork()ed child cannot use the library (ForkedProcess from every
+"""Processes: a fork()ed child cannot use the library (ForkedError from every
 call, before anything else), while spawned processes work, handing leases
 across as tokens."""
 
@@ -72,11 +72,11 @@ def every_kind_of_call(
     }
 
 
-def test_every_call_in_a_forked_child_raises_ForkedProcess(
+def test_every_call_in_a_forked_child_raises_ForkedError(
     auth: leases.Authority, lease: leases.Lease, db_path: str
 ) -> None:
     results = in_forked_child(every_kind_of_call(auth, lease, db_path))
-    wrong = {k: v for k, v in results.items() if not v.startswith("ForkedProcess")}
+    wrong = {k: v for k, v in results.items() if not v.startswith("ForkedError")}
     assert not wrong
     assert len(results) == 16
 
@@ -92,15 +92,15 @@ def test_the_library_itself_refuses_a_forked_child_when_the_guard_is_bypassed(
         },
         bypass_guard=True,
     )
-    assert all(v.startswith("ForkedProcess: forked:") for v in results.values()), results
+    assert all(v.startswith("ForkedError: forked:") for v in results.values()), results
 
 
-def test_ForkedProcess_comes_before_closed_and_argument_errors(
+def test_ForkedError_comes_before_closed_and_argument_errors(
     auth: leases.Authority, lease: leases.Lease, db_path: str
 ) -> None:
     lease.close()
     results = in_forked_child({"renew": lambda: lease.renew(timedelta(0))})
-    assert results["renew"].startswith("ForkedProcess")
+    assert results["renew"].startswith("ForkedError")
 
 
 def test_the_parent_keeps_working_after_a_fork(

@@ -47,10 +47,10 @@ def test_no_object_record_or_exception_shows_the_secret(
     errors: List[leases.LeasesError] = []
     mutated = token[:-3] + ("A" if token[-3] != "A" else "B") + token[-2:]
     for bad in (mutated, token + "x", token[:-1]):
-        with pytest.raises(leases.TokenError) as e1:
+        with pytest.raises(leases.BadTokenError) as e1:
             auth.import_token(bad)
         errors.append(e1.value)
-    with pytest.raises(leases.NotExtended) as e2:
+    with pytest.raises(leases.NotExtendedError) as e2:
         lease.renew(timedelta(seconds=1))
     errors.append(e2.value)
     auth.cancel(PRODUCTION, job_id)
@@ -79,13 +79,13 @@ def test_exceptions_of_an_expired_or_lost_lease_show_no_secret(
     token = old.export_token()
     time.sleep(0.05)
     errors: List[str] = []
-    with pytest.raises(leases.Expired) as e1:
+    with pytest.raises(leases.ExpiredError) as e1:
         old.complete()
     errors += [repr(e1.value), str(e1.value)]
     auth.claim_job(PRODUCTION, job_id, worker="w2", duration=SECONDS_30)
-    with pytest.raises(leases.LeaseLost) as e2:
+    with pytest.raises(leases.LeaseLostError) as e2:
         old.renew(SECONDS_30)
-    with pytest.raises(leases.LeaseLost) as e3:
+    with pytest.raises(leases.LeaseLostError) as e3:
         auth.import_token(token)
     errors += [repr(e2.value), str(e2.value), repr(e3.value), str(e3.value)]
     assert_no_secret(errors, token)

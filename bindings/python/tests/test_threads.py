@@ -44,7 +44,7 @@ def test_each_thread_reports_the_message_of_its_own_failed_call(auth: leases.Aut
         for _ in range(200):
             try:
                 auth.request_job(name)
-            except leases.NotFound as e:
+            except leases.NotFoundError as e:
                 if name not in str(e):
                     wrong.append(str(e))
             else:

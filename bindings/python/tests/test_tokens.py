@@ -29,7 +29,7 @@ def test_an_exported_token_imports_as_the_same_claim(
     )
     assert again.expiry == lease.expiry
     again.complete()
-    with pytest.raises(leases.StateError):  # the other handle of the same claim
+    with pytest.raises(leases.WrongStateError):  # the other handle of the same claim
         lease.complete()
 
 
@@ -37,14 +37,14 @@ def test_an_exported_token_imports_as_the_same_claim(
 def test_valid_vector_tokens_decode_and_are_checked_against_the_store(
     auth: leases.Authority, vector: Any
 ) -> None:
-    # They decode (not TokenError); their production does not exist here.
-    with pytest.raises(leases.NotFound):
+    # They decode (not BadTokenError); their production does not exist here.
+    with pytest.raises(leases.NotFoundError):
         auth.import_token(vector["token"])
 
 
 @pytest.mark.parametrize("vector", TOKENS["invalid"], ids=lambda v: v["why"])
 def test_invalid_vector_tokens_raise_TokenError(auth: leases.Authority, vector: Any) -> None:
-    with pytest.raises(leases.TokenError) as err:
+    with pytest.raises(leases.BadTokenError) as err:
         auth.import_token(vector["token"])
     if len(vector["token"]) > 8:
         assert vector["token"][4:] not in str(err.value)  # never echoed
@@ -55,7 +55,7 @@ def test_a_token_of_a_finished_claim_is_refused(
 ) -> None:
     token = lease.export_token()
     lease.release()
-    with pytest.raises(leases.StateError):
+    with pytest.raises(leases.WrongStateError):
         auth.import_token(token)
 
 
@@ -66,7 +66,7 @@ def test_a_token_must_be_a_str(auth: leases.Authority) -> None:
 
 def test_a_freed_lease_cannot_export(lease: leases.Lease) -> None:
     lease.close()
-    with pytest.raises(leases.Closed):
+    with pytest.raises(leases.ClosedError):
         lease.export_token()
 
 
@@ -75,6 +75,6 @@ def test_a_token_is_refused_by_an_authority_without_its_production(
 ) -> None:
     with leases.Authority(str(tmp_path / "other.db")) as other:
         other.create_production(PRODUCTION)  # same name, another production id
-        with pytest.raises(leases.NotFound):
+        with pytest.raises(leases.NotFoundError):
             other.import_token(lease.export_token())
     lease.complete()  # the refusal changed nothing

@@ -70,9 +70,11 @@ pub use listing::{Event, Facts, Job, JobState};
 /// same version).
 pub use serde_json;
 
-/// The C ABI version this crate was written for (`LEASES_ABI_VERSION`; also
-/// `package.metadata.leases.abi-version` in `Cargo.toml`).
+/// The C ABI version this crate was generated for (`LEASES_ABI_VERSION`).
 pub const ABI_VERSION: u32 = sys::LEASES_ABI_VERSION;
+/// The revision of that ABI this crate needs at least (`LEASES_ABI_REVISION`):
+/// a library of this or a later revision fits.
+pub const ABI_REVISION: u32 = sys::LEASES_ABI_REVISION;
 
 /// Longest production, worker, job key or fact key, in bytes.
 pub const MAX_NAME_LEN: usize = sys::LEASES_MAX_NAME_LEN;
@@ -89,6 +91,12 @@ pub fn library_abi_version() -> u32 {
     unsafe { sys::leases_abi_version() }
 }
 
+/// The ABI revision of the loaded library (`leases_abi_revision()`).
+pub fn library_abi_revision() -> u32 {
+    // SAFETY: no arguments; works in every process state.
+    unsafe { sys::leases_abi_revision() }
+}
+
 /// The release version of the loaded library, e.g. `"0.1.0"`.
 pub fn library_version() -> &'static str {
     // SAFETY: a static NUL-terminated string owned by the library, never freed
@@ -96,16 +104,22 @@ pub fn library_version() -> &'static str {
     unsafe { CStr::from_ptr(sys::leases_version()) }.to_str().unwrap_or("unknown")
 }
 
-/// Refuses a library built for another ABI than this crate.
-fn check_abi(found: u32) -> Result<()> {
-    if found == ABI_VERSION {
+/// Refuses a library built for another ABI, or of an older revision, than
+/// this crate (`found` is the library's ABI number and revision).
+fn check_abi((abi, revision): (u32, u32)) -> Result<()> {
+    if abi == ABI_VERSION && revision >= ABI_REVISION {
         Ok(())
     } else {
         Err(Error::new(
             ErrorKind::AbiMismatch,
-            format!("libleases.so reports ABI version {found}, this crate was written for ABI version {ABI_VERSION}; use a matching library or crate"),
+            format!("libleases.so reports ABI version {abi} revision {revision}, this crate needs ABI version {ABI_VERSION} revision {ABI_REVISION} or later; use a library at least as new as the crate"),
         ))
     }
+}
+
+/// The loaded library's (ABI number, revision).
+fn library_abi() -> (u32, u32) {
+    (library_abi_version(), library_abi_revision())
 }
 
 // ---- helpers ----------------------------------------------------------------
@@ -205,7 +219,7 @@ impl Authority {
     /// [`ErrorKind::AbiMismatch`] before opening anything when the loaded
     /// library was built for another ABI than [`ABI_VERSION`].
     pub fn open(path: impl AsRef<Path>) -> Result<Authority> {
-        check_abi(library_abi_version())?;
+        check_abi(library_abi())?;
         let path = c_path("path", path.as_ref())?;
         let mut raw = ptr::null_mut();
         // SAFETY: valid C string, valid out pointer.
@@ -759,11 +773,27 @@ mod tests {
 
     #[test]
     fn open_refuses_a_library_with_another_abi_version() {
-        assert!(check_abi(ABI_VERSION).is_ok());
-        let err = check_abi(ABI_VERSION + 1).unwrap_err();
+        assert!(check_abi((ABI_VERSION, ABI_REVISION)).is_ok());
+        let err = check_abi((ABI_VERSION + 1, ABI_REVISION)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::AbiMismatch);
         assert_eq!(err.status(), None);
-        assert!(err.to_string().contains("ABI version"), "{err}");
+        assert!(err.to_string().contains(&format!("ABI version {} revision", ABI_VERSION + 1)), "{err}");
+    }
+
+    #[test]
+    fn open_refuses_a_library_of_an_older_revision_naming_both() {
+        assert!(check_abi((ABI_VERSION, ABI_REVISION + 1)).is_ok());
+        let err = check_abi((ABI_VERSION, ABI_REVISION - 1)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AbiMismatch);
+        let text = err.to_string();
+        assert!(text.contains(&format!("revision {},", ABI_REVISION - 1)), "{text}");
+        assert!(text.contains(&format!("revision {} or later", ABI_REVISION)), "{text}");
+    }
+
+    #[test]
+    fn the_loaded_library_is_of_this_abi_and_at_least_this_revision() {
+        assert_eq!(library_abi_version(), ABI_VERSION);
+        assert!(library_abi_revision() >= ABI_REVISION);
     }
 
     #[test]

@@ -8,8 +8,10 @@ use serde_json::{Map, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::from_unix_us;
 
-/// The state of a job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The state of a job. A state this crate does not know yet (a newer
+/// library may add one) is kept as [`JobState::Other`] with its text, so a
+/// listing never fails because of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum JobState {
     /// Waiting to be claimed (also after a release).
@@ -22,29 +24,39 @@ pub enum JobState {
     Failed,
     /// Cancelled by the coordinator.
     Cancelled,
+    /// A state added after this crate was written, as the listing spells it.
+    Other(String),
 }
 
 impl JobState {
     /// The spelling used by every listing (`"requested"`, …).
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             JobState::Requested => "requested",
             JobState::Claimed => "claimed",
             JobState::Completed => "completed",
             JobState::Failed => "failed",
             JobState::Cancelled => "cancelled",
+            JobState::Other(s) => s,
         }
     }
 
-    fn parse(s: &str) -> Option<JobState> {
-        Some(match s {
+    /// The state a listing spells `s`; never fails (see [`JobState::Other`]).
+    pub fn parse(s: &str) -> JobState {
+        match s {
             "requested" => JobState::Requested,
             "claimed" => JobState::Claimed,
             "completed" => JobState::Completed,
             "failed" => JobState::Failed,
             "cancelled" => JobState::Cancelled,
-            _ => return None,
-        })
+            other => JobState::Other(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -145,12 +157,11 @@ pub(crate) fn parse_jobs(text: &str) -> Result<Vec<Job>> {
         .iter()
         .map(|m| {
             let o = Obj(m);
-            let state = o.string("state")?;
             Ok(Job {
                 id: o.string("id")?,
                 production: o.string("production")?,
                 key: o.opt_string("key")?,
-                state: JobState::parse(&state).ok_or_else(|| bad(&format!("unknown state {state:?}")))?,
+                state: JobState::parse(&o.string("state")?),
                 worker: o.opt_string("worker")?,
                 claimed_at: o.opt_time("claimed_at_unix_us")?,
                 expiry: o.opt_time("expiry_unix_us")?,
@@ -237,5 +248,34 @@ impl Facts {
             root.insert("provenance".into(), Value::Object(self.provenance.clone()));
         }
         Value::Object(root).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_state_added_later_is_kept_as_other_with_its_text() {
+        let text = r#"[{"id":"0e7d3b2a-1c4f-4a5b-8c6d-7e8f9a0b1c2d","production":"p","key":null,
+            "state":"paused","worker":null,"claimed_at_unix_us":null,"expiry_unix_us":null,
+            "attempts":0,"reason":null}]"#;
+        let jobs = parse_jobs(text).expect("an unknown state must not fail the listing");
+        assert_eq!(jobs[0].state, JobState::Other("paused".to_string()));
+        assert_eq!(jobs[0].state.as_str(), "paused");
+        assert_eq!(jobs[0].state.to_string(), "paused");
+    }
+
+    #[test]
+    fn every_known_state_round_trips_through_its_spelling() {
+        for s in [JobState::Requested, JobState::Claimed, JobState::Completed, JobState::Failed, JobState::Cancelled] {
+            assert_eq!(JobState::parse(s.as_str()), s);
+        }
+    }
+
+    #[test]
+    fn a_listing_that_is_not_the_documented_shape_is_still_an_error() {
+        assert_eq!(parse_jobs("{}").unwrap_err().kind(), ErrorKind::Internal);
+        assert_eq!(parse_jobs(r#"[{"id":"x"}]"#).unwrap_err().kind(), ErrorKind::Internal);
     }
 }

@@ -1,10 +1,8 @@
-//! Raw declarations of `include/leases.h`, one for one (the `-sys` layer).
+//! Raw declarations of `include/leases.h`, one for one (the `-sys` layer),
+//! generated from include/leases.h by abi/leases_abi.py (make abi-generate); do not edit.
 //!
 //! Everything here is `unsafe` and follows the header's ownership rules; the
-//! safe API in the crate root is the supported way in. `tests/header.rs`
-//! parses the header at test time and checks that every declared function is
-//! declared here with the same parameter and return types, and that every
-//! constant below has the header's value.
+//! safe API in the crate root is the supported way in.
 #![allow(non_camel_case_types)]
 // Each item is documented where it is declared: include/leases.h.
 #![allow(missing_docs)]
@@ -13,14 +11,14 @@ use std::os::raw::{c_char, c_int, c_void};
 
 /// The ABI this module declares (`LEASES_ABI_VERSION`).
 pub const LEASES_ABI_VERSION: u32 = 1;
-/// Longest accepted duration, microseconds (24 h, inclusive).
+/// The revision of that ABI this module declares (`LEASES_ABI_REVISION`).
+pub const LEASES_ABI_REVISION: u32 = 1;
 pub const LEASES_MAX_DURATION_US: i64 = 86_400_000_000;
-
 pub const LEASES_MAX_NAME_LEN: usize = 200;
-pub const LEASES_MAX_REASON_LEN: usize = 4096;
+pub const LEASES_MAX_REASON_LEN: usize = 4_096;
 pub const LEASES_MAX_PAYLOAD_LEN: usize = 1_048_576;
 pub const LEASES_MAX_FACTS_LEN: usize = 1_048_576;
-pub const LEASES_MAX_PATH_LEN: usize = 4096;
+pub const LEASES_MAX_PATH_LEN: usize = 4_096;
 pub const LEASES_MAX_TOKEN_LEN: usize = 128;
 
 /// Opaque handle types: each object has its own, so a lease can never be
@@ -65,104 +63,39 @@ pub const LEASES_FORKED: leases_status = 17;
 pub const LEASES_INTERNAL: leases_status = 18;
 
 extern "C" {
-    // ---- library
     pub fn leases_abi_version() -> u32;
+    pub fn leases_abi_revision() -> u32;
     pub fn leases_version() -> *const c_char;
     pub fn leases_status_name(status: leases_status) -> *const c_char;
     pub fn leases_last_error() -> *const c_char;
     pub fn leases_free(p: *mut c_void);
-
-    // ---- authority
     pub fn leases_authority_open(path: *const c_char, out: *mut *mut leases_authority) -> leases_status;
     pub fn leases_authority_close(authority: *mut leases_authority);
     pub fn leases_production_create(authority: *mut leases_authority, name: *const c_char) -> leases_status;
-    pub fn leases_job_request(
-        authority: *mut leases_authority,
-        production: *const c_char,
-        key: *const c_char,
-        payload: *const u8,
-        payload_len: usize,
-        out_job_id: *mut *mut c_char,
-    ) -> leases_status;
-    pub fn leases_claim(
-        authority: *mut leases_authority,
-        production: *const c_char,
-        worker: *const c_char,
-        duration_us: i64,
-        out: *mut *mut leases_lease,
-    ) -> leases_status;
-    pub fn leases_claim_job(
-        authority: *mut leases_authority,
-        production: *const c_char,
-        job_id: *const c_char,
-        worker: *const c_char,
-        duration_us: i64,
-        out: *mut *mut leases_lease,
-    ) -> leases_status;
-    pub fn leases_cancel(
-        authority: *mut leases_authority,
-        production: *const c_char,
-        job_id: *const c_char,
-    ) -> leases_status;
-
-    // ---- leases
+    pub fn leases_job_request(authority: *mut leases_authority, production: *const c_char, key: *const c_char, payload: *const u8, payload_len: usize, out_job_id: *mut *mut c_char) -> leases_status;
+    pub fn leases_claim(authority: *mut leases_authority, production: *const c_char, worker: *const c_char, duration_us: i64, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_claim_job(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char, worker: *const c_char, duration_us: i64, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_cancel(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char) -> leases_status;
     pub fn leases_lease_renew(lease: *mut leases_lease, duration_us: i64) -> leases_status;
     pub fn leases_lease_release(lease: *mut leases_lease) -> leases_status;
     pub fn leases_lease_fail(lease: *mut leases_lease, reason: *const c_char) -> leases_status;
     pub fn leases_lease_complete(lease: *mut leases_lease, facts_json: *const c_char) -> leases_status;
     pub fn leases_lease_expiry(lease: *const leases_lease, out_expiry_unix_us: *mut i64) -> leases_status;
     pub fn leases_lease_job_id(lease: *const leases_lease, out_job_id: *mut *mut c_char) -> leases_status;
-    pub fn leases_lease_payload(
-        lease: *const leases_lease,
-        out_payload: *mut *mut u8,
-        out_payload_len: *mut usize,
-    ) -> leases_status;
+    pub fn leases_lease_payload(lease: *const leases_lease, out_payload: *mut *mut u8, out_payload_len: *mut usize) -> leases_status;
     pub fn leases_lease_production(lease: *const leases_lease, out_production: *mut *mut c_char) -> leases_status;
     pub fn leases_lease_worker(lease: *const leases_lease, out_worker: *mut *mut c_char) -> leases_status;
     pub fn leases_lease_export(lease: *const leases_lease, out_token: *mut *mut c_char) -> leases_status;
-    pub fn leases_lease_import(
-        authority: *mut leases_authority,
-        token: *const c_char,
-        out: *mut *mut leases_lease,
-    ) -> leases_status;
+    pub fn leases_lease_import(authority: *mut leases_authority, token: *const c_char, out: *mut *mut leases_lease) -> leases_status;
     pub fn leases_lease_free(lease: *mut leases_lease);
-
-    // ---- edits
     pub fn leases_edit_begin(authority: *mut leases_authority, out: *mut *mut leases_edit) -> leases_status;
-    pub fn leases_edit_claim(
-        edit: *mut leases_edit,
-        production: *const c_char,
-        worker: *const c_char,
-        duration_us: i64,
-        out: *mut *mut leases_lease,
-    ) -> leases_status;
-    pub fn leases_edit_complete(
-        edit: *mut leases_edit,
-        lease: *mut leases_lease,
-        facts_json: *const c_char,
-    ) -> leases_status;
+    pub fn leases_edit_claim(edit: *mut leases_edit, production: *const c_char, worker: *const c_char, duration_us: i64, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_edit_complete(edit: *mut leases_edit, lease: *mut leases_lease, facts_json: *const c_char) -> leases_status;
     pub fn leases_edit_commit(edit: *mut leases_edit) -> leases_status;
     pub fn leases_edit_abort(edit: *mut leases_edit);
-
-    // ---- observations
-    pub fn leases_jobs_json(
-        authority: *mut leases_authority,
-        production: *const c_char,
-        out_json: *mut *mut c_char,
-    ) -> leases_status;
-    pub fn leases_events_json(
-        authority: *mut leases_authority,
-        production: *const c_char,
-        after_seq: i64,
-        out_json: *mut *mut c_char,
-    ) -> leases_status;
-
-    // ---- reference executor
-    pub fn leases_execution_begin(
-        lease: *mut leases_lease,
-        output_dir: *const c_char,
-        out: *mut *mut leases_execution,
-    ) -> leases_status;
+    pub fn leases_jobs_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_events_json(authority: *mut leases_authority, production: *const c_char, after_seq: i64, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_execution_begin(lease: *mut leases_lease, output_dir: *const c_char, out: *mut *mut leases_execution) -> leases_status;
     pub fn leases_execution_temp_path(execution: *const leases_execution) -> *const c_char;
     pub fn leases_execution_final_path(execution: *const leases_execution) -> *const c_char;
     pub fn leases_execution_finish(execution: *mut leases_execution, facts_json: *const c_char) -> leases_status;
@@ -173,21 +106,13 @@ extern "C" {
 /// (`build/test/libleases.so`), declared only with the `testing` feature.
 #[cfg(feature = "testing")]
 pub mod testing {
-    use super::{leases_authority, leases_status};
-    use std::os::raw::c_char;
+    #[allow(unused_imports)]
+    use super::*;
 
     extern "C" {
         pub fn leases_testing_set_clock(authority: *mut leases_authority, now_unix_us: i64) -> leases_status;
-        pub fn leases_testing_set_clock_sequence(
-            authority: *mut leases_authority,
-            samples_unix_us: *const i64,
-            count: usize,
-        ) -> leases_status;
-        pub fn leases_testing_open(
-            path: *const c_char,
-            busy_timeout_us: i64,
-            out: *mut *mut leases_authority,
-        ) -> leases_status;
+        pub fn leases_testing_set_clock_sequence(authority: *mut leases_authority, samples_unix_us: *const i64, count: usize) -> leases_status;
+        pub fn leases_testing_open(path: *const c_char, busy_timeout_us: i64, out: *mut *mut leases_authority) -> leases_status;
         pub fn leases_testing_panic() -> leases_status;
     }
 }

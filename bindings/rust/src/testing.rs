@@ -7,7 +7,7 @@ use std::ptr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::{c_path, check_abi, library_abi_version, sys, Authority};
+use crate::{c_path, check_abi, library_abi, sys, Authority};
 
 /// Freezes `authority`'s clock at `now`, or (`None`) restores the system clock.
 pub fn set_clock(authority: &Authority, now: Option<SystemTime>) -> Result<()> {
@@ -26,7 +26,7 @@ pub fn set_clock(authority: &Authority, now: Option<SystemTime>) -> Result<()> {
 
 /// Opens an authority with a writer-lock busy timeout instead of the default 10 s.
 pub fn open_with_busy_timeout(path: impl AsRef<Path>, busy_timeout: Duration) -> Result<Authority> {
-    check_abi(library_abi_version())?;
+    check_abi(library_abi())?;
     let path = c_path("path", path.as_ref())?;
     let us = i64::try_from(busy_timeout.as_micros())
         .map_err(|_| Error::new(ErrorKind::InvalidArgument, "busy timeout too long"))?;

@@ -34,6 +34,9 @@ fn error_kinds_match_the_shared_status_vectors_and_the_library() {
         }
         let k = ErrorKind::from_code(code).unwrap_or_else(|| panic!("no ErrorKind for {code}"));
         assert_eq!(k.name(), name);
+        // Every projection names the status after its stem: ErrorKind::WrongState.
+        assert_eq!(format!("{k:?}"), s["stem"].as_str().unwrap(), "the variant is named after the status");
+        assert_eq!(k.is_not_held(), s["not_held"].as_bool().unwrap(), "{name}: is_not_held");
         assert_eq!(k.code(), Some(code));
         assert_eq!(k.to_string(), name);
     }
@@ -41,6 +44,17 @@ fn error_kinds_match_the_shared_status_vectors_and_the_library() {
     assert_eq!(ErrorKind::from_code(-1), None);
     assert_eq!(ErrorKind::AbiMismatch.code(), None, "detected by the crate; no C status");
     assert_eq!(ErrorKind::ALL.len(), statuses.len(), "every rejection status plus AbiMismatch");
+}
+
+#[test]
+fn a_cancelled_claim_is_not_held() {
+    let (_dir, auth) = fresh("e-not-held");
+    let (id, lease) = claimed(&auth, "w");
+    auth.cancel(PRODUCTION, &id).unwrap();
+    let err = lease.renew(HOUR).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert!(err.is_not_held() && err.kind().is_not_held());
+    assert!(!ErrorKind::WrongState.is_not_held() && !ErrorKind::AbiMismatch.is_not_held());
 }
 
 #[test]

@@ -139,7 +139,7 @@ fn a_postgres_url_opens_the_postgresql_store_for_the_whole_lifecycle() {
 
     let jobs = auth.jobs(PRODUCTION).unwrap();
     assert_eq!(jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [first.as_str(), second.as_str()]);
-    assert_eq!((jobs[0].state, jobs[0].worker.as_deref(), jobs[0].attempts), (JobState::Completed, Some("w1"), 1));
+    assert_eq!((jobs[0].state.clone(), jobs[0].worker.as_deref(), jobs[0].attempts), (JobState::Completed, Some("w1"), 1));
     assert_eq!(jobs[1].state, JobState::Requested);
 
     let events = settled_events(&auth, &first);

@@ -19,7 +19,7 @@ import (
 var (
 	_ store.Watcher  = (*DB)(nil)
 	_ store.Notifier = (*Tx)(nil)
-	_ store.Clock    = (*DB)(nil)
+	_ store.Looker   = (*DB)(nil)
 )
 
 // channelSQL names the schema's notification channel. NOTIFY reaches every
@@ -37,13 +37,6 @@ const (
 	listenRetryMin = 50 * time.Millisecond
 	listenRetryMax = 5 * time.Second
 )
-
-// Now samples the server's clock outside any transaction.
-func (db *DB) Now(ctx context.Context) (int64, error) {
-	var v int64
-	err := db.pool.QueryRow(ctx, `SELECT `+clockSQL).Scan(&v)
-	return v, classify(err)
-}
 
 // Claimable records a notice for productionID, sent with the commit.
 func (t *Tx) Claimable(ctx context.Context, productionID string) error {

@@ -31,6 +31,8 @@ import (
 type Options struct {
 	// BusyTimeout bounds every wait for a row lock or a connection.
 	BusyTimeout time.Duration
+	// MustExist refuses to create the schema's tables (store.ErrNotExist).
+	MustExist bool
 }
 
 // DefaultBusyTimeout is how long a writer waits for a lock before Busy.
@@ -44,7 +46,7 @@ const defaultConnectTimeout = 10 * time.Second
 const defaultMaxConns = 32
 
 // ErrInvalidURL: the location is a postgres:// URL the driver cannot parse.
-var ErrInvalidURL = errors.New("invalid PostgreSQL URL")
+var ErrInvalidURL = fmt.Errorf("%w: invalid PostgreSQL URL", store.ErrInvalid)
 
 // IsURL reports whether location names a PostgreSQL database.
 func IsURL(location string) bool {
@@ -117,7 +119,7 @@ func Open(location string, opts Options) (*DB, error) {
 	}
 	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, listenCfg: cfg.ConnConfig.Copy(),
 		queries: queries{q: pool}}
-	if err := db.migrate(ctx); err != nil {
+	if err := db.migrate(ctx, opts.MustExist); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -151,15 +151,7 @@ func (q queries) Productions(ctx context.Context) ([]store.Production, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Production, error) {
-		var p store.Production
-		err := r.Scan(&p.ID, &p.Name, &p.CreatedAt)
-		return p, err
-	})
-	if out == nil {
-		out = []store.Production{}
-	}
-	return out, classify(err)
+	return collectProductions(rows)
 }
 
 func (q queries) JobByID(ctx context.Context, id string) (store.Job, error) {
@@ -317,7 +309,7 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 		}
 		conn = c
 	}
-	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM leases_events`
+	const cols = `SELECT ` + eventColumns + ` FROM leases_events`
 	var rows pgx.Rows
 	var err error
 	if productionID == "" {
@@ -329,15 +321,7 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
-		var e store.Event
-		err := r.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail)
-		return e, err
-	})
-	if out == nil {
-		out = []store.Event{}
-	}
-	return out, classify(err)
+	return collectEvents(rows)
 }
 
 func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) {

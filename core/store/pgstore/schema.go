@@ -12,14 +12,17 @@ import (
 
 // SchemaVersion is the schema this library writes; it matches the SQLite
 // store's version numbers. Version 1 is the pre-lease schema (jobs carried a
-// plaintext claim id and a claim time). The version is the schema_version
-// row of leases_meta. Every table is prefixed leases_ and lives in the
+// plaintext claim id and a claim time); version 3 adds the indexes of the
+// paged listings (migrateV2toV3). The version is the schema_version row of
+// leases_meta. Every table is prefixed leases_ and lives in the
 // connection's current schema, so an authority can share a database.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
-// migrationLock is the advisory-lock key that serializes creating and
-// migrating the schema (the one whole-authority lock).
-const migrationLock = int64(0x6c65617365730002) // "leases" 0x0002
+// migrationLockSpace and the hash of the schema's name key the advisory
+// lock that serializes creating and migrating one schema (the one
+// whole-authority lock). Two schemas are two authorities: they never wait
+// for each other's creation.
+const migrationLockSpace = writersLockSpace + 1
 
 // schemaV2Tables creates the lease tables (all but leases_meta).
 var schemaV2Tables = []string{
@@ -127,6 +130,20 @@ var migrateV1toV2Copy = []string{
 	`UPDATE leases_meta SET v = 2 WHERE k = 'schema_version'`,
 }
 
+// migrateV2toV3 adds the indexes the bounded observations read
+// (docs/schema.md): jobs by state in request order (the claim path's partial
+// index covers requested jobs only), a job's timeline, a production's events
+// of one kind in seq order and by time, and productions in the byte order
+// the listings use. Every path that opens a schema below 3 ends with these.
+var migrateV2toV3 = []string{
+	`CREATE INDEX leases_jobs_by_state ON leases_jobs (production_id, state, seq)`,
+	`CREATE INDEX leases_events_by_job ON leases_events (job_id, seq)`,
+	`CREATE INDEX leases_events_by_kind ON leases_events (production_id, kind, seq)`,
+	`CREATE INDEX leases_events_by_kind_time ON leases_events (production_id, kind, at_unix_us)`,
+	`CREATE INDEX leases_productions_by_name ON leases_productions (name COLLATE "C")`,
+	`UPDATE leases_meta SET v = 3 WHERE k = 'schema_version'`,
+}
+
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
@@ -151,13 +168,16 @@ func version(ctx context.Context, q querier) (int64, error) {
 
 // migrate creates or migrates the schema in one transaction under the
 // migration lock. An up-to-date database takes no lock at all.
-func (db *DB) migrate(ctx context.Context) error {
+func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 	v, err := version(ctx, db.pool)
 	if err != nil {
 		return err
 	}
 	if v == SchemaVersion {
 		return nil
+	}
+	if v == 0 && mustExist {
+		return fmt.Errorf("%w: the connection's schema has no leases_meta table", store.ErrNotExist)
 	}
 	if v > SchemaVersion {
 		return tooNew(v)
@@ -167,7 +187,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return classify(err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, migrationLockSpace); err != nil {
 		return classify(err)
 	}
 	// Under the lock, another process may have finished first.
@@ -207,11 +227,15 @@ func (db *DB) migrate(ctx context.Context) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now); err != nil {
 			return err
 		}
+	case 2:
 	default:
 		if v > SchemaVersion {
 			return tooNew(v)
 		}
 		return store.ErrNotLeases
+	}
+	if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+		return err
 	}
 	return classify(tx.Commit(ctx))
 }

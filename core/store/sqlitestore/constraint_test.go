@@ -1,3 +1,4 @@
+// How the SQLite store reports a constraint's refusal: never as a conflict.
 package sqlitestore
 
 import (

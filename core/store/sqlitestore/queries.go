@@ -143,16 +143,7 @@ func (q queries) Productions(ctx context.Context) ([]store.Production, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.Production{}
-	for rows.Next() {
-		var p store.Production
-		if err := rows.Scan(&p.ID, &p.Name, &p.CreatedAt); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, p)
-	}
-	return out, classify(rows.Err())
+	return scanProductions(rows)
 }
 
 func (q queries) JobByID(ctx context.Context, id string) (store.Job, error) {
@@ -240,7 +231,7 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	}
 	var rows *sql.Rows
 	var err error
-	const cols = `SELECT seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail FROM events`
+	const cols = `SELECT ` + eventColumns + ` FROM events`
 	if productionID == "" {
 		rows, err = q.query(ctx, cols+` WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	} else {
@@ -250,16 +241,7 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.Event{}
-	for rows.Next() {
-		var e store.Event
-		if err := rows.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, e)
-	}
-	return out, classify(rows.Err())
+	return scanEvents(rows)
 }
 
 func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) {

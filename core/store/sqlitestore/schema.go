@@ -1,8 +1,9 @@
 package sqlitestore
 
 // SchemaVersion is the schema this library writes. Version 1 is the pre-lease
-// schema (jobs carried a plaintext claim id and a claim time).
-const SchemaVersion = 2
+// schema (jobs carried a plaintext claim id and a claim time); version 3 adds
+// the indexes of the paged listings (migrateV2toV3).
+const SchemaVersion = 3
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -104,4 +105,16 @@ var migrateV1toV2Copy = []string{
 	`DROP TABLE events_v1`,
 	`DROP TABLE jobs_v1`,
 	`DROP TABLE productions_v1`,
+}
+
+// migrateV2toV3 adds the event indexes the bounded observations read
+// (docs/schema.md): a job's timeline, a production's events of one kind in
+// seq order, and by time for the per-minute counts. Jobs need none: the
+// listings use jobs_by_order and jobs_claimable. Every path that opens a
+// file below version 3 ends with these.
+var migrateV2toV3 = []string{
+	`CREATE INDEX events_by_job ON events (job_id, seq)`,
+	`CREATE INDEX events_by_kind ON events (production_id, kind, seq)`,
+	`CREATE INDEX events_by_kind_time ON events (production_id, kind, at_unix_us)`,
+	`PRAGMA user_version = 3`,
 }

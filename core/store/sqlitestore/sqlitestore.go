@@ -25,6 +25,9 @@ type Options struct {
 	BusyTimeout time.Duration
 	// Synchronous is the SQLite synchronous level; "" means FULL.
 	Synchronous string
+	// MustExist refuses to create the file, or the schema in an empty one
+	// (store.ErrNotExist); nothing is created.
+	MustExist bool
 }
 
 // DefaultBusyTimeout is how long a writer waits for the lock before Busy.
@@ -34,6 +37,7 @@ const DefaultBusyTimeout = 10 * time.Second
 type DB struct {
 	db   *sql.DB
 	path string // absolute
+	wal  *walKeeper
 	queries
 }
 
@@ -50,7 +54,11 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database path: %w", err)
 	}
-	if fi, err := os.Lstat(abs); err == nil {
+	fi, err := os.Lstat(abs)
+	if opts.MustExist && errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", store.ErrNotExist, path)
+	}
+	if err == nil {
 		switch {
 		case fi.IsDir():
 			return nil, fmt.Errorf("database path %q is a directory", path)
@@ -60,6 +68,9 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 			return nil, fmt.Errorf("database path %q is a symbolic link; open the file it points to", path)
 		case !fi.Mode().IsRegular():
 			return nil, fmt.Errorf("database path %q is not a regular file", path)
+		case opts.MustExist && fi.Size() == 0:
+			// Opening would write a header into it: refuse before that.
+			return nil, fmt.Errorf("%w: %s is empty", store.ErrNotExist, path)
 		}
 	}
 	busy := opts.BusyTimeout
@@ -75,24 +86,35 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	default:
 		return nil, fmt.Errorf("unsupported synchronous level %q", opts.Synchronous)
 	}
+	db, err := sql.Open("sqlite", dsn(abs, busy, syncMode, opts.MustExist))
+	if err != nil {
+		return nil, classify(err)
+	}
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode)}
+	s.queries = queries{st: newStmtCache(db)}
+	if err := s.migrate(now, opts.MustExist, path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dsn is the URI every connection opens: its pragmas are set on each.
+func dsn(abs string, busy time.Duration, syncMode string, mustExist bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+syncMode+")")
 	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", JournalSizeLimit))
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", WALAutoCheckpoint))
 	q.Set("_txlock", "immediate")
-	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, classify(err)
+	if mustExist {
+		// SQLite itself then refuses to create the file, should it vanish
+		// after the check in Open.
+		q.Set("mode", "rw")
 	}
-	s := &DB{db: db, path: abs}
-	s.queries = queries{st: newStmtCache(db)}
-	if err := s.migrate(now); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return s, nil
+	return (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
 }
 
 var _ store.Backend = (*DB)(nil)
@@ -100,7 +122,8 @@ var _ store.Backend = (*DB)(nil)
 // Pragma reads one pragma's value, for diagnostics and tests.
 func (s *DB) Pragma(name string) (string, error) {
 	switch name {
-	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check":
+	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check",
+		"journal_size_limit", "wal_autocheckpoint":
 	default:
 		return "", fmt.Errorf("pragma %q is not readable here", name)
 	}
@@ -112,10 +135,11 @@ func (s *DB) Pragma(name string) (string, error) {
 // Close closes every connection.
 func (s *DB) Close() error {
 	s.st.close()
+	s.wal.close()
 	return s.db.Close()
 }
 
-func (s *DB) migrate(now func() int64) error {
+func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 	ctx := context.Background()
 	// The common case, an up-to-date file, needs no writer lock: opening must
 	// not wait behind another process's edit.
@@ -148,6 +172,9 @@ func (s *DB) migrate(now func() int64) error {
 		if n != 0 {
 			return store.ErrNotLeases
 		}
+		if mustExist {
+			return fmt.Errorf("%w: %s is empty", store.ErrNotExist, path)
+		}
 		if err := execAll(ctx, tx, schemaV2); err != nil {
 			return err
 		}
@@ -161,8 +188,12 @@ func (s *DB) migrate(now func() int64) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
+	case version == 2:
 	default:
 		return store.ErrNotLeases
+	}
+	if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+		return err
 	}
 	return classify(tx.Commit())
 }
@@ -207,7 +238,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		cancel()
 		return nil, classify(err)
 	}
-	return &Tx{tx: tx, ctx: ctx, end: cancel, queries: queries{st: s.st, tx: tx}}, nil
+	return &Tx{tx: tx, ctx: ctx, end: cancel, wal: s.wal, queries: queries{st: s.st, tx: tx}}, nil
 }
 
 func abandoned(ctx context.Context) error {
@@ -219,19 +250,25 @@ type Tx struct {
 	tx  *sql.Tx
 	ctx context.Context // BeginWrite's
 	end context.CancelFunc
+	wal *walKeeper
 	queries
 }
 
 // Commit commits, unless ctx has ended: then it rolls back (ErrAbandoned).
 // Once COMMIT is sent nothing interrupts it; an error then means the
-// outcome is unknown.
+// outcome is unknown. A committed writer then lets a WAL that readers held
+// back start over (walKeeper).
 func (t *Tx) Commit() error {
 	defer t.end()
 	if t.ctx.Err() != nil {
 		t.tx.Rollback()
 		return abandoned(t.ctx)
 	}
-	return classify(t.tx.Commit())
+	if err := t.tx.Commit(); err != nil {
+		return classify(err)
+	}
+	t.wal.yield()
+	return nil
 }
 
 // Rollback rolls back; rolling back a finished transaction is a no-op.

@@ -76,7 +76,7 @@ def main() -> int:
             ret(i, e)
             continue
         if lease is None:
-            ret(i, leases.NothingToClaim("nothing_to_claim: no claimable job", 4))
+            ret(i, leases.NothingToClaimError("nothing_to_claim: no claimable job", 4))
             time.sleep(0.005)
             continue
         job = lease.job_id

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	_ "modernc.org/sqlite"
 )
@@ -112,10 +113,10 @@ func cmdFloor(args []string) {
 // ---- the core --------------------------------------------------------------
 
 func openCore(path, sync string) *core.Authority {
-	if core.IsPostgres(path) {
+	if leases.IsPostgres(path) {
 		sync = "" // PostgreSQL commits durably; synchronous is SQLite's
 	}
-	a, err := core.OpenWith(path, core.Options{Synchronous: sync})
+	a, err := leases.OpenWith(path, leases.Options{Synchronous: sync})
 	must(err)
 	return a
 }
@@ -291,7 +292,7 @@ func cmdContendWorker(args []string) {
 	endAt := fs.Int64("end", 0, "end time, unix ns")
 	busyTimeout := fs.Duration("busy-timeout", 0, "writer-lock wait (0 = the core default)")
 	must(fs.Parse(args))
-	a, err := core.OpenWith(*db, core.Options{Synchronous: *sync, BusyTimeout: *busyTimeout})
+	a, err := leases.OpenWith(*db, leases.Options{Synchronous: *sync, BusyTimeout: *busyTimeout})
 	must(err)
 	defer a.Close()
 	time.Sleep(time.Until(time.Unix(0, *startAt)))

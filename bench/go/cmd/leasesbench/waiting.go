@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	workerloop "github.com/libleases/libleases/worker"
 )
@@ -30,7 +31,7 @@ const pollSleep = 50 * time.Millisecond
 
 // openBench opens loc (a file or a postgres:// URL) with production prod.
 func openBench(loc string) *core.Authority {
-	a, err := core.Open(loc)
+	a, err := leases.Open(loc)
 	must(err)
 	_, err = a.CreateProduction(prod)
 	must(err)
@@ -40,7 +41,7 @@ func openBench(loc string) *core.Authority {
 // benchLocation is dir's file, or a fresh schema on the server at pg; drop
 // removes the schema.
 func benchLocation(db string) (loc string, drop func()) {
-	if !core.IsPostgres(db) {
+	if !leases.IsPostgres(db) {
 		return db, func() {}
 	}
 	loc, schema, _ := pgSchemaURL(db, 0)
@@ -137,7 +138,7 @@ func cmdWakeWaiter(args []string) {
 	db := fs.String("db", "", "location")
 	n := fs.Int("n", 100, "jobs to wait for")
 	must(fs.Parse(args))
-	a, err := core.Open(*db)
+	a, err := leases.Open(*db)
 	must(err)
 	defer a.Close()
 	fmt.Println("ready")
@@ -148,7 +149,7 @@ func cmdWakeWaiter(args []string) {
 // (mxFrame at offset 16, host byte order): every commit adds frames. 0 for
 // a PostgreSQL location.
 func walFrames(db string) int64 {
-	if core.IsPostgres(db) {
+	if leases.IsPostgres(db) {
 		return 0
 	}
 	f, err := os.Open(db + "-shm")
@@ -177,7 +178,7 @@ func cmdIdle(args []string) {
 	must(fs.Parse(args))
 	window := time.Duration(*secs * float64(time.Second))
 	if *startAt != 0 { // a child: wait, measure, report
-		a, err := core.Open(*db)
+		a, err := leases.Open(*db)
 		must(err)
 		defer a.Close()
 		cpu := idleWaiters(a, 1, time.Unix(0, *startAt), window)
@@ -272,7 +273,7 @@ func cmdWorkloop(args []string) {
 	loc, drop := benchLocation(*db)
 	defer drop()
 	fillCore(loc, *n)
-	a, err := core.Open(loc)
+	a, err := leases.Open(loc)
 	must(err)
 	defer a.Close()
 	cpu0, t0 := cpuNS(), time.Now()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -111,7 +112,7 @@ func cmdWorkers(args []string) {
 	n := fs.Int("n", 400, "timed cycles in all")
 	w := fs.Int("w", 1, "worker goroutines")
 	must(fs.Parse(args))
-	loc, pg := *db, core.IsPostgres(*db)
+	loc, pg := *db, leases.IsPostgres(*db)
 	var schema, app string
 	if pg {
 		if fsync := pgFsync(*db); fsync != "on" && os.Getenv("LEASESBENCH_ALLOW_NOFSYNC") == "" {
@@ -125,9 +126,9 @@ func cmdWorkers(args []string) {
 	var a *core.Authority
 	var err error
 	if pg {
-		a, err = core.Open(loc)
+		a, err = leases.Open(loc)
 	} else {
-		a, err = core.OpenWith(loc, core.Options{Synchronous: *level})
+		a, err = leases.OpenWith(loc, leases.Options{Synchronous: *level})
 	}
 	must(err)
 	defer a.Close()

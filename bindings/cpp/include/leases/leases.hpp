@@ -10,7 +10,7 @@
 //     is rolled back and an unfinished Execution removes its own files.
 //   * Durations are std::chrono::duration<Rep, Period> with an integral Rep.
 //     Floating or custom Rep types fail to compile; values that are not a
-//     positive whole number of microseconds up to 24 h throw DurationError
+//     positive whole number of microseconds up to 24 h throw InvalidDurationError
 //     before any library call. Nothing is ever rounded.
 //   * Every failure throws a leases::Error subclass, one per leases_status;
 //     the message comes from leases_last_error() and never holds a secret.
@@ -56,80 +56,117 @@ private:
     leases_status status_;
 };
 
-// One class per status. The names follow the other projections (Python:
-// leases.DurationError, ...); the comment names the C status.
-#define LEASES_HPP_ERROR_CLASS(Name, Status)                                          \
-    class Name : public Error {                                                       \
+/// Base of the statuses that mean the claim is no longer held: another claim
+/// is current (LeaseLostError), it expired (ExpiredError), or the coordinator
+/// cancelled the job (CancelledError). The worker must stop; catch this base
+/// to treat the three alike.
+class NotHeldError : public Error {
+public:
+    using Error::Error;
+};
+
+// One class per status, named after it (wrong_state -> WrongStateError, as in
+// Python; Rust's ErrorKind::WrongState), generated from leases.h.
+#define LEASES_HPP_ERROR_CLASS(Name, Base, Status)                                    \
+    class Name : public Base {                                                        \
     public:                                                                           \
         static constexpr leases_status code = Status;                                 \
-        explicit Name(const std::string &message) : Error(Status, message) {}         \
+        explicit Name(const std::string &message) : Base(Status, message) {}          \
     }
 
-LEASES_HPP_ERROR_CLASS(InvalidArgument, LEASES_INVALID_ARGUMENT);  // bad input or handle
-LEASES_HPP_ERROR_CLASS(DurationError, LEASES_INVALID_DURATION);    // not 1 us .. 24 h whole us
-LEASES_HPP_ERROR_CLASS(NotFound, LEASES_NOT_FOUND);                // production or job unknown
-LEASES_HPP_ERROR_CLASS(NothingToClaim, LEASES_NOTHING_TO_CLAIM);   // check() only: claim() gives nullopt
-LEASES_HPP_ERROR_CLASS(StateError, LEASES_WRONG_STATE);            // job/claim state forbids it
-LEASES_HPP_ERROR_CLASS(LeaseLost, LEASES_LEASE_LOST);              // another claim is current
-LEASES_HPP_ERROR_CLASS(Expired, LEASES_EXPIRED);                   // the claim expired
-LEASES_HPP_ERROR_CLASS(Cancelled, LEASES_CANCELLED);               // coordinator cancelled the job
-LEASES_HPP_ERROR_CLASS(NotExtended, LEASES_NOT_EXTENDED);          // renewal would not extend
-LEASES_HPP_ERROR_CLASS(ClockRegressed, LEASES_CLOCK_REGRESSED);    // clock behind high-water mark
-LEASES_HPP_ERROR_CLASS(Closed, LEASES_CLOSED);                     // closed, pending or consumed
-LEASES_HPP_ERROR_CLASS(TokenError, LEASES_BAD_TOKEN);              // malformed token
-LEASES_HPP_ERROR_CLASS(Busy, LEASES_BUSY);                         // writer lock not obtained
-LEASES_HPP_ERROR_CLASS(StorageError, LEASES_STORAGE);              // database failed, nothing changed
-LEASES_HPP_ERROR_CLASS(OutcomeUnknown, LEASES_OUTCOME_UNKNOWN);    // commit failed, may have persisted
-LEASES_HPP_ERROR_CLASS(SchemaError, LEASES_SCHEMA_TOO_NEW);        // file from a newer library
-LEASES_HPP_ERROR_CLASS(ForkedProcess, LEASES_FORKED);              // used in a fork()ed child
-LEASES_HPP_ERROR_CLASS(InternalError, LEASES_INTERNAL);            // library bug, recovered
-
-#undef LEASES_HPP_ERROR_CLASS
-
 /// The loaded libleases.so has another ABI number than the leases.h this
-/// program was compiled with. No library call was made, so status() is
-/// LEASES_INTERNAL; it is not an InternalError (the library has no bug).
+/// program was compiled with, or an older revision of it. No library call was
+/// made, so status() is LEASES_INTERNAL; it is not an InternalError (the
+/// library has no bug).
 class AbiMismatch : public Error {
 public:
-    AbiMismatch(std::uint32_t compiled, std::uint32_t loaded)
+    AbiMismatch(std::uint32_t compiled, std::uint32_t loaded, std::uint32_t compiled_revision,
+                std::uint32_t loaded_revision)
         : Error(LEASES_INTERNAL,
-                "libleases ABI mismatch: compiled against LEASES_ABI_VERSION " +
-                    std::to_string(compiled) + ", but the loaded libleases.so reports " +
-                    std::to_string(loaded) + "; rebuild against the installed leases.h"),
-          compiled_(compiled), loaded_(loaded) {}
+                "libleases ABI mismatch: compiled against LEASES_ABI_VERSION " + std::to_string(compiled) +
+                    " revision " + std::to_string(compiled_revision) +
+                    ", but the loaded libleases.so reports ABI version " + std::to_string(loaded) +
+                    " revision " + std::to_string(loaded_revision) +
+                    "; it needs the same ABI version and at least that revision: install a newer "
+                    "library or rebuild against the installed leases.h"),
+          compiled_(compiled), loaded_(loaded), compiled_revision_(compiled_revision),
+          loaded_revision_(loaded_revision) {}
 
     [[nodiscard]] std::uint32_t compiled() const noexcept { return compiled_; }
     [[nodiscard]] std::uint32_t loaded() const noexcept { return loaded_; }
+    [[nodiscard]] std::uint32_t compiled_revision() const noexcept { return compiled_revision_; }
+    [[nodiscard]] std::uint32_t loaded_revision() const noexcept { return loaded_revision_; }
 
 private:
-    std::uint32_t compiled_, loaded_;
+    std::uint32_t compiled_, loaded_, compiled_revision_, loaded_revision_;
 };
+
+// BEGIN GENERATED by abi/leases_abi.py from include/leases.h (make abi-generate)
+LEASES_HPP_ERROR_CLASS(InvalidArgumentError, Error, LEASES_INVALID_ARGUMENT);  // bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h
+LEASES_HPP_ERROR_CLASS(InvalidDurationError, Error, LEASES_INVALID_DURATION);  // not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US
+LEASES_HPP_ERROR_CLASS(NotFoundError, Error, LEASES_NOT_FOUND);  // the production or job does not exist, or the lease or token belongs to another production; or the database does not exist and was opened not to be created
+LEASES_HPP_ERROR_CLASS(NothingToClaimError, Error, LEASES_NOTHING_TO_CLAIM);  // the production has no claimable job
+LEASES_HPP_ERROR_CLASS(WrongStateError, Error, LEASES_WRONG_STATE);  // the job is in a state that forbids the operation, or this claim already finished through another handle
+LEASES_HPP_ERROR_CLASS(LeaseLostError, NotHeldError, LEASES_LEASE_LOST);  // the job's current claim is another one (also when another claim has since finished the job)
+LEASES_HPP_ERROR_CLASS(ExpiredError, NotHeldError, LEASES_EXPIRED);  // the claim's expiry has passed on the authority's clock (at the start, or before the operation committed)
+LEASES_HPP_ERROR_CLASS(CancelledError, NotHeldError, LEASES_CANCELLED);  // the coordinator cancelled the job
+LEASES_HPP_ERROR_CLASS(NotExtendedError, Error, LEASES_NOT_EXTENDED);  // a renewal would not move the expiry later
+LEASES_HPP_ERROR_CLASS(ClockRegressedError, Error, LEASES_CLOCK_REGRESSED);  // the authority's clock is behind its durable high-water mark
+LEASES_HPP_ERROR_CLASS(ClosedError, Error, LEASES_CLOSED);  // the lease, edit, execution or authority handle is closed or consumed, or (a lease) pending until its edit commits
+LEASES_HPP_ERROR_CLASS(BadTokenError, Error, LEASES_BAD_TOKEN);  // the token is malformed, too long, non-canonical, of another version, or fails its checksum
+LEASES_HPP_ERROR_CLASS(BusyError, Error, LEASES_BUSY);  // a lock (SQLite's writer lock or a PostgreSQL row lock) was not obtained within the busy timeout, or the server kept aborting the operation over conflicts; nothing was written
+LEASES_HPP_ERROR_CLASS(StorageError, Error, LEASES_STORAGE);  // the database could not be opened, read or written (on PostgreSQL also an unreachable server or a lost connection); nothing changed
+LEASES_HPP_ERROR_CLASS(OutcomeUnknownError, Error, LEASES_OUTCOME_UNKNOWN);  // the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and the message names the job
+LEASES_HPP_ERROR_CLASS(SchemaTooNewError, Error, LEASES_SCHEMA_TOO_NEW);  // the database was written by a newer library
+LEASES_HPP_ERROR_CLASS(ForkedError, Error, LEASES_FORKED);  // called in a fork()ed child of the process that loaded the library
+LEASES_HPP_ERROR_CLASS(InternalError, Error, LEASES_INTERNAL);  // a bug, reported instead of crashing the host; the process goes on
 
 /// Throws the Error subclass of status with message (status must not be
 /// LEASES_OK). An unknown status (a newer library) throws the base Error.
 [[noreturn]] inline void throw_status(leases_status status, const std::string &message) {
     switch (status) {
-    case LEASES_INVALID_ARGUMENT: throw InvalidArgument(message);
-    case LEASES_INVALID_DURATION: throw DurationError(message);
-    case LEASES_NOT_FOUND: throw NotFound(message);
-    case LEASES_NOTHING_TO_CLAIM: throw NothingToClaim(message);
-    case LEASES_WRONG_STATE: throw StateError(message);
-    case LEASES_LEASE_LOST: throw LeaseLost(message);
-    case LEASES_EXPIRED: throw Expired(message);
-    case LEASES_CANCELLED: throw Cancelled(message);
-    case LEASES_NOT_EXTENDED: throw NotExtended(message);
-    case LEASES_CLOCK_REGRESSED: throw ClockRegressed(message);
-    case LEASES_CLOSED: throw Closed(message);
-    case LEASES_BAD_TOKEN: throw TokenError(message);
-    case LEASES_BUSY: throw Busy(message);
+    case LEASES_INVALID_ARGUMENT: throw InvalidArgumentError(message);
+    case LEASES_INVALID_DURATION: throw InvalidDurationError(message);
+    case LEASES_NOT_FOUND: throw NotFoundError(message);
+    case LEASES_NOTHING_TO_CLAIM: throw NothingToClaimError(message);
+    case LEASES_WRONG_STATE: throw WrongStateError(message);
+    case LEASES_LEASE_LOST: throw LeaseLostError(message);
+    case LEASES_EXPIRED: throw ExpiredError(message);
+    case LEASES_CANCELLED: throw CancelledError(message);
+    case LEASES_NOT_EXTENDED: throw NotExtendedError(message);
+    case LEASES_CLOCK_REGRESSED: throw ClockRegressedError(message);
+    case LEASES_CLOSED: throw ClosedError(message);
+    case LEASES_BAD_TOKEN: throw BadTokenError(message);
+    case LEASES_BUSY: throw BusyError(message);
     case LEASES_STORAGE: throw StorageError(message);
-    case LEASES_OUTCOME_UNKNOWN: throw OutcomeUnknown(message);
-    case LEASES_SCHEMA_TOO_NEW: throw SchemaError(message);
-    case LEASES_FORKED: throw ForkedProcess(message);
+    case LEASES_OUTCOME_UNKNOWN: throw OutcomeUnknownError(message);
+    case LEASES_SCHEMA_TOO_NEW: throw SchemaTooNewError(message);
+    case LEASES_FORKED: throw ForkedError(message);
     case LEASES_INTERNAL: throw InternalError(message);
     default: throw Error(status, message);
     }
 }
+// END GENERATED
+
+#undef LEASES_HPP_ERROR_CLASS
+
+// The names before the status-named classes, kept for one release after 0.1.0.
+using InvalidArgument [[deprecated("use leases::InvalidArgumentError")]] = InvalidArgumentError;
+using DurationError [[deprecated("use leases::InvalidDurationError")]] = InvalidDurationError;
+using NotFound [[deprecated("use leases::NotFoundError")]] = NotFoundError;
+using NothingToClaim [[deprecated("use leases::NothingToClaimError")]] = NothingToClaimError;
+using StateError [[deprecated("use leases::WrongStateError")]] = WrongStateError;
+using LeaseLost [[deprecated("use leases::LeaseLostError")]] = LeaseLostError;
+using Expired [[deprecated("use leases::ExpiredError")]] = ExpiredError;
+using Cancelled [[deprecated("use leases::CancelledError")]] = CancelledError;
+using NotExtended [[deprecated("use leases::NotExtendedError")]] = NotExtendedError;
+using ClockRegressed [[deprecated("use leases::ClockRegressedError")]] = ClockRegressedError;
+using Closed [[deprecated("use leases::ClosedError")]] = ClosedError;
+using TokenError [[deprecated("use leases::BadTokenError")]] = BadTokenError;
+using Busy [[deprecated("use leases::BusyError")]] = BusyError;
+using OutcomeUnknown [[deprecated("use leases::OutcomeUnknownError")]] = OutcomeUnknownError;
+using SchemaError [[deprecated("use leases::SchemaTooNewError")]] = SchemaTooNewError;
+using ForkedProcess [[deprecated("use leases::ForkedError")]] = ForkedError;
 
 /// Turns the status of a C call made on this thread just now into an
 /// exception carrying leases_last_error(); does nothing for LEASES_OK. Useful
@@ -153,6 +190,8 @@ inline void check(leases_status status) {
 [[nodiscard]] inline std::string version() { return leases_version(); }
 /// The ABI number of the loaded library (compare LEASES_ABI_VERSION).
 [[nodiscard]] inline std::uint32_t abi_version() noexcept { return leases_abi_version(); }
+/// The ABI revision of the loaded library (at least LEASES_ABI_REVISION).
+[[nodiscard]] inline std::uint32_t abi_revision() noexcept { return leases_abi_revision(); }
 
 /// Time points the library reports (lease expiry): microseconds since the
 /// Unix epoch on the system clock.
@@ -163,18 +202,25 @@ inline constexpr std::chrono::microseconds max_duration{LEASES_MAX_DURATION_US};
 
 namespace detail {
 
-// Throws AbiMismatch unless the loaded library's ABI equals the compiled one.
-inline void check_abi(std::uint32_t compiled, std::uint32_t loaded) {
-    if (compiled != loaded) {
-        throw AbiMismatch(compiled, loaded);
+// Throws AbiMismatch unless the loaded library has the compiled ABI number
+// and at least the compiled revision.
+inline void check_abi(std::uint32_t compiled, std::uint32_t loaded, std::uint32_t compiled_revision,
+                      std::uint32_t loaded_revision) {
+    if (compiled != loaded || loaded_revision < compiled_revision) {
+        throw AbiMismatch(compiled, loaded, compiled_revision, loaded_revision);
     }
+}
+
+// The check every Authority makes before it is used.
+inline void check_loaded_abi() {
+    check_abi(LEASES_ABI_VERSION, leases_abi_version(), LEASES_ABI_REVISION, leases_abi_revision());
 }
 
 // A C string for an input. std::string may hold a NUL byte the C side would
 // silently cut at, turning "a\0b" into another name: reject it instead.
 inline const char *c_str(const std::string &s, const char *what) {
     if (s.find('\0') != std::string::npos) {
-        throw InvalidArgument(std::string(what) + " contains a NUL byte");
+        throw InvalidArgumentError(std::string(what) + " contains a NUL byte");
     }
     return s.c_str();
 }
@@ -196,13 +242,13 @@ template <class Rep, class Period>
     } else {
         shown = std::to_string(static_cast<unsigned long long>(count));
     }
-    throw DurationError("duration " + shown + " x " + std::to_string(Period::num) + "/" +
+    throw InvalidDurationError("duration " + shown + " x " + std::to_string(Period::num) + "/" +
                         std::to_string(Period::den) + " s is " + why +
                         "; a claim or renewal needs a positive whole number of microseconds "
                         "up to 24 h (nothing is rounded)");
 }
 
-// The exact number of microseconds of d, or DurationError. Never overflows:
+// The exact number of microseconds of d, or InvalidDurationError. Never overflows:
 // d's count is compared against the limit expressed in d's own period.
 template <class Rep, class Period>
 std::int64_t to_us(std::chrono::duration<Rep, Period> d) {
@@ -258,10 +304,450 @@ struct ExecutionDeleter {
 }  // namespace detail
 
 /// Validates a duration as every claim and renewal does, returning its exact
-/// microseconds (1 .. 86'400'000'000); throws DurationError otherwise.
+/// microseconds (1 .. 86'400'000'000); throws InvalidDurationError otherwise.
 template <class Rep, class Period>
 [[nodiscard]] std::int64_t to_microseconds(std::chrono::duration<Rep, Period> d) {
     return detail::to_us(d);
+}
+
+// ---- listings ------------------------------------------------------------------
+
+/// The state of a job. Unknown stands for a state added by a newer library;
+/// Job::state_text keeps its spelling, so a listing never fails because of it.
+enum class JobState { Requested, Claimed, Completed, Failed, Cancelled, Unknown };
+
+/// The listing spelling of a known state ("requested", ...); "unknown" for Unknown.
+[[nodiscard]] inline const char *to_string(JobState s) noexcept {
+    switch (s) {
+    case JobState::Requested: return "requested";
+    case JobState::Claimed: return "claimed";
+    case JobState::Completed: return "completed";
+    case JobState::Failed: return "failed";
+    case JobState::Cancelled: return "cancelled";
+    case JobState::Unknown: break;
+    }
+    return "unknown";
+}
+
+/// The state a listing spells text; Unknown for any other text.
+[[nodiscard]] inline JobState job_state_from(const std::string &text) noexcept {
+    for (JobState s : {JobState::Requested, JobState::Claimed, JobState::Completed, JobState::Failed,
+                       JobState::Cancelled}) {
+        if (text == to_string(s)) {
+            return s;
+        }
+    }
+    return JobState::Unknown;
+}
+
+/// One job as the authority sees it (Authority::jobs). Never holds a secret.
+struct Job {
+    std::string id;                         ///< lowercase UUID
+    std::string production;                 ///< production name
+    std::optional<std::string> key;         ///< the request key, if any
+    JobState state = JobState::Unknown;     ///< the current state
+    std::string state_text;                 ///< the state as listed (kept for Unknown)
+    std::optional<std::string> worker;      ///< the current claim's worker
+    std::optional<time_point> claimed_at;   ///< when the current claim was made
+    std::optional<time_point> expiry;       ///< when the current claim expires (exclusive)
+    std::int64_t attempts = 0;              ///< how many claims the job has had
+    std::optional<std::string> reason;      ///< the failure reason of a failed job
+};
+
+/// One entry of the authority's event log (Authority::events). Never holds a secret.
+struct Event {
+    std::int64_t seq = 0;                   ///< increasing; pass the last one seen as after_seq
+    time_point at{};                        ///< when, on the authority's clock
+    std::string production;                 ///< production name
+    std::optional<std::string> job_id;      ///< the job, for job events
+    std::string kind;                       ///< "requested", "claimed", "renewed", ...
+    std::optional<std::string> worker;      ///< the worker, for claim events
+    std::optional<time_point> expiry;       ///< the claim's expiry, for claim events
+    std::optional<std::string> detail;      ///< extra detail (a failure reason, ...)
+};
+
+namespace detail {
+
+// A small, strict JSON reader for the library's listings: an array of
+// objects. Every JSON value parses (a field added later must not break an
+// older program); only strings, integers and null are read out. Anything
+// malformed throws InternalError: the library never produces it.
+class JsonReader {
+public:
+    struct Value {
+        enum class Kind { Null, Bool, Integer, OtherNumber, String, Array, Object } kind = Kind::Null;
+        bool boolean = false;
+        std::int64_t number = 0;  // an Integer's value
+        std::string text;         // a String's decoded bytes
+        std::vector<Value> items;
+        std::vector<std::pair<std::string, Value>> members;
+
+        /// The member key, or nullptr.
+        const Value *find(const std::string &key) const {
+            for (const auto &m : members) {
+                if (m.first == key) {
+                    return &m.second;
+                }
+            }
+            return nullptr;
+        }
+        /// The member key; throws InternalError if there is none.
+        const Value &operator[](const std::string &key) const {
+            const Value *v = find(key);
+            if (v == nullptr) {
+                fail("no member " + key);
+            }
+            return *v;
+        }
+        /// The string; throws InternalError for another kind.
+        const std::string &str() const {
+            if (kind != Kind::String) {
+                fail("not a string");
+            }
+            return text;
+        }
+        /// The integer; throws InternalError for another kind.
+        std::int64_t integer() const {
+            if (kind != Kind::Integer) {
+                fail("not an integer");
+            }
+            return number;
+        }
+    };
+
+    explicit JsonReader(const std::string &text) : s_(text) {}
+
+    Value document() {
+        Value v = value(0);
+        skip_space();
+        if (pos_ != s_.size()) {
+            fail("trailing characters");
+        }
+        return v;
+    }
+
+    [[noreturn]] static void fail(const std::string &why) {
+        throw InternalError("libleases returned a listing this projection cannot read: " + why);
+    }
+
+private:
+    static constexpr int max_depth = 64;
+
+    void skip_space() {
+        while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
+            ++pos_;
+        }
+    }
+    char peek() {
+        skip_space();
+        if (pos_ >= s_.size()) {
+            fail("unexpected end");
+        }
+        return s_[pos_];
+    }
+    void expect(char c) {
+        if (peek() != c) {
+            fail(std::string("expected '") + c + "'");
+        }
+        ++pos_;
+    }
+    bool literal(const char *word) {
+        const std::string w(word);
+        if (s_.compare(pos_, w.size(), w) == 0) {
+            pos_ += w.size();
+            return true;
+        }
+        return false;
+    }
+
+    Value value(int depth) {
+        if (depth > max_depth) {
+            fail("nested too deeply");
+        }
+        Value v;
+        const char c = peek();
+        if (c == '{') {
+            ++pos_;
+            v.kind = Value::Kind::Object;
+            if (peek() == '}') {
+                ++pos_;
+                return v;
+            }
+            for (;;) {
+                if (peek() != '"') {
+                    fail("expected a member name");
+                }
+                std::string key = string();
+                expect(':');
+                v.members.emplace_back(std::move(key), value(depth + 1));
+                if (peek() == ',') {
+                    ++pos_;
+                    continue;
+                }
+                expect('}');
+                return v;
+            }
+        }
+        if (c == '[') {
+            ++pos_;
+            v.kind = Value::Kind::Array;
+            if (peek() == ']') {
+                ++pos_;
+                return v;
+            }
+            for (;;) {
+                v.items.push_back(value(depth + 1));
+                if (peek() == ',') {
+                    ++pos_;
+                    continue;
+                }
+                expect(']');
+                return v;
+            }
+        }
+        if (c == '"') {
+            v.kind = Value::Kind::String;
+            v.text = string();
+            return v;
+        }
+        if (literal("null")) {
+            return v;
+        }
+        if (literal("true")) {
+            v.kind = Value::Kind::Bool;
+            v.boolean = true;
+            return v;
+        }
+        if (literal("false")) {
+            v.kind = Value::Kind::Bool;
+            return v;
+        }
+        return number();
+    }
+
+    Value number() {
+        const std::size_t start = pos_;
+        if (pos_ < s_.size() && s_[pos_] == '-') {
+            ++pos_;
+        }
+        const std::size_t digits = pos_;
+        while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+            ++pos_;
+        }
+        if (pos_ == digits || (s_[digits] == '0' && pos_ - digits > 1)) {
+            fail("bad number");
+        }
+        bool integral = true;
+        if (pos_ < s_.size() && s_[pos_] == '.') {
+            integral = false;
+            const std::size_t frac = ++pos_;
+            while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
+            if (pos_ == frac) fail("bad number");
+        }
+        if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
+            integral = false;
+            ++pos_;
+            if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
+            const std::size_t exp = pos_;
+            while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
+            if (pos_ == exp) fail("bad number");
+        }
+        Value v;
+        v.kind = integral ? Value::Kind::Integer : Value::Kind::OtherNumber;
+        if (integral) {
+            // Accumulate negatively so INT64_MIN fits; overflow is an error.
+            const bool negative = s_[start] == '-';
+            std::int64_t acc = 0;
+            for (std::size_t i = digits; i < pos_; ++i) {
+                const int d = s_[i] - '0';
+                if (acc < (std::numeric_limits<std::int64_t>::min() + d) / 10) {
+                    fail("integer out of range");
+                }
+                acc = acc * 10 - d;
+            }
+            if (!negative && acc == std::numeric_limits<std::int64_t>::min()) {
+                fail("integer out of range");
+            }
+            v.number = negative ? acc : -acc;
+        }
+        return v;
+    }
+
+    unsigned hex4() {
+        if (s_.size() - pos_ < 4) {
+            fail("bad \\u escape");
+        }
+        unsigned u = 0;
+        for (int i = 0; i < 4; ++i) {
+            const char h = s_[pos_++];
+            u <<= 4;
+            if (h >= '0' && h <= '9') u |= static_cast<unsigned>(h - '0');
+            else if (h >= 'a' && h <= 'f') u |= static_cast<unsigned>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F') u |= static_cast<unsigned>(h - 'A' + 10);
+            else fail("bad \\u escape");
+        }
+        return u;
+    }
+
+    void utf8(std::string &out, unsigned cp) {
+        if (cp < 0x80) {
+            out += static_cast<char>(cp);
+        } else if (cp < 0x800) {
+            out += static_cast<char>(0xC0 | (cp >> 6));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            out += static_cast<char>(0xE0 | (cp >> 12));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else {
+            out += static_cast<char>(0xF0 | (cp >> 18));
+            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+    }
+
+    std::string string() {
+        expect('"');
+        std::string out;
+        for (;;) {
+            if (pos_ >= s_.size()) {
+                fail("unterminated string");
+            }
+            const char c = s_[pos_++];
+            if (c == '"') {
+                return out;
+            }
+            if (static_cast<unsigned char>(c) < 0x20) {
+                fail("control character in a string");
+            }
+            if (c != '\\') {
+                out += c;
+                continue;
+            }
+            if (pos_ >= s_.size()) {
+                fail("unterminated string");
+            }
+            const char e = s_[pos_++];
+            switch (e) {
+            case '"': out += '"'; break;
+            case '\\': out += '\\'; break;
+            case '/': out += '/'; break;
+            case 'b': out += '\b'; break;
+            case 'f': out += '\f'; break;
+            case 'n': out += '\n'; break;
+            case 'r': out += '\r'; break;
+            case 't': out += '\t'; break;
+            case 'u': {
+                unsigned cp = hex4();
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (!literal("\\u")) fail("lone surrogate");
+                    const unsigned low = hex4();
+                    if (low < 0xDC00 || low > 0xDFFF) fail("lone surrogate");
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    fail("lone surrogate");
+                }
+                utf8(out, cp);
+                break;
+            }
+            default: fail("bad escape");
+            }
+        }
+    }
+
+    const std::string &s_;
+    std::size_t pos_ = 0;
+};
+
+// Field readers of one listed object; a wrong type is a listing this
+// projection cannot read.
+struct ListedObject {
+    const JsonReader::Value &v;
+
+    const JsonReader::Value *field(const char *key) const { return v.find(key); }
+    std::optional<std::string> opt_string(const char *key) const {
+        const auto *f = field(key);
+        if (f == nullptr || f->kind == JsonReader::Value::Kind::Null) return std::nullopt;
+        if (f->kind != JsonReader::Value::Kind::String) JsonReader::fail(std::string(key) + " is not a string");
+        return f->text;
+    }
+    std::string string(const char *key) const {
+        auto s = opt_string(key);
+        if (!s) JsonReader::fail(std::string(key) + " is missing");
+        return *s;
+    }
+    std::optional<std::int64_t> opt_integer(const char *key) const {
+        const auto *f = field(key);
+        if (f == nullptr || f->kind == JsonReader::Value::Kind::Null) return std::nullopt;
+        if (f->kind != JsonReader::Value::Kind::Integer) JsonReader::fail(std::string(key) + " is not an integer");
+        return f->number;
+    }
+    std::int64_t integer(const char *key) const {
+        auto i = opt_integer(key);
+        if (!i) JsonReader::fail(std::string(key) + " is missing");
+        return *i;
+    }
+    std::optional<time_point> opt_time(const char *key) const {
+        auto us = opt_integer(key);
+        if (!us) return std::nullopt;
+        return time_point(std::chrono::microseconds(*us));
+    }
+};
+
+template <class F>
+auto parse_listing(const std::string &json, F each) -> std::vector<decltype(each(std::declval<ListedObject>()))> {
+    const JsonReader::Value doc = JsonReader(json).document();
+    if (doc.kind != JsonReader::Value::Kind::Array) {
+        JsonReader::fail("not an array");
+    }
+    std::vector<decltype(each(std::declval<ListedObject>()))> out;
+    out.reserve(doc.items.size());
+    for (const auto &item : doc.items) {
+        if (item.kind != JsonReader::Value::Kind::Object) {
+            JsonReader::fail("an item is not an object");
+        }
+        out.push_back(each(ListedObject{item}));
+    }
+    return out;
+}
+
+}  // namespace detail
+
+/// Parses a jobs listing (the JSON of leases_jobs_json); throws InternalError
+/// if it is not the documented shape. Authority::jobs calls it.
+[[nodiscard]] inline std::vector<Job> parse_jobs(const std::string &json) {
+    return detail::parse_listing(json, [](const detail::ListedObject &o) {
+        Job j;
+        j.id = o.string("id");
+        j.production = o.string("production");
+        j.key = o.opt_string("key");
+        j.state_text = o.string("state");
+        j.state = job_state_from(j.state_text);
+        j.worker = o.opt_string("worker");
+        j.claimed_at = o.opt_time("claimed_at_unix_us");
+        j.expiry = o.opt_time("expiry_unix_us");
+        j.attempts = o.integer("attempts");
+        j.reason = o.opt_string("reason");
+        return j;
+    });
+}
+
+/// Parses an events listing (the JSON of leases_events_json); throws
+/// InternalError if it is not the documented shape. Authority::events calls it.
+[[nodiscard]] inline std::vector<Event> parse_events(const std::string &json) {
+    return detail::parse_listing(json, [](const detail::ListedObject &o) {
+        Event e;
+        e.seq = o.integer("seq");
+        e.at = time_point(std::chrono::microseconds(o.integer("at_unix_us")));
+        e.production = o.string("production");
+        e.job_id = o.opt_string("job_id");
+        e.kind = o.string("kind");
+        e.worker = o.opt_string("worker");
+        e.expiry = o.opt_time("expiry_unix_us");
+        e.detail = o.opt_string("detail");
+        return e;
+    });
 }
 
 class Execution;
@@ -287,8 +773,8 @@ public:
     /// Gives up ownership of the C handle; the caller must leases_lease_free it.
     [[nodiscard]] leases_lease *release_capi() noexcept { return handle_.release(); }
 
-    /// Sets the expiry to now + duration; must extend it (NotExtended) and
-    /// commit before the current expiry (Expired).
+    /// Sets the expiry to now + duration; must extend it (NotExtendedError) and
+    /// commit before the current expiry (ExpiredError).
     template <class Rep, class Period>
     void renew(std::chrono::duration<Rep, Period> duration) {
         const std::int64_t us = detail::to_us(duration);
@@ -380,7 +866,7 @@ public:
     [[nodiscard]] std::string final_path() const { return path(leases_execution_final_path(handle_.get())); }
 
     /// Fsyncs and renames the output, then completes the lease with facts_json.
-    /// Consumes the execution, except when it throws InvalidArgument (bad
+    /// Consumes the execution, except when it throws InvalidArgumentError (bad
     /// facts_json): then nothing happened and it can be finished again.
     void finish(const std::string &facts_json = std::string()) {
         const char *facts = detail::c_str(facts_json, "facts_json");
@@ -396,7 +882,7 @@ public:
 private:
     static std::string path(const char *p) {
         if (p == nullptr) {
-            throw Closed("execution is finished, abandoned or moved from");
+            throw ClosedError("execution is finished, abandoned or moved from");
         }
         return p;
     }
@@ -427,7 +913,7 @@ public:
 
     [[nodiscard]] leases_edit *capi() const noexcept { return handle_.get(); }
 
-    /// Claims the next job inside the edit; the lease is pending (Closed for
+    /// Claims the next job inside the edit; the lease is pending (ClosedError for
     /// its own operations) until commit(). nullopt: nothing to claim.
     template <class Rep, class Period>
     [[nodiscard]] std::optional<Lease> claim(const std::string &production, const std::string &worker,
@@ -464,13 +950,13 @@ private:
 // ---- authority -----------------------------------------------------------------
 
 /// An open authority database. Safe to share between threads. Leases that
-/// outlive it report Closed.
+/// outlive it report ClosedError.
 class Authority {
 public:
     /// Adopts a handle the caller owns (from the C API, e.g. a test open).
     /// Checks the ABI number like open().
     explicit Authority(leases_authority *owned) : handle_(owned) {
-        detail::check_abi(LEASES_ABI_VERSION, leases_abi_version());
+        detail::check_loaded_abi();
     }
 
     Authority(Authority &&) noexcept = default;
@@ -480,7 +966,8 @@ public:
     ~Authority() = default;
 
     /// Opens (creating or migrating) the database at path. Throws AbiMismatch
-    /// before touching the file if the loaded library has another ABI.
+    /// before touching the file if the loaded library has another ABI or an
+    /// older revision.
     ///
     /// path is a SQLite file (a std::filesystem::path converts), or a
     /// postgres:// or postgresql:// connection URL, which selects the
@@ -488,7 +975,7 @@ public:
     /// A failed open throws StorageError; its message never shows a URL's
     /// password.
     [[nodiscard]] static Authority open(const std::string &path) {
-        detail::check_abi(LEASES_ABI_VERSION, leases_abi_version());
+        detail::check_loaded_abi();
         leases_authority *out = nullptr;
         check(leases_authority_open(detail::c_str(path, "path"), &out));
         return Authority(out);
@@ -558,21 +1045,28 @@ public:
     [[nodiscard]] Lease import_token(const std::string &token) {
         if (token.find('\0') != std::string::npos) {
             // A NUL would cut the token short on the C side; it is malformed.
-            throw TokenError("token contains a NUL byte");
+            throw BadTokenError("token contains a NUL byte");
         }
         leases_lease *out = nullptr;
         check(leases_lease_import(handle_.get(), token.c_str(), &out));
         return Lease(out);
     }
 
-    /// Begins an edit (one write transaction; may throw Busy).
+    /// Begins an edit (one write transaction; may throw BusyError).
     [[nodiscard]] Edit edit() {
         leases_edit *out = nullptr;
         check(leases_edit_begin(handle_.get(), &out));
         return Edit(out);
     }
 
-    /// The production's jobs as a JSON array (no secrets; docs in leases.h).
+    /// The production's jobs in request order, typed (no secrets).
+    [[nodiscard]] std::vector<Job> jobs(const std::string &production) { return parse_jobs(jobs_json(production)); }
+    /// Events with seq > after_seq, oldest first, typed; empty production: all.
+    [[nodiscard]] std::vector<Event> events(const std::string &production = std::string(), std::int64_t after_seq = 0) {
+        return parse_events(events_json(production, after_seq));
+    }
+
+    /// The production's jobs as the library's JSON array (no secrets; docs in leases.h).
     [[nodiscard]] std::string jobs_json(const std::string &production) {
         char *out = nullptr;
         check(leases_jobs_json(handle_.get(), detail::c_str(production, "production"), &out));

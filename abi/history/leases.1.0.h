@@ -1,0 +1,274 @@
+/*
+ * leases.h: the C contract of libleases, a job-lease authority.
+ *
+ * This hand-written header is the ABI. Every binding (Python, C++, Rust)
+ * projects it; changing a declaration needs an ABI bump (abi/VERSION and
+ * LEASES_ABI_VERSION) and matching updates of bindings/python, bindings/cpp
+ * and bindings/rust. `make test` enforces this.
+ *
+ * CONVENTIONS
+ *   - Every fallible function returns a leases_status; LEASES_OK (0) is
+ *     success. Only the return value says whether a call failed; then
+ *     leases_last_error() describes the failure for the calling thread.
+ *   - Outputs come last and are called out / out_*. Every out pointer must be
+ *     non-NULL (else LEASES_INVALID_ARGUMENT). On failure, handle and string
+ *     outputs are set to NULL and integer outputs to 0.
+ *   - Units are in the names: durations are int64_t ..._us (microseconds),
+ *     instants are int64_t ..._unix_us (microseconds since the Unix epoch,
+ *     UTC). A duration must be 1 .. LEASES_MAX_DURATION_US inclusive;
+ *     anything else returns LEASES_INVALID_DURATION. No call accepts a
+ *     caller-chosen "now": the authority reads its own clock.
+ *   - Input strings are borrowed, NUL-terminated UTF-8, and copied before
+ *     the call returns. Oversize or invalid UTF-8 input returns
+ *     LEASES_INVALID_ARGUMENT. A rejected call changes nothing in the store.
+ *
+ * OWNERSHIP
+ *   - char * outputs (ids, tokens, JSON) are allocated by the library and
+ *     owned by the caller, who releases them with leases_free() (never with
+ *     another allocator's free).
+ *   - Handle outputs are owned by the caller and released with their own
+ *     function: leases_authority_close, leases_lease_free, leases_edit_commit
+ *     or leases_edit_abort, leases_execution_finish or
+ *     leases_execution_abandon. Releasing functions accept NULL and a handle
+ *     that was already released (nothing happens).
+ *   - leases_version(), leases_status_name() and leases_last_error() return
+ *     strings the library owns; never free them.
+ *     leases_execution_temp_path/final_path return strings owned by the
+ *     execution, valid until it is finished or abandoned.
+ *   - A handle is an opaque id, not memory: a released, unknown or
+ *     wrong-type handle is rejected with LEASES_INVALID_ARGUMENT, never
+ *     dereferenced.
+ *
+ * THREADS
+ *   - leases_authority: safe to share between threads.
+ *   - leases_lease: safe to share; operations on one lease are serialized.
+ *   - leases_edit: safe to call from several threads, but it is one write
+ *     transaction holding the database writer lock; use it from one thread
+ *     at a time and keep it short.
+ *   - leases_execution: use from one thread at a time.
+ *   - leases_last_error() is per thread.
+ *
+ * GO RUNTIME LIMITS (the library is written in Go)
+ *   - One Go runtime per process: do not load libleases.so into a Go program
+ *     or next to another Go-built shared library.
+ *   - Never dlclose() the library (Python loads it with RTLD_NODELETE).
+ *   - No use after fork() without exec: in a forked child every call returns
+ *     LEASES_FORKED at once, leaving outputs untouched (functions without a
+ *     status do nothing and return NULL where they return a pointer). leases_abi_version,
+ *     leases_version, leases_status_name, leases_last_error and leases_free
+ *     keep working.
+ *   - Signal handlers installed by the host must use SA_ONSTACK.
+ *
+ * A lease is internal workflow coordination: it is not authentication, maps
+ * to no standard, and makes no claim about the authenticity of provenance.
+ * The clock policy is a conservative local-clock policy, not a trusted-time
+ * guarantee.
+ */
+#ifndef LEASES_H
+#define LEASES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LEASES_ABI_VERSION 1 /* equals abi/VERSION */
+#define LEASES_MAX_DURATION_US INT64_C(86400000000) /* 24 h, inclusive */
+
+/* Input limits, in bytes (NUL not counted). */
+#define LEASES_MAX_NAME_LEN 200        /* production, worker, job key */
+#define LEASES_MAX_REASON_LEN 4096     /* failure reason */
+#define LEASES_MAX_PAYLOAD_LEN 1048576 /* job payload */
+#define LEASES_MAX_FACTS_LEN 1048576   /* facts_json */
+#define LEASES_MAX_PATH_LEN 4096       /* database path, output directory */
+#define LEASES_MAX_TOKEN_LEN 128       /* exported token */
+
+typedef struct leases_authority leases_authority; /* one handle type per object */
+typedef struct leases_edit leases_edit;
+typedef struct leases_lease leases_lease;
+typedef struct leases_execution leases_execution;
+
+/*
+ * Status codes. When several rejections apply, the first of this order is
+ * reported: FORKED; INVALID_ARGUMENT or INVALID_DURATION; CLOSED (lease
+ * closed or pending locally); CLOCK_REGRESSED; NOT_FOUND; CANCELLED;
+ * LEASE_LOST; WRONG_STATE; EXPIRED; NOT_EXTENDED (docs/c-api.md).
+ */
+typedef int leases_status;
+#define LEASES_OK 0
+#define LEASES_INVALID_ARGUMENT 1 /* NULL, bad handle, bad UTF-8, oversize, bad JSON */
+#define LEASES_INVALID_DURATION 2 /* not in 1 .. LEASES_MAX_DURATION_US */
+#define LEASES_NOT_FOUND 3        /* production or job unknown, or another production's */
+#define LEASES_NOTHING_TO_CLAIM 4 /* leases_claim found no claimable job */
+#define LEASES_WRONG_STATE 5      /* the job or claim is not in a state allowing it */
+#define LEASES_LEASE_LOST 6       /* the job's current claim is another one */
+#define LEASES_EXPIRED 7          /* the claim expired (before the operation committed) */
+#define LEASES_CANCELLED 8        /* the coordinator cancelled the job */
+#define LEASES_NOT_EXTENDED 9     /* a renewal would not extend the expiry */
+#define LEASES_CLOCK_REGRESSED 10 /* the authority clock is behind its high-water mark */
+#define LEASES_CLOSED 11          /* lease closed or pending locally, or its authority closed */
+#define LEASES_BAD_TOKEN 12       /* malformed or unsupported token */
+#define LEASES_BUSY 13            /* the writer lock was not obtained within the busy timeout */
+#define LEASES_STORAGE 14         /* the database could not be opened, read or written */
+#define LEASES_OUTCOME_UNKNOWN 15 /* a commit failed; it may or may not have persisted */
+#define LEASES_SCHEMA_TOO_NEW 16  /* the file has a newer schema than this library */
+#define LEASES_FORKED 17          /* called in a fork()ed child of the loading process */
+#define LEASES_INTERNAL 18        /* a bug; the library recovered, the process goes on */
+
+/* ---- library ------------------------------------------------------------ */
+
+/* The ABI number of the loaded library; refuse to run if it differs from
+ * LEASES_ABI_VERSION. */
+uint32_t leases_abi_version(void);
+/* The release version, e.g. "0.1.0". Static; do not free. */
+const char *leases_version(void);
+/* "ok", "invalid_argument", ... (tests/vectors/statuses.json); "unknown"
+ * for any other value. Static; do not free. */
+const char *leases_status_name(leases_status status);
+/* This thread's message for its last failed call; "" before any failure.
+ * It starts with the status name ("not_found: job ... does not exist"), so
+ * print it as it is. Never NULL, never holds a secret. Owned by the library, valid until this
+ * thread's next call into the library. */
+const char *leases_last_error(void);
+/* Releases a string or buffer the library handed out. Accepts NULL. */
+void leases_free(void *p);
+
+/* ---- authority ---------------------------------------------------------- */
+
+/* Opens (creating or migrating) the authority database at path; *out must be
+ * released with leases_authority_close. path is a location: a URL starting
+ * with postgres:// or postgresql:// selects a PostgreSQL server (its tables
+ * live in the connection's current schema: add search_path=SCHEMA to the URL
+ * to choose one; the server's clock is the authority's clock); anything else
+ * is the path of a SQLite file, created if missing. Either way at most
+ * LEASES_MAX_PATH_LEN bytes. A password in the URL never appears in
+ * leases_last_error(). */
+leases_status leases_authority_open(const char *path, leases_authority **out);
+/* Closes the database. Leases of a closed authority report LEASES_CLOSED;
+ * finish edits first. Accepts NULL and a closed handle. */
+void leases_authority_close(leases_authority *authority);
+
+/* Creates a production; creating an existing name succeeds. */
+leases_status leases_production_create(leases_authority *authority, const char *name);
+/* Requests a job. key may be NULL or "" (no key); with a key the request is
+ * idempotent (same key and payload return the same job). payload may be NULL
+ * only when payload_len is 0. *out_job_id: free with leases_free. */
+leases_status leases_job_request(leases_authority *authority, const char *production,
+                                 const char *key, const uint8_t *payload, size_t payload_len,
+                                 char **out_job_id);
+/* Claims the next claimable job of production (FIFO by request; an expired
+ * claim is claimable again) for duration_us. None: LEASES_NOTHING_TO_CLAIM
+ * and *out = NULL. *out: release with leases_lease_free. */
+leases_status leases_claim(leases_authority *authority, const char *production,
+                           const char *worker, int64_t duration_us, leases_lease **out);
+/* Claims one given job. *out: release with leases_lease_free. */
+leases_status leases_claim_job(leases_authority *authority, const char *production,
+                               const char *job_id, const char *worker, int64_t duration_us,
+                               leases_lease **out);
+/* Coordinator cancel by job id (no secret); not blocked by clock regression. */
+leases_status leases_cancel(leases_authority *authority, const char *production,
+                            const char *job_id);
+
+/* ---- leases ------------------------------------------------------------- */
+
+/* Sets the expiry to now + duration_us. It must extend the current expiry
+ * (else LEASES_NOT_EXTENDED) and commit before it (else LEASES_EXPIRED). */
+leases_status leases_lease_renew(leases_lease *lease, int64_t duration_us);
+/* Gives the job back (requested again). Success closes the lease. */
+leases_status leases_lease_release(leases_lease *lease);
+/* Marks the job failed; reason is required ("" allowed, at most
+ * LEASES_MAX_REASON_LEN bytes). Success closes the lease. */
+leases_status leases_lease_fail(leases_lease *lease, const char *reason);
+/* Completes the job publishing facts_json, {"metadata": {...},
+ * "provenance": {...}} (either may be absent; NULL or "" means no facts).
+ * Success closes the lease. */
+leases_status leases_lease_complete(leases_lease *lease, const char *facts_json);
+/* The expiry last confirmed by the authority, unix microseconds. Local. */
+leases_status leases_lease_expiry(const leases_lease *lease, int64_t *out_expiry_unix_us);
+/* The job id. *out_job_id: free with leases_free. Local. */
+leases_status leases_lease_job_id(const leases_lease *lease, char **out_job_id);
+/* The claimed job's payload, the worker's input: *out_payload_len bytes at
+ * *out_payload (always a fresh allocation, NUL-terminated for convenience,
+ * even when the length is 0); free with leases_free. Works on an active lease
+ * and on a pending one (claim, read, work and complete in one edit); reads
+ * the store, never changes the claim. */
+leases_status leases_lease_payload(const leases_lease *lease, uint8_t **out_payload,
+                                   size_t *out_payload_len);
+/* The production name. *out_production: free with leases_free. Local. */
+leases_status leases_lease_production(const leases_lease *lease, char **out_production);
+/* The worker attribution given at claim. *out_worker: free with leases_free. */
+leases_status leases_lease_worker(const leases_lease *lease, char **out_worker);
+/* Exports an active lease as a token for another process. The token is a
+ * credential: keep it out of logs and argument lists. *out_token: free
+ * with leases_free. */
+leases_status leases_lease_export(const leases_lease *lease, char **out_token);
+/* Turns a token into an active lease after checking production, job and
+ * secret against the current state. *out: release with leases_lease_free. */
+leases_status leases_lease_import(leases_authority *authority, const char *token,
+                                  leases_lease **out);
+/* Frees local memory only: never writes, renews or releases. An unreleased
+ * claim lasts until its expiry or a coordinator cancel. Accepts NULL. */
+void leases_lease_free(leases_lease *lease);
+
+/* ---- edits (one write transaction) -------------------------------------- */
+
+/* Begins an edit, taking the writer lock (may return LEASES_BUSY). *out must
+ * be consumed by leases_edit_commit or leases_edit_abort. */
+leases_status leases_edit_begin(leases_authority *authority, leases_edit **out);
+/* Claims the next job inside the edit. *out is pending (LEASES_CLOSED for
+ * other operations) until the edit commits; a failed or aborted edit closes
+ * it. *out: release with leases_lease_free. */
+leases_status leases_edit_claim(leases_edit *edit, const char *production, const char *worker,
+                                int64_t duration_us, leases_lease **out);
+/* Completes a lease (one this edit claimed, or an active one) inside the
+ * edit; facts_json as in leases_lease_complete. Published only on commit. */
+leases_status leases_edit_complete(leases_edit *edit, leases_lease *lease,
+                                   const char *facts_json);
+/* Commits and consumes the edit (also when the commit fails). */
+leases_status leases_edit_commit(leases_edit *edit);
+/* Rolls back and consumes the edit. Accepts NULL and a consumed edit. */
+void leases_edit_abort(leases_edit *edit);
+
+/* ---- observations (no secrets) ------------------------------------------ */
+
+/* A JSON array of the production's jobs in request order: objects with id,
+ * production, key, state, worker, claimed_at_unix_us, expiry_unix_us,
+ * attempts, reason. *out_json: free with leases_free. */
+leases_status leases_jobs_json(leases_authority *authority, const char *production,
+                               char **out_json);
+/* A JSON array of events with seq > after_seq (>= 0), oldest first: seq,
+ * at_unix_us, production, job_id, kind, worker, expiry_unix_us, detail.
+ * production NULL or "" means every production. *out_json: free with
+ * leases_free. */
+leases_status leases_events_json(leases_authority *authority, const char *production,
+                                 int64_t after_seq, char **out_json);
+
+/* ---- reference executor ------------------------------------------------- */
+
+/* Begins an execution of an active lease: reserves a temporary output file
+ * in output_dir and names the final one; both contain the job id and a
+ * fresh execution nonce. *out must be consumed by leases_execution_finish
+ * or leases_execution_abandon. */
+leases_status leases_execution_begin(leases_lease *lease, const char *output_dir,
+                                     leases_execution **out);
+/* The temporary file to write. Owned by the execution: valid until finish or
+ * abandon; do not free. NULL for an invalid handle. */
+const char *leases_execution_temp_path(const leases_execution *execution);
+/* The final file name. Same ownership as leases_execution_temp_path. */
+const char *leases_execution_final_path(const leases_execution *execution);
+/* Fsyncs and renames the temporary file to the final name, then completes the
+ * lease registering the output with facts_json (as in leases_lease_complete).
+ * Consumes the execution, except when it returns LEASES_INVALID_ARGUMENT
+ * (bad handle or facts_json): then nothing happened and it stays usable.
+ * A rejected completion removes only this execution's files. */
+leases_status leases_execution_finish(leases_execution *execution, const char *facts_json);
+/* Removes this execution's files and consumes it. Accepts NULL. */
+void leases_execution_abandon(leases_execution *execution);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LEASES_H */

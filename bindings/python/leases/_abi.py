@@ -1,0 +1,119 @@
+"""The C ABI's tables for the leases package (limits, statuses, declarations),
+generated from include/leases.h by abi/leases_abi.py (make abi-generate); do not edit."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Dict, List, Tuple
+
+# The ABI this package was generated for: the loaded library must report the
+# same ABI number and at least this revision (docs/ABI.md).
+ABI_VERSION = 1
+ABI_REVISION = 1
+
+MAX_DURATION_US = 86_400_000_000
+MAX_NAME_LEN = 200
+MAX_REASON_LEN = 4_096
+MAX_PAYLOAD_LEN = 1_048_576
+MAX_FACTS_LEN = 1_048_576
+MAX_PATH_LEN = 4_096
+MAX_TOKEN_LEN = 128
+
+# (code, status name, exception class) of every failure status, in code order.
+STATUSES: Tuple[Tuple[int, str, str], ...] = (
+    (1, "invalid_argument", "InvalidArgumentError"),
+    (2, "invalid_duration", "InvalidDurationError"),
+    (3, "not_found", "NotFoundError"),
+    (4, "nothing_to_claim", "NothingToClaimError"),
+    (5, "wrong_state", "WrongStateError"),
+    (6, "lease_lost", "LeaseLostError"),
+    (7, "expired", "ExpiredError"),
+    (8, "cancelled", "CancelledError"),
+    (9, "not_extended", "NotExtendedError"),
+    (10, "clock_regressed", "ClockRegressedError"),
+    (11, "closed", "ClosedError"),
+    (12, "bad_token", "BadTokenError"),
+    (13, "busy", "BusyError"),
+    (14, "storage", "StorageError"),
+    (15, "outcome_unknown", "OutcomeUnknownError"),
+    (16, "schema_too_new", "SchemaTooNewError"),
+    (17, "forked", "ForkedError"),
+    (18, "internal", "InternalError"),
+)
+
+
+# One opaque C type per handle, as in the header.
+
+
+class leases_authority(ctypes.Structure):
+    pass
+
+
+class leases_edit(ctypes.Structure):
+    pass
+
+
+class leases_lease(ctypes.Structure):
+    pass
+
+
+class leases_execution(ctypes.Structure):
+    pass
+
+
+AuthorityPtr = ctypes.POINTER(leases_authority)
+EditPtr = ctypes.POINTER(leases_edit)
+LeasePtr = ctypes.POINTER(leases_lease)
+ExecutionPtr = ctypes.POINTER(leases_execution)
+c_status = ctypes.c_int
+
+Signature = Tuple[Any, List[Any]]
+
+# Every function of include/leases.h: name -> (restype, argtypes).
+SIGNATURES: Dict[str, Signature] = {
+    "leases_abi_version": (ctypes.c_uint32, []),
+    "leases_abi_revision": (ctypes.c_uint32, []),
+    "leases_version": (ctypes.c_char_p, []),
+    "leases_status_name": (ctypes.c_char_p, [c_status]),
+    "leases_last_error": (ctypes.c_char_p, []),
+    "leases_free": (None, [ctypes.c_void_p]),
+    "leases_authority_open": (c_status, [ctypes.c_char_p, ctypes.POINTER(AuthorityPtr)]),
+    "leases_authority_close": (None, [AuthorityPtr]),
+    "leases_production_create": (c_status, [AuthorityPtr, ctypes.c_char_p]),
+    "leases_job_request": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_claim": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
+    "leases_claim_job": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
+    "leases_cancel": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p]),
+    "leases_lease_renew": (c_status, [LeasePtr, ctypes.c_int64]),
+    "leases_lease_release": (c_status, [LeasePtr]),
+    "leases_lease_fail": (c_status, [LeasePtr, ctypes.c_char_p]),
+    "leases_lease_complete": (c_status, [LeasePtr, ctypes.c_char_p]),
+    "leases_lease_expiry": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_int64)]),
+    "leases_lease_job_id": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_lease_payload": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "leases_lease_production": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_lease_worker": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_lease_export": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_lease_import": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(LeasePtr)]),
+    "leases_lease_free": (None, [LeasePtr]),
+    "leases_edit_begin": (c_status, [AuthorityPtr, ctypes.POINTER(EditPtr)]),
+    "leases_edit_claim": (c_status, [EditPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
+    "leases_edit_complete": (c_status, [EditPtr, LeasePtr, ctypes.c_char_p]),
+    "leases_edit_commit": (c_status, [EditPtr]),
+    "leases_edit_abort": (None, [EditPtr]),
+    "leases_jobs_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_events_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_execution_begin": (c_status, [LeasePtr, ctypes.c_char_p, ctypes.POINTER(ExecutionPtr)]),
+    "leases_execution_temp_path": (ctypes.c_char_p, [ExecutionPtr]),
+    "leases_execution_final_path": (ctypes.c_char_p, [ExecutionPtr]),
+    "leases_execution_finish": (c_status, [ExecutionPtr, ctypes.c_char_p]),
+    "leases_execution_abandon": (None, [ExecutionPtr]),
+}
+
+# Every function of include/leases_testing.h: name -> (restype, argtypes).
+TESTING_SIGNATURES: Dict[str, Signature] = {
+    "leases_testing_set_clock": (c_status, [AuthorityPtr, ctypes.c_int64]),
+    "leases_testing_set_clock_sequence": (c_status, [AuthorityPtr, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]),
+    "leases_testing_open": (c_status, [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(AuthorityPtr)]),
+    "leases_testing_panic": (c_status, []),
+}

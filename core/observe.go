@@ -1,0 +1,689 @@
+// Bounded observation (docs/observing.md): paged, filtered listings of
+// productions, jobs and events, streams over them, one job's record, counts
+// and per-minute rates. Every call is a few short reads; none holds a read
+// transaction across pages, and none returns a secret.
+package core
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+)
+
+// Page sizes of every listing: a Limit of 0 means DefaultPageSize; more than
+// MaxPageSize is invalid_argument.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// MaxObservedWindow is how far back the per-minute counts and the workers
+// seen may look: at most a day of one-minute buckets.
+const MaxObservedWindow = 24 * time.Hour
+
+var (
+	jobStates  = []string{StateRequested, StateClaimed, StateCompleted, StateFailed, StateCancelled}
+	eventKinds = []string{"production_created", "requested", "claimed", "renewed", "released", "failed",
+		"completed", "cancelled", "claim_expired"}
+)
+
+// ---- cursors ----------------------------------------------------------------
+
+// A cursor is opaque to callers: the listing it belongs to (kind and scope,
+// e.g. one production's jobs) and the last key listed. A cursor of another
+// listing is refused rather than silently read as this one's.
+func encodeCursor(kind, scope, last string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + "\x00" + scope + "\x00" + last))
+}
+
+// decodeCursor reads a cursor of listing kind: its scope and last key. The
+// caller checks the scope once it knows its own.
+func decodeCursor(c, kind string) (scope, last string, err error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	parts := strings.Split(string(raw), "\x00")
+	if err != nil || len(parts) != 3 {
+		return "", "", errMalformedCursor()
+	}
+	if parts[0] != kind {
+		return "", "", errForeignCursor()
+	}
+	return parts[1], parts[2], nil
+}
+
+func errForeignCursor() error { return errf(KindInvalidArgument, "cursor belongs to another listing") }
+
+func errMalformedCursor() error {
+	return errf(KindInvalidArgument, "cursor is malformed: pass back a Next value unchanged")
+}
+
+func jobCursor(productionID string, seq int64) string {
+	return encodeCursor("jobs", productionID, strconv.FormatInt(seq, 10))
+}
+
+// parseJobCursor reads a job cursor: the production it belongs to ("" for
+// none) and the last seq listed.
+func parseJobCursor(c string) (string, int64, error) {
+	if c == "" {
+		return "", 0, nil
+	}
+	scope, last, err := decodeCursor(c, "jobs")
+	if err != nil {
+		return "", 0, err
+	}
+	seq, err := strconv.ParseInt(last, 10, 64)
+	if err != nil || seq < 0 || scope == "" {
+		return "", 0, errMalformedCursor()
+	}
+	return scope, seq, nil
+}
+
+// ---- shared checks ----------------------------------------------------------
+
+func pageLimit(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return DefaultPageSize, nil
+	case limit < 0 || limit > MaxPageSize:
+		return 0, errf(KindInvalidArgument, "limit %d is outside 1..%d (0 means %d)", limit, MaxPageSize, DefaultPageSize)
+	}
+	return limit, nil
+}
+
+// oneOf checks that every name is known and returns them without repeats;
+// none, or every known one, is [""]: no filter.
+func oneOf(what string, names, known []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		if err := checkText(what, n, MaxNameLen, false); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(known, n) {
+			return nil, errf(KindInvalidArgument, "unknown %s %q (one of %s)", what, n, strings.Join(known, ", "))
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 || len(out) == len(known) {
+		return []string{""}, nil
+	}
+	return out, nil
+}
+
+// mergeBySeq merges pages read one filter value at a time (each in seq
+// order) into the first limit rows in seq order: so a filter on several
+// states or kinds is several index ranges, never a scan.
+func mergeBySeq[T any](pages [][]T, seq func(T) int64, limit int) []T {
+	var all []T
+	for _, p := range pages {
+		all = append(all, p...)
+	}
+	slices.SortFunc(all, func(x, y T) int { return cmp.Compare(seq(x), seq(y)) })
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all
+}
+
+// observedNow is the authority's time for an observation: the server's
+// clock when the store has one, else this host's (or the test seam).
+func (a *Authority) observedNow(ctx context.Context) (int64, error) {
+	c, ok := a.b.(store.Clock)
+	if !ok || a.seam.Load() != nil {
+		return a.now(), nil
+	}
+	v, err := c.Now(ctx)
+	if err != nil {
+		return 0, storageErr("read the authority clock", err)
+	}
+	return v, nil
+}
+
+// observed checks the production name, then the authority, and looks the
+// production up. Every other argument is checked before it: bad input is
+// reported before any store access (docs/errors.md).
+func (a *Authority) observed(ctx context.Context, production string) (store.Production, error) {
+	if err := checkText("production name", production, MaxNameLen, false); err != nil {
+		return store.Production{}, err
+	}
+	if err := a.usable(); err != nil {
+		return store.Production{}, err
+	}
+	return productionByName(ctx, a.b, production)
+}
+
+// ---- productions ------------------------------------------------------------
+
+// ProductionQuery selects a page of productions in byte order of their names.
+type ProductionQuery struct {
+	After string // a ProductionPage.Next; "" starts at the first
+	Limit int    // 0: DefaultPageSize; at most MaxPageSize
+}
+
+// ProductionPage is one page of productions; Next is "" after the last.
+type ProductionPage struct {
+	Productions []Production `json:"productions"`
+	Next        string       `json:"next"`
+}
+
+// ListProductions lists one page of productions. Productions are few, but a
+// listing is bounded all the same.
+func (a *Authority) ListProductions(ctx context.Context, q ProductionQuery) (ProductionPage, error) {
+	limit, err := pageLimit(q.Limit)
+	if err != nil {
+		return ProductionPage{}, err
+	}
+	after := ""
+	if q.After != "" {
+		if _, after, err = decodeCursor(q.After, "productions"); err != nil {
+			return ProductionPage{}, err
+		}
+	}
+	if err := a.usable(); err != nil {
+		return ProductionPage{}, err
+	}
+	ps, err := a.b.ListProductions(ctx, after, limit+1)
+	if err != nil {
+		return ProductionPage{}, storageErr("list productions", err)
+	}
+	page := ProductionPage{Productions: []Production{}}
+	if len(ps) > limit {
+		ps = ps[:limit]
+		page.Next = encodeCursor("productions", "", ps[limit-1].Name)
+	}
+	for _, p := range ps {
+		page.Productions = append(page.Productions, toProduction(p))
+	}
+	return page, nil
+}
+
+// ---- jobs ---------------------------------------------------------------------
+
+// JobQuery selects a page of one production's jobs, in request order.
+type JobQuery struct {
+	States []string // any of these states; none means every state
+	Key    string   // exactly this key; "" means any
+	ID     string   // exactly this job id; "" means any
+	After  string   // a JobPage.Next; "" starts at the first job
+	Limit  int      // 0: DefaultPageSize; at most MaxPageSize
+}
+
+// JobPage is one page of jobs; Next is "" after the last.
+type JobPage struct {
+	Jobs []Job  `json:"jobs"`
+	Next string `json:"next"`
+}
+
+type checkedJobQuery struct {
+	states []string
+	scope  string // the production of the cursor
+	after  int64
+	limit  int
+}
+
+func (q JobQuery) check() (checkedJobQuery, error) {
+	var c checkedJobQuery
+	var err error
+	if c.states, err = oneOf("job state", q.States, jobStates); err != nil {
+		return c, err
+	}
+	if err := checkText("job key", q.Key, MaxNameLen, true); err != nil {
+		return c, err
+	}
+	if q.ID != "" {
+		if err := checkID("job id", q.ID); err != nil {
+			return c, err
+		}
+	}
+	if c.limit, err = pageLimit(q.Limit); err != nil {
+		return c, err
+	}
+	c.scope, c.after, err = parseJobCursor(q.After)
+	return c, err
+}
+
+// ListJobs lists one page of a production's jobs in request order. Paging
+// is by request order, which never changes: following Next to the end lists
+// every job that existed when the first page was read exactly once, however
+// their states change meanwhile (docs/observing.md).
+func (a *Authority) ListJobs(ctx context.Context, production string, q JobQuery) (JobPage, error) {
+	c, err := q.check()
+	if err != nil {
+		return JobPage{}, err
+	}
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return JobPage{}, err
+	}
+	if q.After != "" && c.scope != p.ID {
+		return JobPage{}, errForeignCursor()
+	}
+	pages := make([][]store.JobRow, len(c.states))
+	for i, state := range c.states {
+		pages[i], err = a.b.ListJobs(ctx, store.JobFilter{ProductionID: p.ID, State: state, Key: q.Key, ID: q.ID,
+			AfterSeq: c.after, Limit: c.limit + 1})
+		if err != nil {
+			return JobPage{}, storageErr("list jobs", err)
+		}
+	}
+	rows := mergeBySeq(pages, func(j store.JobRow) int64 { return j.Seq }, c.limit+1)
+	page := JobPage{Jobs: make([]Job, 0, len(rows))}
+	if len(rows) > c.limit {
+		rows = rows[:c.limit]
+		page.Next = jobCursor(p.ID, rows[c.limit-1].Seq)
+	}
+	for _, r := range rows {
+		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
+	}
+	return page, nil
+}
+
+// EachJob calls fn for every job the query selects, from q.After to the
+// end, reading q.Limit jobs at a time (0: DefaultPageSize), each page in its
+// own short read: memory stays constant and no read transaction is held
+// while fn runs. An error from fn stops the stream and is returned.
+func (a *Authority) EachJob(ctx context.Context, production string, q JobQuery, fn func(Job) error) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		page, err := a.ListJobs(ctx, production, q)
+		if err != nil {
+			return err
+		}
+		for _, j := range page.Jobs {
+			if err := fn(j); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		q.After = page.Next
+	}
+}
+
+// JobRecord is everything observable about one job: the observation, the
+// payload's size (not the payload), request and update times, and the
+// facts its completion published. Never a secret. Its event timeline is
+// ListEvents with EventQuery.JobID.
+type JobRecord struct {
+	Job
+	PayloadSize int64
+	RequestedAt time.Time
+	UpdatedAt   time.Time
+	Facts       Facts
+}
+
+// JobDetail reads one job's record.
+func (a *Authority) JobDetail(ctx context.Context, production, jobID string) (JobRecord, error) {
+	if err := checkID("job id", jobID); err != nil {
+		return JobRecord{}, err
+	}
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return JobRecord{}, err
+	}
+	rows, err := a.b.ListJobs(ctx, store.JobFilter{ProductionID: p.ID, ID: jobID, Limit: 1})
+	if err != nil {
+		return JobRecord{}, storageErr("look up job", err)
+	}
+	if len(rows) == 0 {
+		return JobRecord{}, errf(KindNotFound, "job %s does not exist in production %q", jobID, p.Name)
+	}
+	r := rows[0]
+	rec := JobRecord{Job: toJob(p.Name, r.Job), PayloadSize: r.PayloadSize,
+		RequestedAt: time.UnixMicro(r.RequestedAt).UTC(), UpdatedAt: time.UnixMicro(r.UpdatedAt).UTC()}
+	// Facts are published with the completion, in its transaction, and a
+	// completed job stays completed: read after the row, they match it.
+	if r.State == store.StateCompleted {
+		if rec.Facts, err = factsOf(ctx, a.b, jobID); err != nil {
+			return JobRecord{}, err
+		}
+	}
+	return rec, nil
+}
+
+// factsOf reads the facts and outputs a completion published for a job.
+func factsOf(ctx context.Context, r store.Reader, jobID string) (Facts, error) {
+	fs, err := r.Facts(ctx, jobID)
+	if err != nil {
+		return Facts{}, storageErr("read facts", err)
+	}
+	var f Facts
+	for _, x := range fs {
+		m := &f.Metadata
+		if x.Kind == "provenance" {
+			m = &f.Provenance
+		}
+		if *m == nil {
+			*m = map[string]json.RawMessage{}
+		}
+		(*m)[x.Key] = json.RawMessage(x.Value)
+	}
+	outs, err := r.Outputs(ctx, jobID)
+	if err != nil {
+		return Facts{}, storageErr("read outputs", err)
+	}
+	for _, o := range outs {
+		f.Outputs = append(f.Outputs, Output{Path: o.Path, Size: o.Size, SHA256: o.SHA256, Nonce: o.Nonce})
+	}
+	return f, nil
+}
+
+// ---- events -------------------------------------------------------------------
+
+// EventQuery selects a page of events in seq order.
+type EventQuery struct {
+	Production string   // "" means every production
+	JobID      string   // one job's timeline; "" means every job
+	Kinds      []string // any of these kinds; none means every kind (needs Production or JobID)
+	After      int64    // events with seq > After
+	Limit      int      // 0: DefaultPageSize; at most MaxPageSize
+}
+
+// EventPage is one page of events. Next is the After of the next page: the
+// last listed seq, or the query's After when none was listed; a follower
+// keeps it and asks again later. More says whether more events past Next
+// can already be listed.
+type EventPage struct {
+	Events []Event `json:"events"`
+	Next   int64   `json:"next"`
+	More   bool    `json:"more"`
+}
+
+// ListEvents lists one page of events, oldest first. On PostgreSQL a page
+// stops at the follower-safe horizon (docs/postgres.md), so following Next
+// never skips an event that commits late.
+func (a *Authority) ListEvents(ctx context.Context, q EventQuery) (EventPage, error) {
+	if err := checkText("production name", q.Production, MaxNameLen, true); err != nil {
+		return EventPage{}, err
+	}
+	if q.JobID != "" {
+		if err := checkID("job id", q.JobID); err != nil {
+			return EventPage{}, err
+		}
+	}
+	kinds, err := oneOf("event kind", q.Kinds, eventKinds)
+	if err != nil {
+		return EventPage{}, err
+	}
+	if kinds[0] != "" && q.Production == "" && q.JobID == "" {
+		return EventPage{}, errf(KindInvalidArgument, "filtering events by kind needs a production or a job")
+	}
+	if q.After < 0 {
+		return EventPage{}, errf(KindInvalidArgument, "after must not be negative")
+	}
+	limit, err := pageLimit(q.Limit)
+	if err != nil {
+		return EventPage{}, err
+	}
+	if err := a.usable(); err != nil {
+		return EventPage{}, err
+	}
+	names := map[string]string{}
+	f := store.EventFilter{AfterSeq: q.After, Limit: limit + 1}
+	if q.Production != "" {
+		p, err := productionByName(ctx, a.b, q.Production)
+		if err != nil {
+			return EventPage{}, err
+		}
+		names[p.ID], f.ProductionID = p.Name, p.ID
+	}
+	if q.JobID != "" {
+		j, err := a.b.JobByID(ctx, q.JobID)
+		if errors.Is(err, store.ErrNoRow) || (err == nil && f.ProductionID != "" && j.ProductionID != f.ProductionID) {
+			return EventPage{}, errf(KindNotFound, "job %s does not exist", q.JobID)
+		}
+		if err != nil {
+			return EventPage{}, storageErr("look up job", err)
+		}
+		f.JobID = j.ID
+	}
+	// One horizon for every kind's range, so the merged page stops where
+	// each of them does.
+	if f.Before, err = a.b.EventHorizon(ctx); err != nil {
+		return EventPage{}, storageErr("list events", err)
+	}
+	pages := make([][]store.Event, len(kinds))
+	for i, kind := range kinds {
+		f.Kind = kind
+		if pages[i], err = a.b.ListEvents(ctx, f); err != nil {
+			return EventPage{}, storageErr("list events", err)
+		}
+	}
+	es := mergeBySeq(pages, func(e store.Event) int64 { return e.Seq }, limit+1)
+	page := EventPage{Events: make([]Event, 0, len(es)), Next: q.After, More: len(es) > limit}
+	if page.More {
+		es = es[:limit]
+	}
+	for _, e := range es {
+		name, ok := names[e.ProductionID]
+		if !ok {
+			p, err := a.b.ProductionByID(ctx, e.ProductionID)
+			if err != nil && !errors.Is(err, store.ErrNoRow) {
+				return EventPage{}, storageErr("list events", err)
+			}
+			name, names[e.ProductionID] = p.Name, p.Name
+		}
+		page.Events = append(page.Events, toEvent(name, e))
+		page.Next = e.Seq
+	}
+	return page, nil
+}
+
+func toEvent(production string, e store.Event) Event {
+	out := Event{Seq: e.Seq, At: time.UnixMicro(e.At).UTC(), Production: production, JobID: e.JobID,
+		Kind: e.Kind, Worker: e.Worker, Detail: e.Detail}
+	if e.Expiry != 0 {
+		out.Expiry = time.UnixMicro(e.Expiry).UTC()
+	}
+	return out
+}
+
+// EachEvent calls fn for every event the query selects that can be listed
+// now, from q.After on, a page at a time (q.Limit, 0: DefaultPageSize), each
+// page its own short read. It returns the After to continue from later.
+func (a *Authority) EachEvent(ctx context.Context, q EventQuery, fn func(Event) error) (int64, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return q.After, err
+		}
+		page, err := a.ListEvents(ctx, q)
+		if err != nil {
+			return q.After, err
+		}
+		for _, e := range page.Events {
+			if err := fn(e); err != nil {
+				return q.After, err
+			}
+			q.After = e.Seq
+		}
+		if !page.More {
+			return page.Next, nil
+		}
+	}
+}
+
+// ---- counts and rates ---------------------------------------------------------
+
+// JobCounts are a production's jobs by state at one moment of the authority
+// clock (At). Expired counts the claimed jobs whose claim had expired then
+// (they are in Claimed too, and claimable again); OldestRequested is when
+// the first requested job in request order was requested (zero when none).
+type JobCounts struct {
+	Requested, Claimed, Completed, Failed, Cancelled int64
+	Expired                                          int64
+	OldestRequested                                  time.Time
+	At                                               time.Time
+}
+
+// Total is the number of jobs.
+func (c JobCounts) Total() int64 {
+	return c.Requested + c.Claimed + c.Completed + c.Failed + c.Cancelled
+}
+
+// Counts counts a production's jobs by state from the index of jobs by
+// state (a range of index entries, not of rows), with its expired claims
+// and its oldest waiting job.
+func (a *Authority) Counts(ctx context.Context, production string) (JobCounts, error) {
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return JobCounts{}, err
+	}
+	now, err := a.observedNow(ctx)
+	if err != nil {
+		return JobCounts{}, err
+	}
+	sc, err := a.b.CountJobs(ctx, p.ID, now)
+	if err != nil {
+		return JobCounts{}, storageErr("count jobs", err)
+	}
+	c := JobCounts{Requested: sc.ByState[StateRequested], Claimed: sc.ByState[StateClaimed],
+		Completed: sc.ByState[StateCompleted], Failed: sc.ByState[StateFailed], Cancelled: sc.ByState[StateCancelled],
+		Expired: sc.Expired, At: time.UnixMicro(now).UTC()}
+	if sc.OldestRequested != 0 {
+		c.OldestRequested = time.UnixMicro(sc.OldestRequested).UTC()
+	}
+	return c, nil
+}
+
+// windowStart checks that since lies within MaxObservedWindow before the
+// authority's now, and returns both in unix µs.
+func (a *Authority) windowStart(ctx context.Context, since time.Time) (int64, int64, error) {
+	now, err := a.observedNow(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	s := since.UnixMicro()
+	if since.IsZero() || s < now-MaxObservedWindow.Microseconds() {
+		return 0, 0, errf(KindInvalidArgument, "since %s is more than %s before the authority's time %s",
+			describeUS(s), MaxObservedWindow, describeUS(now))
+	}
+	return s, now, nil
+}
+
+// MinuteCount is the number of events in the minute that starts at Minute.
+type MinuteCount struct {
+	Minute time.Time
+	Count  int64
+}
+
+// EventsPerMinute counts a production's events of one kind per minute of
+// the authority clock, from since (at most MaxObservedWindow ago) on.
+// Minutes are aligned to the clock; the first one counts only events at or
+// after since; minutes without events are left out. It reads the index of
+// events by kind and time: the cost is the number of events counted.
+func (a *Authority) EventsPerMinute(ctx context.Context, production, kind string, since time.Time) ([]MinuteCount, error) {
+	if _, err := oneOf("event kind", []string{kind}, eventKinds); err != nil {
+		return nil, err
+	}
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := a.windowStart(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := a.b.CountEvents(ctx, p.ID, kind, s, time.Minute.Microseconds())
+	if err != nil {
+		return nil, storageErr("count events", err)
+	}
+	out := make([]MinuteCount, len(bs))
+	for i, b := range bs {
+		out[i] = MinuteCount{Minute: time.UnixMicro(b.Start).UTC(), Count: b.Count}
+	}
+	return out, nil
+}
+
+// WorkerActivity is one worker of a production: when it last claimed,
+// renewed, released, failed or completed (zero when not since the query's
+// time) and how many unexpired claims it holds.
+type WorkerActivity struct {
+	Worker   string
+	LastSeen time.Time
+	Holding  int64
+}
+
+// Workers lists the workers seen in a production since `since` (at most
+// MaxObservedWindow ago) and every worker holding an unexpired claim: at
+// most MaxPageSize of them, the most recently seen first, then by name.
+func (a *Authority) Workers(ctx context.Context, production string, since time.Time) ([]WorkerActivity, error) {
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return nil, err
+	}
+	s, now, err := a.windowStart(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := a.b.Workers(ctx, p.ID, s, now, MaxPageSize)
+	if err != nil {
+		return nil, storageErr("list workers", err)
+	}
+	slices.SortFunc(ws, func(x, y store.WorkerSeen) int {
+		return cmp.Or(cmp.Compare(y.LastSeen, x.LastSeen), strings.Compare(x.Worker, y.Worker))
+	})
+	out := make([]WorkerActivity, 0, min(len(ws), MaxPageSize))
+	for _, w := range ws[:min(len(ws), MaxPageSize)] {
+		wa := WorkerActivity{Worker: w.Worker, Holding: w.Holding}
+		if w.LastSeen != 0 {
+			wa.LastSeen = time.UnixMicro(w.LastSeen).UTC()
+		}
+		out = append(out, wa)
+	}
+	return out, nil
+}
+
+// ---- JSON forms: times as unix µs, absent times as null, like every listing.
+
+// MarshalJSON writes the job's listing form plus the record's fields.
+func (r JobRecord) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		jobJSON
+		PayloadSize int64  `json:"payload_size"`
+		RequestedAt *int64 `json:"requested_at_unix_us"`
+		UpdatedAt   *int64 `json:"updated_at_unix_us"`
+		Facts       Facts  `json:"facts"`
+	}{r.Job.jsonForm(), r.PayloadSize, optTime(r.RequestedAt), optTime(r.UpdatedAt), r.Facts})
+}
+
+// MarshalJSON writes the counts by state name.
+func (c JobCounts) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Requested       int64  `json:"requested"`
+		Claimed         int64  `json:"claimed"`
+		Completed       int64  `json:"completed"`
+		Failed          int64  `json:"failed"`
+		Cancelled       int64  `json:"cancelled"`
+		Expired         int64  `json:"expired"`
+		OldestRequested *int64 `json:"oldest_requested_unix_us"`
+		At              *int64 `json:"at_unix_us"`
+	}{c.Requested, c.Claimed, c.Completed, c.Failed, c.Cancelled, c.Expired, optTime(c.OldestRequested), optTime(c.At)})
+}
+
+// MarshalJSON writes one minute's count.
+func (m MinuteCount) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Minute int64 `json:"minute_unix_us"`
+		Count  int64 `json:"count"`
+	}{m.Minute.UnixMicro(), m.Count})
+}
+
+// MarshalJSON writes one worker's activity.
+func (w WorkerActivity) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Worker   string `json:"worker"`
+		LastSeen *int64 `json:"last_seen_unix_us"`
+		Holding  int64  `json:"holding"`
+	}{w.Worker, optTime(w.LastSeen), w.Holding})
+}

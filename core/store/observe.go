@@ -1,0 +1,107 @@
+// Bounded observation: the filters and rows behind the paged listings, the
+// counts and the rates (core/observe.go holds their rules; each store its SQL).
+package store
+
+import "context"
+
+// JobFilter selects one page of a production's jobs in request order
+// (seq): those with seq > AfterSeq, at most Limit of them. Each filter is
+// exact; "" leaves it out. One state at a time: the rules merge the pages of
+// several states, so that every query is one index range.
+type JobFilter struct {
+	ProductionID string
+	State        string
+	Key          string
+	ID           string
+	AfterSeq     int64
+	Limit        int
+}
+
+// JobRow is a listed job: everything but the payload (never read by a
+// listing) and the claim hash, with the payload's size instead.
+type JobRow struct {
+	Job
+	PayloadSize int64
+}
+
+// EventFilter selects one page of events in seq order: seq > AfterSeq and
+// seq < Before, at most Limit. ProductionID, JobID and Kind are exact; ""
+// leaves one out. With a JobID the production is not consulted (a job's
+// events are its production's); a Kind needs a ProductionID or a JobID.
+type EventFilter struct {
+	ProductionID string
+	JobID        string
+	Kind         string
+	AfterSeq     int64
+	Before       int64
+	Limit        int
+}
+
+// JobCounts is a production's jobs by state, how many claimed jobs had
+// expired at the given time, and the request time of the first requested
+// job in request order (0 when none).
+type JobCounts struct {
+	ByState         map[string]int64
+	Expired         int64
+	OldestRequested int64
+}
+
+// Bucket is the number of events in [Start, Start+width), unix µs.
+type Bucket struct {
+	Start int64
+	Count int64
+}
+
+// WorkerSeen is one worker: the last event it caused since a time (0 when
+// none) and the unexpired claims it holds.
+type WorkerSeen struct {
+	Worker   string
+	LastSeen int64
+	Holding  int64
+}
+
+// WorkerSet gathers WorkerSeen rows by name, in the order first met.
+type WorkerSet struct {
+	List []WorkerSeen
+	at   map[string]int
+}
+
+// Get is the row of worker name, added if new.
+func (s *WorkerSet) Get(name string) *WorkerSeen {
+	if s.at == nil {
+		s.at = map[string]int{}
+	}
+	i, ok := s.at[name]
+	if !ok {
+		i = len(s.List)
+		s.at[name] = i
+		s.List = append(s.List, WorkerSeen{Worker: name})
+	}
+	return &s.List[i]
+}
+
+// WorkerKinds are the events a worker causes itself.
+var WorkerKinds = []string{"claimed", "renewed", "released", "failed", "completed"}
+
+// Observer answers the bounded observations. Each call is one short read
+// (one statement or a few, each its own snapshot): none holds a read
+// transaction open between calls, so a paging loop never pins the WAL.
+type Observer interface {
+	// ListProductions lists productions with name > after, by name.
+	ListProductions(ctx context.Context, after string, limit int) ([]Production, error)
+	ListJobs(ctx context.Context, f JobFilter) ([]JobRow, error)
+	// CountJobs counts a production's jobs; claims with expiry <= now are
+	// the expired ones.
+	CountJobs(ctx context.Context, productionID string, now int64) (JobCounts, error)
+	// EventHorizon is the seq below which every event is final: none will
+	// ever be added there (PostgreSQL: docs/postgres.md).
+	EventHorizon(ctx context.Context) (int64, error)
+	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+	// CountEvents counts a production's events of kind with at >= since, in
+	// buckets of width µs aligned to the unix epoch; empty buckets are left out.
+	CountEvents(ctx context.Context, productionID, kind string, since, width int64) ([]Bucket, error)
+	// Workers lists the workers that caused an event (WorkerKinds) since
+	// `since`, most recent first, at most limit, and every worker holding a
+	// claim unexpired at now.
+	Workers(ctx context.Context, productionID string, since, now int64, limit int) ([]WorkerSeen, error)
+}

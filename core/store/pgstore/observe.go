@@ -1,0 +1,273 @@
+// The bounded observations on PostgreSQL (store.Observer): each is one or a
+// few statements on the pool, each its own snapshot, none holding a row lock.
+package pgstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/libleases/libleases/core/store"
+)
+
+var (
+	_ store.Observer = (*DB)(nil)
+	_ store.Clock    = (*DB)(nil)
+)
+
+// Now samples the server's clock outside any transaction, for observations
+// that compare with the authority's time (expired claims).
+func (db *DB) Now(ctx context.Context) (int64, error) {
+	var v int64
+	err := db.pool.QueryRow(ctx, `SELECT `+clockSQL).Scan(&v)
+	return v, classify(err)
+}
+
+// Observations run as unnamed statements (pgx.QueryExecModeExec), so the
+// server plans each one for its arguments. A cached statement would switch
+// to a generic plan after five runs, and a generic plan guesses the share of
+// a seq range (0.5%): it would page a production's events along the
+// primary key, filtering every other production's (observe_test.go).
+func (db *DB) query(ctx context.Context, text string, args ...any) (pgx.Rows, error) {
+	return db.pool.Query(ctx, text, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+func (db *DB) queryRow(ctx context.Context, text string, args ...any) pgx.Row {
+	return db.pool.QueryRow(ctx, text, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+// conds builds a WHERE clause of numbered parameters.
+type conds struct {
+	where []string
+	args  []any
+}
+
+func (c *conds) add(expr string, v any) {
+	c.args = append(c.args, v)
+	c.where = append(c.where, strings.ReplaceAll(expr, "$?", "$"+strconv.Itoa(len(c.args))))
+}
+
+// page ends a page statement: the conditions, an order, a limit.
+func (c *conds) page(head, order string, limit int) (string, []any) {
+	c.args = append(c.args, limit)
+	return head + ` WHERE ` + strings.Join(c.where, ` AND `) + ` ORDER BY ` + order + ` LIMIT $` + strconv.Itoa(len(c.args)), c.args
+}
+
+const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_us, expiry_unix_us,
+	attempts, reason, requested_unix_us, updated_unix_us, octet_length(payload)`
+
+// jobPageSQL is one page of jobs, one index range for each filter
+// (observe_test.go): leases_jobs_by_order, leases_jobs_by_state with a
+// state, the (production_id, key) unique index with a key, the primary key
+// with an id.
+func jobPageSQL(f store.JobFilter) (string, []any) {
+	var c conds
+	c.add(`production_id = $?`, f.ProductionID)
+	if f.State != "" {
+		c.add(`state = $?`, f.State)
+	}
+	if f.Key != "" {
+		c.add(`key = $?`, f.Key)
+	}
+	if f.ID != "" {
+		c.add(`id = $?`, f.ID)
+	}
+	c.add(`seq > $?`, f.AfterSeq)
+	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, `seq`, f.Limit)
+}
+
+// ListJobs reads one page of jobs.
+func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, error) {
+	text, args := jobPageSQL(f)
+	rows, err := db.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r pgx.CollectableRow) (store.JobRow, error) {
+		var j store.JobRow
+		var key *string
+		err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry,
+			&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize)
+		if key != nil {
+			j.Key, j.HasKey = *key, true
+		}
+		return j, err
+	})
+}
+
+// collect reads every row with scan and closes rows; the result is never
+// nil, so an empty listing marshals as [].
+func collect[T any](rows pgx.Rows, scan pgx.RowToFunc[T]) ([]T, error) {
+	out, err := pgx.CollectRows(rows, scan)
+	if out == nil {
+		out = []T{}
+	}
+	return out, classify(err)
+}
+
+// ListProductions reads productions in byte order of their names, from
+// leases_productions_by_name.
+func (db *DB) ListProductions(ctx context.Context, after string, limit int) ([]store.Production, error) {
+	rows, err := db.query(ctx, `SELECT id, name, created_unix_us FROM leases_productions
+		WHERE name COLLATE "C" > $1 ORDER BY name COLLATE "C" LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collectProductions(rows)
+}
+
+func collectProductions(rows pgx.Rows) ([]store.Production, error) {
+	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) {
+		var p store.Production
+		err := r.Scan(&p.ID, &p.Name, &p.CreatedAt)
+		return p, err
+	})
+}
+
+// Count statements: the production's range of leases_jobs_by_state, the
+// partial index of claims by expiry, and the first requested job from the
+// claim path's partial index.
+const (
+	countByStateSQL = `SELECT state, count(*) FROM leases_jobs WHERE production_id = $1 GROUP BY state`
+	countExpiredSQL = `SELECT count(*) FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= $2`
+	oldestRequestedSQL = `SELECT requested_unix_us FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' ORDER BY seq LIMIT 1`
+)
+
+// CountJobs counts a production's jobs by state, its expired claims and its
+// oldest requested job.
+func (db *DB) CountJobs(ctx context.Context, productionID string, now int64) (store.JobCounts, error) {
+	c := store.JobCounts{ByState: map[string]int64{}}
+	rows, err := db.query(ctx, countByStateSQL, productionID)
+	if err != nil {
+		return c, classify(err)
+	}
+	var state string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+		c.ByState[state] = n
+		return nil
+	}); err != nil {
+		return c, classify(err)
+	}
+	if err := db.queryRow(ctx, countExpiredSQL, productionID, now).Scan(&c.Expired); err != nil {
+		return c, classify(err)
+	}
+	err = classify(db.queryRow(ctx, oldestRequestedSQL, productionID).Scan(&c.OldestRequested))
+	if err != nil && err != store.ErrNoRow {
+		return c, err
+	}
+	return c, nil
+}
+
+// EventHorizon is the follower-safe horizon (eventHorizon, queries.go).
+func (db *DB) EventHorizon(ctx context.Context) (int64, error) { return eventHorizon(ctx, db.pool) }
+
+const eventColumns = `seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail`
+
+// eventPageSQL is one page of events, one index range for each filter
+// (observe_test.go): the primary key, leases_events_by_production,
+// leases_events_by_kind, or leases_events_by_job (a job's few events,
+// filtered by kind). The range is written on the index's own columns, as
+// row comparisons, and ordered by them: with "production_id = $1 AND
+// seq > $2 ORDER BY seq" the planner, costing a LIMIT as if the production's
+// events were spread evenly, walks the primary key and filters out every
+// other production's events first.
+func eventPageSQL(f store.EventFilter) (string, []any) {
+	var key []string
+	var c conds
+	switch {
+	case f.JobID != "":
+		key, c.args = []string{`job_id`}, []any{f.JobID}
+		if f.Kind != "" {
+			c.add(`kind = $?`, f.Kind)
+		}
+	case f.ProductionID != "":
+		key, c.args = []string{`production_id`}, []any{f.ProductionID}
+		if f.Kind != "" {
+			key, c.args = append(key, `kind`), append(c.args, f.Kind)
+		}
+	}
+	same := ""
+	for i := range key {
+		same += "$" + strconv.Itoa(i+1) + ", "
+	}
+	cols := strings.Join(append(key, `seq`), `, `)
+	c.add(`(`+cols+`) > (`+same+`$?)`, f.AfterSeq)
+	c.add(`(`+cols+`) < (`+same+`$?)`, f.Before)
+	return c.page(`SELECT `+eventColumns+` FROM leases_events`, cols, f.Limit)
+}
+
+// ListEvents reads one page of events below f.Before.
+func (db *DB) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	text, args := eventPageSQL(f)
+	rows, err := db.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collectEvents(rows)
+}
+
+func collectEvents(rows pgx.Rows) ([]store.Event, error) {
+	return collect(rows, func(r pgx.CollectableRow) (store.Event, error) {
+		var e store.Event
+		err := r.Scan(&e.Seq, &e.At, &e.ProductionID, &e.JobID, &e.Kind, &e.Worker, &e.Expiry, &e.Detail)
+		return e, err
+	})
+}
+
+// countEventsSQL reads the range of leases_events_by_kind_time since a time.
+const countEventsSQL = `SELECT at_unix_us / $1 AS b, count(*) FROM leases_events
+	WHERE production_id = $2 AND kind = $3 AND at_unix_us >= $4 GROUP BY b ORDER BY b`
+
+// CountEvents counts a production's events of one kind per bucket.
+func (db *DB) CountEvents(ctx context.Context, productionID, kind string, since, width int64) ([]store.Bucket, error) {
+	rows, err := db.query(ctx, countEventsSQL, width, productionID, kind, since)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r pgx.CollectableRow) (store.Bucket, error) {
+		var b store.Bucket
+		err := r.Scan(&b.Start, &b.Count)
+		b.Start *= width
+		return b, err
+	})
+}
+
+// workersSeenSQL reads the ranges of leases_events_by_kind_time since a
+// time, one per kind a worker causes; holdersSQL the unexpired part of the
+// partial index of claims by expiry.
+var (
+	workersSeenSQL = `SELECT worker, max(at_unix_us) FROM leases_events
+		WHERE production_id = $1 AND kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `') AND at_unix_us >= $2
+		GROUP BY worker ORDER BY max(at_unix_us) DESC, worker COLLATE "C" LIMIT $3`
+	holdersSQL = `SELECT worker, count(*) FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us > $2 GROUP BY worker`
+)
+
+// Workers lists the workers seen since a time and those holding claims.
+func (db *DB) Workers(ctx context.Context, productionID string, since, now int64, limit int) ([]store.WorkerSeen, error) {
+	var ws store.WorkerSet
+	merge := func(text string, set func(*store.WorkerSeen, int64), args ...any) error {
+		rows, err := db.query(ctx, text, args...)
+		if err != nil {
+			return classify(err)
+		}
+		var name string
+		var v int64
+		_, err = pgx.ForEachRow(rows, []any{&name, &v}, func() error {
+			set(ws.Get(name), v)
+			return nil
+		})
+		return classify(err)
+	}
+	if err := merge(workersSeenSQL, func(w *store.WorkerSeen, v int64) { w.LastSeen = v }, productionID, since, limit); err != nil {
+		return nil, err
+	}
+	if err := merge(holdersSQL, func(w *store.WorkerSeen, v int64) { w.Holding = v }, productionID, now); err != nil {
+		return nil, err
+	}
+	return ws.List, nil
+}

@@ -1,0 +1,217 @@
+package pgstore
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
+	"github.com/libleases/libleases/internal/pgtest"
+	"github.com/stretchr/testify/require"
+)
+
+// schemaOf is every leases_ table's columns and every index definition of
+// the schema at location, sorted.
+func schemaOf(t *testing.T, location string) string {
+	t.Helper()
+	c, err := pgx.Connect(ctx, location)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable
+			FROM information_schema.columns WHERE table_schema = current_schema()
+		UNION ALL
+		SELECT replace(indexdef, current_schema() || '.', '') FROM pg_indexes WHERE schemaname = current_schema()
+		ORDER BY 1`)
+	require.NoError(t, err)
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(defs, "\n")
+}
+
+func TestASchema2DatabaseIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+	old := pgtest.FreshSchema(t, false)
+	c, err := pgx.Connect(ctx, old)
+	require.NoError(t, err)
+	stmts := append([]string{
+		`CREATE TABLE leases_meta (k text PRIMARY KEY, v bigint NOT NULL)`,
+		`INSERT INTO leases_meta (k, v) VALUES ('schema_version', 2)`,
+	}, schemaV2Tables...)
+	stmts = append(stmts,
+		`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
+		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us)
+			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10), ('j2', 'pid', NULL, '', 'completed', 11, 12)`,
+		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
+			(11, 'pid', 'j2', 'requested'), (12, 'pid', 'j2', 'completed')`)
+	for _, st := range stmts {
+		_, err := c.Exec(ctx, st)
+		require.NoError(t, err, st)
+	}
+	require.NoError(t, c.Close(ctx))
+	require.NotContains(t, schemaOf(t, old), "leases_events_by_kind")
+
+	db, err := Open(old, Options{})
+	require.NoError(t, err)
+	v, err := version(ctx, db.pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+	js, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, js, 2)
+	require.Equal(t, "k", js[0].Key)
+	require.EqualValues(t, 2, js[0].PayloadSize)
+	h, err := db.EventHorizon(ctx)
+	require.NoError(t, err)
+	es, err := db.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "completed", Before: h, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	require.Equal(t, "j2", es[0].JobID)
+	db.Close()
+
+	// A migrated schema is exactly a new one.
+	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
+}
+
+// freshURL is a schema created at the current version, for a plain
+// connection (pool_max_conns is the pool's).
+func freshURL(t *testing.T) string {
+	_, u := open(t, 0)
+	return strings.TrimSuffix(u, "&pool_max_conns=80")
+}
+
+// observedStatements is every statement of the bounded observations, with
+// the index each must read, for a production of the fill.
+func observedStatements(pid string) map[string]storetest.Statement {
+	out := map[string]storetest.Statement{}
+	index := map[string]string{
+		"jobs":                   "leases_jobs_by_order",
+		"jobs key":               "leases_jobs_production_id_key_key",
+		"jobs key+state":         "leases_jobs_production_id_key_key",
+		"jobs id":                "leases_jobs_pkey",
+		"jobs id+state":          "leases_jobs_pkey",
+		"events":                 "leases_events_pkey",
+		"events production":      "leases_events_by_production",
+		"events production+kind": "leases_events_by_kind",
+		"events job":             "leases_events_by_job",
+		"events job+kind":        "leases_events_by_job",
+	}
+	for name, f := range storetest.JobPages(pid) {
+		want, ok := index[name]
+		if !ok {
+			want = "leases_jobs_by_state|leases_jobs_requested" // one state
+		}
+		text, args := jobPageSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want}
+	}
+	for name, f := range storetest.EventPages(pid) {
+		text, args := eventPageSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: index[name]}
+	}
+	// Productions are few: a table of one page is read whole, rightly.
+	out["productions"] = storetest.Statement{SQL: `SELECT id, name, created_unix_us FROM leases_productions
+		WHERE name COLLATE "C" > $1 ORDER BY name COLLATE "C" LIMIT $2`, Args: []any{"a", 10}, Want: ""}
+	out["count by state"] = storetest.Statement{SQL: countByStateSQL, Args: []any{pid}, Want: "leases_jobs_by_state"}
+	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{pid, int64(5)}, Want: "leases_jobs_claimed_expiry"}
+	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{pid}, Want: "leases_jobs_requested"}
+	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
+	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_kind_time"}
+	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
+	return out
+}
+
+// literal spells a statement argument as SQL, for EXECUTE.
+func literal(v any) string {
+	if s, ok := v.(string); ok {
+		return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	}
+	return fmt.Sprint(v)
+}
+
+// plan explains a statement as it runs: unnamed, so planned for its
+// arguments (a custom plan).
+func plan(t *testing.T, c *pgx.Conn, name, text string, args []any) string {
+	t.Helper()
+	lits := make([]string, len(args))
+	for i, a := range args {
+		lits[i] = literal(a)
+	}
+	_, err := c.Exec(ctx, `SET plan_cache_mode = force_custom_plan`)
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, `PREPARE s AS `+text)
+	require.NoError(t, err, name)
+	defer c.Exec(ctx, `DEALLOCATE s`)
+	rows, err := c.Query(ctx, `EXPLAIN EXECUTE s(`+strings.Join(lits, ", ")+`)`)
+	require.NoError(t, err, name)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err, name)
+	return strings.Join(lines, "\n")
+}
+
+// TestEveryObservationReadsAnIndexNeverTheWholeTable pins the plans of the
+// listings, counts and rates on a realistic schema (50,000 jobs in ten
+// productions, one after the other, 150,000 events, vacuumed and analyzed):
+// each reads the index made for it, never the whole jobs or events.
+func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
+	u := freshURL(t)
+	pid := fillRealistic(t, u, 10, 5000)
+	c, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	for name, st := range observedStatements(pid) {
+		p := plan(t, c, name, st.SQL, st.Args)
+		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)", p, name)
+		if st.Want != "" {
+			require.Regexp(t, "Index (Only )?Scan (using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
+		}
+	}
+}
+
+// TestObservationsArePlannedForTheirArgumentsEveryTime: they run unnamed,
+// never as a cached statement whose generic plan would take over.
+func TestObservationsArePlannedForTheirArgumentsEveryTime(t *testing.T) {
+	db, _ := open(t, 0)
+	pid, _ := seed(t, db, 3)
+	for i := 0; i < 8; i++ {
+		_, err := db.ListEvents(ctx, store.EventFilter{ProductionID: pid, Kind: "requested", Before: 1 << 62, Limit: 10})
+		require.NoError(t, err)
+		_, err = db.ListJobs(ctx, store.JobFilter{ProductionID: pid, State: "requested", Limit: 10})
+		require.NoError(t, err)
+		_, err = db.CountJobs(ctx, pid, 5)
+		require.NoError(t, err)
+	}
+	conns := db.pool.AcquireAllIdle(ctx)
+	require.NotEmpty(t, conns)
+	for _, c := range conns {
+		var n int
+		require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements
+			WHERE (statement LIKE '%FROM leases_events WHERE%kind%' OR statement LIKE '%octet_length%'
+				OR statement LIKE '%GROUP BY state%') AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&n))
+		c.Release()
+		require.Zero(t, n, "an observation was prepared and cached")
+	}
+}
+
+// fillRealistic adds productions of n jobs each (in every state, each with
+// three events) in SQL, one production after the other as they are used,
+// then vacuums and analyzes; it returns the id of one in the middle.
+func fillRealistic(t *testing.T, u string, productions, n int) string {
+	t.Helper()
+	for _, st := range []string{
+		fmt.Sprintf(`INSERT INTO leases_productions SELECT 'p' || g, 'production ' || g, 1 FROM generate_series(1, %d) g`, productions),
+		fmt.Sprintf(`INSERT INTO leases_jobs (id, production_id, key, payload, state, worker, claimed_unix_us, expiry_unix_us,
+				requested_unix_us, updated_unix_us)
+			SELECT gen_random_uuid()::text, 'p' || p, 'k' || g, '\x00', (ARRAY['requested','claimed','completed','completed',
+				'completed','failed','cancelled'])[1 + g %% 7], 'w' || (g %% 20), g, g + 100, g, g
+			FROM generate_series(1, %d) p, generate_series(1, %d) g ORDER BY p, g`, productions, n),
+		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker)
+			SELECT j.requested_unix_us, j.production_id, j.id, k, j.worker
+			FROM leases_jobs j, unnest(ARRAY['requested', 'claimed', 'completed']) k ORDER BY j.seq, k`,
+		`VACUUM ANALYZE leases_productions`,
+		`VACUUM ANALYZE leases_jobs`,
+		`VACUUM ANALYZE leases_events`,
+	} {
+		pgtest.Exec(t, u, st)
+	}
+	return "p3"
+}

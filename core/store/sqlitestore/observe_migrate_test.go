@@ -1,0 +1,92 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/libleases/libleases/core/store"
+	"github.com/stretchr/testify/require"
+)
+
+// schemaOf is every table and index of the file, as SQLite stores their
+// definitions, sorted by name.
+func schemaOf(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.Query(`SELECT type || ' ' || name || ': ' || COALESCE(sql, '') FROM sqlite_schema ORDER BY name`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestASchema2FileIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "v2.db")
+	db, err := sql.Open("sqlite", "file:"+old)
+	require.NoError(t, err)
+	for _, st := range schemaV2 {
+		_, err := db.Exec(st)
+		require.NoError(t, err, st)
+	}
+	for _, st := range []string{
+		`INSERT INTO productions VALUES ('pid', 'p', 1)`,
+		`INSERT INTO jobs (id, production_id, key, payload, seq, state, requested_unix_us, updated_unix_us)
+			VALUES ('j1', 'pid', 'k', x'0102', 1, 'requested', 10, 10), ('j2', 'pid', NULL, x'', 2, 'completed', 11, 12)`,
+		`INSERT INTO events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
+			(11, 'pid', 'j2', 'requested'), (12, 'pid', 'j2', 'completed')`,
+	} {
+		_, err := db.Exec(st)
+		require.NoError(t, err, st)
+	}
+	require.NoError(t, db.Close())
+	require.NotContains(t, schemaOf(t, old), "events_by_kind")
+
+	s, err := Open(old, Options{}, func() int64 { return 99 })
+	require.NoError(t, err)
+	v, err := s.Pragma("user_version")
+	require.NoError(t, err)
+	require.Equal(t, "3", v)
+	ctx := context.Background()
+	js, err := s.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, js, 2)
+	require.Equal(t, "k", js[0].Key)
+	require.EqualValues(t, 2, js[0].PayloadSize)
+	es, err := s.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "completed", Before: 1 << 62, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	require.Equal(t, "j2", es[0].JobID)
+	require.NoError(t, s.Close())
+
+	// A migrated file has exactly the schema of a new one.
+	fresh := filepath.Join(dir, "v3.db")
+	s, err = Open(fresh, Options{}, func() int64 { return 0 })
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.Equal(t, schemaOf(t, fresh), schemaOf(t, old))
+	for _, idx := range []string{"events_by_job", "events_by_kind", "events_by_kind_time"} {
+		require.Contains(t, schemaOf(t, fresh), "index "+idx+":")
+	}
+}
+
+func TestEveryConnectionSetsTheWALSizeLimitAndCheckpointThreshold(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "wal.db"), Options{}, func() int64 { return 0 })
+	require.NoError(t, err)
+	defer s.Close()
+	for pragma, want := range map[string]string{"journal_size_limit": "16777216", "wal_autocheckpoint": "1000"} {
+		v, err := s.Pragma(pragma)
+		require.NoError(t, err)
+		require.Equal(t, want, v, pragma)
+	}
+}

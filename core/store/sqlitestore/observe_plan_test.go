@@ -1,0 +1,121 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// observedStatements is every statement of the bounded observations, with
+// the index range each must be.
+func observedStatements() map[string]storetest.Statement {
+	out := map[string]storetest.Statement{}
+	index := map[string]string{
+		"jobs":                   "SEARCH jobs USING INDEX jobs_by_order (production_id=? AND seq>?)",
+		"jobs key":               "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key=?)",
+		"jobs key+state":         "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key=?)",
+		"jobs id":                "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+		"jobs id+state":          "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+		"events":                 "SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+		"events production":      "SEARCH events USING INDEX events_by_production (production_id=? AND seq>? AND seq<?)",
+		"events production+kind": "SEARCH events USING INDEX events_by_kind (production_id=? AND kind=? AND seq>? AND seq<?)",
+		"events job":             "SEARCH events USING INDEX events_by_job (job_id=? AND seq>? AND seq<?)",
+		"events job+kind":        "SEARCH events USING INDEX events_by_job (job_id=? AND seq>? AND seq<?)",
+	}
+	for name, f := range storetest.JobPages("p") {
+		want, ok := index[name]
+		if !ok {
+			want = "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=? AND seq>?)" // one state
+		}
+		text, args := jobPageSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want}
+	}
+	for name, f := range storetest.EventPages("p") {
+		text, args := eventPageSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: index[name]}
+	}
+	out["productions"] = storetest.Statement{SQL: `SELECT id, name, created_unix_us FROM productions WHERE name > ? ORDER BY name LIMIT ?`, Args: []any{"a", 10}, Want: "SEARCH productions USING INDEX sqlite_autoindex_productions_2 (name>?)"}
+	out["count by state"] = storetest.Statement{SQL: countByStateSQL, Args: []any{"p"}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimable (production_id=?)"}
+	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us<?)"}
+	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{"p"}, Want: "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=?)"}
+	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{60, "p", "completed", 5}, Want: "SEARCH events USING COVERING INDEX events_by_kind_time (production_id=? AND kind=? AND at_unix_us>?)"}
+	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{"p", 5, 10}, Want: "SEARCH events USING INDEX events_by_kind_time (production_id=? AND kind=? AND at_unix_us>?)"}
+	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us>?)"}
+	return out
+}
+
+func queryPlan(t *testing.T, s *DB, text string, args []any) string {
+	t.Helper()
+	rows, err := s.db.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+text, args...)
+	require.NoError(t, err, text)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
+		plan = append(plan, detail)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(plan, "\n")
+}
+
+// TestEveryObservationIsAnIndexRange pins the plans of the listings, counts
+// and rates: each reads one index range (or a few, one per IN value) and
+// never scans a table or sorts a page, on an empty file (SQLite's own
+// estimates) and after ANALYZE of a realistic one.
+func TestEveryObservationIsAnIndexRange(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "plan.db"), Options{}, func() int64 { return 0 })
+	require.NoError(t, err)
+	defer s.Close()
+	check := func(when string) {
+		for name, st := range observedStatements() {
+			plan := queryPlan(t, s, st.SQL, st.Args)
+			require.Contains(t, plan, st.Want, "%s (%s)", name, when)
+			bad := []string{"SCAN jobs", "SCAN events", "SCAN productions", "TEMP B-TREE FOR ORDER BY"}
+			if name == "workers seen" {
+				bad = bad[:3] // it sorts its groups, one per worker, not rows
+			}
+			for _, b := range bad {
+				require.NotContains(t, plan, b, "%s (%s)", name, when)
+			}
+		}
+	}
+	check("empty")
+	fill(t, s, 3, 4000)
+	_, err = s.db.Exec(`ANALYZE`)
+	require.NoError(t, err)
+	check("analyzed")
+}
+
+// fill adds productions of n jobs each, in every state, with a few events
+// per job.
+func fill(t *testing.T, s *DB, productions, n int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.BeginWrite(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	states := []string{"requested", "claimed", "completed", "completed", "completed", "failed", "cancelled"}
+	for p := 0; p < productions; p++ {
+		pid := uuid.NewString()
+		require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: pid, Name: fmt.Sprintf("p%d", p), CreatedAt: 1}))
+		for i := 0; i < n; i++ {
+			j := store.Job{ID: uuid.NewString(), ProductionID: pid, Key: fmt.Sprintf("k%d", i), HasKey: true,
+				Payload: []byte("x"), State: states[i%len(states)], Worker: fmt.Sprintf("w%d", i%20),
+				ClaimedAt: int64(i), Expiry: int64(i + 100), RequestedAt: int64(i), UpdatedAt: int64(i)}
+			require.NoError(t, tx.InsertJob(ctx, j))
+			for _, kind := range []string{"requested", "claimed", "completed"} {
+				require.NoError(t, tx.InsertEvent(ctx, store.Event{At: int64(i), ProductionID: pid, JobID: j.ID, Kind: kind, Worker: j.Worker}))
+			}
+		}
+	}
+	require.NoError(t, tx.Commit())
+}
