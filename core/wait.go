@@ -15,6 +15,9 @@ import (
 // waits (the bindings wait in short slices anyway).
 const MaxWait = 24 * time.Hour
 
+// MaxWaitUS is MaxWait in microseconds (LEASES_MAX_WAIT_US).
+const MaxWaitUS int64 = 86_400_000_000
+
 // safetyPoll is how often a production's first waiter looks even though
 // nothing woke it (jittered by ±20%), when the store's watcher can miss
 // changes (PostgreSQL notices are lost with a dropped LISTEN connection) or
@@ -266,6 +269,7 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 // anything happens need not look again.
 func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waiter) (bool, error) {
 	epoch := w.Arm()
+	started := time.Now()
 	var now, at int64
 	var found, ok bool
 	var err error
@@ -292,7 +296,11 @@ func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waite
 	if found {
 		return true, nil
 	}
-	w.FoundNothing(epoch, untilWake(at, ok, now))
+	var until time.Duration // exact: how long after the clock was read something expires
+	if ok {
+		until = max(time.Duration(at-now)*time.Microsecond, time.Microsecond)
+	}
+	w.FoundNothing(epoch, started, until, minWakeIn)
 	return false, nil
 }
 

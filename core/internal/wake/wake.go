@@ -130,23 +130,34 @@ func (w *Waiter) Arm() uint64 {
 	return w.h.epoch
 }
 
-// FoundNothing records that the look started at epoch found nothing, and
-// asks for a wake of the queue after wakeIn at the latest (0: no request).
-func (w *Waiter) FoundNothing(epoch uint64, wakeIn time.Duration) {
+// FoundNothing records that the look started at epoch, at the local time
+// started, found nothing, and that something may become claimable by itself
+// wakeAfter after started (0: nothing will). The waiter's queue is woken
+// then (never sooner than minWake from now); until then, and until anything
+// happens, a joining waiter need not look. started must be taken before the
+// look read the authority's clock, so that the remembered time is never
+// later than the one the look saw coming.
+func (w *Waiter) FoundNothing(epoch uint64, started time.Time, wakeAfter, minWake time.Duration) {
 	h := w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := time.Now()
-	ql := quietLook{epoch: epoch, at: now}
-	if wakeIn > 0 {
-		ql.wakeAt = now.Add(wakeIn)
+	ql := quietLook{epoch: epoch, at: started}
+	if wakeAfter > 0 {
+		ql.wakeAt = started.Add(wakeAfter)
 		if !w.gone {
-			h.scheduleLocked(w.q, ql.wakeAt)
+			h.scheduleLocked(w.q, later(ql.wakeAt, time.Now().Add(minWake)))
 		}
 	}
 	if old, ok := h.quiet[w.key]; !ok || old.epoch <= epoch {
 		h.quiet[w.key] = ql
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Invalidate forgets every look that found nothing: something may have

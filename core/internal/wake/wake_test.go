@@ -167,7 +167,7 @@ func quietLookBy(t *testing.T, h *Hub, key string, wakeIn time.Duration) {
 	t.Helper()
 	w, _, err := h.Join(key)
 	require.NoError(t, err)
-	w.FoundNothing(w.Arm(), wakeIn)
+	w.FoundNothing(w.Arm(), time.Now(), wakeIn, 0)
 	w.Leave(false)
 }
 
@@ -198,7 +198,7 @@ func TestALookThatRacedAWakeIsNotTrusted(t *testing.T) {
 	require.NoError(t, err)
 	epoch := w.Arm()
 	h.Wake("p") // a commit during the look
-	w.FoundNothing(epoch, 0)
+	w.FoundNothing(epoch, time.Now(), 0, 0)
 	w.Leave(false)
 	require.True(t, joinLooks(t, h, "p"))
 }
@@ -224,4 +224,17 @@ func TestAQuietLookLapsesAtItsWakeTimeAndWithTheSafetyPoll(t *testing.T) {
 	require.False(t, joinLooks(t, s, "p"))
 	time.Sleep(60 * time.Millisecond)
 	require.True(t, joinLooks(t, s, "p"), "older than the safety poll")
+}
+
+func TestAQuietLookIsRememberedFromWhenItStartedNotFromWhenItEnded(t *testing.T) {
+	// A claim that expires 50 ms after the look started: a waiter that
+	// joins after then must look, however long the look itself took.
+	h := New(time.Hour)
+	w, _, err := h.Join("p")
+	require.NoError(t, err)
+	started := time.Now().Add(-40 * time.Millisecond) // a slow look
+	w.FoundNothing(w.Arm(), started, 50*time.Millisecond, time.Millisecond)
+	w.Leave(false)
+	time.Sleep(15 * time.Millisecond)
+	require.True(t, joinLooks(t, h, "p"), "the expiry the look saw coming has passed")
 }
