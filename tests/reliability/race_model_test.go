@@ -291,6 +291,13 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 			return nil
 		}
 		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry})}
+	case "expired":
+		// Born expired: the claim's sample before commit reached its own
+		// expiry, so nothing was committed; a whole duration passed in it.
+		if o.Ret-o.Call >= o.DurUS {
+			return []mState{s}
+		}
+		return nil
 	case "nothing_to_claim":
 		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {
@@ -301,7 +308,7 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 			}
 		}
 		return []mState{s}
-	case "busy", "clock_regressed":
+	case "busy", "clock_regressed", "interrupted":
 		return []mState{s}
 	}
 	return nil

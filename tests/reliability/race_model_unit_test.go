@@ -121,3 +121,11 @@ func TestLeaseModelKnowsAKeptAliveExpiryOnlyFromBelow(t *testing.T) {
 	failed.Kind = "closed"
 	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), &failed, claimOp("b", "j1", 200, 210, 205, 100)))
 }
+
+func TestLeaseModelAcceptsAClaimBornExpiredOnlyAfterItsDuration(t *testing.T) {
+	// A claim whose commit came after its own expiry committed nothing.
+	born := &raceOp{W: "a", Op: "claim", DurUS: 40, Call: 0, Ret: 48, Kind: "expired"}
+	require.Equal(t, porcupine.Ok, checkModel(born, claimOp("b", "j0", 50, 60, 55, 100)))
+	fast := &raceOp{W: "a", Op: "claim", DurUS: 40, Call: 0, Ret: 20, Kind: "expired"}
+	require.Equal(t, porcupine.Illegal, checkModel(fast))
+}
