@@ -87,6 +87,7 @@ const (
 // Bounds of waiting claims and keep-alives (docs/workers.md).
 const (
 	MaxWait              = core.MaxWait
+	MaxWaitUS            = core.MaxWaitUS
 	MinKeepAliveInterval = core.MinKeepAliveInterval
 )
 

@@ -353,7 +353,11 @@ func leasesgo_lease_import(h C.uintptr_t, token *C.char, out *C.uintptr_t) (st C
 //export leasesgo_lease_free
 func leasesgo_lease_free(h C.uintptr_t) {
 	defer recoverTo(new(C.int))
-	take(kindLease, uintptr(h)) // local memory only: never writes
+	// Local memory only: never writes. A keep-alive stops first, so that
+	// no renewal is written once free returns.
+	if o, ok := take(kindLease, uintptr(h)); ok {
+		o.(*core.Lease).StopKeepAlive()
+	}
 }
 
 // ---- edits -----------------------------------------------------------------

@@ -29,8 +29,8 @@ const (
 	KindSchemaTooNew
 	KindForked
 	KindInternal
-	// KindInterrupted: a wait was ended by its caller (a cancelled context,
-	// a C canceller). Only the waiting functions return it.
+	// KindInterrupted: a wait was ended by its caller, through a cancelled
+	// context or a C canceller; only the waiting functions return it.
 	KindInterrupted
 )
 
@@ -59,7 +59,7 @@ var kindNames = map[Kind]string{
 // Kinds lists every kind in status order.
 func Kinds() []Kind {
 	out := make([]Kind, 0, len(kindNames))
-	for k := KindInvalidArgument; k <= KindInternal; k++ {
+	for k := KindInvalidArgument; k <= KindInterrupted; k++ {
 		out = append(out, k)
 	}
 	return out
