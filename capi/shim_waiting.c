@@ -3,18 +3,11 @@
 // waits: a waiting thread is parked in Go, and every other thread goes on.
 #include "../include/leases.h"
 #include "_cgo_export.h"
-
-int leasesshim_forked(void);
-
-#define H(p) ((uintptr_t)(p))
-#define CHECK_FORK() do { if (leasesshim_forked()) return LEASES_FORKED; } while (0)
+#include "shim.h"
 
 leases_status leases_canceller_new(leases_canceller **out) {
 	CHECK_FORK();
-	uintptr_t h = 0;
-	leases_status st = leasesgo_canceller_new(out ? &h : NULL);
-	if (out) *out = (leases_canceller *)h;
-	return st;
+	OUT_HANDLE(leases_canceller, out, leasesgo_canceller_new(hp_));
 }
 
 leases_status leases_canceller_cancel(leases_canceller *canceller) {
@@ -31,11 +24,9 @@ leases_status leases_claim_wait(leases_authority *authority, const char *product
                                 const char *worker, int64_t duration_us, int64_t wait_us,
                                 leases_canceller *canceller, leases_lease **out) {
 	CHECK_FORK();
-	uintptr_t h = 0;
-	leases_status st = leasesgo_claim_wait(H(authority), (char *)production, (char *)worker, duration_us,
-	                                       wait_us, H(canceller), out ? &h : NULL);
-	if (out) *out = (leases_lease *)h;
-	return st;
+	OUT_HANDLE(leases_lease, out,
+	           leasesgo_claim_wait(H(authority), (char *)production, (char *)worker, duration_us, wait_us,
+	                               H(canceller), hp_));
 }
 
 leases_status leases_lease_keep_alive(leases_lease *lease, int64_t duration_us,

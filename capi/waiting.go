@@ -104,11 +104,7 @@ func leasesgo_claim_wait(h C.uintptr_t, production, worker *C.char, dur, wait C.
 //export leasesgo_lease_keep_alive
 func leasesgo_lease_keep_alive(h C.uintptr_t, dur, interval C.int64_t) (st C.int) {
 	defer recoverTo(&st)
-	l, err := leaseOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	d, err := core.ValidateDurationUS(int64(dur))
+	l, d, err := leaseAndDuration(h, dur)
 	if err != nil {
 		return status(err)
 	}
@@ -144,14 +140,20 @@ func reasonOut(out *C.int, why error) C.int {
 	return 0
 }
 
+// reasonArgs reads the lease of a call reporting through *out_reason,
+// which it clears.
+func reasonArgs(h C.uintptr_t, out *C.int) (*core.Lease, error) {
+	if out == nil {
+		return nil, invalid("out_reason is NULL")
+	}
+	*out = 0
+	return leaseOf(uintptr(h))
+}
+
 //export leasesgo_lease_check
 func leasesgo_lease_check(h C.uintptr_t, out *C.int) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out_reason is NULL"))
-	}
-	*out = 0
-	l, err := leaseOf(uintptr(h))
+	l, err := reasonArgs(h, out)
 	if err != nil {
 		return status(err)
 	}
@@ -167,11 +169,7 @@ func leasesgo_lease_check(h C.uintptr_t, out *C.int) (st C.int) {
 //export leasesgo_lease_wait_lost
 func leasesgo_lease_wait_lost(h C.uintptr_t, timeout C.int64_t, ch C.uintptr_t, out *C.int) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out_reason is NULL"))
-	}
-	*out = 0
-	l, err := leaseOf(uintptr(h))
+	l, err := reasonArgs(h, out)
 	if err != nil {
 		return status(err)
 	}
@@ -184,8 +182,7 @@ func leasesgo_lease_wait_lost(h C.uintptr_t, timeout C.int64_t, ch C.uintptr_t, 
 		return status(err)
 	}
 	if ctx.Err() != nil { // cancelled already: as promised, at once
-		return status(&core.Error{Kind: core.KindInterrupted, Err: context.Cause(ctx),
-			Msg: "the wait was interrupted (" + context.Cause(ctx).Error() + ")"})
+		return status(interruptedBy(ctx))
 	}
 	t := time.NewTimer(bound)
 	defer t.Stop()
@@ -195,7 +192,11 @@ func leasesgo_lease_wait_lost(h C.uintptr_t, timeout C.int64_t, ch C.uintptr_t, 
 	case <-t.C:
 		return 0
 	case <-ctx.Done():
-		return status(&core.Error{Kind: core.KindInterrupted, Err: context.Cause(ctx),
-			Msg: "the wait was interrupted (" + context.Cause(ctx).Error() + ")"})
+		return status(interruptedBy(ctx))
 	}
+}
+
+func interruptedBy(ctx context.Context) error {
+	return &core.Error{Kind: core.KindInterrupted, Err: context.Cause(ctx),
+		Msg: "the wait was interrupted (" + context.Cause(ctx).Error() + ")"}
 }

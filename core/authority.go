@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -101,19 +103,21 @@ func (a *Authority) Close() error {
 	// An edit left open would keep its transaction, and with PostgreSQL its
 	// row locks, until the process ends: roll each back (it then reports
 	// closed, and commits nothing).
-	a.mu.Lock()
-	open := make([]*Edit, 0, len(a.edits))
-	for e := range a.edits {
-		open = append(open, e)
-	}
-	a.mu.Unlock()
-	for _, e := range open {
+	for _, e := range lockedKeys(&a.mu, a.edits) {
 		e.Abort()
 	}
 	if err := a.b.Close(); err != nil {
 		return storageErr("close", err)
 	}
 	return nil
+}
+
+// lockedKeys lists m's keys under mu, so that each can then be acted on
+// without holding it.
+func lockedKeys[K comparable](mu *sync.Mutex, m map[K]struct{}) []K {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Collect(maps.Keys(m))
 }
 
 func (a *Authority) usable() error {

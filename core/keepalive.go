@@ -340,13 +340,7 @@ func (a *Authority) unkeep(l *Lease) {
 
 // stopKeepers stops every renewer (Close): their leases report closed.
 func (a *Authority) stopKeepers() {
-	a.mu.Lock()
-	ls := make([]*Lease, 0, len(a.keepers))
-	for l := range a.keepers {
-		ls = append(ls, l)
-	}
-	a.mu.Unlock()
-	for _, l := range ls {
+	for _, l := range lockedKeys(&a.mu, a.keepers) {
 		l.markLost(errf(KindClosed, "authority is closed"))
 		l.StopKeepAlive()
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,6 +32,25 @@ func (f *fixture) renewals(jobID string) int {
 		}
 	}
 	return n
+}
+
+// keptAlive is a lease on a fresh job of f, kept alive every 5 ms, once
+// its keep-alive has renewed at least renewals times.
+func (f *fixture) keptAlive(renewals int) (*Lease, string) {
+	f.t.Helper()
+	id := f.request(1)[0]
+	l := f.claim("w", time.Second)
+	require.NoError(f.t, l.KeepAlive(time.Second, KeepAliveInterval(5*time.Millisecond)))
+	testwait.Eventually(f.t, func() bool { return f.renewals(id) >= renewals })
+	return l, id
+}
+
+// requireNoMoreRenewals checks that nothing renews id any more.
+func (f *fixture) requireNoMoreRenewals(id string) {
+	f.t.Helper()
+	n := f.renewals(id)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(f.t, n, f.renewals(id), "a renewal was written after the keep-alive stopped")
 }
 
 func requireDone(t *testing.T, l *Lease, within time.Duration, kind Kind) {
@@ -77,14 +97,9 @@ func TestKeepAliveRenewsBeforeExpiryForTenTimesItsDuration(t *testing.T) {
 
 func TestStopKeepAliveWritesNothingAfterItReturns(t *testing.T) {
 	f := realFixture(t)
-	id := f.request(1)[0]
-	l := f.claim("w", time.Second)
-	require.NoError(t, l.KeepAlive(time.Second, KeepAliveInterval(5*time.Millisecond)))
-	eventually(t, func() bool { return f.renewals(id) >= 3 })
+	l, id := f.keptAlive(3)
 	l.StopKeepAlive()
-	n := f.renewals(id)
-	time.Sleep(100 * time.Millisecond)
-	require.Equal(t, n, f.renewals(id), "a renewal was written after StopKeepAlive returned")
+	f.requireNoMoreRenewals(id)
 	requireNotDone(t, l)
 	require.Equal(t, LeaseActive, l.State())
 	l.StopKeepAlive() // again: nothing
@@ -93,17 +108,12 @@ func TestStopKeepAliveWritesNothingAfterItReturns(t *testing.T) {
 
 func TestKeepAliveStopsWhenTheLeaseCloses(t *testing.T) {
 	f := realFixture(t)
-	id := f.request(1)[0]
-	l := f.claim("w", time.Second)
-	require.NoError(t, l.KeepAlive(time.Second, KeepAliveInterval(5*time.Millisecond)))
-	eventually(t, func() bool { return f.renewals(id) >= 1 })
+	l, id := f.keptAlive(1)
 	require.NoError(t, l.Release())
 	requireDone(t, l, time.Second, KindClosed)
 	require.Contains(t, l.Err().Error(), "released")
-	eventually(t, func() bool { f.a.mu.Lock(); defer f.a.mu.Unlock(); return len(f.a.keepers) == 0 })
-	n := f.renewals(id)
-	time.Sleep(50 * time.Millisecond)
-	require.Equal(t, n, f.renewals(id))
+	testwait.Eventually(t, func() bool { f.a.mu.Lock(); defer f.a.mu.Unlock(); return len(f.a.keepers) == 0 })
+	f.requireNoMoreRenewals(id)
 }
 
 func TestACoordinatorsCancelReachesAKeptAliveLeaseWithinOneInterval(t *testing.T) {
@@ -265,9 +275,7 @@ func TestKeepAliveAgainReplacesTheRenewer(t *testing.T) {
 	require.NoError(t, l.KeepAlive(time.Second, KeepAliveInterval(5*time.Millisecond)))
 	require.Len(t, f.a.keepers, 1)
 	l.StopKeepAlive()
-	n := f.renewals(id)
-	time.Sleep(50 * time.Millisecond)
-	require.Equal(t, n, f.renewals(id), "the first renewer kept running")
+	f.requireNoMoreRenewals(id) // the first renewer too
 }
 
 func TestCheckAsksTheStoreWithoutWritingAndReportsTheVerdict(t *testing.T) {

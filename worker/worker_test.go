@@ -17,6 +17,7 @@ import (
 	"github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/internal/pgtest"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -61,15 +62,6 @@ func states(t *testing.T, a *core.Authority) map[string]string {
 	return out
 }
 
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "the condition never held")
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func config() Config {
@@ -85,13 +77,7 @@ func runAsync(ctx context.Context, a *core.Authority, cfg Config, h Handler) <-c
 
 func result(t *testing.T, c <-chan error) error {
 	t.Helper()
-	select {
-	case err := <-c:
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run never returned")
-	}
-	return nil
+	return testwait.Receive(t, c, 30*time.Second, "Run")
 }
 
 func TestRunCompletesEveryJobWithTheFactsItsHandlerReturns(t *testing.T) {

@@ -92,6 +92,22 @@ type Looker interface {
 	Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error)
 }
 
+// Run runs fn on a goroutine of its own until the returned stop is called;
+// stop ends fn's context and returns once fn has returned. It is a watcher's
+// Watch made of its loop.
+func Run(fn func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Notifier is implemented by a Tx whose commits other hosts learn about
 // only if told (PostgreSQL). Claimable records that the production may have
 // a claimable job once this transaction commits; the notice is sent with the

@@ -1115,17 +1115,6 @@ static void test_panic_becomes_internal_status(void) {
 
 /* ---- waiting claims, keep-alive, cancellers (revision 1) ------------------ */
 
-static double since(const struct timespec *t0) {
-	struct timespec t1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-static void sleep_ms(int ms) {
-	struct timespec d = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&d, NULL);
-}
-
 /* How many events of kind the production's log holds. */
 static int count_events(leases_authority *a, const char *kind) {
 	char *json = NULL;
@@ -1159,13 +1148,12 @@ static void test_claim_wait_wakes_for_a_job_requested_while_it_waits(void) {
 	struct later w = {.after_ms = 100, .authority = a};
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = mono_now();
 	leases_lease *l = NULL;
 	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
 	CHECK(l != NULL);
 	/* Woken by the commit, not by a poll (SQLite's safety poll is 10 s). */
-	CHECK(since(&t0) < 5.0);
+	CHECK(seconds_since(t0) < 5.0);
 	CHECK(pthread_join(t, NULL) == 0);
 	CHECK_OK(leases_lease_complete(l, NULL));
 	leases_lease_free(l);
@@ -1176,12 +1164,11 @@ static void test_claim_wait_with_nothing_to_claim_returns_after_its_wait_and_wri
 	leases_authority *a = fresh("wait_nothing", NULL, 0);
 	char *before = NULL, *after = NULL;
 	CHECK_OK(leases_events_json(a, NULL, 0, &before));
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = mono_now();
 	leases_lease *l = (leases_lease *)&l;
 	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 100000, NULL, &l), LEASES_NOTHING_TO_CLAIM);
 	CHECK(l == NULL);
-	CHECK(since(&t0) >= 0.09);
+	CHECK(seconds_since(t0) >= 0.09);
 	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 0, NULL, &l), LEASES_NOTHING_TO_CLAIM); /* no wait: a claim */
 	CHECK_ST(leases_claim_wait(a, "nope", "w", 30 * SEC, 60 * SEC, NULL, &l), LEASES_NOT_FOUND); /* at once */
 	CHECK_OK(leases_events_json(a, NULL, 0, &after));
@@ -1199,12 +1186,11 @@ static void test_a_canceller_cancelled_from_another_thread_interrupts_a_wait(voi
 	struct later w = {.after_ms = 100, .canceller = c};
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = mono_now();
 	leases_lease *l = (leases_lease *)&l;
 	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, c, &l), LEASES_INTERRUPTED);
 	CHECK(l == NULL);
-	CHECK(since(&t0) < 5.0);
+	CHECK(seconds_since(t0) < 5.0);
 	CHECK(strstr(leases_last_error(), "interrupted") != NULL);
 	CHECK(pthread_join(t, NULL) == 0);
 	/* Sticky: every later wait given it ends at once, nothing claimed. */
@@ -1229,31 +1215,37 @@ static void test_closing_the_authority_ends_a_wait_with_closed(void) {
 	struct later w = {.after_ms = 100, .authority = a, .close = 1};
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = mono_now();
 	leases_lease *l = NULL;
 	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l), LEASES_CLOSED);
-	CHECK(since(&t0) < 5.0);
+	CHECK(seconds_since(t0) < 5.0);
 	CHECK(pthread_join(t, NULL) == 0);
+}
+
+/* Waits, at most 10 s, until the log holds n renewals. */
+static void await_renewals(leases_authority *a, int n) {
+	struct timespec t0 = mono_now();
+	while (count_events(a, "renewed") < n && seconds_since(t0) < 10.0) sleep_ms(10);
+	CHECK(count_events(a, "renewed") >= n);
+}
+
+/* Checks that the event log gets no renewal any more. */
+static void check_no_more_renewals(leases_authority *a) {
+	int n = count_events(a, "renewed");
+	sleep_ms(100);
+	CHECK(count_events(a, "renewed") == n);
 }
 
 static void test_a_kept_alive_lease_renews_and_a_freed_one_writes_nothing_after(void) {
 	leases_authority *a = fresh("keepalive_free", NULL, 0);
 	char *j = request(a, NULL);
-	leases_lease *l = NULL;
-	CHECK_OK(leases_claim(a, "p", "w", 2 * SEC, &l));
-	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 10000));
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (count_events(a, "renewed") < 3 && since(&t0) < 10.0) sleep_ms(10);
-	CHECK(count_events(a, "renewed") >= 3);
+	leases_lease *l = claim_kept_alive(a, 2 * SEC, 10000);
+	await_renewals(a, 3);
 	leases_status why = -1;
 	CHECK_OK(leases_lease_check(l, &why));
 	CHECK(why == LEASES_OK);
 	leases_lease_free(l); /* stops the renewer first */
-	int n = count_events(a, "renewed");
-	sleep_ms(100);
-	CHECK(count_events(a, "renewed") == n); /* the event log: nothing after free */
+	check_no_more_renewals(a); /* the event log: nothing after free */
 	CHECK(strcmp(job_state(a, j), "claimed") == 0);
 	leases_free(j);
 	leases_authority_close(a);
@@ -1262,18 +1254,12 @@ static void test_a_kept_alive_lease_renews_and_a_freed_one_writes_nothing_after(
 static void test_keep_alive_stop_writes_nothing_after_it_returns(void) {
 	leases_authority *a = fresh("keepalive_stop", NULL, 0);
 	char *j = request(a, NULL);
-	leases_lease *l = NULL;
-	CHECK_OK(leases_claim(a, "p", "w", 2 * SEC, &l));
-	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 10000));
+	leases_lease *l = claim_kept_alive(a, 2 * SEC, 10000);
 	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 0)); /* again: replaces it */
 	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 10000));
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (count_events(a, "renewed") < 2 && since(&t0) < 10.0) sleep_ms(10);
+	await_renewals(a, 2);
 	CHECK_OK(leases_lease_keep_alive_stop(l));
-	int n = count_events(a, "renewed");
-	sleep_ms(100);
-	CHECK(count_events(a, "renewed") == n);
+	check_no_more_renewals(a);
 	CHECK_OK(leases_lease_keep_alive_stop(l)); /* none runs: fine */
 	CHECK_OK(leases_lease_complete(l, NULL));
 	leases_lease_free(l);
@@ -1284,20 +1270,17 @@ static void test_keep_alive_stop_writes_nothing_after_it_returns(void) {
 static void test_a_coordinators_cancel_reaches_a_kept_alive_lease(void) {
 	leases_authority *a = fresh("keepalive_cancel", NULL, 0);
 	char *j = request(a, NULL);
-	leases_lease *l = NULL;
-	CHECK_OK(leases_claim(a, "p", "w", 3600 * SEC, &l));
-	CHECK_OK(leases_lease_keep_alive(l, 3600 * SEC, 50000));
+	leases_lease *l = claim_kept_alive(a, 3600 * SEC, 50000);
 	leases_status why = -1;
 	CHECK_OK(leases_lease_wait_lost(l, 0, NULL, &why)); /* no wait: not lost */
 	CHECK(why == LEASES_OK);
 	CHECK_OK(leases_lease_wait_lost(l, 50000, NULL, &why)); /* the timeout passes */
 	CHECK(why == LEASES_OK);
 	CHECK_OK(leases_cancel(a, "p", j));
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = mono_now();
 	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why));
 	CHECK(why == LEASES_CANCELLED);
-	CHECK(since(&t0) < 5.0); /* one renewal interval, not the hour */
+	CHECK(seconds_since(t0) < 5.0); /* one renewal interval, not the hour */
 	CHECK(strstr(leases_last_error(), "cancelled") != NULL);
 	CHECK_OK(leases_lease_check(l, &why));
 	CHECK(why == LEASES_CANCELLED);
@@ -1412,10 +1395,9 @@ static void test_a_claim_expiring_on_the_authoritys_clock_wakes_a_waiter(void) {
 	struct clock_jump jump = {a, t + 7200 * SEC};
 	pthread_t tid;
 	CHECK(pthread_create(&tid, NULL, do_clock_jump, &jump) == 0);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = mono_now();
 	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
-	CHECK(since(&t0) < 5.0);
+	CHECK(seconds_since(t0) < 5.0);
 	CHECK(pthread_join(tid, NULL) == 0);
 	CHECK_OK(leases_lease_release(l));
 	leases_lease_free(l);

@@ -248,16 +248,9 @@ struct request_later {
 
 static void *request_after_100ms(void *arg) {
 	struct request_later *r = arg;
-	struct timespec d = {0, 100000000L};
-	nanosleep(&d, NULL);
+	sleep_ms(100);
 	r->job = request(r->authority, NULL);
 	return NULL;
-}
-
-static double seconds_since(const struct timespec *t0) {
-	struct timespec t1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 static void test_a_waiting_claim_takes_a_job_another_handle_requests_on_postgres(void) {
@@ -268,11 +261,10 @@ static void test_a_waiting_claim_takes_a_job_another_handle_requests_on_postgres
 	struct request_later r = {b, NULL};
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, request_after_100ms, &r) == 0);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = mono_now();
 	leases_lease *l = NULL;
 	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
-	CHECK(seconds_since(&t0) < 5.0);
+	CHECK(seconds_since(t0) < 5.0);
 	CHECK(pthread_join(t, NULL) == 0);
 	char *id = NULL;
 	CHECK_OK(leases_lease_job_id(l, &id));
@@ -289,9 +281,7 @@ static void test_a_coordinators_cancel_reaches_a_kept_alive_lease_on_postgres(vo
 	char loc[1024];
 	leases_authority *a = fresh("keepalive", loc, sizeof loc);
 	char *j = request(a, NULL);
-	leases_lease *l = NULL;
-	CHECK_OK(leases_claim(a, "p", "w", 3600 * SEC, &l));
-	CHECK_OK(leases_lease_keep_alive(l, 3600 * SEC, 50000));
+	leases_lease *l = claim_kept_alive(a, 3600 * SEC, 50000);
 	leases_status why = -1;
 	CHECK_OK(leases_lease_check(l, &why));
 	CHECK(why == LEASES_OK);

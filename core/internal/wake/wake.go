@@ -232,25 +232,21 @@ func (h *Hub) Wake(key string) {
 
 // WakeAny wakes the head of every queue: something changed, and which key
 // it concerns is not known.
-func (h *Hub) WakeAny() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.epoch++
-	for _, q := range h.queues {
-		if q.head != nil {
-			signalLocked(q.head)
-		}
-	}
-}
+func (h *Hub) WakeAny() { h.wakeQueues(false) }
 
 // WakeAll wakes every waiter of every queue.
-func (h *Hub) WakeAll() {
+func (h *Hub) WakeAll() { h.wakeQueues(true) }
+
+func (h *Hub) wakeQueues(all bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.epoch++
 	for _, q := range h.queues {
 		for w := q.head; w != nil; w = w.next {
 			signalLocked(w)
+			if !all {
+				break
+			}
 		}
 	}
 }

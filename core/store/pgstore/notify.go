@@ -79,16 +79,7 @@ func (db *DB) MissesChanges() bool { return true }
 // called, on a connection of its own (never one of the pool's). After every
 // (re)connection it reports "": notices sent while nobody listened are lost.
 func (db *DB) Watch(changed func(productionID string)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		db.listen(ctx, changed)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return store.Run(func(ctx context.Context) { db.listen(ctx, changed) })
 }
 
 func (db *DB) listen(ctx context.Context, changed func(string)) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/internal/pgtest"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,13 +24,7 @@ func watch(t *testing.T, db *DB) <-chan string {
 
 func next(t *testing.T, c <-chan string) string {
 	t.Helper()
-	select {
-	case id := <-c:
-		return id
-	case <-time.After(10 * time.Second):
-		t.Fatal("no report from the watcher")
-	}
-	return ""
+	return testwait.Receive(t, c, 10*time.Second, "the watcher")
 }
 
 func quiet(t *testing.T, c <-chan string) {

@@ -61,16 +61,7 @@ func (s *DB) MissesChanges() bool { return false }
 // Watch watches for commits until stop is called. The production of a
 // change is unknown: changed gets "".
 func (s *DB) Watch(changed func(productionID string)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.watch(ctx, changed)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return store.Run(func(ctx context.Context) { s.watch(ctx, changed) })
 }
 
 func (s *DB) watch(ctx context.Context, changed func(string)) {

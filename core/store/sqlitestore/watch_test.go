@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,12 +26,7 @@ func watching(t *testing.T, s *DB) (<-chan string, func()) {
 	t.Helper()
 	changes := make(chan string, 100)
 	stop := s.Watch(func(id string) { changes <- id })
-	select {
-	case id := <-changes:
-		require.Empty(t, id)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watcher never said it was ready")
-	}
+	require.Empty(t, testwait.Receive(t, changes, 10*time.Second, "the watcher's readiness"))
 	return changes, stop
 }
 
@@ -62,13 +58,8 @@ func TestTheWatcherSeesAnotherConnectionsCommitWithoutWritingOrTheWriterLock(t *
 	require.Equal(t, before, after, "the watcher committed something")
 	start := time.Now()
 	require.NoError(t, tx.Commit())
-	select {
-	case id := <-changes:
-		require.Empty(t, id, "a file change names no production")
-		require.Less(t, time.Since(start), 5*time.Second)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the commit went unnoticed")
-	}
+	require.Empty(t, testwait.Receive(t, changes, 10*time.Second, "the commit"), "a file change names no production")
+	require.Less(t, time.Since(start), 5*time.Second)
 }
 
 func TestStoppingTheWatcherEndsItsReports(t *testing.T) {
@@ -166,9 +157,5 @@ func TestPollingFindsACommitWithoutFileEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "p1", Name: "p1", CreatedAt: 1}))
 	require.NoError(t, tx.Commit())
-	select {
-	case <-changes:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the commit went unnoticed")
-	}
+	testwait.Receive(t, changes, 10*time.Second, "the commit")
 }

@@ -366,6 +366,17 @@ func waitingRows(o *opts, lb string, pgEnv []string) []*row {
 	return rows
 }
 
+// waitingOf lists section 8's rows of one kind: wake, idle or loop.
+func waitingOf(rows []*row, kind string) []*row {
+	var out []*row
+	for _, r := range rows {
+		if r.section == "waiting" && strings.HasPrefix(r.name, kind+"|") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // renderWaiting is section 8 of the table.
 func renderWaiting(o *opts, b *strings.Builder, rows []*row, n string) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
@@ -375,10 +386,7 @@ func renderWaiting(o *opts, b *strings.Builder, rows []*row, n string) {
 	p("Wake latency: a request commits (the requester's `RequestJob` returned) → a worker blocked in a waiting claim\n" +
 		"holds the lease (its `ClaimWait` returned); the worker is idle when each request comes (20–60 ms apart).\n\n")
 	p("| store | waiter in | p50 | p99 |\n|---|---|---:|---:|\n")
-	for _, r := range rows {
-		if r.section != "waiting" || !strings.HasPrefix(r.name, "wake|") {
-			continue
-		}
+	for _, r := range waitingOf(rows, "wake") {
 		if s := status(r); s != "" {
 			p("| %s | %s | %s | |\n", field(r, 1), field(r, 2), s)
 			continue
@@ -390,10 +398,7 @@ func renderWaiting(o *opts, b *strings.Builder, rows []*row, n string) {
 	p("\nIdle cost: 16 waiting claims on a production with nothing to claim, measured over %s s after they settled.\n\n",
 		fmt.Sprint(max(3*o.scale, 0.3)))
 	p("| store | waiters | CPU, %% of one core (all of them) | SQLite WAL frames written |\n|---|---|---:|---:|\n")
-	for _, r := range rows {
-		if r.section != "waiting" || !strings.HasPrefix(r.name, "idle|") {
-			continue
-		}
+	for _, r := range waitingOf(rows, "idle") {
 		if s := status(r); s != "" {
 			p("| %s | %s | %s | |\n", field(r, 1), field(r, 2), s)
 			continue
@@ -407,8 +412,8 @@ func renderWaiting(o *opts, b *strings.Builder, rows []*row, n string) {
 	p("\nWorker loop: %d requested jobs through `worker.Run` (no-op handler, each lease kept alive) next to today's\n"+
 		"claim-and-sleep loop (`Claim`; `Complete`; on nothing to claim, sleep 50 ms), W workers in one process.\n\n", o.n(300))
 	p("| store | workers | worker loop jobs/s | claim-and-sleep jobs/s | loop ÷ claim-and-sleep | loop CPU µs/job |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		if r.section != "waiting" || !strings.HasPrefix(r.name, "loop|") || field(r, 3) != "loop" {
+	for _, r := range waitingOf(rows, "loop") {
+		if field(r, 3) != "loop" {
 			continue
 		}
 		poll := find(rows, "waiting", strings.TrimSuffix(r.name, "loop")+"poll")
