@@ -1,21 +1,27 @@
-# C ABI: build/libleases.so (release), build/test/libleases.so (leasestest
-# build with include/leases_testing.h), the ABI checks and the C tests.
+# C ABI: build/libleases.so (release, stripped), build/libleases.a (release
+# static archive, stripped), build/test/libleases.so (leasestest build with
+# include/leases_testing.h and its symbols), the ABI checks and the C tests.
+# Every library is built by mk/golib.sh, the recipe CMake, the Rust crate and
+# the Python sdist run too.
 
 CAPI_SO       := $(BUILD)/libleases.so
+CAPI_A        := $(BUILD)/libleases.a
 CAPI_TEST_SO  := $(BUILD)/test/libleases.so
 CAPI_CGO_DIR  := $(BUILD)/cgo
 CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.h capi/*.map leases.go core/*.go core/*/*.go core/*/*/*.go) \
-                 go.mod go.sum VERSION abi/VERSION abi/REVISION include/leases.h include/leases_testing.h mk/20-capi.mk
+                 go.mod go.sum VERSION abi/VERSION abi/REVISION include/leases.h include/leases_testing.h \
+                 mk/20-capi.mk mk/golib.sh
 CAPI_CGO_CFLAGS := -g -O2 -DLEASES_RELEASE_VERSION=$(VERSION)
 # The SONAME carries the incompatible-ABI number (docs/ABI.md), which never
 # changes; additions are revisions, versioned per symbol by capi/leases.map
 # (LEASES_1.N), so a program using a newer function refuses an older library.
 # The test build adds the seam's own node (capi/leases_testing.map).
-# gcc's -Wl splits on commas, so the linker options travel in one word.
 ABI           := $(shell cat abi/VERSION)
 CAPI_SONAME   := libleases.so.$(ABI)
-CAPI_LDFLAGS  := -extldflags=-Wl,--version-script=$(ROOT)/capi/leases.map,-soname,$(CAPI_SONAME)
-CAPI_TEST_LDFLAGS := -extldflags=-Wl,--version-script=$(ROOT)/capi/leases.map,--version-script=$(ROOT)/capi/leases_testing.map,-soname,$(CAPI_SONAME)
+# What a program linking libleases.a needs besides it (the Go runtime's
+# threads, cgo's DNS lookups; both are in libc from glibc 2.34 on).
+CAPI_STATIC_LIBS := -lpthread -lresolv
+GOLIB         := GO=$(GO) sh mk/golib.sh
 
 CTEST_DIR     := $(BUILD)/test/c
 CTEST_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Iinclude -I$(CTEST_DIR)
@@ -23,26 +29,19 @@ CTEST_SRCS    := $(wildcard tests/c/*.c tests/c/*.h)
 VALGRIND      ?= valgrind
 
 .PHONY: capi test-abi test-capi test-capi-valgrind abi-generate
-BUILD_TARGETS += $(CAPI_SO) $(CAPI_TEST_SO)
+BUILD_TARGETS += $(CAPI_SO) $(CAPI_A) $(CAPI_TEST_SO)
 TEST_TARGETS  += test-abi test-capi test-capi-valgrind
 
-capi: $(CAPI_SO) $(CAPI_TEST_SO) ## build the release and test C libraries
+capi: $(CAPI_SO) $(CAPI_A) $(CAPI_TEST_SO) ## build the release (shared, static) and test C libraries
 
-# go build also writes the cgo header next to the library; it is internal, so
-# it moves to build/cgo/ and include/leases.h stays the only contract.
 $(CAPI_SO): $(CAPI_SRCS)
-	@mkdir -p $(@D) $(CAPI_CGO_DIR)
-	CGO_ENABLED=1 CGO_CFLAGS="$(CAPI_CGO_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared \
-		-ldflags="$(CAPI_LDFLAGS)" -o $@ ./capi
-	mv $(basename $@).h $(CAPI_CGO_DIR)/libleases_release_cgo.h
-	ln -sfn libleases.so $(@D)/$(CAPI_SONAME)
+	$(GOLIB) shared $@
+
+$(CAPI_A): $(CAPI_SRCS)
+	$(GOLIB) static $@
 
 $(CAPI_TEST_SO): $(CAPI_SRCS)
-	@mkdir -p $(@D) $(CAPI_CGO_DIR)
-	CGO_ENABLED=1 CGO_CFLAGS="$(CAPI_CGO_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared -tags leasestest \
-		-ldflags="$(CAPI_TEST_LDFLAGS)" -o $@ ./capi
-	mv $(basename $@).h $(CAPI_CGO_DIR)/libleases_test_cgo.h
-	ln -sfn libleases.so $(@D)/$(CAPI_SONAME)
+	$(GOLIB) test $@
 
 $(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json tests/vectors/durations.json VERSION abi/VERSION abi/REVISION
 	python3 tests/c/gen_vectors.py $(ROOT) $@
@@ -86,10 +85,18 @@ $(CTEST_DIR)/valgrind_canary: tests/c/valgrind_canary.c include/leases.h $(CAPI_
 	$(CC) -std=c11 -g -Iinclude $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
 # The PostgreSQL C tests run under valgrind too: pgx's networking is Go code
-# (net.*, crypto/*, ...), suppressed like the rest of the Go runtime.
-test-capi-valgrind: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_pg $(CTEST_DIR)/valgrind_canary ## the C tests (SQLite and PostgreSQL) under valgrind: zero errors outside the Go runtime
+# (net.*, crypto/*, ...), suppressed like the rest of the Go runtime. The
+# suppressions name Go functions, which the stripped release library no longer
+# carries, so under valgrind they link the test library (every release
+# function, with its symbols).
+$(CTEST_DIR)/test_capi_pg_symbols: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h include/leases.h $(CAPI_TEST_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
+		-L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
+
+test-capi-valgrind: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_pg_symbols $(CTEST_DIR)/valgrind_canary ## the C tests (SQLite and PostgreSQL) under valgrind: zero errors outside the Go runtime
 	GODEBUG=asyncpreemptoff=1 LEASES_UNDER_VALGRIND=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi
-	$(PG_RUN) env GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi_pg
+	$(PG_RUN) env GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi_pg_symbols
 	@rm -f $(CTEST_DIR)/canary.db*
 	@if GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/valgrind_canary \
 		$(CTEST_DIR)/canary.db > $(CTEST_DIR)/canary.log 2>&1; then \

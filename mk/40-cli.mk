@@ -1,4 +1,4 @@
-# CLI: build/leases (release build, version from VERSION) and an end-to-end
+# CLI: build/leases (release build, stripped, version from VERSION) and an end-to-end
 # smoke test of that binary (SQLite, then PostgreSQL). The CLI's own
 # subprocess tests (cmd/leases, run against a leasestest build) already run in
 # test-go.
@@ -14,7 +14,7 @@ cli: $(CLI_BIN) ## build the leases CLI (build/leases)
 
 $(CLI_BIN): $(CLI_SRCS)
 	@mkdir -p $(@D)
-	$(GO) build -trimpath -ldflags="-X main.version=$(VERSION)" -o $@ ./cmd/leases
+	$(GO) build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o $@ ./cmd/leases
 
 # The PostgreSQL smoke test (a postgres:// URL in --db and $$LEASES_DB) runs
 # under $(PG_RUN); the CLI's Go tests on PostgreSQL (cmd/leases/postgres_test.go)

@@ -9,7 +9,7 @@ CPP_ASAN_BUILD := $(BUILD)/cpp-asan
 CPP_PKG_BUILD  := $(BUILD)/cpp-install
 CPP_JOBS       ?= 2
 PREFIX         ?= /usr/local
-CPP_CMAKE      := cmake -G Ninja -DLEASES_ROOT=$(ROOT) \
+CPP_CMAKE      := cmake -G Ninja -DLEASES_ROOT=$(ROOT) -DLEASES_STATIC_LIBRARY=$(ROOT)/$(CAPI_A) \
                   -DLEASES_LIBRARY=$(ROOT)/$(CAPI_SO) -DLEASES_TEST_LIBRARY=$(ROOT)/$(CAPI_TEST_SO)
 
 .PHONY: test-cpp test-cpp-unit test-cpp-asan test-cpp-install cpp-tools install install-cpp
@@ -40,13 +40,13 @@ test-cpp-asan: $(CAPI_TEST_SO) cpp-tools ## C++ tests built with -fsanitize=addr
 	cmake --build $(CPP_ASAN_BUILD) -j $(CPP_JOBS)
 	cd $(CPP_ASAN_BUILD) && $(PG_RUN) env UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(CPP_JOBS)
 
-test-cpp-install: $(CAPI_SO) cpp-tools ## make install into a temporary prefix; find_package, pkg-config, executor
+test-cpp-install: $(CAPI_SO) $(CAPI_A) cpp-tools ## make install into a temporary prefix; find_package, pkg-config, executor
 	bash $(CPP_DIR)/tests/install_test.sh $(ROOT)
 
 # A prerequisite only, so another component can add its own install steps.
 install: install-cpp ## install libleases.so.N (+ libleases.so link), leases.h, leases.hpp, CMake package, leases.pc and the leases CLI (PREFIX=/usr/local)
 
-install-cpp: $(CAPI_SO)
+install-cpp: $(CAPI_SO) $(CAPI_A)
 	@if ! command -v cmake >/dev/null; then $(MAKE) --no-print-directory cpp-tools; fi
 	rm -rf $(CPP_PKG_BUILD)
 	$(CPP_CMAKE) -S $(CPP_DIR) -B $(CPP_PKG_BUILD) -DLEASES_BUILD_TESTS=OFF \

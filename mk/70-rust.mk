@@ -1,8 +1,10 @@
 # Rust projection (bindings/rust, crate `leases`): its tests against the
-# release library, again with --features testing against the test library
-# (clock, busy and internal statuses), doc tests, rustdoc without warnings,
-# and clippy. Both test runs include tests/postgres.rs, so they run under
-# $(PG_RUN) (a PostgreSQL server, required).
+# release archive build/libleases.a (the crate's default link), again with
+# --features testing against the test library (clock, busy and internal
+# statuses; shared), doc tests, rustdoc without warnings, and clippy. Both
+# test runs include tests/postgres.rs, so they run under $(PG_RUN) (a
+# PostgreSQL server, required). test-rust-install packages the crate and
+# builds a fresh project on it outside the repository.
 
 CARGO      ?= cargo
 RUST_DIR   := bindings/rust
@@ -13,7 +15,7 @@ RUST_FLAGS := --locked -j 2
 .PHONY: test-rust
 TEST_TARGETS += test-rust
 
-test-rust: $(CAPI_SO) $(CAPI_TEST_SO) ## Rust crate: tests (release and test library), doc tests, rustdoc, clippy
+test-rust: $(CAPI_A) $(CAPI_TEST_SO) ## Rust crate: tests (release and test library), doc tests, rustdoc, clippy
 	cd $(RUST_DIR) && $(PG_RUN) env $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) test $(RUST_FLAGS) --all-targets
 	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) test $(RUST_FLAGS) --doc
 	cd $(RUST_DIR) && $(PG_RUN) env $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD)/test $(CARGO) test $(RUST_FLAGS) --features testing --all-targets
@@ -22,3 +24,27 @@ test-rust: $(CAPI_SO) $(CAPI_TEST_SO) ## Rust crate: tests (release and test lib
 	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) clippy $(RUST_FLAGS) --all-targets -- -D warnings
 	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD)/test \
 		$(CARGO) clippy $(RUST_FLAGS) --all-targets --features testing -- -D warnings
+
+# The crate as a user gets it: `cargo package` of a staged copy of the crate
+# with golib/ (the library's Go sources, mk/golib_sources.py) beside it, so
+# the packaged crate builds libleases.a by itself. cargo verifies the package
+# by building it, outside the repository's layout, with no LEASES_LIB_DIR.
+RUST_CRATE_DIR := $(BUILD)/rust-crate
+RUST_CRATE     := $(RUST_CRATE_DIR)/package/leases-$(VERSION).crate
+
+.PHONY: rust-crate test-rust-install
+TEST_TARGETS += test-rust-install
+
+rust-crate: ## cargo package: build/rust-crate/package/leases-VERSION.crate, the crate with its Go sources
+	rm -rf $(RUST_CRATE_DIR) && mkdir -p $(RUST_CRATE_DIR)/leases
+	cp -r $(RUST_DIR)/Cargo.toml $(RUST_DIR)/Cargo.lock $(RUST_DIR)/build.rs $(RUST_DIR)/src $(RUST_CRATE_DIR)/leases/
+	python3 mk/golib_sources.py $(ROOT) $(RUST_CRATE_DIR)/leases/golib
+	cd $(RUST_CRATE_DIR)/leases && env -u LEASES_LIB_DIR $(CARGO) package --locked --allow-dirty -j 2 \
+		--target-dir $(ROOT)/$(RUST_CRATE_DIR)
+	@ls -l $(RUST_CRATE)
+
+# A fresh cargo project outside the repository depends on the packaged crate
+# and builds and runs the README's example twice, with no LEASES_* variable:
+# build.rs builds libleases.a from golib/ with Go; nothing is needed at run time.
+test-rust-install: rust-crate ## a fresh cargo project outside the repository builds on the packaged crate (no environment) and runs
+	bash $(RUST_DIR)/tests/install_test.sh $(ROOT) $(ROOT)/$(RUST_CRATE)

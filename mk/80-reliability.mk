@@ -28,7 +28,7 @@ $(REL_DIR)/race_worker_cpp: tests/reliability/race/race_worker.cpp include/lease
 	$(CXX) -std=c++17 -g -O1 -Wall -Wextra -Werror -Iinclude -I$(CPP_DIR)/include $< -o $@ \
 		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
 
-$(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(wildcard $(RUST_DIR)/src/*.rs) $(CAPI_SO)
+$(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(wildcard $(RUST_DIR)/src/*.rs) $(CAPI_A)
 	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) build $(RUST_FLAGS) --example race_worker
 
 # The clock-fault test and the ABI fuzzer link the test library (clock seam,

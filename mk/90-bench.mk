@@ -39,7 +39,7 @@ $(BENCH_CB): bench/c/cbench.c include/leases.h $(CAPI_SO)
 
 # The binding programs are best effort: a binding that does not build yet
 # leaves its rows saying so ("binding not yet landed") instead of a figure.
-bench-bindings: $(CAPI_SO)
+bench-bindings: $(CAPI_SO) $(CAPI_A)
 	@rm -f $(BENCH_CPP) $(BENCH_RS)
 	-$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
 		-o $(BENCH_CPP) -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)

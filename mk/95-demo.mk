@@ -26,8 +26,8 @@ $(DEMO_CPP): demo/cpp_worker.cpp bindings/cpp/include/leases/leases.hpp include/
 		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
 
 # cargo decides what to rebuild; touch gives make a fresh timestamp.
-$(DEMO_RUST): $(wildcard demo/rust-worker/Cargo.* demo/rust-worker/build.rs demo/rust-worker/src/*.rs) \
-              $(wildcard bindings/rust/Cargo.* bindings/rust/build.rs bindings/rust/src/*.rs) $(CAPI_SO)
+$(DEMO_RUST): $(wildcard demo/rust-worker/Cargo.* demo/rust-worker/src/*.rs) \
+              $(wildcard bindings/rust/Cargo.* bindings/rust/build.rs bindings/rust/src/*.rs) $(CAPI_A)
 	cd demo/rust-worker && CARGO_TARGET_DIR=$(ROOT)/$(DEMO_BUILD)/rust LEASES_LIB_DIR=$(ROOT)/$(BUILD) \
 		$(CARGO) build --release --locked -j 2 --quiet
 	touch $@
@@ -45,5 +45,5 @@ test-demo: $(DEMO_DEPS) ## make demo in a quick mode, its summary checked, no to
 .PHONY: test-readme
 TEST_TARGETS += test-readme
 
-test-readme: $(CAPI_SO) $(CLI_BIN) ## build and run every example of README.md, no token in their output
+test-readme: $(CAPI_SO) $(CAPI_A) $(CLI_BIN) ## build and run every example of README.md, no token in their output
 	python3 tests/readme/run_examples.py $(ROOT)

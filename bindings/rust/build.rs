@@ -1,39 +1,128 @@
-// Links libleases: from $LEASES_LIB_DIR, else the checkout's build/ (or
-// build/test/ with the `testing` feature, the library with the test seam).
-// The rpath lets test binaries find the library without LD_LIBRARY_PATH.
+// Links libleases into the crate, so a depending crate needs no build script
+// of its own (docs/rust.md, "Linking"):
+// - default: the static archive libleases.a, from $LEASES_LIB_DIR when set,
+//   else built from the Go sources by mk/golib.sh (the copy `cargo package`
+//   ships in golib/, or the checkout this crate lives in), like rusqlite's
+//   `bundled`: that needs Go 1.26+ and a C compiler;
+// - feature `dynamic`: libleases.so from $LEASES_LIB_DIR, else the checkout's
+//   build/, else pkg-config's `leases`;
+// - feature `testing` (implies `dynamic`): the test library, build/test/.
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=LEASES_LIB_DIR");
+    println!("cargo:rerun-if-env-changed=GO");
 
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let testing = env::var_os("CARGO_FEATURE_TESTING").is_some();
-    let dir = match env::var_os("LEASES_LIB_DIR").filter(|v| !v.is_empty()) {
+    let lib_dir = env::var_os("LEASES_LIB_DIR").filter(|v| !v.is_empty()).map(|d| {
         // A relative LEASES_LIB_DIR is relative to this crate (cargo runs
         // build scripts there); make passes an absolute one.
-        Some(d) => manifest.join(d),
-        None => {
-            let build = manifest.join("..").join("..").join("build");
-            if testing {
-                build.join("test")
-            } else {
-                build
-            }
-        }
-    };
-    let dir = dir.canonicalize().unwrap_or(dir);
+        let d = manifest.join(d);
+        d.canonicalize().unwrap_or(d)
+    });
+    if env::var_os("CARGO_FEATURE_DYNAMIC").is_some() {
+        link_shared(&manifest, lib_dir);
+    } else {
+        link_static(&manifest, lib_dir);
+    }
+}
 
-    if !dir.join("libleases.so").exists() {
-        println!(
-            "cargo:warning=libleases.so not found in {}; run `make build/libleases.so` (or build/test/libleases.so for --features testing) or set LEASES_LIB_DIR",
-            dir.display()
+/// The Go sources: golib/ in a packaged crate, else the enclosing checkout.
+fn go_sources(manifest: &Path) -> Option<PathBuf> {
+    [manifest.join("golib"), manifest.join("..").join("..")]
+        .into_iter()
+        .find(|root| root.join("go.mod").is_file() && root.join("mk").join("golib.sh").is_file())
+}
+
+fn link_static(manifest: &Path, lib_dir: Option<PathBuf>) {
+    let dir = match lib_dir {
+        Some(dir) => {
+            if !dir.join("libleases.a").is_file() {
+                panic!(
+                    "LEASES_LIB_DIR={} has no libleases.a (the static library this crate links by default): \
+                     point it at a directory that has one (`make build/libleases.a`, or a `make install` \
+                     prefix's lib/), unset it to build the library from source with Go, or enable the \
+                     `dynamic` feature to link libleases.so",
+                    dir.display()
+                );
+            }
+            dir
+        }
+        None => build_from_source(manifest),
+    };
+    println!("cargo:rustc-link-search=native={}", dir.display());
+    println!("cargo:rustc-link-lib=static=leases");
+    // The Go runtime's threads and cgo's DNS lookups (in libc from glibc 2.34 on).
+    println!("cargo:rustc-link-lib=dylib=pthread");
+    println!("cargo:rustc-link-lib=dylib=resolv");
+    println!("cargo:lib_dir={}", dir.display());
+}
+
+fn build_from_source(manifest: &Path) -> PathBuf {
+    let Some(root) = go_sources(manifest) else {
+        panic!(
+            "libleases: no Go sources to build the library from (neither {}/golib nor a libleases \
+             checkout around the crate); set LEASES_LIB_DIR to a directory holding libleases.a",
+            manifest.display()
         );
+    };
+    for watched in ["go.mod", "go.sum", "VERSION", "abi/VERSION", "include/leases.h", "mk/golib.sh", "capi", "core"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    let go = env::var("GO").unwrap_or_else(|_| "go".to_string());
+    if Command::new(&go).arg("version").output().is_err() {
+        panic!(
+            "libleases: building the library from source needs Go 1.26 or later and a C compiler, and \
+             `{go}` was not found. Install Go (or set GO to it), or set LEASES_LIB_DIR to a directory \
+             holding a prebuilt libleases.a (`make build/libleases.a` in the repository)"
+        );
+    }
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("golib");
+    let status = Command::new("sh")
+        .arg(root.join("mk").join("golib.sh"))
+        .arg("static")
+        .arg(out.join("libleases.a"))
+        .env("GO", &go)
+        .status()
+        .expect("libleases: cannot run sh mk/golib.sh");
+    if !status.success() {
+        panic!("libleases: mk/golib.sh static failed ({status}); its output is above");
+    }
+    out
+}
+
+fn link_shared(manifest: &Path, lib_dir: Option<PathBuf>) {
+    let testing = env::var_os("CARGO_FEATURE_TESTING").is_some();
+    let checkout = manifest.join("..").join("..").join("build");
+    let checkout = if testing { checkout.join("test") } else { checkout };
+    let dir = lib_dir
+        .or_else(|| Some(checkout.canonicalize().unwrap_or(checkout)).filter(|d| d.join("libleases.so").exists()))
+        .or_else(|| if testing { None } else { pkg_config_libdir() });
+    let Some(dir) = dir else {
+        panic!(
+            "libleases.so not found: set LEASES_LIB_DIR to the directory holding it (the checkout's \
+             build/, or build/test/ for the `testing` feature, after `make capi`; or a `make install` \
+             prefix's lib/), or install libleases where pkg-config finds `leases`"
+        );
+    };
+    if !dir.join("libleases.so").exists() {
+        println!("cargo:warning=no libleases.so in {}; the link will fail", dir.display());
     }
     println!("cargo:rustc-link-search=native={}", dir.display());
     println!("cargo:rustc-link-lib=dylib=leases");
+    // The rpath reaches this crate's own tests, examples and doc tests; cargo
+    // passes it to no dependent (docs/rust.md), which reads DEP_LEASES_LIB_DIR.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
-    // Dependent build scripts can read DEP_LEASES_LIB_DIR.
     println!("cargo:lib_dir={}", dir.display());
+}
+
+fn pkg_config_libdir() -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    let out = Command::new("pkg-config").args(["--variable=libdir", "leases"]).output().ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let dir = dir.trim();
+    (out.status.success() && !dir.is_empty()).then(|| PathBuf::from(dir))
 }

@@ -2,9 +2,11 @@
 
 Extracts the fenced blocks of README.md's section "A first program in each
 language" (one each of go, c, python, cpp, rust, sh), builds each against the
-release library (build/libleases.so, build/leases), runs it in an empty
-directory, and fails if one does not build, exits non-zero, or prints
-anything that looks like a token.
+release library (build/libleases.so, build/leases; the Rust crate links
+build/libleases.a), runs it twice in one empty directory (a first program
+must survive a rerun on the database it left), and fails if one does not
+build, exits non-zero, prints anything that looks like a token, or names no
+new job the second time (each run requests and finishes a job of its own).
 
 Usage: run_examples.py ROOT
 """
@@ -21,6 +23,7 @@ BUILD = ROOT / "build"
 OUT = BUILD / "readme"
 SECTION = "## A first program in each language"
 LANGUAGES = ["go", "c", "python", "cpp", "rust", "sh"]
+JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def blocks() -> dict:
@@ -82,12 +85,16 @@ def main() -> None:
     }
     for lang in LANGUAGES:
         with tempfile.TemporaryDirectory(prefix=f"leases-readme-{lang}-") as d:
-            out = run(programs[lang], d, env)
-            if "lt1." in out:
+            outs = [run(programs[lang], d, env) for _ in range(2)]
+            if any("lt1." in out for out in outs):
                 sys.exit(f"README example ({lang}) printed token text")
             if not (Path(d) / "jobs.db").exists():
                 sys.exit(f"README example ({lang}) did not create jobs.db")
-        print(f"--- README example: {lang} ---\n{out.rstrip()}")
+            first, second = (set(JOB_ID.findall(out)) for out in outs)
+            if not first or not second - first:
+                sys.exit(f"README example ({lang}): the second run in the same directory named no job "
+                         f"the first did not; each run must request and finish a job of its own\n{outs[1]}")
+        print(f"--- README example: {lang} (second run) ---\n{outs[1].rstrip()}")
     print(f"README examples: {len(LANGUAGES)} passed, 0 failed")
 
 

@@ -1,12 +1,13 @@
-"""The low-level layer: finds and loads libleases.so, declares every C
-function of include/leases.h (argtypes and restype from _abi.py, generated
-from the header), and turns statuses into exceptions.
+"""The low-level layer: finds and loads libleases.so on first use, declares
+every C function of include/leases.h (argtypes and restype from _abi.py,
+generated from the header), and turns statuses into exceptions.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -113,17 +114,72 @@ def declare(lib: ctypes.CDLL, signatures: Dict[str, Signature]) -> None:
         fn.argtypes = argtypes
 
 
-LIBRARY_PATH = find_library()
-lib = load_library(LIBRARY_PATH)
+# ---- loading on first use ---------------------------------------------------
+#
+# Loading starts the Go runtime, whose threads do not survive fork(). So
+# nothing is loaded at import: a process may import leases and then fork
+# workers (multiprocessing's fork context, prefork servers), each of which
+# loads the library itself on its first call. `lib` and `LIBRARY_PATH` are
+# resolved by the module __getattr__ below until load() binds them as plain
+# globals; the annotations tell the type checker what they will be.
 
-# ---- fork safety -------------------------------------------------------------
+lib: ctypes.CDLL
+LIBRARY_PATH: Path
 
+_load_lock = threading.Lock()
+_load_started = False  # set before the runtime can start
 _forked = False
 
 
+def _bound() -> Optional[ctypes.CDLL]:
+    library: Optional[ctypes.CDLL] = globals().get("lib")
+    return library
+
+
+def load() -> ctypes.CDLL:
+    """The library, found, loaded and checked by the first call (ImportError
+    when it is missing or of another ABI)."""
+    global _load_started
+    found = _bound()
+    if found is not None:
+        return found
+    with _load_lock:
+        found = _bound()
+        if found is not None:
+            return found
+        path = find_library()
+        _load_started = True
+        library = load_library(path)
+        globals()["LIBRARY_PATH"] = path
+        globals()["lib"] = library
+        return library
+
+
+def loaded() -> bool:
+    """Whether this process has loaded (or is loading) the library."""
+    return _load_started
+
+
+def __getattr__(name: str) -> Any:
+    if name == "lib":
+        return load()
+    if name == "LIBRARY_PATH":
+        load()
+        return globals()["LIBRARY_PATH"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---- fork safety -------------------------------------------------------------
+
+
 def _after_fork_in_child() -> None:
-    global _forked
-    _forked = True
+    global _forked, _load_lock
+    if _load_started:
+        _forked = True
+    else:
+        # Nothing was loaded: the child loads the library itself. A lock
+        # another thread of the parent held at the fork would never be freed.
+        _load_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -131,12 +187,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def ensure_not_forked() -> None:
-    """Rule 1 of the rejection order: a fork()ed child cannot use the library
-    (the Go runtime's threads did not survive the fork)."""
+    """Rule 1 of the rejection order: a child fork()ed after the library was
+    loaded cannot use it (the Go runtime's threads did not survive the fork)."""
     if _forked:
         raise ForkedError(
-            "forked: this process is a fork()ed child of the one that loaded libleases; "
-            "it cannot use it (use multiprocessing's 'spawn' start method, or exec)"
+            "forked: this process is a fork()ed child of one that had loaded libleases; "
+            "it cannot use it (open the authority in each worker process, after the fork, and "
+            "never use the library in the parent before forking; or use multiprocessing's "
+            "'spawn' start method)"
         )
 
 
@@ -149,12 +207,12 @@ def usable() -> bool:
 
 
 def last_error() -> str:
-    raw = lib.leases_last_error()
+    raw = load().leases_last_error()
     return raw.decode("utf-8", "replace") if raw else ""
 
 
 def status_name(status: int) -> str:
-    raw = lib.leases_status_name(status)
+    raw = load().leases_status_name(status)
     return raw.decode("ascii", "replace") if raw else "unknown"
 
 
@@ -178,7 +236,7 @@ def take_string(out: ctypes.c_void_p) -> str:
     try:
         return ctypes.string_at(address).decode("utf-8")
     finally:
-        lib.leases_free(address)
+        load().leases_free(address)
 
 
 def take_bytes(out: ctypes.c_void_p, length: int) -> bytes:
@@ -189,7 +247,7 @@ def take_bytes(out: ctypes.c_void_p, length: int) -> bytes:
     try:
         return ctypes.string_at(address, length)
     finally:
-        lib.leases_free(address)
+        load().leases_free(address)
 
 
 def encode(value: str, what: str) -> bytes:

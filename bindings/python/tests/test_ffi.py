@@ -1,6 +1,6 @@
 """The low-level layer: the generated declarations are the loaded ones, the
-library is found and loaded as promised, and another ABI or an older
-revision is refused."""
+library is found and loaded as promised (on first use, once), and another ABI
+or an older revision is refused."""
 
 from __future__ import annotations
 
@@ -136,9 +136,36 @@ def test_without_LEASES_LIBRARY_a_checkout_loads_build_libleases_so(tmp_path: Pa
     assert Path(r.stdout.strip()) == ROOT / "build" / "libleases.so"
 
 
-def test_LEASES_LIBRARY_naming_a_missing_file_fails_the_import_naming_it(tmp_path: Path) -> None:
+def test_LEASES_LIBRARY_naming_a_missing_file_fails_the_first_use_naming_it(tmp_path: Path) -> None:
     env = _env_without_library()
     env["LEASES_LIBRARY"] = str(tmp_path / "nowhere" / "libleases.so")
-    r = _python("import leases", env, tmp_path)
+    # Importing loads nothing, so it succeeds; the first call fails.
+    assert _python("import leases, leases.aio", env, tmp_path).returncode == 0
+    r = _python("import leases; leases.Authority('jobs.db')", env, tmp_path)
     assert r.returncode != 0
     assert "ImportError" in r.stderr and str(tmp_path / "nowhere") in r.stderr
+    assert not (tmp_path / "jobs.db").exists()
+
+
+def test_the_first_use_from_many_threads_loads_the_library_once(tmp_path: Path) -> None:
+    code = """
+import threading, time
+import leases
+from leases import _ffi
+calls = []
+real = _ffi.load_library
+def slow_load(path):
+    calls.append(path)
+    time.sleep(0.2)  # every thread arrives while the first one loads
+    return real(path)
+_ffi.load_library = slow_load
+seen = []
+threads = [threading.Thread(target=lambda: seen.append(leases.library_version())) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(calls), len(seen))
+"""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR.parent))
+    r = _python(code, env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "8"]

@@ -61,7 +61,7 @@ def test_pip_install_bundles_the_release_library_that_make_built(tmp_path: Path)
     )
     assert r.returncode == 0, r.stdout + r.stderr
     (wheel,) = wheels.glob("*.whl")
-    assert wheel.name.startswith("libleases-0.1.0-py3-none-linux_")
+    assert wheel.name.startswith("libleases-0.1.0-py3-none-manylinux_2_")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         assert {"leases/libleases.so", "leases/py.typed", "leases/_ffi.py"} <= names

@@ -1,13 +1,19 @@
-"""Processes: a fork()ed child cannot use the library (ForkedError from every
-call, before anything else), while spawned processes work, handing leases
-across as tokens."""
+"""Processes: a child fork()ed after the library was loaded cannot use it
+(ForkedError from every call, before anything else); importing leases loads
+nothing, so children forked before the first use (multiprocessing's fork
+context, a prefork pool) open the authority themselves and work; spawned
+processes work, handing leases across as tokens."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
+import textwrap
 from datetime import timedelta
+from pathlib import Path
 from typing import Callable, Dict, List
 
 import pytest
@@ -163,3 +169,97 @@ def test_tokens_claimed_in_spawned_workers_complete_in_the_parent(
     assert sorted(j.id for j in jobs) == sorted(ids)
     assert {j.worker for j in jobs} == {"w0", "w1"}
     assert all(j.state == "completed" for j in jobs)
+
+
+# ---- forking before first use (a fresh interpreter each: this one has loaded) --
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_python(script: str, tmp_path: Path) -> str:
+    """Runs a script in a new interpreter that imports leases from the same
+    place and loads the same library; returns its stdout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(leases.__file__))), TESTS_DIR]
+    )
+    env["LEASES_LIBRARY"] = leases.library_path()
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_importing_leases_loads_nothing_and_starts_no_go_runtime(tmp_path: Path) -> None:
+    out = run_python(
+        """
+        import leases, leases.aio
+        from leases import _ffi
+        threads = [l for l in open("/proc/self/status") if l.startswith("Threads:")][0].split()[1]
+        print(_ffi.loaded(), "libleases" in open("/proc/self/maps").read(), threads)
+        """,
+        tmp_path,
+    )
+    assert out.split() == ["False", "False", "1"]
+
+
+def test_multiprocessing_fork_children_before_first_use_work_and_after_it_get_ForkedError(
+    tmp_path: Path,
+) -> None:
+    out = run_python(
+        """
+        import multiprocessing, os
+        import leases, _workers
+        from leases import _ffi
+
+        db = os.path.abspath("jobs.db")
+        _workers.create_in_another_process(db, "p")
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(3) as pool:  # the parent imported leases but never used it
+            done = pool.starmap(_workers.open_and_complete, [(db, "p", f"w{i}") for i in range(6)])
+        assert not _ffi.loaded()
+        with leases.Authority(db) as auth:  # first use in the parent
+            jobs = auth.jobs("p")
+            assert sorted(j.id for j in jobs) == sorted(done), (jobs, done)
+            assert {j.state for j in jobs} == {"completed"}
+            assert {j.worker for j in jobs} == {f"w{i}" for i in range(6)}
+            with ctx.Pool(1) as pool:  # forked after the first use
+                print(pool.apply(_workers.list_jobs_or_error, (db, "p")))
+        """,
+        tmp_path,
+    )
+    assert out.startswith("ForkedError: forked:"), out
+
+
+def test_a_prefork_pool_of_children_each_opening_the_authority_works(tmp_path: Path) -> None:
+    out = run_python(
+        """
+        import os
+        import leases, _workers
+
+        db = os.path.abspath("jobs.db")
+        _workers.create_in_another_process(db, "p")
+        children = []
+        for i in range(4):  # a prefork server: fork the workers, each opens for itself
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    _workers.open_and_complete(db, "p", f"child-{i}")
+                    code = 0
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+        assert codes == [0, 0, 0, 0], codes
+        with leases.Authority(db) as auth:
+            jobs = auth.jobs("p")
+        assert sorted(j.worker for j in jobs) == [f"child-{i}" for i in range(4)], jobs
+        assert all(j.state == "completed" for j in jobs)
+        print(len(jobs))
+        """,
+        tmp_path,
+    )
+    assert out.split() == ["4"]

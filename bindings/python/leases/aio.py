@@ -1,0 +1,211 @@
+"""The asyncio face of the leases package: each blocking call of Authority and
+Lease runs in a worker thread (``asyncio.to_thread``), so an async service
+claims, renews and completes without blocking its event loop.
+
+    import leases.aio
+
+    async with await leases.aio.AsyncAuthority.open("jobs.db") as auth:
+        lease = await auth.claim("nightly", worker="w1", duration=timedelta(seconds=30))
+        if lease is not None:
+            await lease.complete(metadata={"frames": 1})
+
+The rules, records and exceptions are those of the blocking API (``.sync``
+gives the wrapped object). Cancelling an await does not stop the call already
+running in its thread: a claim that succeeds after its caller was cancelled is
+released (the job is claimable again at once), every other call completes.
+Each method is the blocking method of the same name run by ``_run``, or by
+``_claim`` when it returns a new claim, which is how a new blocking call gets
+its async twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Callable, List, Optional, Set, Type, TypeVar
+
+from ._authority import Authority, BytesLike, PathArg
+from ._lease import JSONMapping, Lease
+from ._managed import Managed
+from ._records import Event, Job
+
+__all__ = ["AsyncAuthority", "AsyncLease"]
+
+_T = TypeVar("_T")
+_H = TypeVar("_H", bound="_AsyncHandle")
+
+# Releases of claims whose caller was cancelled, kept alive until they end.
+_pending_releases: Set["asyncio.Task[None]"] = set()
+
+
+async def _run(call: Callable[[], _T]) -> _T:
+    return await asyncio.to_thread(call)
+
+
+def _release_quietly(lease: Lease) -> None:
+    # The caller is gone; a claim that ended meanwhile (expired, cancelled by
+    # a coordinator) needs nothing more.
+    try:
+        lease.release()
+    except Exception:
+        lease.close()
+
+
+async def _claim(call: Callable[[], Optional[Lease]]) -> Optional[Lease]:
+    """Runs a claiming call in a thread. If the awaiting task is cancelled,
+    the claim it was making is released when it arrives, in the thread when
+    it has not returned yet, else from the loop."""
+    cancelled = threading.Event()
+
+    def claim_in_thread() -> Optional[Lease]:
+        lease = call()
+        if lease is not None and cancelled.is_set():
+            _release_quietly(lease)
+            return None
+        return lease
+
+    task = asyncio.ensure_future(asyncio.to_thread(claim_in_thread))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        cancelled.set()
+        task.add_done_callback(_release_late_claim)
+        raise
+
+
+def _release_late_claim(task: "asyncio.Task[Optional[Lease]]") -> None:
+    if task.cancelled() or task.exception() is not None:
+        return
+    lease = task.result()
+    if lease is None:
+        return
+    release = asyncio.ensure_future(asyncio.to_thread(_release_quietly, lease))
+    _pending_releases.add(release)
+    release.add_done_callback(_pending_releases.discard)
+
+
+class _AsyncHandle:
+    """What every async wrapper of a handle shares: close() and ``async
+    with``, which leave the handle as its blocking ``with`` does."""
+
+    sync: Managed
+
+    @property
+    def closed(self) -> bool:
+        return self.sync.closed
+
+    async def close(self) -> None:
+        await _run(self.sync.close)
+
+    async def __aenter__(self: _H) -> _H:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await _run(lambda: self.sync.__exit__(exc_type, exc, tb))
+
+
+class AsyncLease(_AsyncHandle):
+    """An owning claim, as Lease, with awaitable calls. ``async with`` frees
+    local memory only, as ``with`` does for a Lease."""
+
+    sync: Lease
+
+    def __init__(self, lease: Lease) -> None:
+        self.sync = lease
+        self.job_id: str = lease.job_id
+        self.production: str = lease.production
+        self.worker: str = lease.worker
+
+    async def expiry(self) -> datetime:
+        """The expiry last confirmed by the authority (aware, UTC)."""
+        return await _run(lambda: self.sync.expiry)
+
+    async def payload(self) -> bytes:
+        """The claimed job's payload bytes."""
+        return await _run(lambda: self.sync.payload)
+
+    async def renew(self, duration: timedelta) -> None:
+        await _run(lambda: self.sync.renew(duration))
+
+    async def release(self) -> None:
+        await _run(self.sync.release)
+
+    async def fail(self, reason: str) -> None:
+        await _run(lambda: self.sync.fail(reason))
+
+    async def complete(
+        self, metadata: Optional[JSONMapping] = None, provenance: Optional[JSONMapping] = None
+    ) -> None:
+        await _run(lambda: self.sync.complete(metadata, provenance))
+
+    async def export_token(self) -> str:
+        """The token of this active lease: a credential, never to be logged."""
+        return await _run(self.sync.export_token)
+
+    def __repr__(self) -> str:
+        return f"<leases.aio.AsyncLease production={self.production!r} job_id={self.job_id!r} worker={self.worker!r}>"
+
+    __str__ = __repr__
+
+
+def _wrap(lease: Optional[Lease]) -> Optional[AsyncLease]:
+    return None if lease is None else AsyncLease(lease)
+
+
+class AsyncAuthority(_AsyncHandle):
+    """An open authority, as Authority, with awaitable calls. ``await
+    AsyncAuthority.open(path)`` opens one (a SQLite path or a PostgreSQL URL)
+    without blocking the loop; ``AsyncAuthority(authority)`` wraps an open one."""
+
+    sync: Authority
+
+    def __init__(self, authority: Authority) -> None:
+        self.sync = authority
+
+    @classmethod
+    async def open(cls, path: PathArg) -> "AsyncAuthority":
+        return cls(await _run(lambda: Authority(path)))
+
+    async def create_production(self, name: str) -> None:
+        await _run(lambda: self.sync.create_production(name))
+
+    async def request_job(self, production: str, key: Optional[str] = None, payload: BytesLike = b"") -> str:
+        return await _run(lambda: self.sync.request_job(production, key, payload))
+
+    async def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[AsyncLease]:
+        """The next claimable job's lease (FIFO); None when there is none."""
+        return _wrap(await _claim(lambda: self.sync.claim(production, worker=worker, duration=duration)))
+
+    async def claim_job(self, production: str, job_id: str, *, worker: str, duration: timedelta) -> AsyncLease:
+        lease = await _claim(lambda: self.sync.claim_job(production, job_id, worker=worker, duration=duration))
+        assert lease is not None  # claim_job raises instead
+        return AsyncLease(lease)
+
+    async def cancel(self, production: str, job_id: str) -> None:
+        await _run(lambda: self.sync.cancel(production, job_id))
+
+    async def import_token(self, token: str) -> AsyncLease:
+        # Not released on cancellation: the token's claim may be another
+        # holder's to finish.
+        return AsyncLease(await _run(lambda: self.sync.import_token(token)))
+
+    async def jobs(self, production: str) -> List[Job]:
+        return await _run(lambda: self.sync.jobs(production))
+
+    async def events(self, production: Optional[str] = None, after: int = 0) -> List[Event]:
+        return await _run(lambda: self.sync.events(production, after))
+
+    async def run(self, call: Callable[[Authority], _T]) -> _T:
+        """Runs call(authority) in a worker thread: a whole edit, say, which
+        must stay on one thread (``auth.run(lambda a: ...)``)."""
+        return await _run(lambda: call(self.sync))
+
+    def __repr__(self) -> str:
+        return f"<leases.aio.AsyncAuthority {self.sync!r}>"

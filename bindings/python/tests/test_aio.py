@@ -1,0 +1,142 @@
+"""leases.aio on SQLite and PostgreSQL: the blocking calls run in threads, so
+the event loop keeps running while a claim waits for a lock; a claim whose
+caller was cancelled is released; results and exceptions are those of the
+blocking API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+import leases
+from leases.aio import AsyncAuthority, AsyncLease
+
+import _pg
+from conftest import PRODUCTION, SECONDS_30
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "jobs.db")
+    else:
+        for schema in _pg.fresh_schema():
+            yield schema.url
+
+
+async def ticking(ticks: List[int]) -> None:
+    while True:
+        ticks[0] += 1
+        await asyncio.sleep(0.01)
+
+
+def test_async_claim_renew_and_complete_round_trip(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            job_id = await auth.request_job(PRODUCTION, key="frame-1", payload=b"one")
+            lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+            assert isinstance(lease, AsyncLease) and lease.job_id == job_id
+            assert await lease.payload() == b"one"
+            before = await lease.expiry()
+            await lease.renew(timedelta(minutes=5))
+            assert await lease.expiry() > before
+            await lease.complete(metadata={"frames": 1})
+            assert await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30) is None
+            jobs = await auth.jobs(PRODUCTION)
+            assert [(j.id, j.state, j.worker) for j in jobs] == [(job_id, "completed", "aio")]
+            assert [e.kind for e in await auth.events(PRODUCTION)][-1] == "completed"
+        assert auth.closed
+
+    asyncio.run(main())
+
+
+def test_a_claim_waiting_for_a_lock_does_not_block_the_event_loop(location: str) -> None:
+    async def main() -> None:
+        auth = await AsyncAuthority.open(location)
+        await auth.create_production(PRODUCTION)
+        job_id = await auth.request_job(PRODUCTION)
+        with leases.Authority(location) as other:
+            edit = other.edit()  # holds the job (and on SQLite the writer lock)
+            assert edit.claim(PRODUCTION, worker="edit", duration=SECONDS_30) is not None
+            ticks = [0]
+            ticker = asyncio.ensure_future(ticking(ticks))
+            claim = asyncio.ensure_future(auth.claim_job(PRODUCTION, job_id, worker="aio", duration=SECONDS_30))
+            await asyncio.sleep(0.3)
+            assert not claim.done(), "the claim did not wait for the edit"
+            assert ticks[0] >= 3, f"the loop ran {ticks[0]} times in 0.3 s while a claim waited"
+            edit.abort()
+            lease = await asyncio.wait_for(claim, 30)
+            ticker.cancel()
+        await lease.complete()
+        assert [j.worker for j in await auth.jobs(PRODUCTION)] == ["aio"]
+        await auth.close()
+
+    asyncio.run(main())
+
+
+def test_a_claim_whose_caller_was_cancelled_is_released(location: str) -> None:
+    async def main() -> leases.Job:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            job_id = await auth.request_job(PRODUCTION)
+            with leases.Authority(location) as other:
+                edit = other.edit()
+                assert edit.claim(PRODUCTION, worker="edit", duration=SECONDS_30) is not None
+                claim = asyncio.ensure_future(
+                    auth.claim_job(PRODUCTION, job_id, worker="gone", duration=SECONDS_30)
+                )
+                await asyncio.sleep(0.2)
+                claim.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await claim
+                edit.abort()  # the thread's claim now goes through, then is released
+            deadline = time.monotonic() + 30
+            while True:
+                (job,) = await auth.jobs(PRODUCTION)
+                if job.attempts == 1 and job.state == "requested" or time.monotonic() > deadline:
+                    return job
+                await asyncio.sleep(0.05)
+
+    job = asyncio.run(main())
+    assert (job.state, job.attempts, job.worker) == ("requested", 1, None)
+
+
+def test_exceptions_and_token_handover_are_those_of_the_blocking_api(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            with pytest.raises(leases.NotFoundError):
+                await auth.claim_job(PRODUCTION, "00000000-0000-0000-0000-000000000000", worker="w",
+                                     duration=SECONDS_30)
+            with pytest.raises(leases.InvalidDurationError):
+                await auth.claim(PRODUCTION, worker="w", duration=timedelta(0))
+            job_id = await auth.request_job(PRODUCTION)
+            lease = await auth.claim_job(PRODUCTION, job_id, worker="w", duration=SECONDS_30)
+            token = await lease.export_token()
+            await lease.close()
+            again = await auth.import_token(token)
+            assert "lt1." not in repr(again) and again.job_id == job_id
+            await again.fail("reason")
+            with pytest.raises(leases.ClosedError):  # the claim ended with fail()
+                await again.renew(SECONDS_30)
+            # A whole edit in one thread.
+            await auth.request_job(PRODUCTION)
+
+            def edit_in_thread(a: leases.Authority) -> str:
+                with a.edit() as edit:
+                    pending = edit.claim(PRODUCTION, worker="edit", duration=SECONDS_30)
+                    assert pending is not None
+                    edit.complete(pending, metadata={"inline": True})
+                    return pending.job_id
+
+            done = await auth.run(edit_in_thread)
+            states = {j.id: j.state for j in await auth.jobs(PRODUCTION)}
+            assert states == {job_id: "failed", done: "completed"}
+
+    asyncio.run(main())
