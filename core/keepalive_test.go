@@ -170,7 +170,7 @@ func (b *flakyBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
 func TestKeepAliveKeepsWorkingThroughAnInjectedBusy(t *testing.T) {
 	f := realFixture(t)
 	id := f.request(1)[0]
-	const d = time.Second
+	const d = 2 * time.Second // room for a slow renewal after the injected failure, on a loaded machine
 	l := f.claim("w", d)
 	flaky := &flakyBackend{Backend: f.a.b}
 	f.a.b = flaky
@@ -187,7 +187,7 @@ func TestKeepAliveKeepsWorkingThroughAnInjectedBusy(t *testing.T) {
 func TestKeepAliveKeepsWorkingThroughARenewalWhoseOutcomeIsUnknown(t *testing.T) {
 	f := realFixture(t)
 	id := f.request(1)[0]
-	const d = time.Second
+	const d = 2 * time.Second // room for a slow renewal after the injected failure, on a loaded machine
 	l := f.claim("w", d)
 	var lose atomic.Bool
 	lose.Store(true)
