@@ -168,5 +168,9 @@ func EncodeToken(t Token) (string, error) { return core.EncodeToken(t) }
 // DecodeToken parses a token text; every error is KindBadToken.
 func DecodeToken(text string) (Token, error) { return core.DecodeToken(text) }
 
+// DisplayName is a name as a listing prints it for people: look-alike and
+// invisible characters escaped, so no two names print alike.
+func DisplayName(name string) string { return core.DisplayName(name) }
+
 // NewSecret makes a claim secret of 16 bytes.
 func NewSecret(b [16]byte) Secret { return core.NewSecret(b) }

@@ -169,7 +169,7 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
-	if err := checkText("production name", name, MaxNameLen, false); err != nil {
+	if err := checkName("production name", name, MaxNameLen, false); err != nil {
 		return Production{}, err
 	}
 	var out Production
@@ -248,7 +248,7 @@ func checkRequest(production, key string, payload []byte) error {
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return err
 	}
-	if err := checkText("job key", key, MaxNameLen, true); err != nil {
+	if err := checkName("job key", key, MaxNameLen, true); err != nil {
 		return err
 	}
 	if len(payload) > MaxPayloadLen {

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv("LEASES_TEST_ROLE"); role != "" {
 		os.Exit(roleProcess(role))
 	}
+	if path := os.Getenv("LEASES_TEST_FILE_WRITER"); path != "" {
+		os.Exit(fileWriterProcess(path))
+	}
 	if name := os.Getenv("LEASES_TEST_WORKER"); name != "" {
 		os.Exit(workerProcess(name, os.Getenv("LEASES_TEST_DB"), os.Getenv("LEASES_TEST_GO")))
 	}

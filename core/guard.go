@@ -150,7 +150,7 @@ func (g *guard) fail(observed int64, err error) error {
 // concurrent conflict guarantees nothing was written (and the operation may
 // be retried); any other failure leaves the outcome unknown.
 func commitErr(err error) error {
-	if errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrAbandoned) {
+	if errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrAbandoned) || errors.Is(err, store.ErrReconnect) {
 		return storageErr("commit", err)
 	}
 	return outcomeUnknown(err)
@@ -159,9 +159,13 @@ func commitErr(err error) error {
 // retrying runs one whole transaction, running it again when the store
 // aborted it over a conflict with a concurrent transaction (PostgreSQL
 // serialization failures and deadlocks; row-uniqueness races between two
-// creators of one name). After maxAttempts it reports Busy.
+// creators of one name), or when its connection failed before it committed
+// (store.ErrReconnect: a terminated backend, a session left read-only).
+// After maxAttempts it reports Busy; after maxReconnects failed connections,
+// the last failure (storage).
 func (a *Authority) retrying(ctx context.Context, op func() error) error {
 	var err error
+	reconnects := 0
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			// Jittered exponential back-off: 1ms, 2ms, 4ms … capped at 64ms.
@@ -175,6 +179,15 @@ func (a *Authority) retrying(ctx context.Context, op func() error) error {
 			}
 		}
 		err = ended(ctx, op())
+		if errors.Is(err, store.ErrReconnect) {
+			// The store discarded a failed connection before anything was
+			// sent for commit: run again on a fresh one, a few times (a
+			// session that fails on fresh connections too is reported).
+			if reconnects++; reconnects == maxReconnects {
+				return err
+			}
+			continue
+		}
 		if !retryable(err) {
 			return err
 		}
@@ -183,8 +196,12 @@ func (a *Authority) retrying(ctx context.Context, op func() error) error {
 		"the operation conflicted with concurrent transactions %d times in a row; nothing was written", maxAttempts)}
 }
 
-// maxAttempts bounds retrying.
-const maxAttempts = 12
+// maxAttempts bounds retrying; maxReconnects bounds the attempts that
+// failed on their connection (store.ErrReconnect) among them.
+const (
+	maxAttempts   = 12
+	maxReconnects = 3
+)
 
 func retryable(err error) bool {
 	return err != nil && (errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrConflict))

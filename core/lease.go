@@ -273,7 +273,7 @@ func checkClaim(production, worker string, d time.Duration) (int64, error) {
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return 0, err
 	}
-	if err := checkText("worker name", worker, MaxNameLen, false); err != nil {
+	if err := checkName("worker name", worker, MaxNameLen, false); err != nil {
 		return 0, err
 	}
 	return us, nil

@@ -202,20 +202,12 @@ func TestConflictedTransactionsAreRetriedThenReportedBusy(t *testing.T) {
 	// Each aborted guarded commit is followed by its mark being recorded
 	// (rollback-then-record), which is a commit too.
 	require.GreaterOrEqual(t, cb.commits.Load(), int64(4))
-	evs, err := f.a.Events("p", 0)
-	require.NoError(t, err)
-	claims := 0
-	for _, e := range evs {
-		if e.Kind == "claimed" {
-			claims++
-		}
-	}
-	require.Equal(t, 1, claims, "the retried claim committed exactly once")
+	require.Equal(t, 1, countEvents(t, f.a, "claimed"), "the retried claim committed exactly once")
 	// Unending conflicts: after the bound, Busy, with nothing written.
 	before := f.snapshot()
 	cb.left.Store(-1)
 	cb.commits.Store(0)
-	err = l.Complete(Facts{})
+	err := l.Complete(Facts{})
 	requireKind(t, err, KindBusy)
 	require.Contains(t, err.Error(), "conflicted")
 	require.GreaterOrEqual(t, cb.commits.Load(), int64(maxAttempts))
@@ -401,4 +393,18 @@ func TestAReadOnlyPostgresSessionGetsAStorageErrorAndChangesNothing(t *testing.T
 	after, err := a.Jobs("p")
 	require.NoError(t, err)
 	require.Equal(t, before, after)
+}
+
+// countEvents counts production "p"'s events of one kind.
+func countEvents(t *testing.T, a *Authority, kind string) int {
+	t.Helper()
+	evs, err := a.Events("p", 0)
+	require.NoError(t, err)
+	n := 0
+	for _, e := range evs {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }

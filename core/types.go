@@ -157,7 +157,7 @@ func ParseFacts(text string) (Facts, error) {
 func (f Facts) validate() error {
 	for kind, m := range map[string]map[string]json.RawMessage{"metadata": f.Metadata, "provenance": f.Provenance} {
 		for k, v := range m {
-			if err := checkText(kind+" key", k, MaxNameLen, false); err != nil {
+			if err := checkName(kind+" key", k, MaxNameLen, false); err != nil {
 				return err
 			}
 			if !json.Valid(v) {

@@ -24,6 +24,8 @@ def main() -> None:
     root, dest = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
     shutil.rmtree(dest, ignore_errors=True)
     paths = [root / f for f in FILES]
+    # The module root is package leases, which capi imports to open stores.
+    paths += sorted(p for p in root.glob("*.go") if wanted(p.relative_to(root)))
     for tree in TREES:
         paths += sorted(p for p in (root / tree).rglob("*") if p.is_file() and wanted(p.relative_to(root)))
     for src in paths:

@@ -96,6 +96,11 @@ func timeText(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000000Z")
 }
 
+// nameText is a name as the text output prints it: look-alike and
+// invisible characters escaped, so two names never print alike (JSON output
+// keeps every name's exact bytes).
+func nameText(s string) string { return core.DisplayName(s) }
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -187,7 +192,7 @@ func runProductionList(cc *cmdContext) error {
 	}
 	w := table("NAME\tID\tCREATED")
 	for _, p := range ps {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, p.ID, timeText(p.CreatedAt))
+		fmt.Fprintf(w, "%s\t%s\t%s\n", nameText(p.Name), p.ID, timeText(p.CreatedAt))
 	}
 	return w.Flush()
 }
@@ -256,7 +261,7 @@ func runJobList(cc *cmdContext) error {
 	}
 	w := table("ID\tKEY\tSTATE\tWORKER\tEXPIRY\tATTEMPTS\tREASON")
 	for _, j := range js {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, dash(j.Key), j.State, dash(j.Worker),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, dash(nameText(j.Key)), j.State, dash(nameText(j.Worker)),
 			timeText(j.Expiry), j.Attempts, dash(oneLine(j.Reason)))
 	}
 	return w.Flush()
@@ -274,7 +279,7 @@ type receipt struct {
 }
 
 func (r receipt) text() string {
-	return fmt.Sprintf("production=%s job=%s worker=%s expiry=%s", r.Production, r.JobID, r.Worker,
+	return fmt.Sprintf("production=%s job=%s worker=%s expiry=%s", nameText(r.Production), r.JobID, nameText(r.Worker),
 		timeText(time.UnixMicro(r.Expiry)))
 }
 
@@ -453,7 +458,7 @@ func transition(cc *cmdContext, verb string, op func(l *core.Lease) error) error
 	if err := op(l); err != nil {
 		return err
 	}
-	fmt.Printf("%s job %s of production %s\n", verb, l.JobID(), l.Production())
+	fmt.Printf("%s job %s of production %s\n", verb, l.JobID(), nameText(l.Production()))
 	return nil
 }
 
@@ -499,7 +504,7 @@ func runCancel(cc *cmdContext) error {
 	if err := a.Cancel(*prod, *job); err != nil {
 		return err
 	}
-	fmt.Printf("cancelled job %s of production %s\n", *job, *prod)
+	fmt.Printf("cancelled job %s of production %s\n", *job, nameText(*prod))
 	return nil
 }
 
@@ -622,8 +627,8 @@ func printEvents(es []core.Event, asJSON, follow, header bool) error {
 		fmt.Printf(eventFormat, "SEQ", "AT", "PRODUCTION", "JOB", "KIND", "WORKER", "EXPIRY", "DETAIL")
 	}
 	for _, e := range es {
-		fmt.Printf(eventFormat, strconv.FormatInt(e.Seq, 10), timeText(e.At), e.Production, dash(e.JobID), e.Kind,
-			dash(e.Worker), timeText(e.Expiry), dash(oneLine(e.Detail)))
+		fmt.Printf(eventFormat, strconv.FormatInt(e.Seq, 10), timeText(e.At), nameText(e.Production), dash(e.JobID), e.Kind,
+			dash(nameText(e.Worker)), timeText(e.Expiry), dash(oneLine(e.Detail)))
 	}
 	return nil
 }

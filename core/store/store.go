@@ -53,6 +53,12 @@ var (
 	// a concurrent one (a serialization failure or a deadlock). Nothing was
 	// written; running the whole transaction again may succeed.
 	ErrRetry = errors.New("transaction aborted by a conflict with a concurrent transaction")
+	// ErrReconnect: the transaction's connection failed, or its session
+	// could not write (a server that restarted or ended the session, a
+	// session left read-only), before anything was sent for commit. The
+	// store has discarded the connection; nothing was written, and running
+	// the whole transaction again, on a fresh connection, may succeed.
+	ErrReconnect = errors.New("the connection failed before the transaction committed")
 	// ErrAbandoned: the context of BeginWrite ended before the transaction
 	// began, or before its COMMIT was sent. Nothing was written. It wraps
 	// the context's cause.

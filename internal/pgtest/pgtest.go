@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -118,4 +119,26 @@ func Tables(t testing.TB, location string) []string {
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	return tables
+}
+
+// WaitSessionsEnd waits until the server has no session named application
+// (application_name) left: once a client process is dead, the server ends
+// its sessions after finishing what they were doing (a COMMIT already sent
+// still commits), so after this nothing the process started can take effect.
+func WaitSessionsEnd(t testing.TB, location, application string, within time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, location)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	deadline := time.Now().Add(within)
+	for {
+		var n int
+		require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, application).Scan(&n))
+		if n == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d sessions of %s still open after %s", n, application, within)
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -47,7 +47,7 @@ class NotHeldError(LeasesError):
 
 
 class InvalidArgumentError(LeasesError, ValueError):
-    """LEASES_INVALID_ARGUMENT: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h."""
+    """LEASES_INVALID_ARGUMENT: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; a new name (production, key, worker, fact key) that is not NFC, holds an invisible character or has white space at either end; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h."""
 
     status = 1
     status_name = "invalid_argument"

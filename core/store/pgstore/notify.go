@@ -48,13 +48,13 @@ func (t *Tx) Claimable(ctx context.Context, productionID string) error {
 
 // commitNotifying sends the transaction's notices and COMMIT in one round
 // trip: the server delivers the notices when, and only if, it commits.
-func (t *Tx) commitNotifying() (pgconn.CommandTag, error) {
+func (t *Tx) commitNotifying(ctx context.Context) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
 	for _, id := range t.notices {
 		b.Queue(`SELECT pg_notify(`+channelSQL+`, $1)`, id)
 	}
 	b.Queue("COMMIT")
-	br := t.conn.c.SendBatch(context.Background(), b)
+	br := t.conn.c.SendBatch(ctx, b)
 	defer br.Close()
 	for range t.notices {
 		if _, err := br.Exec(); err != nil {

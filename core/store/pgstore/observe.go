@@ -20,7 +20,7 @@ var (
 // that compare with the authority's time (expired claims).
 func (db *DB) Now(ctx context.Context) (int64, error) {
 	var v int64
-	err := db.pool.QueryRow(ctx, `SELECT `+clockSQL).Scan(&v)
+	err := poolQ{db}.QueryRow(ctx, `SELECT `+clockSQL).Scan(&v)
 	return v, classify(err)
 }
 
@@ -30,11 +30,11 @@ func (db *DB) Now(ctx context.Context) (int64, error) {
 // a seq range (0.5%): it would page a production's events along the
 // primary key, filtering every other production's (observe_test.go).
 func (db *DB) query(ctx context.Context, text string, args ...any) (pgx.Rows, error) {
-	return db.pool.Query(ctx, text, append([]any{pgx.QueryExecModeExec}, args...)...)
+	return poolQ{db}.Query(ctx, text, append([]any{pgx.QueryExecModeExec}, args...)...)
 }
 
 func (db *DB) queryRow(ctx context.Context, text string, args ...any) pgx.Row {
-	return db.pool.QueryRow(ctx, text, append([]any{pgx.QueryExecModeExec}, args...)...)
+	return poolQ{db}.QueryRow(ctx, text, append([]any{pgx.QueryExecModeExec}, args...)...)
 }
 
 // conds builds a WHERE clause of numbered parameters.
@@ -163,7 +163,7 @@ func (db *DB) CountJobs(ctx context.Context, productionID string, now int64) (st
 }
 
 // EventHorizon is the follower-safe horizon (eventHorizon, queries.go).
-func (db *DB) EventHorizon(ctx context.Context) (int64, error) { return eventHorizon(ctx, db.pool) }
+func (db *DB) EventHorizon(ctx context.Context) (int64, error) { return eventHorizon(ctx, poolQ{db}) }
 
 const eventColumns = `seq, at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail`
 

@@ -80,7 +80,8 @@ type DB struct {
 	pool      *pgxpool.Pool
 	busy      time.Duration
 	connect   time.Duration
-	listenCfg *pgx.ConnConfig // the pool's, for a watcher's own connection
+	bound     time.Duration   // every statement's deadline (session.go)
+	listenCfg *pgx.ConnConfig // the pool's, for a watcher's own connection (notify.go)
 	queries
 }
 
@@ -107,8 +108,12 @@ func Open(location string, opts Options) (*DB, error) {
 		rp["application_name"] = "libleases"
 	}
 	rp["timezone"] = "UTC"
+	_, bound := statementTimeout(rp, busy)
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	if !strings.HasPrefix(cfg.ConnConfig.Host, "/") { // a Unix socket has no keepalive
+		cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout)
 	}
 	// Connecting is bounded by the connect timeout, the migration's lock wait
 	// by lock_timeout: no deadline beyond those.
@@ -117,8 +122,9 @@ func Open(location string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, listenCfg: cfg.ConnConfig.Copy(),
-		queries: queries{q: pool}}
+	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, bound: bound,
+		listenCfg: cfg.ConnConfig.Copy()}
+	db.queries = queries{q: poolQ{db}}
 	if err := db.migrate(ctx, opts.MustExist); err != nil {
 		pool.Close()
 		return nil, err
@@ -142,7 +148,7 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	defer cancel()
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
-		tc := &txConn{c: conn}
+		tc := &txConn{c: conn, db: db}
 		return &Tx{db: db, ctx: ctx, conn: tc, queries: queries{q: tc, inTx: true}}, nil
 	}
 	if ctx.Err() != nil {
@@ -158,8 +164,10 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 // round trip of its own: it is sent in one batch with the transaction's
 // first statement.
 type txConn struct {
-	c     *pgxpool.Conn
-	begun bool
+	c      *pgxpool.Conn
+	db     *DB
+	begun  bool
+	broken bool // a session failure or a deadline: close, do not pool (session.go)
 }
 
 const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
@@ -173,14 +181,19 @@ func (t *txConn) first(ctx context.Context, sql string, args []any) (pgx.BatchRe
 	br := t.c.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
-		return nil, err
+		return nil, t.saw(err)
 	}
 	return br, nil
 }
 
+// Every statement runs under the statement deadline (session.go), and its
+// failure is seen by saw.
 func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	ctx, cancel := t.db.bounded(ctx)
+	defer cancel()
 	if t.begun {
-		return t.c.Exec(ctx, sql, args...)
+		tag, err := t.c.Exec(ctx, sql, args...)
+		return tag, t.saw(err)
 	}
 	br, err := t.first(ctx, sql, args)
 	if err != nil {
@@ -190,28 +203,37 @@ func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tag, err
+	return tag, t.saw(err)
 }
 
 func (t *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	ctx, cancel := t.db.bounded(ctx)
 	if t.begun {
-		return t.c.QueryRow(ctx, sql, args...)
+		return sawRow{row: t.c.QueryRow(ctx, sql, args...), t: t, end: cancel}
 	}
 	br, err := t.first(ctx, sql, args)
 	if err != nil {
+		cancel()
 		return errRow{err}
 	}
-	return batchRow{row: br.QueryRow(), br: br}
+	return sawRow{row: batchRow{row: br.QueryRow(), br: br}, t: t, end: cancel}
 }
 
 func (t *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	ctx, cancel := t.db.bounded(ctx)
 	if !t.begun {
 		t.begun = true
 		if _, err := t.c.Exec(ctx, beginSQL); err != nil {
-			return nil, err
+			cancel()
+			return nil, t.saw(err)
 		}
 	}
-	return t.c.Query(ctx, sql, args...)
+	rows, err := t.c.Query(ctx, sql, args...)
+	if err != nil {
+		cancel()
+		return nil, t.saw(err)
+	}
+	return &sawRows{Rows: rows, t: t, end: cancel}, nil
 }
 
 // batchRow is the first statement's row; scanning it ends the batch.
@@ -284,9 +306,11 @@ func (t *Tx) Now(ctx context.Context) (int64, error) {
 }
 
 // Commit commits, unless the transaction's context has ended: then it rolls
-// back (ErrAbandoned). COMMIT itself runs on no context, so that nothing
-// interrupts it once sent; an error then means the outcome is unknown,
-// unless it is ErrRetry (the server aborted the transaction).
+// back (ErrAbandoned). COMMIT itself runs on no caller's context, so that no
+// caller interrupts it once sent, but under the statement deadline, so that
+// a stalled server cannot hold it forever; an error then means the outcome
+// is unknown, unless it is ErrRetry (the server aborted the transaction) or
+// ErrReconnect (COMMIT never left this process: classifyCommit).
 func (t *Tx) Commit() error {
 	if t.done {
 		return errors.New("transaction already finished")
@@ -299,18 +323,23 @@ func (t *Tx) Commit() error {
 		t.Rollback()
 		return fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(t.ctx))
 	}
+	ctx, cancel := t.db.bounded(context.Background())
+	defer cancel()
 	var tag pgconn.CommandTag
 	var err error
 	if len(t.notices) == 0 {
-		tag, err = t.conn.c.Exec(context.Background(), "COMMIT")
+		tag, err = t.conn.c.Exec(ctx, "COMMIT")
 	} else {
-		tag, err = t.commitNotifying()
+		tag, err = t.commitNotifying(ctx)
+	}
+	if err != nil {
+		t.conn.saw(err)
 	}
 	t.finish()
 	if err == nil && tag.String() == "ROLLBACK" {
 		return fmt.Errorf("%w: the server rolled the transaction back", store.ErrRetry)
 	}
-	return classify(err)
+	return classifyCommit(err)
 }
 
 // Rollback rolls back; rolling back a finished transaction is a no-op.
@@ -318,7 +347,7 @@ func (t *Tx) Rollback() error {
 	if t.done {
 		return nil
 	}
-	if !t.conn.begun {
+	if !t.conn.begun || t.conn.broken { // a broken session is closed, which rolls back
 		t.finish()
 		return nil
 	}
@@ -331,6 +360,14 @@ func (t *Tx) Rollback() error {
 
 func (t *Tx) finish() {
 	t.done = true
+	if t.conn.broken {
+		// Returned to the pool it would fail the next transaction too (a
+		// read-only session stays read-only): a closed connection is
+		// destroyed on release.
+		ctx, cancel := context.WithTimeout(context.Background(), answerGrace)
+		t.conn.c.Conn().Close(ctx)
+		cancel()
+	}
 	t.conn.c.Release() // a connection left inside a transaction is discarded
 }
 
@@ -352,6 +389,14 @@ func classify(err error) error {
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNoRow
+	}
+	// The driver's error stays in the chain: a caller may look for the
+	// network error or SQLSTATE in it (the CLI's follow mode does).
+	if sessionFailed(err) {
+		return fmt.Errorf("%w: %w", store.ErrReconnect, err)
+	}
+	if stalled(err) {
+		return fmt.Errorf("%w (%w)", errStalled, err)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/libleases/libleases/core/store"
 )
 
@@ -258,7 +257,7 @@ var lookSQL = `SELECT c.now, ` + hasClaimableAt("c.now") + `, (` + nextWakeAtSQL
 // Look answers a waiting claim's look in one round trip.
 func (db *DB) Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error) {
 	var at *int64
-	err = db.pool.QueryRow(ctx, lookSQL, productionID).Scan(&now, &claimable, &at)
+	err = poolQ{db}.QueryRow(ctx, lookSQL, productionID).Scan(&now, &claimable, &at)
 	if err != nil {
 		return 0, false, 0, false, classify(err)
 	}
@@ -298,16 +297,16 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	// inside one). Otherwise the horizon is read first, on the connection
 	// that then reads the events.
 	conn, horizon := q.q, int64(1<<63-1)
-	if pool, ok := q.q.(*pgxpool.Pool); ok {
-		c, err := pool.Acquire(ctx)
+	if p, ok := q.q.(poolQ); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = p.db.bounded(ctx)
+		defer cancel()
+		c, h, err := p.db.horizonConn(ctx)
 		if err != nil {
-			return nil, classify(err)
-		}
-		defer c.Release()
-		if horizon, err = eventHorizon(ctx, c); err != nil {
 			return nil, err
 		}
-		conn = c
+		defer c.Release()
+		conn, horizon = c, h
 	}
 	const cols = `SELECT ` + eventColumns + ` FROM leases_events`
 	var rows pgx.Rows

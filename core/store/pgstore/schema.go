@@ -187,6 +187,11 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		return classify(err)
 	}
 	defer tx.Rollback(context.Background())
+	// Building the indexes of a large authority may take longer than any
+	// statement bound; its lock waits stay bounded by lock_timeout.
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+		return classify(err)
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, migrationLockSpace); err != nil {
 		return classify(err)
 	}

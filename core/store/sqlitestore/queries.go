@@ -44,11 +44,18 @@ func (c *stmtCache) close() {
 
 // queries holds every statement; it runs on the pool, or inside tx.
 type queries struct {
-	st *stmtCache
-	tx *sql.Tx
+	st   *stmtCache
+	tx   *sql.Tx
+	file *fileIdentity // checked before each read on the pool (BeginWrite checks a tx's)
 }
 
 func (q queries) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
+	if q.tx == nil && q.file != nil {
+		if err := q.file.check(); err != nil {
+			q.file.release()
+			return nil, err
+		}
+	}
 	st, err := q.st.get(ctx, text)
 	if err != nil || q.tx == nil {
 		return st, err

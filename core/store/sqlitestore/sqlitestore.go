@@ -38,6 +38,7 @@ type DB struct {
 	db   *sql.DB
 	path string // absolute
 	wal  *walKeeper
+	file *fileIdentity
 	queries
 }
 
@@ -86,21 +87,33 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	default:
 		return nil, fmt.Errorf("unsupported synchronous level %q", opts.Synchronous)
 	}
-	db, err := sql.Open("sqlite", dsn(abs, busy, syncMode, opts.MustExist))
+	file, err := openFile(abs, path, opts.MustExist)
 	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(abs, busy, syncMode))
+	if err != nil {
+		file.close()
 		return nil, classify(err)
 	}
-	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode)}
-	s.queries = queries{st: newStmtCache(db)}
-	if err := s.migrate(now, opts.MustExist, path); err != nil {
-		db.Close()
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file}
+	s.queries = queries{st: newStmtCache(db), file: file}
+	err = s.migrate(now, opts.MustExist, path)
+	if err == nil {
+		err = file.pinConn(db)
+	}
+	if err == nil {
+		err = file.check() // replaced while it was being opened
+	}
+	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // dsn is the URI every connection opens: its pragmas are set on each.
-func dsn(abs string, busy time.Duration, syncMode string, mustExist bool) string {
+func dsn(abs string, busy time.Duration, syncMode string) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -109,11 +122,9 @@ func dsn(abs string, busy time.Duration, syncMode string, mustExist bool) string
 	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", JournalSizeLimit))
 	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", WALAutoCheckpoint))
 	q.Set("_txlock", "immediate")
-	if mustExist {
-		// SQLite itself then refuses to create the file, should it vanish
-		// after the check in Open.
-		q.Set("mode", "rw")
-	}
+	// The file exists before SQLite opens it (openFile): a connection opened
+	// after it was deleted must fail, not create an empty authority.
+	q.Set("mode", "rw")
 	return (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
 }
 
@@ -132,11 +143,20 @@ func (s *DB) Pragma(name string) (string, error) {
 	return v, classify(err)
 }
 
-// Close closes every connection.
+// Close closes every connection. A file found gone only now has its WAL
+// emptied first (fileIdentity.release).
 func (s *DB) Close() error {
+	if s.file.check() != nil {
+		s.file.release()
+	}
 	s.st.close()
 	s.wal.close()
-	return s.db.Close()
+	if s.file.pin != nil {
+		s.file.pin.Close()
+	}
+	err := s.db.Close()
+	s.file.close()
+	return err
 }
 
 func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
@@ -236,9 +256,17 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	}
 	if err != nil {
 		cancel()
-		return nil, classify(err)
+		return nil, s.file.explain(classify(err))
 	}
-	return &Tx{tx: tx, ctx: ctx, end: cancel, wal: s.wal, queries: queries{st: s.st, tx: tx}}, nil
+	// Holding the writer lock, before anything is written: is the path
+	// still the file this handle writes to?
+	if err := s.file.check(); err != nil {
+		tx.Rollback()
+		cancel()
+		s.file.release()
+		return nil, err
+	}
+	return &Tx{tx: tx, ctx: ctx, end: cancel, wal: s.wal, file: s.file, queries: queries{st: s.st, tx: tx}}, nil
 }
 
 func abandoned(ctx context.Context) error {
@@ -247,10 +275,11 @@ func abandoned(ctx context.Context) error {
 
 // Tx is one write transaction.
 type Tx struct {
-	tx  *sql.Tx
-	ctx context.Context // BeginWrite's
-	end context.CancelFunc
-	wal *walKeeper
+	tx   *sql.Tx
+	ctx  context.Context // BeginWrite's
+	end  context.CancelFunc
+	wal  *walKeeper
+	file *fileIdentity
 	queries
 }
 
@@ -265,7 +294,14 @@ func (t *Tx) Commit() error {
 		return abandoned(t.ctx)
 	}
 	if err := t.tx.Commit(); err != nil {
-		return classify(err)
+		return t.file.explain(classify(err))
+	}
+	// Committed, but into the file the path names? If it was removed or
+	// replaced meanwhile, the caller must not read this as done (core
+	// reports the outcome unknown).
+	if err := t.file.check(); err != nil {
+		t.file.release()
+		return err
 	}
 	t.wal.yield()
 	return nil

@@ -78,7 +78,7 @@ func (w *walKeeper) yield() {
 		return
 	}
 	if w.db == nil {
-		if w.db, err = sql.Open("sqlite", dsn(w.path, walCheckpointWait, w.syncMode, true)); err != nil {
+		if w.db, err = sql.Open("sqlite", dsn(w.path, walCheckpointWait, w.syncMode)); err != nil {
 			return
 		}
 		w.db.SetMaxOpenConns(1)

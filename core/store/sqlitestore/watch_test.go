@@ -12,14 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func openAt(t *testing.T, path string) *DB {
-	t.Helper()
-	s, err := Open(path, Options{BusyTimeout: time.Second}, func() int64 { return 1 })
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 // watching starts s's watcher and waits for its first report, which says
 // that it sees every later commit.
 func watching(t *testing.T, s *DB) (<-chan string, func()) {

@@ -1,0 +1,240 @@
+package reliability
+
+// The race's checker (race_check_test.go) must reject what the whole lease
+// model rejects, accept what it accepts, and decide a loaded run's history
+// that the whole model could not.
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+)
+
+func checkSplitOf(window int, ops ...*raceOp) raceCheck {
+	for _, o := range ops {
+		if o.Op == "claim" && o.Lease == "" {
+			o.Lease = o.W
+		}
+	}
+	return checkRaceHistory(ops, []string{"j0", "j1"}, window, time.Minute)
+}
+
+func complete(w string, job string, call, ret int64, kind string) *raceOp {
+	return &raceOp{W: w, Lease: w, Op: "complete", Job: job, Call: call, Ret: ret, Kind: kind}
+}
+
+func release(w string, job string, call, ret int64) *raceOp {
+	return &raceOp{W: w, Lease: w, Op: "release", Job: job, Call: call, Ret: ret, Kind: "ok"}
+}
+
+func pendingClaim(w string, call, dur int64) *raceOp {
+	return &raceOp{W: w, Op: "claim", DurUS: dur, Call: call, Ret: math.MaxInt64}
+}
+
+func nothingToClaim(w string, call, ret int64) *raceOp {
+	return &raceOp{W: w, Op: "claim", DurUS: 100, Call: call, Ret: ret, Kind: "nothing_to_claim"}
+}
+
+// raceCases are small histories with the whole model's verdict under strict
+// request order (fifo) and under the PostgreSQL window.
+var raceCases = []struct {
+	name           string
+	fifo, windowed porcupine.CheckResult
+	ops            func() []*raceOp
+}{
+	{"a legal history", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 1, 11, 6, 100),
+			complete("a", "j0", 20, 30, "ok"),
+			{W: "c", Lease: "c", Op: "claim", DurUS: 50, Call: 200, Ret: 210, Kind: "ok", RJob: "j1", Expiry: 255},
+			complete("b", "j1", 220, 230, "lease_lost"), pendingClaim("d", 240, 50)}
+	}},
+	{"two live owners", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j0", 20, 30, 25, 100)}
+	}},
+	{"a completion after the expiry", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), complete("a", "j0", 110, 120, "ok")}
+	}},
+	{"a claim passing over a requested job", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j1", 0, 10, 5, 100)}
+	}},
+	{"a claim passing over an expired claim", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 200, 210, 205, 100)}
+	}},
+	{"a claim passing over a job released before it was called", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), release("a", "j0", 20, 30), claimOp("b", "j1", 40, 50, 45, 100)}
+	}},
+	{"a claim passing over a job released while it ran", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), release("a", "j0", 20, 50), claimOp("b", "j1", 40, 60, 45, 100)}
+	}},
+	{"a claim passing over a job a killed claim may have taken", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{pendingClaim("k", 0, 1000), claimOp("b", "j1", 40, 60, 45, 100)}
+	}},
+	{"a lease lost to a killed claim", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), pendingClaim("k", 20, 1000), complete("a", "j0", 200, 210, "lease_lost")}
+	}},
+	{"a killed claim cannot take a finished job", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), complete("a", "j0", 20, 30, "ok"),
+			pendingClaim("k", 40, 1000), complete("k", "j0", 2000, 2010, "ok")}
+	}},
+	{"nothing to claim while a job is requested", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), nothingToClaim("b", 20, 30)}
+	}},
+	{"nothing to claim while every job is held", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 0, 10, 6, 100), nothingToClaim("c", 20, 30)}
+	}},
+	{"an expired verdict before the expiry", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100),
+			{W: "a", Lease: "a", Op: "renew", Job: "j0", DurUS: 100, Call: 20, Ret: 30, Kind: "expired"}}
+	}},
+	{"a killed completion that happened", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), complete("a", "j0", 20, math.MaxInt64, ""),
+			claimOp("b", "j1", 300, 310, 305, 50)}
+	}},
+	{"a killed completion that did not happen", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), complete("a", "j0", 20, math.MaxInt64, ""),
+			claimOp("b", "j0", 300, 310, 305, 50)}
+	}},
+	{"a claim born expired", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{{W: "a", Op: "claim", DurUS: 50, Call: 0, Ret: 50, Kind: "expired"}, claimOp("b", "j0", 60, 70, 65, 100)}
+	}},
+	{"a claim born expired before its duration", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{{W: "a", Op: "claim", DurUS: 50, Call: 0, Ret: 49, Kind: "expired"}}
+	}},
+}
+
+func TestRaceCheckerAgreesWithTheWholeModelOnSmallHistories(t *testing.T) {
+	for _, c := range raceCases {
+		for _, w := range []struct {
+			window int
+			want   porcupine.CheckResult
+		}{{fifo, c.fifo}, {2, c.windowed}} {
+			require.Equal(t, w.want, checkModelOf(w.window, c.ops()...), "%s, window %d: the whole model", c.name, w.window)
+			require.Equal(t, w.want, checkSplitOf(w.window, c.ops()...).Result, "%s, window %d: the checker", c.name, w.window)
+		}
+	}
+}
+
+// Killed claims are concurrent only up to their worker's end, so a job
+// whose partition holds dozens of them is still decided, Illegal included
+// (proving Illegal exhausts every order of them). Seven at a time overlap,
+// as the race's six workers and one restarted one can.
+func TestRaceCheckerDecidesAJobAmongManyKilledClaims(t *testing.T) {
+	var ops []*raceOp
+	for i := 0; i < 42; i++ {
+		call := int64(i/7) * 1000
+		ops = append(ops, &raceOp{W: fmt.Sprintf("k%d", i), Op: "claim", DurUS: 100, Call: call + int64(i%7), Ret: call + 500, Kind: "killed"})
+	}
+	end := int64(7000)
+	require.Equal(t, porcupine.Ok, checkSplitOf(skipLockedWindow, append(ops, claimOp("a", "j0", end, end+10, end+5, 100))...).Result)
+	twoOwners := append(ops, claimOp("a", "j0", end, end+10, end+5, 100), claimOp("b", "j0", end+20, end+30, end+25, 100))
+	require.Equal(t, porcupine.Illegal, checkSplitOf(skipLockedWindow, twoOwners...).Result)
+}
+
+// A round of the PostgreSQL race on a loaded machine (two races at once):
+// 1 218 operations, three claims killed mid-call at the end, two claims
+// born expired. The whole model ran out of 5 minutes on it.
+const loadedRaceFixture = "testdata/race-postgres-loaded.json.gz"
+
+func TestRaceCheckerDecidesAHistoryTheWholeModelCouldNot(t *testing.T) {
+	k, err := loadKeptHistory(loadedRaceFixture)
+	require.NoError(t, err)
+	c := checkRaceHistory(k.Ops, k.Order, k.Window, time.Minute)
+	require.Equal(t, porcupine.Ok, c.Result, "%v", c.Order)
+	require.Less(t, c.MaxPassed, k.Window)
+}
+
+// The same history with a violation planted, each decided Illegal.
+func TestRaceCheckerFindsAViolationPlantedInALoadedHistory(t *testing.T) {
+	// moveLease makes the lease of claim b claim (and work on) job instead.
+	moveLease := func(k keptHistory, b *raceOp, job string) {
+		for _, o := range k.Ops {
+			if o.Lease == b.Lease {
+				if o.Op == "claim" {
+					o.RJob = job
+				} else {
+					o.Job = job
+				}
+			}
+		}
+	}
+	t.Run("a second owner", func(t *testing.T) {
+		k, err := loadKeptHistory(loadedRaceFixture)
+		require.NoError(t, err)
+		// a claimed a job and completed it later; b claimed another job in
+		// between, at a sample before a's expiry: give b a's job.
+		for _, a := range k.Ops {
+			done := finishedBy(k, a)
+			if done == nil {
+				continue
+			}
+			for _, b := range k.Ops {
+				if b.Op == "claim" && b.Kind == "ok" && b.W != a.W && b.Call > a.Ret && b.Ret < done.Call && b.Expiry-b.DurUS < a.Expiry {
+					moveLease(k, b, a.RJob)
+					c := checkRaceHistory(k.Ops, k.Order, k.Window, time.Minute)
+					require.Equal(t, porcupine.Illegal, c.Result)
+					require.NoError(t, c.Order, "caught by the job's partition")
+					return
+				}
+			}
+		}
+		t.Fatal("the fixture has no claim to plant a second owner with")
+	})
+	t.Run("a claim far out of order", func(t *testing.T) {
+		k, err := loadKeptHistory(loadedRaceFixture)
+		require.NoError(t, err)
+		last := k.Order[len(k.Order)-1] // never claimed in the fixture
+		for _, o := range k.Ops {
+			require.False(t, o.RJob == last || o.Job == last)
+		}
+		for _, b := range k.Ops {
+			if finishedBy(k, b) != nil { // a lease that ends well on any job nobody else touches
+				moveLease(k, b, last)
+				break
+			}
+		}
+		c := checkRaceHistory(k.Ops, k.Order, k.Window, time.Minute)
+		require.Equal(t, porcupine.Illegal, c.Result)
+		require.ErrorContains(t, c.Order, "more than the window of 32 allows")
+	})
+}
+
+// finishedBy is the successful completion of claim a's lease, if any.
+func finishedBy(k keptHistory, a *raceOp) *raceOp {
+	if a.Op != "claim" || a.Kind != "ok" {
+		return nil
+	}
+	for _, o := range k.Ops {
+		if o.Lease == a.Lease && o.Op == "complete" && o.Kind == "ok" {
+			return o
+		}
+	}
+	return nil
+}
+
+// A failed race keeps history.json in the directory it names:
+// LEASES_RACE_REPLAY=that/history.json go test -run TestRaceCheckerReplays
+// ./tests/reliability/ checks it again (a visualization goes next to it).
+func TestRaceCheckerReplaysAKeptHistory(t *testing.T) {
+	path := os.Getenv("LEASES_RACE_REPLAY")
+	if path == "" {
+		path = loadedRaceFixture
+	}
+	k, err := loadKeptHistory(path)
+	require.NoError(t, err)
+	c := checkRaceHistory(k.Ops, k.Order, k.Window, raceCheckTimeout)
+	t.Logf("%s: %d operations: %s (%d partitions, the largest %d operations; at most %d jobs passed, window %d)",
+		path, len(k.Ops), c.Result, c.Partitions, c.MaxPartition, c.MaxPassed, k.Window)
+	if c.Result != porcupine.Ok && c.Order == nil {
+		viz := filepath.Join(filepath.Dir(path), "replay.html")
+		if porcupine.VisualizePath(c.Model, c.Info, viz) == nil {
+			t.Logf("visualization: %s", viz)
+		}
+	}
+	require.Equal(t, porcupine.Ok, c.Result, "%v", c.Order)
+}
