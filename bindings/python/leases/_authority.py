@@ -8,7 +8,7 @@ import os
 import re
 import urllib.parse
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 from . import _ffi
 from ._durations import duration_us, wait_us
@@ -16,7 +16,10 @@ from ._errors import BadTokenError, ClosedError, NothingToClaimError
 from ._lease import JSONMapping, Lease, facts_json
 from ._managed import Managed
 from ._waiting import Canceller, canceller_handle, in_slices
-from ._worker import Worker
+from ._worker import WorkOptions, Worker
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only, never evaluated
 from ._records import Event, Job, parse_list
 
 PathArg = Union[str, "os.PathLike[str]"]
@@ -238,18 +241,7 @@ class Authority(Managed):
         _ffi.call(_ffi.lib.leases_events_json, self._handle(), p, after, ctypes.byref(out))
         return [Event.from_json(o) for o in parse_list(_ffi.take_string(out))]
 
-    def work(
-        self,
-        production: str,
-        *,
-        worker: str,
-        duration: timedelta,
-        interval: Optional[timedelta] = None,
-        drain_timeout: Optional[timedelta] = None,
-        max_jobs: Optional[int] = None,
-        exit_when_empty: bool = False,
-        handle_signals: Optional[bool] = None,
-    ) -> Worker:
+    def work(self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]) -> Worker:
         """The worker loop of a production (docs/python.md, "Writing a worker")::
 
             for lease in auth.work("render", worker="w1", duration=timedelta(minutes=2)):
@@ -262,18 +254,10 @@ class Authority(Managed):
         ``stop()`` drain the loop; ``drain_timeout`` bounds how long a
         running job may take then. ``max_jobs`` bounds the claims;
         ``exit_when_empty`` ends the loop once the production has nothing
-        claimable. Arguments are checked here, before any store access."""
-        return Worker(
-            self,
-            production,
-            worker=worker,
-            duration=duration,
-            interval=interval,
-            drain_timeout=drain_timeout,
-            max_jobs=max_jobs,
-            exit_when_empty=exit_when_empty,
-            handle_signals=handle_signals,
-        )
+        claimable. ``handle_signals`` (default: in the main thread) says
+        whether SIGINT/SIGTERM drain it. Arguments are checked here, before
+        any store access."""
+        return Worker(self, production, worker=worker, duration=duration, **options)
 
     def edit(self) -> "Edit":
         """Begins an edit (one write transaction holding the writer lock)."""

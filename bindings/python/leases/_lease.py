@@ -8,14 +8,13 @@ import ctypes
 import json
 import os
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from . import _ffi
 from ._abi import MAX_FACTS_LEN
 from ._durations import datetime_from_unix_us, duration_us, wait_us
 from ._errors import InvalidArgumentError, LeasesError, error_for_status
-from ._managed import Managed
+from ._managed import Closing, Managed
 from ._waiting import Canceller, canceller_handle, in_slices
 
 if TYPE_CHECKING:
@@ -241,7 +240,7 @@ class Lease(Managed):
     __str__ = __repr__
 
 
-class KeepAlive:
+class KeepAlive(Closing):
     """A running keep-alive: leaving ``with`` (or ``stop()``) stops it and
     returns once no renewal can be written any more; a lease that is
     closed or freed meanwhile has stopped it already."""
@@ -253,16 +252,7 @@ class KeepAlive:
         if not self.lease.closed:
             self.lease.stop_keep_alive()
 
-    def __enter__(self) -> "KeepAlive":
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.stop()
+    close = stop
 
     def __repr__(self) -> str:
         return f"<leases.KeepAlive of {self.lease!r}>"

@@ -9,8 +9,8 @@ import signal
 import threading
 import weakref
 from datetime import timedelta
-from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, List, Optional, Type, Union
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, List, Optional, TypedDict, Union
 
 from . import _ffi
 from ._durations import duration_us, wait_us
@@ -24,9 +24,12 @@ from ._errors import (
     StorageError,
 )
 from ._lease import Lease
+from ._managed import Closing
 from ._waiting import SLICE_US, Canceller, in_slices
 
 if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only, never evaluated
+
     from ._authority import Authority
 
 log = logging.getLogger("leases.worker")
@@ -52,7 +55,17 @@ class DrainTimeout(SystemExit):
     uncaught it ends the program with its message and exit status 1."""
 
 
-class Worker:
+class WorkOptions(TypedDict, total=False):
+    """The options of a work loop (``Authority.work``; docs/python.md)."""
+
+    interval: Optional[timedelta]
+    drain_timeout: Optional[timedelta]
+    max_jobs: Optional[int]
+    exit_when_empty: bool
+    handle_signals: Optional[bool]
+
+
+class Worker(Closing):
     """The worker loop of one production; ``Authority.work`` makes it.
 
     Iterating it claims jobs one at a time, waiting for each without
@@ -72,19 +85,12 @@ class Worker:
     """
 
     def __init__(
-        self,
-        authority: "Authority",
-        production: str,
-        *,
-        worker: str,
-        duration: timedelta,
-        interval: Optional[timedelta] = None,
-        drain_timeout: Optional[timedelta] = None,
-        max_jobs: Optional[int] = None,
-        exit_when_empty: bool = False,
-        handle_signals: Optional[bool] = None,
+        self, authority: "Authority", production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]
     ) -> None:
         _ffi.ensure_not_forked()
+        interval = options.get("interval")
+        drain_timeout = options.get("drain_timeout")
+        max_jobs = options.get("max_jobs")
         self._p = _ffi.encode(production, "production")
         self._w = _ffi.encode(worker, "worker")
         self._duration = duration
@@ -103,8 +109,8 @@ class Worker:
         self.worker = worker
         self._authority = authority
         self._max_jobs = max_jobs
-        self._exit_when_empty = bool(exit_when_empty)
-        self._handle_signals = handle_signals
+        self._exit_when_empty = bool(options.get("exit_when_empty", False))
+        self._handle_signals = options.get("handle_signals")
         self._signals = False
         self._canceller = Canceller()
         self._stopping = threading.Event()
@@ -310,22 +316,19 @@ class Worker:
 
     # ---- with ------------------------------------------------------------------
 
-    def __enter__(self) -> "Worker":
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        """Ends the loop: a job the body left unsettled is given back."""
+    def close(self) -> None:
+        """Ends the loop (leaving ``with`` does): a job the body left
+        unsettled is given back."""
         self._stopping.set()
         loop = None if self._loop_gen is None else self._loop_gen()
         if loop is not None:
             loop.close()
         elif not self._iterated:
             self._canceller.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._stopping.is_set() and (self._loop_gen is None or self._loop_gen() is None)
 
     def __repr__(self) -> str:
         state = "stopping" if self.stopping else ("running" if self._iterated else "new")

@@ -24,15 +24,17 @@ import asyncio
 import threading
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Callable, Iterator, List, Optional, Set, Type, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Protocol, Set, Type, TypeVar
 
 from ._authority import Authority, BytesLike, PathArg
 from ._errors import LeasesError
 from ._lease import JSONMapping, Lease
-from ._managed import Managed
 from ._records import Event, Job
 from ._waiting import Canceller
-from ._worker import Worker
+from ._worker import WorkOptions, Worker
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only, never evaluated
 
 __all__ = ["AsyncAuthority", "AsyncLease", "AsyncWorker"]
 
@@ -108,11 +110,25 @@ def _release_late_claim(task: "asyncio.Task[Optional[Lease]]") -> None:
     release.add_done_callback(_pending_releases.discard)
 
 
-class _AsyncHandle:
-    """What every async wrapper of a handle shares: close() and ``async
-    with``, which leave the handle as its blocking ``with`` does."""
+class _Closable(Protocol):
+    @property
+    def closed(self) -> bool: ...
 
-    sync: Managed
+    def close(self) -> None: ...
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None: ...
+
+
+class _AsyncHandle:
+    """What every async wrapper of a handle (or loop) shares: close() and
+    ``async with``, which leave it as its blocking ``with`` does."""
+
+    sync: _Closable
 
     @property
     def closed(self) -> bool:
@@ -258,31 +274,14 @@ class AsyncAuthority(_AsyncHandle):
         return await _run(lambda: self.sync.events(production, after))
 
     def work(
-        self,
-        production: str,
-        *,
-        worker: str,
-        duration: timedelta,
-        interval: Optional[timedelta] = None,
-        drain_timeout: Optional[timedelta] = None,
-        max_jobs: Optional[int] = None,
-        exit_when_empty: bool = False,
+        self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]
     ) -> "AsyncWorker":
         """The worker loop (``Authority.work``) for ``async for``; each claim
         waits in a thread. Stop it with ``stop()`` (e.g. from
-        ``loop.add_signal_handler``) or by cancelling the task."""
-        return AsyncWorker(
-            self.sync.work(
-                production,
-                worker=worker,
-                duration=duration,
-                interval=interval,
-                drain_timeout=drain_timeout,
-                max_jobs=max_jobs,
-                exit_when_empty=exit_when_empty,
-                handle_signals=False,
-            )
-        )
+        ``loop.add_signal_handler``) or by cancelling the task; it handles
+        no signal itself."""
+        options["handle_signals"] = False
+        return AsyncWorker(self.sync.work(production, worker=worker, duration=duration, **options))
 
     async def run(self, call: Callable[[Authority], _T]) -> _T:
         """Runs call(authority) in a worker thread: a whole edit, say, which
@@ -293,13 +292,15 @@ class AsyncAuthority(_AsyncHandle):
         return f"<leases.aio.AsyncAuthority {self.sync!r}>"
 
 
-class AsyncWorker:
+class AsyncWorker(_AsyncHandle):
     """``Authority.work``'s loop for ``async for``: each step (settling the
     previous job, claiming the next, waiting for it) runs in a worker thread,
     so the event loop keeps running. ``async with`` ends it on exit, giving
     back a job the body left unsettled; ``stop()`` drains it from the loop
     (a signal handler of ``loop.add_signal_handler``) or any thread, and
     cancelling the awaiting task stops it the same way."""
+
+    sync: Worker
 
     def __init__(self, worker: Worker) -> None:
         self.sync = worker
@@ -331,19 +332,9 @@ class AsyncWorker:
         return AsyncLease(lease)
 
     async def aclose(self) -> None:
-        """Ends the loop, giving back a job the body left unsettled."""
-        await _run(lambda: self.sync.__exit__(None, None, None))
-
-    async def __aenter__(self) -> "AsyncWorker":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        await self.aclose()
+        """Ends the loop, giving back a job the body left unsettled (as
+        leaving ``async with`` does)."""
+        await self.close()
 
     def __repr__(self) -> str:
         return f"<leases.aio.AsyncWorker {self.sync!r}>"

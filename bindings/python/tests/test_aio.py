@@ -8,25 +8,14 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
-from pathlib import Path
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
 import leases
 from leases.aio import AsyncAuthority, AsyncLease
 
-import _pg
 from conftest import PRODUCTION, SECONDS_30
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "jobs.db")
-    else:
-        for schema in _pg.fresh_schema():
-            yield schema.url
 
 
 async def ticking(ticks: List[int]) -> None:

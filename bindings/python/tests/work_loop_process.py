@@ -6,19 +6,27 @@ script by test_workers.py, killed with signals there).
 MODE wait: one waiting claim of an hour; on Ctrl-C print "interrupted
 <monotonic time>" and exit 0. MODE work: the work loop; each job's body
 prints "started <job id>", sleeps SECONDS and completes the job; the loop
-ends on SIGTERM/SIGINT (drain timeout DRAIN_SECONDS, if given); "drained
-<jobs>" is printed when it ends, "ended <monotonic time>" on any exit.
+ends on SIGTERM/SIGINT (drain timeout DRAIN_SECONDS, if given); "noticed
+<monotonic time>" is printed when a signal reaches the loop, "drained <jobs>"
+when it ends, "ended <monotonic time>" on any exit.
 Nothing printed here is a secret.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import time
 from datetime import timedelta
 
 import leases
+
+
+class Noticed(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if "draining" in record.getMessage():
+            print(f"noticed {time.monotonic()}", flush=True)
 
 
 def main() -> int:
@@ -37,6 +45,10 @@ def main() -> int:
                 print(f"interrupted {time.monotonic()}", flush=True)
                 return 0
             return 3
+        # The loop logs when a signal reaches it: print that moment.
+        log = logging.getLogger("leases.worker")
+        log.setLevel(logging.INFO)
+        log.addHandler(Noticed())
         jobs = 0
         try:
             for lease in auth.work(production, worker=worker, duration=timedelta(seconds=1), drain_timeout=drain):
