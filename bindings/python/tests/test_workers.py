@@ -395,6 +395,26 @@ def test_a_work_loop_in_a_thread_drains_then_gives_the_job_back_after_the_drain_
     assert kinds(store, first)[-1] == "released" and kinds(store, second) == ["requested"]
 
 
+def test_work_loops_in_several_threads_share_an_authority_and_never_share_a_job(store: leases.Authority) -> None:
+    ids = [store.request_job(PRODUCTION) for _ in range(24)]
+    seen: List[List[str]] = [[] for _ in range(4)]
+
+    def run(n: int) -> None:
+        for lease in store.work(PRODUCTION, worker=f"t{n}", duration=SECONDS_30, exit_when_empty=True):
+            seen[n].append(lease.job_id)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    claimed = [j for s in seen for j in s]
+    assert sorted(claimed) == sorted(ids), "a job was claimed twice or never"
+    assert states(store) == ["completed"] * len(ids)
+    by_worker = {j.id: j.worker for j in store.jobs(PRODUCTION)}
+    assert all(by_worker[j] == f"t{n}" for n, s in enumerate(seen) for j in s)
+
+
 def test_the_work_loop_checks_its_arguments_before_the_store(store: leases.Authority) -> None:
     with pytest.raises(leases.InvalidDurationError):
         store.work(PRODUCTION, worker="w", duration=timedelta(0))
