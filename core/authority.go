@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -23,9 +25,11 @@ type Authority struct {
 	b      store.Backend
 	seam   atomic.Pointer[func() int64] // test builds only; nil in release builds
 	closed atomic.Bool
+	waits  *waitroom // waiting claims (wait.go)
 
-	mu    sync.Mutex
-	edits map[*Edit]struct{} // open edits, aborted by Close
+	mu      sync.Mutex
+	edits   map[*Edit]struct{}  // open edits, aborted by Close
+	keepers map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
@@ -47,7 +51,7 @@ func OpenStore(location, name string, open func() (store.Backend, error)) (*Auth
 	if err != nil {
 		return nil, storageErr("open "+name, err)
 	}
-	return &Authority{b: b}, nil
+	return &Authority{b: b, waits: newWaitroom(b)}, nil
 }
 
 // now is the clock of a store without a server clock (SQLite): this host's
@@ -79,29 +83,42 @@ func (a *Authority) sampleIn(ctx context.Context, tx store.Tx) (int64, error) {
 }
 
 // setClock installs the clock seam; only test builds reach it (clock_seam*.go).
-func (a *Authority) setClock(f func() int64) { a.seam.Store(&f) }
+// Every waiting claim looks again: a moved clock may have expired a claim,
+// and nothing was written that would wake it.
+func (a *Authority) setClock(f func() int64) {
+	a.seam.Store(&f)
+	if a.waits != nil {
+		a.waits.hub.WakeAll()
+	}
+}
 
 // Close closes the database. Leases of a closed authority report Closed.
 func (a *Authority) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
+	// Waits end (closed), and renewers stop before the store closes: none
+	// writes after Close returns.
+	a.waits.close()
+	a.stopKeepers()
 	// An edit left open would keep its transaction, and with PostgreSQL its
 	// row locks, until the process ends: roll each back (it then reports
 	// closed, and commits nothing).
-	a.mu.Lock()
-	open := make([]*Edit, 0, len(a.edits))
-	for e := range a.edits {
-		open = append(open, e)
-	}
-	a.mu.Unlock()
-	for _, e := range open {
+	for _, e := range lockedKeys(&a.mu, a.edits) {
 		e.Abort()
 	}
 	if err := a.b.Close(); err != nil {
 		return storageErr("close", err)
 	}
 	return nil
+}
+
+// lockedKeys lists m's keys under mu, so that each can then be acted on
+// without holding it.
+func lockedKeys[K comparable](mu *sync.Mutex, m map[K]struct{}) []K {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Collect(maps.Keys(m))
 }
 
 func (a *Authority) usable() error {
@@ -160,7 +177,7 @@ func (a *Authority) createProduction(ctx context.Context, name string, policy *s
 		return Production{}, err
 	}
 	var out Production
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := tx.ProductionByName(ctx, name)
 		if err == nil {
 			if policy != nil && p.Policy != *policy {
@@ -240,9 +257,9 @@ func (a *Authority) request(ctx context.Context, production, key string, payload
 		return "", err
 	}
 	var id string
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 		var err error
-		id, err = requestIn(ctx, tx, now, production, key, payload, o)
+		id, err = requestIn(ctx, tx, w, now, production, key, payload, o)
 		return err
 	})
 	return id, err
@@ -261,7 +278,7 @@ func checkRequest(production, key string, payload []byte, o RequestOptions) erro
 	return o.check()
 }
 
-func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte, o RequestOptions) (string, error) {
+func requestIn(ctx context.Context, tx store.Tx, w *wakes, now int64, production, key string, payload []byte, o RequestOptions) (string, error) {
 	ready, err := o.readyAt(now)
 	if err != nil {
 		return "", err
@@ -302,6 +319,9 @@ func requestIn(ctx context.Context, tx store.Tx, now int64, production, key stri
 	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested", Detail: detail}); err != nil {
 		return "", storageErr("request job", err)
 	}
+	if err := w.add(ctx, tx, p.ID); err != nil {
+		return "", err
+	}
 	return id, nil
 }
 
@@ -325,7 +345,7 @@ func (a *Authority) Cancel(production, jobID string) error {
 }
 
 func (a *Authority) cancel(ctx context.Context, production, jobID string) error {
-	return a.coordinate(ctx, production, jobID, func(tx store.Tx, p store.Production, j store.Job, now int64) error {
+	return a.coordinate(ctx, production, jobID, func(tx store.Tx, _ *wakes, p store.Production, j store.Job, now int64) error {
 		switch j.State {
 		case store.StateCancelled:
 			return nil
@@ -336,7 +356,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 		if j.State == store.StateClaimed {
 			// The claim's attempt ends here (whether or not it had expired).
 			worker = j.Worker
-			if _, err := endAttempt(ctx, tx, p, &j, now, store.EndCancelled, "cancelled by the coordinator", 0); err != nil {
+			if _, err := endAttempt(ctx, tx, nil, p, &j, now, store.EndCancelled, "cancelled by the coordinator", 0); err != nil {
 				return err
 			}
 		} else {
@@ -353,7 +373,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 // policy): the arguments are checked, then fn decides in one write
 // transaction with the production and the job.
 func (a *Authority) coordinate(ctx context.Context, production, jobID string,
-	fn func(tx store.Tx, p store.Production, j store.Job, now int64) error) error {
+	fn func(tx store.Tx, w *wakes, p store.Production, j store.Job, now int64) error) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -363,7 +383,7 @@ func (a *Authority) coordinate(ctx context.Context, production, jobID string,
 	if err := checkID("job id", jobID); err != nil {
 		return err
 	}
-	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
+	return aboutJob(a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
@@ -372,7 +392,7 @@ func (a *Authority) coordinate(ctx context.Context, production, jobID string,
 		if err != nil {
 			return err
 		}
-		return fn(tx, p, j, now)
+		return fn(tx, w, p, j, now)
 	}), jobID)
 }
 
@@ -397,23 +417,27 @@ func event(ctx context.Context, tx store.Tx, e store.Event) error {
 // write runs an unguarded writing transaction (no clock policy): creating
 // productions, requesting jobs, cancelling. A transaction the store aborted
 // over a concurrent conflict is run again (retrying).
-func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64) error) error {
+func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w *wakes) error) error {
 	return a.retrying(ctx, func() error {
 		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
 			return storageErr("begin", err)
 		}
+		var w wakes
 		now, err := a.sampleIn(ctx, tx)
 		if err == nil {
-			err = fn(tx, now)
+			err = fn(tx, now, &w)
 		}
 		if err != nil {
 			tx.Rollback()
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return commitErr(err)
+			err = commitErr(err)
+			a.waits.committed(err, w)
+			return err
 		}
+		a.waits.committed(nil, w)
 		return nil
 	})
 }

@@ -118,7 +118,7 @@ func (e *Edit) RequestJobWith(production, key string, payload []byte, o RequestO
 	if err != nil {
 		return "", e.afterOp(err)
 	}
-	id, err := requestIn(e.g.ctx, e.g.tx, now, production, key, payload, o)
+	id, err := requestIn(e.g.ctx, e.g.tx, &e.g.wakes, now, production, key, payload, o)
 	return id, e.afterOp(err)
 }
 
@@ -224,7 +224,7 @@ func (e *Edit) Commit() error {
 			if err == nil || unknown {
 				l.state = LeaseActive
 			} else {
-				l.state = LeaseClosed
+				l.closeHere("was claimed in an edit that did not commit")
 			}
 			l.mu.Unlock()
 		}
@@ -235,8 +235,10 @@ func (e *Edit) Commit() error {
 		switch {
 		case unknown:
 			l.state = LeaseActive
-		case err == nil || l.state == LeasePending:
-			l.state = LeaseClosed
+		case err == nil:
+			l.closeHere("completed")
+		case l.state == LeasePending:
+			l.closeHere("was claimed in an edit that did not commit")
 		}
 		l.mu.Unlock()
 	}
@@ -264,7 +266,7 @@ func (e *Edit) abortLocked() {
 	for _, l := range append(e.pending, e.finishing...) {
 		l.mu.Lock()
 		if l.state == LeasePending {
-			l.state = LeaseClosed
+			l.closeHere("was claimed in an edit that was aborted")
 		}
 		l.edit = nil
 		l.mu.Unlock()

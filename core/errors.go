@@ -29,6 +29,9 @@ const (
 	KindSchemaTooNew
 	KindForked
 	KindInternal
+	// KindInterrupted: a wait was ended by its caller, through a cancelled
+	// context or a C canceller; only the waiting functions return it.
+	KindInterrupted
 )
 
 var kindNames = map[Kind]string{
@@ -50,12 +53,13 @@ var kindNames = map[Kind]string{
 	KindSchemaTooNew:    "schema_too_new",
 	KindForked:          "forked",
 	KindInternal:        "internal",
+	KindInterrupted:     "interrupted",
 }
 
 // Kinds lists every kind in status order.
 func Kinds() []Kind {
 	out := make([]Kind, 0, len(kindNames))
-	for k := KindInvalidArgument; k <= KindInternal; k++ {
+	for k := KindInvalidArgument; k <= KindInterrupted; k++ {
 		out = append(out, k)
 	}
 	return out
@@ -94,8 +98,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is matches any *Error of the same Kind, so errors.Is(err, ErrExpired) works.
+// Is matches any *Error of the same Kind, so errors.Is(err, ErrExpired) works,
+// and ErrNotHeld matches each kind that says the claim is no longer held.
 func (e *Error) Is(target error) bool {
+	if target == ErrNotHeld {
+		return e.Kind.NotHeld()
+	}
 	var t *Error
 	if errors.As(target, &t) {
 		return t.Kind == e.Kind
@@ -123,7 +131,22 @@ var (
 	ErrSchemaTooNew    = &Error{Kind: KindSchemaTooNew}
 	ErrForked          = &Error{Kind: KindForked}
 	ErrInternal        = &Error{Kind: KindInternal}
+	ErrInterrupted     = &Error{Kind: KindInterrupted}
 )
+
+// ErrNotHeld matches, with errors.Is, every error saying the worker no longer
+// holds its claim and must stop: lease_lost, expired and cancelled (the
+// bindings' NotHeldError / is_not_held). It is never returned itself.
+var ErrNotHeld error = notHeld{}
+
+type notHeld struct{}
+
+func (notHeld) Error() string { return "not held: the claim was lost, expired or cancelled" }
+
+// NotHeld reports whether k says the claim is no longer held.
+func (k Kind) NotHeld() bool {
+	return k == KindLeaseLost || k == KindExpired || k == KindCancelled
+}
 
 // KindOf returns the kind of err, KindInternal for foreign errors, 0 for nil.
 func KindOf(err error) Kind {

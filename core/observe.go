@@ -613,11 +613,11 @@ func (a *Authority) NextClaimableAt(ctx context.Context, production string) (tim
 	if err != nil {
 		return time.Time{}, err
 	}
-	us, err := a.b.EarliestReady(ctx, p.ID)
+	us, ok, err := a.b.NextWakeAt(ctx, p.ID)
 	if err != nil {
 		return time.Time{}, storageErr("find the next claimable time", err)
 	}
-	if us == 0 {
+	if !ok {
 		return time.Time{}, nil
 	}
 	return time.UnixMicro(us).UTC(), nil

@@ -106,7 +106,7 @@ func TestEveryKindWorksWithErrorsIsAndAs(t *testing.T) {
 		KindExpired: ErrExpired, KindCancelled: ErrCancelled, KindNotExtended: ErrNotExtended,
 		KindClockRegressed: ErrClockRegressed, KindClosed: ErrClosed, KindBadToken: ErrBadToken, KindBusy: ErrBusy,
 		KindStorage: ErrStorage, KindOutcomeUnknown: ErrOutcomeUnknown, KindSchemaTooNew: ErrSchemaTooNew,
-		KindForked: ErrForked, KindInternal: ErrInternal,
+		KindForked: ErrForked, KindInternal: ErrInternal, KindInterrupted: ErrInterrupted,
 	}
 	require.Len(t, sentinels, len(Kinds()))
 	names := map[string]bool{}
@@ -178,4 +178,20 @@ func TestAClosedAuthorityReportsClosed(t *testing.T) {
 	requireKind(t, l.Renew(time.Hour), KindClosed)
 	_, err := f.a.Jobs("p")
 	requireKind(t, err, KindClosed)
+}
+
+func TestErrNotHeldMatchesExactlyTheKindsThatSayTheClaimIsNoLongerHeld(t *testing.T) {
+	notHeld := map[Kind]bool{KindLeaseLost: true, KindExpired: true, KindCancelled: true}
+	for _, k := range Kinds() {
+		err := fmt.Errorf("wrapped: %w", errf(k, "something"))
+		require.Equal(t, notHeld[k], errors.Is(err, ErrNotHeld), k.String())
+		require.Equal(t, notHeld[k], k.NotHeld(), k.String())
+	}
+	// A real one, from the rules: a lease whose claim expired.
+	f := newFixture(t)
+	f.request(1)
+	l := f.claim("w", time.Minute)
+	f.clk.advance(time.Minute)
+	require.ErrorIs(t, l.Renew(time.Minute), ErrNotHeld)
+	require.NotErrorIs(t, errf(KindBusy, "x"), ErrNotHeld)
 }

@@ -158,8 +158,11 @@ func (o RequestOptions) readyAt(now int64) (int64, error) {
 // the history, and for a claim that ended without completion (released,
 // retry, expired) sends the job back to the queue or, when its attempts are
 // used up, to dead with a dead event. readyAt is when a returned job becomes
-// claimable. j is updated and stored; it reports whether the job died.
-func endAttempt(ctx context.Context, tx store.Tx, p store.Production, j *store.Job, now int64,
+// claimable; a returned job wakes waiting claims through w (nil: none to
+// wake, as when claim-next ends lapsed claims: their ready time has passed,
+// so waiters already woke for them). j is updated and stored; it reports
+// whether the job died.
+func endAttempt(ctx context.Context, tx store.Tx, w *wakes, p store.Production, j *store.Job, now int64,
 	ending, reason string, readyAt int64) (bool, error) {
 	ended := now
 	if ending == store.EndExpired {
@@ -193,6 +196,13 @@ func endAttempt(ctx context.Context, tx store.Tx, p store.Production, j *store.J
 		if ending == store.EndRetry {
 			j.ClaimableAt = readyAt
 		}
+		// Claimable now, or later: a waiter looks again and sleeps until
+		// its next wake time, which this job may have made earlier.
+		if w != nil {
+			if err := w.add(ctx, tx, p.ID); err != nil {
+				return false, err
+			}
+		}
 	}
 	if err := tx.UpdateJob(ctx, *j); err != nil {
 		return false, storageErr("end the attempt", err)
@@ -224,7 +234,7 @@ func lapse(ctx context.Context, tx store.Tx, p store.Production, j *store.Job, n
 	// as when another claim has taken the job (the claim did not finish, so
 	// wrong_state would mislead).
 	j.ClaimHash = nil
-	return endAttempt(ctx, tx, p, j, now, store.EndExpired, expiredReason, j.ReadyAt)
+	return endAttempt(ctx, tx, nil, p, j, now, store.EndExpired, expiredReason, j.ReadyAt)
 }
 
 // lapsedReady is when a claim taken at attempt n with expiry becomes
@@ -287,7 +297,7 @@ func (a *Authority) SetRetryPolicy(production string, policy RetryPolicy) error 
 		return err
 	}
 	ctx := context.Background()
-	return a.write(ctx, func(tx store.Tx, now int64) error {
+	return a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
@@ -345,7 +355,11 @@ func (l *Lease) endClaim(ctx context.Context, kind, ending, reason string,
 	readyAt func(p store.Production, j store.Job, now int64) int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error {
+	closes := kind
+	if kind == "retry" {
+		closes = "failed (retryable)"
+	}
+	return l.transition(ctx, closes, func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
@@ -358,7 +372,7 @@ func (l *Lease) endClaim(ctx context.Context, kind, ending, reason string,
 			Worker: l.worker, Detail: reason}); err != nil {
 			return err
 		}
-		_, err = endAttempt(g.ctx, g.tx, p, &j, now, ending, reason, readyAt(p, j, now))
+		_, err = endAttempt(g.ctx, g.tx, &g.wakes, p, &j, now, ending, reason, readyAt(p, j, now))
 		return err
 	})
 }
@@ -374,11 +388,11 @@ var redrivable = []string{StateFailed, StateDead, StateCancelled}
 // it left. Any other state is WrongState.
 func (a *Authority) RetryJob(production, jobID string) error {
 	ctx := context.Background()
-	return a.coordinate(ctx, production, jobID, func(tx store.Tx, p store.Production, j store.Job, now int64) error {
+	return a.coordinate(ctx, production, jobID, func(tx store.Tx, w *wakes, p store.Production, j store.Job, now int64) error {
 		if !contains(redrivable, j.State) {
 			return errf(KindWrongState, "job %s is %s; only a failed, dead or cancelled job is retried", jobID, j.State)
 		}
-		return redrive(ctx, tx, p, &j, now)
+		return redrive(ctx, tx, w, p, &j, now)
 	})
 }
 
@@ -403,7 +417,7 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 	var total int64
 	for {
 		var n int64
-		err := a.write(ctx, func(tx store.Tx, now int64) error {
+		err := a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 			n = 0
 			p, err := productionByName(ctx, tx, production)
 			if err != nil {
@@ -414,7 +428,7 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 				return storageErr("redrive", err)
 			}
 			for i := range js {
-				if err := redrive(ctx, tx, p, &js[i], now); err != nil {
+				if err := redrive(ctx, tx, w, p, &js[i], now); err != nil {
 					return err
 				}
 			}
@@ -431,12 +445,17 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 	}
 }
 
-func redrive(ctx context.Context, tx store.Tx, p store.Production, j *store.Job, now int64) error {
+// redrive returns j to the queue, claimable at once, and wakes waiting
+// claims through w.
+func redrive(ctx context.Context, tx store.Tx, w *wakes, p store.Production, j *store.Job, now int64) error {
 	from := j.State
 	j.State, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason = store.StateRequested, "", 0, 0, 0, ""
 	j.ClaimableAt, j.ReadyAt, j.Due, j.UpdatedAt = now, now, true, now
 	if err := tx.UpdateJob(ctx, *j); err != nil {
 		return storageErr("redrive", err)
+	}
+	if err := w.add(ctx, tx, p.ID); err != nil {
+		return err
 	}
 	return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "redriven",
 		Detail: "returned from " + from + "; attempts reset to 0"})

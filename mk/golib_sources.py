@@ -9,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+# leases.go is the root package (package leases): the C exports open an
+# authority through it.
 FILES = ["go.mod", "go.sum", "VERSION", "abi/VERSION", "abi/REVISION", "leases.go",
          "include/leases.h", "include/leases_testing.h", "mk/golib.sh"]
 TREES = ["capi", "core"]

@@ -90,11 +90,6 @@ type Observer interface {
 	// ListProductions lists productions with name > after, by name.
 	ListProductions(ctx context.Context, after string, limit int) ([]Production, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]JobRow, error)
-	// EarliestReady is the earliest ReadyAt among the production's delayed
-	// requested jobs and its claims (when a claim's lapse makes its job
-	// claimable), from the first entry of each partial index; 0 when there
-	// is neither.
-	EarliestReady(ctx context.Context, productionID string) (int64, error)
 	// CountJobs counts a production's jobs; claims with expiry <= now are
 	// the expired ones.
 	CountJobs(ctx context.Context, productionID string, now int64) (JobCounts, error)

@@ -139,7 +139,7 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 	for _, op := range history {
 		o := op.Input.(*raceOp)
 		switch {
-		case o.Op != "claim":
+		case !isClaim(o.Op):
 			add(o.Job, op)
 		case unknownOutcome(o):
 			unknownClaims = append(unknownClaims, op)
@@ -183,7 +183,7 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 	var unknownClaimCalls []int64
 	for _, o := range hist {
 		switch {
-		case o.Op != "claim":
+		case !isClaim(o.Op):
 			byJob[o.Job] = append(byJob[o.Job], o)
 		case unknownOutcome(o):
 			unknownClaimCalls = append(unknownClaimCalls, o.Call)
@@ -194,7 +194,7 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 	sort.Slice(unknownClaimCalls, func(i, j int) bool { return unknownClaimCalls[i] < unknownClaimCalls[j] })
 	maxPassed := 0
 	for _, c := range hist {
-		if c.Op != "claim" || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
+		if !isClaim(c.Op) || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
 			continue
 		}
 		// A claim of unknown outcome called by the time c returned could
@@ -273,7 +273,7 @@ func orderKey(j mJob, ops []*raceOp, c *raceOp) mJob {
 func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts int) bool {
 	claims := j.att
 	for _, y := range ops {
-		if y.Op == "claim" && y.Call <= c.Ret {
+		if isClaim(y.Op) && y.Call <= c.Ret {
 			claims++
 		}
 	}
@@ -289,10 +289,12 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 			return true
 		case "fail_retry":
 			return y.Kind == "ok" && y.Ret <= at
-		case "claim", "renew":
+		case "claim", "claim_wait", "renew":
 			return y.Kind == "ok" && y.Expiry <= at
 		}
-		return false // completion or failure: finished; or a renewal of unknown expiry
+		// Completion or failure: finished; a renewal of unknown expiry; a
+		// keep-alive, whose renewals the history does not see.
+		return false
 	}
 	leavesClaimable := func(x *raceOp) bool {
 		if x.Ret == math.MaxInt64 || x.Kind != "ok" || x.Ret >= c.Call {
@@ -301,7 +303,7 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 		switch x.Op {
 		case "release", "fail_retry":
 			return true
-		case "claim", "renew":
+		case "claim", "claim_wait", "renew":
 			return x.Expiry <= at
 		}
 		return false

@@ -24,7 +24,7 @@ func checkSplitOf(window int, ops ...*raceOp) raceCheck {
 // request, init ("j0", "j1", ... in request order).
 func checkSplitJobs(window int, init mState, ops ...*raceOp) raceCheck {
 	for _, o := range ops {
-		if o.Op == "claim" && o.Lease == "" {
+		if isClaim(o.Op) && o.Lease == "" {
 			o.Lease = o.W
 		}
 	}
@@ -33,6 +33,16 @@ func checkSplitJobs(window int, init mState, ops ...*raceOp) raceCheck {
 		k.Jobs = append(k.Jobs, keptJob{Priority: j.prio, ClaimableUS: j.olo})
 	}
 	return checkRaceHistory(k, time.Minute)
+}
+
+func waitOp(w, job string, call, ret, t, dur int64) *raceOp {
+	o := claimOp(w, job, call, ret, t, dur)
+	o.Op = "claim_wait"
+	return o
+}
+
+func keepAlive(w, job string, call, ret int64) *raceOp {
+	return &raceOp{W: w, Lease: w, Op: "keep_alive", Job: job, DurUS: 100, Call: call, Ret: ret, Kind: "ok"}
 }
 
 // twoAttempts: j0 claimed twice, each attempt ended without completion.
@@ -167,6 +177,18 @@ var raceCases = []struct {
 	{"nothing to claim while a lapsed claim is claimable", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 50), claimOp("e", "j1", 0, 10, 6, 1000), nothingToClaim("d", 300, 310)}
 	}, mState{runAt(1, 0), runAt(0, 0)}},
+	{"a waiting claim skipping the queue", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{waitOp("a", "j1", 0, 500, 400, 100)}
+	}, nil},
+	{"waiting claims in line", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{waitOp("a", "j0", 0, 500, 400, 100), waitOp("b", "j1", 0, 600, 450, 100)}
+	}, nil},
+	{"a kept-alive claim passed over after its first expiry", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), keepAlive("a", "j0", 20, 21), claimOp("b", "j1", 200, 210, 205, 100)}
+	}, nil},
+	{"a kept-alive claim taken before its known expiry", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), keepAlive("a", "j0", 20, 21), claimOp("b", "j0", 50, 60, 55, 100)}
+	}, nil},
 	{"nothing to claim after a killed claim may have used an attempt", porcupine.Ok, porcupine.Ok, func() []*raceOp {
 		return []*raceOp{pendingClaim("k", 0, 50), claimOp("e", "j1", 0, 10, 6, 10000),
 			claimOp("a", "j0", 100, 110, 105, 50), release("a", "j0", 120, 130),
@@ -176,6 +198,15 @@ var raceCases = []struct {
 		return append(twoAttempts(), claimOp("c", "j0", 200, 210, 205, 50), claimOp("e", "j1", 200, 210, 206, 1000),
 			nothingToClaim("d", 300, 310), complete("c", "j0", 320, 330, "lease_lost"))
 	}, mState{runAt(1, 0), runAt(0, 0)}},
+	// A waiting claim is a claim: it belongs to the partition of the job it
+	// took, and its verdicts count in the claim order.
+	{"a waiting claim and its completion", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{waitOp("a", "j0", 0, 10, 5, 100), complete("a", "j0", 20, 30, "ok"),
+			waitOp("b", "j1", 40, 50, 45, 100), release("b", "j1", 60, 70)}
+	}, nil},
+	{"two live owners by waiting claims", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{waitOp("a", "j0", 0, 10, 5, 100), waitOp("b", "j0", 20, 30, 25, 100)}
+	}, nil},
 }
 
 func TestRaceCheckerAgreesWithTheWholeModelOnSmallHistories(t *testing.T) {
@@ -229,7 +260,7 @@ func TestRaceCheckerFindsAViolationPlantedInALoadedHistory(t *testing.T) {
 	moveLease := func(k keptHistory, b *raceOp, job string) {
 		for _, o := range k.Ops {
 			if o.Lease == b.Lease {
-				if o.Op == "claim" {
+				if isClaim(o.Op) {
 					o.RJob = job
 				} else {
 					o.Job = job

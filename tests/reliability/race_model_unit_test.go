@@ -37,7 +37,7 @@ func checkJobsOf(window int, init mState, ops ...*raceOp) porcupine.CheckResult 
 	}
 	var h []porcupine.Operation
 	for i, o := range ops {
-		if o.Op == "claim" && o.Lease == "" {
+		if isClaim(o.Op) && o.Lease == "" {
 			o.Lease = o.W
 		}
 		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
@@ -128,6 +128,32 @@ func TestLeaseModelCountsAttemptsAndTheLastOneThatEndsWithoutCompletionIsDead(t 
 	require.Equal(t, porcupine.Illegal, checkJobsOf(fifo, one, append(ops, claimOp("x", "j0", 1000, 1010, 1005, 50))...))
 	require.Equal(t, porcupine.Ok, checkJobsOf(fifo, one, append(ops,
 		&raceOp{W: "x", Op: "claim", DurUS: 50, Call: 1000, Ret: 1010, Kind: "nothing_to_claim"})...))
+}
+
+func TestLeaseModelTreatsAWaitingClaimAsAClaim(t *testing.T) {
+	require.Equal(t, porcupine.Ok, checkModel(waitOp("a", "j0", 0, 500, 400, 100), waitOp("b", "j1", 0, 600, 450, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(waitOp("a", "j1", 0, 500, 400, 100)), "skipping the queue")
+	require.Equal(t, porcupine.Illegal, checkModel(waitOp("a", "j0", 0, 10, 5, 100), waitOp("b", "j0", 0, 50, 40, 100)), "two live owners")
+}
+
+func TestLeaseModelKnowsAKeptAliveExpiryOnlyFromBelow(t *testing.T) {
+	keep := &raceOp{W: "a", Lease: "a", Op: "keep_alive", Job: "j0", DurUS: 100, Call: 20, Ret: 21, Kind: "ok"}
+	// Renewed in the background: j0 is not claimable at its first expiry,
+	// so a later claim passes over it.
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j1", 200, 210, 205, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 200, 210, 205, 100)),
+		"without a keep-alive j0 is first in line at 205")
+	// It may also have expired then: a claim may take it after the known expiry, never before.
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j0", 200, 210, 205, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j0", 50, 60, 55, 100)))
+	// Stopping it tells the last confirmed expiry: the bound moves up.
+	stop := &raceOp{W: "a", Lease: "a", Op: "stop_keep_alive", Job: "j0", Call: 300, Ret: 301, Kind: "ok", Expiry: 500}
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, stop, claimOp("b", "j0", 400, 410, 405, 100)))
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, stop, claimOp("b", "j0", 600, 610, 605, 100)))
+	// A keep-alive that failed renews nothing.
+	failed := *keep
+	failed.Kind = "closed"
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), &failed, claimOp("b", "j1", 200, 210, 205, 100)))
 }
 
 // A claim whose pre-commit sample reaches its own expiry commits nothing and

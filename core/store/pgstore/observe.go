@@ -123,23 +123,6 @@ func collectProductions(rows pgx.Rows) ([]store.Production, error) {
 	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) { return scanProduction(r) })
 }
 
-// earliestReadySQL: the first entry of leases_jobs_delayed and of
-// leases_jobs_claimed_ready.
-const earliestReadySQL = `SELECT least(
-	(SELECT ready_unix_us FROM leases_jobs
-		WHERE production_id = $1 AND state = 'requested' AND NOT due ORDER BY ready_unix_us LIMIT 1),
-	(SELECT ready_unix_us FROM leases_jobs
-		WHERE production_id = $1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
-
-// EarliestReady reads one entry of each of the two partial indexes.
-func (db *DB) EarliestReady(ctx context.Context, productionID string) (int64, error) {
-	var v *int64
-	if err := db.queryRow(ctx, earliestReadySQL, productionID).Scan(&v); err != nil || v == nil {
-		return 0, classify(err)
-	}
-	return *v, nil
-}
-
 // Count statements: the production's range of leases_jobs_by_state, the
 // partial index of claims by expiry, and the first requested job from the
 // claim path's partial index.

@@ -287,6 +287,61 @@ func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) e
 	return classify(err)
 }
 
+// hasClaimableAt is claim-next's condition at now (an expression), read
+// from the claim path's partial indexes without a row and without a lock: a
+// due job, a delayed job whose time has come (promotion makes it due), or a
+// claim whose expiry and backoff have passed (it may also be a last attempt,
+// which the claim ends dead: a look may wake for nothing, never sleep through
+// a job).
+func hasClaimableAt(now string) string {
+	return `EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'requested' AND due)
+		OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'requested' AND NOT due
+			AND ready_unix_us <= ` + now + `)
+		OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'claimed' AND ready_unix_us <= ` + now + `)`
+}
+
+// HasClaimable takes no lock: it answers a look, and decides nothing.
+func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	var has bool
+	err := q.q.QueryRow(ctx, `SELECT `+hasClaimableAt("$2"), productionID, now).Scan(&has)
+	return has, classify(err)
+}
+
+// nextWakeAtSQL is the earliest ready time of a delayed job or of a claim
+// (its expiry plus the backoff its lapse costs): the first entry of
+// leases_jobs_delayed and of leases_jobs_claimed_ready ($1 production).
+const nextWakeAtSQL = `SELECT least(
+	(SELECT ready_unix_us FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' AND NOT due ORDER BY ready_unix_us LIMIT 1),
+	(SELECT ready_unix_us FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
+
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v *int64
+	if err := q.q.QueryRow(ctx, nextWakeAtSQL, productionID).Scan(&v); err != nil || v == nil {
+		return 0, false, classify(err)
+	}
+	return *v, true, nil
+}
+
+// lookSQL is a whole look in one statement: the server's clock, then
+// HasClaimable and NextWakeAt at that time.
+var lookSQL = `SELECT c.now, ` + hasClaimableAt("c.now") + `, (` + nextWakeAtSQL + `)
+	FROM (SELECT ` + clockSQL + ` AS now) c`
+
+// Look answers a waiting claim's look in one round trip.
+func (db *DB) Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error) {
+	var at *int64
+	err = poolQ{db}.QueryRow(ctx, lookSQL, productionID).Scan(&now, &claimable, &at)
+	if err != nil {
+		return 0, false, 0, false, classify(err)
+	}
+	if at != nil {
+		wakeAt, hasWake = *at, true
+	}
+	return now, claimable, wakeAt, hasWake, nil
+}
+
 // eventHorizon is the seq below which every event's writer has finished:
 // the sequence's next value, or a running writer's reserved number if less.
 func eventHorizon(ctx context.Context, c querier) (int64, error) {

@@ -47,6 +47,11 @@ func TestClaimingNeverScansDelayedJobsOrClaims(t *testing.T) {
 		"next claimable": {nextClaimableSQL + " FOR UPDATE SKIP LOCKED", []any{"p2"}, "leases_jobs_due"},
 		"promote due":    {promoteDueSQL, []any{"p2", now, 1000}, "leases_jobs_delayed"},
 		"lapsed claims":  {lapsedClaimsSQL + " FOR UPDATE SKIP LOCKED", []any{"p2", now, 64}, "leases_jobs_claimed_ready"},
+		// A waiting claim's look: the next wake reads the first entry of
+		// the delayed and the claimed indexes, HasClaimable probes them.
+		"next wake":     {nextWakeAtSQL, []any{"p2"}, "leases_jobs_delayed"},
+		"next wake (2)": {nextWakeAtSQL, []any{"p2"}, "leases_jobs_claimed_ready"},
+		"has claimable": {`SELECT ` + hasClaimableAt("$2"), []any{"p2", now}, "leases_jobs_due"},
 	} {
 		p := plan(t, c, name, st.sql, st.args)
 		require.NotRegexp(t, "Seq Scan on leases_jobs|Sort", p, "%s:\n%s", name, p)

@@ -84,22 +84,6 @@ func scanProductions(rows *sql.Rows) ([]store.Production, error) {
 	return collect(rows, scanProduction)
 }
 
-// earliestReadySQL: the first entry of jobs_delayed and of
-// jobs_claimed_ready (plan_test.go pins the plan).
-const earliestReadySQL = `SELECT min(r) FROM (
-	SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_delayed
-		WHERE production_id = ?1 AND state = 'requested' AND due = 0 ORDER BY ready_unix_us LIMIT 1) AS r
-	UNION ALL
-	SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_claimed_ready
-		WHERE production_id = ?1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
-
-// EarliestReady reads one entry of each of the two partial indexes.
-func (s *DB) EarliestReady(ctx context.Context, productionID string) (int64, error) {
-	var v sql.NullInt64
-	err := s.queryRow(ctx, earliestReadySQL, productionID).Scan(&v)
-	return v.Int64, classify(err)
-}
-
 // Count statements: a covering range of jobs_claimable (the production's
 // entries, not its rows), the partial index of claims by expiry, and the
 // first requested job in request order.

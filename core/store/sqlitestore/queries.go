@@ -278,6 +278,42 @@ func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) e
 	return classify(err)
 }
 
+// HasClaimable is claim-next's condition at now, read from the claim
+// path's partial indexes without a row: a due job, a delayed job whose time
+// has come (promotion makes it due), or a claim whose expiry and backoff have
+// passed (it may also be a last attempt, which the claim ends dead: a look
+// may wake for nothing, never sleep through a job).
+func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	var has bool
+	err := q.queryRow(ctx, hasClaimableSQL, productionID, now).Scan(&has)
+	return has, classify(err)
+}
+
+// NextWakeAt is the earliest ready time of a delayed job or of a claim (its
+// expiry plus the backoff its lapse costs): the first entry of jobs_delayed
+// and of jobs_claimed_ready (plan_test.go pins the plans).
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v sql.NullInt64
+	err := q.queryRow(ctx, nextWakeAtSQL, productionID).Scan(&v)
+	return v.Int64, v.Valid, classify(err)
+}
+
+// The waiting claim's statements.
+const (
+	hasClaimableSQL = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_due
+			WHERE production_id = ?1 AND state = 'requested' AND due = 1)
+		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_delayed
+			WHERE production_id = ?1 AND state = 'requested' AND due = 0 AND ready_unix_us <= ?2)
+		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claimed_ready
+			WHERE production_id = ?1 AND state = 'claimed' AND ready_unix_us <= ?2)`
+	nextWakeAtSQL = `SELECT min(r) FROM (
+		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_delayed
+			WHERE production_id = ?1 AND state = 'requested' AND due = 0 ORDER BY ready_unix_us LIMIT 1) AS r
+		UNION ALL
+		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_claimed_ready
+			WHERE production_id = ?1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
+)
+
 func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
 	if limit <= 0 {
 		limit = -1
