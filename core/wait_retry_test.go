@@ -147,10 +147,7 @@ func TestARedriveWakesAWaiter(t *testing.T) {
 func TestARetryOrRedriveThroughAnotherHandleWakesAWaiter(t *testing.T) {
 	longSafetyPoll(t)
 	f := newFixture(t)
-	other, err := Open(f.path)
-	require.NoError(t, err)
-	defer other.Close()
-	other.setClock(f.clk.Now)
+	other := f.open()
 	id := f.request(1)[0]
 	l, err := other.Claim("p", "holder", time.Hour)
 	require.NoError(t, err)
