@@ -48,7 +48,7 @@ from ._errors import (
 )
 from ._errors import DEPRECATED_NAMES as _DEPRECATED_NAMES
 from ._lease import Execution, KeepAlive, Lease
-from ._records import Event, Job, JobState
+from ._records import Event, Facts, Job, JobCounts, JobRecord, JobState, Output, Page, Production
 from ._waiting import Canceller
 from ._worker import DrainTimeout, Worker
 
@@ -83,12 +83,15 @@ __all__ = [
     "Event",
     "Execution",
     "ExpiredError",
+    "Facts",
     "ForkedError",
     "InternalError",
     "InterruptedError",
     "InvalidArgumentError",
     "InvalidDurationError",
     "Job",
+    "JobCounts",
+    "JobRecord",
     "JobState",
     "KeepAlive",
     "Lease",
@@ -100,6 +103,9 @@ __all__ = [
     "NotHeldError",
     "NothingToClaimError",
     "OutcomeUnknownError",
+    "Output",
+    "Page",
+    "Production",
     "SchemaTooNewError",
     "StorageError",
     "Worker",

@@ -9,10 +9,11 @@ import os
 import re
 import urllib.parse
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _ffi
 from ._abi import (
+    MAX_PAGE_SIZE,
     OPEN_MUST_EXIST,
     SYNCHRONOUS_EXTRA,
     SYNCHRONOUS_FULL,
@@ -20,7 +21,7 @@ from ._abi import (
     leases_open_options,
 )
 from ._durations import duration_us, wait_us
-from ._errors import BadTokenError, ClosedError, NothingToClaimError
+from ._errors import BadTokenError, ClosedError, InvalidArgumentError, NothingToClaimError
 from ._lease import JSONMapping, Lease, facts_json
 from ._managed import Managed
 from ._waiting import Canceller, canceller_handle, in_slices
@@ -28,7 +29,7 @@ from ._worker import WorkOptions, Worker
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations only, never evaluated
-from ._records import Event, Job, parse_list
+from ._records import Event, Job, JobCounts, JobRecord, JobState, Page, Production, parse_list
 
 PathArg = Union[str, "os.PathLike[str]"]
 BytesLike = Union[bytes, bytearray, memoryview]
@@ -121,12 +122,40 @@ def _open_options(
 
 
 def _names(values: Optional[Sequence[str]], what: str) -> Optional[bytes]:
-    """A comma-separated filter list (states, kinds), or None for no filter."""
+    """A comma-separated filter list (states, kinds), or None for no filter.
+    JobState members count as their names."""
     if values is None:
         return None
     if isinstance(values, str):
         raise TypeError(f"{what} must be a sequence of names, not a str")
-    return _ffi.encode(",".join(values), what)
+    names = [str(v) if isinstance(v, JobState) else v for v in values]
+    if not all(isinstance(v, str) for v in names):
+        raise TypeError(f"{what} must be a sequence of str")
+    return _ffi.encode(",".join(names), what)
+
+
+def _page_limit(limit: object) -> int:
+    """A page size: 0 (the default, 100) .. MAX_PAGE_SIZE, checked here."""
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise TypeError(f"a page limit must be an int, not {type(limit).__name__}")
+    if not 0 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidArgumentError(f"a page limit must be 0 .. {MAX_PAGE_SIZE}, not {limit}")
+    return limit
+
+
+_T = TypeVar("_T")
+
+
+def _follow(fetch: Callable[[Optional[str]], "Page[_T]"]) -> Iterator[_T]:
+    """The items of every page, fetched one cursor at a time (a generator,
+    so nothing is read before the first next())."""
+    cursor: Optional[str] = None
+    while True:
+        page = fetch(cursor)
+        yield from page.items
+        cursor = page.next
+        if cursor is None:
+            return
 
 
 def _json_object(fn: Any, *args: Any) -> Dict[str, Any]:
@@ -307,7 +336,7 @@ class Authority(Managed):
         _ffi.call(_ffi.lib.leases_events_json, self._handle(), p, after, ctypes.byref(out))
         return [Event.from_json(o) for o in parse_list(_ffi.take_string(out))]
 
-    # ---- paged observations: the JSON of docs/c-api.md, parsed ----
+    # ---- observations, paged (C ABI revision 1): typed records ----
 
     def jobs_page(
         self,
@@ -318,14 +347,36 @@ class Authority(Managed):
         job_id: Optional[str] = None,
         cursor: Optional[str] = None,
         limit: int = 0,
-    ) -> Dict[str, Any]:
-        """One page of jobs: ``{"jobs": [...], "next": cursor or None}``."""
+    ) -> "Page[Job]":
+        """One page of the production's jobs in request order (``limit``
+        0: 100, at most 1000), filtered by state (``JobState`` members or
+        their names), key or id; ``page.next`` is the cursor of the next
+        page, None after the last."""
         _ffi.ensure_not_forked()
-        return _json_object(
+        o = _json_object(
             _ffi.lib.leases_jobs_page_json, self._handle(), _ffi.encode(production, "production"),
             _names(states, "states"), _ffi.encode_optional(key, "key"),
-            _ffi.encode_optional(job_id, "job_id"), _ffi.encode_optional(cursor, "cursor"), limit,
+            _ffi.encode_optional(job_id, "job_id"), _ffi.encode_optional(cursor, "cursor"), _page_limit(limit),
         )
+        return Page([Job.from_json(j) for j in o["jobs"]], o.get("next"))
+
+    def iter_jobs(
+        self,
+        production: str,
+        *,
+        states: Optional[Sequence[str]] = None,
+        key: Optional[str] = None,
+        page_size: int = 0,
+    ) -> Iterator[Job]:
+        """Every job of the production (with the filters), in request order,
+        a page at a time: constant memory however many there are, and each
+        job listed once even while states change (docs/c-api.md). Arguments
+        are checked at the call, before any store access."""
+        _names(states, "states")
+        _ffi.encode_optional(key, "key")
+        _page_limit(page_size)
+
+        return _follow(lambda cursor: self.jobs_page(production, states=states, key=key, cursor=cursor, limit=page_size))
 
     def events_page(
         self,
@@ -335,36 +386,77 @@ class Authority(Managed):
         kinds: Optional[Sequence[str]] = None,
         after: int = 0,
         limit: int = 0,
-    ) -> Dict[str, Any]:
-        """One page of events: ``{"events": [...], "next": seq, "more": bool}``."""
+    ) -> "Page[Event]":
+        """One page of events with seq > after, oldest first; ``page.next``
+        is the ``after`` of the next call and ``page.more`` whether more
+        can be read now."""
         _ffi.ensure_not_forked()
-        return _json_object(
+        o = _json_object(
             _ffi.lib.leases_events_page_json, self._handle(),
             _ffi.encode_optional(production, "production"), _ffi.encode_optional(job_id, "job_id"),
-            _names(kinds, "kinds"), after, limit,
+            _names(kinds, "kinds"), _ffi.int64_at_least_zero(after, "after"), _page_limit(limit),
+        )
+        return Page([Event.from_json(e) for e in o["events"]], int(o["next"]), bool(o["more"]))
+
+    def iter_events(
+        self,
+        production: Optional[str] = None,
+        *,
+        job_id: Optional[str] = None,
+        kinds: Optional[Sequence[str]] = None,
+        after: int = 0,
+        page_size: int = 0,
+    ) -> Iterator[Event]:
+        """The events with seq > after that can be read now, a page at a
+        time, oldest first; it ends when no more can be read yet (continue
+        later from the last event's ``seq``)."""
+        _names(kinds, "kinds")
+        _ffi.int64_at_least_zero(after, "after")
+        _page_limit(page_size)
+
+        def pages() -> Iterator[Event]:
+            start = after
+            while True:
+                page = self.events_page(production, job_id=job_id, kinds=kinds, after=start, limit=page_size)
+                yield from page.items
+                start = page.next
+                if not page.more:
+                    return
+
+        return pages()
+
+    def job(self, production: str, job_id: str) -> JobRecord:
+        """One job read back: its listing fields, payload size, times and
+        the facts its completion published (``JobRecord``); never a secret."""
+        _ffi.ensure_not_forked()
+        return JobRecord.from_json(
+            _json_object(
+                _ffi.lib.leases_job_json, self._handle(), _ffi.encode(production, "production"),
+                _ffi.encode(job_id, "job_id"),
+            )
         )
 
-    def job(self, production: str, job_id: str) -> Dict[str, Any]:
-        """One job's record: the listing's fields, payload_size, times, facts."""
+    def productions_page(self, *, cursor: Optional[str] = None, limit: int = 0) -> "Page[Production]":
+        """One page of productions, by name."""
         _ffi.ensure_not_forked()
-        return _json_object(
-            _ffi.lib.leases_job_json, self._handle(), _ffi.encode(production, "production"),
-            _ffi.encode(job_id, "job_id"),
-        )
-
-    def productions_page(self, *, cursor: Optional[str] = None, limit: int = 0) -> Dict[str, Any]:
-        """One page of productions: ``{"productions": [...], "next": cursor or None}``."""
-        _ffi.ensure_not_forked()
-        return _json_object(
+        o = _json_object(
             _ffi.lib.leases_productions_page_json, self._handle(),
-            _ffi.encode_optional(cursor, "cursor"), limit,
+            _ffi.encode_optional(cursor, "cursor"), _page_limit(limit),
         )
+        return Page([Production.from_json(p) for p in o["productions"]], o.get("next"))
 
-    def job_counts(self, production: str) -> Dict[str, Any]:
-        """The production's jobs by state: ``{"requested": n, ..., "at_unix_us": t}``."""
+    def iter_productions(self, *, page_size: int = 0) -> Iterator[Production]:
+        """Every production, by name, a page at a time."""
+        _page_limit(page_size)
+
+        return _follow(lambda cursor: self.productions_page(cursor=cursor, limit=page_size))
+
+    def job_counts(self, production: str) -> JobCounts:
+        """The production's jobs by state at one moment of the authority's
+        clock (``counts["requested"]``, ``counts.expired``, ...)."""
         _ffi.ensure_not_forked()
-        return _json_object(
-            _ffi.lib.leases_job_counts_json, self._handle(), _ffi.encode(production, "production")
+        return JobCounts.from_json(
+            _json_object(_ffi.lib.leases_job_counts_json, self._handle(), _ffi.encode(production, "production"))
         )
 
     def work(self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]) -> Worker:

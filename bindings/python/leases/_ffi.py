@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ._abi import (
     ABI_REVISION,
     ABI_VERSION,
+    MAX_CURSOR_LEN,
     MAX_DURATION_US,
     MAX_FACTS_LEN,
     MAX_NAME_LEN,
@@ -269,6 +270,7 @@ LIMITS: Dict[str, Tuple[int, str]] = {
     "path": (MAX_PATH_LEN, "LEASES_MAX_PATH_LEN"),
     "output_dir": (MAX_PATH_LEN, "LEASES_MAX_PATH_LEN"),
     "token": (MAX_TOKEN_LEN, "LEASES_MAX_TOKEN_LEN"),
+    "cursor": (MAX_CURSOR_LEN, "LEASES_MAX_CURSOR_LEN"),
 }
 
 

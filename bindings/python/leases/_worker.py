@@ -149,11 +149,25 @@ class Worker(Closing):
             running = self._current is not None
         if running and self._drain_s is not None:
             if self._signals:
-                signal.setitimer(signal.ITIMER_REAL, max(self._drain_s, 1e-6))
+                # SIGALRM sent to the main thread itself, not setitimer's
+                # signal to the process: in a process with the library's
+                # threads a process-wide signal may land on another thread,
+                # and then a main thread blocked in a C call (a sleep) would
+                # not wake to run the handler.
+                self._timer = threading.Timer(self._drain_s, self._alarm_main)
+                self._timer.daemon = True
+                self._timer.start()
             else:
                 self._timer = threading.Timer(self._drain_s, self._give_back)
                 self._timer.daemon = True
                 self._timer.start()
+
+    def _alarm_main(self) -> None:
+        """The drain timeout of a loop that handles signals: SIGALRM to the
+        main thread, unless the loop has ended and its handlers are gone."""
+        with self._lock:
+            if self._signals:
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
 
     def _give_back(self) -> Optional[Lease]:
         """Releases the job still running (the drain timeout passed, or a
@@ -208,10 +222,10 @@ class Worker(Closing):
     def _restore_signals(self, saved: List[Any]) -> None:
         if not saved or threading.current_thread() is not threading.main_thread():
             return
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        with self._lock:  # no drain alarm is sent once this is False
+            self._signals = False
         for s, previous in saved:
             signal.signal(s, previous)
-        self._signals = False
 
     # ---- the loop --------------------------------------------------------------
 
