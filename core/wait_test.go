@@ -503,13 +503,22 @@ func TestARequestCommittedByAnotherProcessWakesAWaiter(t *testing.T) {
 	f := newFixture(t)
 	f.a.setClock(systemClock) // the other process uses the real clock
 	c := startWaiting(t, context.Background(), f.a, "w", time.Minute, time.Hour)
-	cmd, out := helperProcess(t, f.path, "request")
+	requireWokenByAnotherProcess(t, c, f.path, "request")
+}
+
+// requireWokenByAnotherProcess runs the helper process in role, which
+// commits and prints when (unix ns), and checks that the waiter c got a
+// lease within wakeBound of that commit.
+func requireWokenByAnotherProcess(t *testing.T, c <-chan waitResult, location, role string) *Lease {
+	t.Helper()
+	cmd, out := helperProcess(t, location, role)
 	require.NoError(t, cmd.Wait(), out.String())
 	ns, err := strconv.ParseInt(strings.TrimSpace(out.String()), 10, 64)
 	require.NoError(t, err, out.String())
 	r := receive(t, c)
 	require.NoError(t, r.err)
 	require.Less(t, r.at.Sub(time.Unix(0, ns)), wakeBound, "woken by the other process's commit")
+	return r.l
 }
 
 func TestNoWakeUpIsLostInARaceOfRequestsAndWaiters(t *testing.T) {
