@@ -55,6 +55,7 @@ mod duration;
 mod error;
 mod listing;
 pub mod sys;
+mod worker;
 
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -66,6 +67,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use duration::{duration_us, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use listing::{Event, Facts, Job, JobState};
+pub use worker::{Canceller, StopHandle, Worker, WorkerConfig, WorkerReport, MAX_WAIT};
 /// The JSON crate used by [`Facts`] values (re-exported so callers can use the
 /// same version).
 pub use serde_json;
