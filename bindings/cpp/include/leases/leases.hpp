@@ -223,9 +223,42 @@ inline void check_loaded_abi() {
     check_abi(LEASES_ABI_VERSION, leases_abi_version(), LEASES_ABI_REVISION, leases_abi_revision());
 }
 
-// A C string for an input. std::string may hold a NUL byte the C side would
-// silently cut at, turning "a\0b" into another name: reject it instead.
+// The input limit of leases.h for the parameter named what (bytes 0: none).
+struct Limit {
+    std::size_t bytes;
+    const char *name;
+};
+inline Limit limit_of(const std::string &what) noexcept {
+    if (what == "production" || what == "worker" || what == "key" || what == "job_id") {
+        return {LEASES_MAX_NAME_LEN, "LEASES_MAX_NAME_LEN"};
+    }
+    if (what == "reason") {
+        return {LEASES_MAX_REASON_LEN, "LEASES_MAX_REASON_LEN"};
+    }
+    if (what == "facts_json") {
+        return {LEASES_MAX_FACTS_LEN, "LEASES_MAX_FACTS_LEN"};
+    }
+    if (what == "path" || what == "output_dir") {
+        return {LEASES_MAX_PATH_LEN, "LEASES_MAX_PATH_LEN"};
+    }
+    return {0, ""};
+}
+
+// Refuses an input longer than its limit before anything reads or copies it
+// (the library would copy it whole before refusing it).
+inline void check_size(std::size_t size, std::size_t limit, const char *what, const char *limit_name) {
+    if (limit != 0 && size > limit) {
+        throw InvalidArgumentError(std::string(what) + " is " + std::to_string(size) + " bytes, over the limit of " +
+                                   std::to_string(limit) + " (" + limit_name + ")");
+    }
+}
+
+// A C string for an input, checked against its limit first. std::string may
+// hold a NUL byte the C side would silently cut at, turning "a\0b" into
+// another name: reject it instead.
 inline const char *c_str(const std::string &s, const char *what) {
+    const Limit limit = limit_of(what);
+    check_size(s.size(), limit.bytes, what, limit.name);
     if (s.find('\0') != std::string::npos) {
         throw InvalidArgumentError(std::string(what) + " contains a NUL byte");
     }
@@ -1183,6 +1216,7 @@ public:
     }
     [[nodiscard]] std::string request_job(const std::string &production, const std::string &key,
                                           const std::uint8_t *payload, std::size_t payload_len) {
+        detail::check_size(payload_len, LEASES_MAX_PAYLOAD_LEN, "payload", "LEASES_MAX_PAYLOAD_LEN");
         char *out = nullptr;
         check(leases_job_request(handle_.get(), detail::c_str(production, "production"),
                                  detail::c_str(key, "key"), payload_len ? payload : nullptr, payload_len,
@@ -1258,6 +1292,11 @@ public:
 
     /// Turns an exported token back into an active lease.
     [[nodiscard]] Lease import_token(const std::string &token) {
+        if (token.size() > LEASES_MAX_TOKEN_LEN) {
+            // Checked before the scan and the call: a token is short.
+            throw BadTokenError("token is " + std::to_string(token.size()) + " bytes, over the limit of " +
+                                std::to_string(LEASES_MAX_TOKEN_LEN) + " (LEASES_MAX_TOKEN_LEN)");
+        }
         if (token.find('\0') != std::string::npos) {
             // A NUL would cut the token short on the C side; it is malformed.
             throw BadTokenError("token contains a NUL byte");
