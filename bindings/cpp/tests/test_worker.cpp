@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -277,6 +278,26 @@ TEST_F(Waiting, AWorkerCompletesEachJobWithTheFactsItsHandlerReturns) {
     for (const auto &id : ids) {
         EXPECT_EQ(state(id), leases::JobState::Completed);
     }
+}
+
+TEST_F(Waiting, AWorkerLeavesAJobItsHandlerSettledThroughAnExecution) {
+    const std::string id = a().request_job("p", "", "frame");
+    leases::WorkerOptions o = options();
+    o.max_jobs = 1;
+    leases::Worker w(a(), o);
+    std::string output;
+    const leases::WorkerReport r = w.run([&](leases::Lease &l) {
+        leases::Execution run = l.execution(dir.path().string());
+        std::ofstream(run.temp_path()) << "rendered";
+        output = run.final_path();
+        run.finish(R"({"metadata": {"by": "execution"}})");
+        return std::string(R"({"metadata": {"never": "published"}})");
+    });
+    EXPECT_EQ(r.by_handler, 1u);
+    EXPECT_EQ(r.completed, 0u);
+    EXPECT_EQ(r.unsettled, 0u);
+    EXPECT_EQ(state(id), leases::JobState::Completed);
+    EXPECT_TRUE(fs::exists(output));
 }
 
 TEST_F(Waiting, AWorkerGivesTheJobBackWhenItsHandlerThrows) {

@@ -315,6 +315,9 @@ pub struct WorkerReport {
     /// Jobs given back: the handler failed or panicked, the keep-alive could
     /// not start, or the drain timeout passed.
     pub released: u64,
+    /// Jobs the handler settled itself (an [`Execution`](crate::Execution)'s
+    /// finish, `fail`, `release`): the worker left them as they were.
+    pub by_handler: u64,
     /// Jobs the worker could not settle (the claim was already gone, or the
     /// store failed); their claims end at their expiry, or were already over.
     pub unsettled: u64,
@@ -326,7 +329,9 @@ pub struct WorkerReport {
 /// A worker loop on one production: claims one job at a time with a waiting
 /// claim, runs the handler on its own thread with the lease kept alive,
 /// completes the job with the [`Facts`] the handler returns, or gives it back
-/// (release) when the handler returns `Err` or panics.
+/// (release) when the handler returns `Err` or panics. A handler may settle
+/// the lease itself (an [`Execution`](crate::Execution)'s finish, `fail`,
+/// `release`); the worker then leaves it as it is.
 ///
 /// `Send + Sync` (a static assertion in `tests/worker.rs` keeps it so):
 /// [`run`](Worker::run) takes `&self`, so several threads may run the same
@@ -509,6 +514,8 @@ impl<'a> Worker<'a> {
                 match facts {
                     Some(facts) => match lease.complete(&facts) {
                         Ok(()) => report.completed += 1,
+                        // The handler settled it (an execution's finish, ...).
+                        Err(e) if e.kind() == ErrorKind::Closed => report.by_handler += 1,
                         Err(_) => report.unsettled += 1,
                     },
                     None => release(&lease, report),
@@ -525,6 +532,7 @@ fn release(lease: &Lease, report: &mut WorkerReport) {
     let _ = lease.stop_keep_alive();
     match lease.release() {
         Ok(()) => report.released += 1,
+        Err(e) if e.kind() == ErrorKind::Closed => report.by_handler += 1, // settled by the handler
         Err(_) => report.unsettled += 1,
     }
 }

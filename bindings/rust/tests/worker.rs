@@ -248,6 +248,27 @@ fn a_worker_completes_each_job_with_the_facts_its_handler_returns() {
 }
 
 #[test]
+fn a_worker_leaves_a_job_its_handler_settled_through_an_execution() {
+    let (dir, auth) = fresh("worker-exec");
+    let id = auth.request_job(PRODUCTION, None, b"frame").unwrap();
+    let worker = Worker::new(&auth, config().max_jobs(1)).unwrap();
+    let out = dir.path().to_path_buf();
+    let (tx, rx) = mpsc::channel();
+    let report = worker
+        .run(move |lease| {
+            let mut run = lease.execution(&out)?;
+            std::fs::write(run.temp_path(), b"rendered").unwrap();
+            tx.send(run.final_path().to_path_buf()).unwrap();
+            run.finish(&Facts::new().metadata("by", "execution"))?;
+            Ok::<_, leases::Error>(Facts::new().metadata("never", "published"))
+        })
+        .unwrap();
+    assert_eq!((report.by_handler, report.completed, report.unsettled), (1, 0, 0));
+    assert_eq!(job_state(&auth, &id), JobState::Completed);
+    assert!(rx.recv().unwrap().exists());
+}
+
+#[test]
 fn a_worker_gives_the_job_back_when_its_handler_fails_or_panics() {
     let (_dir, auth) = fresh("worker-fail");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();

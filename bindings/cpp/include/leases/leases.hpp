@@ -1364,6 +1364,7 @@ struct WorkerReport {
     std::uint64_t claimed = 0;    ///< leases claimed
     std::uint64_t completed = 0;  ///< jobs completed with the handler's facts
     std::uint64_t released = 0;   ///< jobs given back: the handler threw, or the keep-alive could not start
+    std::uint64_t by_handler = 0; ///< jobs the handler settled itself (Execution::finish, fail, release)
     std::uint64_t unsettled = 0;  ///< jobs the worker could not settle (the claim was gone, the store failed)
     bool drain_timed_out = false; ///< the drain timeout passed: the running job was released, its handler left running
 };
@@ -1387,7 +1388,9 @@ struct WorkerJob {
 /// A worker loop: claims jobs of one production one at a time with a waiting
 /// claim, runs the handler on each with the lease kept alive, completes the
 /// job with the facts_json the handler returns (empty: none), or gives it
-/// back (release) when the handler throws.
+/// back (release) when the handler throws. A handler may settle the lease
+/// itself (Lease::execution then Execution::finish, fail, release); the
+/// worker then leaves it as it is.
 ///
 /// request_stop() drains: no new claim, the running handler finishes (or,
 /// after WorkerOptions::drain_timeout, its job is released), run() returns.
@@ -1550,6 +1553,8 @@ private:
             try {
                 job->lease.complete(job->facts);
                 ++report.completed;
+            } catch (const ClosedError &) {  // the handler settled it (an execution's finish, ...)
+                ++report.by_handler;
             } catch (const Error &) {
                 ++report.unsettled;
             }
@@ -1571,6 +1576,8 @@ private:
         try {
             lease.release();
             ++report.released;
+        } catch (const ClosedError &) {  // the handler settled it itself
+            ++report.by_handler;
         } catch (const Error &) {
             ++report.unsettled;
         }
