@@ -10,6 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <leases/leases.hpp>
+
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -132,6 +136,45 @@ private:
     int out_ = -1;
     std::string buf_;
 };
+
+inline leases::JobState job_state(leases::Authority &a, const std::string &id) {
+    for (const leases::Job &j : a.jobs("p")) {
+        if (j.id == id) {
+            return j.state;
+        }
+    }
+    throw std::runtime_error("job " + id + " not listed");
+}
+
+// A worker process on location (production "p" of a) stopped by sig while
+// its handler runs drains: exit 0, its job completed, the next one not
+// claimed. Both stores' tests run it.
+inline void expect_a_signal_mid_job_drains_a_worker_process(leases::Authority &a, const std::string &location,
+                                                            int sig) {
+    const std::string first = a.request_job("p");
+    const std::string second = a.request_job("p");
+    Child child({location, "p", "finish", "0"});
+    EXPECT_EQ(child.line(), "ready");
+    EXPECT_EQ(child.line(), "started " + first);
+    child.signal(sig);
+    EXPECT_EQ(child.wait(), 0) << child.rest();
+    EXPECT_EQ(job_state(a, first), leases::JobState::Completed);
+    EXPECT_EQ(job_state(a, second), leases::JobState::Requested) << "claimed after the stop request";
+}
+
+// A worker process whose handler never returns, stopped by sig, releases its
+// job once its drain timeout (300 ms) passed and exits 3.
+inline void expect_a_signal_past_the_drain_timeout_releases_the_job(leases::Authority &a,
+                                                                    const std::string &location, int sig) {
+    const std::string id = a.request_job("p");
+    Child child({location, "p", "hang", "300"});
+    EXPECT_EQ(child.line(), "ready");
+    EXPECT_EQ(child.line(), "started " + id);
+    EXPECT_EQ(job_state(a, id), leases::JobState::Claimed);
+    child.signal(sig);
+    EXPECT_EQ(child.wait(), 3) << child.rest();
+    EXPECT_EQ(job_state(a, id), leases::JobState::Requested) << "the claim was left to expire";
+}
 
 }  // namespace leases_test
 

@@ -334,10 +334,10 @@ fn on_postgresql_keep_alive_holds_a_lease_for_many_of_its_durations() {
     let Some(schema) = Schema::new() else { return };
     let auth = schema.open();
     auth.request_job(PRODUCTION, None, b"").unwrap();
-    let d = Duration::from_millis(400);
+    let d = Duration::from_secs(1);
     let lease = auth.claim(PRODUCTION, "w", d).unwrap().unwrap();
     lease.keep_alive(d, None).unwrap();
-    std::thread::sleep(d * 5);
+    std::thread::sleep(d * 3);
     assert!(lease.check().unwrap().is_none(), "held");
     lease.complete(&Facts::new()).unwrap();
 }
@@ -387,26 +387,17 @@ fn child_worker() {
 fn on_postgresql_a_sigterm_mid_job_drains_the_worker_process_and_its_job_completes() {
     let Some(schema) = Schema::new() else { return };
     let auth = schema.open();
-    let first = auth.request_job(PRODUCTION, None, b"").unwrap();
-    let second = auth.request_job(PRODUCTION, None, b"").unwrap();
-    let mut worker = common::child::Running::spawn("child_worker", &schema.url, "finish", 0);
-    worker.line("ready");
-    assert_eq!(worker.line("started "), first);
-    worker.signal(libc::SIGTERM);
-    assert_eq!(worker.wait(), Some(0));
-    assert_eq!(state(&auth, &first), JobState::Completed);
-    assert_eq!(state(&auth, &second), JobState::Requested);
+    common::child::expect_a_signal_mid_job_drains_a_worker_process(&auth, &schema.url, "child_worker", libc::SIGTERM);
 }
 
 #[test]
 fn on_postgresql_a_sigterm_past_the_drain_timeout_releases_the_job_of_a_worker_process() {
     let Some(schema) = Schema::new() else { return };
     let auth = schema.open();
-    let id = auth.request_job(PRODUCTION, None, b"").unwrap();
-    let mut worker = common::child::Running::spawn("child_worker", &schema.url, "hang", 300);
-    worker.line("ready");
-    assert_eq!(worker.line("started "), id);
-    worker.signal(libc::SIGTERM);
-    assert_eq!(worker.wait(), Some(common::child::DRAIN_TIMED_OUT));
-    assert_eq!(state(&auth, &id), JobState::Requested);
+    common::child::expect_a_signal_past_the_drain_timeout_releases_the_job(
+        &auth,
+        &schema.url,
+        "child_worker",
+        libc::SIGTERM,
+    );
 }

@@ -44,7 +44,10 @@ fn run(db: &str, production: &str, worker: &str, work: Duration, stop: &Path) ->
             let payload = lease.payload()?;
             sleep(work);
             Ok::<_, leases::Error>(
-                Facts::new().metadata("bytes", payload.len()).metadata("language", "rust").provenance("worker", name.as_str()),
+                Facts::new()
+                    .metadata("bytes", payload.len())
+                    .metadata("language", "rust")
+                    .provenance("worker", name.as_str()),
             )
         })?;
         done += report.completed;

@@ -1056,6 +1056,20 @@ private:
     std::unique_ptr<leases_lease, detail::LeaseDeleter> handle_;
 };
 
+namespace detail {
+
+// The lease of a claim call that returned st: nullopt for nothing to claim,
+// else the lease, or the status's exception.
+inline std::optional<Lease> claimed(leases_status st, leases_lease *out) {
+    if (st == LEASES_NOTHING_TO_CLAIM) {
+        return std::nullopt;
+    }
+    check(st);
+    return Lease(out);
+}
+
+}  // namespace detail
+
 // ---- execution ---------------------------------------------------------------
 
 /// One execution request of the reference executor: write temp_path(), then
@@ -1136,11 +1150,7 @@ public:
         leases_lease *out = nullptr;
         const leases_status st = leases_edit_claim(handle_.get(), detail::c_str(production, "production"),
                                                    detail::c_str(worker, "worker"), us, &out);
-        if (st == LEASES_NOTHING_TO_CLAIM) {
-            return std::nullopt;
-        }
-        check(st);
-        return Lease(out);
+        return detail::claimed(st, out);
     }
 
     /// Completes lease (pending from this edit, or active) inside the edit;
@@ -1232,11 +1242,7 @@ public:
         leases_lease *out = nullptr;
         const leases_status st = leases_claim(handle_.get(), detail::c_str(production, "production"),
                                               detail::c_str(worker, "worker"), us, &out);
-        if (st == LEASES_NOTHING_TO_CLAIM) {
-            return std::nullopt;
-        }
-        check(st);
-        return Lease(out);
+        return detail::claimed(st, out);
     }
 
     /// Claims the next claimable job like claim(), waiting up to wait (0 ..
@@ -1259,11 +1265,7 @@ public:
         const leases_status st =
             leases_claim_wait(handle_.get(), detail::c_str(production, "production"), detail::c_str(worker, "worker"),
                               us, wait_us, canceller ? canceller->capi() : nullptr, &out);
-        if (st == LEASES_NOTHING_TO_CLAIM) {
-            return std::nullopt;
-        }
-        check(st);
-        return Lease(out);
+        return detail::claimed(st, out);
     }
     template <class Rep, class Period, class WRep, class WPeriod>
     [[nodiscard]] std::optional<Lease> claim_wait(const std::string &production, const std::string &worker,

@@ -182,7 +182,8 @@ pub mod child {
         let mode = std::env::var(MODE).unwrap();
         let drain_ms: u64 = std::env::var(DRAIN_MS).unwrap().parse().unwrap();
         let auth = Authority::open(location).unwrap();
-        let mut config = WorkerConfig::new(super::PRODUCTION, format!("rs-worker-{}", std::process::id()), Duration::from_secs(2));
+        let mut config =
+            WorkerConfig::new(super::PRODUCTION, format!("rs-worker-{}", std::process::id()), Duration::from_secs(2));
         if drain_ms > 0 {
             config = config.drain_timeout(Duration::from_millis(drain_ms));
         }
@@ -282,5 +283,48 @@ pub mod child {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+
+    fn state(auth: &Authority, id: &str) -> leases::JobState {
+        auth.jobs(super::PRODUCTION).unwrap().into_iter().find(|j| j.id == id).unwrap().state
+    }
+
+    /// A worker process on `location` (`auth`'s database) stopped by `sig`
+    /// while its handler runs drains: exit 0, its job completed, the next
+    /// one not claimed. `test` names the binary's `child_worker` test.
+    pub fn expect_a_signal_mid_job_drains_a_worker_process(
+        auth: &Authority,
+        location: &str,
+        test: &str,
+        sig: libc::c_int,
+    ) {
+        let first = auth.request_job(super::PRODUCTION, None, b"").unwrap();
+        let second = auth.request_job(super::PRODUCTION, None, b"").unwrap();
+        let mut worker = Running::spawn(test, location, "finish", 0);
+        worker.line("ready");
+        assert_eq!(worker.line("started "), first);
+        worker.signal(sig);
+        assert_eq!(worker.wait(), Some(0));
+        assert_eq!(state(auth, &first), leases::JobState::Completed);
+        assert_eq!(state(auth, &second), leases::JobState::Requested, "claimed after the stop");
+    }
+
+    /// A worker process whose handler never returns, stopped by `sig`,
+    /// releases its job once its drain timeout (300 ms) passed and exits
+    /// DRAIN_TIMED_OUT.
+    pub fn expect_a_signal_past_the_drain_timeout_releases_the_job(
+        auth: &Authority,
+        location: &str,
+        test: &str,
+        sig: libc::c_int,
+    ) {
+        let id = auth.request_job(super::PRODUCTION, None, b"").unwrap();
+        let mut worker = Running::spawn(test, location, "hang", 300);
+        worker.line("ready");
+        assert_eq!(worker.line("started "), id);
+        assert_eq!(state(auth, &id), leases::JobState::Claimed);
+        worker.signal(sig);
+        assert_eq!(worker.wait(), Some(DRAIN_TIMED_OUT));
+        assert_eq!(state(auth, &id), leases::JobState::Requested, "the claim was left to expire");
     }
 }
