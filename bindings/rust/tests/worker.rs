@@ -38,17 +38,7 @@ fn events(auth: &Authority) -> usize {
 #[test]
 fn a_waiting_claim_wakes_when_a_request_commits_on_another_thread() {
     let (_dir, auth) = fresh("wait-wake");
-    let start = Instant::now();
-    let lease = std::thread::scope(|s| {
-        s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(200));
-            auth.request_job(PRODUCTION, Some("late"), b"").unwrap();
-        });
-        auth.claim_wait(PRODUCTION, "w", MINUTE, HOUR, None).unwrap()
-    });
-    let lease = lease.expect("woken by the request");
-    assert!(start.elapsed() < Duration::from_secs(30), "woke by the request, not by the hour's bound");
-    assert_eq!(job_state(&auth, lease.job_id()), JobState::Claimed);
+    expect_a_request_to_wake_a_waiting_claim(&auth, &auth);
 }
 
 #[test]

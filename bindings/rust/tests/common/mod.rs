@@ -80,6 +80,23 @@ pub fn job_state(auth: &Authority, id: &str) -> leases::JobState {
     auth.jobs(PRODUCTION).expect("jobs").into_iter().find(|j| j.id == id).expect("job listed").state
 }
 
+/// A request committed through `requester` 200 ms after `waiter` began an
+/// hour-long waiting claim wakes it: the lease comes well before the hour,
+/// and its job is claimed.
+pub fn expect_a_request_to_wake_a_waiting_claim(waiter: &Authority, requester: &Authority) {
+    let start = std::time::Instant::now();
+    let lease = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            requester.request_job(PRODUCTION, Some("late"), b"").unwrap();
+        });
+        waiter.claim_wait(PRODUCTION, "w", Duration::from_secs(60), HOUR, None).unwrap()
+    });
+    let lease = lease.expect("woken by the request");
+    assert!(start.elapsed() < Duration::from_secs(30), "woke by the request, not by the hour's bound");
+    assert_eq!(job_state(waiter, lease.job_id()), leases::JobState::Claimed);
+}
+
 /// A test-only codec of the version-1 token text (docs/tokens.md):
 /// "lt1." + base64url-nopad(production[16] | job[16] | secret[16] | crc32c[4]).
 pub mod token {
