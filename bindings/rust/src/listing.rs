@@ -152,43 +152,41 @@ fn objects(text: &str) -> Result<Vec<Map<String, Value>>> {
         .collect()
 }
 
+fn job_from(m: &Map<String, Value>) -> Result<Job> {
+    let o = Obj(m);
+    Ok(Job {
+        id: o.string("id")?,
+        production: o.string("production")?,
+        key: o.opt_string("key")?,
+        state: JobState::parse(&o.string("state")?),
+        worker: o.opt_string("worker")?,
+        claimed_at: o.opt_time("claimed_at_unix_us")?,
+        expiry: o.opt_time("expiry_unix_us")?,
+        attempts: o.u64("attempts")?,
+        reason: o.opt_string("reason")?,
+    })
+}
+
+fn event_from(m: &Map<String, Value>) -> Result<Event> {
+    let o = Obj(m);
+    Ok(Event {
+        seq: o.u64("seq")?,
+        at: o.opt_time("at_unix_us")?.ok_or_else(|| bad("at_unix_us missing"))?,
+        production: o.string("production")?,
+        job_id: o.opt_string("job_id")?,
+        kind: o.string("kind")?,
+        worker: o.opt_string("worker")?,
+        expiry: o.opt_time("expiry_unix_us")?,
+        detail: o.opt_string("detail")?,
+    })
+}
+
 pub(crate) fn parse_jobs(text: &str) -> Result<Vec<Job>> {
-    objects(text)?
-        .iter()
-        .map(|m| {
-            let o = Obj(m);
-            Ok(Job {
-                id: o.string("id")?,
-                production: o.string("production")?,
-                key: o.opt_string("key")?,
-                state: JobState::parse(&o.string("state")?),
-                worker: o.opt_string("worker")?,
-                claimed_at: o.opt_time("claimed_at_unix_us")?,
-                expiry: o.opt_time("expiry_unix_us")?,
-                attempts: o.u64("attempts")?,
-                reason: o.opt_string("reason")?,
-            })
-        })
-        .collect()
+    objects(text)?.iter().map(job_from).collect()
 }
 
 pub(crate) fn parse_events(text: &str) -> Result<Vec<Event>> {
-    objects(text)?
-        .iter()
-        .map(|m| {
-            let o = Obj(m);
-            Ok(Event {
-                seq: o.u64("seq")?,
-                at: o.opt_time("at_unix_us")?.ok_or_else(|| bad("at_unix_us missing"))?,
-                production: o.string("production")?,
-                job_id: o.opt_string("job_id")?,
-                kind: o.string("kind")?,
-                worker: o.opt_string("worker")?,
-                expiry: o.opt_time("expiry_unix_us")?,
-                detail: o.opt_string("detail")?,
-            })
-        })
-        .collect()
+    objects(text)?.iter().map(event_from).collect()
 }
 
 /// What a completion publishes: metadata and provenance entries with JSON
