@@ -256,3 +256,16 @@ func TestRaceCheckerReplaysAKeptHistory(t *testing.T) {
 	}
 	require.Equal(t, porcupine.Ok, c.Result, "%v", c.Order)
 }
+
+// A waiting claim is partitioned by the job it took, like a claim: the job
+// is known only at its return (its call line has none), so a checker that
+// split by the call's job put every waiting claim into one partition of no
+// job and found its lease's completion without a claim (Illegal).
+func TestRaceCheckerPartitionsAWaitingClaimByTheJobItTook(t *testing.T) {
+	wait := claimOp("a", "j0", 0, 10, 5, 100)
+	wait.Op = "claim_wait"
+	c := checkSplitOf(1, wait, complete("a", "j0", 20, 30, "ok"), claimOp("b", "j1", 40, 50, 45, 100),
+		complete("b", "j1", 60, 70, "ok"))
+	require.Equal(t, porcupine.Ok, c.Result, "%v", c.Order)
+	require.Equal(t, 2, c.Partitions, "one partition per job")
+}
