@@ -265,6 +265,7 @@ TEST_F(Postgres, PagesRecordsAndOpenOptionsWorkOnPostgres) {
     EXPECT_THROW((void)leases::Authority::open(with_param(server, "search_path=" + empty_schema), o),
                  leases::NotFoundError);
     psql("DROP SCHEMA " + empty_schema + " CASCADE");
+}
 
 // ---- the worker runtime on PostgreSQL ------------------------------------------
 

@@ -299,6 +299,7 @@ fn pages_records_and_open_options_work_on_postgres() {
     assert_eq!(Authority::open_with(&schema.url, &o).unwrap().jobs(PRODUCTION).unwrap().len(), 2);
     let Some(empty) = Schema::new() else { return };
     assert_eq!(Authority::open_with(&empty.url, &o).unwrap_err().kind(), ErrorKind::NotFound);
+}
 
 // ---- the worker runtime on PostgreSQL ------------------------------------------
 
