@@ -23,7 +23,7 @@ import (
 )
 
 var allCommands = []string{"production create", "production list", "job request", "job list", "claim", "renew",
-	"release", "fail", "complete", "cancel", "events", "exec", "version"}
+	"release", "fail", "complete", "cancel", "events", "exec", "work", "version"}
 
 func TestEveryCommandHasHelpWithExamplesAndNoToken(t *testing.T) {
 	e := newEnv(t)
