@@ -45,6 +45,10 @@ claimed, running programs finish); 2 usage error.`,
 		run: runWork})
 }
 
+// maxConcurrency bounds --concurrency: each slot is a claimer, a waiting
+// claim and a program at once, so a mistyped count must not start millions.
+const maxConcurrency = 1024
+
 // errStopNow is the cause that ends a running program when a second signal
 // cuts the drain short.
 var errStopNow = errors.New("a second signal stopped the drain")
@@ -54,7 +58,7 @@ func runWork(cc *cmdContext) error {
 	workerName := cc.fs.String("worker", "", "worker `NAME` recorded as every claim's attribution")
 	var dur, drain durationFlag
 	cc.fs.Var(&dur, "duration", "claim each job for `DURATION` (us, ms, s, m, h), renewed every third of it while PROGRAM runs")
-	concurrency := cc.fs.Int("concurrency", 1, "run up to `N` programs at once")
+	concurrency := cc.fs.Int("concurrency", 1, "run up to `N` programs at once (at most 1024)")
 	outDir := cc.fs.String("output-dir", "", "register each run's output file in `DIR` (without it, PROGRAM gets no LEASES_OUTPUT)")
 	maxJobs := cc.fs.Int("max-jobs", 0, "claim at most `N` jobs, then stop once they are settled (0: no limit)")
 	exitWhenEmpty := cc.fs.Bool("exit-when-empty", false, "stop once nothing is left to claim, instead of waiting for more")
@@ -72,8 +76,8 @@ func runWork(cc *cmdContext) error {
 	switch {
 	case len(prog) == 0:
 		return usagef(cc.cmd.name, "give the PROGRAM to run after --")
-	case *concurrency < 1:
-		return usagef(cc.cmd.name, "--concurrency must be at least 1")
+	case *concurrency < 1 || *concurrency > maxConcurrency:
+		return usagef(cc.cmd.name, "--concurrency must be from 1 to %d", maxConcurrency)
 	case *maxJobs < 0:
 		return usagef(cc.cmd.name, "--max-jobs must not be negative")
 	}

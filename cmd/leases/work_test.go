@@ -354,7 +354,11 @@ func TestWorkRefusesBadInputClaimingNothing(t *testing.T) {
 		msg  string
 	}{
 		{workArgs(), 2, "give the PROGRAM"},
-		{append(workArgs("--concurrency", "0"), "--", "true"), 2, "--concurrency must be at least 1"},
+		{append(workArgs("--concurrency", "0"), "--", "true"), 2, "--concurrency must be from 1 to 1024"},
+		{append(workArgs("--concurrency", "1025"), "--", "true"), 2, "--concurrency must be from 1 to 1024"},
+		{append(workArgs("--concurrency", "99999999999999999999"), "--", "true"), 2, "invalid --concurrency"},
+		{append(workArgs("--max-jobs", "99999999999999999999"), "--", "true"), 2, "invalid --max-jobs"},
+		{append(workArgs("--drain-timeout", "25h"), "--", "true"), 2, "at most 24h"},
 		{append(workArgs("--max-jobs", "-1"), "--", "true"), 2, "--max-jobs must not be negative"},
 		{[]string{"work", "--production", prod, "--worker", "w", "--", "true"}, 2, "--duration is required"},
 		{append(workArgs("--drain-timeout", "0s"), "--", "true"), 2, "--drain-timeout"},

@@ -37,6 +37,9 @@ k = summary["killed"]
 expect(k["claim_expired_events"] == 1 and k["state"] == "completed" and k["worker"] != "python-doomed"
        and k["attempts"] >= 2, "the killed worker's claim expired and another worker completed the job")
 expect(summary["cancelled"]["state"] == "cancelled", "the coordinator's job is cancelled")
+d = summary.get("cli_drain", {})
+expect(d.get("exit") == 0 and d.get("given_back") == 0 and "SIGTERM to cli-1" in output,
+       "SIGTERM drained leases work mid-run: exit 0, nothing given back")
 expect(all(summary["checks"].values()), "the demo's own checks all passed")
 # Tokens are "lt1." + 70 base64url characters (docs/tokens.md); no secret-like
 # text at all may appear, so any "lt1." is a failure.
