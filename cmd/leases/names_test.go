@@ -19,23 +19,30 @@ import (
 
 func TestLookAlikeNamesAreRefusedOrPrintedDistinctly(t *testing.T) {
 	e := newEnv(t)
-	checkLookAlikeNames(t, e, func(name string) {
-		db, err := sql.Open("sqlite", e.db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if _, err := db.Exec(`INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, 0)`, uuid.NewString(), name); err != nil {
-			t.Fatal(err)
-		}
-	})
+	checkLookAlikeNames(t, e, func(name string) { legacyProduction(t, e, name) })
 }
 
 func TestLookAlikeNamesAreRefusedOrPrintedDistinctlyOnPostgres(t *testing.T) {
 	e := pgEnv(t)
-	checkLookAlikeNames(t, e, func(name string) {
+	checkLookAlikeNames(t, e, func(name string) { legacyProduction(t, e, name) })
+}
+
+// legacyProduction stores a production name as a database written before
+// the name rule would hold it, past every check.
+func legacyProduction(t *testing.T, e *env, name string) {
+	t.Helper()
+	if strings.HasPrefix(e.db, "postgres") {
 		pgtest.Exec(t, e.db, `INSERT INTO leases_productions (id, name, created_unix_us) VALUES ($1, $2, 0)`, uuid.NewString(), name)
-	})
+		return
+	}
+	db, err := sql.Open("sqlite", e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, 0)`, uuid.NewString(), name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkLookAlikeNames runs the CLI against e; legacy stores a production
@@ -150,20 +157,6 @@ func TestTheCLIFollowsTheSharedNameVectors(t *testing.T) {
 
 		// Display: every vector name stored (as a database written before
 		// the rule would hold the refused ones) prints as its text.
-		legacy := func(name string) {
-			if strings.HasPrefix(e.db, "postgres") {
-				pgtest.Exec(t, e.db, `INSERT INTO leases_productions (id, name, created_unix_us) VALUES ($1, $2, 0)`, uuid.NewString(), name)
-				return
-			}
-			db, err := sql.Open("sqlite", e.db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if _, err := db.Exec(`INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, 0)`, uuid.NewString(), name); err != nil {
-				t.Fatal(err)
-			}
-		}
 		existing := map[string]bool{prod: true}
 		for _, a := range v.Accepted {
 			existing[a.Name] = true
@@ -178,7 +171,7 @@ func TestTheCLIFollowsTheSharedNameVectors(t *testing.T) {
 		}
 		for _, d := range display {
 			if !existing[d.Name] {
-				legacy(d.Name)
+				legacyProduction(t, e, d.Name)
 				existing[d.Name] = true
 			}
 		}
