@@ -23,7 +23,7 @@ import (
 	"github.com/libleases/libleases/core"
 )
 
-var allCommands = []string{"production create", "production list", "job request", "job list", "claim", "renew",
+var allCommands = []string{"production create", "production list", "job request", "job list", "job show", "job counts", "claim", "renew",
 	"release", "fail", "complete", "cancel", "events", "exec", "work", "version"}
 
 func TestEveryCommandHasHelpWithExamplesAndNoToken(t *testing.T) {

@@ -96,6 +96,7 @@ var commands = map[string]func(args []string){
 	"wake-waiter":    cmdWakeWaiter,
 	"idle":           cmdIdle,
 	"workloop":       cmdWorkloop,
+	"page":           cmdPage,
 }
 
 func main() {
@@ -107,7 +108,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|page [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])
