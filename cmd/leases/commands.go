@@ -273,7 +273,7 @@ func runClaim(cc *cmdContext) error {
 	cc.fs.Var(&dur, "duration", "claim `DURATION` with a unit: us, ms, s, m, h (e.g. 30s)")
 	tokenOut := cc.fs.String("token-out", "", "create `FILE` (exclusively, mode 0600) and write the token to it")
 	jobID := cc.fs.String("job", "", "claim this job `ID` instead of the next one")
-	var wait durationFlag
+	wait := durationFlag{rule: spanRule{max: core.MaxWait}}
 	cc.fs.Var(&wait, "wait", "when nothing is claimable, wait up to `DURATION` for a job (at most 24h)")
 	if done, err := parseOnly(cc, "production", "worker", "duration", "token-out"); done || err != nil {
 		return err
