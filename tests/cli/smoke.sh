@@ -55,13 +55,14 @@ run 0 fail --token-file - --reason "smoke test" <"$work/t2"
 run 3 claim --production nightly --worker smoke --duration 30s --token-out "$work/t3"
 [ ! -e "$work/t3" ] || fail "exit 3 left the token file"
 
-# The worker loop: a waiting claim times out with 3; leases work runs each job
+# The worker loop (production batch): a waiting claim times out with 3; leases work runs each job
 # through the executor, and SIGTERM drains it (the running job completes, exit 0).
 run 3 claim --production nightly --worker smoke --duration 30s --token-out "$work/t4" --wait 200ms
 [ ! -e "$work/t4" ] || fail "a waiting claim that timed out left the token file"
-printf 'frame-3' | "$leases" job request --production nightly --key f3 --payload-file - >>"$log"
-printf 'frame-4' | "$leases" job request --production nightly --key f4 --payload-file - >>"$log"
-"$leases" work --production nightly --worker smoke-work --duration 30s --output-dir "$work/out.d" \
+run 0 production create batch
+printf 'frame-3' | "$leases" job request --production batch --key f3 --payload-file - >>"$log"
+printf 'frame-4' | "$leases" job request --production batch --key f4 --payload-file - >>"$log"
+"$leases" work --production batch --worker smoke-work --duration 30s --output-dir "$work/out.d" \
   -- sh -c 'touch "$0/started"; while [ ! -e "$0/go" ]; do sleep 0.02; done; tr a-z A-Z > "$LEASES_OUTPUT"' "$work" \
   >>"$log" 2>"$work/work.err" &
 pid=$!
@@ -74,8 +75,8 @@ rc=0; wait "$pid" || rc=$?
 cat "$work/work.err" >>"$log"
 [ "$rc" = 0 ] || fail "leases work after SIGTERM: exit $rc: $(cat "$work/work.err")"
 grep -q "work stopped: 1 completed, 0 failed, 0 given back, 0 lost" "$work/work.err" || fail "work: $(cat "$work/work.err")"
-run 0 job list --production nightly
-[ "$(grep -c requested "$work/out")" = 1 ] || fail "the drained worker claimed a second job: $(cat "$work/out")"
+run 0 job list --production batch --state requested --jsonl
+[ "$(wc -l <"$work/out")" = 1 ] || fail "the drained worker claimed a second job: $(cat "$work/out")"
 
 # Tokens never come from arguments; durations need units.
 run 2 release "$(cat "$work/t1")"
