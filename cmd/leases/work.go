@@ -168,6 +168,7 @@ func (w *workRun) onSignals(sigs <-chan os.Signal, finished <-chan struct{}, sto
 func (w *workRun) handle(ctx context.Context, l *core.Lease) (core.Facts, error) {
 	w.running.Add(1)
 	defer w.running.Done()
+	workLeaseHook(l)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(w.now, func() { cancel(errStopNow) })

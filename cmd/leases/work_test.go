@@ -33,6 +33,9 @@ type proc struct {
 	errb *bytes.Buffer
 	done <-chan error
 	res  *result
+	// beforeFinish runs once the process has ended, before its outputs are
+	// recorded and scanned for secrets.
+	beforeFinish func()
 }
 
 func (e *env) startProc(o opts, args ...string) *proc {
@@ -50,6 +53,9 @@ func (p *proc) wait(d time.Duration) result {
 	}
 	select {
 	case err := <-p.done:
+		if p.beforeFinish != nil {
+			p.beforeFinish()
+		}
 		r := p.e.finish(p.args, err, p.out, p.errb)
 		p.res = &r
 		return r
@@ -157,12 +163,31 @@ func claimEvents(e *env, id string) int {
 	return n
 }
 
+// The secrets of the claims leases work makes never leave it: the leasestest
+// hook LEASES_TEST_WORK_TOKENS hands them to the secret scan, which then
+// looks for them in everything the worker and its programs printed (the
+// programs print their whole environment) and in the database files.
+func (e *env) registerWorkTokens(dir string) {
+	e.t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.token"))
+	if len(files) == 0 {
+		e.t.Fatal("leases work handed no token to the secret scan")
+	}
+	for _, f := range files {
+		e.register(f)
+	}
+}
+
 func TestWorkRunsEveryJobThroughTheExecutorAndExitsWhenEmpty(t *testing.T) {
 	onBothStores(t, func(t *testing.T, e *env) {
 		ids := e.requestPayloads("a", "b", "c", "d", "e")
 		out := e.outDir()
+		tokens := t.TempDir()
 		args := append(workArgs("--concurrency", "2", "--output-dir", out, "--exit-when-empty", "--metadata", "tool=\"sh\""), e.script()...)
-		r := e.startProc(opts{}, args...).wait(60 * time.Second)
+		args[len(args)-1] = "env; " + args[len(args)-1]
+		p := e.startProc(opts{env: []string{"LEASES_TEST_WORK_TOKENS=" + tokens}}, args...)
+		p.beforeFinish = func() { e.registerWorkTokens(tokens) } // before the outputs are recorded and scanned
+		r := p.wait(60 * time.Second)
 		wantExit(t, r, 0, "work stopped: 5 completed, 0 failed, 0 given back, 0 lost")
 		for i, id := range ids {
 			wantStates(t, e, map[string]string{id: "completed"})
