@@ -285,6 +285,29 @@ func TestASignalDrainsWorkLettingTheRunningProgramFinishAndClaimingNothingMore(t
 	}
 }
 
+// A worker waiting for a job (each waiting claim lasts a minute) stops at
+// once on SIGTERM or SIGINT: the signal interrupts the wait, and exit 0.
+func TestASignalEndsAnIdleWorkersWaitAtOnce(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			onBothStores(t, func(t *testing.T, e *env) {
+				e.must("production", "create", prod)
+				p := e.startProc(opts{}, append(workArgs("--concurrency", "4"), e.script()...)...)
+				time.Sleep(500 * time.Millisecond) // into the wait
+				p.signal(sig)
+				signalled := time.Now()
+				r := p.wait(10 * time.Second)
+				took := time.Since(signalled)
+				wantExit(t, r, 0, "draining", "work stopped: 0 completed")
+				if took > time.Second {
+					t.Fatalf("the idle worker took %v to stop after %v", took, sig)
+				}
+				t.Logf("stopped %v after %v", took, sig)
+			})
+		})
+	}
+}
+
 // A program still running when --drain-timeout passes is killed with its
 // whole process group, its output removed and its job given back.
 func TestTheDrainTimeoutStopsRunningProgramsAndReleasesTheirJobs(t *testing.T) {
