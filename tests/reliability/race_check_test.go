@@ -227,7 +227,7 @@ func certainlyClaimable(ops []*raceOp, c *raceOp, at int64) bool {
 		switch y.Op {
 		case "release":
 			return true
-		case "claim", "renew":
+		case "claim", "claim_wait", "renew":
 			return y.Kind == "ok" && y.Expiry <= at
 		}
 		return false // completion or failure: finished; or a renewal of unknown expiry
@@ -239,7 +239,7 @@ func certainlyClaimable(ops []*raceOp, c *raceOp, at int64) bool {
 		switch x.Op {
 		case "release":
 			return true
-		case "claim", "renew":
+		case "claim", "claim_wait", "renew":
 			return x.Expiry <= at
 		}
 		return false
