@@ -28,15 +28,8 @@ type factsVector struct {
 }
 
 func loadFactsVector(t *testing.T) factsVector {
-	t.Helper()
-	raw, err := os.ReadFile("../../tests/vectors/facts.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v factsVector
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
+	loadVector(t, "facts.json", &v)
 	if len(v.Metadata) == 0 || len(v.Provenance) == 0 || v.Output.Size == 0 {
 		t.Fatal("facts.json has an empty section")
 	}

@@ -105,19 +105,24 @@ type nameVectors struct {
 }
 
 func loadNameVectors(t *testing.T) nameVectors {
-	t.Helper()
-	raw, err := os.ReadFile("../../tests/vectors/names.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v nameVectors
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
+	loadVector(t, "names.json", &v)
 	if len(v.Accepted) == 0 || len(v.Refused) == 0 || len(v.Display) == 0 {
 		t.Fatal("names.json has an empty section")
 	}
 	return v
+}
+
+// loadVector reads tests/vectors/NAME, a file every surface's tests share.
+func loadVector(t *testing.T, name string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile("../../tests/vectors/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 }
 
 // The shared name vectors through the command line, on both stores: accepted
