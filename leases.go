@@ -144,6 +144,8 @@ var (
 	ErrForked          = core.ErrForked
 	ErrInternal        = core.ErrInternal
 	ErrInterrupted     = core.ErrInterrupted
+	// ErrNotHeld matches lease_lost, expired and cancelled together.
+	ErrNotHeld = core.ErrNotHeld
 )
 
 // KindOf returns the kind of err: KindInternal for a foreign error, 0 for nil.

@@ -4,7 +4,8 @@ Usage: check.py SUMMARY_JSON OUTPUT_TXT [WORK_DIR]
 The demo must have left every job terminal, had every worker kind (Python,
 Rust, C++, the CLI) complete work, recovered the killed worker's claim by
 expiry (a claim_expired event, completed by another worker), cancelled the
-coordinator's job, and printed nothing that looks like a token (neither on
+coordinator's job, had a cancel reach a running kept-alive Python worker,
+and printed nothing that looks like a token (neither on
 its output nor in the workers' logs in WORK_DIR).
 """
 import json
@@ -37,6 +38,9 @@ k = summary["killed"]
 expect(k["claim_expired_events"] == 1 and k["state"] == "completed" and k["worker"] != "python-doomed"
        and k["attempts"] >= 2, "the killed worker's claim expired and another worker completed the job")
 expect(summary["cancelled"]["state"] == "cancelled", "the coordinator's job is cancelled")
+r = summary["cancelled_running"]
+expect(r["held_before_cancel"] and r["reached"] and r["state"] == "cancelled" and r["latency_s"] < 5,
+       "a coordinator's cancel reached a running, kept-alive Python worker")
 d = summary.get("cli_drain", {})
 expect(d.get("exit") == 0 and d.get("given_back") == 0 and "SIGTERM to cli-1" in output,
        "SIGTERM drained leases work mid-run: exit 0, nothing given back")
