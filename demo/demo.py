@@ -9,8 +9,10 @@ with one production of jobs, then shows, with real processes:
   3. a job cancelled by the coordinator (`leases cancel`), and a coordinator's
      cancel reaching a Python worker that is working on its job, kept alive
      past its claim's duration (it learns of it within one renewal interval);
-  4. workers in Python, Rust, C++ and a shell loop over `leases exec` draining
-     the production, with live progress from the job listing;
+  4. workers in Python, Rust, C++ and the CLI's `leases work` draining the
+     production, with live progress from the job listing;
+  5. SIGTERM draining `leases work` half-way: its running program finishes
+     and completes, it claims nothing more, and it exits 0;
 and ends with a summary and the tail of the event log (`leases events`).
 Nothing here ever prints a token: tokens live only in 0600 files of a 0700
 directory. It exits non-zero when an expectation of the summary fails, and
@@ -21,6 +23,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -65,6 +68,7 @@ class Demo:
         self.secrets = Path(tempfile.mkdtemp(prefix="leases-demo-"))
         self.t0 = time.monotonic()
         self.procs: Dict[str, subprocess.Popen] = {}
+        self.drain: Dict[str, object] = {}  # the CLI worker's SIGTERM drain, once sent
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = str(self.root / "bindings" / "python")
         self.env["LEASES_LIBRARY"] = str(self.root / "build" / "libleases.so")
@@ -179,19 +183,41 @@ class Demo:
             "rust-1": [self.a.rust_worker, str(self.db), PRODUCTION, "rust-1", w, str(self.stop)],
             "cpp-1": [self.a.cpp_worker, str(self.db), PRODUCTION, "cpp-1", w, str(self.stop), str(self.out)],
             "cli-1": ["bash", str(self.root / "demo" / "cli_worker.sh"), self.cli, str(self.db), PRODUCTION,
-                      "cli-1", w, str(self.stop), str(self.out)],
+                      "cli-1", w, str(self.out)],
         }
         env = dict(self.env, TMPDIR=str(self.secrets))
         for name, cmd in commands.items():
             log = open(self.work / f"{name}.log", "w")
             self.procs[name] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.say("started workers: python-1 (Python), rust-1 (Rust), cpp-1 (C++, reference executor), "
-                 "cli-1 (shell: leases claim --token-out + leases exec)")
+                 "cli-1 (leases work: the reference executor, claims kept alive)")
+
+    # ---- 5. SIGTERM drains the CLI worker ----------------------------------------
+
+    def drain_cli(self) -> None:
+        self.procs["cli-1"].send_signal(signal.SIGTERM)
+        self.drain = {"sent_at": time.monotonic()}
+        self.say("SIGTERM to cli-1 (`leases work`): it drains — claims nothing more, lets its running program finish")
+
+    def drained_cli(self) -> None:
+        """Reports the drain once `leases work` has exited: its exit status, the job that was
+        running when SIGTERM came (completed after it), and that nothing was given back."""
+        p = self.procs["cli-1"]
+        log = (self.work / "cli-1.log").read_text(errors="replace")
+        after = log.split("draining", 1)[1] if "draining" in log else ""
+        finished = re.findall(r"completed job ([0-9a-f-]{36})", after)
+        stopped = re.search(r"work stopped: (\d+) completed, (\d+) failed, (\d+) given back, (\d+) lost", log)
+        self.drain.update({"exit": p.returncode, "finished_after_sigterm": finished,
+                           "given_back": int(stopped.group(3)) + int(stopped.group(4)) if stopped else -1,
+                           "seconds": round(time.monotonic() - float(self.drain["sent_at"]), 2)})
+        ran = f"its running job {finished[0][:8]} finished and completed" if finished else "no job was running"
+        self.say(f"cli-1 drained in {self.drain['seconds']}s: {ran}; exit status {p.returncode}; "
+                 f"{stopped.group(0) if stopped else 'no summary line'}")
 
     def stop_workers(self) -> None:
         self.stop.touch()
-        for name, p in self.procs.items():  # Python's work loop drains on SIGTERM
-            if name.startswith("python-") and p.poll() is None:
+        for name, p in self.procs.items():  # Python's and the CLI's work loops drain on SIGTERM
+            if (name.startswith("python-") or name == "cli-1") and p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 20
         for name, p in self.procs.items():
@@ -206,7 +232,7 @@ class Demo:
 
     def progress(self, jobs: List[leases.Job]) -> str:
         states = collections.Counter(j.state for j in jobs)
-        terminal = sum(states[s] for s in TERMINAL)
+        terminal = terminal_count(jobs)
         per = collections.Counter(j.worker for j in jobs if j.state == "completed")
         width = 24
         filled = width * terminal // max(1, len(jobs))
@@ -250,7 +276,12 @@ class Demo:
                     last = now
                 if all_terminal:
                     break
-                dead = [n for n, p in self.procs.items() if p.poll() is not None]
+                if not self.drain and terminal_count(jobs) * 2 >= len(jobs) and any(
+                        j.worker == "cli-1" and j.state == "completed" for j in jobs):
+                    self.drain_cli()
+                if self.drain and "exit" not in self.drain and self.procs["cli-1"].poll() is not None:
+                    self.drained_cli()
+                dead = [n for n, p in self.procs.items() if p.poll() is not None and not (n == "cli-1" and self.drain)]
                 if dead or now - self.t0 > self.a.deadline:
                     self.stop_workers()
                     why = f"worker(s) {', '.join(dead)} exited early" if dead else "the deadline passed"
@@ -298,6 +329,16 @@ class Demo:
         print("== the three shown-on-the-way jobs in the event log ==")
         print("\n".join(lines[:1] + [ln for ln in lines[1:] if any(j in ln for j in (handed, doomed, cancelled))]))
 
+        if self.drain and "exit" not in self.drain:
+            self.drained_cli()
+        cli_claimed = [j for j in jobs.values() if j.worker == "cli-1" and j.state == "claimed"]
+        if self.drain:
+            ran = self.drain.get("finished_after_sigterm") or []
+            print(f"SIGTERM drain of cli-1 (leases work): exit status {self.drain.get('exit')} after "
+                  f"{self.drain.get('seconds')}s; job(s) finished after the signal: "
+                  f"{', '.join(j[:8] for j in ran) or 'none'}; given back or lost: {self.drain.get('given_back')}")
+        else:
+            print("SIGTERM drain of cli-1 (leases work): not sent (the jobs ran out first)")
         kinds = {"python": "python-1", "rust": "rust-1", "c++": "cpp-1", "cli": "cli-1"}
         checks = {
             "all jobs terminal": all(j.state in TERMINAL for j in jobs.values()),
@@ -310,6 +351,8 @@ class Demo:
                                                               and bool(running["reached"])
                                                               and r.state == "cancelled",
             "nothing failed": states["failed"] == 0,
+            "SIGTERM drained the CLI worker: exit 0, nothing given back, no claim left":
+                self.drain.get("exit") == 0 and self.drain.get("given_back") == 0 and not cli_claimed,
         }
         print()
         for name, ok in checks.items():
@@ -322,9 +365,14 @@ class Demo:
                            "claim_expired_events": len(expired)},
                 "cancelled": {"job": cancelled, "state": jobs[cancelled].state},
                 "cancelled_running": {**running, "state": r.state},
+                "cli_drain": {k: v for k, v in self.drain.items() if k != "sent_at"},
                 "checks": checks, "elapsed_s": round(elapsed, 2),
             }, indent=2))
         return 0 if all(checks.values()) else 1
+
+
+def terminal_count(jobs: List[leases.Job]) -> int:
+    return sum(1 for j in jobs if j.state in TERMINAL)
 
 
 def main() -> int:

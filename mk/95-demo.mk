@@ -1,5 +1,5 @@
 # make demo (demo/): the product doing its job on ./demo/leases.db, with
-# workers in Python, Rust, C++ and a shell loop over `leases exec`; and
+# workers in Python, Rust, C++ and the CLI's `leases work`; and
 # test-demo, the same demo in a quick mode on its own database, checked.
 # Everything it runs is the release build: build/libleases.so, build/leases.
 # Python runs as plain python3 with PYTHONPATH (no venv, nothing to install).

@@ -41,6 +41,9 @@ expect(summary["cancelled"]["state"] == "cancelled", "the coordinator's job is c
 r = summary["cancelled_running"]
 expect(r["held_before_cancel"] and r["reached"] and r["state"] == "cancelled" and r["latency_s"] < 5,
        "a coordinator's cancel reached a running, kept-alive Python worker")
+d = summary.get("cli_drain", {})
+expect(d.get("exit") == 0 and d.get("given_back") == 0 and "SIGTERM to cli-1" in output,
+       "SIGTERM drained leases work mid-run: exit 0, nothing given back")
 expect(all(summary["checks"].values()), "the demo's own checks all passed")
 # Tokens are "lt1." + 70 base64url characters (docs/tokens.md); no secret-like
 # text at all may appear, so any "lt1." is a failure.

@@ -54,6 +54,11 @@ var raceCases = []struct {
 			{W: "c", Lease: "c", Op: "claim", DurUS: 50, Call: 200, Ret: 210, Kind: "ok", RJob: "j1", Expiry: 255},
 			complete("b", "j1", 220, 230, "lease_lost"), pendingClaim("d", 240, 50)}
 	}},
+	{"waiting claims that take one job in turn", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		a, b := claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j0", 40, 50, 45, 100)
+		a.Op, a.Lease, b.Op, b.Lease = "claim_wait", "a", "claim_wait", "b"
+		return []*raceOp{a, release("a", "j0", 20, 30), b, complete("b", "j0", 60, 70, "ok")}
+	}},
 	{"two live owners", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j0", 20, 30, 25, 100)}
 	}},
