@@ -89,6 +89,11 @@ def parse_header(path):
             continue
         body.append(line)
     text = " ".join(body)
+    # A struct's definition is one declaration: its fields stay in its line.
+    for m in re.finditer(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
+        fields = "; ".join(norm_space(f) for f in m.group(2).split(";") if norm_space(f))
+        typedefs.append(f"typedef struct {m.group(1)} {{ {fields}; }} {m.group(3)}")
+    text = re.sub(r"typedef\s+struct\s+\w+\s*\{.*?\}\s*\w+\s*;", " ", text, flags=re.S)
     text = re.sub(r'extern\s+"C"\s*\{|\}', " ", text)
     for stmt in text.split(";"):
         stmt = norm_space(stmt)
@@ -316,8 +321,51 @@ def limits(root):
             if k.startswith("LEASES_MAX_")]
 
 
+# Integer constants of the header that are neither statuses nor limits (the
+# values a caller puts in an options struct or a parameter), by name prefix,
+# with the Rust type of what they fill. Defines matching none stay C only.
+CONSTANTS = {"LEASES_OPEN_": "i32", "LEASES_SYNCHRONOUS_": "i32", "LEASES_DEFAULT_PAGE_SIZE": "u32"}
+
+
+def constants(root):
+    """[(name, value, Rust type)] of the header's CONSTANTS."""
+    defines, _, _ = parse_header(root / "include/leases.h")
+    out = []
+    for k, v in defines.items():
+        rust = next((typ for prefix, typ in CONSTANTS.items() if k.startswith(prefix)), None)
+        if rust and re.fullmatch(r"\d+", v):
+            out.append((k, int(v), rust))
+    return out
+
+
 HANDLES = {"leases_authority": "AuthorityPtr", "leases_edit": "EditPtr", "leases_lease": "LeasePtr",
            "leases_execution": "ExecutionPtr"}
+
+
+def parse_structs(path):
+    """{struct name: [(field type, field name)]} of the header's struct typedefs."""
+    _, typedefs, _ = parse_header(path)
+    out = {}
+    for t in typedefs:
+        m = re.match(r"typedef struct (\w+) \{ (.*); \} (\w+)$", t)
+        if m:
+            out[m.group(3)] = [(drop_param_name(f), f.split()[-1]) for f in m.group(2).split("; ")]
+    return out
+
+
+# The header's struct names (ctypes_of and rust_of map pointers to them).
+STRUCTS = set(parse_structs(pathlib.Path(__file__).resolve().parent.parent / "include/leases.h"))
+
+# Field types of the header's structs.
+STRUCT_FIELDS = {"size_t": ("ctypes.c_size_t", "usize"), "int32_t": ("ctypes.c_int32", "i32"),
+                 "int64_t": ("ctypes.c_int64", "i64")}
+
+
+def struct_field(typ, where, lang):
+    if typ not in STRUCT_FIELDS:
+        fail(f"{where}: abi/leases_abi.py has no {lang} mapping for the struct field type {typ!r}: add one")
+        return "None"
+    return STRUCT_FIELDS[typ][0 if lang == "ctypes" else 1]
 
 
 def ctypes_of(c_type, where):
@@ -335,6 +383,8 @@ def ctypes_of(c_type, where):
     if base in fixed:
         return fixed[base]
     stars = len(base) - len(base.rstrip("*"))
+    if base.rstrip("*") in STRUCTS and stars == 1:
+        return f"ctypes.POINTER({base.rstrip('*')})"
     handle = HANDLES.get(base.rstrip("*"))
     if handle and stars == 1:
         return handle
@@ -352,7 +402,7 @@ def rust_of(c_type, where):
     scalar = {"void": "c_void", "char": "c_char", "uint32_t": "u32", "int64_t": "i64", "size_t": "usize",
               "uint8_t": "u8", "leases_status": "leases_status"}
     name = base.rstrip("*")
-    inner = scalar.get(name) or (name if name in HANDLES else None)
+    inner = scalar.get(name) or (name if name in HANDLES or name in STRUCTS else None)
     if inner is None:
         fail(f"{where}: abi/leases_abi.py has no Rust mapping for the C type {c_type!r}: add one")
         return "()"
@@ -376,6 +426,8 @@ def python_abi(root, manifest):
            "# same ABI number and at least this revision (docs/ABI.md).",
            f"ABI_VERSION = {manifest.abi}", f"ABI_REVISION = {manifest.revision}", ""]
     out += [f"{k[len('LEASES_'):]} = {v:_}" for k, v in limits(root)]
+    out += ["", "# Option values and defaults (open flags, synchronous levels, the page size)."]
+    out += [f"{k[len('LEASES_'):]} = {v}" for k, v, _ in constants(root)]
     out += ["", "# (code, status name, exception class) of every failure status, in code order.",
             "STATUSES: Tuple[Tuple[int, str, str], ...] = ("]
     out += [f'    ({s.code}, "{s.name}", "{s.error_class}"),' for s in statuses[1:]]
@@ -383,7 +435,12 @@ def python_abi(root, manifest):
     for c_name, ptr in HANDLES.items():
         out += ["", f"class {c_name}(ctypes.Structure):", "    pass", ""]
     out += [""] + [f"{ptr} = ctypes.POINTER({c_name})" for c_name, ptr in HANDLES.items()]
-    out += ["c_status = ctypes.c_int", "", "Signature = Tuple[Any, List[Any]]", ""]
+    out += ["", "", "# The header's structs, field for field (set size to ctypes.sizeof)."]
+    for c_name, fields in parse_structs(root / "include/leases.h").items():
+        out += ["", "", f"class {c_name}(ctypes.Structure):", "    _fields_ = ["]
+        out += [f'        ("{f}", {struct_field(t, c_name, "ctypes")}),' for t, f in fields]
+        out += ["    ]"]
+    out += ["", "", "c_status = ctypes.c_int", "", "Signature = Tuple[Any, List[Any]]", ""]
     for title, decls in (("SIGNATURES", public), ("TESTING_SIGNATURES", testing)):
         out.append(f"# Every function of include/{'leases.h' if title == 'SIGNATURES' else 'leases_testing.h'}: "
                    "name -> (restype, argtypes).")
@@ -409,10 +466,17 @@ def rust_sys(root, manifest):
            f"pub const LEASES_ABI_REVISION: u32 = {manifest.revision};"]
     for k, v in limits(root):
         out.append(f"pub const {k}: {'i64' if k.endswith('_US') else 'usize'} = {v:_};")
+    for k, v, typ in constants(root):
+        out.append(f"pub const {k}: {typ} = {v};")
     out += ["", "/// Opaque handle types: each object has its own, so a lease can never be",
             "/// passed where an authority is expected."]
     for c_name in HANDLES:
         out += ["#[repr(C)]", f"pub struct {c_name} {{", "    _private: [u8; 0],", "}"]
+    out += ["", "/// The header's structs, field for field (set `size` to `size_of`)."]
+    for c_name, fields in parse_structs(root / "include/leases.h").items():
+        out += ["#[repr(C)]", "#[derive(Clone, Copy, Debug)]", f"pub struct {c_name} {{"]
+        out += [f"    pub {f}: {struct_field(t, c_name, 'Rust')}," for t, f in fields]
+        out += ["}"]
     out += ["", "pub type leases_status = c_int;", ""]
     out += [f"pub const {s.macro}: leases_status = {s.code};" for s in statuses]
 
@@ -695,6 +759,8 @@ def check_constants(root):
         "LEASES_MAX_PAYLOAD_LEN": "MaxPayloadLen", "LEASES_MAX_FACTS_LEN": "MaxFactsLen",
         "LEASES_MAX_PATH_LEN": "MaxPathLen", "LEASES_MAX_TOKEN_LEN": "MaxTokenLen",
         "LEASES_MAX_DURATION_US": "MaxDurationUS",
+        "LEASES_MAX_PAGE_SIZE": "MaxPageSize", "LEASES_DEFAULT_PAGE_SIZE": "DefaultPageSize",
+        "LEASES_MAX_CURSOR_LEN": "MaxCursorLen",
     }
     for macro, const in pairs.items():
         hv = defines.get(macro, "")

@@ -11,7 +11,6 @@ package main
 import "C"
 
 import (
-	"encoding/json"
 	"time"
 	"unsafe"
 
@@ -21,23 +20,34 @@ import (
 
 const maxIDLen = 64 // longer than any UUID; core then rejects the spelling
 
-//export leasesgo_authority_open
-func leasesgo_authority_open(path *C.char, out *C.uintptr_t) (st C.int) {
-	defer recoverTo(&st)
+// openInto is the body of every open export: *out cleared, the location
+// (named what) read, the options judged before anything is opened, then the
+// authority opened and handed to C as a handle.
+func openInto(out *C.uintptr_t, what string, path *C.char, options func(location string) (leases.Options, error)) C.int {
 	if out == nil {
 		return status(invalid("out is NULL"))
 	}
 	*out = 0
-	p, err := inStr("path", path, core.MaxPathLen, false)
+	p, err := inStr(what, path, core.MaxPathLen, false)
 	if err != nil {
 		return status(err)
 	}
-	a, err := leases.Open(p)
+	o, err := options(p)
+	if err != nil {
+		return status(err)
+	}
+	a, err := leases.OpenWith(p, o)
 	if err != nil {
 		return status(err)
 	}
 	*out = C.uintptr_t(newHandle(kindAuthority, a))
 	return 0
+}
+
+//export leasesgo_authority_open
+func leasesgo_authority_open(path *C.char, out *C.uintptr_t) (st C.int) {
+	defer recoverTo(&st)
+	return openInto(out, "path", path, func(string) (leases.Options, error) { return leases.Options{}, nil })
 }
 
 //export leasesgo_authority_close
@@ -423,61 +433,39 @@ func leasesgo_edit_abort(h C.uintptr_t) {
 
 // ---- observations ----------------------------------------------------------
 
-func outJSON(out **C.char, v any, err error) C.int {
-	if err != nil {
-		return status(err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return status(&core.Error{Kind: core.KindInternal, Msg: "encoding the listing failed", Err: err})
-	}
-	*out = cString(string(b))
-	return 0
-}
+// The unbounded listings of revision 0; capi/observe.go has the pages.
 
 //export leasesgo_jobs_json
 func leasesgo_jobs_json(h C.uintptr_t, production *C.char, out **C.char) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out_json is NULL"))
-	}
-	*out = nil
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, err := inStr("production", production, core.MaxNameLen, false)
-	if err != nil {
-		return status(err)
-	}
-	js, err := a.Jobs(p)
-	if js == nil {
-		js = []core.Job{}
-	}
-	return outJSON(out, js, err)
+	return observeInto(h, out, func(a *core.Authority) (any, error) {
+		p, err := inStr("production", production, core.MaxNameLen, false)
+		if err != nil {
+			return nil, err
+		}
+		js, err := a.Jobs(p)
+		if js == nil {
+			js = []core.Job{}
+		}
+		return js, err
+	})
 }
 
 //export leasesgo_events_json
 func leasesgo_events_json(h C.uintptr_t, production *C.char, after C.int64_t, out **C.char) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out_json is NULL"))
-	}
-	*out = nil
-	a, err := authorityOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	p, err := inStr("production", production, core.MaxNameLen, true)
-	if err != nil {
-		return status(err)
-	}
-	if after < 0 {
-		return status(invalid("after_seq must not be negative"))
-	}
-	es, err := a.Events(p, int64(after))
-	if es == nil {
-		es = []core.Event{}
-	}
-	return outJSON(out, es, err)
+	return observeInto(h, out, func(a *core.Authority) (any, error) {
+		p, err := inStr("production", production, core.MaxNameLen, true)
+		if err != nil {
+			return nil, err
+		}
+		if after < 0 {
+			return nil, invalid("after_seq must not be negative")
+		}
+		es, err := a.Events(p, int64(after))
+		if es == nil {
+			es = []core.Event{}
+		}
+		return es, err
+	})
 }

@@ -70,23 +70,29 @@ func leasesgo_testing_set_clock_sequence(h C.uintptr_t, samples *C.int64_t, coun
 //export leasesgo_testing_open
 func leasesgo_testing_open(path *C.char, busyUS C.int64_t, out *C.uintptr_t) (st C.int) {
 	defer recoverTo(&st)
-	if out == nil {
-		return status(invalid("out is NULL"))
-	}
-	*out = 0
-	p, err := inStr("path", path, core.MaxPathLen, false)
-	if err != nil {
-		return status(err)
-	}
-	if busyUS <= 0 {
-		return status(invalid("busy_timeout_us must be positive"))
-	}
-	a, err := leases.OpenWith(p, leases.Options{BusyTimeout: time.Duration(busyUS) * time.Microsecond})
-	if err != nil {
-		return status(err)
-	}
-	*out = C.uintptr_t(newHandle(kindAuthority, a))
-	return 0
+	return openInto(out, "path", path, func(string) (leases.Options, error) {
+		if busyUS <= 0 {
+			return leases.Options{}, invalid("busy_timeout_us must be positive")
+		}
+		return leases.Options{BusyTimeout: time.Duration(busyUS) * time.Microsecond}, nil
+	})
+}
+
+//export leasesgo_testing_pragma
+func leasesgo_testing_pragma(h C.uintptr_t, name *C.char, out **C.char) (st C.int) {
+	defer recoverTo(&st)
+	return authorityInto(h, out, "out_value", func(a *core.Authority) (string, error) {
+		n, err := inStr("name", name, core.MaxNameLen, false)
+		if err != nil {
+			return "", err
+		}
+		switch n {
+		case "synchronous", "busy_timeout", "journal_mode":
+		default:
+			return "", invalid("pragma %q is not one the tests read", n)
+		}
+		return core.PragmaForTest(a, n)
+	})
 }
 
 //export leasesgo_testing_panic

@@ -223,3 +223,76 @@ leases_status leases_events_json(leases_authority *authority, const char *produc
 	CHECK_FORK();
 	return leasesgo_events_json(H(authority), (char *)production, after_seq, out_json);
 }
+
+// ---- observations, paged -------------------------------------------------------
+
+leases_status leases_jobs_page_json(leases_authority *authority, const char *production,
+                                    const char *states, const char *key, const char *job_id,
+                                    const char *cursor, uint32_t limit, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_jobs_page_json(H(authority), (char *)production, (char *)states, (char *)key,
+	                               (char *)job_id, (char *)cursor, limit, out_json);
+}
+
+leases_status leases_events_page_json(leases_authority *authority, const char *production,
+                                      const char *job_id, const char *kinds, int64_t after_seq,
+                                      uint32_t limit, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_events_page_json(H(authority), (char *)production, (char *)job_id, (char *)kinds,
+	                                 after_seq, limit, out_json);
+}
+
+leases_status leases_job_json(leases_authority *authority, const char *production,
+                              const char *job_id, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_job_json(H(authority), (char *)production, (char *)job_id, out_json);
+}
+
+leases_status leases_productions_page_json(leases_authority *authority, const char *cursor,
+                                           uint32_t limit, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_productions_page_json(H(authority), (char *)cursor, limit, out_json);
+}
+
+leases_status leases_job_counts_json(leases_authority *authority, const char *production,
+                                     char **out_json) {
+	CHECK_FORK();
+	return leasesgo_job_counts_json(H(authority), (char *)production, out_json);
+}
+
+// ---- opening with options ----------------------------------------------------------
+
+// leasesshim_opts_check applies the size rule of the options structs
+// (include/leases.h): 0 when opts is usable, 1 when size is smaller than its
+// size member, 2 when it is over 4096, 3 when bytes past the known fields
+// are set. The caller promises size readable bytes.
+static int leasesshim_opts_check(const void *opts, size_t known) {
+	if (opts == NULL) return 0;
+	size_t size = *(const size_t *)opts;
+	if (size < sizeof(size_t)) return 1;
+	if (size > 4096) return 2;
+	const unsigned char *b = opts;
+	for (size_t i = known; i < size; i++)
+		if (b[i] != 0) return 3;
+	return 0;
+}
+
+// FIELD_IN: the field lies wholly within the caller's size, so it is read;
+// otherwise it keeps its default.
+#define FIELD_IN(T, f, size) (offsetof(T, f) + sizeof(((T *)0)->f) <= (size))
+
+leases_status leases_authority_open_v2(const char *location, const leases_open_options *options,
+                                       leases_authority **out) {
+	CHECK_FORK();
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	int bad = leasesshim_opts_check(options, sizeof o);
+	if (options != NULL && bad == 0) {
+		size_t size = options->size;
+		if (FIELD_IN(leases_open_options, flags, size)) o.flags = options->flags;
+		if (FIELD_IN(leases_open_options, synchronous, size)) o.synchronous = options->synchronous;
+		if (FIELD_IN(leases_open_options, busy_timeout_us, size)) o.busy_timeout_us = options->busy_timeout_us;
+	}
+	OUT_HANDLE(leases_authority, out,
+	           leasesgo_authority_open_v2((char *)location, bad, o.flags, o.synchronous,
+	                                      o.busy_timeout_us, hp_));
+}

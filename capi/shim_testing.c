@@ -26,6 +26,12 @@ leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,
 	return st;
 }
 
+leases_status leases_testing_pragma(leases_authority *authority, const char *name,
+                                    char **out_value) {
+	if (leasesshim_forked()) return LEASES_FORKED;
+	return leasesgo_testing_pragma((uintptr_t)authority, (char *)name, out_value);
+}
+
 leases_status leases_testing_panic(void) {
 	if (leasesshim_forked()) return LEASES_FORKED;
 	return leasesgo_testing_panic();

@@ -13,6 +13,22 @@ import (
 // no way to choose the authority's time.
 func SetClockForTest(a *Authority, nowUnixUS func() int64) { a.setClock(nowUnixUS) }
 
+// PragmaForTest reads a SQLite pragma of a's store (on its connections,
+// which all open alike), so tests of other packages see what the open
+// options set. A store without pragmas (PostgreSQL) is invalid_argument.
+// Test builds only.
+func PragmaForTest(a *Authority, name string) (string, error) {
+	sq, ok := a.b.(interface{ Pragma(string) (string, error) })
+	if !ok {
+		return "", errf(KindInvalidArgument, "the %T store has no pragmas", a.b)
+	}
+	v, err := sq.Pragma(name)
+	if err != nil {
+		return "", storageErr("read pragma "+name, err)
+	}
+	return v, nil
+}
+
 // TestSeamPresent marks a test build.
 const TestSeamPresent = true
 

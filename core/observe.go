@@ -25,6 +25,11 @@ const (
 	MaxPageSize     = 1000
 )
 
+// MaxCursorLen bounds a cursor (bytes): every cursor a listing returns fits
+// (the longest, a production's, is under 300), so a caller can size a
+// buffer for one, and a longer one is refused before it is decoded.
+const MaxCursorLen = 1024
+
 // MaxObservedWindow is how far back the per-minute counts and the workers
 // seen may look: at most a day of one-minute buckets.
 const MaxObservedWindow = 24 * time.Hour
@@ -47,6 +52,10 @@ func encodeCursor(kind, scope, last string) string {
 // decodeCursor reads a cursor of listing kind: its scope and last key. The
 // caller checks the scope once it knows its own.
 func decodeCursor(c, kind string) (scope, last string, err error) {
+	if len(c) > MaxCursorLen {
+		return "", "", errf(KindInvalidArgument, "cursor is %d bytes, the limit is %d: pass back a Next value unchanged",
+			len(c), MaxCursorLen)
+	}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	parts := strings.Split(string(raw), "\x00")
 	if err != nil || len(parts) != 3 {

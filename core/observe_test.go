@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +230,7 @@ func TestBadListingArgumentsAreInvalidAndChangeNothing(t *testing.T) {
 		"a cursor with a negative seq": {After: encodeCursor("jobs", p.ID, "-1")},
 		"a cursor of events":           {After: encodeCursor("events", p.ID, "1")},
 		"padded":                       {After: pPage.Next + "=="},
+		"a cursor over MaxCursorLen":   {After: strings.Repeat("A", MaxCursorLen+1)},
 		"unknown state":                {States: []string{"running"}},
 		"state in upper case":          {States: []string{"CLAIMED"}},
 		"negative limit":               {Limit: -1},
@@ -256,6 +258,31 @@ func TestBadListingArgumentsAreInvalidAndChangeNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 1)
 	require.Equal(t, before, f.snapshot())
+}
+
+func TestEveryCursorFitsMaxCursorLen(t *testing.T) {
+	// The longest cursors: a production's of the longest name, a job's of
+	// the largest seq. C callers and bindings may size buffers by the bound.
+	longest := strings.Repeat("\U0001F600", MaxNameLen/4) // 4 bytes each
+	require.LessOrEqual(t, len(encodeCursor("productions", "", longest)), MaxCursorLen)
+	require.LessOrEqual(t, len(jobCursor(uuid.NewString(), math.MaxInt64)), MaxCursorLen)
+	f := newFixture(t)
+	for _, n := range []string{longest, "\U0001F601"} { // the longest name sorts first
+		_, err := f.a.CreateProduction(n)
+		require.NoError(t, err)
+	}
+	page, err := f.a.ListProductions(ctx, ProductionQuery{Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Next)
+	require.LessOrEqual(t, len(page.Next), MaxCursorLen)
+	// A cursor at the bound is decoded (and refused for what it is, not
+	// for its length); one byte over is refused by its length.
+	_, err = f.a.ListProductions(ctx, ProductionQuery{After: strings.Repeat("A", MaxCursorLen)})
+	requireKind(t, err, KindInvalidArgument)
+	require.NotContains(t, err.Error(), "limit")
+	_, err = f.a.ListProductions(ctx, ProductionQuery{After: strings.Repeat("A", MaxCursorLen+1)})
+	requireKind(t, err, KindInvalidArgument)
+	require.Contains(t, err.Error(), "the limit is 1024")
 }
 
 func TestPageSizeDefaultsTo100AndIsAtMost1000(t *testing.T) {

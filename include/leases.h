@@ -311,6 +311,131 @@ leases_status leases_execution_finish(leases_execution *execution, const char *f
 /* Removes this execution's files and consumes it. Accepts NULL. */
 void leases_execution_abandon(leases_execution *execution);
 
+/* ---- observations, paged (since revision 1) ----------------------------- */
+
+/* Bounded observations. Each call reads one page in one short read (no
+ * transaction is held between calls, so a caller may take its time between
+ * pages) and returns a JSON document in *out_json, allocated by the library:
+ * free it with leases_free. docs/c-api.md shows every shape with an example.
+ * Nothing returned is ever a secret: claims appear by worker and expiry, a
+ * payload by its size.
+ *   - Parse leniently: objects may gain fields in later revisions (ignore
+ *     unknown ones), and a state or event kind may be one a later revision
+ *     adds. Times are ..._unix_us integers; an absent one is null.
+ *   - limit: how many items a page holds at most; 0 means
+ *     LEASES_DEFAULT_PAGE_SIZE, more than LEASES_MAX_PAGE_SIZE is
+ *     LEASES_INVALID_ARGUMENT (the caller learns the bound; nothing is cut
+ *     silently). A page is full except the last.
+ *   - cursor: NULL or "" for the first page, else the "next" of the previous
+ *     page of the same listing, passed back unchanged (at most
+ *     LEASES_MAX_CURSOR_LEN bytes). A malformed cursor, or one of another
+ *     listing (another production's jobs, the productions), is
+ *     LEASES_INVALID_ARGUMENT. Cursors are opaque, do not expire and are not
+ *     credentials; they do not remember the filters.
+ *   - states, kinds: NULL or "" for no filter, else a comma-separated list
+ *     of names without spaces ("requested,claimed"), at most
+ *     LEASES_MAX_NAME_LEN bytes; an unknown or empty name is
+ *     LEASES_INVALID_ARGUMENT. Repeats are ignored.
+ *   - Bad input is reported before the store is read (INVALID_ARGUMENT),
+ *     then a closed authority (CLOSED), then an unknown production or job
+ *     (NOT_FOUND). Storage failures: LEASES_STORAGE or LEASES_BUSY.
+ *   - Thread safety: as every authority call; pages of one listing may be
+ *     read from different threads. */
+#define LEASES_DEFAULT_PAGE_SIZE 100 /* items of a page when limit is 0 */
+#define LEASES_MAX_PAGE_SIZE 1000    /* the largest limit of a page */
+#define LEASES_MAX_CURSOR_LEN 1024   /* bytes of a cursor, NUL not counted */
+
+/* One page of a production's jobs, in request order, filtered by states
+ * (any of), key (exactly; NULL or "": any) and job_id (exactly; NULL or "":
+ * any). *out_json: {"jobs": [job, ...], "next": "CURSOR" or null}, each job
+ * the object of leases_jobs_json. Paging is by request order, which never
+ * changes: following "next" until it is null lists every job that existed
+ * when the first page was read exactly once, each in the state its page
+ * saw, however the jobs change meanwhile. Since revision 1. */
+leases_status leases_jobs_page_json(leases_authority *authority, const char *production,
+                                    const char *states, const char *key, const char *job_id,
+                                    const char *cursor, uint32_t limit, char **out_json);
+/* One page of events with seq > after_seq (>= 0), oldest first, of
+ * production (NULL or "": every production), of one job (job_id; NULL or
+ * "": every job) and of kinds (any of; needs a production or a job_id).
+ * *out_json: {"events": [event, ...], "next": SEQ, "more": true|false}, each
+ * event the object of leases_events_json. "next" is the after_seq of the
+ * following call: the last listed seq, or after_seq when none was listed;
+ * "more" says whether more events can be listed now (call again at once) or
+ * not yet (call again later with "next"). On PostgreSQL a page stops at the
+ * follower-safe horizon, so following "next" never skips an event that
+ * commits late. Since revision 1. */
+leases_status leases_events_page_json(leases_authority *authority, const char *production,
+                                      const char *job_id, const char *kinds, int64_t after_seq,
+                                      uint32_t limit, char **out_json);
+/* One job's record as a JSON object: the fields of a leases_jobs_json job
+ * plus payload_size (bytes; the payload itself: leases_lease_payload),
+ * requested_at_unix_us, updated_at_unix_us and facts: {"metadata": {...},
+ * "provenance": {...}, "outputs": [{path, size, sha256, nonce}, ...]}, what
+ * its completion published (each member absent when empty; {} before a
+ * completion). Never a secret. A job of another production is
+ * LEASES_NOT_FOUND. Since revision 1. */
+leases_status leases_job_json(leases_authority *authority, const char *production,
+                              const char *job_id, char **out_json);
+/* One page of productions in byte order of their names. *out_json:
+ * {"productions": [{id, name, created_at_unix_us}, ...], "next": "CURSOR"
+ * or null}. Since revision 1. */
+leases_status leases_productions_page_json(leases_authority *authority, const char *cursor,
+                                           uint32_t limit, char **out_json);
+/* A production's jobs counted by state at one moment of the authority's
+ * clock, from indexes (no job is read). *out_json: {"requested": N,
+ * "claimed": N, "completed": N, "failed": N, "cancelled": N, "expired": N,
+ * "oldest_requested_unix_us": T or null, "at_unix_us": T}: expired counts
+ * the claimed jobs whose claim had expired at at_unix_us (claimable again;
+ * they are in "claimed" too); oldest_requested_unix_us is when the first
+ * requested job in request order was requested. Since revision 1. */
+leases_status leases_job_counts_json(leases_authority *authority, const char *production,
+                                     char **out_json);
+
+/* ---- opening with options (since revision 1) ---------------------------- */
+
+/* flags of leases_open_options (bits, combined with |). */
+#define LEASES_OPEN_MUST_EXIST 1 /* do not create: a missing authority is LEASES_NOT_FOUND */
+/* synchronous of leases_open_options: SQLite's PRAGMA synchronous, with its
+ * numbers and meaning. NORMAL can lose the last acknowledged operations on
+ * power loss or an operating system crash (not on a crash of the process);
+ * FULL, the default, and EXTRA do not. */
+#define LEASES_SYNCHRONOUS_DEFAULT 0 /* FULL */
+#define LEASES_SYNCHRONOUS_NORMAL 1
+#define LEASES_SYNCHRONOUS_FULL 2
+#define LEASES_SYNCHRONOUS_EXTRA 3
+
+/* Options of leases_authority_open_v2. Set size to
+ * sizeof(leases_open_options) (LEASES_OPEN_OPTIONS_INIT does), then the
+ * fields to change; zero is every field's default. The library reads only
+ * the fields that lie wholly within size: a field beyond it takes its
+ * default, so a program built against this header keeps working with later
+ * libraries, and one built against an older header with this one. size
+ * must be at least sizeof(size_t) and at most 4096; bytes past the fields
+ * this library knows must be zero (else LEASES_INVALID_ARGUMENT: a newer
+ * program asks for something this library cannot do). */
+typedef struct leases_open_options {
+    size_t size;             /* sizeof(leases_open_options) */
+    int32_t flags;           /* LEASES_OPEN_* bits; default 0; an unknown bit is INVALID_ARGUMENT */
+    int32_t synchronous;     /* LEASES_SYNCHRONOUS_*; SQLite only: nonzero with a PostgreSQL
+                                location is INVALID_ARGUMENT (the server commits durably) */
+    int64_t busy_timeout_us; /* 0: 10 s; else 1 .. LEASES_MAX_DURATION_US, waited at millisecond
+                                resolution (rounded up): how long an operation waits for a lock
+                                (SQLite's writer lock; on PostgreSQL row locks and connections)
+                                before LEASES_BUSY */
+} leases_open_options;
+#define LEASES_OPEN_OPTIONS_INIT {sizeof(leases_open_options), 0, 0, 0}
+
+/* leases_authority_open with options; options NULL means the defaults
+ * (exactly leases_authority_open: create if missing, FULL, 10 s). With
+ * LEASES_OPEN_MUST_EXIST a location that holds no authority (a missing or
+ * empty SQLite file, a PostgreSQL schema without the tables) is
+ * LEASES_NOT_FOUND and nothing is created; an authority of an older schema
+ * is still migrated. Bad options: LEASES_INVALID_ARGUMENT before anything
+ * is opened. *out: release with leases_authority_close. Since revision 1. */
+leases_status leases_authority_open_v2(const char *location, const leases_open_options *options,
+                                       leases_authority **out);
+
 #ifdef __cplusplus
 }
 #endif

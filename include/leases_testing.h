@@ -29,6 +29,13 @@ leases_status leases_testing_set_clock_sequence(leases_authority *authority,
  * on PostgreSQL the timeout bounds lock waits and connection waits). */
 leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,
                                   leases_authority **out);
+/* The value of a SQLite pragma on the authority's connections ("synchronous",
+ * "busy_timeout" or "journal_mode"), as SQLite prints it ("1", "10000",
+ * "wal"): how tests see what leases_authority_open_v2's options set. A
+ * PostgreSQL authority or another name: LEASES_INVALID_ARGUMENT.
+ * *out_value: free with leases_free. */
+leases_status leases_testing_pragma(leases_authority *authority, const char *name,
+                                    char **out_value);
 /* Panics inside the library; returns LEASES_INTERNAL once recovered. */
 leases_status leases_testing_panic(void);
 

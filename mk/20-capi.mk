@@ -43,7 +43,7 @@ $(CAPI_A): $(CAPI_SRCS)
 $(CAPI_TEST_SO): $(CAPI_SRCS)
 	$(GOLIB) test $@
 
-$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json tests/vectors/durations.json VERSION abi/VERSION abi/REVISION
+$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json tests/vectors/durations.json tests/vectors/facts.json VERSION abi/VERSION abi/REVISION
 	python3 tests/c/gen_vectors.py $(ROOT) $@
 
 # The same C test program runs against the test library (every test) and the
@@ -60,7 +60,8 @@ $(CTEST_DIR)/test_capi_release: $(CTEST_SRCS) $(CTEST_DIR)/vectors.h $(CAPI_SO)
 # as an application does, and open the authority by URL: LEASES_TEST_PG_URL
 # plus a fresh schema per test. $(PG_RUN) starts a throwaway server when make
 # test has not; without a server under LEASES_REQUIRE_PG they fail.
-$(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h include/leases.h $(CAPI_SO)
+$(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h tests/c/go_defined.h tests/c/observe_tests.h \
+		$(CTEST_DIR)/vectors.h include/leases.h $(CAPI_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
 		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
@@ -89,7 +90,8 @@ $(CTEST_DIR)/valgrind_canary: tests/c/valgrind_canary.c include/leases.h $(CAPI_
 # suppressions name Go functions, which the stripped release library no longer
 # carries, so under valgrind they link the test library (every release
 # function, with its symbols).
-$(CTEST_DIR)/test_capi_pg_symbols: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h include/leases.h $(CAPI_TEST_SO)
+$(CTEST_DIR)/test_capi_pg_symbols: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h tests/c/go_defined.h \
+		tests/c/observe_tests.h $(CTEST_DIR)/vectors.h include/leases.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
 		-L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test

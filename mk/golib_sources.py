@@ -12,6 +12,9 @@ from pathlib import Path
 FILES = ["go.mod", "go.sum", "VERSION", "abi/VERSION", "abi/REVISION",
          "include/leases.h", "include/leases_testing.h", "mk/golib.sh"]
 TREES = ["capi", "core"]
+# The module root's package (package leases: it opens the stores capi
+# opens through), without its tests.
+ROOT_PACKAGE = "*.go"
 
 
 def wanted(relative: Path) -> bool:
@@ -22,8 +25,7 @@ def main() -> None:
     root, dest = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
     shutil.rmtree(dest, ignore_errors=True)
     paths = [root / f for f in FILES]
-    # The module root is package leases, which capi imports to open stores.
-    paths += sorted(p for p in root.glob("*.go") if wanted(p.relative_to(root)))
+    paths += sorted(p for p in root.glob(ROOT_PACKAGE) if wanted(p.relative_to(root)))
     for tree in TREES:
         paths += sorted(p for p in (root / tree).rglob("*") if p.is_file() and wanted(p.relative_to(root)))
     for src in paths:

@@ -1,8 +1,11 @@
 /* cbench: the C ABI rows of `make bench`. Prints one JSON line like every row.
- *   cbench cycle DB N      claim -> complete of N jobs, two commits each (FULL:
- *                          leases_authority_open has no synchronous option)
- *   cbench boundary DB N   ns per call of leases_abi_version and
- *                          leases_lease_expiry (a local getter)
+ *   cbench cycle DB N [SYNC]  claim -> complete of N jobs, two commits each;
+ *                             SYNC NORMAL opens with leases_authority_open_v2
+ *                             (default FULL, leases_authority_open)
+ *   cbench boundary DB N      ns per call of leases_abi_version and
+ *                             leases_lease_expiry (a local getter)
+ *   cbench page DB JOBS M     M pages of 100 from the middle of a filled
+ *                             file's listing (leases_jobs_page_json)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -38,9 +41,15 @@ static void check(leases_status st, const char *what) {
 #define PROD "bench"
 #define HOUR_US INT64_C(3600000000)
 
-static leases_authority *open_filled(const char *db, int n) {
+static leases_authority *open_filled(const char *db, int n, int normal) {
     leases_authority *a = NULL;
-    check(leases_authority_open(db, &a), "open");
+    if (normal) {
+        leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+        o.synchronous = LEASES_SYNCHRONOUS_NORMAL;
+        check(leases_authority_open_v2(db, &o, &a), "open");
+    } else {
+        check(leases_authority_open(db, &a), "open");
+    }
     check(leases_production_create(a, PROD), "production");
     /* Setup, untimed: request the jobs in edits would need a C request-in-edit
      * call the ABI does not have, so they are requested one by one. */
@@ -53,15 +62,82 @@ static leases_authority *open_filled(const char *db, int n) {
     return a;
 }
 
+/* Peak RSS of this process, kB (VmHWM). */
+static long hwm_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kb = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* The "next" cursor of a jobs page into cursor ("" when null). */
+static void next_cursor(const char *json, char *cursor, size_t cap) {
+    const char *at = strstr(json, "\"next\":\"");
+    cursor[0] = '\0';
+    if (at == NULL) return;
+    at += strlen("\"next\":\"");
+    size_t n = strcspn(at, "\"");
+    if (n >= cap) {
+        fprintf(stderr, "cbench: a cursor longer than LEASES_MAX_CURSOR_LEN\n");
+        exit(1);
+    }
+    memcpy(cursor, at, n);
+    cursor[n] = '\0';
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static int page(const char *db, long jobs, long m) {
+    leases_authority *a = NULL;
+    check(leases_authority_open(db, &a), "open");
+    char cursor[LEASES_MAX_CURSOR_LEN + 1] = "";
+    char *json = NULL;
+    double t = now_s();
+    check(leases_jobs_page_json(a, PROD, NULL, NULL, NULL, NULL, 100, &json), "first page");
+    double first_ns = (now_s() - t) * 1e9;
+    next_cursor(json, cursor, sizeof cursor);
+    leases_free(json);
+    for (long walked = 100; walked < jobs / 2 && cursor[0]; walked += LEASES_MAX_PAGE_SIZE) {
+        check(leases_jobs_page_json(a, PROD, NULL, NULL, NULL, cursor, LEASES_MAX_PAGE_SIZE, &json), "walk");
+        next_cursor(json, cursor, sizeof cursor);
+        leases_free(json);
+    }
+    double *lat = calloc((size_t)m, sizeof *lat);
+    long done = 0;
+    double start = now_s();
+    for (; done < m && cursor[0]; done++) {
+        t = now_s();
+        check(leases_jobs_page_json(a, PROD, NULL, NULL, NULL, cursor, 100, &json), "page");
+        lat[done] = (now_s() - t) * 1e9;
+        next_cursor(json, cursor, sizeof cursor);
+        leases_free(json);
+    }
+    double secs = now_s() - start;
+    qsort(lat, (size_t)done, sizeof *lat, cmp_double);
+    double p50 = done ? lat[(done - 1) / 2] : 0, p99 = done ? lat[(long)(0.99 * (double)(done - 1))] : 0;
+    free(lat);
+    leases_authority_close(a);
+    printf("{\"ops\":%ld,\"secs\":%.6f,\"p50_ns\":%.0f,\"p99_ns\":%.0f,\"extra\":{\"first_page_ns\":%.0f,\"hwm_kb\":%ld}}\n",
+           done, secs, p50, p99, first_ns, hwm_kb());
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: cbench cycle|boundary DB N\n");
+    if (argc < 4) {
+        fprintf(stderr, "usage: cbench cycle|boundary DB N [SYNC] | cbench page DB JOBS M\n");
         return 2;
     }
     const char *db = argv[2];
     long n = strtol(argv[3], NULL, 10);
+    if (strcmp(argv[1], "page") == 0 && argc == 5) return page(db, n, strtol(argv[4], NULL, 10));
     if (strcmp(argv[1], "cycle") == 0) {
-        leases_authority *a = open_filled(db, (int)n);
+        leases_authority *a = open_filled(db, (int)n, argc == 5 && strcmp(argv[4], "NORMAL") == 0);
         double cpu0 = cpu_ns();
         double t = now_s();
         for (long i = 0; i < n; i++) {
@@ -77,7 +153,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "boundary") == 0) {
-        leases_authority *a = open_filled(db, 1);
+        leases_authority *a = open_filled(db, 1, 0);
         leases_lease *l = NULL;
         check(leases_claim(a, PROD, "w", HOUR_US, &l), "claim");
         volatile uint32_t sink = 0;

@@ -22,7 +22,7 @@ import (
 	"github.com/libleases/libleases/core"
 )
 
-var allCommands = []string{"production create", "production list", "job request", "job list", "claim", "renew",
+var allCommands = []string{"production create", "production list", "job request", "job list", "job show", "job counts", "claim", "renew",
 	"release", "fail", "complete", "cancel", "events", "exec", "version"}
 
 func TestEveryCommandHasHelpWithExamplesAndNoToken(t *testing.T) {

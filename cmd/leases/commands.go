@@ -4,19 +4,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/signal"
-	"strconv"
+	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/libleases/libleases/core"
 )
@@ -27,8 +25,11 @@ func init() {
 		examples: []string{"leases production create nightly",
 			"leases --db /srv/jobs.db production create nightly --json"},
 		run: runProductionCreate})
-	register(&command{name: "production list", args: "[--json]",
-		summary:  "list productions",
+	register(&command{name: "production list", args: "[--limit N] [--after CURSOR] [--json|--jsonl]",
+		summary: "list productions, streamed page by page",
+		detail: `The listing is read and printed a page at a time, in constant memory. --json prints one
+JSON array, --jsonl one object per line. With --limit, if more productions follow, standard
+error says how to continue: "leases: more productions follow; continue with --after CURSOR".`,
 		examples: []string{"leases production list", "leases production list --json | jq -r '.[].name'"},
 		run:      runProductionList})
 	register(&command{name: "job request", args: "--production P [--key K] [--payload-file F|-] [--json]",
@@ -38,10 +39,25 @@ the same key with another payload is refused.`,
 		examples: []string{"leases job request --production nightly --key frame-1",
 			"render-spec frame-2 | leases job request --production nightly --key frame-2 --payload-file -"},
 		run: runJobRequest})
-	register(&command{name: "job list", args: "--production P [--json]",
-		summary:  "list the jobs of a production (attribution and expiry, never a secret)",
-		examples: []string{"leases job list --production nightly", "leases job list --production nightly --json"},
-		run:      runJobList})
+	register(&command{name: "job list", args: "--production P [--state S[,S]] [--key K] [--job ID] [--limit N] [--after CURSOR] [--json|--jsonl]",
+		summary: "list the jobs of a production in request order, streamed (attribution and expiry, never a secret)",
+		detail: `The listing is read and printed a page at a time, in constant memory, however many jobs
+there are. --json prints one JSON array (written as it is read), --jsonl one object per line.
+With --limit N at most N jobs are printed; if more follow, standard error says how to continue:
+"leases: more jobs follow; continue with --after CURSOR". Every job that existed when the
+listing began is listed exactly once, in the state its page saw.`,
+		examples: []string{"leases job list --production nightly", "leases job list --production nightly --state claimed,requested",
+			"leases job list --production nightly --jsonl | jq -r .id", "leases job list --production nightly --limit 100 --after CURSOR"},
+		run: runJobList})
+	register(&command{name: "job show", args: "--production P --job ID [--json]",
+		summary: "show one job: its state, times, payload size and published facts (never a secret)",
+		examples: []string{"leases job show --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44",
+			"leases job show --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44 --json | jq .facts"},
+		run: runJobShow})
+	register(&command{name: "job counts", args: "--production P [--json]",
+		summary:  "count a production's jobs by state, with expired claims and the oldest waiting job",
+		examples: []string{"leases job counts --production nightly", "leases job counts --production nightly --json | jq .requested"},
+		run:      runJobCounts})
 	register(&command{name: "claim", args: "--production P --worker W --duration D --token-out FILE [--job ID] [--json]",
 		summary: "claim the next job (or --job ID) and write its token to a new private file",
 		detail: `FILE is created exclusively with mode 0600 before the claim commits; if it already
@@ -77,12 +93,16 @@ Durations take a unit: us, ms, s, m or h (250ms, 30s, 1500us, 1m30s); at most 24
 was lost, e.g. after exit status 4 from 'leases claim'.`,
 		examples: []string{"leases cancel --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44"},
 		run:      runCancel})
-	register(&command{name: "events", args: "[--production P] [--after SEQ] [--follow [--interval D]] [--json]",
-		summary: "list the event log (no secrets); --follow streams new events until interrupted",
-		detail: `--json prints a JSON array, or with --follow one JSON object per line.
+	register(&command{name: "events", args: "[--production P] [--job ID] [--kind K[,K]] [--after SEQ] [--limit N] [--follow [--interval D]] [--json|--jsonl]",
+		summary: "list the event log, streamed (no secrets); --follow streams new events until interrupted",
+		detail: `The log is read and printed a page at a time, in constant memory. --json prints one JSON
+array, --jsonl (and --json with --follow) one object per line. --kind needs --production or
+--job. With --limit N at most N events are printed; if more follow, standard error says
+"leases: more events follow; continue with --after SEQ".
 --follow polls every --interval (default 250ms) and stops on SIGINT or SIGTERM with status 0.`,
 		examples: []string{"leases events --production nightly", "leases events --follow --json | jq .kind",
-			"leases events --after 120"},
+			"leases events --after 120", "leases events --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44",
+			"leases events --production nightly --kind claim_expired --jsonl"},
 		run: runEvents})
 	register(&command{name: "version", args: "",
 		summary: "print the version (also: leases --version, leases -V)", examples: []string{"leases version", "leases --version"}, run: runVersion})
@@ -101,6 +121,21 @@ func timeText(t time.Time) string {
 // keeps every name's exact bytes).
 func nameText(s string) string { return core.DisplayName(s) }
 
+// needsEscape: control and format characters, line and paragraph
+// separators, and spaces other than U+0020.
+func needsEscape(r rune) bool {
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) || (unicode.Is(unicode.Zs, r) && r != ' ')
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -112,12 +147,6 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func table(header string) *tabwriter.Writer {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, header)
-	return w
 }
 
 // prepare parses flags; it reports the shown-help case as done.
@@ -173,30 +202,6 @@ func runProductionCreate(cc *cmdContext) error {
 	return nil
 }
 
-func runProductionList(cc *cmdContext) error {
-	cc.withJSON()
-	if done, err := parseOnly(cc); done || err != nil {
-		return err
-	}
-	a, err := cc.open()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	ps, err := a.Productions()
-	if err != nil {
-		return err
-	}
-	if cc.jsonOut() {
-		return printJSON(ps)
-	}
-	w := table("NAME\tID\tCREATED")
-	for _, p := range ps {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", nameText(p.Name), p.ID, timeText(p.CreatedAt))
-	}
-	return w.Flush()
-}
-
 func runJobRequest(cc *cmdContext) error {
 	cc.withJSON()
 	prod := cc.fs.String("production", "", "production `NAME`")
@@ -239,32 +244,6 @@ func runJobRequest(cc *cmdContext) error {
 	}
 	fmt.Println(id)
 	return nil
-}
-
-func runJobList(cc *cmdContext) error {
-	cc.withJSON()
-	prod := cc.fs.String("production", "", "production `NAME`")
-	if done, err := parseOnly(cc, "production"); done || err != nil {
-		return err
-	}
-	a, err := cc.open()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	js, err := a.Jobs(*prod)
-	if err != nil {
-		return err
-	}
-	if cc.jsonOut() {
-		return printJSON(js)
-	}
-	w := table("ID\tKEY\tSTATE\tWORKER\tEXPIRY\tATTEMPTS\tREASON")
-	for _, j := range js {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, dash(nameText(j.Key)), j.State, dash(nameText(j.Worker)),
-			timeText(j.Expiry), j.Attempts, dash(oneLine(j.Reason)))
-	}
-	return w.Flush()
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -508,64 +487,6 @@ func runCancel(cc *cmdContext) error {
 	return nil
 }
 
-func runEvents(cc *cmdContext) error {
-	cc.withJSON()
-	prod := cc.fs.String("production", "", "only events of production `NAME`")
-	after := cc.fs.String("after", "0", "only events with a sequence number greater than `SEQ`")
-	follow := cc.fs.Bool("follow", false, "keep printing new events until SIGINT or SIGTERM")
-	interval := durationFlag{d: 250 * time.Millisecond}
-	cc.fs.Var(&interval, "interval", "polling `DURATION` for --follow (default 250ms)")
-	if done, err := parseOnly(cc); done || err != nil {
-		return err
-	}
-	seq, err := strconv.ParseInt(*after, 10, 64)
-	if err != nil || seq < 0 {
-		return usagef(cc.cmd.name, "--after wants a non-negative sequence number")
-	}
-	a, err := cc.open()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	header := true
-	var failing error // the transient failure being waited out, if any
-	for {
-		es, err := a.Events(*prod, seq)
-		switch {
-		case err != nil && (!*follow || !transient(err)):
-			return err
-		case err != nil:
-			if failing == nil {
-				fmt.Fprintf(os.Stderr, "leases: warning: %v; still following, retrying every %s\n", err, interval.d)
-			}
-			failing = err
-		default:
-			if failing != nil {
-				fmt.Fprintln(os.Stderr, "leases: the database answers again; following")
-				failing = nil
-			}
-			if err := printEvents(es, cc.jsonOut(), *follow, header); err != nil {
-				return err
-			}
-			header = false
-			if len(es) > 0 {
-				seq = es[len(es)-1].Seq
-			}
-		}
-		if !*follow {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval.d):
-		}
-	}
-}
-
 // transient tells the failures that `events --follow` waits out from those
 // that end it. Waited out: busy (another process holds the lock) and a
 // storage failure caused by a lost or refused connection to a database
@@ -609,29 +530,6 @@ func connectionLost(err error) bool {
 }
 
 const eventFormat = "%-6s  %-27s  %-16s  %-36s  %-18s  %-16s  %-27s  %s\n"
-
-func printEvents(es []core.Event, asJSON, follow, header bool) error {
-	if asJSON && !follow {
-		return printJSON(es)
-	}
-	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, e := range es {
-			if err := enc.Encode(e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if header {
-		fmt.Printf(eventFormat, "SEQ", "AT", "PRODUCTION", "JOB", "KIND", "WORKER", "EXPIRY", "DETAIL")
-	}
-	for _, e := range es {
-		fmt.Printf(eventFormat, strconv.FormatInt(e.Seq, 10), timeText(e.At), nameText(e.Production), dash(e.JobID), e.Kind,
-			dash(nameText(e.Worker)), timeText(e.Expiry), dash(oneLine(e.Detail)))
-	}
-	return nil
-}
 
 func runVersion(cc *cmdContext) error {
 	if done, err := parseOnly(cc); done || err != nil {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "go_defined.h"
 #include "leases.h"
 
 static const char *check_test = "";
@@ -54,6 +55,7 @@ static int status_reached[64]; /* statuses returned where a test expected them *
 static inline char *request(leases_authority *a, const char *key) {
 	char *id = NULL;
 	CHECK_OK(leases_job_request(a, "p", key, (const uint8_t *)"payload", 7, &id));
+	go_defined(id);
 	CHECK(id != NULL && strlen(id) == 36);
 	return id;
 }
@@ -65,6 +67,7 @@ static inline const char *job_state(leases_authority *a, const char *id) {
 	state[0] = '\0';
 	CHECK_OK(leases_jobs_json(a, "p", &json));
 	if (json == NULL) return state;
+	go_defined(json);
 	char needle[64];
 	snprintf(needle, sizeof needle, "\"id\":\"%s\"", id);
 	const char *at = strstr(json, needle);

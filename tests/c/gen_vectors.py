@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generates the C include of the shared test vectors (tests/vectors/*.json:
-tokens, statuses, durations)
+tokens, statuses, durations, facts)
 and the expected versions, so the C tests read the same data as every other
 suite. Usage: gen_vectors.py REPO_ROOT OUT_HEADER"""
 import json
@@ -54,7 +54,20 @@ def main() -> None:
             ns = int(d["nanoseconds"])
             if ns % 1000 == 0 and -2**63 <= ns // 1000 < 2**63:
                 lines.append("    {INT64_C(%d), %d}," % (ns // 1000, accepted))
-    lines += ["};", "#endif", ""]
+    # The facts vector: what to publish (the JSON text, which the C test
+    # also parses as the expected values) and the output to write.
+    facts = json.loads((root / "tests/vectors/facts.json").read_text())
+    published = json.dumps({"metadata": facts["metadata"], "provenance": facts["provenance"]}, ensure_ascii=False)
+    content = facts["output"]["content"].encode("utf-8")
+    lines += ["};",
+              "#define FACTS_VECTOR_PRODUCTION " + c_string(facts["production"]),
+              "#define FACTS_VECTOR_JSON " + c_string(published),
+              "#define FACTS_VECTOR_OUTPUT_DIR " + c_string(facts["output"]["dir"]),
+              "#define FACTS_VECTOR_OUTPUT_CONTENT " + c_string(facts["output"]["content"]),
+              "#define FACTS_VECTOR_OUTPUT_CONTENT_LEN %d" % len(content),
+              "#define FACTS_VECTOR_OUTPUT_SIZE INT64_C(%d)" % int(facts["output"]["size"]),
+              "#define FACTS_VECTOR_OUTPUT_SHA256 " + c_string(facts["output"]["sha256"])]
+    lines += ["#endif", ""]
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text("\n".join(lines))
 

@@ -24,6 +24,7 @@
 #ifdef LEASES_TEST_BUILD
 #include "leases_testing.h"
 #endif
+#include "observe_tests.h"
 
 #define NVEC(a) (sizeof(a) / sizeof((a)[0]))
 #define SEC INT64_C(1000000)
@@ -41,6 +42,8 @@ static leases_authority *fresh(const char *name, char *path_out, size_t path_cap
 	CHECK_OK(leases_production_create(a, "p"));
 	return a;
 }
+
+static const char *scratch_dir(void) { return tmpdir; }
 
 static char *listing(leases_authority *a) {
 	char *json = NULL;
@@ -301,6 +304,22 @@ static void test_null_for_every_pointer_parameter_is_an_argument_error(void) {
 	CHECK_ST(leases_events_json(NULL, "p", 0, &s), IA);
 	CHECK_ST(leases_events_json(a, "p", 0, NULL), IA);
 	CHECK_ST(leases_events_json(a, "p", -1, &s), IA);
+	CHECK_ST(leases_jobs_page_json(NULL, "p", NULL, NULL, NULL, NULL, 0, &s), IA);
+	CHECK_ST(leases_jobs_page_json(a, NULL, NULL, NULL, NULL, NULL, 0, &s), IA);
+	CHECK_ST(leases_jobs_page_json(a, "p", NULL, NULL, NULL, NULL, 0, NULL), IA);
+	CHECK_ST(leases_events_page_json(NULL, NULL, NULL, NULL, 0, 0, &s), IA);
+	CHECK_ST(leases_events_page_json(a, NULL, NULL, NULL, 0, 0, NULL), IA);
+	CHECK_ST(leases_job_json(NULL, "p", j, &s), IA);
+	CHECK_ST(leases_job_json(a, NULL, j, &s), IA);
+	CHECK_ST(leases_job_json(a, "p", NULL, &s), IA);
+	CHECK_ST(leases_job_json(a, "p", j, NULL), IA);
+	CHECK_ST(leases_productions_page_json(NULL, NULL, 0, &s), IA);
+	CHECK_ST(leases_productions_page_json(a, NULL, 0, NULL), IA);
+	CHECK_ST(leases_job_counts_json(NULL, "p", &s), IA);
+	CHECK_ST(leases_job_counts_json(a, NULL, &s), IA);
+	CHECK_ST(leases_job_counts_json(a, "p", NULL), IA);
+	CHECK_ST(leases_authority_open_v2(NULL, NULL, &ao), IA);
+	CHECK_ST(leases_authority_open_v2("x.db", NULL, NULL), IA);
 	leases_execution *xo = NULL;
 	CHECK_ST(leases_execution_begin(NULL, tmpdir, &xo), IA);
 	CHECK_ST(leases_execution_begin(l, NULL, &xo), IA);
@@ -769,6 +788,230 @@ static void test_execution_finish_registers_output_and_abandon_removes_files(voi
 	leases_authority_close(a);
 }
 
+/* ---- opening with options ----------------------------------------------- */
+
+static void scratch_path(const char *name, char *path, size_t cap) { snprintf(path, cap, "%s/%s.db", tmpdir, name); }
+
+/* Nothing of a SQLite database exists at path: no file, no -wal, no -shm. */
+static int no_database_at(const char *path) {
+	char side[600];
+	snprintf(side, sizeof side, "%s-wal", path);
+	int wal = file_exists(side);
+	snprintf(side, sizeof side, "%s-shm", path);
+	return !file_exists(path) && !wal && !file_exists(side);
+}
+
+static void test_open_v2_without_options_opens_as_leases_authority_open(void) {
+	char path[512];
+	scratch_path("openv2", path, sizeof path);
+	leases_authority *a = NULL;
+	CHECK_OK(leases_authority_open_v2(path, NULL, &a)); /* creates, as leases_authority_open does */
+	CHECK(a != NULL && file_exists(path));
+	CHECK_OK(leases_production_create(a, "p"));
+	char *j = request(a, NULL);
+	leases_authority_close(a);
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	CHECK(o.size == sizeof o && o.flags == 0 && o.synchronous == LEASES_SYNCHRONOUS_DEFAULT && o.busy_timeout_us == 0);
+	a = NULL;
+	CHECK_OK(leases_authority_open_v2(path, &o, &a));
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	leases_authority_close(a);
+	leases_free(j);
+}
+
+static void test_open_must_exist_refuses_a_missing_authority_and_creates_nothing(void) {
+	char path[512];
+	scratch_path("mustexist", path, sizeof path);
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	o.flags = LEASES_OPEN_MUST_EXIST;
+	leases_authority *a = (leases_authority *)(uintptr_t)0x1234;
+	CHECK_ST(leases_authority_open_v2(path, &o, &a), LEASES_NOT_FOUND);
+	CHECK(a == NULL);
+	CHECK(strstr(leases_last_error(), "mustexist.db") != NULL);
+	CHECK(no_database_at(path));
+	/* An empty file is no authority either, and stays empty. */
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (f) fclose(f);
+	CHECK_ST(leases_authority_open_v2(path, &o, &a), LEASES_NOT_FOUND);
+	struct stat st;
+	CHECK(stat(path, &st) == 0 && st.st_size == 0);
+	/* Created once, it opens. */
+	CHECK_OK(leases_authority_open(path, &a));
+	CHECK_OK(leases_production_create(a, "p"));
+	leases_authority_close(a);
+	CHECK_OK(leases_authority_open_v2(path, &o, &a));
+	char *json = listing(a);
+	CHECK(json && strcmp(json, "[]") == 0);
+	leases_free(json);
+	leases_authority_close(a);
+}
+
+static void test_open_options_size_rule_reads_known_fields_and_refuses_unknown_ones(void) {
+	char path[512];
+	leases_authority *a = NULL;
+	const leases_status IA = LEASES_INVALID_ARGUMENT;
+	/* A program built against a newer header: the fields this library does
+	 * not know follow, and must be zero. */
+	struct newer {
+		leases_open_options known;
+		int64_t future;
+		char tail[4096];
+	} n;
+	memset(&n, 0, sizeof n);
+	n.known.size = offsetof(struct newer, tail);
+	scratch_path("size-newer-zero", path, sizeof path);
+	CHECK_OK(leases_authority_open_v2(path, &n.known, &a));
+	leases_authority_close(a);
+	n.future = 1;
+	scratch_path("size-newer-set", path, sizeof path);
+	CHECK_ST(leases_authority_open_v2(path, &n.known, &a), IA);
+	CHECK(a == NULL && strstr(leases_last_error(), "newer header") != NULL && no_database_at(path));
+	n.future = 0;
+	size_t last = 4095 - offsetof(struct newer, tail); /* the last byte of a 4096-byte struct */
+	n.tail[last] = 1;
+	n.known.size = 4096;
+	CHECK_ST(leases_authority_open_v2(path, &n.known, &a), IA);
+	n.tail[last] = 0;
+	CHECK_OK(leases_authority_open_v2(path, &n.known, &a)); /* 4096 bytes, all known or zero */
+	leases_authority_close(a);
+	n.known.size = 4097;
+	scratch_path("size-over", path, sizeof path);
+	CHECK_ST(leases_authority_open_v2(path, &n.known, &a), IA);
+	CHECK(strstr(leases_last_error(), "4096") != NULL && no_database_at(path));
+	for (size_t size = 0; size < sizeof(size_t); size++) {
+		n.known.size = size;
+		CHECK_ST(leases_authority_open_v2(path, &n.known, &a), IA);
+	}
+	CHECK(no_database_at(path));
+
+	/* A program built against an older header: the fields beyond its size
+	 * take their defaults, whatever the bytes there hold. */
+	leases_open_options o;
+	memset(&o, 0xff, sizeof o); /* every field invalid if read */
+	o.size = sizeof(size_t);    /* only size itself */
+	scratch_path("size-older", path, sizeof path);
+	CHECK_OK(leases_authority_open_v2(path, &o, &a)); /* flags 0: created */
+	CHECK(a != NULL && file_exists(path));
+	leases_authority_close(a);
+	o.size = offsetof(leases_open_options, flags) + sizeof o.flags / 2; /* a field cut by size is not read */
+	CHECK_OK(leases_authority_open_v2(path, &o, &a));
+	leases_authority_close(a);
+	o.flags = LEASES_OPEN_MUST_EXIST;
+	o.size = offsetof(leases_open_options, synchronous); /* size and flags */
+	scratch_path("size-older-flags", path, sizeof path);
+	CHECK_ST(leases_authority_open_v2(path, &o, &a), LEASES_NOT_FOUND); /* flags read */
+	o.synchronous = 0;
+	o.size = offsetof(leases_open_options, busy_timeout_us); /* busy_timeout_us (-1) not read */
+	CHECK_ST(leases_authority_open_v2(path, &o, &a), LEASES_NOT_FOUND);
+	o.size = sizeof o; /* now it is */
+	CHECK_ST(leases_authority_open_v2(path, &o, &a), IA);
+	CHECK(strstr(leases_last_error(), "busy_timeout_us") != NULL);
+	CHECK(no_database_at(path));
+}
+
+static void test_open_options_outside_the_header_are_refused_before_anything_is_opened(void) {
+	char path[512];
+	scratch_path("badopts", path, sizeof path);
+	leases_authority *a = (leases_authority *)(uintptr_t)0x1234;
+	const leases_status IA = LEASES_INVALID_ARGUMENT;
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	int32_t bad_flags[] = {2, 4, INT32_MIN, -1, LEASES_OPEN_MUST_EXIST | 8};
+	for (size_t i = 0; i < NVEC(bad_flags); i++) {
+		o.flags = bad_flags[i];
+		CHECK_ST(leases_authority_open_v2(path, &o, &a), IA);
+		CHECK(a == NULL);
+	}
+	o.flags = 0;
+	int32_t bad_sync[] = {-1, 4, INT32_MAX};
+	for (size_t i = 0; i < NVEC(bad_sync); i++) {
+		o.synchronous = bad_sync[i];
+		CHECK_ST(leases_authority_open_v2(path, &o, &a), IA);
+	}
+	o.synchronous = 0;
+	int64_t bad_busy[] = {-1, INT64_MIN, LEASES_MAX_DURATION_US + 1, INT64_MAX};
+	for (size_t i = 0; i < NVEC(bad_busy); i++) {
+		o.busy_timeout_us = bad_busy[i];
+		CHECK_ST(leases_authority_open_v2(path, &o, &a), IA);
+	}
+	CHECK(no_database_at(path));
+	/* The bounds themselves are accepted. */
+	int32_t good_sync[] = {LEASES_SYNCHRONOUS_NORMAL, LEASES_SYNCHRONOUS_FULL, LEASES_SYNCHRONOUS_EXTRA};
+	for (size_t i = 0; i < NVEC(good_sync); i++) {
+		o.synchronous = good_sync[i];
+		o.busy_timeout_us = i == 0 ? 1 : LEASES_MAX_DURATION_US;
+		CHECK_OK(leases_authority_open_v2(path, &o, &a));
+		leases_authority_close(a);
+	}
+}
+
+/* A short busy timeout ends the wait for another handle's writer lock long
+ * before the default 10 s would (an upper bound orders of magnitude above
+ * the option), and after waiting at least part of it. */
+static void test_open_busy_timeout_bounds_the_wait_for_the_writer_lock(void) {
+	char path[512];
+	leases_authority *a = fresh("openbusy", path, sizeof path);
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	o.busy_timeout_us = 200000;
+	leases_authority *b = NULL;
+	CHECK_OK(leases_authority_open_v2(path, &o, &b));
+	leases_edit *e = NULL;
+	CHECK_OK(leases_edit_begin(a, &e)); /* holds the writer lock */
+	struct timeval t0, t1;
+	gettimeofday(&t0, NULL);
+	char *id = NULL;
+	CHECK_ST(leases_job_request(b, "p", NULL, NULL, 0, &id), LEASES_BUSY);
+	gettimeofday(&t1, NULL);
+	int64_t waited = (int64_t)(t1.tv_sec - t0.tv_sec) * SEC + (t1.tv_usec - t0.tv_usec);
+	CHECK(waited >= 100000 && waited < 5 * SEC);
+	leases_edit_abort(e);
+	CHECK_OK(leases_job_request(b, "p", NULL, NULL, 0, &id)); /* the lock is free again */
+	leases_free(id);
+	leases_authority_close(b);
+	leases_authority_close(a);
+}
+
+#ifdef LEASES_TEST_BUILD
+static void expect_pragma(leases_authority *a, const char *name, const char *want) {
+	char *v = NULL;
+	CHECK_OK(leases_testing_pragma(a, name, &v));
+	if (v == NULL || strcmp(v, want) != 0) fprintf(stderr, "    pragma %s is %s, want %s\n", name, v ? v : "(null)", want);
+	CHECK(v && strcmp(v, want) == 0);
+	leases_free(v);
+}
+
+static void test_open_options_reach_sqlite_as_synchronous_and_busy_timeout(void) {
+	char path[512];
+	scratch_path("pragmas", path, sizeof path);
+	struct {
+		int32_t synchronous;
+		int64_t busy_us;
+		const char *want_sync, *want_busy;
+	} cases[] = {
+		{LEASES_SYNCHRONOUS_DEFAULT, 0, "2", "10000"}, /* FULL, 10 s */
+		{LEASES_SYNCHRONOUS_NORMAL, 250000, "1", "250"},
+		{LEASES_SYNCHRONOUS_FULL, 1, "2", "1"},     /* rounded up to a whole millisecond */
+		{LEASES_SYNCHRONOUS_EXTRA, 1500, "3", "2"}, /* likewise */
+	};
+	for (size_t i = 0; i < NVEC(cases); i++) {
+		leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+		o.synchronous = cases[i].synchronous;
+		o.busy_timeout_us = cases[i].busy_us;
+		leases_authority *a = NULL;
+		CHECK_OK(leases_authority_open_v2(path, &o, &a));
+		expect_pragma(a, "synchronous", cases[i].want_sync);
+		expect_pragma(a, "busy_timeout", cases[i].want_busy);
+		expect_pragma(a, "journal_mode", "wal");
+		leases_authority_close(a);
+	}
+	leases_authority *a = NULL;
+	CHECK_OK(leases_authority_open(path, &a)); /* leases_authority_open: the defaults */
+	expect_pragma(a, "synchronous", "2");
+	CHECK_ST(leases_testing_pragma(a, "cache_size", &(char *){NULL}), LEASES_INVALID_ARGUMENT);
+	leases_authority_close(a);
+}
+#endif
+
 /* ---- process and storage statuses ---------------------------------------- */
 
 static void test_forked_child_gets_forked_status_within_one_second(void) {
@@ -1161,7 +1404,14 @@ int main(void) {
 	RUN(test_schema_too_new_is_refused);
 	RUN(test_outcome_unknown_when_commit_cannot_write);
 	RUN(test_not_extended_and_cancelled_reach_the_holder);
+	RUN_OBSERVE_TESTS();
+	RUN(test_open_v2_without_options_opens_as_leases_authority_open);
+	RUN(test_open_must_exist_refuses_a_missing_authority_and_creates_nothing);
+	RUN(test_open_options_size_rule_reads_known_fields_and_refuses_unknown_ones);
+	RUN(test_open_options_outside_the_header_are_refused_before_anything_is_opened);
+	RUN(test_open_busy_timeout_bounds_the_wait_for_the_writer_lock);
 #ifdef LEASES_TEST_BUILD
+	RUN(test_open_options_reach_sqlite_as_synchronous_and_busy_timeout);
 	RUN(test_expired_claim_cannot_renew_release_or_complete);
 	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);
 	RUN(test_lease_lost_when_an_expired_claim_is_taken);

@@ -19,10 +19,17 @@
 #define PW "SECRETPW4c2e"
 
 static const char *base;
+static char tmpdir[256]; /* for execution output files, which are local */
+
+static const char *scratch_dir(void) { return tmpdir; }
+
+#include "observe_tests.h"
 
 /* A fresh schema's location and an authority on it with production "p". */
-static leases_authority *fresh(const char *tag, char *loc, size_t cap) {
-	if (pg_fresh_location(base, tag, loc, cap) != 0) exit(1);
+static leases_authority *fresh(const char *tag, char *loc_out, size_t cap) {
+	char loc[1024];
+	if (pg_fresh_location(base, tag, loc, sizeof loc) != 0) exit(1);
+	if (loc_out) snprintf(loc_out, cap, "%s", loc);
 	leases_authority *a = NULL;
 	CHECK_OK(leases_authority_open(loc, &a));
 	CHECK(a != NULL);
@@ -175,6 +182,69 @@ static void test_a_token_exported_on_one_handle_imports_on_another(void) {
 	leases_authority_close(a);
 }
 
+/* ---- opening with options ----------------------------------------------- */
+
+static void test_open_must_exist_on_a_schema_without_an_authority_creates_no_tables(void) {
+	char loc[1024];
+	if (pg_fresh_location(base, "mustexist", loc, sizeof loc) != 0) exit(1);
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	o.flags = LEASES_OPEN_MUST_EXIST;
+	leases_authority *a = (leases_authority *)(uintptr_t)0x1234;
+	CHECK_ST(leases_authority_open_v2(loc, &o, &a), LEASES_NOT_FOUND);
+	CHECK(a == NULL);
+	CHECK_ST(leases_authority_open_v2(loc, &o, &a), LEASES_NOT_FOUND); /* the first created nothing */
+	CHECK_OK(leases_authority_open_v2(loc, NULL, &a));                  /* without the flag: created */
+	CHECK_OK(leases_production_create(a, "p"));
+	leases_authority_close(a);
+	CHECK_OK(leases_authority_open_v2(loc, &o, &a));
+	char *j = request(a, NULL);
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_synchronous_is_refused_on_postgres_without_showing_the_password(void) {
+	char url[1024];
+	snprintf(url, sizeof url, "postgres://u:" PW "@127.0.0.1:1/x?sslmode=disable");
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	int32_t levels[] = {LEASES_SYNCHRONOUS_NORMAL, LEASES_SYNCHRONOUS_FULL, LEASES_SYNCHRONOUS_EXTRA};
+	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+		o.synchronous = levels[i];
+		leases_authority *a = (leases_authority *)(uintptr_t)0x1234;
+		CHECK_ST(leases_authority_open_v2(url, &o, &a), LEASES_INVALID_ARGUMENT); /* before connecting */
+		CHECK(a == NULL && strstr(leases_last_error(), "synchronous") != NULL);
+		CHECK(strstr(leases_last_error(), PW) == NULL);
+	}
+}
+
+/* A short busy timeout ends the wait for a row another handle's edit holds
+ * long before the default 10 s would. */
+static void test_open_busy_timeout_bounds_a_row_lock_wait_on_postgres(void) {
+	char loc[1024];
+	leases_authority *a = fresh("busy", loc, sizeof loc);
+	char *j = request(a, NULL);
+	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+	o.busy_timeout_us = 300000;
+	leases_authority *b = NULL;
+	CHECK_OK(leases_authority_open_v2(loc, &o, &b));
+	leases_edit *e = NULL;
+	leases_lease *held = NULL, *l = NULL;
+	CHECK_OK(leases_edit_begin(a, &e));
+	CHECK_OK(leases_edit_claim(e, "p", "holder", 30 * SEC, &held)); /* holds the job's row */
+	int64_t t0 = wall_us();
+	CHECK_ST(leases_claim_job(b, "p", j, "waiter", 30 * SEC, &l), LEASES_BUSY);
+	int64_t waited = wall_us() - t0;
+	CHECK(waited >= 150000 && waited < 5 * SEC);
+	CHECK(l == NULL);
+	leases_edit_abort(e);
+	leases_lease_free(held);
+	CHECK_OK(leases_claim_job(b, "p", j, "waiter", 30 * SEC, &l)); /* the row is free again */
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(b);
+	leases_authority_close(a);
+}
+
 /* An open that fails must name the store without its password. */
 static void expect_open_fails_without_password(const char *url, leases_status want) {
 	leases_authority *a = (leases_authority *)(uintptr_t)0x1234;
@@ -245,12 +315,23 @@ int main(void) {
 		printf("skip: no PostgreSQL server (set LEASES_TEST_PG_URL, or run make test-capi)\n");
 		return 0;
 	}
+	const char *tmp = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof tmpdir, "%s/leases-ctest-pg-out-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (mkdtemp(tmpdir) == NULL) {
+		perror("mkdtemp");
+		return 2;
+	}
 	RUN(test_a_postgres_url_runs_request_claim_renew_complete_and_events);
 	RUN(test_claim_and_complete_in_one_edit_on_postgres);
 	RUN(test_a_token_exported_on_one_handle_imports_on_another);
 	RUN(test_an_open_failure_never_shows_the_url_password);
 	RUN(test_a_postgres_location_creates_no_file);
+	RUN_OBSERVE_TESTS();
+	RUN(test_open_must_exist_on_a_schema_without_an_authority_creates_no_tables);
+	RUN(test_synchronous_is_refused_on_postgres_without_showing_the_password);
+	RUN(test_open_busy_timeout_bounds_a_row_lock_wait_on_postgres);
 	pg_drop_schemas(base);
+	rmdir(tmpdir);
 	if (check_failures) {
 		fprintf(stderr, "%d check(s) failed\n", check_failures);
 		return 1;

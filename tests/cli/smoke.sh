@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end smoke test of the release `leases` binary, as a shell worker
 # uses it: a whole job round trip, the exit statuses a script branches on,
-# no test hook in a release build, and no token in any output.
+# the streamed listings, no test hook in a release build, and no token in
+# any output.
 # Usage: tests/cli/smoke.sh PATH/TO/leases VERSION
 set -euo pipefail
 leases=$1
@@ -13,6 +14,8 @@ log=$work/output.log
 fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
 # shellcheck source=run.sh
 . "$(dirname "${BASH_SOURCE[0]}")/run.sh"
+# shellcheck source=listings.sh
+. "$(dirname "${BASH_SOURCE[0]}")/listings.sh"
 
 run 0 version
 grep -qx "leases $want_version" "$work/out" || fail "version: $(cat "$work/out")"
@@ -57,6 +60,7 @@ run 2 release "$(cat "$work/t1")"
 run 2 renew --token-file "$work/t1" --duration 30
 run 0 events --production nightly --json
 grep -q '"completed"' "$work/out" && grep -q '"failed"' "$work/out" || fail "events: $(cat "$work/out")"
+smoke_listings nightly 1
 
 for t in "$work"/t1 "$work"/t2; do
   tok=$(cat "$t")

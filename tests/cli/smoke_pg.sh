@@ -12,6 +12,8 @@ leases=$1
 fail() { echo "smoke_pg: FAIL: $*" >&2; exit 1; }
 # shellcheck source=run.sh
 . "$(dirname "${BASH_SOURCE[0]}")/run.sh"
+# shellcheck source=listings.sh
+. "$(dirname "${BASH_SOURCE[0]}")/listings.sh"
 if [[ -z ${LEASES_TEST_PG_URL:-} ]]; then
   [[ -z ${LEASES_REQUIRE_PG:-} ]] || fail "LEASES_REQUIRE_PG is set but LEASES_TEST_PG_URL is not (run under tests/pg/cluster.sh run)"
   echo "smoke_pg: skip: no PostgreSQL server (set LEASES_TEST_PG_URL)"
@@ -55,6 +57,7 @@ run 0 job list --production nightly --json
 [ "$(grep -oE '"state": ?"completed"' "$work/out" | wc -l)" = 2 ] || fail "job list: $(cat "$work/out")"
 run 0 events --production nightly --json
 [ "$(grep -oE '"kind": ?"completed"' "$work/out" | wc -l)" = 2 ] || fail "events: $(cat "$work/out")"
+smoke_listings nightly 2
 
 # Failures and help name the server without its password.
 run 1 --db "postgres://u:$pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=5" production list

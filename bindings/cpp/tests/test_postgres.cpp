@@ -237,3 +237,30 @@ TEST(PostgresOpen, AFailedOpenIsAStorageErrorWithoutThePassword) {
         EXPECT_EQ(std::string(last ? last : "").find(kPassword), std::string::npos);
     }
 }
+
+TEST_F(Postgres, PagesRecordsAndOpenOptionsWorkOnPostgres) {
+    const std::string first = a().request_job("p", "k1");
+    const std::string second = a().request_job("p", "k2");
+    const mini_json::Value page = mini_json::Parser(a().jobs_page_json("p", "", "", "", "", 1)).document();
+    ASSERT_EQ(page["jobs"].items.size(), 1u);
+    EXPECT_EQ(page["jobs"].items[0]["id"].str(), first);
+    const mini_json::Value rest = mini_json::Parser(a().jobs_page_json("p", "", "", "", page["next"].str(), 1)).document();
+    EXPECT_EQ(rest["jobs"].items[0]["id"].str(), second);
+    EXPECT_EQ(rest["next"].kind, mini_json::Value::Kind::Null);
+    EXPECT_EQ(mini_json::Parser(a().job_json("p", second)).document()["key"].str(), "k2");
+    EXPECT_EQ(mini_json::Parser(a().job_counts_json("p")).document()["requested"].integer(), 2);
+
+    leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+    o.synchronous = LEASES_SYNCHRONOUS_FULL;  // a SQLite setting
+    EXPECT_THROW((void)leases::Authority::open(url, o), leases::InvalidArgumentError);
+    o = LEASES_OPEN_OPTIONS_INIT;
+    o.flags = LEASES_OPEN_MUST_EXIST;
+    o.busy_timeout_us = 1000000;
+    leases::Authority again = leases::Authority::open(url, o);
+    EXPECT_EQ(again.jobs("p").size(), 2u);
+    const std::string empty_schema = unique_schema();
+    psql("CREATE SCHEMA " + empty_schema);
+    EXPECT_THROW((void)leases::Authority::open(with_param(server, "search_path=" + empty_schema), o),
+                 leases::NotFoundError);
+    psql("DROP SCHEMA " + empty_schema + " CASCADE");
+}

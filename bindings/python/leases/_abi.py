@@ -18,6 +18,16 @@ MAX_PAYLOAD_LEN = 1_048_576
 MAX_FACTS_LEN = 1_048_576
 MAX_PATH_LEN = 4_096
 MAX_TOKEN_LEN = 128
+MAX_PAGE_SIZE = 1_000
+MAX_CURSOR_LEN = 1_024
+
+# Option values and defaults (open flags, synchronous levels, the page size).
+DEFAULT_PAGE_SIZE = 100
+OPEN_MUST_EXIST = 1
+SYNCHRONOUS_DEFAULT = 0
+SYNCHRONOUS_NORMAL = 1
+SYNCHRONOUS_FULL = 2
+SYNCHRONOUS_EXTRA = 3
 
 # (code, status name, exception class) of every failure status, in code order.
 STATUSES: Tuple[Tuple[int, str, str], ...] = (
@@ -65,6 +75,20 @@ AuthorityPtr = ctypes.POINTER(leases_authority)
 EditPtr = ctypes.POINTER(leases_edit)
 LeasePtr = ctypes.POINTER(leases_lease)
 ExecutionPtr = ctypes.POINTER(leases_execution)
+
+
+# The header's structs, field for field (set size to ctypes.sizeof).
+
+
+class leases_open_options(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_int32),
+        ("synchronous", ctypes.c_int32),
+        ("busy_timeout_us", ctypes.c_int64),
+    ]
+
+
 c_status = ctypes.c_int
 
 Signature = Tuple[Any, List[Any]]
@@ -108,6 +132,12 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_execution_final_path": (ctypes.c_char_p, [ExecutionPtr]),
     "leases_execution_finish": (c_status, [ExecutionPtr, ctypes.c_char_p]),
     "leases_execution_abandon": (None, [ExecutionPtr]),
+    "leases_jobs_page_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_events_page_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_job_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_productions_page_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_job_counts_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_authority_open_v2": (c_status, [ctypes.c_char_p, ctypes.POINTER(leases_open_options), ctypes.POINTER(AuthorityPtr)]),
 }
 
 # Every function of include/leases_testing.h: name -> (restype, argtypes).
@@ -115,5 +145,6 @@ TESTING_SIGNATURES: Dict[str, Signature] = {
     "leases_testing_set_clock": (c_status, [AuthorityPtr, ctypes.c_int64]),
     "leases_testing_set_clock_sequence": (c_status, [AuthorityPtr, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]),
     "leases_testing_open": (c_status, [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(AuthorityPtr)]),
+    "leases_testing_pragma": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_testing_panic": (c_status, []),
 }

@@ -4,13 +4,21 @@ transaction each)."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import urllib.parse
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi
+from ._abi import (
+    OPEN_MUST_EXIST,
+    SYNCHRONOUS_EXTRA,
+    SYNCHRONOUS_FULL,
+    SYNCHRONOUS_NORMAL,
+    leases_open_options,
+)
 from ._durations import duration_us
 from ._errors import BadTokenError, NothingToClaimError
 from ._lease import JSONMapping, Lease, facts_json
@@ -84,6 +92,48 @@ def _claim_args(production: str, worker: str, duration: timedelta) -> Tuple[byte
     return _ffi.encode(production, "production"), _ffi.encode(worker, "worker"), us
 
 
+_SYNCHRONOUS = {
+    "NORMAL": SYNCHRONOUS_NORMAL,
+    "FULL": SYNCHRONOUS_FULL,
+    "EXTRA": SYNCHRONOUS_EXTRA,
+}
+
+
+def _open_options(
+    must_exist: bool, synchronous: Optional[str], busy_timeout: Optional[timedelta]
+) -> leases_open_options:
+    """leases_open_options from keyword arguments (docs/c-api.md)."""
+    o = leases_open_options()
+    o.size = ctypes.sizeof(o)
+    o.flags = OPEN_MUST_EXIST if must_exist else 0
+    if synchronous is not None:
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+        o.synchronous = _SYNCHRONOUS[synchronous]
+    if busy_timeout is not None:
+        o.busy_timeout_us = duration_us(busy_timeout)
+    return o
+
+
+def _names(values: Optional[Sequence[str]], what: str) -> Optional[bytes]:
+    """A comma-separated filter list (states, kinds), or None for no filter."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        raise TypeError(f"{what} must be a sequence of names, not a str")
+    return _ffi.encode(",".join(values), what)
+
+
+def _json_object(fn: Any, *args: Any) -> Dict[str, Any]:
+    """Calls an observation that writes JSON to its last argument; the
+    parsed object."""
+    out = ctypes.c_void_p()
+    _ffi.call(fn, *args, ctypes.byref(out))
+    value = json.loads(_ffi.take_string(out))
+    assert isinstance(value, dict)
+    return value
+
+
 def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Lease]:
     if status == NothingToClaimError.status:
         return None
@@ -97,16 +147,32 @@ class Authority(Managed):
 
     `path` is a SQLite file path, or a ``postgres://`` / ``postgresql://``
     connection URL (a str: ``pathlib.Path`` would fold its ``//``), passed to
-    the library unchanged. The repr never shows a URL's password."""
+    the library unchanged. The repr never shows a URL's password.
+
+    Options (``leases_authority_open_v2``): ``must_exist`` refuses to create
+    a missing authority (``NotFoundError``, nothing created); ``synchronous``
+    is ``"NORMAL"``, ``"FULL"`` (the default) or ``"EXTRA"`` (SQLite only);
+    ``busy_timeout`` bounds every wait for a lock (default 10 s)."""
 
     _what = "authority"
 
-    def __init__(self, path: PathArg) -> None:
+    def __init__(
+        self,
+        path: PathArg,
+        *,
+        must_exist: bool = False,
+        synchronous: Optional[str] = None,
+        busy_timeout: Optional[timedelta] = None,
+    ) -> None:
         _ffi.ensure_not_forked()
         raw = _ffi.encode_path(path, "path")
         self.path: str = os.fspath(path)
         out = _ffi.AuthorityPtr()
-        _ffi.call(_ffi.lib.leases_authority_open, raw, ctypes.byref(out))
+        if not must_exist and synchronous is None and busy_timeout is None:
+            _ffi.call(_ffi.lib.leases_authority_open, raw, ctypes.byref(out))
+        else:
+            o = _open_options(must_exist, synchronous, busy_timeout)
+            _ffi.call(_ffi.lib.leases_authority_open_v2, raw, ctypes.byref(o), ctypes.byref(out))
         self._ptr = out
 
     def _release(self, ptr: Any) -> None:
@@ -188,6 +254,66 @@ class Authority(Managed):
         out = ctypes.c_void_p()
         _ffi.call(_ffi.lib.leases_events_json, self._handle(), p, after, ctypes.byref(out))
         return [Event.from_json(o) for o in parse_list(_ffi.take_string(out))]
+
+    # ---- paged observations: the JSON of docs/c-api.md, parsed ----
+
+    def jobs_page(
+        self,
+        production: str,
+        *,
+        states: Optional[Sequence[str]] = None,
+        key: Optional[str] = None,
+        job_id: Optional[str] = None,
+        cursor: Optional[str] = None,
+        limit: int = 0,
+    ) -> Dict[str, Any]:
+        """One page of jobs: ``{"jobs": [...], "next": cursor or None}``."""
+        _ffi.ensure_not_forked()
+        return _json_object(
+            _ffi.lib.leases_jobs_page_json, self._handle(), _ffi.encode(production, "production"),
+            _names(states, "states"), _ffi.encode_optional(key, "key"),
+            _ffi.encode_optional(job_id, "job_id"), _ffi.encode_optional(cursor, "cursor"), limit,
+        )
+
+    def events_page(
+        self,
+        production: Optional[str] = None,
+        *,
+        job_id: Optional[str] = None,
+        kinds: Optional[Sequence[str]] = None,
+        after: int = 0,
+        limit: int = 0,
+    ) -> Dict[str, Any]:
+        """One page of events: ``{"events": [...], "next": seq, "more": bool}``."""
+        _ffi.ensure_not_forked()
+        return _json_object(
+            _ffi.lib.leases_events_page_json, self._handle(),
+            _ffi.encode_optional(production, "production"), _ffi.encode_optional(job_id, "job_id"),
+            _names(kinds, "kinds"), after, limit,
+        )
+
+    def job(self, production: str, job_id: str) -> Dict[str, Any]:
+        """One job's record: the listing's fields, payload_size, times, facts."""
+        _ffi.ensure_not_forked()
+        return _json_object(
+            _ffi.lib.leases_job_json, self._handle(), _ffi.encode(production, "production"),
+            _ffi.encode(job_id, "job_id"),
+        )
+
+    def productions_page(self, *, cursor: Optional[str] = None, limit: int = 0) -> Dict[str, Any]:
+        """One page of productions: ``{"productions": [...], "next": cursor or None}``."""
+        _ffi.ensure_not_forked()
+        return _json_object(
+            _ffi.lib.leases_productions_page_json, self._handle(),
+            _ffi.encode_optional(cursor, "cursor"), limit,
+        )
+
+    def job_counts(self, production: str) -> Dict[str, Any]:
+        """The production's jobs by state: ``{"requested": n, ..., "at_unix_us": t}``."""
+        _ffi.ensure_not_forked()
+        return _json_object(
+            _ffi.lib.leases_job_counts_json, self._handle(), _ffi.encode(production, "production")
+        )
 
     def edit(self) -> "Edit":
         """Begins an edit (one write transaction holding the writer lock)."""

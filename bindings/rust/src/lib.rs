@@ -170,6 +170,29 @@ fn opt_ptr(c: &Option<CString>) -> *const c_char {
     c.as_ref().map_or(ptr::null(), |c| c.as_ptr())
 }
 
+fn opt_in(what: &str, s: Option<&str>) -> Result<Option<CString>> {
+    s.map(|s| c_in(what, s)).transpose()
+}
+
+/// Runs a call that writes a library-allocated JSON string to its out
+/// pointer, and takes the string.
+fn json_out(call: impl FnOnce(*mut *mut c_char) -> sys::leases_status) -> Result<String> {
+    let mut out = ptr::null_mut();
+    error::check(call(&mut out))?;
+    // SAFETY: on success out is a library string we now own.
+    Ok(unsafe { take_string(out) })
+}
+
+/// `LEASES_OPEN_OPTIONS_INIT`: every option at its default, `size` set.
+pub fn open_options() -> sys::leases_open_options {
+    sys::leases_open_options {
+        size: std::mem::size_of::<sys::leases_open_options>(),
+        flags: 0,
+        synchronous: sys::LEASES_SYNCHRONOUS_DEFAULT,
+        busy_timeout_us: 0,
+    }
+}
+
 // ---- authority --------------------------------------------------------------
 
 /// An open authority database. Share it between threads (`Send + Sync`: the
@@ -224,6 +247,21 @@ impl Authority {
         let mut raw = ptr::null_mut();
         // SAFETY: valid C string, valid out pointer.
         error::check(unsafe { sys::leases_authority_open(path.as_ptr(), &mut raw) })?;
+        Ok(Authority { raw })
+    }
+
+    /// Opens with options (`leases_authority_open_v2`). Start from
+    /// [`open_options`] and set the fields to change: `flags`
+    /// (`sys::LEASES_OPEN_MUST_EXIST`: a missing authority is
+    /// [`ErrorKind::NotFound`] and nothing is created), `synchronous`
+    /// (`sys::LEASES_SYNCHRONOUS_*`, SQLite only) and `busy_timeout_us`.
+    pub fn open_with(path: impl AsRef<Path>, options: &sys::leases_open_options) -> Result<Authority> {
+        check_abi(library_abi())?;
+        let path = c_path("path", path.as_ref())?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: valid C string, an options struct whose size the caller
+        // set (open_options does), valid out pointer.
+        error::check(unsafe { sys::leases_authority_open_v2(path.as_ptr(), options, &mut raw) })?;
         Ok(Authority { raw })
     }
 
@@ -338,6 +376,89 @@ impl Authority {
         error::check(unsafe { sys::leases_events_json(self.raw, opt_ptr(&production), after, &mut out) })?;
         // SAFETY: on success out is a library string we now own.
         listing::parse_events(&unsafe { take_string(out) })
+    }
+
+    /// One page of jobs as the library's JSON, `{"jobs": [...], "next":
+    /// cursor or null}` (docs/c-api.md): `states` a comma-separated list,
+    /// `None` for no filter, `cursor` the previous page's `next`, `limit` 0
+    /// for the default page size.
+    pub fn jobs_page_json(
+        &self,
+        production: &str,
+        states: Option<&str>,
+        key: Option<&str>,
+        job_id: Option<&str>,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<String> {
+        let production = c_in("production", production)?;
+        let (states, key) = (opt_in("states", states)?, opt_in("key", key)?);
+        let (job_id, cursor) = (opt_in("job id", job_id)?, opt_in("cursor", cursor)?);
+        // SAFETY: live handle, valid strings or NULL, valid out pointer.
+        json_out(|out| unsafe {
+            sys::leases_jobs_page_json(
+                self.raw,
+                production.as_ptr(),
+                opt_ptr(&states),
+                opt_ptr(&key),
+                opt_ptr(&job_id),
+                opt_ptr(&cursor),
+                limit,
+                out,
+            )
+        })
+    }
+
+    /// One page of events as the library's JSON, `{"events": [...], "next":
+    /// seq, "more": bool}`: of one production or every one, of one job, of
+    /// some kinds (comma-separated), after a sequence number.
+    pub fn events_page_json(
+        &self,
+        production: Option<&str>,
+        job_id: Option<&str>,
+        kinds: Option<&str>,
+        after: u64,
+        limit: u32,
+    ) -> Result<String> {
+        let (production, job_id) = (opt_in("production", production)?, opt_in("job id", job_id)?);
+        let kinds = opt_in("kinds", kinds)?;
+        let after = i64::try_from(after)
+            .map_err(|_| Error::new(ErrorKind::InvalidArgument, "after is larger than the largest sequence number"))?;
+        // SAFETY: live handle, valid strings or NULL, valid out pointer.
+        json_out(|out| unsafe {
+            sys::leases_events_page_json(
+                self.raw,
+                opt_ptr(&production),
+                opt_ptr(&job_id),
+                opt_ptr(&kinds),
+                after,
+                limit,
+                out,
+            )
+        })
+    }
+
+    /// One job's record as the library's JSON: the listing's fields,
+    /// `payload_size`, `requested_at_unix_us`, `updated_at_unix_us`, `facts`.
+    pub fn job_json(&self, production: &str, job_id: &str) -> Result<String> {
+        let (production, job_id) = (c_in("production", production)?, c_in("job id", job_id)?);
+        // SAFETY: live handle, valid strings, valid out pointer.
+        json_out(|out| unsafe { sys::leases_job_json(self.raw, production.as_ptr(), job_id.as_ptr(), out) })
+    }
+
+    /// One page of productions as the library's JSON, `{"productions":
+    /// [...], "next": cursor or null}`.
+    pub fn productions_page_json(&self, cursor: Option<&str>, limit: u32) -> Result<String> {
+        let cursor = opt_in("cursor", cursor)?;
+        // SAFETY: live handle, valid string or NULL, valid out pointer.
+        json_out(|out| unsafe { sys::leases_productions_page_json(self.raw, opt_ptr(&cursor), limit, out) })
+    }
+
+    /// The production's jobs counted by state, as the library's JSON.
+    pub fn job_counts_json(&self, production: &str) -> Result<String> {
+        let production = c_in("production", production)?;
+        // SAFETY: live handle, valid string, valid out pointer.
+        json_out(|out| unsafe { sys::leases_job_counts_json(self.raw, production.as_ptr(), out) })
     }
 
     /// Begins an edit: one write transaction holding the database writer

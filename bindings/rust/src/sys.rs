@@ -20,6 +20,14 @@ pub const LEASES_MAX_PAYLOAD_LEN: usize = 1_048_576;
 pub const LEASES_MAX_FACTS_LEN: usize = 1_048_576;
 pub const LEASES_MAX_PATH_LEN: usize = 4_096;
 pub const LEASES_MAX_TOKEN_LEN: usize = 128;
+pub const LEASES_MAX_PAGE_SIZE: usize = 1_000;
+pub const LEASES_MAX_CURSOR_LEN: usize = 1_024;
+pub const LEASES_DEFAULT_PAGE_SIZE: u32 = 100;
+pub const LEASES_OPEN_MUST_EXIST: i32 = 1;
+pub const LEASES_SYNCHRONOUS_DEFAULT: i32 = 0;
+pub const LEASES_SYNCHRONOUS_NORMAL: i32 = 1;
+pub const LEASES_SYNCHRONOUS_FULL: i32 = 2;
+pub const LEASES_SYNCHRONOUS_EXTRA: i32 = 3;
 
 /// Opaque handle types: each object has its own, so a lease can never be
 /// passed where an authority is expected.
@@ -38,6 +46,16 @@ pub struct leases_lease {
 #[repr(C)]
 pub struct leases_execution {
     _private: [u8; 0],
+}
+
+/// The header's structs, field for field (set `size` to `size_of`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_open_options {
+    pub size: usize,
+    pub flags: i32,
+    pub synchronous: i32,
+    pub busy_timeout_us: i64,
 }
 
 pub type leases_status = c_int;
@@ -100,6 +118,12 @@ extern "C" {
     pub fn leases_execution_final_path(execution: *const leases_execution) -> *const c_char;
     pub fn leases_execution_finish(execution: *mut leases_execution, facts_json: *const c_char) -> leases_status;
     pub fn leases_execution_abandon(execution: *mut leases_execution);
+    pub fn leases_jobs_page_json(authority: *mut leases_authority, production: *const c_char, states: *const c_char, key: *const c_char, job_id: *const c_char, cursor: *const c_char, limit: u32, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_events_page_json(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char, kinds: *const c_char, after_seq: i64, limit: u32, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_job_json(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_productions_page_json(authority: *mut leases_authority, cursor: *const c_char, limit: u32, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_job_counts_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_authority_open_v2(location: *const c_char, options: *const leases_open_options, out: *mut *mut leases_authority) -> leases_status;
 }
 
 /// `include/leases_testing.h`: present only in the test build of the library
@@ -113,6 +137,7 @@ pub mod testing {
         pub fn leases_testing_set_clock(authority: *mut leases_authority, now_unix_us: i64) -> leases_status;
         pub fn leases_testing_set_clock_sequence(authority: *mut leases_authority, samples_unix_us: *const i64, count: usize) -> leases_status;
         pub fn leases_testing_open(path: *const c_char, busy_timeout_us: i64, out: *mut *mut leases_authority) -> leases_status;
+        pub fn leases_testing_pragma(authority: *mut leases_authority, name: *const c_char, out_value: *mut *mut c_char) -> leases_status;
         pub fn leases_testing_panic() -> leases_status;
     }
 }

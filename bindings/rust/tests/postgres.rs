@@ -139,7 +139,10 @@ fn a_postgres_url_opens_the_postgresql_store_for_the_whole_lifecycle() {
 
     let jobs = auth.jobs(PRODUCTION).unwrap();
     assert_eq!(jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [first.as_str(), second.as_str()]);
-    assert_eq!((jobs[0].state.clone(), jobs[0].worker.as_deref(), jobs[0].attempts), (JobState::Completed, Some("w1"), 1));
+    assert_eq!(
+        (jobs[0].state.clone(), jobs[0].worker.as_deref(), jobs[0].attempts),
+        (JobState::Completed, Some("w1"), 1)
+    );
     assert_eq!(jobs[1].state, JobState::Requested);
 
     let events = settled_events(&auth, &first);
@@ -269,4 +272,31 @@ fn a_location_that_is_not_utf8_is_an_invalid_argument_and_opens_nothing() {
     let Err(err) = Authority::open(&path) else { panic!("a non-UTF-8 path was accepted") };
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no file was created");
+}
+
+#[test]
+fn pages_records_and_open_options_work_on_postgres() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    let first = auth.request_job(PRODUCTION, Some("k1"), b"").unwrap();
+    let second = auth.request_job(PRODUCTION, Some("k2"), b"").unwrap();
+    let page: serde_json::Value =
+        serde_json::from_str(&auth.jobs_page_json(PRODUCTION, None, None, None, None, 1).unwrap()).unwrap();
+    assert_eq!(page["jobs"][0]["id"], first.as_str());
+    let rest: serde_json::Value =
+        serde_json::from_str(&auth.jobs_page_json(PRODUCTION, None, None, None, page["next"].as_str(), 1).unwrap())
+            .unwrap();
+    assert_eq!(rest["jobs"][0]["id"], second.as_str());
+    assert!(rest["next"].is_null());
+    let record: serde_json::Value = serde_json::from_str(&auth.job_json(PRODUCTION, &second).unwrap()).unwrap();
+    assert_eq!(record["key"], "k2");
+
+    let mut o = leases::open_options();
+    o.synchronous = leases::sys::LEASES_SYNCHRONOUS_FULL; // a SQLite setting
+    assert_eq!(Authority::open_with(&schema.url, &o).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let mut o = leases::open_options();
+    o.flags = leases::sys::LEASES_OPEN_MUST_EXIST;
+    assert_eq!(Authority::open_with(&schema.url, &o).unwrap().jobs(PRODUCTION).unwrap().len(), 2);
+    let Some(empty) = Schema::new() else { return };
+    assert_eq!(Authority::open_with(&empty.url, &o).unwrap_err().kind(), ErrorKind::NotFound);
 }

@@ -37,18 +37,22 @@ const WALAutoCheckpoint = 1000
 // read the database file and hold nothing back.
 
 // walCheckpointWait bounds that wait (for readers, or for another writer);
-// after a wait in vain, walRetryAfter passes before the next try, so a
-// reader that holds its snapshot for long (outside the library) costs one
-// commit a tenth of a second per second, not every commit.
+// after a wait in vain, walRetryAfter passes before the next try. The wait
+// is short and the retries frequent: a machine under load may need several
+// tries to find a moment with no reader, and the WAL grows by every commit
+// meanwhile. A reader that holds its snapshot for long (outside the
+// library) costs the writer at most a fifth of its time while the WAL is
+// past the limit, never every commit in full.
 //
 // Listings help: before a page, while the WAL is past the limit, a listing
 // waits up to walPace for it to shrink, so the checkpoint finds a moment
 // with no reader. Once a wait was in vain, it does not wait again for
-// walRetryAfter.
+// walPaceRetryAfter.
 const (
-	walCheckpointWait = 200 * time.Millisecond
-	walRetryAfter     = time.Second
-	walPace           = 50 * time.Millisecond
+	walCheckpointWait = 20 * time.Millisecond
+	walRetryAfter     = 100 * time.Millisecond
+	walPace           = 100 * time.Millisecond
+	walPaceRetryAfter = time.Second
 )
 
 // walKeeper runs those checkpoints, one at a time per handle, on a
@@ -112,7 +116,7 @@ func (w *walKeeper) pace() {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.paceNotBefore.Store(time.Now().Add(walRetryAfter).UnixNano())
+			w.paceNotBefore.Store(time.Now().Add(walPaceRetryAfter).UnixNano())
 			return
 		}
 		time.Sleep(time.Millisecond)

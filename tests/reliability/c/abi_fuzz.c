@@ -6,7 +6,8 @@
  * against the test library. The promise it checks: the process never
  * crashes (run under ASan and valgrind), every status is a known code, a
  * failure always has a message starting with its status name, and failed
- * calls leave their outputs NULL/0.
+ * calls leave their outputs NULL/0, and an observation that succeeds returns
+ * one JSON object.
  *
  * Usage: abi_fuzz DIR SEED CALLS. Prints one summary line; with
  * $LEASES_REL_FIGURES set, appends a JSON figure line to that file.
@@ -18,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "go_defined.h"
+#include "json.h"
 #include "leases.h"
 #include "leases_testing.h"
 
@@ -204,6 +207,111 @@ static void must_be_null(void *p, leases_status st, const char *what) {
 	if (st != LEASES_OK && p != NULL) FAIL("%s failed (%s) but left its output set", what, leases_status_name(st));
 }
 
+/* An options struct at the start of a 4096-byte buffer (the largest size the
+ * library reads): a random size, random fields, and now and then random
+ * bytes past the fields this header knows. */
+static unsigned char optbuf[4096];
+
+static const void *any_options(size_t known, void (*fill)(void *)) {
+	if (one_in(6)) return NULL;
+	memset(optbuf, 0, sizeof optbuf);
+	fill(optbuf);
+	size_t size;
+	switch (below(7)) {
+	case 0: size = below(sizeof(size_t)); break;
+	case 1: size = known - below(9); break;
+	case 2: size = known + 8 * below(4); break;
+	case 3: size = 4096 + below(3); break;
+	case 4: size = (size_t)next(); break;
+	default: size = known;
+	}
+	if (one_in(8))
+		for (size_t i = known; i < sizeof optbuf; i++) optbuf[i] = (unsigned char)next();
+	memcpy(optbuf, &size, sizeof size);
+	return optbuf;
+}
+
+static void fill_open(void *p) {
+	leases_open_options *o = p;
+	o->flags = one_in(4) ? (int32_t)next() : (int32_t)below(3);
+	o->synchronous = one_in(4) ? (int32_t)next() : (int32_t)below(5);
+	o->busy_timeout_us = one_in(3) ? (int64_t)next() : (int64_t)below(30000) - 10;
+}
+
+/* The "next" cursors of pages seen, mutated now and then by any_string. */
+static char *cursors[POOL];
+
+static void keep_cursor(const char *json) {
+	const char *at = json ? strstr(json, "\"next\":\"") : NULL;
+	if (at == NULL) return;
+	at += strlen("\"next\":\"");
+	size_t n = strcspn(at, "\"");
+	char *c = malloc(n + 1);
+	if (c == NULL) return;
+	memcpy(c, at, n);
+	c[n] = 0;
+	unsigned i = below(POOL);
+	free(cursors[i]);
+	cursors[i] = c;
+}
+
+static const char *any_list(const char *valid) {
+	static const char *lists[] = {"requested,claimed", "claimed,completed,failed", "completed,", ",",
+	                              "requested,requested", "claimed,renewed,expired", "cancelled"};
+	return one_in(3) ? any_string(valid) : lists[below(sizeof lists / sizeof *lists)];
+}
+
+/* One paged observation with random arguments: on success exactly one JSON
+ * object, on failure no output. */
+static void observe_step(leases_authority *a, char **o) {
+	char *out = NULL;
+	leases_status st;
+	const char *what;
+	uint32_t limit = one_in(4) ? (uint32_t)next() : below(6) ? below(12) : LEASES_MAX_PAGE_SIZE + below(2);
+	const char *cursor = one_in(3) ? NULL : any_string(cursors[below(POOL)]);
+	switch (below(5)) {
+	case 0:
+		what = "jobs_page_json";
+		st = seen(leases_jobs_page_json(a, any_string("p"), one_in(2) ? NULL : any_list("claimed"),
+		                                one_in(2) ? NULL : any_string("key"),
+		                                one_in(2) ? NULL : any_string(job_ids[below(POOL)]), cursor, limit, o),
+		          what);
+		break;
+	case 1:
+		what = "events_page_json";
+		st = seen(leases_events_page_json(a, one_in(3) ? NULL : any_string("p"),
+		                                  one_in(2) ? NULL : any_string(job_ids[below(POOL)]),
+		                                  one_in(2) ? NULL : any_list("claimed"),
+		                                  one_in(4) ? -(int64_t)below(3) : (int64_t)below(50), limit, o),
+		          what);
+		break;
+	case 2:
+		what = "job_json";
+		st = seen(leases_job_json(a, any_string("p"), any_string(job_ids[below(POOL)]), o), what);
+		break;
+	case 3:
+		what = "productions_page_json";
+		st = seen(leases_productions_page_json(a, cursor, limit, o), what);
+		break;
+	default:
+		what = "job_counts_json";
+		st = seen(leases_job_counts_json(a, any_string("p"), o), what);
+		break;
+	}
+	if (o == NULL) return;
+	out = *o;
+	must_be_null(out, st, what);
+	if (out) {
+		go_defined(out);
+		json_value *v = json_parse(out);
+		if (v == NULL || v->type != JSON_OBJECT) FAIL("%s returned no JSON object: %.200s", what, out);
+		json_free(v);
+		keep_cursor(out);
+	}
+	leases_free(out);
+	*o = NULL;
+}
+
 static void step(void) {
 	leases_status st;
 	switch (below(31)) {
@@ -215,7 +323,12 @@ static void step(void) {
 		if (one_in(3)) {
 			/* The default 10 s busy timeout would stall on the fuzzer's open
 			 * edits: a handle from the public open is closed at once. */
-			st = seen(leases_authority_open(p, one_in(10) ? NULL : &a), "authority_open");
+			if (one_in(2)) {
+				st = seen(leases_authority_open(p, one_in(10) ? NULL : &a), "authority_open");
+			} else {
+				const void *o = any_options(sizeof(leases_open_options), fill_open);
+				st = seen(leases_authority_open_v2(p, o, one_in(10) ? NULL : &a), "authority_open_v2");
+			}
 			must_be_null(a, st, "authority_open");
 			leases_authority_close(a);
 			remember_stale(a);
@@ -352,6 +465,10 @@ static void step(void) {
 	case 22: {
 		char *out = NULL;
 		char **o = one_in(10) ? NULL : &out;
+		if (one_in(2)) {
+			observe_step(AUTH(), o); /* the paged observations */
+			break;
+		}
 		if (one_in(2)) st = seen(leases_jobs_json(AUTH(), any_string("p"), o), "jobs_json");
 		else st = seen(leases_events_json(AUTH(), one_in(3) ? NULL : any_string("p"),
 		                                  one_in(4) ? -(int64_t)below(3) : (int64_t)below(50), o),
@@ -458,6 +575,7 @@ int main(int argc, char **argv) {
 		leases_lease_free(leases[i]);
 		leases_free(job_ids[i]);
 		leases_free(tokens[i]);
+		free(cursors[i]);
 	}
 	for (int i = 0; i < POOL; i++) leases_authority_close(auths[i]);
 	printf("abi fuzz: seed %llu, %llu calls, %llu failed;", seed, calls, failures);

@@ -29,6 +29,7 @@ type opts struct {
 	sections                 string
 	python                   string
 	pg                       string // PostgreSQL server URL for the workers rows
+	observeJobs              int    // jobs in the file of the observation rows
 }
 
 // row is one line of the table: run measures one repetition in dir.
@@ -55,7 +56,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,observe); empty: all")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
@@ -204,7 +205,12 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 	if !exists(cb) {
 		cRow.skip = "build/bench/cbench not built"
 	}
-	add(&row{section: "cycle", name: "C ABI NORMAL", skip: "leases_authority_open has no synchronous option: the C ABI always runs FULL"})
+	cNormal := add(&row{section: "cycle", name: "C ABI NORMAL", run: func(dir string) (result, error) {
+		return child([]string{cb, "cycle", filepath.Join(dir, "c.db"), itoa(nNormal), "NORMAL"})
+	}})
+	if !exists(cb) {
+		cNormal.skip = "build/bench/cbench not built"
+	}
 	for _, b := range bindingRows(o, nFull) {
 		add(b)
 	}
@@ -279,6 +285,14 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 			}})
 		}
 
+	}
+	// 9. Observations, on the largest scaling file (or one of their own).
+	if o.want("observe") {
+		var db string
+		db, o.observeJobs = observeFile(o, scales)
+		for _, r := range observeRows(o, db, o.observeJobs) {
+			add(r)
+		}
 	}
 	// 4. Contention: P worker processes on one file for a fixed time.
 	secs := max(2*o.scale, 0.3)
@@ -657,6 +671,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("workers") {
 		renderWorkers(o, &b, rows, floor["FULL"], n)
 	}
+	if o.want("observe") {
+		renderObserve(o, &b, rows, o.observeJobs, n)
+	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
 	target := func(name string, got float64, want float64, ok bool, have bool) {
@@ -718,6 +735,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		p("| p99 at %d jobs ÷ p99 at %d jobs | %.2f (want ≤ 2; the target names 1M jobs%s) | %s |\n",
 			last.jobs, scales[0].jobs, r, map[bool]string{true: "", false: ", run by `make bench-full`"}[o.full], met(r <= 2))
 	}
+	observeTargets(p, rows, o.observeJobs)
 	if rss != nil && rssErr == nil {
 		g := (rss.Extra["after_hwm_kb"] - rss.Extra["warm_hwm_kb"]) / 1024
 		p("| RSS growth after warm-up | %+.1f MiB (want ≈ 0; < 2 MiB counts as none) | %s |\n", g, met(g < 2))

@@ -92,6 +92,7 @@ var commands = map[string]func(args []string){
 	"workers":        cmdWorkers,
 	"fill":           cmdFill,
 	"rss":            cmdRSS,
+	"page":           cmdPage,
 }
 
 func main() {
@@ -103,7 +104,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|page [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])

@@ -981,6 +981,17 @@ public:
         return Authority(out);
     }
 
+    /// Opens with options (leases_authority_open_v2): start from
+    /// LEASES_OPEN_OPTIONS_INIT and set the fields to change. With
+    /// LEASES_OPEN_MUST_EXIST a missing authority throws NotFoundError and
+    /// nothing is created.
+    [[nodiscard]] static Authority open(const std::string &path, const leases_open_options &options) {
+        detail::check_loaded_abi();
+        leases_authority *out = nullptr;
+        check(leases_authority_open_v2(detail::c_str(path, "path"), &options, &out));
+        return Authority(out);
+    }
+
     [[nodiscard]] leases_authority *capi() const noexcept { return handle_.get(); }
     /// Closes the database now (the destructor does it otherwise).
     void close() noexcept { handle_.reset(); }
@@ -1077,6 +1088,53 @@ public:
                                           std::int64_t after_seq = 0) {
         char *out = nullptr;
         check(leases_events_json(handle_.get(), detail::c_str(production, "production"), after_seq, &out));
+        return detail::take_string(out);
+    }
+
+    // Paged observations: the library's JSON (docs/c-api.md). An empty
+    // string is "no filter" (states and kinds: comma-separated names), an
+    // empty cursor the first page, a limit of 0 LEASES_DEFAULT_PAGE_SIZE.
+
+    /// One page of jobs: {"jobs": [...], "next": cursor or null}.
+    [[nodiscard]] std::string jobs_page_json(const std::string &production, const std::string &states = std::string(),
+                                             const std::string &key = std::string(),
+                                             const std::string &job_id = std::string(),
+                                             const std::string &cursor = std::string(), std::uint32_t limit = 0) {
+        char *out = nullptr;
+        check(leases_jobs_page_json(handle_.get(), detail::c_str(production, "production"),
+                                    detail::c_str(states, "states"), detail::c_str(key, "key"),
+                                    detail::c_str(job_id, "job_id"), detail::c_str(cursor, "cursor"), limit, &out));
+        return detail::take_string(out);
+    }
+    /// One page of events: {"events": [...], "next": seq, "more": bool}.
+    [[nodiscard]] std::string events_page_json(const std::string &production = std::string(),
+                                               const std::string &job_id = std::string(),
+                                               const std::string &kinds = std::string(), std::int64_t after_seq = 0,
+                                               std::uint32_t limit = 0) {
+        char *out = nullptr;
+        check(leases_events_page_json(handle_.get(), detail::c_str(production, "production"),
+                                      detail::c_str(job_id, "job_id"), detail::c_str(kinds, "kinds"), after_seq,
+                                      limit, &out));
+        return detail::take_string(out);
+    }
+    /// One job's record: the listing's fields, payload_size, times and facts.
+    [[nodiscard]] std::string job_json(const std::string &production, const std::string &job_id) {
+        char *out = nullptr;
+        check(leases_job_json(handle_.get(), detail::c_str(production, "production"),
+                              detail::c_str(job_id, "job_id"), &out));
+        return detail::take_string(out);
+    }
+    /// One page of productions: {"productions": [...], "next": cursor or null}.
+    [[nodiscard]] std::string productions_page_json(const std::string &cursor = std::string(),
+                                                    std::uint32_t limit = 0) {
+        char *out = nullptr;
+        check(leases_productions_page_json(handle_.get(), detail::c_str(cursor, "cursor"), limit, &out));
+        return detail::take_string(out);
+    }
+    /// The production's jobs by state: {"requested": n, ..., "at_unix_us": t}.
+    [[nodiscard]] std::string job_counts_json(const std::string &production) {
+        char *out = nullptr;
+        check(leases_job_counts_json(handle_.get(), detail::c_str(production, "production"), &out));
         return detail::take_string(out);
     }
 

@@ -1,0 +1,91 @@
+//! The paged observations and the open options of the C ABI (since revision
+//! 1), through the thin `Authority` methods that call them: pages followed
+//! to the end list every job once, event pages follow `next` and `more`,
+//! one job's record, counts and productions, and `Authority::open_with`.
+//! PostgreSQL: tests/postgres.rs.
+
+mod common;
+
+use common::{fresh, TempDir, HOUR, PRODUCTION};
+use leases::{open_options, sys, Authority, ErrorKind};
+use serde_json::Value;
+
+fn parse(json: &str) -> Value {
+    serde_json::from_str(json).expect("the library's JSON parses")
+}
+
+#[test]
+fn job_pages_followed_to_the_end_list_every_job_once() {
+    let (_dir, auth) = fresh("pages");
+    let ids: Vec<String> = (0..7).map(|_| auth.request_job(PRODUCTION, None, b"").unwrap()).collect();
+    let (mut listed, mut cursor, mut pages) = (Vec::new(), None::<String>, 0);
+    loop {
+        let page = parse(&auth.jobs_page_json(PRODUCTION, None, None, None, cursor.as_deref(), 3).unwrap());
+        pages += 1;
+        listed.extend(page["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()));
+        match page["next"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!((listed, pages), (ids.clone(), 3));
+    let _lease = auth.claim(PRODUCTION, "w", HOUR).unwrap().unwrap();
+    let claimed = parse(&auth.jobs_page_json(PRODUCTION, Some("claimed"), None, None, None, 0).unwrap());
+    assert_eq!(claimed["jobs"][0]["id"], ids[0].as_str());
+    assert_eq!(claimed["jobs"].as_array().unwrap().len(), 1);
+    let err = auth.jobs_page_json(PRODUCTION, Some("running"), None, None, None, 0).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let err =
+        auth.jobs_page_json(PRODUCTION, None, None, None, None, sys::LEASES_MAX_PAGE_SIZE as u32 + 1).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn event_pages_records_counts_and_productions() {
+    let (_dir, auth) = fresh("events");
+    let id = auth.request_job(PRODUCTION, Some("k"), b"payload").unwrap();
+    let lease = auth.claim_job(PRODUCTION, &id, "w", HOUR).unwrap();
+    lease.complete(&leases::Facts::new()).unwrap();
+    let (mut kinds, mut after) = (Vec::new(), 0u64);
+    loop {
+        let page = parse(&auth.events_page_json(Some(PRODUCTION), None, None, after, 1).unwrap());
+        kinds.extend(page["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap().to_owned()));
+        after = page["next"].as_u64().unwrap();
+        if !page["more"].as_bool().unwrap() {
+            break;
+        }
+    }
+    assert_eq!(kinds, ["production_created", "requested", "claimed", "completed"]);
+    let timeline = parse(&auth.events_page_json(None, Some(&id), Some("claimed"), 0, 0).unwrap());
+    assert_eq!(timeline["events"].as_array().unwrap().len(), 1);
+
+    let record = parse(&auth.job_json(PRODUCTION, &id).unwrap());
+    assert_eq!((record["state"].as_str(), record["payload_size"].as_i64()), (Some("completed"), Some(7)));
+    let counts = parse(&auth.job_counts_json(PRODUCTION).unwrap());
+    assert_eq!((counts["completed"].as_i64(), counts["requested"].as_i64()), (Some(1), Some(0)));
+
+    auth.create_production("a").unwrap();
+    let first = parse(&auth.productions_page_json(None, 1).unwrap());
+    assert_eq!(first["productions"][0]["name"], "a");
+    let second = parse(&auth.productions_page_json(first["next"].as_str(), 1).unwrap());
+    assert_eq!(second["productions"][0]["name"], PRODUCTION);
+    assert!(second["next"].is_null());
+}
+
+#[test]
+fn open_with_options_must_exist_and_refuses_bad_values() {
+    let dir = TempDir::new("openwith");
+    let mut o = open_options();
+    o.flags = sys::LEASES_OPEN_MUST_EXIST;
+    assert_eq!(Authority::open_with(dir.db(), &o).unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(!dir.db().exists());
+    o.flags = 0;
+    o.synchronous = sys::LEASES_SYNCHRONOUS_NORMAL;
+    o.busy_timeout_us = 250_000;
+    Authority::open_with(dir.db(), &o).unwrap().create_production(PRODUCTION).unwrap();
+    o.synchronous = 9;
+    assert_eq!(Authority::open_with(dir.db(), &o).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let mut o = open_options();
+    o.flags = sys::LEASES_OPEN_MUST_EXIST;
+    assert!(Authority::open_with(dir.db(), &o).unwrap().jobs(PRODUCTION).unwrap().is_empty());
+}
