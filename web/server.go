@@ -140,7 +140,7 @@ func (s *Server) routes(metrics http.Handler) {
 	s.mux.HandleFunc("GET /api/job", s.api(s.job))
 	s.mux.HandleFunc("GET /api/events", s.api(s.eventsAPI))
 	s.mux.HandleFunc("GET /api/clock", s.api(s.clock))
-	s.mux.Handle("GET /metrics", metrics)
+	s.mux.Handle("GET /metrics", s.unavailable(metrics))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	if s.cfg.AllowActions {
 		s.mux.HandleFunc("POST /actions/cancel", s.action(s.cancel))

@@ -4,6 +4,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -56,17 +57,17 @@ type overviewView struct {
 }
 
 type productionSummary struct {
-	Name   string          `json:"name"`
-	ID     string          `json:"id"`
-	Counts core.JobCounts  `json:"counts"`
-	Total  int64           `json:"total"`
-	Oldest *time.Duration  `json:"-"`
-	Rate   []minuteRate    `json:"completed_per_minute"`
+	Name   string         `json:"name"`
+	ID     string         `json:"id"`
+	Counts core.JobCounts `json:"counts"`
+	Total  int64          `json:"total"`
+	Oldest *time.Duration `json:"-"`
+	Rate   []minuteRate   `json:"completed_per_minute"`
 	// Completed and Busiest are the hour's completions and its busiest minute.
-	Completed int64 `json:"completed_last_hour"`
-	Busiest   int64 `json:"busiest_minute"`
-	Expire expirySummary   `json:"claims_expired_last_hour"`
-	Work   []workerSummary `json:"workers"`
+	Completed int64           `json:"completed_last_hour"`
+	Busiest   int64           `json:"busiest_minute"`
+	Expire    expirySummary   `json:"claims_expired_last_hour"`
+	Work      []workerSummary `json:"workers"`
 }
 
 // expirySummary: claims that expired in the last hour. Waiting are those
@@ -87,13 +88,29 @@ type minuteRate struct {
 
 type workerSummary struct {
 	core.WorkerActivity
-	Holds []heldJob `json:"holds"`
+	Holds []heldJob
+}
+
+// MarshalJSON adds what the worker holds to core's form of its activity
+// (whose own MarshalJSON would otherwise be the whole answer).
+func (w workerSummary) MarshalJSON() ([]byte, error) {
+	var out map[string]any
+	b, err := json.Marshal(w.WorkerActivity)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out["holds"] = w.Holds
+	return json.Marshal(out)
 }
 
 type heldJob struct {
 	ID     string    `json:"id"`
 	Key    string    `json:"key"`
 	Expiry time.Time `json:"-"`
+	At     int64     `json:"expiry_unix_us"`
 }
 
 func (s *Server) overview(r *http.Request, v *view) (pageData, error) {
@@ -158,7 +175,7 @@ func (s *Server) summary(ctx context.Context, p core.Production, clock core.Cloc
 		ws := workerSummary{WorkerActivity: w, Holds: []heldJob{}}
 		for _, j := range held.Jobs {
 			if j.Worker == w.Worker && j.Expiry.After(sum.Counts.At) {
-				ws.Holds = append(ws.Holds, heldJob{ID: j.ID, Key: j.Key, Expiry: j.Expiry})
+				ws.Holds = append(ws.Holds, heldJob{ID: j.ID, Key: j.Key, Expiry: j.Expiry, At: j.Expiry.UnixMicro()})
 			}
 		}
 		sum.Work = append(sum.Work, ws)
