@@ -79,11 +79,22 @@ func (s *Server) hostAllowed(hostport string) bool {
 }
 
 // forged says why a POST is not from a page of this server: an Origin (or,
-// without one, a Referer) naming another origin, neither of them, or a
-// CSRF token that does not match the cookie it was issued for.
+// without one, Sec-Fetch-Site or a Referer) naming another origin, none of
+// them, or a CSRF token that does not match the cookie it was issued for.
 func (s *Server) forged(r *http.Request) string {
 	origin := r.Header.Get("Origin")
 	if origin == "" || origin == "null" {
+		// A browser sends Origin: null on every POST from a page whose
+		// Referrer-Policy is no-referrer (ours), and no Referer. Its
+		// Sec-Fetch-Site, which no page can set, then says where the form
+		// was: only this very origin passes.
+		switch r.Header.Get("Sec-Fetch-Site") {
+		case "same-origin":
+			return s.tokenMismatch(r)
+		case "":
+		default:
+			return "the request comes from another origin"
+		}
 		ref, err := url.Parse(r.Referer())
 		if r.Referer() == "" || err != nil {
 			return "the request names no origin (Origin or Referer)"
@@ -94,6 +105,12 @@ func (s *Server) forged(r *http.Request) string {
 	if err != nil || !strings.EqualFold(o.Host, r.Host) || (o.Scheme != "http" && o.Scheme != "https") {
 		return "the request comes from another origin"
 	}
+	return s.tokenMismatch(r)
+}
+
+// tokenMismatch says why the form's CSRF token is not the one issued for
+// this browser's cookie, or "" when it is.
+func (s *Server) tokenMismatch(r *http.Request) string {
 	c, err := r.Cookie(csrfCookie)
 	if err != nil || c.Value == "" {
 		return "the form's token is missing (reload the page and try again)"

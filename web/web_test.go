@@ -12,8 +12,8 @@ import (
 
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/internal/pgtest"
-	"github.com/prometheus/common/expfmt"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 )
@@ -289,12 +289,13 @@ func formOf(t *testing.T, st *site, p, id string) (*http.Cookie, string) {
 func TestForgedActionsAreRefusedAndAGenuineCancelWorks(t *testing.T) {
 	eachStore(t, func(t *testing.T, location string) {
 		st := newSite(t, location, Config{AllowActions: true})
-		ids := st.seed("p", 4)
+		ids := st.seed("p", 5)
 		cookie, token := formOf(t, st, "p", ids[2])
 		other, otherToken := formOf(t, st, "p", ids[2])
 		require.NotEqual(t, cookie.Value, other.Value)
-		post := func(cookie *http.Cookie, token, origin, referer string) response {
-			body := url.Values{"production": {"p"}, "id": {ids[2]}}
+		target := ids[2]
+		post := func(cookie *http.Cookie, token, origin, referer string, fetchSite ...string) response {
+			body := url.Values{"production": {"p"}, "id": {target}}
 			if token != "" {
 				body.Set("csrf", token)
 			}
@@ -310,20 +311,28 @@ func TestForgedActionsAreRefusedAndAGenuineCancelWorks(t *testing.T) {
 			if referer != "" {
 				req.Header.Set("Referer", referer)
 			}
+			for _, site := range fetchSite {
+				req.Header.Set("Sec-Fetch-Site", site)
+			}
 			return st.do(req)
 		}
 		before := st.eventCount()
 		for name, r := range map[string]response{
-			"no token":                     post(cookie, "", st.srv.URL, ""),
-			"wrong token":                  post(cookie, "AAAA"+token[4:], st.srv.URL, ""),
-			"another browser's token":      post(cookie, otherToken, st.srv.URL, ""),
-			"no cookie":                    post(nil, token, st.srv.URL, ""),
-			"another origin":               post(cookie, token, "http://evil.example", ""),
-			"another origin, same host":    post(cookie, token, "ftp://"+strings.TrimPrefix(st.srv.URL, "http://"), ""),
-			"no origin nor referer":        post(cookie, token, "", ""),
-			"a referer from another site":  post(cookie, token, "", "http://evil.example/page"),
-			"an opaque origin (null)":      post(cookie, token, "null", ""),
-			"an opaque origin and referer": post(cookie, token, "null", "http://evil.example/"),
+			"no token":                                           post(cookie, "", st.srv.URL, ""),
+			"wrong token":                                        post(cookie, "AAAA"+token[4:], st.srv.URL, ""),
+			"another browser's token":                            post(cookie, otherToken, st.srv.URL, ""),
+			"no cookie":                                          post(nil, token, st.srv.URL, ""),
+			"another origin":                                     post(cookie, token, "http://evil.example", ""),
+			"another origin, same host":                          post(cookie, token, "ftp://"+strings.TrimPrefix(st.srv.URL, "http://"), ""),
+			"no origin nor referer":                              post(cookie, token, "", ""),
+			"a referer from another site":                        post(cookie, token, "", "http://evil.example/page"),
+			"an opaque origin (null)":                            post(cookie, token, "null", ""),
+			"an opaque origin and referer":                       post(cookie, token, "null", "http://evil.example/"),
+			"an opaque origin, cross-site":                       post(cookie, token, "null", "", "cross-site"),
+			"an opaque origin, same-site":                        post(cookie, token, "null", "", "same-site"),
+			"an opaque origin, same-site, a same-origin referer": post(cookie, token, "null", st.srv.URL+"/", "same-site"),
+			"same-origin fetch, no token":                        post(cookie, "", "null", "", "same-origin"),
+			"same-origin fetch, no cookie":                       post(nil, token, "null", "", "same-origin"),
 		} {
 			require.Equal(t, http.StatusForbidden, r.code, "%s: %s", name, r.body)
 			require.NotContains(t, r.body, token, name)
@@ -331,7 +340,15 @@ func TestForgedActionsAreRefusedAndAGenuineCancelWorks(t *testing.T) {
 		require.Equal(t, before, st.eventCount(), "a forged request changed the event log")
 		require.Equal(t, core.StateClaimed, jobState(t, st, "p", ids[2]))
 
-		r := post(cookie, token, "", st.srv.URL+jobPath("p", ids[2])) // a same-origin Referer suffices
+		// What a browser sends under our Referrer-Policy: no-referrer is
+		// Origin: null and Sec-Fetch-Site: same-origin, which suffices; so
+		// does a same-origin Referer.
+		target = ids[3]
+		r := post(cookie, token, "null", "", "same-origin")
+		require.Equal(t, http.StatusSeeOther, r.code, r.body)
+		require.Equal(t, core.StateCancelled, jobState(t, st, "p", ids[3]))
+		target = ids[2]
+		r = post(cookie, token, "", st.srv.URL+jobPath("p", ids[2]))
 		require.Equal(t, http.StatusSeeOther, r.code, r.body)
 		require.NotContains(t, r.header.Get("Location"), token, "the token never goes into a URL")
 		require.Equal(t, core.StateCancelled, jobState(t, st, "p", ids[2]))
