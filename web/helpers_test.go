@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/stores"
@@ -189,4 +191,15 @@ func otherID(id string) string {
 		last = "1"
 	}
 	return id[:len(id)-1] + last
+}
+
+// tokenSecretForms is a token and its claim secret as text, hex and UUID:
+// the forms a page could carelessly show (the reliability suite's leak scan
+// checks every form in every view).
+func tokenSecretForms(t *testing.T, tok string) []string {
+	t.Helper()
+	dec, err := core.DecodeToken(tok)
+	require.NoError(t, err)
+	b := dec.Secret.Bytes()
+	return []string{tok, strings.TrimPrefix(tok, "lt1."), hex.EncodeToString(b[:]), uuid.UUID(b).String()}
 }

@@ -30,15 +30,29 @@ func readPaths(p, id string) []string {
 		"/metrics", "/healthz", "/static/app.js", "/static/style.css"}
 }
 
-func TestEveryPageAPIAndMetricOnlyReadsNeverBeginningAWrite(t *testing.T) {
+func TestEveryPageAPIAndMetricOnlyReadsNeverBeginningAWriteNorShowingASecret(t *testing.T) {
 	eachStore(t, func(t *testing.T, location string) {
 		st := newSite(t, location, Config{AllowActions: true})
 		ids := st.seed("p", 6)
+		// A claim exported and imported: its token and secret must appear
+		// nowhere, nor the PostgreSQL URL's password.
+		l, err := st.writer.ClaimJob("p", ids[3], "exporter", time.Minute)
+		require.NoError(t, err)
+		tok, err := l.Export()
+		require.NoError(t, err)
+		_, err = st.writer.Import(tok)
+		require.NoError(t, err)
+		secret := tokenSecretForms(t, tok)
 		events := st.eventCount()
 		for round := 0; round < 2; round++ {
-			for _, path := range readPaths("p", ids[0]) {
+			for _, path := range append(readPaths("p", ids[0]), readPaths("p", ids[3])...) {
 				r := st.get(path)
 				require.Equal(t, http.StatusOK, r.code, "%s: %s", path, r.body)
+				var head strings.Builder
+				r.header.Write(&head)
+				for _, form := range append(secret, pgPassword) {
+					require.NotContains(t, head.String()+r.body, form, path)
+				}
 			}
 		}
 		require.Zero(t, st.writes.Load(), "a page view began a write transaction (SQLite's writer lock, PostgreSQL row locks)")
