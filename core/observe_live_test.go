@@ -30,16 +30,7 @@ func recentOf(t *testing.T, a *Authority, q EventQuery, before int64) []Event {
 
 func TestRecentEventsListTheNewestFirstAndPageBackToTheOldest(t *testing.T) {
 	f := newFixture(t)
-	ids := f.request(3)
-	_, err := f.a.CreateProduction("q")
-	require.NoError(t, err)
-	_, err = f.a.RequestJob("q", "", nil)
-	require.NoError(t, err)
-	l := f.claim("w1", time.Minute)
-	require.NoError(t, l.Release())
-	l = f.claim("w2", time.Minute)
-	require.NoError(t, l.Complete(Facts{}))
-	require.NoError(t, f.a.Cancel("p", ids[2]))
+	ids, _ := f.eventHistory()
 
 	all, err := f.a.Events("", 0)
 	require.NoError(t, err)
@@ -60,7 +51,7 @@ func TestRecentEventsListTheNewestFirstAndPageBackToTheOldest(t *testing.T) {
 	require.Equal(t, ofP, recentOf(t, f.a, EventQuery{Production: "p", Limit: 2}, 0))
 	got := recentOf(t, f.a, EventQuery{Production: "p", Kinds: []string{"claimed", "cancelled"}, Limit: 1}, 0)
 	require.Equal(t, []string{"cancelled:", "claimed:w2", "claimed:w1"}, kindsOf(got))
-	require.Equal(t, []string{"completed:w2", "claimed:w2", "released:w1", "claimed:w1", "requested:"},
+	require.Equal(t, []string{"completed:w2", "claimed:w2", "released:w1", "renewed:w1", "claimed:w1", "requested:"},
 		kindsOf(recentOf(t, f.a, EventQuery{JobID: ids[0], Limit: 2}, 0)))
 	// Below a seq, and above an After.
 	mid := all[5].Seq

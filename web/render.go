@@ -65,7 +65,9 @@ func notice(done string) string {
 	return map[string]string{"cancelled": "The job was cancelled.", "redriven": "Redriven."}[done]
 }
 
-func (s *Server) page(name string, build handlerFunc) http.HandlerFunc {
+// view builds a view's data from the request and writes it with out; a
+// failure on the way is answered by fail (a page, or JSON under /api).
+func (s *Server) view(build handlerFunc, out func(w http.ResponseWriter, r *http.Request, data pageData)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v, err := s.common(w, r)
 		var data pageData
@@ -76,23 +78,20 @@ func (s *Server) page(name string, build handlerFunc) http.HandlerFunc {
 			s.fail(w, r, status(err), err.Error())
 			return
 		}
-		s.render(w, r, http.StatusOK, name, data)
+		out(w, r, data)
 	}
 }
 
+func (s *Server) page(name string, build handlerFunc) http.HandlerFunc {
+	return s.view(build, func(w http.ResponseWriter, r *http.Request, data pageData) {
+		s.render(w, r, http.StatusOK, name, data)
+	})
+}
+
 func (s *Server) api(build handlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		v, err := s.common(w, r)
-		var data pageData
-		if err == nil {
-			data, err = build(r, v)
-		}
-		if err != nil {
-			s.fail(w, r, status(err), err.Error())
-			return
-		}
+	return s.view(build, func(w http.ResponseWriter, _ *http.Request, data pageData) {
 		writeJSON(w, http.StatusOK, data)
-	}
+	})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
