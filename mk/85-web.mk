@@ -12,6 +12,7 @@ web-tools:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 test-web: web-tools ## the status page in headless Chromium on SQLite and PostgreSQL (screenshots in build/web)
+	$(GO) vet -tags browser ./web/
 	$(PG_RUN) $(WEB_BROWSER_TEST)
 
 web-screenshot: web-tools ## the browser suite, keeping its overview as docs/status-page.png (the README's screenshot)
