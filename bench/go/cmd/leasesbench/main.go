@@ -93,6 +93,7 @@ var commands = map[string]func(args []string){
 	"fill":           cmdFill,
 	"rss":            cmdRSS,
 	"page":           cmdPage,
+	"webpage":        cmdWebPage,
 }
 
 func main() {
@@ -104,7 +105,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|page [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|page|webpage [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])
