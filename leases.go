@@ -126,6 +126,8 @@ var (
 	ErrSchemaTooNew    = core.ErrSchemaTooNew
 	ErrForked          = core.ErrForked
 	ErrInternal        = core.ErrInternal
+	// ErrNotHeld matches lease_lost, expired and cancelled together.
+	ErrNotHeld = core.ErrNotHeld
 )
 
 // KindOf returns the kind of err: KindInternal for a foreign error, 0 for nil.

@@ -94,8 +94,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is matches any *Error of the same Kind, so errors.Is(err, ErrExpired) works.
+// Is matches any *Error of the same Kind, so errors.Is(err, ErrExpired) works,
+// and ErrNotHeld matches each kind that says the claim is no longer held.
 func (e *Error) Is(target error) bool {
+	if target == ErrNotHeld {
+		return e.Kind.NotHeld()
+	}
 	var t *Error
 	if errors.As(target, &t) {
 		return t.Kind == e.Kind
@@ -124,6 +128,20 @@ var (
 	ErrForked          = &Error{Kind: KindForked}
 	ErrInternal        = &Error{Kind: KindInternal}
 )
+
+// ErrNotHeld matches, with errors.Is, every error saying the worker no longer
+// holds its claim and must stop: lease_lost, expired and cancelled (the
+// bindings' NotHeldError / is_not_held). It is never returned itself.
+var ErrNotHeld error = notHeld{}
+
+type notHeld struct{}
+
+func (notHeld) Error() string { return "not held: the claim was lost, expired or cancelled" }
+
+// NotHeld reports whether k says the claim is no longer held.
+func (k Kind) NotHeld() bool {
+	return k == KindLeaseLost || k == KindExpired || k == KindCancelled
+}
 
 // KindOf returns the kind of err, KindInternal for foreign errors, 0 for nil.
 func KindOf(err error) Kind {

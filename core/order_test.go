@@ -179,3 +179,19 @@ func TestAClosedAuthorityReportsClosed(t *testing.T) {
 	_, err := f.a.Jobs("p")
 	requireKind(t, err, KindClosed)
 }
+
+func TestErrNotHeldMatchesExactlyTheKindsThatSayTheClaimIsNoLongerHeld(t *testing.T) {
+	notHeld := map[Kind]bool{KindLeaseLost: true, KindExpired: true, KindCancelled: true}
+	for _, k := range Kinds() {
+		err := fmt.Errorf("wrapped: %w", errf(k, "something"))
+		require.Equal(t, notHeld[k], errors.Is(err, ErrNotHeld), k.String())
+		require.Equal(t, notHeld[k], k.NotHeld(), k.String())
+	}
+	// A real one, from the rules: a lease whose claim expired.
+	f := newFixture(t)
+	f.request(1)
+	l := f.claim("w", time.Minute)
+	f.clk.advance(time.Minute)
+	require.ErrorIs(t, l.Renew(time.Minute), ErrNotHeld)
+	require.NotErrorIs(t, errf(KindBusy, "x"), ErrNotHeld)
+}

@@ -453,3 +453,13 @@ func TestAnEditWhoseOutcomeIsUnknownLeavesItsLeasesToAskTheStore(t *testing.T) {
 		require.Equal(t, StateRequested, f.job(l.JobID()).State)
 	}
 }
+
+func TestASubMillisecondBusyTimeoutIsRoundedUpNotDropped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	a, err := OpenWith(path, Options{BusyTimeout: 300 * time.Microsecond})
+	require.NoError(t, err)
+	defer a.Close()
+	bt, err := a.b.(interface{ Pragma(string) (string, error) }).Pragma("busy_timeout")
+	require.NoError(t, err)
+	require.Equal(t, "1", bt, "SQLite counts whole milliseconds; 300 µs waits 1 ms, not 0")
+}

@@ -114,7 +114,9 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 // dsn is the URI every connection opens: its pragmas are set on each.
 func dsn(abs string, busy time.Duration, syncMode string) string {
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	// SQLite counts whole milliseconds: a bound is rounded up, so a
+	// sub-millisecond one still waits rather than refusing at once.
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", (busy+time.Millisecond-1)/time.Millisecond))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+syncMode+")")
 	q.Add("_pragma", "foreign_keys(1)")
