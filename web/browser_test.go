@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,12 +158,32 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 	return path
 }
 
-// waitFor polls a JavaScript predicate on the open page (no reload).
+// waitFor polls a JavaScript predicate on the open page (never reloading
+// it). An evaluation that fails because the page is navigating counts as
+// false: the next one runs in the new document.
 func waitFor(t *testing.T, ctx context.Context, predicate string, within time.Duration) {
 	t.Helper()
-	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](predicate,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(within)))
-	require.NoError(t, err, "waiting for %s", predicate)
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("Boolean(" + predicate + ")"))
+		if err == nil && ok {
+			return
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("waiting for %s: not true after %s (last error: %v)", predicate, within, last)
+}
+
+// clickAndLoad clicks the first element matching sel and waits for the page it leads to: a new
+// document (the mark on this one gone), fully loaded.
+func clickAndLoad(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	// Clicked from inside the page, in one task: a live update may swap
+	// the element between a protocol-level query and its click.
+	run(t, ctx, chromedp.Evaluate[chromedp.Void](`window.__leaving = true; document.querySelector(`+strconv.Quote(sel)+`).click()`))
+	waitFor(t, ctx, `window.__leaving === undefined && document.readyState === "complete"`, 20*time.Second)
 }
 
 // demo fills a store the way a small farm looks mid-run: two productions,
@@ -247,13 +268,12 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			require.Contains(t, text, "render-nightly")
 			require.Contains(t, text, "gpu-3")
 			require.Contains(t, run(t, ctx, chromedp.Text("#clock")), "high-water mark")
-			do(t, ctx, chromedp.Click(`a.production-link[href="/production?name=render-nightly"]`),
-				chromedp.WaitVisible("#production-name"))
+			clickAndLoad(t, ctx, `a.production-link[href="/production?name=render-nightly"]`)
 			require.Equal(t, "render-nightly", run(t, ctx, chromedp.Text("#production-name")))
 			require.Equal(t, 40, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr.job").length`)))
 			noScriptRan(t, ctx, "production")
 			screenshot(t, ctx, "production-"+store)
-			do(t, ctx, chromedp.Click(`tr.job.st-completed a.job-link`), chromedp.WaitVisible("#job-state"))
+			clickAndLoad(t, ctx, `tr.job.st-completed a.job-link`)
 			require.Equal(t, "completed", run(t, ctx, chromedp.Text("#job-state")))
 			require.Contains(t, run(t, ctx, chromedp.Text("#provenance")), "cycles 4.2")
 			noScriptRan(t, ctx, "job")
@@ -262,13 +282,14 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 
 		t.Run("AFilterAndASearch", func(t *testing.T) {
 			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly"), chromedp.WaitVisible("#apply"),
-				chromedp.Click(`input[name=state][value=claimed]`), chromedp.Click("#apply"),
-				chromedp.WaitVisible(`input[name=state][value=claimed]:checked`))
+				chromedp.Click(`input[name=state][value=claimed]`))
+			clickAndLoad(t, ctx, "#apply")
 			states := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.state")].map(td => td.textContent)`))
 			require.Equal(t, []string{"claimed", "claimed", "claimed", "claimed"}, states)
 			require.Contains(t, run(t, ctx, chromedp.Location()), "state=claimed")
 			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly"), chromedp.WaitVisible("#search"),
-				chromedp.SendKeys("#search", "shot-031"), chromedp.Click("#apply"), chromedp.WaitVisible(`#search[value="shot-031"]`))
+				chromedp.SendKeys("#search", "shot-031"))
+			clickAndLoad(t, ctx, "#apply")
 			keys := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.key")].map(td => td.textContent)`))
 			require.Equal(t, []string{"shot-031"}, keys)
 			screenshot(t, ctx, "filter-"+store)
@@ -303,6 +324,7 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			require.Contains(t, run(t, ctx, chromedp.Text("#live-status")), "live")
 			// Paused stays paused across pages of this tab, then resumes.
 			do(t, ctx, chromedp.Click("#pause"), chromedp.Navigate(st.srv.URL+"/"), chromedp.WaitVisible("#pause"))
+			waitFor(t, ctx, `document.getElementById("live-status").textContent !== ""`, 10*time.Second)
 			require.Equal(t, "paused", run(t, ctx, chromedp.Text("#live-status")))
 			do(t, ctx, chromedp.Click("#pause"))
 		})
@@ -313,7 +335,7 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			require.Equal(t, "requested", run(t, ctx, chromedp.Text("#job-state")))
 			// The form asks first; the test answers yes.
 			run(t, ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`))
-			do(t, ctx, chromedp.Click("#cancel-job"), chromedp.WaitVisible("#notice"))
+			clickAndLoad(t, ctx, "#cancel-job")
 			require.Equal(t, "cancelled", run(t, ctx, chromedp.Text("#job-state")))
 			require.Equal(t, "The job was cancelled.", run(t, ctx, chromedp.Text("#notice")))
 			rec, err := st.writer.JobDetail(context.Background(), "render-nightly", id)

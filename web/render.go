@@ -117,7 +117,7 @@ type errorView struct {
 // is core's (never a secret; a PostgreSQL URL's password is redacted by
 // the store) or the server's own.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	if code >= 500 {
+	if code >= 500 && r.Context().Err() == nil { // not a browser that went away mid-request
 		s.log.Printf("%s %s: %d %s", r.Method, r.URL.Path, code, msg)
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
