@@ -84,6 +84,22 @@ const (
 	MaxDurationUS = core.MaxDurationUS
 )
 
+// Bounds of waiting claims and keep-alives (docs/workers.md).
+const (
+	MaxWait              = core.MaxWait
+	MaxWaitUS            = core.MaxWaitUS
+	MinKeepAliveInterval = core.MinKeepAliveInterval
+)
+
+// KeepAliveOption adjusts Lease.KeepAlive.
+type KeepAliveOption = core.KeepAliveOption
+
+// KeepAliveInterval sets the time between a keep-alive's renewals (default:
+// a third of the duration).
+func KeepAliveInterval(interval time.Duration) KeepAliveOption {
+	return core.KeepAliveInterval(interval)
+}
+
 // The kinds of failure, in C status order (docs/errors.md).
 const (
 	KindInvalidArgument = core.KindInvalidArgument
@@ -104,6 +120,7 @@ const (
 	KindSchemaTooNew    = core.KindSchemaTooNew
 	KindForked          = core.KindForked
 	KindInternal        = core.KindInternal
+	KindInterrupted     = core.KindInterrupted
 )
 
 // Sentinels for errors.Is, one per kind.
@@ -126,6 +143,7 @@ var (
 	ErrSchemaTooNew    = core.ErrSchemaTooNew
 	ErrForked          = core.ErrForked
 	ErrInternal        = core.ErrInternal
+	ErrInterrupted     = core.ErrInterrupted
 	// ErrNotHeld matches lease_lost, expired and cancelled together.
 	ErrNotHeld = core.ErrNotHeld
 )

@@ -199,14 +199,20 @@ func leasesgo_cancel(h C.uintptr_t, production, jobID *C.char) (st C.int) {
 
 // ---- leases ----------------------------------------------------------------
 
+// leaseAndDuration reads a lease handle and a duration, in rejection order.
+func leaseAndDuration(h C.uintptr_t, dur C.int64_t) (*core.Lease, time.Duration, error) {
+	l, err := leaseOf(uintptr(h))
+	if err != nil {
+		return nil, 0, err
+	}
+	d, err := core.ValidateDurationUS(int64(dur))
+	return l, d, err
+}
+
 //export leasesgo_lease_renew
 func leasesgo_lease_renew(h C.uintptr_t, dur C.int64_t) (st C.int) {
 	defer recoverTo(&st)
-	l, err := leaseOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	d, err := core.ValidateDurationUS(int64(dur))
+	l, d, err := leaseAndDuration(h, dur)
 	if err != nil {
 		return status(err)
 	}
@@ -363,7 +369,11 @@ func leasesgo_lease_import(h C.uintptr_t, token *C.char, out *C.uintptr_t) (st C
 //export leasesgo_lease_free
 func leasesgo_lease_free(h C.uintptr_t) {
 	defer recoverTo(new(C.int))
-	take(kindLease, uintptr(h)) // local memory only: never writes
+	// Local memory only: never writes. A keep-alive stops first, so that
+	// no renewal is written once free returns.
+	if o, ok := take(kindLease, uintptr(h)); ok {
+		o.(*core.Lease).StopKeepAlive()
+	}
 }
 
 // ---- edits -----------------------------------------------------------------

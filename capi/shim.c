@@ -9,6 +9,7 @@
 
 #include "../include/leases.h"
 #include "_cgo_export.h"
+#include "shim.h"
 #include "status_names.h" /* generated from the header */
 
 #ifndef LEASES_RELEASE_VERSION
@@ -45,8 +46,6 @@ int leasesshim_forked(void) {
 }
 
 #define forked leasesshim_forked
-#define H(p) ((uintptr_t)(p))
-#define CHECK_FORK() do { if (forked()) return LEASES_FORKED; } while (0)
 
 uint32_t leases_abi_version(void) { return LEASES_ABI_VERSION; }
 
@@ -89,16 +88,6 @@ leases_status leases_job_request(leases_authority *authority, const char *produc
 	return leasesgo_job_request(H(authority), (char *)production, (char *)key,
 	                            (uint8_t *)payload, payload_len, out_job_id);
 }
-
-// Handle outputs go through a local id so that Go never writes a pointer type.
-#define OUT_HANDLE(T, out, call)                            \
-	do {                                                    \
-		uintptr_t h_ = 0;                                   \
-		uintptr_t *hp_ = (out) ? &h_ : NULL;                \
-		leases_status st_ = (call);                         \
-		if (out) *(out) = (T *)h_;                          \
-		return st_;                                         \
-	} while (0)
 
 leases_status leases_claim(leases_authority *authority, const char *production,
                            const char *worker, int64_t duration_us, leases_lease **out) {

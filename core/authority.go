@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -22,9 +24,11 @@ type Authority struct {
 	b      store.Backend
 	seam   atomic.Pointer[func() int64] // test builds only; nil in release builds
 	closed atomic.Bool
+	waits  *waitroom // waiting claims (wait.go)
 
-	mu    sync.Mutex
-	edits map[*Edit]struct{} // open edits, aborted by Close
+	mu      sync.Mutex
+	edits   map[*Edit]struct{}  // open edits, aborted by Close
+	keepers map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
@@ -46,7 +50,7 @@ func OpenStore(location, name string, open func() (store.Backend, error)) (*Auth
 	if err != nil {
 		return nil, storageErr("open "+name, err)
 	}
-	return &Authority{b: b}, nil
+	return &Authority{b: b, waits: newWaitroom(b)}, nil
 }
 
 // now is the clock of a store without a server clock (SQLite): this host's
@@ -78,29 +82,42 @@ func (a *Authority) sampleIn(ctx context.Context, tx store.Tx) (int64, error) {
 }
 
 // setClock installs the clock seam; only test builds reach it (clock_seam*.go).
-func (a *Authority) setClock(f func() int64) { a.seam.Store(&f) }
+// Every waiting claim looks again: a moved clock may have expired a claim,
+// and nothing was written that would wake it.
+func (a *Authority) setClock(f func() int64) {
+	a.seam.Store(&f)
+	if a.waits != nil {
+		a.waits.hub.WakeAll()
+	}
+}
 
 // Close closes the database. Leases of a closed authority report Closed.
 func (a *Authority) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
+	// Waits end (closed), and renewers stop before the store closes: none
+	// writes after Close returns.
+	a.waits.close()
+	a.stopKeepers()
 	// An edit left open would keep its transaction, and with PostgreSQL its
 	// row locks, until the process ends: roll each back (it then reports
 	// closed, and commits nothing).
-	a.mu.Lock()
-	open := make([]*Edit, 0, len(a.edits))
-	for e := range a.edits {
-		open = append(open, e)
-	}
-	a.mu.Unlock()
-	for _, e := range open {
+	for _, e := range lockedKeys(&a.mu, a.edits) {
 		e.Abort()
 	}
 	if err := a.b.Close(); err != nil {
 		return storageErr("close", err)
 	}
 	return nil
+}
+
+// lockedKeys lists m's keys under mu, so that each can then be acted on
+// without holding it.
+func lockedKeys[K comparable](mu *sync.Mutex, m map[K]struct{}) []K {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Collect(maps.Keys(m))
 }
 
 func (a *Authority) usable() error {
@@ -156,7 +173,7 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 		return Production{}, err
 	}
 	var out Production
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := tx.ProductionByName(ctx, name)
 		if err == nil {
 			out = toProduction(p)
@@ -219,9 +236,9 @@ func (a *Authority) request(ctx context.Context, production, key string, payload
 		return "", err
 	}
 	var id string
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 		var err error
-		id, err = requestIn(ctx, tx, now, production, key, payload)
+		id, err = requestIn(ctx, tx, w, now, production, key, payload)
 		return err
 	})
 	return id, err
@@ -240,7 +257,7 @@ func checkRequest(production, key string, payload []byte) error {
 	return nil
 }
 
-func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
+func requestIn(ctx context.Context, tx store.Tx, w *wakes, now int64, production, key string, payload []byte) (string, error) {
 	p, err := productionByName(ctx, tx, production)
 	if err != nil {
 		return "", err
@@ -271,6 +288,9 @@ func requestIn(ctx context.Context, tx store.Tx, now int64, production, key stri
 	}
 	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
 		return "", storageErr("request job", err)
+	}
+	if err := w.add(ctx, tx, p.ID); err != nil {
+		return "", err
 	}
 	return id, nil
 }
@@ -304,7 +324,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 	if err := checkID("job id", jobID); err != nil {
 		return err
 	}
-	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
+	return aboutJob(a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
@@ -352,23 +372,27 @@ func event(ctx context.Context, tx store.Tx, e store.Event) error {
 // write runs an unguarded writing transaction (no clock policy): creating
 // productions, requesting jobs, cancelling. A transaction the store aborted
 // over a concurrent conflict is run again (retrying).
-func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64) error) error {
+func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w *wakes) error) error {
 	return a.retrying(ctx, func() error {
 		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
 			return storageErr("begin", err)
 		}
+		var w wakes
 		now, err := a.sampleIn(ctx, tx)
 		if err == nil {
-			err = fn(tx, now)
+			err = fn(tx, now, &w)
 		}
 		if err != nil {
 			tx.Rollback()
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return commitErr(err)
+			err = commitErr(err)
+			a.waits.committed(err, w)
+			return err
 		}
+		a.waits.committed(nil, w)
 		return nil
 	})
 }

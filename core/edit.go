@@ -113,7 +113,7 @@ func (e *Edit) RequestJob(production, key string, payload []byte) (string, error
 	if err != nil {
 		return "", e.afterOp(err)
 	}
-	id, err := requestIn(e.g.ctx, e.g.tx, now, production, key, payload)
+	id, err := requestIn(e.g.ctx, e.g.tx, &e.g.wakes, now, production, key, payload)
 	return id, e.afterOp(err)
 }
 
@@ -219,7 +219,7 @@ func (e *Edit) Commit() error {
 			if err == nil || unknown {
 				l.state = LeaseActive
 			} else {
-				l.state = LeaseClosed
+				l.closeHere("was claimed in an edit that did not commit")
 			}
 			l.mu.Unlock()
 		}
@@ -230,8 +230,10 @@ func (e *Edit) Commit() error {
 		switch {
 		case unknown:
 			l.state = LeaseActive
-		case err == nil || l.state == LeasePending:
-			l.state = LeaseClosed
+		case err == nil:
+			l.closeHere("completed")
+		case l.state == LeasePending:
+			l.closeHere("was claimed in an edit that did not commit")
 		}
 		l.mu.Unlock()
 	}
@@ -259,7 +261,7 @@ func (e *Edit) abortLocked() {
 	for _, l := range append(e.pending, e.finishing...) {
 		l.mu.Lock()
 		if l.state == LeasePending {
-			l.state = LeaseClosed
+			l.closeHere("was claimed in an edit that was aborted")
 		}
 		l.edit = nil
 		l.mu.Unlock()

@@ -57,6 +57,19 @@ type Lease struct {
 	expiry    int64
 	state     LeaseState
 	edit      *Edit // while pending
+	// heldUntil is when, on this host's monotonic clock, the expiry last
+	// confirmed comes at the earliest: the local start of the operation
+	// that set it plus the time it granted on the authority's clock. A
+	// keep-alive renews before it and gives up after it.
+	heldUntil time.Time
+
+	// smu guards the loss report and the renewer. It is taken inside l.mu,
+	// never the other way round (keepalive.go).
+	smu     sync.Mutex
+	lost    chan struct{} // closed once the lease is known to be over (Done)
+	lostErr error
+	keeper  *keeper
+	kmu     sync.Mutex // serializes starting and stopping the renewer
 }
 
 // JobID is the claimed job's id.
@@ -183,38 +196,56 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	if err != nil {
 		return store.Job{}, 0, err
 	}
-	// A job row names its production (a foreign key), so a job found in the
-	// lease's production proves that production exists too.
 	j, err := g.tx.JobByID(g.ctx, l.jobID)
-	if errors.Is(err, store.ErrNoRow) {
-		return j, 0, errf(KindNotFound, "job %s does not exist", l.jobID)
-	}
-	if err != nil {
-		return j, 0, storageErr("look up job", err)
-	}
-	if j.ProductionID != l.productionID {
-		return j, 0, errf(KindNotFound, "job %s does not belong to production %q", l.jobID, l.production)
-	}
-	if j.State == store.StateCancelled {
-		return j, 0, errf(KindCancelled, "job %s was cancelled by the coordinator", l.jobID)
+	if err := l.jobFound(j, err); err != nil {
+		return j, 0, err
 	}
 	if now, err = g.locked(now); err != nil {
 		return j, 0, err
 	}
-	if !l.secret.matches(j.ClaimHash) {
-		if j.State == store.StateRequested {
-			return j, 0, errf(KindLeaseLost, "job %s is not held by this lease: it is requested (the claim ended, or never committed)", l.jobID)
-		}
-		return j, 0, errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
-	}
-	if j.State != store.StateClaimed {
-		return j, 0, errf(KindWrongState, "this claim on job %s already finished: the job is %s", l.jobID, j.State)
-	}
-	if now >= j.Expiry {
-		return j, 0, errf(KindExpired, "the claim on job %s expired at %s", l.jobID, describeUS(j.Expiry))
+	if err := l.holds(j, now); err != nil {
+		return j, 0, err
 	}
 	g.mustOutlive(j.Expiry)
 	return j, now, nil
+}
+
+// jobFound is the part of the claimant rules decided on the job row alone:
+// not found (or another production's), cancelled. err is the row's lookup.
+func (l *Lease) jobFound(j store.Job, err error) error {
+	// A job row names its production (a foreign key), so a job found in the
+	// lease's production proves that production exists too.
+	if errors.Is(err, store.ErrNoRow) {
+		return errf(KindNotFound, "job %s does not exist", l.jobID)
+	}
+	if err != nil {
+		return storageErr("look up job", err)
+	}
+	if j.ProductionID != l.productionID {
+		return errf(KindNotFound, "job %s does not belong to production %q", l.jobID, l.production)
+	}
+	if j.State == store.StateCancelled {
+		return errf(KindCancelled, "job %s was cancelled by the coordinator", l.jobID)
+	}
+	return nil
+}
+
+// holds is the rest, at now on the authority's clock: lease lost, wrong
+// state, expired.
+func (l *Lease) holds(j store.Job, now int64) error {
+	if !l.secret.matches(j.ClaimHash) {
+		if j.State == store.StateRequested {
+			return errf(KindLeaseLost, "job %s is not held by this lease: it is requested (the claim ended, or never committed)", l.jobID)
+		}
+		return errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
+	}
+	if j.State != store.StateClaimed {
+		return errf(KindWrongState, "this claim on job %s already finished: the job is %s", l.jobID, j.State)
+	}
+	if now >= j.Expiry {
+		return errf(KindExpired, "the claim on job %s expired at %s", l.jobID, describeUS(j.Expiry))
+	}
+	return nil
 }
 
 // ---- claiming --------------------------------------------------------------
@@ -344,16 +375,19 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	}
 	g.mustOutlive(expiry)
 	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
-		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
+		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending,
+		heldUntil: g.started.Add(time.Duration(us) * time.Microsecond)}, nil
 }
 
 // ---- claimant transitions --------------------------------------------------
 
 // transition runs one guarded claimant operation on an active lease. On
-// success closeAfter closes the lease; on any failure the lease stays active
-// locally and its next use asks the store again.
-func (l *Lease) transition(ctx context.Context, closeAfter bool, fn func(g *guard) error) error {
+// success a non-empty closes (what happened: "completed") closes the lease;
+// on any failure the lease stays active locally and its next use asks the
+// store again. A verdict that the claim is over is reported by Done.
+func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard) error) error {
 	if err := l.localCheck(); err != nil {
+		l.reportEnd(err)
 		return err
 	}
 	err := l.a.retrying(ctx, func() error {
@@ -368,10 +402,12 @@ func (l *Lease) transition(ctx context.Context, closeAfter bool, fn func(g *guar
 		return g.commit()
 	})
 	if err != nil {
-		return aboutJob(err, l.jobID)
+		err = aboutJob(err, l.jobID)
+		l.reportEnd(err)
+		return err
 	}
-	if closeAfter {
-		l.state = LeaseClosed
+	if closes != "" {
+		l.closeHere(closes)
 	}
 	return nil
 }
@@ -399,12 +435,14 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var newExpiry int64
-	err = l.transition(ctx, false, func(g *guard) error {
+	var heldUntil time.Time
+	err = l.transition(ctx, "", func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
 		}
 		newExpiry = now + us
+		heldUntil = g.started.Add(time.Duration(us) * time.Microsecond)
 		if newExpiry <= j.Expiry {
 			return errf(KindNotExtended, "renewing job %s for %s would not extend its expiry %s",
 				l.jobID, d, describeUS(j.Expiry))
@@ -417,7 +455,7 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 			Worker: l.worker, Expiry: newExpiry})
 	})
 	if err == nil {
-		l.expiry = newExpiry
+		l.expiry, l.heldUntil = newExpiry, heldUntil
 	}
 	return err
 }
@@ -432,7 +470,7 @@ func (l *Lease) release(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error {
+	return l.transition(ctx, "released", func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
@@ -442,6 +480,9 @@ func (l *Lease) release(ctx context.Context) error {
 		j.State, j.Worker, j.ClaimedAt, j.Expiry, j.UpdatedAt = store.StateRequested, "", 0, 0, now
 		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("release", err)
+		}
+		if err := g.wakes.add(g.ctx, g.tx, l.productionID); err != nil {
+			return err
 		}
 		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
 			Worker: l.worker})
@@ -461,7 +502,7 @@ func (l *Lease) fail(ctx context.Context, reason string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error {
+	return l.transition(ctx, "failed", func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
@@ -488,7 +529,7 @@ func (l *Lease) complete(ctx context.Context, f Facts) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error { return completeIn(g, l, f) })
+	return l.transition(ctx, "completed", func(g *guard) error { return completeIn(g, l, f) })
 }
 
 func completeIn(g *guard, l *Lease, f Facts) error {
@@ -586,6 +627,8 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 	}
 	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: t.Secret, state: LeaseActive}
 	var j store.Job
+	var local time.Time
+	var now int64
 	err = a.retrying(ctx, func() error {
 		g, err := a.beginGuard(ctx)
 		if err != nil {
@@ -594,7 +637,8 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 		if p, err := g.tx.ProductionByID(ctx, t.ProductionID); err == nil {
 			l.production = p.Name
 		}
-		if j, _, err = checkHeld(g, l); err != nil {
+		local = g.started
+		if j, now, err = checkHeld(g, l); err != nil {
 			g.rollback()
 			return err
 		}
@@ -604,5 +648,6 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 		return nil, aboutJob(err, t.JobID)
 	}
 	l.worker, l.claimedAt, l.expiry = j.Worker, j.ClaimedAt, j.Expiry
+	l.heldUntil = local.Add(time.Duration(j.Expiry-now) * time.Microsecond)
 	return l, nil
 }

@@ -32,8 +32,8 @@
  *   - Handle outputs are owned by the caller and released with their own
  *     function: leases_authority_close, leases_lease_free, leases_edit_commit
  *     or leases_edit_abort, leases_execution_finish or
- *     leases_execution_abandon. Releasing functions accept NULL and a handle
- *     that was already released (nothing happens).
+ *     leases_execution_abandon, leases_canceller_free. Releasing functions
+ *     accept NULL and a handle that was already released (nothing happens).
  *   - leases_version(), leases_status_name() and leases_last_error() return
  *     strings the library owns; never free them.
  *     leases_execution_temp_path/final_path return strings owned by the
@@ -49,6 +49,9 @@
  *     transaction holding its locks (SQLite's writer lock; on PostgreSQL
  *     the rows it takes); use it from one thread at a time and keep it short.
  *   - leases_execution: use from one thread at a time.
+ *   - leases_canceller: safe to share; cancel it from any thread.
+ *   - A waiting call (leases_claim_wait, leases_lease_wait_lost) blocks only
+ *     its own thread, holding nothing another thread needs.
  *   - leases_last_error() is per thread.
  *
  * GO RUNTIME LIMITS (the library is written in Go)
@@ -92,11 +95,15 @@ extern "C" {
 #define LEASES_MAX_FACTS_LEN 1048576   /* facts_json */
 #define LEASES_MAX_PATH_LEN 4096       /* database path, output directory */
 #define LEASES_MAX_TOKEN_LEN 128       /* exported token */
+/* The longest wait of leases_claim_wait and leases_lease_wait_lost: 24 h,
+ * inclusive. Since revision 1. */
+#define LEASES_MAX_WAIT_US INT64_C(86400000000)
 
 typedef struct leases_authority leases_authority; /* one handle type per object */
 typedef struct leases_edit leases_edit;
 typedef struct leases_lease leases_lease;
 typedef struct leases_execution leases_execution;
+typedef struct leases_canceller leases_canceller; /* since revision 1 */
 
 /*
  * Status codes. When several rejections apply, the first of this order is
@@ -153,6 +160,9 @@ typedef int leases_status;
 /* called in a fork()ed child of the process that loaded the library */
 #define LEASES_FORKED 17
 #define LEASES_INTERNAL 18 /* a bug, reported instead of crashing the host; the process goes on */
+/* a wait was ended by its canceller (returned only by the waiting functions
+ * of revision 1) */
+#define LEASES_INTERRUPTED 19
 
 /* ---- library ------------------------------------------------------------ */
 
@@ -252,8 +262,89 @@ leases_status leases_lease_export(const leases_lease *lease, char **out_token);
 leases_status leases_lease_import(leases_authority *authority, const char *token,
                                   leases_lease **out);
 /* Frees local memory only: never writes, renews or releases. An unreleased
- * claim lasts until its expiry or a coordinator cancel. Accepts NULL. */
+ * claim lasts until its expiry or a coordinator cancel. Accepts NULL. Since
+ * revision 1 it first stops the lease's keep-alive, if one runs: it returns
+ * once no renewal can be written any more (one whose commit had started has
+ * finished). Do not free a lease another thread is using. */
 void leases_lease_free(leases_lease *lease);
+
+/* ---- waiting, keep-alive and interruption (since revision 1) ------------ */
+
+/* Creates a canceller: a flag that ends the waits it is given
+ * (leases_claim_wait, leases_lease_wait_lost) with LEASES_INTERRUPTED. One
+ * canceller may serve many waits, in many threads. *out: release with
+ * leases_canceller_free. Since revision 1. */
+leases_status leases_canceller_new(leases_canceller **out);
+/* Cancels: every wait given the canceller returns LEASES_INTERRUPTED at
+ * once, and so does every later one (it stays cancelled). Callable from any
+ * thread, repeatedly; not from a signal handler (it is not
+ * async-signal-safe: have the handler set a flag, and wait in slices).
+ * Since revision 1. */
+leases_status leases_canceller_cancel(leases_canceller *canceller);
+/* Releases the canceller. Free it only after the waits it was given have
+ * returned (a wait that still runs keeps working, but can no longer be
+ * cancelled). Accepts NULL and a released handle. Since revision 1. */
+void leases_canceller_free(leases_canceller *canceller);
+
+/* Claims the next claimable job of production for duration_us, like
+ * leases_claim, waiting up to wait_us (0 .. LEASES_MAX_WAIT_US; 0: no wait,
+ * which is leases_claim) for one to become claimable. While it waits it
+ * writes nothing and holds no lock: it wakes when a request or a release
+ * commits (in this process, another process on the same SQLite file, or any
+ * host on PostgreSQL) and when a claim of the production expires, and claims
+ * then. wait_us is measured on this host's monotonic clock and decides
+ * nothing about the lease. Returns LEASES_OK with *out (release with
+ * leases_lease_free); LEASES_NOTHING_TO_CLAIM (*out NULL) when wait_us
+ * passed; LEASES_INTERRUPTED when canceller (NULL: none) was or is
+ * cancelled, with nothing claimed; LEASES_CLOSED when the authority is, or
+ * gets, closed; otherwise as leases_claim. An unknown production is
+ * LEASES_NOT_FOUND at once. Blocks the calling thread only: other threads
+ * and their waits go on. Short waits are cheap (a wait after one that found
+ * nothing reads nothing until something happens), so a caller that must
+ * check a flag of its own may wait in slices. Since revision 1. */
+leases_status leases_claim_wait(leases_authority *authority, const char *production,
+                                const char *worker, int64_t duration_us, int64_t wait_us,
+                                leases_canceller *canceller, leases_lease **out);
+/* Keeps the lease alive in the background: renews it, by the rules of
+ * leases_lease_renew(lease, duration_us), every interval_us (0: a third of
+ * duration_us; else at least 1000 and below duration_us, or
+ * LEASES_INVALID_DURATION). A renewal that fails with LEASES_BUSY,
+ * LEASES_OUTCOME_UNKNOWN, LEASES_STORAGE or LEASES_CLOCK_REGRESSED is tried
+ * again, with back-off, while the claim may still hold. The renewer stops
+ * when the lease closes (complete, release, fail), at
+ * leases_lease_keep_alive_stop, at leases_lease_free, when the authority
+ * closes, and when a renewal is rejected or it gives up: then
+ * leases_lease_check and leases_lease_wait_lost report why (never
+ * silently). Calling it again replaces the running renewer. The lease must
+ * be active (else LEASES_CLOSED). docs/workers.md says how long a duration
+ * must be. Since revision 1. */
+leases_status leases_lease_keep_alive(leases_lease *lease, int64_t duration_us,
+                                      int64_t interval_us);
+/* Stops the lease's keep-alive, if one runs, and returns once no renewal can
+ * be written any more (one whose commit had started has finished). The
+ * lease stays as it is. Since revision 1. */
+leases_status leases_lease_keep_alive_stop(leases_lease *lease);
+/* Asks the store, without writing, whether the lease still holds its claim
+ * now on the authority's clock. LEASES_OK with *out_reason = LEASES_OK: it
+ * does. LEASES_OK with another *out_reason: the status the lease's next
+ * operation would get (LEASES_CLOSED, LEASES_CLOCK_REGRESSED,
+ * LEASES_NOT_FOUND, LEASES_CANCELLED, LEASES_LEASE_LOST, LEASES_WRONG_STATE,
+ * LEASES_EXPIRED), described by leases_last_error(). Any other return
+ * (LEASES_BUSY, LEASES_STORAGE, ...) is a failure to ask, which says nothing
+ * about the claim (*out_reason 0). Since revision 1. */
+leases_status leases_lease_check(const leases_lease *lease, leases_status *out_reason);
+/* Waits until this process knows the lease is over, at most timeout_us
+ * (0 .. LEASES_MAX_WAIT_US; 0: do not wait), or until canceller (NULL: none)
+ * is cancelled. The lease is known to be over once it closed here, its
+ * keep-alive was rejected or gave up, an operation or leases_lease_check
+ * found its claim over, or its authority closed while it was kept alive.
+ * LEASES_OK with *out_reason the status saying why (as for
+ * leases_lease_check, described by leases_last_error()), or LEASES_OK if the
+ * timeout passed first; LEASES_INTERRUPTED if the canceller ended the wait
+ * (*out_reason 0). A kept-alive lease learns of a coordinator's cancel
+ * within one renewal interval. Since revision 1. */
+leases_status leases_lease_wait_lost(const leases_lease *lease, int64_t timeout_us,
+                                     leases_canceller *canceller, leases_status *out_reason);
 
 /* ---- edits (one write transaction) -------------------------------------- */
 

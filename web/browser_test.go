@@ -166,7 +166,7 @@ func waitFor(t *testing.T, ctx context.Context, predicate string, within time.Du
 	deadline := time.Now().Add(within)
 	var last error
 	for time.Now().Before(deadline) {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("Boolean(" + predicate + ")"))
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("Boolean("+predicate+")"))
 		if err == nil && ok {
 			return
 		}

@@ -68,9 +68,58 @@ var (
 // Clock is implemented by a Tx whose store owns the authority clock: a
 // database server that every host shares. Now samples that clock from inside
 // the transaction, in unix µs. A Tx that is not a Clock leaves the sample to
-// the authority's own host (the embedded SQLite store).
+// the authority's own host (the embedded SQLite store). Such a store's
+// Backend is a Clock too, for samples outside a transaction (a waiting
+// claim's look, which decides nothing).
 type Clock interface {
 	Now(ctx context.Context) (int64, error)
+}
+
+// Watcher is implemented by a Backend that can tell that a change was
+// committed by another connection, process or host, without writing and
+// without taking any writer lock. Watch starts watching and returns a
+// function that stops it (and returns once it has stopped). changed is called
+// from the watcher's own goroutine with the id of a production whose jobs may
+// have become claimable, or "" when the change names no production (or may
+// concern any). Once the watcher sees every later change it reports "" (a
+// change made while it was starting is found by the look that follows).
+// False alarms are allowed. MissesChanges reports whether changes can still
+// go unreported (a server's notifications are lost with their connection):
+// core then looks more often whatever happens.
+type Watcher interface {
+	Watch(changed func(productionID string)) (stop func())
+	MissesChanges() bool
+}
+
+// Looker is implemented by a Backend whose clock is a server's: it answers
+// a waiting claim's whole look in one round trip — a sample of its clock,
+// HasClaimable at that time, and NextWakeAt.
+type Looker interface {
+	Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error)
+}
+
+// Run runs fn on a goroutine of its own until the returned stop is called;
+// stop ends fn's context and returns once fn has returned. It is a watcher's
+// Watch made of its loop.
+func Run(fn func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// Notifier is implemented by a Tx whose commits other hosts learn about
+// only if told (PostgreSQL). Claimable records that the production may have
+// a claimable job once this transaction commits; the notice is sent with the
+// commit, and never if it does not commit.
+type Notifier interface {
+	Claimable(ctx context.Context, productionID string) error
 }
 
 // Production is one named batch of jobs.
@@ -143,6 +192,16 @@ type Reader interface {
 	// NextClaimable returns the first job in request order that is requested,
 	// or claimed with an expiry at or before now.
 	NextClaimable(ctx context.Context, productionID string, now int64) (Job, error)
+	// HasClaimable reports whether NextClaimable would find a job, without
+	// reading it (a waiting claim's look). Its condition is NextClaimable's.
+	HasClaimable(ctx context.Context, productionID string, now int64) (bool, error)
+	// NextWakeAt is the earliest instant (unix µs, on the authority's
+	// clock) at which a job of the production can become claimable without
+	// any write: the earliest expiry of its claimed jobs. ok is false when
+	// there is none. A waiting claim sleeps until then. It is the one place
+	// that answers "when to look again"; jobs that become claimable at a
+	// time of their own would be added here.
+	NextWakeAt(ctx context.Context, productionID string) (unixUS int64, ok bool, err error)
 	// Events lists events with seq > after; productionID "" means all.
 	Events(ctx context.Context, productionID string, after int64, limit int) ([]Event, error)
 	Facts(ctx context.Context, jobID string) ([]Fact, error)

@@ -71,7 +71,7 @@ static void test_status_names_and_codes_match_shared_vectors(void) {
 		{LEASES_CLOCK_REGRESSED, "clock_regressed"}, {LEASES_CLOSED, "closed"},
 		{LEASES_BAD_TOKEN, "bad_token"}, {LEASES_BUSY, "busy"}, {LEASES_STORAGE, "storage"},
 		{LEASES_OUTCOME_UNKNOWN, "outcome_unknown"}, {LEASES_SCHEMA_TOO_NEW, "schema_too_new"},
-		{LEASES_FORKED, "forked"}, {LEASES_INTERNAL, "internal"},
+		{LEASES_FORKED, "forked"}, {LEASES_INTERNAL, "internal"}, {LEASES_INTERRUPTED, "interrupted"},
 	};
 	CHECK(NVEC(macros) == NVEC(status_vectors));
 	for (size_t i = 0; i < NVEC(status_vectors); i++) {
@@ -1032,6 +1032,10 @@ static void test_forked_child_gets_forked_status_within_one_second(void) {
 		ok &= leases_claim(NULL, NULL, NULL, 0, NULL) == LEASES_FORKED;
 		ok &= leases_lease_renew(l, SEC) == LEASES_FORKED;
 		ok &= leases_authority_open("x", &(leases_authority *){NULL}) == LEASES_FORKED;
+		ok &= leases_claim_wait(a, "p", "w", SEC, SEC, NULL, &(leases_lease *){NULL}) == LEASES_FORKED;
+		ok &= leases_canceller_new(&(leases_canceller *){NULL}) == LEASES_FORKED;
+		ok &= leases_lease_keep_alive(l, SEC, 0) == LEASES_FORKED;
+		ok &= leases_lease_wait_lost(l, SEC, NULL, &(leases_status){0}) == LEASES_FORKED;
 		ok &= strstr(leases_last_error(), "fork") != NULL;
 		ok &= strcmp(leases_status_name(LEASES_FORKED), "forked") == 0;
 		leases_lease_free(l); /* do nothing, do not hang */
@@ -1351,6 +1355,320 @@ static void test_panic_becomes_internal_status(void) {
 }
 #endif /* LEASES_TEST_BUILD */
 
+
+/* ---- waiting claims, keep-alive, cancellers (revision 1) ------------------ */
+
+/* How many events of kind the production's log holds. */
+static int count_events(leases_authority *a, const char *kind) {
+	char *json = NULL;
+	CHECK_OK(leases_events_json(a, "p", 0, &json));
+	go_defined(json);
+	char needle[64];
+	snprintf(needle, sizeof needle, "\"kind\":\"%s\"", kind);
+	int n = 0;
+	for (const char *p = json; p && (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+	leases_free(json);
+	return n;
+}
+
+struct later {
+	int after_ms;
+	leases_authority *authority; /* request a job, or close it (close set) */
+	leases_canceller *canceller; /* cancel it */
+	int close;
+};
+
+static void *do_later(void *arg) {
+	struct later *w = arg;
+	sleep_ms(w->after_ms);
+	if (w->canceller) CHECK_OK(leases_canceller_cancel(w->canceller));
+	if (w->authority && w->close) leases_authority_close(w->authority);
+	if (w->authority && !w->close) leases_free(request(w->authority, NULL));
+	return NULL;
+}
+
+static void test_claim_wait_wakes_for_a_job_requested_while_it_waits(void) {
+	leases_authority *a = fresh("wait_wakes", NULL, 0);
+	struct later w = {.after_ms = 100, .authority = a};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
+	struct timespec t0 = mono_now();
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
+	CHECK(l != NULL);
+	/* Woken by the commit, not by a poll (SQLite's safety poll is 10 s). */
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	leases_authority_close(a);
+}
+
+static void test_claim_wait_with_nothing_to_claim_returns_after_its_wait_and_writes_nothing(void) {
+	leases_authority *a = fresh("wait_nothing", NULL, 0);
+	char *before = NULL, *after = NULL;
+	CHECK_OK(leases_events_json(a, NULL, 0, &before));
+	struct timespec t0 = mono_now();
+	leases_lease *l = (leases_lease *)&l;
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 100000, NULL, &l), LEASES_NOTHING_TO_CLAIM);
+	CHECK(l == NULL);
+	CHECK(seconds_since(t0) >= 0.09);
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 0, NULL, &l), LEASES_NOTHING_TO_CLAIM); /* no wait: a claim */
+	CHECK_ST(leases_claim_wait(a, "nope", "w", 30 * SEC, 60 * SEC, NULL, &l), LEASES_NOT_FOUND); /* at once */
+	CHECK_OK(leases_events_json(a, NULL, 0, &after));
+	go_defined(before);
+	go_defined(after);
+	CHECK(before && after && strcmp(before, after) == 0);
+	leases_free(before);
+	leases_free(after);
+	leases_authority_close(a);
+}
+
+static void test_a_canceller_cancelled_from_another_thread_interrupts_a_wait(void) {
+	leases_authority *a = fresh("wait_cancel", NULL, 0);
+	leases_canceller *c = NULL;
+	CHECK_OK(leases_canceller_new(&c));
+	CHECK(c != NULL);
+	struct later w = {.after_ms = 100, .canceller = c};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
+	struct timespec t0 = mono_now();
+	leases_lease *l = (leases_lease *)&l;
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, c, &l), LEASES_INTERRUPTED);
+	CHECK(l == NULL);
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(strstr(leases_last_error(), "interrupted") != NULL);
+	CHECK(pthread_join(t, NULL) == 0);
+	/* Sticky: every later wait given it ends at once, nothing claimed. */
+	char *j = request(a, NULL);
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, c, &l), LEASES_INTERRUPTED);
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_OK(leases_canceller_cancel(c)); /* again: fine */
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	leases_status why = -1;
+	CHECK_ST(leases_lease_wait_lost(l, 60 * SEC, c, &why), LEASES_INTERRUPTED);
+	CHECK(why == 0);
+	leases_lease_free(l);
+	leases_canceller_free(c);
+	leases_canceller_free(c); /* twice: nothing */
+	leases_canceller_free(NULL);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_closing_the_authority_ends_a_wait_with_closed(void) {
+	leases_authority *a = fresh("wait_close", NULL, 0);
+	struct later w = {.after_ms = 100, .authority = a, .close = 1};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
+	struct timespec t0 = mono_now();
+	leases_lease *l = NULL;
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l), LEASES_CLOSED);
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(pthread_join(t, NULL) == 0);
+}
+
+/* Waits, at most 10 s, until the log holds n renewals. */
+static void await_renewals(leases_authority *a, int n) {
+	struct timespec t0 = mono_now();
+	while (count_events(a, "renewed") < n && seconds_since(t0) < 10.0) sleep_ms(10);
+	CHECK(count_events(a, "renewed") >= n);
+}
+
+/* Checks that the event log gets no renewal any more. */
+static void check_no_more_renewals(leases_authority *a) {
+	int n = count_events(a, "renewed");
+	sleep_ms(100);
+	CHECK(count_events(a, "renewed") == n);
+}
+
+static void test_a_kept_alive_lease_renews_and_a_freed_one_writes_nothing_after(void) {
+	leases_authority *a = fresh("keepalive_free", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 2 * SEC, 10000);
+	await_renewals(a, 3);
+	leases_status why = -1;
+	CHECK_OK(leases_lease_check(l, &why));
+	CHECK(why == LEASES_OK);
+	leases_lease_free(l); /* stops the renewer first */
+	check_no_more_renewals(a); /* the event log: nothing after free */
+	CHECK(strcmp(job_state(a, j), "claimed") == 0);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_keep_alive_stop_writes_nothing_after_it_returns(void) {
+	leases_authority *a = fresh("keepalive_stop", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 2 * SEC, 10000);
+	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 0)); /* again: replaces it */
+	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 10000));
+	await_renewals(a, 2);
+	CHECK_OK(leases_lease_keep_alive_stop(l));
+	check_no_more_renewals(a);
+	CHECK_OK(leases_lease_keep_alive_stop(l)); /* none runs: fine */
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_a_coordinators_cancel_reaches_a_kept_alive_lease(void) {
+	leases_authority *a = fresh("keepalive_cancel", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 3600 * SEC, 50000);
+	leases_status why = -1;
+	CHECK_OK(leases_lease_wait_lost(l, 0, NULL, &why)); /* no wait: not lost */
+	CHECK(why == LEASES_OK);
+	CHECK_OK(leases_lease_wait_lost(l, 50000, NULL, &why)); /* the timeout passes */
+	CHECK(why == LEASES_OK);
+	CHECK_OK(leases_cancel(a, "p", j));
+	struct timespec t0 = mono_now();
+	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why));
+	CHECK(why == LEASES_CANCELLED);
+	CHECK(seconds_since(t0) < 5.0); /* one renewal interval, not the hour */
+	CHECK(strstr(leases_last_error(), "cancelled") != NULL);
+	CHECK_OK(leases_lease_check(l, &why));
+	CHECK(why == LEASES_CANCELLED);
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CANCELLED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_waiting_and_keep_alive_reject_bad_input_and_change_nothing(void) {
+	leases_authority *a = fresh("wait_bad", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL, *lo = NULL;
+	leases_canceller *c = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	CHECK_OK(leases_canceller_new(&c));
+	char *before = listing(a);
+	const int IA = LEASES_INVALID_ARGUMENT, ID = LEASES_INVALID_DURATION;
+	leases_status why = -1;
+	/* NULLs. */
+	CHECK_ST(leases_canceller_new(NULL), IA);
+	CHECK_ST(leases_canceller_cancel(NULL), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, SEC, NULL, NULL), IA);
+	CHECK_ST(leases_claim_wait(NULL, "p", "w", SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, NULL, "w", SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, "p", NULL, SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_lease_keep_alive(NULL, SEC, 0), IA);
+	CHECK_ST(leases_lease_keep_alive_stop(NULL), IA);
+	CHECK_ST(leases_lease_check(l, NULL), IA);
+	CHECK_ST(leases_lease_check(NULL, &why), IA);
+	CHECK_ST(leases_lease_wait_lost(l, SEC, NULL, NULL), IA);
+	CHECK_ST(leases_lease_wait_lost(NULL, SEC, NULL, &why), IA);
+	/* Bad durations, waits and intervals. */
+	CHECK_ST(leases_claim_wait(a, "p", "w", 0, SEC, NULL, &lo), ID);
+	CHECK_ST(leases_claim_wait(a, "p", "w", LEASES_MAX_DURATION_US + 1, SEC, NULL, &lo), ID);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, -1, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, LEASES_MAX_WAIT_US + 1, NULL, &lo), IA);
+	CHECK(lo == NULL);
+	CHECK_ST(leases_lease_keep_alive(l, 0, 0), ID);
+	CHECK_ST(leases_lease_keep_alive(l, SEC, -1), ID);
+	CHECK_ST(leases_lease_keep_alive(l, SEC, 999), ID);     /* below 1 ms */
+	CHECK_ST(leases_lease_keep_alive(l, SEC, SEC), ID);     /* not below the duration */
+	CHECK_ST(leases_lease_keep_alive(l, 2000, 0), ID);      /* a third of it is below 1 ms */
+	CHECK_ST(leases_lease_wait_lost(l, -1, NULL, &why), IA);
+	CHECK_ST(leases_lease_wait_lost(l, LEASES_MAX_WAIT_US + 1, NULL, &why), IA);
+	/* Wrong-type, unknown and freed handles. */
+	CHECK_ST(leases_claim_wait((leases_authority *)l, "p", "w", SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, SEC, (leases_canceller *)a, &lo), IA);
+	CHECK_ST(leases_canceller_cancel((leases_canceller *)l), IA);
+	CHECK_ST(leases_lease_keep_alive((leases_lease *)c, SEC, 0), IA);
+	CHECK_ST(leases_lease_wait_lost(l, SEC, (leases_canceller *)(uintptr_t)1, &why), IA);
+	leases_canceller_free((leases_canceller *)a); /* ignored: not a canceller */
+	CHECK_OK(leases_production_create(a, "still-open"));
+	leases_canceller *stale = c;
+	leases_canceller_free(c);
+	CHECK_ST(leases_canceller_cancel(stale), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, SEC, stale, &lo), IA);
+	CHECK(strstr(leases_last_error(), "leases_canceller") != NULL);
+	leases_lease *freed = l;
+	leases_lease_free(l);
+	CHECK_ST(leases_lease_keep_alive(freed, SEC, 0), IA);
+	CHECK_ST(leases_lease_check(freed, &why), IA);
+	CHECK(why == 0);
+	char *after = listing(a);
+	CHECK(before && after && strcmp(before, after) == 0);
+	leases_free(before);
+	leases_free(after);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_a_closed_lease_is_not_kept_alive_and_reports_closed(void) {
+	leases_authority *a = fresh("keepalive_closed", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	CHECK_OK(leases_lease_release(l));
+	CHECK_ST(leases_lease_keep_alive(l, 30 * SEC, 0), LEASES_CLOSED);
+	leases_status why = -1;
+	CHECK_OK(leases_lease_check(l, &why));
+	CHECK(why == LEASES_CLOSED);
+	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why)); /* over already: at once */
+	CHECK(why == LEASES_CLOSED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+#ifdef LEASES_TEST_BUILD
+struct clock_jump {
+	leases_authority *authority;
+	int64_t to_unix_us;
+};
+
+static void *do_clock_jump(void *arg) {
+	struct clock_jump *j = arg;
+	sleep_ms(100);
+	CHECK_OK(leases_testing_set_clock(j->authority, j->to_unix_us));
+	return NULL;
+}
+
+static void test_a_claim_expiring_on_the_authoritys_clock_wakes_a_waiter(void) {
+	leases_authority *a = fresh("wait_expiry", NULL, 0);
+	const int64_t t = INT64_C(1767225600000000);
+	CHECK_OK(leases_testing_set_clock(a, t));
+	char *j = request(a, NULL);
+	leases_lease *crashed = NULL, *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "crashed", 3600 * SEC, &crashed));
+	leases_lease_free(crashed);
+	/* Nothing is written when a claim expires; setting the clock seam wakes
+	 * every waiter, and the jump expires the claim. */
+	struct clock_jump jump = {a, t + 7200 * SEC};
+	pthread_t tid;
+	CHECK(pthread_create(&tid, NULL, do_clock_jump, &jump) == 0);
+	struct timespec t0 = mono_now();
+	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(pthread_join(tid, NULL) == 0);
+	CHECK_OK(leases_lease_release(l));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_a_kept_alive_lease_reports_an_expiry_when_the_clock_jumps(void) {
+	leases_authority *a = fresh("keepalive_expiry", NULL, 0);
+	const int64_t t = INT64_C(1767225600000000);
+	CHECK_OK(leases_testing_set_clock(a, t));
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	CHECK_OK(leases_lease_keep_alive(l, 60 * SEC, 20000));
+	CHECK_OK(leases_testing_set_clock(a, t + 120 * SEC));
+	leases_status why = -1;
+	CHECK_OK(leases_lease_wait_lost(l, 10 * SEC, NULL, &why));
+	CHECK(why == LEASES_EXPIRED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+#endif
+
 static void test_every_status_c_can_reach_was_reached(void) {
 	for (size_t i = 0; i < NVEC(status_vectors); i++) {
 		int code = status_vectors[i].code;
@@ -1404,6 +1722,15 @@ int main(void) {
 	RUN(test_schema_too_new_is_refused);
 	RUN(test_outcome_unknown_when_commit_cannot_write);
 	RUN(test_not_extended_and_cancelled_reach_the_holder);
+	RUN(test_claim_wait_wakes_for_a_job_requested_while_it_waits);
+	RUN(test_claim_wait_with_nothing_to_claim_returns_after_its_wait_and_writes_nothing);
+	RUN(test_a_canceller_cancelled_from_another_thread_interrupts_a_wait);
+	RUN(test_closing_the_authority_ends_a_wait_with_closed);
+	RUN(test_a_kept_alive_lease_renews_and_a_freed_one_writes_nothing_after);
+	RUN(test_keep_alive_stop_writes_nothing_after_it_returns);
+	RUN(test_a_coordinators_cancel_reaches_a_kept_alive_lease);
+	RUN(test_waiting_and_keep_alive_reject_bad_input_and_change_nothing);
+	RUN(test_a_closed_lease_is_not_kept_alive_and_reports_closed);
 	RUN_OBSERVE_TESTS();
 	RUN(test_open_v2_without_options_opens_as_leases_authority_open);
 	RUN(test_open_must_exist_refuses_a_missing_authority_and_creates_nothing);
@@ -1411,6 +1738,8 @@ int main(void) {
 	RUN(test_open_options_outside_the_header_are_refused_before_anything_is_opened);
 	RUN(test_open_busy_timeout_bounds_the_wait_for_the_writer_lock);
 #ifdef LEASES_TEST_BUILD
+	RUN(test_a_claim_expiring_on_the_authoritys_clock_wakes_a_waiter);
+	RUN(test_a_kept_alive_lease_reports_an_expiry_when_the_clock_jumps);
 	RUN(test_open_options_reach_sqlite_as_synchronous_and_busy_timeout);
 	RUN(test_expired_claim_cannot_renew_release_or_complete);
 	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);

@@ -121,7 +121,7 @@ func partitionByJob(history []porcupine.Operation) [][]porcupine.Operation {
 	for _, op := range history {
 		o := op.Input.(*raceOp)
 		switch {
-		case o.Op != "claim":
+		case !isClaim(o.Op):
 			add(o.Job, op)
 		case unknownOutcome(o):
 			unknownClaims = append(unknownClaims, op)
@@ -162,7 +162,7 @@ func checkClaimOrder(hist []*raceOp, idx map[string]int, window int) (int, error
 	var unknownClaimCalls []int64
 	for _, o := range hist {
 		switch {
-		case o.Op != "claim":
+		case !isClaim(o.Op):
 			byJob[o.Job] = append(byJob[o.Job], o)
 		case unknownOutcome(o):
 			unknownClaimCalls = append(unknownClaimCalls, o.Call)
@@ -177,7 +177,7 @@ func checkClaimOrder(hist []*raceOp, idx map[string]int, window int) (int, error
 	}
 	maxPassed := 0
 	for _, c := range hist {
-		if c.Op != "claim" || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
+		if !isClaim(c.Op) || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
 			continue
 		}
 		// A claim of unknown outcome called by the time c returned could
@@ -227,7 +227,7 @@ func certainlyClaimable(ops []*raceOp, c *raceOp, at int64) bool {
 		switch y.Op {
 		case "release":
 			return true
-		case "claim", "renew":
+		case "claim", "claim_wait", "renew":
 			return y.Kind == "ok" && y.Expiry <= at
 		}
 		return false // completion or failure: finished; or a renewal of unknown expiry
@@ -239,7 +239,7 @@ func certainlyClaimable(ops []*raceOp, c *raceOp, at int64) bool {
 		switch x.Op {
 		case "release":
 			return true
-		case "claim", "renew":
+		case "claim", "claim_wait", "renew":
 			return x.Expiry <= at
 		}
 		return false

@@ -18,7 +18,7 @@ import (
 
 func checkSplitOf(window int, ops ...*raceOp) raceCheck {
 	for _, o := range ops {
-		if o.Op == "claim" && o.Lease == "" {
+		if isClaim(o.Op) && o.Lease == "" {
 			o.Lease = o.W
 		}
 	}

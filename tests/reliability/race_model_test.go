@@ -28,6 +28,13 @@ package reliability
 // With window 1 that is strict request order (SQLite). Everything else — one
 // live owner, expiry, renewal, terminal states — is the same for both.
 //
+// A waiting claim (claim_wait) is a claim whose sample may be anywhere in
+// its longer window. A kept-alive lease renews in the background, outside
+// the history: from keep_alive on, its expiry is known only from below (the
+// last one the history saw; at stop_keep_alive, the last one the lease
+// confirmed), so the model never makes its job claimable by the clock
+// alone, and lets any claim after the known bound take it.
+//
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
 // nondeterministic: the change happened or it did not, by the return; a call
 // a kill cut short returns when its worker was gone (dead, and on PostgreSQL
@@ -61,8 +68,11 @@ type mState []mJob
 
 var raceRejections = map[string]bool{
 	"nothing_to_claim": true, "expired": true, "lease_lost": true, "wrong_state": true,
-	"not_extended": true, "busy": true, "clock_regressed": true,
+	"not_extended": true, "busy": true, "clock_regressed": true, "interrupted": true,
 }
+
+// isClaim reports whether op takes a job: a claim, or a waiting claim.
+func isClaim(op string) bool { return op == "claim" || op == "claim_wait" }
 
 // raceUnknown: the call may or may not have changed the store. "killed" is
 // a call a kill cut short (race_test.go's endKilledCalls).
@@ -155,7 +165,7 @@ func toIfaces(ss []mState) []interface{} {
 func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 	pending := o.Ret == math.MaxInt64
 	unknown := pending || raceUnknown[o.Kind]
-	if o.Op == "claim" {
+	if isClaim(o.Op) {
 		return stepClaim(s, o, idx, unknown, window)
 	}
 	ji, ok := idx[o.Job]
@@ -164,6 +174,9 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 	}
 	j := s[ji]
 	held := j.st == jClaimed && j.holder == o.Lease
+	if o.Op == "keep_alive" || o.Op == "stop_keep_alive" {
+		return stepKeepAlive(s, o, ji, held, pending)
+	}
 	if unknown {
 		if !held {
 			return []mState{s}
@@ -204,6 +217,25 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 		return []mState{s}
 	}
 	return nil
+}
+
+// stepKeepAlive: neither call writes, but renewals run in the background
+// from a keep_alive that succeeded (or may have: it was killed) until its
+// stop_keep_alive; a renewal can only have moved the expiry of a held claim
+// later.
+func stepKeepAlive(s mState, o *raceOp, ji int, held, pending bool) []mState {
+	if !held || (o.Op == "keep_alive" && !pending && o.Kind != "ok") {
+		return []mState{s}
+	}
+	j := s[ji]
+	j.hi = math.MaxInt64
+	if o.Op == "stop_keep_alive" && !pending {
+		j.lo = max(j.lo, o.Expiry) // the lease's last confirmed expiry
+	}
+	if pending {
+		return []mState{s, s.with(ji, j)}
+	}
+	return []mState{s.with(ji, j)}
 }
 
 // applyClaimant is the state after a successful renew, release, fail or
@@ -283,7 +315,7 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 		if o.Ret-o.Call >= o.DurUS {
 			return []mState{s}
 		}
-	case "busy", "clock_regressed":
+	case "busy", "clock_regressed", "interrupted":
 		return []mState{s}
 	}
 	return nil

@@ -18,7 +18,7 @@ func checkModelOf(window int, ops ...*raceOp) porcupine.CheckResult {
 	idx := map[string]int{"j0": 0, "j1": 1}
 	var h []porcupine.Operation
 	for i, o := range ops {
-		if o.Op == "claim" && o.Lease == "" {
+		if isClaim(o.Op) && o.Lease == "" {
 			o.Lease = o.W
 		}
 		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
@@ -89,6 +89,37 @@ func TestLeaseModelLetsAKilledCompletionHaveHappenedOrNot(t *testing.T) {
 		&raceOp{W: "a", Lease: "a", Op: "complete", Job: "j0", Call: 20, Ret: math.MaxInt64},
 		&raceOp{W: "b", Lease: "b", Op: "claim", DurUS: 50, Call: 300, Ret: 310, Kind: "ok", RJob: "j0", Expiry: 355},
 	))
+}
+
+func TestLeaseModelTreatsAWaitingClaimAsAClaim(t *testing.T) {
+	wait := func(w, job string, call, ret, t, dur int64) *raceOp {
+		o := claimOp(w, job, call, ret, t, dur)
+		o.Op = "claim_wait"
+		return o
+	}
+	require.Equal(t, porcupine.Ok, checkModel(wait("a", "j0", 0, 500, 400, 100), wait("b", "j1", 0, 600, 450, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(wait("a", "j1", 0, 500, 400, 100)), "skipping the queue")
+	require.Equal(t, porcupine.Illegal, checkModel(wait("a", "j0", 0, 10, 5, 100), wait("b", "j0", 0, 50, 40, 100)), "two live owners")
+}
+
+func TestLeaseModelKnowsAKeptAliveExpiryOnlyFromBelow(t *testing.T) {
+	keep := &raceOp{W: "a", Lease: "a", Op: "keep_alive", Job: "j0", DurUS: 100, Call: 20, Ret: 21, Kind: "ok"}
+	// Renewed in the background: j0 is not claimable at its first expiry,
+	// so a later claim passes over it.
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j1", 200, 210, 205, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 200, 210, 205, 100)),
+		"without a keep-alive j0 is first in line at 205")
+	// It may also have expired then: a claim may take it after the known expiry, never before.
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j0", 200, 210, 205, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j0", 50, 60, 55, 100)))
+	// Stopping it tells the last confirmed expiry: the bound moves up.
+	stop := &raceOp{W: "a", Lease: "a", Op: "stop_keep_alive", Job: "j0", Call: 300, Ret: 301, Kind: "ok", Expiry: 500}
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, stop, claimOp("b", "j0", 400, 410, 405, 100)))
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, stop, claimOp("b", "j0", 600, 610, 605, 100)))
+	// A keep-alive that failed renews nothing.
+	failed := *keep
+	failed.Kind = "closed"
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), &failed, claimOp("b", "j1", 200, 210, 205, 100)))
 }
 
 // A claim whose pre-commit sample reaches its own expiry commits nothing and

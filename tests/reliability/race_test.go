@@ -341,7 +341,7 @@ func readRaceHistories(t *testing.T, dir string) []*raceOp {
 		fh.Close()
 		for _, n := range order {
 			c := calls[n]
-			if c.Op == "claim" && c.Lease == "" {
+			if isClaim(c.Op) && c.Lease == "" {
 				c.Lease = c.W + ":" + strconv.Itoa(c.N)
 			}
 			all = append(all, c)
@@ -419,7 +419,7 @@ func drain(t *testing.T, a *core.Authority) {
 func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 	labels := map[string]string{} // job|worker|expiry of an acknowledged claim -> lease label
 	for _, o := range hist {
-		if o.Op == "claim" && o.Kind == "ok" {
+		if isClaim(o.Op) && o.Kind == "ok" {
 			labels[fmt.Sprintf("%s|%s|%d", o.RJob, o.W, o.Expiry)] = o.Lease
 		}
 	}

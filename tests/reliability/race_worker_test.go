@@ -16,12 +16,17 @@ package reliability
 //
 // The loop: claim for 30-150 ms; sleep 0-60 ms; renew for 30-200 ms one time
 // in three; sleep 0-40 ms; then release (2/10), fail (1/10) or complete
-// (7/10) with facts {"metadata": {"by": W, "lease": L}}. Every claimed
+// (7/10) with facts {"metadata": {"by": W, "lease": L}}. Workers that can
+// also claim with a wait (claim_wait, waiting up to 0-300 ms, one claim in
+// two) and keep a lease alive one time in three (keep_alive for the claim's
+// duration, 50-300 ms of work, then stop_keep_alive, whose ret carries the
+// lease's last confirmed expiry) before the step above. Every claimed
 // lease is exported and its token appended to $LEASES_RACE_TOKENS (the only
 // file allowed to hold a credential). Every 25 iterations the job and event
 // listings go to standard output, which the secret-leak scan reads.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -100,12 +105,24 @@ func raceWorkerMain(name string) int {
 			fmt.Println(string(out))
 		}
 		d := ms(30, 150)
-		id := call("claim", "", "", d)
+		waiting := rng.IntN(2) == 0
+		op := "claim"
+		if waiting {
+			op = "claim_wait"
+		}
+		id := call(op, "", "", d)
 		label := name + ":" + strconv.Itoa(id)
-		l, err := a.Claim(raceProduction, name, d)
+		var l *core.Lease
+		if waiting {
+			l, err = a.ClaimWait(context.Background(), raceProduction, name, d, ms(0, 300))
+		} else {
+			l, err = a.Claim(raceProduction, name, d)
+		}
 		if err != nil {
 			ret(id, err, "", 0)
-			time.Sleep(5 * time.Millisecond)
+			if !waiting {
+				time.Sleep(5 * time.Millisecond)
+			}
 			continue
 		}
 		job := l.JobID()
@@ -114,6 +131,14 @@ func raceWorkerMain(name string) int {
 			tokf.Write([]byte(tok + "\n"))
 		}
 		time.Sleep(ms(0, 60))
+		if rng.IntN(3) == 0 {
+			id := call("keep_alive", label, job, d)
+			ret(id, l.KeepAlive(d), job, 0)
+			time.Sleep(ms(50, 300))
+			id = call("stop_keep_alive", label, job, 0)
+			l.StopKeepAlive()
+			ret(id, nil, job, l.ExpiryUnixUS())
+		}
 		if rng.IntN(3) == 0 {
 			d := ms(30, 200)
 			id := call("renew", label, job, d)

@@ -18,6 +18,7 @@ MAX_PAYLOAD_LEN = 1_048_576
 MAX_FACTS_LEN = 1_048_576
 MAX_PATH_LEN = 4_096
 MAX_TOKEN_LEN = 128
+MAX_WAIT_US = 86_400_000_000
 MAX_PAGE_SIZE = 1_000
 MAX_CURSOR_LEN = 1_024
 
@@ -49,6 +50,7 @@ STATUSES: Tuple[Tuple[int, str, str], ...] = (
     (16, "schema_too_new", "SchemaTooNewError"),
     (17, "forked", "ForkedError"),
     (18, "internal", "InternalError"),
+    (19, "interrupted", "InterruptedError"),
 )
 
 
@@ -71,10 +73,15 @@ class leases_execution(ctypes.Structure):
     pass
 
 
+class leases_canceller(ctypes.Structure):
+    pass
+
+
 AuthorityPtr = ctypes.POINTER(leases_authority)
 EditPtr = ctypes.POINTER(leases_edit)
 LeasePtr = ctypes.POINTER(leases_lease)
 ExecutionPtr = ctypes.POINTER(leases_execution)
+CancellerPtr = ctypes.POINTER(leases_canceller)
 
 
 # The header's structs, field for field (set size to ctypes.sizeof).
@@ -120,6 +127,14 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_lease_export": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_lease_import": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(LeasePtr)]),
     "leases_lease_free": (None, [LeasePtr]),
+    "leases_canceller_new": (c_status, [ctypes.POINTER(CancellerPtr)]),
+    "leases_canceller_cancel": (c_status, [CancellerPtr]),
+    "leases_canceller_free": (None, [CancellerPtr]),
+    "leases_claim_wait": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, CancellerPtr, ctypes.POINTER(LeasePtr)]),
+    "leases_lease_keep_alive": (c_status, [LeasePtr, ctypes.c_int64, ctypes.c_int64]),
+    "leases_lease_keep_alive_stop": (c_status, [LeasePtr]),
+    "leases_lease_check": (c_status, [LeasePtr, ctypes.POINTER(c_status)]),
+    "leases_lease_wait_lost": (c_status, [LeasePtr, ctypes.c_int64, CancellerPtr, ctypes.POINTER(c_status)]),
     "leases_edit_begin": (c_status, [AuthorityPtr, ctypes.POINTER(EditPtr)]),
     "leases_edit_claim": (c_status, [EditPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
     "leases_edit_complete": (c_status, [EditPtr, LeasePtr, ctypes.c_char_p]),

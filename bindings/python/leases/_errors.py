@@ -172,6 +172,13 @@ class InternalError(LeasesError):
     status_name = "internal"
 
 
+class InterruptedError(LeasesError):
+    """LEASES_INTERRUPTED: a wait was ended by its canceller (returned only by the waiting functions of revision 1)."""
+
+    status = 19
+    status_name = "interrupted"
+
+
 ERROR_CLASSES: Dict[int, Type[LeasesError]] = {
     1: InvalidArgumentError,
     2: InvalidDurationError,
@@ -191,6 +198,7 @@ ERROR_CLASSES: Dict[int, Type[LeasesError]] = {
     16: SchemaTooNewError,
     17: ForkedError,
     18: InternalError,
+    19: InterruptedError,
 }
 
 # END GENERATED

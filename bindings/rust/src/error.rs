@@ -55,6 +55,8 @@ pub enum ErrorKind {
     Forked,
     /// `LEASES_INTERNAL`: a bug, reported instead of crashing the host; the process goes on.
     Internal,
+    /// `LEASES_INTERRUPTED`: a wait was ended by its canceller (returned only by the waiting functions of revision 1).
+    Interrupted,
     /// The loaded `libleases.so` reports another ABI version than
     /// [`ABI_VERSION`](crate::ABI_VERSION), or an older revision than
     /// [`ABI_REVISION`](crate::ABI_REVISION); no authority was opened.
@@ -64,7 +66,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Every kind, in status order (index + 1 is the C status), then
     /// `AbiMismatch`, which has no status.
-    pub const ALL: [ErrorKind; 19] = [
+    pub const ALL: [ErrorKind; 20] = [
         ErrorKind::InvalidArgument,
         ErrorKind::InvalidDuration,
         ErrorKind::NotFound,
@@ -83,6 +85,7 @@ impl ErrorKind {
         ErrorKind::SchemaTooNew,
         ErrorKind::Forked,
         ErrorKind::Internal,
+        ErrorKind::Interrupted,
         ErrorKind::AbiMismatch,
     ];
 
@@ -108,6 +111,7 @@ impl ErrorKind {
             ErrorKind::SchemaTooNew => "schema_too_new",
             ErrorKind::Forked => "forked",
             ErrorKind::Internal => "internal",
+            ErrorKind::Interrupted => "interrupted",
             ErrorKind::AbiMismatch => "abi_mismatch",
         }
     }

@@ -190,9 +190,23 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 // When it finds a job and an earlier requested job exists too, the earlier
 // one is claimed; the expired one stays locked until this transaction ends,
 // which only makes other claimers pass over it for that long.
+// The two kinds of claimable job: claimed with an expiry at or before now
+// ($1 production, now an expression), and requested ($1 production).
+func claimableExpiredAt(now string) string {
+	return `FROM leases_jobs WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= ` + now
+}
+
+var claimableExpired = claimableExpiredAt("$2")
+
+const claimableRequested = `FROM leases_jobs WHERE production_id = $1 AND state = 'requested'`
+
+// hasClaimableAt is HasClaimable's condition at now (an expression).
+func hasClaimableAt(now string) string {
+	return `EXISTS (SELECT 1 ` + claimableRequested + `) OR EXISTS (SELECT 1 ` + claimableExpiredAt(now) + `)`
+}
+
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	exp, errExp := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= $2
+	exp, errExp := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` `+claimableExpired+`
 		ORDER BY seq LIMIT 1`+q.lock("FOR UPDATE SKIP LOCKED"), productionID, now))
 	if errExp != nil && errExp != store.ErrNoRow {
 		return store.Job{}, errExp
@@ -201,8 +215,7 @@ func (q queries) NextClaimable(ctx context.Context, productionID string, now int
 	if errExp == nil {
 		before = exp.Seq
 	}
-	req, errReq := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND state = 'requested' AND seq < $2
+	req, errReq := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` `+claimableRequested+` AND seq < $2
 		ORDER BY seq LIMIT 1`+q.lock("FOR UPDATE SKIP LOCKED"), productionID, before))
 	switch {
 	case errReq == nil:
@@ -213,6 +226,45 @@ func (q queries) NextClaimable(ctx context.Context, productionID string, now int
 		return exp, nil
 	}
 	return store.Job{}, store.ErrNoRow
+}
+
+// HasClaimable takes no lock: it answers a look, and decides nothing.
+func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	var has bool
+	err := q.q.QueryRow(ctx, `SELECT `+hasClaimableAt("$2"), productionID, now).Scan(&has)
+	return has, classify(err)
+}
+
+// nextWakeAtSQL reads the earliest claim expiry ($1 production) from the
+// front of the partial index leases_jobs_claimed_expiry.
+const nextWakeAtSQL = `SELECT expiry_unix_us FROM leases_jobs
+	WHERE production_id = $1 AND state = 'claimed' ORDER BY expiry_unix_us LIMIT 1`
+
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v int64
+	err := classify(q.q.QueryRow(ctx, nextWakeAtSQL, productionID).Scan(&v))
+	if err == store.ErrNoRow {
+		return 0, false, nil
+	}
+	return v, err == nil, err
+}
+
+// lookSQL is a whole look in one statement: the server's clock, then
+// HasClaimable and NextWakeAt at that time.
+var lookSQL = `SELECT c.now, ` + hasClaimableAt("c.now") + `, (` + nextWakeAtSQL + `)
+	FROM (SELECT ` + clockSQL + ` AS now) c`
+
+// Look answers a waiting claim's look in one round trip.
+func (db *DB) Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error) {
+	var at *int64
+	err = poolQ{db}.QueryRow(ctx, lookSQL, productionID).Scan(&now, &claimable, &at)
+	if err != nil {
+		return 0, false, 0, false, classify(err)
+	}
+	if at != nil {
+		wakeAt, hasWake = *at, true
+	}
+	return now, claimable, wakeAt, hasWake, nil
 }
 
 // eventHorizon is the seq below which every event's writer has finished:

@@ -185,14 +185,20 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 // an index: jobs_claimable for requested jobs, and the partial index
 // jobs_claimed_expiry for expired claims, so unexpired claims are never
 // scanned however many there are.
+// The two kinds of claimable job, each read through its index: requested
+// (production_id), and claimed with an expiry at or before now
+// (production_id, now).
+const (
+	claimableRequested = `FROM jobs INDEXED BY jobs_claimable WHERE production_id = ? AND state = 'requested'`
+	claimableExpired   = `FROM jobs INDEXED BY jobs_claimed_expiry WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ?`
+)
+
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	req, errReq := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimable
-		WHERE production_id = ? AND state = 'requested' ORDER BY seq LIMIT 1`, productionID))
+	req, errReq := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` `+claimableRequested+` ORDER BY seq LIMIT 1`, productionID))
 	if errReq != nil && errReq != store.ErrNoRow {
 		return store.Job{}, errReq
 	}
-	exp, errExp := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimed_expiry
-		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ? ORDER BY seq LIMIT 1`, productionID, now))
+	exp, errExp := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` `+claimableExpired+` ORDER BY seq LIMIT 1`, productionID, now))
 	if errExp != nil && errExp != store.ErrNoRow {
 		return store.Job{}, errExp
 	}
@@ -203,6 +209,27 @@ func (q queries) NextClaimable(ctx context.Context, productionID string, now int
 		return exp, nil
 	}
 	return store.Job{}, store.ErrNoRow
+}
+
+func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	var has bool
+	err := q.queryRow(ctx, `SELECT EXISTS (SELECT 1 `+claimableRequested+`) OR EXISTS (SELECT 1 `+claimableExpired+`)`,
+		productionID, productionID, now).Scan(&has)
+	return has, classify(err)
+}
+
+// nextWakeAtSQL reads the earliest claim expiry from the front of the
+// partial index jobs_claimed_expiry: one index probe however many claims.
+const nextWakeAtSQL = `SELECT expiry_unix_us FROM jobs INDEXED BY jobs_claimed_expiry
+	WHERE production_id = ? AND state = 'claimed' ORDER BY expiry_unix_us LIMIT 1`
+
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v int64
+	err := classify(q.queryRow(ctx, nextWakeAtSQL, productionID).Scan(&v))
+	if err == store.ErrNoRow {
+		return 0, false, nil
+	}
+	return v, err == nil, err
 }
 
 func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {

@@ -36,6 +36,7 @@ const DefaultBusyTimeout = 10 * time.Second
 // DB is an opened SQLite authority store.
 type DB struct {
 	db   *sql.DB
+	path string // absolute
 	wal  *walKeeper
 	file *fileIdentity
 	queries
@@ -95,7 +96,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 		file.close()
 		return nil, classify(err)
 	}
-	s := &DB{db: db, wal: newWALKeeper(abs, syncMode), file: file}
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file}
 	s.queries = queries{st: newStmtCache(db), file: file}
 	err = s.migrate(now, opts.MustExist, path)
 	if err == nil {

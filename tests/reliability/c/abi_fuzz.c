@@ -2,7 +2,8 @@
  * abi_fuzz.c: a seeded random-sequence fuzzer of the C ABI. It calls every
  * export of leases.h (and leases_testing.h) in random order with NULLs,
  * huge strings, invalid UTF-8, random bytes, stale, freed, unknown and
- * wrong-type handles, random durations and random out-pointer choices,
+ * wrong-type handles, random durations, waits and intervals (kept-alive
+ * leases renew in the background meanwhile) and random out-pointer choices,
  * against the test library. The promise it checks: the process never
  * crashes (run under ASan and valgrind), every status is a known code, a
  * failure always has a message starting with its status name, and failed
@@ -24,7 +25,7 @@
 #include "leases.h"
 #include "leases_testing.h"
 
-#define NSTATUS 19
+#define NSTATUS 20
 #define POOL 12
 
 static uint64_t rng;
@@ -74,6 +75,7 @@ static leases_authority *auths[POOL];
 static leases_lease *leases[POOL];
 static leases_edit *edits[POOL];
 static leases_execution *execs[POOL];
+static leases_canceller *cancellers[POOL];
 static uintptr_t stale[64]; /* released handles of any type */
 static unsigned nstale;
 
@@ -88,8 +90,8 @@ static void *any_handle(void **pool) {
 	case 0: return NULL;
 	case 1: return nstale ? (void *)stale[below(nstale < 64 ? nstale : 64)] : NULL;
 	case 2: {
-		void **other[] = {(void **)auths, (void **)leases, (void **)edits, (void **)execs};
-		return other[below(4)][below(POOL)];
+		void **other[] = {(void **)auths, (void **)leases, (void **)edits, (void **)execs, (void **)cancellers};
+		return other[below(5)][below(POOL)];
 	}
 	case 3: return (void *)(uintptr_t)(1 + below(5000));
 	case 4: return (void *)(uintptr_t)next();
@@ -100,6 +102,8 @@ static void *any_handle(void **pool) {
 #define LEASE() ((leases_lease *)any_handle((void **)leases))
 #define EDIT() ((leases_edit *)any_handle((void **)edits))
 #define EXEC() ((leases_execution *)any_handle((void **)execs))
+/* A canceller argument: NULL (none) is valid, so it is as likely as a live one. */
+#define CANCELLER() (one_in(3) ? NULL : (leases_canceller *)any_handle((void **)cancellers))
 
 static void put(void **pool, void *h, void (*release)(void *)) {
 	unsigned i = below(POOL);
@@ -113,6 +117,7 @@ static void rel_auth(void *h) { leases_authority_close(h); }
 static void rel_lease(void *h) { leases_lease_free(h); }
 static void rel_edit(void *h) { leases_edit_abort(h); }
 static void rel_exec(void *h) { leases_execution_abandon(h); }
+static void rel_canceller(void *h) { leases_canceller_free(h); }
 
 /* ---- strings -------------------------------------------------------------- */
 
@@ -198,6 +203,29 @@ static int64_t any_duration(void) {
 	case 6: return (int64_t)next();
 	case 7: return 1;
 	default: return 1000 + (int64_t)below(2000000);
+	}
+}
+
+/* A wait bound: short when valid (a valid wait blocks the fuzzer), or out of
+ * range. */
+static int64_t any_wait(void) {
+	switch (below(8)) {
+	case 0: return -1;
+	case 1: return INT64_MIN;
+	case 2: return LEASES_MAX_WAIT_US + 1;
+	case 3: return 0;
+	default: return (int64_t)below(20000);
+	}
+}
+
+/* A keep-alive interval: 0 (the default), valid, or not. */
+static int64_t any_interval(void) {
+	switch (below(6)) {
+	case 0: return 0;
+	case 1: return -1;
+	case 2: return 999;
+	case 3: return any_duration();
+	default: return 1000 + (int64_t)below(50000);
 	}
 }
 
@@ -314,7 +342,7 @@ static void observe_step(leases_authority *a, char **o) {
 
 static void step(void) {
 	leases_status st;
-	switch (below(31)) {
+	switch (below(37)) {
 	case 0: {
 		leases_authority *a = NULL;
 		char path[700];
@@ -534,6 +562,48 @@ static void step(void) {
 			if (st != LEASES_INTERNAL) FAIL("panic returned %s", leases_status_name(st));
 		}
 		break;
+	case 29: {
+		leases_canceller *c = NULL;
+		st = seen(leases_canceller_new(one_in(10) ? NULL : &c), "canceller_new");
+		must_be_null(c, st, "canceller_new");
+		if (c) put((void **)cancellers, c, rel_canceller);
+		break;
+	}
+	case 30:
+		if (one_in(3)) {
+			unsigned i = below(POOL);
+			leases_canceller_free(cancellers[i]);
+			remember_stale(cancellers[i]);
+			cancellers[i] = NULL;
+		} else {
+			seen(leases_canceller_cancel((leases_canceller *)any_handle((void **)cancellers)), "canceller_cancel");
+		}
+		break;
+	case 31: {
+		leases_lease *l = NULL;
+		st = seen(leases_claim_wait(AUTH(), any_string("p"), any_string("w"), any_duration(), any_wait(), CANCELLER(),
+		                            one_in(10) ? NULL : &l),
+		          "claim_wait");
+		must_be_null(l, st, "claim_wait");
+		if (l) put((void **)leases, l, rel_lease);
+		break;
+	}
+	case 32:
+		if (one_in(3)) seen(leases_lease_keep_alive_stop(LEASE()), "keep_alive_stop");
+		else seen(leases_lease_keep_alive(LEASE(), any_duration(), any_interval()), "keep_alive");
+		break;
+	case 33:
+	case 34: {
+		leases_status why = 42;
+		if (one_in(2))
+			st = seen(leases_lease_check(LEASE(), one_in(10) ? NULL : &why), "lease_check");
+		else
+			st = seen(leases_lease_wait_lost(LEASE(), any_wait(), CANCELLER(), one_in(10) ? NULL : &why),
+			          "lease_wait_lost");
+		if (st != LEASES_OK && why != 0 && why != 42) FAIL("a failed check set its reason to %d", why);
+		if (st == LEASES_OK && (why < 0 || why >= NSTATUS)) FAIL("an unknown reason %d", why);
+		break;
+	}
 	default: {
 		/* Keep work available: a valid request on a live authority. */
 		leases_authority *a = auths[below(POOL)];
@@ -573,6 +643,7 @@ int main(int argc, char **argv) {
 		leases_execution_abandon(execs[i]);
 		leases_edit_abort(edits[i]);
 		leases_lease_free(leases[i]);
+		leases_canceller_free(cancellers[i]);
 		leases_free(job_ids[i]);
 		leases_free(tokens[i]);
 		free(cursors[i]);

@@ -103,14 +103,16 @@ int main(void) {
 			leases_free(events);
 		}
 		long long d = rnd(30, 150) * 1000LL;
-		int id = call("claim", "", "", d);
+		int waiting = rnd(0, 1) == 0; /* one claim in two waits, 0-300 ms */
+		int id = call(waiting ? "claim_wait" : "claim", "", "", d);
 		char label[256];
 		snprintf(label, sizeof label, "%s:%d", name, id);
 		leases_lease *l = NULL;
-		leases_status st = leases_claim(a, PRODUCTION, name, d, &l);
+		leases_status st = waiting ? leases_claim_wait(a, PRODUCTION, name, d, rnd(0, 300) * 1000LL, NULL, &l)
+		                           : leases_claim(a, PRODUCTION, name, d, &l);
 		if (st != LEASES_OK) {
 			ret(id, st, "", 0);
-			sleep_ms(5);
+			if (!waiting) sleep_ms(5);
 			continue;
 		}
 		char *job = NULL, *tok = NULL;
@@ -123,6 +125,18 @@ int main(void) {
 			leases_free(tok);
 		}
 		sleep_ms(rnd(0, 60));
+		if (rnd(0, 2) == 0) {
+			/* Kept alive while it works; its renewals are not in the history,
+			 * and stopping it reports the last confirmed expiry. */
+			id = call("keep_alive", label, job, d);
+			ret(id, leases_lease_keep_alive(l, d, 0), job, 0);
+			sleep_ms(rnd(50, 300));
+			id = call("stop_keep_alive", label, job, 0);
+			leases_lease_keep_alive_stop(l);
+			exp = 0;
+			leases_lease_expiry(l, &exp);
+			ret(id, LEASES_OK, job, exp);
+		}
 		if (rnd(0, 2) == 0) {
 			d = rnd(30, 200) * 1000LL;
 			id = call("renew", label, job, d);

@@ -56,7 +56,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,observe,web); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web); empty: all")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
@@ -106,7 +106,7 @@ func cmdRun(args []string) {
 	if o.smoke {
 		bad := rssErr != nil
 		for _, r := range rows {
-			if r.section == "workers" && r.skip != "" {
+			if (r.section == "workers" || r.section == "waiting") && r.skip != "" {
 				fmt.Fprintf(os.Stderr, "bench smoke: %s / %s did not run: %s\n", r.section, r.name, r.skip)
 				bad = true
 			}
@@ -330,6 +330,12 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 		if o.pg == "" {
 			r.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
 		}
+	}
+
+	// 8. Waiting: wake latency, idle waiters, the worker loop. Numbered 8
+	// in the table, run here so its rows interleave with the others.
+	for _, r := range waitingRows(o, lb, pgEnv) {
+		add(r)
 	}
 
 	// 5. Boundary cost.
@@ -678,6 +684,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	}
 	if o.want("workers") {
 		renderWorkers(o, &b, rows, floor["FULL"], n)
+	}
+	if o.want("waiting") {
+		renderWaiting(o, &b, rows, n)
 	}
 	if o.want("observe") {
 		renderObserve(o, &b, rows, o.observeJobs, n)

@@ -120,6 +120,7 @@ LEASES_HPP_ERROR_CLASS(OutcomeUnknownError, Error, LEASES_OUTCOME_UNKNOWN);  // 
 LEASES_HPP_ERROR_CLASS(SchemaTooNewError, Error, LEASES_SCHEMA_TOO_NEW);  // the database was written by a newer library
 LEASES_HPP_ERROR_CLASS(ForkedError, Error, LEASES_FORKED);  // called in a fork()ed child of the process that loaded the library
 LEASES_HPP_ERROR_CLASS(InternalError, Error, LEASES_INTERNAL);  // a bug, reported instead of crashing the host; the process goes on
+LEASES_HPP_ERROR_CLASS(InterruptedError, Error, LEASES_INTERRUPTED);  // a wait was ended by its canceller (returned only by the waiting functions of revision 1)
 
 /// Throws the Error subclass of status with message (status must not be
 /// LEASES_OK). An unknown status (a newer library) throws the base Error.
@@ -143,6 +144,7 @@ LEASES_HPP_ERROR_CLASS(InternalError, Error, LEASES_INTERNAL);  // a bug, report
     case LEASES_SCHEMA_TOO_NEW: throw SchemaTooNewError(message);
     case LEASES_FORKED: throw ForkedError(message);
     case LEASES_INTERNAL: throw InternalError(message);
+    case LEASES_INTERRUPTED: throw InterruptedError(message);
     default: throw Error(status, message);
     }
 }
