@@ -67,13 +67,7 @@ func TestRecentEventsListTheNewestFirstAndPageBackToTheOldest(t *testing.T) {
 	require.Zero(t, page.Older)
 
 	before := f.snapshot()
-	for name, q := range map[string]EventQuery{
-		"kind without a production or job": {Kinds: []string{"claimed"}},
-		"unknown kind":                     {Production: "p", Kinds: []string{"claim"}},
-		"negative after":                   {After: -1},
-		"bad job id":                       {JobID: "x"},
-		"limit over the maximum":           {Limit: MaxPageSize + 1},
-	} {
+	for name, q := range badEventQueries {
 		_, err := f.a.RecentEvents(ctx, q, 0)
 		requireKind(t, err, KindInvalidArgument)
 		_ = name

@@ -472,6 +472,17 @@ func (f *fixture) eventHistory() (ids []string, other string) {
 	return ids, other
 }
 
+// badEventQueries are event queries every event listing refuses as
+// invalid_argument, by what is wrong with them.
+var badEventQueries = map[string]EventQuery{
+	"kind without a production or job": {Kinds: []string{"claimed"}},
+	"unknown kind":                     {Production: "p", Kinds: []string{"claim"}},
+	"negative after":                   {After: -1},
+	"bad job id":                       {JobID: "x"},
+	"limit over the maximum":           {Limit: MaxPageSize + 1},
+	"bad production name":              {Production: "bad\xff"},
+}
+
 func kindsOf(es []Event) []string {
 	var out []string
 	for _, e := range es {
@@ -523,14 +534,7 @@ func TestEventPagesFilterByProductionJobAndKind(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, last, next)
 
-	for name, q := range map[string]EventQuery{
-		"kind without a production or job": {Kinds: []string{"claimed"}},
-		"unknown kind":                     {Production: "p", Kinds: []string{"claim"}},
-		"negative after":                   {After: -1},
-		"bad job id":                       {JobID: "x"},
-		"limit over the maximum":           {Limit: MaxPageSize + 1},
-		"bad production name":              {Production: "bad\xff"},
-	} {
+	for name, q := range badEventQueries {
 		_, err := f.a.ListEvents(ctx, q)
 		requireKind(t, err, KindInvalidArgument)
 		_, err = f.a.EachEvent(ctx, q, func(Event) error { return nil })
