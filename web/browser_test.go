@@ -158,6 +158,14 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 	return path
 }
 
+// textOf is the rendered text of the first element matching sel, read in
+// one task of the page (a live update may swap the element between a
+// protocol-level query and its read).
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return run(t, ctx, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`) || {innerText: "(missing)"}).innerText`))
+}
+
 // waitFor polls a JavaScript predicate on the open page (never reloading
 // it). An evaluation that fails because the page is navigating counts as
 // false: the next one runs in the new document.
@@ -264,18 +272,18 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(os.Getenv("LEASES_WEB_SCREENSHOT"), png, 0o644))
 			}
-			text := run(t, ctx, chromedp.Text("main"))
+			text := textOf(t, ctx, "main")
 			require.Contains(t, text, "render-nightly")
 			require.Contains(t, text, "gpu-3")
-			require.Contains(t, run(t, ctx, chromedp.Text("#clock")), "high-water mark")
+			require.Contains(t, textOf(t, ctx, "#clock"), "high-water mark")
 			clickAndLoad(t, ctx, `a.production-link[href="/production?name=render-nightly"]`)
-			require.Equal(t, "render-nightly", run(t, ctx, chromedp.Text("#production-name")))
+			require.Equal(t, "render-nightly", textOf(t, ctx, "#production-name"))
 			require.Equal(t, 40, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr.job").length`)))
 			noScriptRan(t, ctx, "production")
 			screenshot(t, ctx, "production-"+store)
 			clickAndLoad(t, ctx, `tr.job.st-completed a.job-link`)
-			require.Equal(t, "completed", run(t, ctx, chromedp.Text("#job-state")))
-			require.Contains(t, run(t, ctx, chromedp.Text("#provenance")), "cycles 4.2")
+			require.Equal(t, "completed", textOf(t, ctx, "#job-state"))
+			require.Contains(t, textOf(t, ctx, "#provenance"), "cycles 4.2")
 			noScriptRan(t, ctx, "job")
 			screenshot(t, ctx, "job-"+store)
 		})
@@ -299,20 +307,20 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			id := render[30]
 			complete := startWorker(t, location, "render-nightly", id)
 			do(t, ctx, chromedp.Navigate(st.srv.URL+jobPath("render-nightly", id)), chromedp.WaitVisible("#job-state"))
-			require.Equal(t, "claimed", run(t, ctx, chromedp.Text("#job-state")))
-			require.Equal(t, "worker-process", run(t, ctx, chromedp.Text("#job-worker")))
+			require.Equal(t, "claimed", textOf(t, ctx, "#job-state"))
+			require.Equal(t, "worker-process", textOf(t, ctx, "#job-worker"))
 			// A mark on this document: a reload would lose it.
 			run(t, ctx, chromedp.Evaluate[chromedp.Void](`window.__sameDocument = true`))
 			complete()
 			waitFor(t, ctx, `document.getElementById("job-state").textContent === "completed"`, 20*time.Second)
 			require.True(t, run(t, ctx, chromedp.Evaluate[bool](`window.__sameDocument === true`)), "the page was reloaded")
-			require.Contains(t, run(t, ctx, chromedp.Text("#metadata")), "240")
+			require.Contains(t, textOf(t, ctx, "#metadata"), "240")
 			screenshot(t, ctx, "live-"+store)
 		})
 
 		t.Run("ThePauseControlStopsUpdates", func(t *testing.T) {
 			do(t, ctx, chromedp.Navigate(st.srv.URL+"/events"), chromedp.WaitVisible("#pause"), chromedp.Click("#pause"))
-			require.Equal(t, "paused", run(t, ctx, chromedp.Text("#live-status")))
+			require.Equal(t, "paused", textOf(t, ctx, "#live-status"))
 			newest := run(t, ctx, chromedp.Evaluate[string](`document.querySelector("tr.event").dataset.seq`))
 			id, err := st.writer.RequestJob("ingest", "while-paused", nil)
 			require.NoError(t, err)
@@ -321,23 +329,23 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 				"the page updated while paused")
 			do(t, ctx, chromedp.Click("#pause"))
 			waitFor(t, ctx, `document.querySelector("tr.event").textContent.includes("`+id+`")`, 20*time.Second)
-			require.Contains(t, run(t, ctx, chromedp.Text("#live-status")), "live")
+			require.Contains(t, textOf(t, ctx, "#live-status"), "live")
 			// Paused stays paused across pages of this tab, then resumes.
 			do(t, ctx, chromedp.Click("#pause"), chromedp.Navigate(st.srv.URL+"/"), chromedp.WaitVisible("#pause"))
 			waitFor(t, ctx, `document.getElementById("live-status").textContent !== ""`, 10*time.Second)
-			require.Equal(t, "paused", run(t, ctx, chromedp.Text("#live-status")))
+			require.Equal(t, "paused", textOf(t, ctx, "#live-status"))
 			do(t, ctx, chromedp.Click("#pause"))
 		})
 
 		t.Run("CancelAJobThroughTheForm", func(t *testing.T) {
 			id := render[39]
 			do(t, ctx, chromedp.Navigate(st.srv.URL+jobPath("render-nightly", id)), chromedp.WaitVisible("#cancel-job"))
-			require.Equal(t, "requested", run(t, ctx, chromedp.Text("#job-state")))
+			require.Equal(t, "requested", textOf(t, ctx, "#job-state"))
 			// The form asks first; the test answers yes.
 			run(t, ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`))
 			clickAndLoad(t, ctx, "#cancel-job")
-			require.Equal(t, "cancelled", run(t, ctx, chromedp.Text("#job-state")))
-			require.Equal(t, "The job was cancelled.", run(t, ctx, chromedp.Text("#notice")))
+			require.Equal(t, "cancelled", textOf(t, ctx, "#job-state"))
+			require.Equal(t, "The job was cancelled.", textOf(t, ctx, "#notice"))
 			rec, err := st.writer.JobDetail(context.Background(), "render-nightly", id)
 			require.NoError(t, err)
 			require.Equal(t, core.StateCancelled, rec.State)
@@ -369,13 +377,13 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 				// Across a few live updates too: they swap in fresh markup.
 				time.Sleep(700 * time.Millisecond)
 				noScriptRan(t, ctx, path)
-				require.Contains(t, run(t, ctx, chromedp.Text("body")), `<script>window.__pwned=1</script>`,
+				require.Contains(t, textOf(t, ctx, "body"), `<script>window.__pwned=1</script>`,
 					"%s: the hostile text is shown as text", path)
 			}
 			do(t, ctx, chromedp.Navigate(st.srv.URL+jobPath(p, id)), chromedp.WaitVisible("#payload"))
-			require.Equal(t, hostile, run(t, ctx, chromedp.Text("#payload")))
-			require.Equal(t, hostile, run(t, ctx, chromedp.Text("#job-reason")))
-			require.Equal(t, hostile, run(t, ctx, chromedp.Text("#job-key")))
+			require.Equal(t, hostile, textOf(t, ctx, "#payload"))
+			require.Equal(t, hostile, textOf(t, ctx, "#job-reason"))
+			require.Equal(t, hostile, textOf(t, ctx, "#job-key"))
 			screenshot(t, ctx, "hostile-"+store)
 			// The watch must see an injection, or its silence proves nothing.
 			run(t, ctx, chromedp.Evaluate[chromedp.Void](`document.body.insertAdjacentHTML("beforeend",
