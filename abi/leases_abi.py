@@ -657,7 +657,7 @@ WORKER_RUNTIME = ("leases_canceller_new", "leases_canceller_cancel", "leases_can
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
     **{(lang, name): "added for the worker runtime; each binding's worker loop wraps it (remove the entry then)"
-       for lang in ("Python", "C++", "Rust") for name in WORKER_RUNTIME},
+       for lang in ("C++", "Rust") for name in WORKER_RUNTIME},
 }
 
 

@@ -184,6 +184,13 @@ func leasesgo_lease_wait_lost(h C.uintptr_t, timeout C.int64_t, ch C.uintptr_t, 
 	if ctx.Err() != nil { // cancelled already: as promised, at once
 		return status(interruptedBy(ctx))
 	}
+	// A loss already known wins over a timeout that is already due: select
+	// picks among ready cases at random, and a wait of 0 must still say.
+	select {
+	case <-l.Done():
+		return reasonOut(out, l.Err())
+	default:
+	}
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {

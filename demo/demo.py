@@ -6,11 +6,14 @@ with one production of jobs, then shows, with real processes:
      into a 0600 file; the `leases complete` CLI imports it and completes);
   2. a worker killed with SIGKILL mid-job, whose claim recovers by expiry
      (another worker claims the job again: a claim_expired event);
-  3. a job cancelled by the coordinator (`leases cancel`);
+  3. a job cancelled by the coordinator (`leases cancel`), and a coordinator's
+     cancel reaching a Python worker that is working on its job, kept alive
+     past its claim's duration (it learns of it within one renewal interval);
   4. workers in Python, Rust, C++ and a shell loop over `leases exec` draining
      the production, with live progress from the job listing;
 while `leases serve` shows it all on the live status page (its URL is
-printed; it stops with the demo), and ends with a summary and the tail of the event log (`leases events`).
+printed; it stops with the demo), and ends with a summary and the tail of
+the event log (`leases events`).
 Nothing here ever prints a token: tokens live only in 0600 files of a 0700
 directory. It exits non-zero when an expectation of the summary fails, and
 writes the summary as JSON (--summary-json) for `make test-demo`.
@@ -174,12 +177,42 @@ class Demo:
             raise SystemExit(f"demo: leases cancel failed:\n{r.stderr}")
         self.say(f"coordinator: `leases cancel --production {PRODUCTION} --job {job[:8]}…` cancelled the last job")
 
+    def cancel_running(self, auth: leases.Authority) -> Dict[str, object]:
+        """A Python worker takes a job through its work loop and works on it,
+        kept alive, for longer than its claim's duration; the coordinator
+        cancels it, and the worker learns of it within one renewal interval."""
+        log = open(self.work / "python-kept-alive.log", "w")
+        p = subprocess.Popen(self.python_worker("python-kept-alive", "--until-lost",
+                                                "--duration-ms", str(self.a.expire_ms)),
+                             env=self.env, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.procs["python-kept-alive"] = p
+        line = p.stdout.readline() if p.stdout else ""
+        if not line.startswith("claimed "):
+            p.kill()
+            raise SystemExit("demo: the kept-alive worker did not claim a job")
+        job = line.split()[1]
+        time.sleep(1.5 * self.a.expire_ms / 1000)  # past the claim's duration: only renewals keep it
+        held = next(j for j in auth.jobs(PRODUCTION) if j.id == job)
+        sent = time.monotonic()
+        auth.cancel(PRODUCTION, job)
+        lost = p.stdout.readline().split() if p.stdout else []
+        latency = time.monotonic() - sent
+        p.wait(timeout=30)
+        del self.procs["python-kept-alive"]
+        reached = lost[:3] == ["lost", job, "CancelledError"]
+        self.say(f"cancel of a running job: 'python-kept-alive' worked on job {job[:8]} for "
+                 f"{1.5 * self.a.expire_ms / 1000:g}s on a {self.a.expire_ms / 1000:g}s claim, kept alive "
+                 f"(still {held.state}); the coordinator cancelled it and the worker learned of it "
+                 f"{latency:.2f}s later ({lost[2] if len(lost) > 2 else 'nothing'})")
+        return {"job": job, "held_before_cancel": str(held.state) == "claimed", "reached": reached,
+                "latency_s": round(latency, 3)}
+
     # ---- 4. the workers --------------------------------------------------------
 
     def start_workers(self) -> None:
         w = str(self.a.work_ms)
         commands = {
-            "python-1": self.python_worker("python-1", "--work-ms", w, "--stop-file", str(self.stop)),
+            "python-1": self.python_worker("python-1", "--work-ms", w),
             "rust-1": [self.a.rust_worker, str(self.db), PRODUCTION, "rust-1", w, str(self.stop)],
             "cpp-1": [self.a.cpp_worker, str(self.db), PRODUCTION, "cpp-1", w, str(self.stop), str(self.out)],
             "cli-1": ["bash", str(self.root / "demo" / "cli_worker.sh"), self.cli, str(self.db), PRODUCTION,
@@ -194,6 +227,9 @@ class Demo:
 
     def stop_workers(self) -> None:
         self.stop.touch()
+        for name, p in self.procs.items():  # Python's work loop drains on SIGTERM
+            if name.startswith("python-") and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 20
         for name, p in self.procs.items():
             try:
@@ -235,6 +271,7 @@ class Demo:
             doomed = self.doomed()
             cancelled = ids[-1]
             self.cancel(cancelled)
+            running = self.cancel_running(auth)
             self.start_workers()
 
             recovered_by: Optional[str] = None
@@ -262,9 +299,10 @@ class Demo:
                 time.sleep(0.1)
             self.stop_workers()
             self.stop_serving()
-            return self.summary(auth, ids, handed, doomed, cancelled)
+            return self.summary(auth, ids, handed, doomed, cancelled, running)
 
-    def summary(self, auth: leases.Authority, ids: List[str], handed: str, doomed: str, cancelled: str) -> int:
+    def summary(self, auth: leases.Authority, ids: List[str], handed: str, doomed: str, cancelled: str,
+                running: Dict[str, object]) -> int:
         jobs = {j.id: j for j in auth.jobs(PRODUCTION)}
         events = auth.events(production=PRODUCTION)
         states = collections.Counter(j.state for j in jobs.values())
@@ -285,6 +323,9 @@ class Demo:
         print(f"killed worker: job {doomed[:8]} ({d.attempts} claims): 'python-doomed' killed -9, claim expired "
               f"({len(expired)} claim_expired event), then completed by '{d.worker}': {d.state}")
         print(f"coordinator cancel: job {cancelled[:8]}: {jobs[cancelled].state}")
+        r = jobs[str(running["job"])]
+        print(f"cancel of a running, kept-alive job: {str(running['job'])[:8]}: {r.state}, the worker learned of it "
+              f"after {running['latency_s']}s")
         print(f"output files written by executions (C++ and leases exec): {outputs}, in {self.rel(self.out)}")
         print(f"worker logs: {self.rel(self.work)}/*.log")
         print(f"elapsed: {elapsed:.1f}s")
@@ -306,6 +347,9 @@ class Demo:
             "the killed worker's claim expired and recovered": bool(expired) and d.state == "completed"
                                                                and d.worker != "python-doomed",
             "the cancelled job is cancelled": jobs[cancelled].state == "cancelled",
+            "a cancel reached the running, kept-alive worker": bool(running["held_before_cancel"])
+                                                              and bool(running["reached"])
+                                                              and r.state == "cancelled",
             "nothing failed": states["failed"] == 0,
         }
         print()
@@ -318,6 +362,7 @@ class Demo:
                 "killed": {"job": doomed, "state": d.state, "worker": d.worker, "attempts": d.attempts,
                            "claim_expired_events": len(expired)},
                 "cancelled": {"job": cancelled, "state": jobs[cancelled].state},
+                "cancelled_running": {**running, "state": r.state},
                 "checks": checks, "elapsed_s": round(elapsed, 2),
                 "status_page_stopped": self.server is not None and self.server.poll() is not None,
             }, indent=2))

@@ -1536,6 +1536,29 @@ static void test_a_coordinators_cancel_reaches_a_kept_alive_lease(void) {
 	leases_authority_close(a);
 }
 
+/* A wait of 0 asks what is known now: a loss already known is reported
+ * every time, never raced against the zero timeout (bindings read their
+ * "is it lost?" property this way). */
+static void test_a_wait_lost_of_zero_reports_a_known_loss_every_time(void) {
+	leases_authority *a = fresh("wait_lost_zero", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 3600 * SEC, 50000);
+	leases_status why = -1;
+	CHECK_OK(leases_cancel(a, "p", j));
+	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why));
+	CHECK(why == LEASES_CANCELLED);
+	int reported = 0;
+	for (int i = 0; i < 200; i++) {
+		why = -1;
+		CHECK_OK(leases_lease_wait_lost(l, 0, NULL, &why));
+		reported += why == LEASES_CANCELLED;
+	}
+	CHECK(reported == 200);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
 static void test_waiting_and_keep_alive_reject_bad_input_and_change_nothing(void) {
 	leases_authority *a = fresh("wait_bad", NULL, 0);
 	char *j = request(a, NULL);
@@ -1729,6 +1752,7 @@ int main(void) {
 	RUN(test_a_kept_alive_lease_renews_and_a_freed_one_writes_nothing_after);
 	RUN(test_keep_alive_stop_writes_nothing_after_it_returns);
 	RUN(test_a_coordinators_cancel_reaches_a_kept_alive_lease);
+	RUN(test_a_wait_lost_of_zero_reports_a_known_loss_every_time);
 	RUN(test_waiting_and_keep_alive_reject_bad_input_and_change_nothing);
 	RUN(test_a_closed_lease_is_not_kept_alive_and_reports_closed);
 	RUN_OBSERVE_TESTS();

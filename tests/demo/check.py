@@ -4,8 +4,9 @@ Usage: check.py SUMMARY_JSON OUTPUT_TXT [WORK_DIR]
 The demo must have left every job terminal, had every worker kind (Python,
 Rust, C++, the CLI) complete work, recovered the killed worker's claim by
 expiry (a claim_expired event, completed by another worker), cancelled the
-coordinator's job, served the status page while it ran and stopped it, and
-printed nothing that looks like a token (neither on
+coordinator's job, had a cancel reach a running kept-alive Python worker,
+served the status page while it ran and stopped it, and printed nothing that
+looks like a token (neither on
 its output nor in the workers' logs in WORK_DIR).
 """
 import json
@@ -38,6 +39,9 @@ k = summary["killed"]
 expect(k["claim_expired_events"] == 1 and k["state"] == "completed" and k["worker"] != "python-doomed"
        and k["attempts"] >= 2, "the killed worker's claim expired and another worker completed the job")
 expect(summary["cancelled"]["state"] == "cancelled", "the coordinator's job is cancelled")
+r = summary["cancelled_running"]
+expect(r["held_before_cancel"] and r["reached"] and r["state"] == "cancelled" and r["latency_s"] < 5,
+       "a coordinator's cancel reached a running, kept-alive Python worker")
 expect(all(summary["checks"].values()), "the demo's own checks all passed")
 # Tokens are "lt1." + 70 base64url characters (docs/tokens.md); no secret-like
 # text at all may appear, so any "lt1." is a failure.

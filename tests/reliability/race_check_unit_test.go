@@ -106,6 +106,24 @@ var raceCases = []struct {
 	{"a claim born expired before its duration", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{{W: "a", Op: "claim", DurUS: 50, Call: 0, Ret: 49, Kind: "expired"}}
 	}},
+	// A waiting claim is a claim: it belongs to the partition of the job it
+	// took, and its verdicts count in the claim order.
+	{"a waiting claim and its completion", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{waitingClaim("a", "j0", 0, 10, 5, 100), complete("a", "j0", 20, 30, "ok"),
+			waitingClaim("b", "j1", 40, 50, 45, 100), release("b", "j1", 60, 70)}
+	}},
+	{"two live owners by waiting claims", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{waitingClaim("a", "j0", 0, 10, 5, 100), waitingClaim("b", "j0", 20, 30, 25, 100)}
+	}},
+	{"a waiting claim passing over a requested job", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{waitingClaim("a", "j1", 0, 10, 5, 100)}
+	}},
+}
+
+func waitingClaim(w, job string, call, ret, at, dur int64) *raceOp {
+	o := claimOp(w, job, call, ret, at, dur)
+	o.Op, o.Lease = "claim_wait", w
+	return o
 }
 
 func TestRaceCheckerAgreesWithTheWholeModelOnSmallHistories(t *testing.T) {

@@ -502,7 +502,7 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Jo
 	}
 	bornExpired := 0
 	for _, o := range hist {
-		if o.Op == "claim" && o.Kind == "expired" {
+		if isClaim(o.Op) && o.Kind == "expired" {
 			bornExpired++
 		}
 		switch {

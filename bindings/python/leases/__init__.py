@@ -47,8 +47,10 @@ from ._errors import (
     WrongStateError,
 )
 from ._errors import DEPRECATED_NAMES as _DEPRECATED_NAMES
-from ._lease import Execution, Lease
+from ._lease import Execution, KeepAlive, Lease
 from ._records import Event, Job, JobState
+from ._waiting import Canceller
+from ._worker import DrainTimeout, Worker
 
 __version__ = "0.1.0"
 
@@ -72,9 +74,11 @@ __all__ = [
     "Authority",
     "BadTokenError",
     "BusyError",
+    "Canceller",
     "CancelledError",
     "ClockRegressedError",
     "ClosedError",
+    "DrainTimeout",
     "Edit",
     "Event",
     "Execution",
@@ -86,6 +90,7 @@ __all__ = [
     "InvalidDurationError",
     "Job",
     "JobState",
+    "KeepAlive",
     "Lease",
     "LeaseLostError",
     "LeasesError",
@@ -97,6 +102,7 @@ __all__ = [
     "OutcomeUnknownError",
     "SchemaTooNewError",
     "StorageError",
+    "Worker",
     "WrongStateError",
     "library_path",
     "library_version",

@@ -9,7 +9,7 @@ import os
 import re
 import urllib.parse
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi
 from ._abi import (
@@ -19,10 +19,15 @@ from ._abi import (
     SYNCHRONOUS_NORMAL,
     leases_open_options,
 )
-from ._durations import duration_us
-from ._errors import BadTokenError, NothingToClaimError
+from ._durations import duration_us, wait_us
+from ._errors import BadTokenError, ClosedError, NothingToClaimError
 from ._lease import JSONMapping, Lease, facts_json
 from ._managed import Managed
+from ._waiting import Canceller, canceller_handle, in_slices
+from ._worker import WorkOptions, Worker
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only, never evaluated
 from ._records import Event, Job, parse_list
 
 PathArg = Union[str, "os.PathLike[str]"]
@@ -134,11 +139,11 @@ def _json_object(fn: Any, *args: Any) -> Dict[str, Any]:
     return value
 
 
-def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Lease]:
+def _lease_or_none(status: int, out: Any, authority: "Authority", us: int) -> Optional[Lease]:
     if status == NothingToClaimError.status:
         return None
     _ffi.check(status)
-    return Lease(out, authority)
+    return Lease(out, authority, us)
 
 
 class Authority(Managed):
@@ -192,9 +197,7 @@ class Authority(Managed):
         _ffi.ensure_not_forked()
         p = _ffi.encode(production, "production")
         k = _ffi.encode_optional(key, "key")
-        if not isinstance(payload, (bytes, bytearray, memoryview)):
-            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
-        data = bytes(payload)
+        data = _ffi.payload_bytes(payload)
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data) if data else None
         out = ctypes.c_void_p()
         _ffi.call(
@@ -202,12 +205,62 @@ class Authority(Managed):
         )
         return _ffi.take_string(out)
 
-    def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[Lease]:
-        """Claims the next claimable job (FIFO); None when there is none."""
+    def claim(
+        self,
+        production: str,
+        *,
+        worker: str,
+        duration: timedelta,
+        wait: Optional[timedelta] = None,
+        canceller: Optional[Canceller] = None,
+    ) -> Optional[Lease]:
+        """Claims the next claimable job (FIFO); None when there is none.
+
+        With ``wait`` (a timedelta up to 24 h) it waits that long for a job
+        to become claimable and claims it as soon as one is, writing nothing
+        meanwhile; None when the wait passed. The wait runs in slices of
+        100 ms, so Ctrl-C raises KeyboardInterrupt within 200 ms, and other
+        threads run (the GIL is released). A cancelled ``canceller`` ends it
+        with ``InterruptedError`` (from any thread, at once); closing the
+        authority ends it with ``ClosedError``. Nothing is claimed by a wait
+        that ends without a lease."""
         p, w, us = _claim_args(production, worker, duration)
+        bound = 0 if wait is None else wait_us(wait)
+        self._handle()
+        claimed: List[Optional[Lease]] = [None]
+
+        def attempt(slice_us: int) -> bool:
+            claimed[0] = self._claim_slice(p, w, us, slice_us, canceller)
+            return claimed[0] is not None
+
+        in_slices(bound, attempt)
+        return claimed[0]
+
+    def _claim_slice(
+        self, p: bytes, w: bytes, us: int, slice_us: int, canceller: Optional[Canceller]
+    ) -> Optional[Lease]:
+        """One leases_claim_wait. A claim the caller never receives (an
+        exception, Ctrl-C's included, between the C call and the Lease) is
+        released: nobody else could finish it. An authority closed by
+        another thread between two slices ends the wait as ClosedError, as
+        one closed during a slice does."""
         out = _ffi.LeasePtr()
-        status = _ffi.lib.leases_claim(self._handle(), p, w, us, ctypes.byref(out))
-        return _lease_or_none(status, out, self)
+        handle = self._handle()
+        try:
+            if slice_us == 0 and canceller is None:
+                status = _ffi.lib.leases_claim(handle, p, w, us, ctypes.byref(out))
+            else:
+                status = _ffi.lib.leases_claim_wait(
+                    handle, p, w, us, slice_us, canceller_handle(canceller), ctypes.byref(out)
+                )
+            if status != 0 and self._ptr is None:
+                raise ClosedError("closed: the authority was closed while the claim waited")
+            return _lease_or_none(status, out, self, us)
+        except BaseException:
+            if out and _ffi.usable():
+                _ffi.lib.leases_lease_release(out)
+                _ffi.lib.leases_lease_free(out)
+            raise
 
     def claim_job(
         self, production: str, job_id: str, *, worker: str, duration: timedelta
@@ -217,7 +270,7 @@ class Authority(Managed):
         j = _ffi.encode(job_id, "job_id")
         out = _ffi.LeasePtr()
         _ffi.call(_ffi.lib.leases_claim_job, self._handle(), p, j, w, us, ctypes.byref(out))
-        return Lease(out, self)
+        return Lease(out, self, us)
 
     def cancel(self, production: str, job_id: str) -> None:
         """Coordinator cancel (no secret); works on requested and claimed jobs."""
@@ -249,8 +302,7 @@ class Authority(Managed):
         """Events with seq > after, oldest first; every production when None."""
         _ffi.ensure_not_forked()
         p = _ffi.encode_optional(production, "production")
-        if not isinstance(after, int) or isinstance(after, bool):
-            raise TypeError(f"after must be an int, not {type(after).__name__}")
+        after = _ffi.int64_at_least_zero(after, "after")
         out = ctypes.c_void_p()
         _ffi.call(_ffi.lib.leases_events_json, self._handle(), p, after, ctypes.byref(out))
         return [Event.from_json(o) for o in parse_list(_ffi.take_string(out))]
@@ -315,6 +367,24 @@ class Authority(Managed):
             _ffi.lib.leases_job_counts_json, self._handle(), _ffi.encode(production, "production")
         )
 
+    def work(self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]) -> Worker:
+        """The worker loop of a production (docs/python.md, "Writing a worker")::
+
+            for lease in auth.work("render", worker="w1", duration=timedelta(minutes=2)):
+                render(lease.payload)          # kept alive meanwhile
+                lease.complete(metadata=...)   # or leave it: the loop completes it
+
+        Each job is claimed as soon as one is claimable (no polling) and
+        kept alive (renewed every ``interval``, default a third of
+        ``duration``) while the body runs. SIGINT/SIGTERM (main thread) or
+        ``stop()`` drain the loop; ``drain_timeout`` bounds how long a
+        running job may take then. ``max_jobs`` bounds the claims;
+        ``exit_when_empty`` ends the loop once the production has nothing
+        claimable. ``handle_signals`` (default: in the main thread) says
+        whether SIGINT/SIGTERM drain it. Arguments are checked here, before
+        any store access."""
+        return Worker(self, production, worker=worker, duration=duration, **options)
+
     def edit(self) -> "Edit":
         """Begins an edit (one write transaction holding the writer lock)."""
         return Edit(self)
@@ -346,7 +416,7 @@ class Edit(Managed):
         p, w, us = _claim_args(production, worker, duration)
         out = _ffi.LeasePtr()
         status = _ffi.lib.leases_edit_claim(self._handle(), p, w, us, ctypes.byref(out))
-        return _lease_or_none(status, out, self._authority)
+        return _lease_or_none(status, out, self._authority, us)
 
     def complete(
         self,

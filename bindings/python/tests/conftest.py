@@ -12,6 +12,7 @@ import pytest
 
 import leases
 
+import _pg
 import _testing
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,6 +46,16 @@ def claim(
     lease = auth.claim(PRODUCTION, worker=worker, duration=duration)
     assert lease is not None
     return lease
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each store in turn: a SQLite file, then a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "jobs.db")
+    else:
+        for schema in _pg.fresh_schema():
+            yield schema.url
 
 
 @pytest.fixture
