@@ -13,7 +13,9 @@ with one production of jobs, then shows, with real processes:
      production, with live progress from the job listing;
   5. SIGTERM draining `leases work` half-way: its running program finishes
      and completes, it claims nothing more, and it exits 0;
-and ends with a summary and the tail of the event log (`leases events`).
+while `leases serve` shows it all on the live status page (its URL is
+printed; it stops with the demo), and ends with a summary and the tail of
+the event log (`leases events`).
 Nothing here ever prints a token: tokens live only in 0600 files of a 0700
 directory. It exits non-zero when an expectation of the summary fails, and
 writes the summary as JSON (--summary-json) for `make test-demo`.
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -52,6 +55,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--cpp-worker", required=True)
     p.add_argument("--rust-worker", required=True)
     p.add_argument("--summary-json", default="")
+    p.add_argument("--serve", default="127.0.0.1:8080", metavar="ADDR",
+                   help="serve the status page here while the demo runs (another free port if taken; '' for none)")
     return p.parse_args()
 
 
@@ -69,6 +74,7 @@ class Demo:
         self.t0 = time.monotonic()
         self.procs: Dict[str, subprocess.Popen] = {}
         self.drain: Dict[str, object] = {}  # the CLI worker's SIGTERM drain, once sent
+        self.server: Optional[subprocess.Popen] = None
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = str(self.root / "bindings" / "python")
         self.env["LEASES_LIBRARY"] = str(self.root / "build" / "libleases.so")
@@ -96,6 +102,37 @@ class Demo:
                for i in range(self.a.jobs)]
         self.say(f"created {self.rel(self.db)}: production '{PRODUCTION}' with {len(ids)} requested jobs")
         return ids
+
+    # ---- the status page ------------------------------------------------------
+
+    def serve(self) -> str:
+        """Starts `leases serve` (read-only, loopback) on the demo's database
+        and returns its URL, once /healthz answers. A taken address falls back
+        to a free port: the demo never fails for want of port 8080."""
+        for addr in dict.fromkeys([self.a.serve, "127.0.0.1:0"]):
+            log = open(self.work / "serve.log", "w")
+            p = subprocess.Popen([self.cli, "--db", str(self.db), "serve", "--listen", addr], env=self.env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True)
+            line = p.stdout.readline() if p.stdout else ""
+            if not line.startswith("leases serve: http://"):
+                p.wait()
+                continue
+            self.server = p
+            url = line.split()[2]
+            with urllib.request.urlopen(url + "healthz", timeout=10) as r:
+                if r.status != 200:
+                    raise RuntimeError(f"the status page at {url} answers {r.status}")
+            return url
+        raise RuntimeError(f"leases serve did not start; see {self.work / 'serve.log'}")
+
+    def stop_serving(self) -> None:
+        if self.server and self.server.poll() is None:
+            self.server.send_signal(signal.SIGTERM)
+            try:
+                self.server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
 
     # ---- 1. a token handed from one process to another ----------------------
 
@@ -253,6 +290,9 @@ class Demo:
 
         with leases.Authority(self.db) as auth:
             ids = self.setup(auth)
+            if self.a.serve:
+                self.say(f"status page: {self.serve()} (live while the demo runs; afterwards: "
+                         f"build/leases --db {self.rel(self.db)} serve)")
             handed = self.handoff()
             doomed = self.doomed()
             cancelled = ids[-1]
@@ -289,6 +329,7 @@ class Demo:
                     return 1
                 time.sleep(0.1)
             self.stop_workers()
+            self.stop_serving()
             return self.summary(auth, ids, handed, doomed, cancelled, running)
 
     def summary(self, auth: leases.Authority, ids: List[str], handed: str, doomed: str, cancelled: str,
@@ -367,6 +408,7 @@ class Demo:
                 "cancelled_running": {**running, "state": r.state},
                 "cli_drain": {k: v for k, v in self.drain.items() if k != "sent_at"},
                 "checks": checks, "elapsed_s": round(elapsed, 2),
+                "status_page_stopped": self.server is not None and self.server.poll() is not None,
             }, indent=2))
         return 0 if all(checks.values()) else 1
 
@@ -380,9 +422,10 @@ def main() -> int:
     try:
         return demo.run()
     finally:
-        for p in demo.procs.values():
+        for p in [*demo.procs.values(), *([demo.server] if demo.server else [])]:
             if p.poll() is None:
                 p.kill()
+                p.wait()
         shutil.rmtree(demo.secrets, ignore_errors=True)
 
 
