@@ -22,6 +22,13 @@ func watching(t *testing.T, s *DB) (<-chan string, func()) {
 	return changes, stop
 }
 
+// heldShm holds a header reader's descriptors until the test ends.
+func heldShm(t *testing.T) *shmFiles {
+	h := &shmFiles{}
+	t.Cleanup(h.close)
+	return h
+}
+
 func TestTheWatcherSeesAnotherConnectionsCommitWithoutWritingOrTheWriterLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
 	watched, writer := openAt(t, path), openAt(t, path)
@@ -70,7 +77,7 @@ func TestStoppingTheWatcherEndsItsReports(t *testing.T) {
 func TestTheHeaderReaderReportsChangesAndAReplacedOrMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x-shm")
 	header := make([]byte, walIndexHeaderLen)
-	r := &shmReader{path: path}
+	r := &shmReader{path: path, files: heldShm(t)}
 	now := time.Now()
 	require.False(t, r.read(now), "no file: nothing to report")
 	require.NoError(t, os.WriteFile(path, header[:10], 0o600))
@@ -133,8 +140,9 @@ func TestWritesToTheWALAreReportedAndOtherFilesIgnored(t *testing.T) {
 
 func TestPollingFindsACommitWithoutFileEvents(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
+	files := heldShm(t) // closed after the writer (cleanups run last first)
 	writer := openAt(t, path)
-	r := shmReader{path: path + "-shm"}
+	r := shmReader{path: path + "-shm", files: files}
 	defer r.close()
 	r.read(time.Now())
 	changes := make(chan string, 100)
