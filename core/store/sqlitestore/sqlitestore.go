@@ -39,7 +39,6 @@ type DB struct {
 	path string // absolute
 	wal  *walKeeper
 	file *fileIdentity
-	shm  *shmFiles // the watchers' descriptors of the -shm file
 	queries
 }
 
@@ -97,7 +96,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 		file.close()
 		return nil, classify(err)
 	}
-	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file, shm: &shmFiles{}}
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file}
 	s.queries = queries{st: newStmtCache(db), file: file}
 	err = s.migrate(now, opts.MustExist, path)
 	if err == nil {
@@ -158,7 +157,6 @@ func (s *DB) Close() error {
 		s.file.pin.Close()
 	}
 	err := s.db.Close()
-	s.shm.close() // only now: closing one drops SQLite's locks on the file
 	s.file.close()
 	return err
 }

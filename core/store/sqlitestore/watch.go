@@ -6,8 +6,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/libleases/libleases/core/store"
@@ -78,7 +76,7 @@ func (s *DB) watch(ctx context.Context, changed func(string)) {
 	// Events first, then the first reading: a commit in between is both.
 	// From the first reading on, every commit is seen: "" says so.
 	ev, err := watchWrites(s.path)
-	r := shmReader{path: s.path + "-shm", files: s.shm}
+	r := shmReader{path: s.path + "-shm", db: s.file.key}
 	defer r.close()
 	r.read(time.Now())
 	changed("")
@@ -159,80 +157,12 @@ func watchedNames(path string) (dir string, names map[string]bool) {
 	return filepath.Dir(path), map[string]bool{base + "-wal": true, base + "-shm": true}
 }
 
-// shmFiles holds the -shm files a handle's watchers opened, open until the
-// handle's SQLite connections are closed. Closing any descriptor of a file
-// drops every POSIX lock this process holds on it: SQLite's WAL-index locks
-// are such locks on the -shm file, so a watcher that closed its descriptor
-// when it stopped (once the last waiting claim left) dropped the writer lock
-// of a transaction running meanwhile, which another process then took and
-// wrote beside it, one commit overwriting the other; and it dropped the lock
-// that tells a new opener that others use the WAL index, which that opener
-// then rebuilds under them. SQLite keeps its own descriptors open for the
-// same reason. One descriptor per file, shared by successive watchers.
-type shmFiles struct {
-	mu     sync.Mutex
-	byFile map[shmKey]*os.File
-	extra  []*os.File // opened for a file already held (the path was replaced meanwhile)
-	closed bool
-}
-
-type shmKey struct{ dev, ino uint64 }
-
-// open returns a descriptor of the file at path, which stat said is
-// (dev, ino): the one held already, else a new one, held from now on.
-func (h *shmFiles) open(path string, dev, ino uint64) (*os.File, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, os.ErrClosed
-	}
-	if f := h.byFile[shmKey{dev, ino}]; f != nil {
-		return f, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	// The path may name another file than stat saw by now: file it under
-	// the one it opened, and never close it either way.
-	k := shmKey{dev, ino}
-	if fi, err := f.Stat(); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			k = shmKey{uint64(st.Dev), uint64(st.Ino)}
-		}
-	}
-	if h.byFile == nil {
-		h.byFile = map[shmKey]*os.File{}
-	}
-	if h.byFile[k] != nil {
-		h.extra = append(h.extra, f)
-		return h.byFile[k], nil
-	}
-	h.byFile[k] = f
-	return f, nil
-}
-
-// close closes them all; the handle's SQLite connections must be closed
-// first.
-func (h *shmFiles) close() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	for _, f := range h.byFile {
-		f.Close()
-	}
-	for _, f := range h.extra {
-		f.Close()
-	}
-	h.byFile, h.extra = nil, nil
-}
-
 // shmReader reads the WAL-index header and remembers the last reading.
 type shmReader struct {
 	path     string
-	files    *shmFiles // the descriptors it reads through, never closed by it
+	db       fileKey // the database, whose handles hold the descriptors it reads (holdShm)
 	f        *os.File
-	ino, dev uint64
+	key      fileKey
 	nextStat time.Time
 	last     [walIndexHeaderLen]byte
 	have     bool
@@ -272,24 +202,25 @@ func (r *shmReader) reopenIfReplaced() bool {
 		}
 		return false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	key, ok := keyOf(fi)
 	if !ok {
 		return false
 	}
-	if r.f != nil && uint64(st.Ino) == r.ino && uint64(st.Dev) == r.dev {
+	if r.f != nil && key == r.key {
 		return false
 	}
 	hadFile := r.f != nil
 	r.close()
-	f, err := r.files.open(r.path, uint64(st.Dev), uint64(st.Ino))
+	f, err := holdShm(r.db, r.path, key)
 	if err != nil {
 		return hadFile
 	}
-	r.f, r.ino, r.dev = f, uint64(st.Ino), uint64(st.Dev)
+	r.f, r.key = f, key
 	return hadFile
 }
 
-// close stops reading the file; its descriptor stays open (shmFiles).
+// close stops reading the file. Its descriptor stays open until the
+// database's last handle in this process closes (holdShm).
 func (r *shmReader) close() {
 	r.f = nil
 	r.have = false

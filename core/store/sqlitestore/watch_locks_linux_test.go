@@ -61,3 +61,47 @@ func TestStoppingTheWatcherKeepsSQLitesLocksOnTheWALIndex(t *testing.T) {
 	stop()
 	require.True(t, shmLockHeld(t, shm, shmDMSLock), "a second watcher's stop dropped the DMS lock")
 }
+
+// SQLite's locks on the database file (unix VFS): a SHARED lock is a read
+// lock on these bytes, which a WAL-mode connection holds while it is open
+// (the last connection to close takes them exclusive, checkpoints and deletes
+// the WAL).
+const (
+	dbSharedFirst = 0x40000000 + 2
+	dbSharedSize  = 510
+)
+
+func dbSharedHeld(t *testing.T, f *os.File) bool {
+	t.Helper()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: dbSharedFirst, Len: dbSharedSize}
+	require.NoError(t, unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk))
+	return lk.Type != unix.F_UNLCK
+}
+
+func TestClosingOneHandleKeepsSQLitesLocksOfAnotherHandleOfTheProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.db")
+	var shm, db *os.File
+	t.Cleanup(func() { shm.Close(); db.Close() }) // after the stores' cleanups
+	kept := openAt(t, path)
+	ctx := context.Background()
+	tx, err := kept.BeginWrite(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "p1", Name: "p1", CreatedAt: 1}))
+	shm, err = os.Open(path + "-shm")
+	require.NoError(t, err)
+	db, err = os.Open(path)
+	require.NoError(t, err)
+	require.True(t, shmLockHeld(t, shm, shmWriteLock))
+	require.True(t, dbSharedHeld(t, db), "an open WAL-mode connection holds a shared lock on the database file")
+	// Another handle of this process on the same file watches, and closes.
+	other, err := Open(path, Options{Synchronous: "NORMAL"}, func() int64 { return 0 })
+	require.NoError(t, err)
+	_, stop := watching(t, other)
+	stop()
+	require.NoError(t, other.Close())
+	require.True(t, shmLockHeld(t, shm, shmWriteLock), "closing another handle dropped this handle's WAL writer lock")
+	require.True(t, shmLockHeld(t, shm, shmDMSLock), "closing another handle dropped this handle's DMS lock")
+	require.True(t, dbSharedHeld(t, db),
+		"closing another handle dropped this handle's shared lock on the database file: another process's last close would delete the WAL under it")
+	require.NoError(t, tx.Commit())
+}

@@ -22,11 +22,15 @@ func watching(t *testing.T, s *DB) (<-chan string, func()) {
 	return changes, stop
 }
 
-// heldShm holds a header reader's descriptors until the test ends.
-func heldShm(t *testing.T) *shmFiles {
-	h := &shmFiles{}
-	t.Cleanup(h.close)
-	return h
+// heldDB stands for a database whose handle holds a header reader's
+// descriptors until the test ends.
+func heldDB(t *testing.T) fileKey {
+	path := filepath.Join(t.TempDir(), "held.db")
+	f, k, err := holdFile(path, func() (*os.File, error) { return os.Create(path) })
+	require.NoError(t, err)
+	require.NotNil(t, f)
+	t.Cleanup(func() { releaseFile(k) })
+	return k
 }
 
 func TestTheWatcherSeesAnotherConnectionsCommitWithoutWritingOrTheWriterLock(t *testing.T) {
@@ -77,7 +81,7 @@ func TestStoppingTheWatcherEndsItsReports(t *testing.T) {
 func TestTheHeaderReaderReportsChangesAndAReplacedOrMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x-shm")
 	header := make([]byte, walIndexHeaderLen)
-	r := &shmReader{path: path, files: heldShm(t)}
+	r := &shmReader{path: path, db: heldDB(t)}
 	now := time.Now()
 	require.False(t, r.read(now), "no file: nothing to report")
 	require.NoError(t, os.WriteFile(path, header[:10], 0o600))
@@ -140,9 +144,8 @@ func TestWritesToTheWALAreReportedAndOtherFilesIgnored(t *testing.T) {
 
 func TestPollingFindsACommitWithoutFileEvents(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
-	files := heldShm(t) // closed after the writer (cleanups run last first)
 	writer := openAt(t, path)
-	r := shmReader{path: path + "-shm", files: files}
+	r := shmReader{path: path + "-shm", db: writer.file.key}
 	defer r.close()
 	r.read(time.Now())
 	changes := make(chan string, 100)
