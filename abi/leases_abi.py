@@ -656,8 +656,6 @@ WORKER_RUNTIME = ("leases_canceller_new", "leases_canceller_cancel", "leases_can
                   "leases_lease_wait_lost")
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
-    **{(lang, name): "added for the worker runtime; each binding's worker loop wraps it (remove the entry then)"
-       for lang in ("C++", "Rust") for name in WORKER_RUNTIME},
 }
 # The retries functions (core16) are wrapped by the binding tasks of the same
 # issue, which land after them: until then no binding is required to call

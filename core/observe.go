@@ -449,80 +449,126 @@ type EventPage struct {
 // stops at the follower-safe horizon (docs/postgres.md), so following Next
 // never skips an event that commits late.
 func (a *Authority) ListEvents(ctx context.Context, q EventQuery) (EventPage, error) {
-	if err := checkText("production name", q.Production, MaxNameLen, true); err != nil {
+	sel, err := a.selectEvents(ctx, q)
+	if err != nil {
 		return EventPage{}, err
+	}
+	es, err := sel.read(ctx, a.b)
+	if err != nil {
+		return EventPage{}, err
+	}
+	page := EventPage{Events: make([]Event, 0, len(es)), Next: q.After, More: len(es) > sel.limit}
+	if page.More {
+		es = es[:sel.limit]
+	}
+	if page.Events, err = sel.named(ctx, a.b, es); err != nil {
+		return EventPage{}, err
+	}
+	if len(es) > 0 {
+		page.Next = es[len(es)-1].Seq
+	}
+	return page, nil
+}
+
+// eventSelection is a checked EventQuery: the store filter (one kind at a
+// time), the kinds, the page size and the names of the productions met.
+type eventSelection struct {
+	f     store.EventFilter
+	kinds []string
+	limit int
+	names map[string]string
+}
+
+// selectEvents checks q (bad input before any store access) and resolves
+// its production and job; the filter stops at the event horizon.
+func (a *Authority) selectEvents(ctx context.Context, q EventQuery) (eventSelection, error) {
+	var sel eventSelection
+	if err := checkText("production name", q.Production, MaxNameLen, true); err != nil {
+		return sel, err
 	}
 	if q.JobID != "" {
 		if err := checkID("job id", q.JobID); err != nil {
-			return EventPage{}, err
+			return sel, err
 		}
 	}
 	kinds, err := oneOf("event kind", q.Kinds, eventKinds)
 	if err != nil {
-		return EventPage{}, err
+		return sel, err
 	}
 	if kinds[0] != "" && q.Production == "" && q.JobID == "" {
-		return EventPage{}, errf(KindInvalidArgument, "filtering events by kind needs a production or a job")
+		return sel, errf(KindInvalidArgument, "filtering events by kind needs a production or a job")
 	}
 	if q.After < 0 {
-		return EventPage{}, errf(KindInvalidArgument, "after must not be negative")
+		return sel, errf(KindInvalidArgument, "after must not be negative")
 	}
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
-		return EventPage{}, err
+		return sel, err
 	}
 	if err := a.usable(); err != nil {
-		return EventPage{}, err
+		return sel, err
 	}
-	names := map[string]string{}
-	f := store.EventFilter{AfterSeq: q.After, Limit: limit + 1}
+	sel = eventSelection{kinds: kinds, limit: limit, names: map[string]string{},
+		f: store.EventFilter{AfterSeq: q.After, Limit: limit + 1}}
 	if q.Production != "" {
 		p, err := productionByName(ctx, a.b, q.Production)
 		if err != nil {
-			return EventPage{}, err
+			return sel, err
 		}
-		names[p.ID], f.ProductionID = p.Name, p.ID
+		sel.names[p.ID], sel.f.ProductionID = p.Name, p.ID
 	}
 	if q.JobID != "" {
 		j, err := a.b.JobByID(ctx, q.JobID)
-		if errors.Is(err, store.ErrNoRow) || (err == nil && f.ProductionID != "" && j.ProductionID != f.ProductionID) {
-			return EventPage{}, errf(KindNotFound, "job %s does not exist", q.JobID)
+		if errors.Is(err, store.ErrNoRow) || (err == nil && sel.f.ProductionID != "" && j.ProductionID != sel.f.ProductionID) {
+			return sel, errf(KindNotFound, "job %s does not exist", q.JobID)
 		}
 		if err != nil {
-			return EventPage{}, storageErr("look up job", err)
+			return sel, storageErr("look up job", err)
 		}
-		f.JobID = j.ID
+		sel.f.JobID = j.ID
 	}
 	// One horizon for every kind's range, so the merged page stops where
 	// each of them does.
-	if f.Before, err = a.b.EventHorizon(ctx); err != nil {
-		return EventPage{}, storageErr("list events", err)
+	if sel.f.Before, err = a.b.EventHorizon(ctx); err != nil {
+		return sel, storageErr("list events", err)
 	}
-	pages := make([][]store.Event, len(kinds))
-	for i, kind := range kinds {
+	return sel, nil
+}
+
+// read reads one range per kind and merges them: the first limit+1 events
+// in seq order, or from the newest down with f.Newest.
+func (sel eventSelection) read(ctx context.Context, b store.Backend) ([]store.Event, error) {
+	f := sel.f
+	pages := make([][]store.Event, len(sel.kinds))
+	for i, kind := range sel.kinds {
 		f.Kind = kind
-		if pages[i], err = a.b.ListEvents(ctx, f); err != nil {
-			return EventPage{}, storageErr("list events", err)
+		var err error
+		if pages[i], err = b.ListEvents(ctx, f); err != nil {
+			return nil, storageErr("list events", err)
 		}
 	}
-	es := mergeBySeq(pages, func(e store.Event) int64 { return e.Seq }, limit+1)
-	page := EventPage{Events: make([]Event, 0, len(es)), Next: q.After, More: len(es) > limit}
-	if page.More {
-		es = es[:limit]
+	seq := func(e store.Event) int64 { return e.Seq }
+	if f.Newest {
+		seq = func(e store.Event) int64 { return -e.Seq }
 	}
+	return mergeBySeq(pages, seq, f.Limit), nil
+}
+
+// named turns stored events into observations, naming their productions.
+func (sel eventSelection) named(ctx context.Context, r store.Reader, es []store.Event) ([]Event, error) {
+	out := make([]Event, 0, len(es))
 	for _, e := range es {
-		name, ok := names[e.ProductionID]
+		name, ok := sel.names[e.ProductionID]
 		if !ok {
-			p, err := a.b.ProductionByID(ctx, e.ProductionID)
+			p, err := r.ProductionByID(ctx, e.ProductionID)
 			if err != nil && !errors.Is(err, store.ErrNoRow) {
-				return EventPage{}, storageErr("list events", err)
+				return nil, storageErr("list events", err)
 			}
-			name, names[e.ProductionID] = p.Name, p.Name
+			name, sel.names[e.ProductionID] = p.Name, p.Name
 		}
-		page.Events = append(page.Events, toEvent(name, e))
-		page.Next = e.Seq
+		out = append(out, toEvent(name, e))
 	}
-	return page, nil
+	return out, nil
 }
 
 func toEvent(production string, e store.Event) Event {

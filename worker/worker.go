@@ -18,7 +18,9 @@ import (
 // coordinator's cancel, an expiry, a lost claim: context.Cause says which,
 // an error of the core kind) or when the drain timeout passes; it does not
 // end when Run's context does, so that a running job can finish. It returns
-// the facts to publish with the completion, or an error to give the job back.
+// the facts to publish with the completion, or an error to give the job back;
+// a handler may instead close the lease itself (complete or fail it), and
+// the loop then leaves the job as the handler left it.
 type Handler func(ctx context.Context, l *core.Lease) (core.Facts, error)
 
 // Config is what Run works on and how.
@@ -285,9 +287,14 @@ func (r *runner) call(ctx context.Context, l *core.Lease) (f core.Facts, err err
 
 // settle completes the job with the handler's facts, or, when the handler
 // failed, gives it back. This is the one place that decides what a failed
-// job becomes.
+// job becomes. A handler that closed the lease itself (completed it through
+// an execution request with its output, or failed it: the CLI's reference
+// executor) leaves nothing to settle.
 func (r *runner) settle(l *core.Lease, f core.Facts, handlerErr error) {
 	defer l.StopKeepAlive()
+	if core.KindOf(l.Err()) == core.KindClosed {
+		return
+	}
 	if handlerErr == nil {
 		if err := l.Complete(f); err != nil {
 			r.cfg.Logger.Warn("worker: the job was not completed", "lease", l, "error", err)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -266,6 +267,34 @@ func TestAFailingOrPanickingHandlerGivesItsJobBackAndTheLoopGoesOn(t *testing.T)
 	j, err := a.Job("p", ids[0])
 	require.NoError(t, err)
 	require.Equal(t, int64(3), j.Attempts)
+}
+
+// The CLI's reference executor completes a job through an execution request
+// (registering its output) or fails it: the loop must leave such a job as
+// the handler left it, and log nothing about it.
+func TestAHandlerThatClosedItsLeaseItselfLeavesTheJobAsItLeftIt(t *testing.T) {
+	a := authority(t)
+	ids := request(t, a, 2)
+	var logged bytes.Buffer
+	cfg := config()
+	cfg.MaxJobs, cfg.Logger = 2, slog.New(slog.NewTextHandler(&logged, nil))
+	var calls atomic.Int64
+	err := Run(context.Background(), a, cfg, func(ctx context.Context, l *core.Lease) (core.Facts, error) {
+		if calls.Add(1) == 1 {
+			require.NoError(t, l.Complete(core.Facts{Metadata: map[string]json.RawMessage{"by": json.RawMessage(`"handler"`)}}))
+			return core.Facts{}, nil
+		}
+		require.NoError(t, l.Fail("the program failed"))
+		return core.Facts{}, errors.New("the program failed")
+	})
+	require.NoError(t, err)
+	s := states(t, a)
+	require.Equal(t, core.StateCompleted, s[ids[0]])
+	require.Equal(t, core.StateFailed, s[ids[1]])
+	f, err := a.FactsOf("p", ids[0])
+	require.NoError(t, err)
+	require.JSONEq(t, `"handler"`, string(f.Metadata["by"]))
+	require.Empty(t, logged.String())
 }
 
 func TestMaxJobsBoundsTheClaims(t *testing.T) {

@@ -28,25 +28,10 @@ func (e *env) outDir() string {
 // startExec runs leases exec in the background.
 func (e *env) startExec(o opts, args ...string) func() result {
 	e.t.Helper()
-	full := append([]string{"exec"}, args...)
-	cmd, out, errb, done := e.start(o, full...)
-	e.t.Cleanup(func() { cmd.Process.Kill() })
-	var r *result
+	p := e.startProc(o, append([]string{"exec"}, args...)...)
 	return func() result {
 		e.t.Helper()
-		if r != nil {
-			return *r
-		}
-		select {
-		case err := <-done:
-			res := e.finish(full, err, out, errb)
-			r = &res
-			return res
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			e.t.Fatalf("leases exec did not finish; stderr so far: %s", errb.String())
-		}
-		return result{}
+		return p.wait(30 * time.Second)
 	}
 }
 

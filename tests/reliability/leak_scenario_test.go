@@ -11,7 +11,8 @@ package reliability
 // waiting claims, keep-alive reports, Check and the worker loop's log, and
 // values formatted every way Go can format them (Go surface), and the CLI's
 // exec (whose program dumps its whole environment and argument list),
-// import errors for damaged tokens, renew and listings. The race
+// import errors for damaged tokens, renew and listings, and every view of
+// the status page at three stages (leak_web_test.go). The race
 // (race_test.go) covers claim, renew, release, fail, complete, listings and
 // error strings on the C, C++, Rust, Python and CLI surfaces.
 
@@ -100,6 +101,7 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 	dec, err := core.DecodeToken(tok)
 	require.NoError(t, err)
 	say(dec, &dec, dec.Secret, &dec.Secret)
+	views := webSnapshot(t, db, dir, "claimed") // a claim exported and imported, held twice
 
 	say(l2.Renew(time.Millisecond))            // not extended
 	say(l2.Renew(48 * time.Hour))              // invalid duration
@@ -171,6 +173,7 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 	js, _ := a.Jobs("leak")
 	evs, _ := a.Events("", 0)
 	say(js, evs)
+	views += webSnapshot(t, db, dir, "go")
 	require.NoError(t, a.Close())
 
 	// CLI: claim into token files, exec (the program dumps its environment
@@ -215,7 +218,9 @@ func TestNoSecretInAnyOutputOfAFullScenario(t *testing.T) {
 	run("", "events")
 	run("", "help", "claim")
 
+	views += webSnapshot(t, db, dir, "cli")
+
 	checked := scanForSecrets(t, dir, tokens)
-	t.Logf("full scenario: %d secrets, zero found outside the token files", checked)
-	recordFigure(t, "leak_scenario", map[string]int{"secrets_checked": checked, "leaks": 0})
+	t.Logf("full scenario: %d secrets, zero found outside the token files (%d status page views among them)", checked, views)
+	recordFigure(t, "leak_scenario", map[string]int{"secrets_checked": checked, "leaks": 0, "web_views": views})
 }

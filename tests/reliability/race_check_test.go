@@ -139,7 +139,7 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 	for _, op := range history {
 		o := op.Input.(*raceOp)
 		switch {
-		case !isClaim(o.Op):
+		case !isClaim(o.Op): // a waiting claim is a claim: its job is known at its return
 			add(o.Job, op)
 		case unknownOutcome(o):
 			unknownClaims = append(unknownClaims, op)

@@ -85,6 +85,10 @@ var raceCases = []struct {
 			{W: "c", Lease: "c", Op: "claim", DurUS: 50, Call: 200, Ret: 210, Kind: "ok", RJob: "j1", Expiry: 255},
 			complete("b", "j1", 220, 230, "lease_lost"), pendingClaim("d", 240, 50)}
 	}, nil},
+	{"waiting claims that take one job in turn", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{waitOp("a", "j0", 0, 10, 5, 100), release("a", "j0", 20, 30),
+			waitOp("b", "j0", 40, 50, 45, 100), complete("b", "j0", 60, 70, "ok")}
+	}, nil},
 	{"two live owners", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j0", 20, 30, 25, 100)}
 	}, nil},
@@ -342,4 +346,17 @@ func TestRaceCheckerReplaysAKeptHistory(t *testing.T) {
 		}
 	}
 	require.Equal(t, porcupine.Ok, c.Result, "%v", c.Order)
+}
+
+// A waiting claim is partitioned by the job it took, like a claim: the job
+// is known only at its return (its call line has none), so a checker that
+// split by the call's job put every waiting claim into one partition of no
+// job and found its lease's completion without a claim (Illegal).
+func TestRaceCheckerPartitionsAWaitingClaimByTheJobItTook(t *testing.T) {
+	wait := claimOp("a", "j0", 0, 10, 5, 100)
+	wait.Op = "claim_wait"
+	c := checkSplitOf(1, wait, complete("a", "j0", 20, 30, "ok"), claimOp("b", "j1", 40, 50, 45, 100),
+		complete("b", "j1", 60, 70, "ok"))
+	require.Equal(t, porcupine.Ok, c.Result, "%v", c.Order)
+	require.Equal(t, 2, c.Partitions, "one partition per job")
 }

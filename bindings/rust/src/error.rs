@@ -133,6 +133,14 @@ impl ErrorKind {
         Self::ALL.get(code as usize - 1).copied().filter(|k| *k != ErrorKind::AbiMismatch)
     }
 
+    /// Whether a wait was ended by its [`Canceller`](crate::Canceller)
+    /// (`LEASES_INTERRUPTED`): nothing was claimed, nothing is wrong with the
+    /// lease or the store. Like [`is_not_held`](ErrorKind::is_not_held), a
+    /// question about the kind, so the two classify every error alike.
+    pub fn is_interrupted(self) -> bool {
+        self == ErrorKind::Interrupted
+    }
+
     /// The C status (`LEASES_…`) of this kind; `None` for `AbiMismatch`.
     pub fn code(self) -> Option<i32> {
         if self == ErrorKind::AbiMismatch {
@@ -200,6 +208,12 @@ impl Error {
     /// lease lost, expired or cancelled. The worker must stop.
     pub fn is_not_held(&self) -> bool {
         self.kind.is_not_held()
+    }
+
+    /// Whether a wait was interrupted by its canceller
+    /// ([`ErrorKind::is_interrupted`]).
+    pub fn is_interrupted(&self) -> bool {
+        self.kind.is_interrupted()
     }
 }
 

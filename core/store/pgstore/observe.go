@@ -195,7 +195,11 @@ func eventPageSQL(f store.EventFilter) (string, []any) {
 	cols := strings.Join(append(key, `seq`), `, `)
 	c.add(`(`+cols+`) > (`+same+`$?)`, f.AfterSeq)
 	c.add(`(`+cols+`) < (`+same+`$?)`, f.Before)
-	return c.page(`SELECT `+eventColumns+` FROM leases_events`, cols, f.Limit)
+	order := cols
+	if f.Newest {
+		order = strings.Join(append(key, `seq`), ` DESC, `) + ` DESC`
+	}
+	return c.page(`SELECT `+eventColumns+` FROM leases_events`, order, f.Limit)
 }
 
 // ListEvents reads one page of events below f.Before.

@@ -154,8 +154,12 @@ func eventPageSQL(f store.EventFilter) (string, []any) {
 		where, args = append(where, `kind = ?`), append(args, f.Kind)
 	}
 	where, args = append(where, `seq > ?`, `seq < ?`), append(args, f.AfterSeq, f.Before, f.Limit)
+	order := `seq`
+	if f.Newest {
+		order = `seq DESC`
+	}
 	return `SELECT ` + eventColumns + ` FROM ` + from + ` WHERE ` + strings.Join(where, ` AND `) +
-		` ORDER BY seq LIMIT ?`, args
+		` ORDER BY ` + order + ` LIMIT ?`, args
 }
 
 // ListEvents reads one page of events.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/libleases/libleases/core/store"
@@ -77,7 +76,7 @@ func (s *DB) watch(ctx context.Context, changed func(string)) {
 	// Events first, then the first reading: a commit in between is both.
 	// From the first reading on, every commit is seen: "" says so.
 	ev, err := watchWrites(s.path)
-	r := shmReader{path: s.path + "-shm"}
+	r := shmReader{path: s.path + "-shm", db: s.file.key}
 	defer r.close()
 	r.read(time.Now())
 	changed("")
@@ -161,8 +160,9 @@ func watchedNames(path string) (dir string, names map[string]bool) {
 // shmReader reads the WAL-index header and remembers the last reading.
 type shmReader struct {
 	path     string
+	db       fileKey // the database, whose handles hold the descriptors it reads (holdShm)
 	f        *os.File
-	ino, dev uint64
+	key      fileKey
 	nextStat time.Time
 	last     [walIndexHeaderLen]byte
 	have     bool
@@ -202,27 +202,26 @@ func (r *shmReader) reopenIfReplaced() bool {
 		}
 		return false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	key, ok := keyOf(fi)
 	if !ok {
 		return false
 	}
-	if r.f != nil && uint64(st.Ino) == r.ino && uint64(st.Dev) == r.dev {
+	if r.f != nil && key == r.key {
 		return false
 	}
 	hadFile := r.f != nil
 	r.close()
-	f, err := os.Open(r.path)
+	f, err := holdShm(r.db, r.path, key)
 	if err != nil {
 		return hadFile
 	}
-	r.f, r.ino, r.dev = f, uint64(st.Ino), uint64(st.Dev)
+	r.f, r.key = f, key
 	return hadFile
 }
 
+// close stops reading the file. Its descriptor stays open until the
+// database's last handle in this process closes (holdShm).
 func (r *shmReader) close() {
-	if r.f != nil {
-		r.f.Close()
-		r.f = nil
-	}
+	r.f = nil
 	r.have = false
 }

@@ -22,6 +22,17 @@ func watching(t *testing.T, s *DB) (<-chan string, func()) {
 	return changes, stop
 }
 
+// heldDB stands for a database whose handle holds a header reader's
+// descriptors until the test ends.
+func heldDB(t *testing.T) fileKey {
+	path := filepath.Join(t.TempDir(), "held.db")
+	f, k, err := holdFile(path, func() (*os.File, error) { return os.Create(path) })
+	require.NoError(t, err)
+	require.NotNil(t, f)
+	t.Cleanup(func() { releaseFile(k) })
+	return k
+}
+
 func TestTheWatcherSeesAnotherConnectionsCommitWithoutWritingOrTheWriterLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
 	watched, writer := openAt(t, path), openAt(t, path)
@@ -70,7 +81,7 @@ func TestStoppingTheWatcherEndsItsReports(t *testing.T) {
 func TestTheHeaderReaderReportsChangesAndAReplacedOrMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x-shm")
 	header := make([]byte, walIndexHeaderLen)
-	r := &shmReader{path: path}
+	r := &shmReader{path: path, db: heldDB(t)}
 	now := time.Now()
 	require.False(t, r.read(now), "no file: nothing to report")
 	require.NoError(t, os.WriteFile(path, header[:10], 0o600))
@@ -134,7 +145,7 @@ func TestWritesToTheWALAreReportedAndOtherFilesIgnored(t *testing.T) {
 func TestPollingFindsACommitWithoutFileEvents(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
 	writer := openAt(t, path)
-	r := shmReader{path: path + "-shm"}
+	r := shmReader{path: path + "-shm", db: writer.file.key}
 	defer r.close()
 	r.read(time.Now())
 	changes := make(chan string, 100)

@@ -41,11 +41,14 @@ func EventPages(productionID string) map[string]store.EventFilter {
 		"events job":             {JobID: "j"},
 		"events job+kind":        {JobID: "j", Kind: "claimed"},
 	}
+	all := map[string]store.EventFilter{}
 	for name, f := range out {
 		f.Before, f.Limit = 1<<62, 101
-		out[name] = f
+		all[name] = f
+		f.Newest = true // the same range, newest first
+		all[name+" newest"] = f
 	}
-	return out
+	return all
 }
 
 // Statement is one statement of the observations, its arguments, and what

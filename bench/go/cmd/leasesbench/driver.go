@@ -56,7 +56,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web); empty: all")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
@@ -289,12 +289,20 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 		}
 
 	}
-	// 9. Observations, on the largest scaling file (or one of their own).
-	if o.want("observe") {
+	// 9. Observations, on the largest scaling file (or one of their own);
+	// 10. the status page, on the same file.
+	if o.want("observe") || o.want("web") {
 		var db string
 		db, o.observeJobs = observeFile(o, scales)
-		for _, r := range observeRows(o, db, o.observeJobs) {
-			add(r)
+		if o.want("observe") {
+			for _, r := range observeRows(o, db, o.observeJobs) {
+				add(r)
+			}
+		}
+		if o.want("web") {
+			for _, r := range webRows(o, db, o.observeJobs) {
+				add(r)
+			}
 		}
 	}
 	// 4. Contention: P worker processes on one file for a fixed time.
@@ -689,6 +697,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("observe") {
 		renderObserve(o, &b, rows, o.observeJobs, n)
 	}
+	if o.want("web") {
+		renderWeb(o, &b, rows, o.observeJobs, n)
+	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
 	target := func(name string, got float64, want float64, ok bool, have bool) {
@@ -751,6 +762,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			last.jobs, scales[0].jobs, r, map[bool]string{true: "", false: ", run by `make bench-full`"}[o.full], met(r <= 2))
 	}
 	observeTargets(p, rows, o.observeJobs)
+	webTargets(p, rows, o.observeJobs)
 	if rss != nil && rssErr == nil {
 		g := (rss.Extra["after_hwm_kb"] - rss.Extra["warm_hwm_kb"]) / 1024
 		p("| RSS growth after warm-up | %+.1f MiB (want ≈ 0; < 2 MiB counts as none) | %s |\n", g, met(g < 2))

@@ -97,6 +97,7 @@ var commands = map[string]func(args []string){
 	"idle":           cmdIdle,
 	"workloop":       cmdWorkloop,
 	"page":           cmdPage,
+	"webpage":        cmdWebPage,
 }
 
 func main() {
@@ -108,7 +109,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|page [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|page|webpage [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])

@@ -23,15 +23,20 @@
 
 #include <leases.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ratio>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -218,9 +223,42 @@ inline void check_loaded_abi() {
     check_abi(LEASES_ABI_VERSION, leases_abi_version(), LEASES_ABI_REVISION, leases_abi_revision());
 }
 
-// A C string for an input. std::string may hold a NUL byte the C side would
-// silently cut at, turning "a\0b" into another name: reject it instead.
+// The input limit of leases.h for the parameter named what (bytes 0: none).
+struct Limit {
+    std::size_t bytes;
+    const char *name;
+};
+inline Limit limit_of(const std::string &what) noexcept {
+    if (what == "production" || what == "worker" || what == "key" || what == "job_id") {
+        return {LEASES_MAX_NAME_LEN, "LEASES_MAX_NAME_LEN"};
+    }
+    if (what == "reason") {
+        return {LEASES_MAX_REASON_LEN, "LEASES_MAX_REASON_LEN"};
+    }
+    if (what == "facts_json") {
+        return {LEASES_MAX_FACTS_LEN, "LEASES_MAX_FACTS_LEN"};
+    }
+    if (what == "path" || what == "output_dir") {
+        return {LEASES_MAX_PATH_LEN, "LEASES_MAX_PATH_LEN"};
+    }
+    return {0, ""};
+}
+
+// Refuses an input longer than its limit before anything reads or copies it
+// (the library would copy it whole before refusing it).
+inline void check_size(std::size_t size, std::size_t limit, const char *what, const char *limit_name) {
+    if (limit != 0 && size > limit) {
+        throw InvalidArgumentError(std::string(what) + " is " + std::to_string(size) + " bytes, over the limit of " +
+                                   std::to_string(limit) + " (" + limit_name + ")");
+    }
+}
+
+// A C string for an input, checked against its limit first. std::string may
+// hold a NUL byte the C side would silently cut at, turning "a\0b" into
+// another name: reject it instead.
 inline const char *c_str(const std::string &s, const char *what) {
+    const Limit limit = limit_of(what);
+    check_size(s.size(), limit.bytes, what, limit.name);
     if (s.find('\0') != std::string::npos) {
         throw InvalidArgumentError(std::string(what) + " contains a NUL byte");
     }
@@ -250,41 +288,80 @@ template <class Rep, class Period>
                         "up to 24 h (nothing is rounded)");
 }
 
-// The exact number of microseconds of d, or InvalidDurationError. Never overflows:
-// d's count is compared against the limit expressed in d's own period.
+// Why the count of d is not a whole number of microseconds in lo_us .. max_us
+// (lo_us 0 or 1), or nullptr with *out set. Never overflows: d's count is
+// compared against the limit expressed in d's own period.
 template <class Rep, class Period>
-std::int64_t to_us(std::chrono::duration<Rep, Period> d) {
+const char *whole_us(std::chrono::duration<Rep, Period> d, std::uintmax_t lo_us, std::uintmax_t max_us,
+                     std::int64_t *out) {
+    // r = Period / 1 us, reduced: count * r::num / r::den microseconds.
+    using r = std::ratio_divide<Period, std::micro>;
+    constexpr std::uintmax_t num = static_cast<std::uintmax_t>(r::num);
+    constexpr std::uintmax_t den = static_cast<std::uintmax_t>(r::den);
+    const Rep count = d.count();
+    bool negative = false;
+    if constexpr (std::is_signed_v<Rep>) {
+        negative = count < Rep(0);
+    }
+    if (negative || (lo_us > 0 && count == Rep(0))) {
+        return lo_us > 0 ? "not positive" : "negative";
+    }
+    // Only an extension type (__int128) is wider than uintmax_t. A count
+    // beyond uintmax_t is rejected here rather than truncated below.
+    if constexpr (std::numeric_limits<Rep>::digits > std::numeric_limits<std::uintmax_t>::digits) {
+        if (count > static_cast<Rep>(std::numeric_limits<std::uintmax_t>::max())) {
+            return "out of range";
+        }
+    }
+    const std::uintmax_t c = static_cast<std::uintmax_t>(count);
+    if (c % den != 0) {
+        return "not a whole number of microseconds";
+    }
+    const std::uintmax_t whole = c / den;  // count * r::num / r::den == whole * num
+    if (whole > max_us / num) {
+        return "longer than 24 h";
+    }
+    *out = static_cast<std::int64_t>(whole * num);
+    return nullptr;
+}
+
+template <class Rep, class Period>
+constexpr void require_integral_rep() {
     static_assert(valid_rep_v<Rep>,
                   "leases: durations need an integral count type such as std::chrono::seconds "
                   "or std::chrono::milliseconds; floating-point and custom Rep types are "
                   "rejected because the authority never rounds a duration");
     static_assert(Period::num > 0 && Period::den > 0, "leases: the duration period must be positive");
+}
+
+// The exact number of microseconds of d, or InvalidDurationError.
+template <class Rep, class Period>
+std::int64_t to_us(std::chrono::duration<Rep, Period> d) {
+    require_integral_rep<Rep, Period>();
     if constexpr (valid_rep_v<Rep>) {
-        // r = Period / 1 us, reduced: count * r::num / r::den microseconds.
-        using r = std::ratio_divide<Period, std::micro>;
-        constexpr std::uintmax_t num = static_cast<std::uintmax_t>(r::num);
-        constexpr std::uintmax_t den = static_cast<std::uintmax_t>(r::den);
-        constexpr std::uintmax_t max_us = static_cast<std::uintmax_t>(LEASES_MAX_DURATION_US);
-        const Rep count = d.count();
-        if (!(count > Rep(0))) {
-            reject_duration<Rep, Period>(count, "not positive");
+        std::int64_t us = 0;
+        if (const char *why = whole_us(d, 1, static_cast<std::uintmax_t>(LEASES_MAX_DURATION_US), &us)) {
+            reject_duration<Rep, Period>(d.count(), why);
         }
-        // Only an extension type (__int128) is wider than uintmax_t. A count
-        // beyond uintmax_t is rejected here rather than truncated below.
-        if constexpr (std::numeric_limits<Rep>::digits > std::numeric_limits<std::uintmax_t>::digits) {
-            if (count > static_cast<Rep>(std::numeric_limits<std::uintmax_t>::max())) {
-                reject_duration<Rep, Period>(count, "out of range");
-            }
+        return us;
+    } else {
+        return 0;  // unreachable: the static_assert above already failed
+    }
+}
+
+// The exact microseconds of a wait bound (what names it): 0 .. 24 h, or
+// InvalidArgumentError, as leases.h reports a wait out of range. A wait
+// decides nothing about a lease, but it is not rounded either.
+template <class Rep, class Period>
+std::int64_t to_wait_us(std::chrono::duration<Rep, Period> d, const char *what) {
+    require_integral_rep<Rep, Period>();
+    if constexpr (valid_rep_v<Rep>) {
+        std::int64_t us = 0;
+        if (const char *why = whole_us(d, 0, static_cast<std::uintmax_t>(LEASES_MAX_WAIT_US), &us)) {
+            throw InvalidArgumentError(std::string(what) + " is " + why +
+                                       ": a wait is a whole number of microseconds in 0 .. 24 h");
         }
-        const std::uintmax_t c = static_cast<std::uintmax_t>(count);
-        if (c % den != 0) {
-            reject_duration<Rep, Period>(count, "not a whole number of microseconds");
-        }
-        const std::uintmax_t whole = c / den;  // count * r::num / r::den == whole * num
-        if (whole > max_us / num) {
-            reject_duration<Rep, Period>(count, "longer than 24 h");
-        }
-        return static_cast<std::int64_t>(whole * num);
+        return us;
     } else {
         return 0;  // unreachable: the static_assert above already failed
     }
@@ -301,6 +378,9 @@ struct EditDeleter {
 };
 struct ExecutionDeleter {
     void operator()(leases_execution *p) const noexcept { leases_execution_abandon(p); }
+};
+struct CancellerDeleter {
+    void operator()(leases_canceller *p) const noexcept { leases_canceller_free(p); }
 };
 
 }  // namespace detail
@@ -754,6 +834,78 @@ auto parse_listing(const std::string &json, F each) -> std::vector<decltype(each
 
 class Execution;
 
+// ---- waiting -----------------------------------------------------------------
+
+/// The longest wait of Authority::claim_wait and Lease::wait_lost, inclusive (24 h).
+inline constexpr std::chrono::microseconds max_wait{LEASES_MAX_WAIT_US};
+
+/// Ends the waits it is given (Authority::claim_wait, Lease::wait_lost) with
+/// InterruptedError, now and later (it stays cancelled). One canceller may
+/// serve many waits in many threads; cancel() may be called from any thread,
+/// but not from a signal handler (it is not async-signal-safe: a signal
+/// handler calls Worker::request_stop, or sets a flag of its own and the
+/// program waits in slices). Destroy it only after the waits it was given
+/// returned. Move-only.
+class Canceller {
+public:
+    Canceller() {
+        leases_canceller *out = nullptr;
+        check(leases_canceller_new(&out));
+        handle_.reset(out);
+    }
+    /// Adopts a handle the caller owns (from the C API).
+    explicit Canceller(leases_canceller *owned) noexcept : handle_(owned) {}
+
+    Canceller(Canceller &&) noexcept = default;
+    Canceller &operator=(Canceller &&) noexcept = default;
+    Canceller(const Canceller &) = delete;
+    Canceller &operator=(const Canceller &) = delete;
+    ~Canceller() = default;
+
+    /// Cancels every wait given this canceller, running or to come.
+    void cancel() const { check(leases_canceller_cancel(handle_.get())); }
+
+    [[nodiscard]] leases_canceller *capi() const noexcept { return handle_.get(); }
+
+private:
+    std::unique_ptr<leases_canceller, detail::CancellerDeleter> handle_;
+};
+
+/// What Lease::check and Lease::wait_lost found: the lease still holds its
+/// claim (held(), and the object converts to true), or why not: the status
+/// its next operation would get (LEASES_CANCELLED, LEASES_EXPIRED,
+/// LEASES_LEASE_LOST, LEASES_CLOSED, LEASES_CLOCK_REGRESSED, ...) and the
+/// library's message, which never holds a secret.
+class Verdict {
+public:
+    Verdict(leases_status reason, std::string message) : reason_(reason), message_(std::move(message)) {}
+
+    [[nodiscard]] bool held() const noexcept { return reason_ == LEASES_OK; }
+    explicit operator bool() const noexcept { return held(); }
+    /// LEASES_OK while held, else why not.
+    [[nodiscard]] leases_status reason() const noexcept { return reason_; }
+    /// The status name of reason() ("ok", "cancelled", ...).
+    [[nodiscard]] const char *name() const noexcept { return leases_status_name(reason_); }
+    /// The library's description of the reason (empty while held).
+    [[nodiscard]] const std::string &message() const noexcept { return message_; }
+    /// Whether the claim is gone the way NotHeldError means: another claim is
+    /// current, it expired, or the coordinator cancelled the job.
+    [[nodiscard]] bool not_held() const noexcept {
+        return reason_ == LEASES_LEASE_LOST || reason_ == LEASES_EXPIRED || reason_ == LEASES_CANCELLED;
+    }
+    /// Throws the Error subclass of reason() (CancelledError, ...); does
+    /// nothing while held.
+    void throw_if_not_held() const {
+        if (!held()) {
+            throw_status(reason_, message_.empty() ? std::string(name()) : message_);
+        }
+    }
+
+private:
+    leases_status reason_;
+    std::string message_;
+};
+
 // ---- lease -------------------------------------------------------------------
 
 /// An owning lease on one job. Destroying it frees local memory only: the
@@ -780,18 +932,18 @@ public:
     template <class Rep, class Period>
     void renew(std::chrono::duration<Rep, Period> duration) {
         const std::int64_t us = detail::to_us(duration);
-        check(leases_lease_renew(handle_.get(), us));
+        leases::check(leases_lease_renew(handle_.get(), us));
     }
     /// Gives the job back (requested again); closes the lease.
-    void release() { check(leases_lease_release(handle_.get())); }
+    void release() { leases::check(leases_lease_release(handle_.get())); }
     /// Marks the job failed with reason; closes the lease.
     void fail(const std::string &reason) {
-        check(leases_lease_fail(handle_.get(), detail::c_str(reason, "reason")));
+        leases::check(leases_lease_fail(handle_.get(), detail::c_str(reason, "reason")));
     }
     /// Completes the job publishing facts_json ({"metadata": {...},
     /// "provenance": {...}}; empty means none); closes the lease.
     void complete(const std::string &facts_json = std::string()) {
-        check(leases_lease_complete(handle_.get(), detail::c_str(facts_json, "facts_json")));
+        leases::check(leases_lease_complete(handle_.get(), detail::c_str(facts_json, "facts_json")));
     }
 
     /// The expiry last confirmed by the authority (local, no store access).
@@ -801,22 +953,22 @@ public:
     /// The same expiry in microseconds since the Unix epoch.
     [[nodiscard]] std::int64_t expiry_unix_us() const {
         std::int64_t us = 0;
-        check(leases_lease_expiry(handle_.get(), &us));
+        leases::check(leases_lease_expiry(handle_.get(), &us));
         return us;
     }
     [[nodiscard]] std::string job_id() const {
         char *out = nullptr;
-        check(leases_lease_job_id(handle_.get(), &out));
+        leases::check(leases_lease_job_id(handle_.get(), &out));
         return detail::take_string(out);
     }
     [[nodiscard]] std::string production() const {
         char *out = nullptr;
-        check(leases_lease_production(handle_.get(), &out));
+        leases::check(leases_lease_production(handle_.get(), &out));
         return detail::take_string(out);
     }
     [[nodiscard]] std::string worker() const {
         char *out = nullptr;
-        check(leases_lease_worker(handle_.get(), &out));
+        leases::check(leases_lease_worker(handle_.get(), &out));
         return detail::take_string(out);
     }
     /// The claimed job's payload bytes, the worker's input. Reads the store;
@@ -824,7 +976,7 @@ public:
     [[nodiscard]] std::vector<std::uint8_t> payload() const {
         std::uint8_t *out = nullptr;
         std::size_t len = 0;
-        check(leases_lease_payload(handle_.get(), &out, &len));
+        leases::check(leases_lease_payload(handle_.get(), &out, &len));
         std::unique_ptr<std::uint8_t, void (*)(void *)> owned(out, leases_free);
         return out ? std::vector<std::uint8_t>(out, out + len) : std::vector<std::uint8_t>();
     }
@@ -833,16 +985,90 @@ public:
     /// a credential: keep it out of logs, argument lists and environments.
     [[nodiscard]] std::string export_token() const {
         char *out = nullptr;
-        check(leases_lease_export(handle_.get(), &out));
+        leases::check(leases_lease_export(handle_.get(), &out));
         return detail::take_string(out);
     }
 
     /// Begins a reference-executor run writing into output_dir.
     [[nodiscard]] inline Execution execution(const std::string &output_dir);
 
+    /// Keeps the lease alive in the background: renews it by the rules of
+    /// renew(duration) every interval (zero: a third of duration; else at
+    /// least 1 ms and below duration). It stops when the lease closes, at
+    /// stop_keep_alive(), when the Lease is destroyed (which still writes
+    /// nothing), when the authority closes, and when a renewal is rejected or
+    /// retries give up; check() and wait_lost() then say why. Calling it again
+    /// replaces the running renewer. docs/workers.md says how long a duration
+    /// must be.
+    template <class Rep, class Period>
+    void keep_alive(std::chrono::duration<Rep, Period> duration) {
+        keep_alive(duration, std::chrono::microseconds::zero());
+    }
+    template <class Rep, class Period, class IRep, class IPeriod>
+    void keep_alive(std::chrono::duration<Rep, Period> duration, std::chrono::duration<IRep, IPeriod> interval) {
+        const std::int64_t us = detail::to_us(duration);
+        const std::int64_t interval_us = interval == interval.zero() ? 0 : detail::to_us(interval);
+        leases::check(leases_lease_keep_alive(handle_.get(), us, interval_us));
+    }
+    /// Stops the keep-alive, if one runs; returns once no renewal can be
+    /// written any more. The lease stays as it is.
+    void stop_keep_alive() { leases::check(leases_lease_keep_alive_stop(handle_.get())); }
+
+    /// Asks the store, without writing, whether the lease still holds its
+    /// claim now on the authority's clock. Throws only when it could not ask
+    /// (BusyError, StorageError, ...), which says nothing about the claim.
+    [[nodiscard]] Verdict check() const {
+        leases_status reason = LEASES_OK;
+        leases::check(leases_lease_check(handle_.get(), &reason));
+        return verdict(reason);
+    }
+
+    /// Waits until this process knows the lease is over (its keep-alive was
+    /// rejected or gave up, it closed here, an operation or check() found the
+    /// claim over), at most timeout; std::nullopt when the timeout passed
+    /// first. A coordinator's cancel reaches a kept-alive lease within one
+    /// renewal interval. Throws InterruptedError when canceller (if any) ends
+    /// the wait, InvalidArgumentError for a timeout outside 0 .. 24 h.
+    template <class Rep, class Period>
+    [[nodiscard]] std::optional<Verdict> wait_lost(std::chrono::duration<Rep, Period> timeout,
+                                                   const Canceller *canceller = nullptr) const {
+        const std::int64_t us = detail::to_wait_us(timeout, "timeout");
+        leases_status reason = LEASES_OK;
+        leases::check(leases_lease_wait_lost(handle_.get(), us, canceller ? canceller->capi() : nullptr, &reason));
+        if (reason == LEASES_OK) {
+            return std::nullopt;
+        }
+        return verdict(reason);
+    }
+    template <class Rep, class Period>
+    [[nodiscard]] std::optional<Verdict> wait_lost(std::chrono::duration<Rep, Period> timeout,
+                                                   const Canceller &canceller) const {
+        return wait_lost(timeout, &canceller);
+    }
+
 private:
+    // The verdict of a reason the library just reported on this thread
+    // (leases_last_error() describes it).
+    static Verdict verdict(leases_status reason) {
+        return Verdict(reason, reason == LEASES_OK ? std::string() : std::string(leases_last_error()));
+    }
+
     std::unique_ptr<leases_lease, detail::LeaseDeleter> handle_;
 };
+
+namespace detail {
+
+// The lease of a claim call that returned st: nullopt for nothing to claim,
+// else the lease, or the status's exception.
+inline std::optional<Lease> claimed(leases_status st, leases_lease *out) {
+    if (st == LEASES_NOTHING_TO_CLAIM) {
+        return std::nullopt;
+    }
+    check(st);
+    return Lease(out);
+}
+
+}  // namespace detail
 
 // ---- execution ---------------------------------------------------------------
 
@@ -894,7 +1120,7 @@ private:
 
 inline Execution Lease::execution(const std::string &output_dir) {
     leases_execution *out = nullptr;
-    check(leases_execution_begin(handle_.get(), detail::c_str(output_dir, "output_dir"), &out));
+    leases::check(leases_execution_begin(handle_.get(), detail::c_str(output_dir, "output_dir"), &out));
     return Execution(out);
 }
 
@@ -924,11 +1150,7 @@ public:
         leases_lease *out = nullptr;
         const leases_status st = leases_edit_claim(handle_.get(), detail::c_str(production, "production"),
                                                    detail::c_str(worker, "worker"), us, &out);
-        if (st == LEASES_NOTHING_TO_CLAIM) {
-            return std::nullopt;
-        }
-        check(st);
-        return Lease(out);
+        return detail::claimed(st, out);
     }
 
     /// Completes lease (pending from this edit, or active) inside the edit;
@@ -1015,6 +1237,7 @@ public:
     }
     [[nodiscard]] std::string request_job(const std::string &production, const std::string &key,
                                           const std::uint8_t *payload, std::size_t payload_len) {
+        detail::check_size(payload_len, LEASES_MAX_PAYLOAD_LEN, "payload", "LEASES_MAX_PAYLOAD_LEN");
         char *out = nullptr;
         check(leases_job_request(handle_.get(), detail::c_str(production, "production"),
                                  detail::c_str(key, "key"), payload_len ? payload : nullptr, payload_len,
@@ -1030,11 +1253,37 @@ public:
         leases_lease *out = nullptr;
         const leases_status st = leases_claim(handle_.get(), detail::c_str(production, "production"),
                                               detail::c_str(worker, "worker"), us, &out);
-        if (st == LEASES_NOTHING_TO_CLAIM) {
-            return std::nullopt;
-        }
-        check(st);
-        return Lease(out);
+        return detail::claimed(st, out);
+    }
+
+    /// Claims the next claimable job like claim(), waiting up to wait (0 ..
+    /// 24 h, whole microseconds; zero is claim()) for one to become
+    /// claimable. While it waits it writes nothing and holds no lock; it wakes
+    /// when a request or a release commits anywhere and when a claim expires
+    /// on the authority's clock. nullopt when wait passed. Throws
+    /// InterruptedError when canceller (if any) is or gets cancelled, nothing
+    /// claimed; ClosedError when the authority closes meanwhile. wait is this
+    /// host's patience, measured on its monotonic clock, and decides nothing
+    /// about the lease. Blocks only the calling thread.
+    template <class Rep, class Period, class WRep, class WPeriod>
+    [[nodiscard]] std::optional<Lease> claim_wait(const std::string &production, const std::string &worker,
+                                                  std::chrono::duration<Rep, Period> duration,
+                                                  std::chrono::duration<WRep, WPeriod> wait,
+                                                  const Canceller *canceller = nullptr) {
+        const std::int64_t us = detail::to_us(duration);
+        const std::int64_t wait_us = detail::to_wait_us(wait, "wait");
+        leases_lease *out = nullptr;
+        const leases_status st =
+            leases_claim_wait(handle_.get(), detail::c_str(production, "production"), detail::c_str(worker, "worker"),
+                              us, wait_us, canceller ? canceller->capi() : nullptr, &out);
+        return detail::claimed(st, out);
+    }
+    template <class Rep, class Period, class WRep, class WPeriod>
+    [[nodiscard]] std::optional<Lease> claim_wait(const std::string &production, const std::string &worker,
+                                                  std::chrono::duration<Rep, Period> duration,
+                                                  std::chrono::duration<WRep, WPeriod> wait,
+                                                  const Canceller &canceller) {
+        return claim_wait(production, worker, duration, wait, &canceller);
     }
 
     /// Claims one given job.
@@ -1056,6 +1305,11 @@ public:
 
     /// Turns an exported token back into an active lease.
     [[nodiscard]] Lease import_token(const std::string &token) {
+        if (token.size() > LEASES_MAX_TOKEN_LEN) {
+            // Checked before the scan and the call: a token is short.
+            throw BadTokenError("token is " + std::to_string(token.size()) + " bytes, over the limit of " +
+                                std::to_string(LEASES_MAX_TOKEN_LEN) + " (LEASES_MAX_TOKEN_LEN)");
+        }
         if (token.find('\0') != std::string::npos) {
             // A NUL would cut the token short on the C side; it is malformed.
             throw BadTokenError("token contains a NUL byte");
@@ -1142,6 +1396,256 @@ public:
 
 private:
     std::unique_ptr<leases_authority, detail::AuthorityDeleter> handle_;
+};
+
+
+// ---- worker ------------------------------------------------------------------
+
+/// What a Worker does (docs/cpp.md, "Writing a worker").
+struct WorkerOptions {
+    std::string production;  ///< the production to claim from
+    std::string worker;      ///< the worker name recorded with each claim
+    /// Each claim's duration, renewed by the keep-alive while the handler runs.
+    std::chrono::microseconds duration{std::chrono::minutes(1)};
+    /// The keep-alive's interval; zero: a third of duration.
+    std::chrono::microseconds keep_alive_interval{0};
+    /// After a stop request, how long a running handler may go on; then its
+    /// job is given back (released) and run() returns without waiting for it.
+    /// nullopt: the running handler always finishes.
+    std::optional<std::chrono::microseconds> drain_timeout;
+    /// Stop after this many claims; 0: no limit.
+    std::uint64_t max_jobs = 0;
+    /// Stop once a claim waiting 100 ms finds nothing.
+    bool exit_when_empty = false;
+};
+
+/// What Worker::run did.
+struct WorkerReport {
+    std::uint64_t claimed = 0;    ///< leases claimed
+    std::uint64_t completed = 0;  ///< jobs completed with the handler's facts
+    std::uint64_t released = 0;   ///< jobs given back: the handler threw, or the keep-alive could not start
+    std::uint64_t by_handler = 0; ///< jobs the handler settled itself (Execution::finish, fail, release)
+    std::uint64_t unsettled = 0;  ///< jobs the worker could not settle (the claim was gone, the store failed)
+    bool drain_timed_out = false; ///< the drain timeout passed: the running job was released, its handler left running
+};
+
+namespace detail {
+
+// One running handler, shared with its thread: the thread outlives run() if
+// the drain timeout passes.
+struct WorkerJob {
+    explicit WorkerJob(Lease l) : lease(std::move(l)) {}
+    Lease lease;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    bool ok = false;
+    std::string facts;
+};
+
+}  // namespace detail
+
+/// A worker loop: claims jobs of one production one at a time with a waiting
+/// claim, runs the handler on each with the lease kept alive, completes the
+/// job with the facts_json the handler returns (empty: none), or gives it
+/// back (release) when the handler throws. A handler may settle the lease
+/// itself (Lease::execution then Execution::finish, fail, release); the
+/// worker then leaves it as it is.
+///
+/// request_stop() drains: no new claim, the running handler finishes (or,
+/// after WorkerOptions::drain_timeout, its job is released), run() returns.
+/// It only stores to a lock-free std::atomic<bool>, so it is async-signal-safe
+/// and may be called from a signal handler (install it with SA_ONSTACK, as
+/// leases.h requires) as well as from any thread; the loop waits in slices of
+/// at most 100 ms and notices the request within one slice.
+///
+/// RAII: the destructor never writes to the store; every write (claim,
+/// renewals, completion, release) happens inside run(). Not copyable or
+/// movable (a signal handler may hold its address). The handler runs on a
+/// thread of its own; it may use the lease (payload(), wait_lost(), check())
+/// and should return soon after stop_requested() or a lost lease.
+class Worker {
+public:
+    using Handler = std::function<std::string(Lease &)>;
+
+    /// Checks the options (InvalidArgumentError, InvalidDurationError) before
+    /// any store access. authority must outlive run().
+    Worker(Authority &authority, WorkerOptions options) : auth_(authority), opt_(std::move(options)) {
+        (void)detail::c_str(opt_.production, "production");
+        (void)detail::c_str(opt_.worker, "worker");
+        if (opt_.production.empty() || opt_.worker.empty()) {
+            throw InvalidArgumentError("worker: production and worker must not be empty");
+        }
+        (void)detail::to_us(opt_.duration);
+        if (opt_.keep_alive_interval != opt_.keep_alive_interval.zero() &&
+            (detail::to_us(opt_.keep_alive_interval) < 1000 || opt_.keep_alive_interval >= opt_.duration)) {
+            throw InvalidDurationError("worker: keep_alive_interval must be zero (a third of the duration) or "
+                                       "at least 1 ms and below the duration");
+        }
+        if (opt_.drain_timeout) {
+            (void)detail::to_wait_us(*opt_.drain_timeout, "worker: drain_timeout");
+        }
+    }
+
+    Worker(const Worker &) = delete;
+    Worker &operator=(const Worker &) = delete;
+    Worker(Worker &&) = delete;
+    Worker &operator=(Worker &&) = delete;
+    ~Worker() = default;
+
+    /// Asks run() to drain and return. Async-signal-safe; idempotent.
+    void request_stop() noexcept { stop_.store(true); }
+    /// Whether a stop was requested.
+    [[nodiscard]] bool stop_requested() const noexcept { return stop_.load(); }
+
+    /// Runs the loop until a stop request, max_jobs claims, or (with
+    /// exit_when_empty) an empty production. Throws for an unknown
+    /// production, a closed authority or another non-transient failure of a
+    /// claim; busy, storage, outcome-unknown and clock-regressed claims are
+    /// retried with back-off (50 ms doubling to 5 s).
+    WorkerReport run(Handler handler) {
+        if (!handler) {
+            throw InvalidArgumentError("worker: the handler is empty");
+        }
+        const auto shared = std::make_shared<const Handler>(std::move(handler));
+        WorkerReport report;
+        std::chrono::milliseconds pause = retry_min;
+        while (!stop_requested()) {
+            if (opt_.max_jobs != 0 && report.claimed >= opt_.max_jobs) {
+                break;
+            }
+            std::optional<Lease> lease;
+            try {
+                lease = auth_.claim_wait(opt_.production, opt_.worker, opt_.duration, slice);
+            } catch (const Error &e) {
+                const leases_status st = e.status();
+                if (st != LEASES_BUSY && st != LEASES_STORAGE && st != LEASES_OUTCOME_UNKNOWN &&
+                    st != LEASES_CLOCK_REGRESSED) {
+                    throw;
+                }
+                pause_unless_stopped(pause);
+                pause = std::min(2 * pause, retry_max);
+                continue;
+            }
+            if (!lease) {
+                if (opt_.exit_when_empty) {
+                    break;
+                }
+                continue;
+            }
+            pause = retry_min;
+            ++report.claimed;
+            if (!handle(std::move(*lease), shared, report)) {
+                break;
+            }
+        }
+        return report;
+    }
+
+private:
+    static constexpr std::chrono::milliseconds slice{100};
+    static constexpr std::chrono::milliseconds retry_min{50};
+    static constexpr std::chrono::milliseconds retry_max{5000};
+    static_assert(std::atomic<bool>::is_always_lock_free,
+                  "request_stop must be async-signal-safe: a lock-free atomic store");
+
+    void pause_unless_stopped(std::chrono::milliseconds pause) const {
+        const auto until = std::chrono::steady_clock::now() + pause;
+        while (!stop_requested() && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+                slice, until - std::chrono::steady_clock::now()));
+        }
+    }
+
+    // Runs the handler on one lease, kept alive meanwhile, and settles the
+    // job; false when the drain timeout passed (the job was released).
+    bool handle(Lease lease, const std::shared_ptr<const Handler> &handler, WorkerReport &report) {
+        auto job = std::make_shared<detail::WorkerJob>(std::move(lease));
+        try {
+            job->lease.keep_alive(opt_.duration, opt_.keep_alive_interval);
+        } catch (const Error &) {
+            settle_release(job->lease, report);
+            return true;
+        }
+        std::thread thread([job, handler] {
+            std::string facts;
+            bool ok = false;
+            try {
+                facts = (*handler)(job->lease);
+                ok = true;
+            } catch (...) {  // the handler's failure, never the process's: the job is given back
+            }
+            const std::lock_guard<std::mutex> lock(job->mu);
+            job->facts = std::move(facts);
+            job->ok = ok;
+            job->done = true;
+            job->cv.notify_all();
+        });
+        std::optional<std::chrono::steady_clock::time_point> deadline;
+        std::unique_lock<std::mutex> lock(job->mu);
+        while (!job->done) {
+            const auto now = std::chrono::steady_clock::now();
+            if (!deadline && opt_.drain_timeout && stop_requested()) {
+                deadline = now + *opt_.drain_timeout;
+            }
+            if (deadline && now >= *deadline) {
+                break;
+            }
+            // Slices: a stop request from a signal handler cannot notify.
+            std::chrono::steady_clock::duration step = slice;
+            if (deadline) {
+                step = std::min(step, *deadline - now);
+            }
+            job->cv.wait_for(lock, step);
+        }
+        const bool done = job->done;
+        lock.unlock();
+        if (!done) {
+            // The drain timeout passed: give the job back and leave the
+            // handler to finish on its own (its lease now reports closed).
+            thread.detach();
+            report.drain_timed_out = true;
+            settle_release(job->lease, report);
+            return false;
+        }
+        thread.join();
+        if (job->ok) {
+            try {
+                job->lease.complete(job->facts);
+                ++report.completed;
+            } catch (const ClosedError &) {  // the handler settled it (an execution's finish, ...)
+                ++report.by_handler;
+            } catch (const Error &) {
+                ++report.unsettled;
+            }
+        } else {
+            settle_release(job->lease, report);
+        }
+        try {
+            job->lease.stop_keep_alive();
+        } catch (const Error &) {  // nothing is left to stop
+        }
+        return true;
+    }
+
+    static void settle_release(Lease &lease, WorkerReport &report) {
+        try {
+            lease.stop_keep_alive();
+        } catch (const Error &) {  // a closed lease has no keep-alive to stop
+        }
+        try {
+            lease.release();
+            ++report.released;
+        } catch (const ClosedError &) {  // the handler settled it itself
+            ++report.by_handler;
+        } catch (const Error &) {
+            ++report.unsettled;
+        }
+    }
+
+    Authority &auth_;
+    WorkerOptions opt_;
+    std::atomic<bool> stop_{false};
 };
 
 }  // namespace leases
