@@ -130,14 +130,7 @@ fn bad_wait_bounds_are_refused_before_any_call_and_claim_nothing() {
 #[test]
 fn keep_alive_holds_a_lease_for_many_of_its_durations() {
     let (_dir, auth) = fresh("keep");
-    auth.request_job(PRODUCTION, None, b"").unwrap();
-    // A second: the renewals keep two thirds of it as slack, for a loaded machine.
-    let d = Duration::from_secs(1);
-    let lease = auth.claim(PRODUCTION, "w", d).unwrap().unwrap();
-    lease.keep_alive(d, None).unwrap();
-    std::thread::sleep(d * 3);
-    assert!(lease.check().unwrap().is_none(), "held");
-    lease.complete(&Facts::new()).unwrap();
+    expect_keep_alive_to_hold_a_lease_for_many_of_its_durations(&auth);
 }
 
 #[test]

@@ -103,6 +103,19 @@ pub fn expect_a_request_to_wake_a_waiting_claim(waiter: &Authority, requester: &
     assert_eq!(job_state(waiter, lease.job_id()), leases::JobState::Claimed);
 }
 
+/// A kept-alive lease of one second is still held after three seconds,
+/// and completes: the renewals keep two thirds of each duration as slack,
+/// for a loaded machine.
+pub fn expect_keep_alive_to_hold_a_lease_for_many_of_its_durations(auth: &Authority) {
+    auth.request_job(PRODUCTION, None, b"").unwrap();
+    let d = Duration::from_secs(1);
+    let lease = auth.claim(PRODUCTION, "w", d).unwrap().unwrap();
+    lease.keep_alive(d, None).unwrap();
+    std::thread::sleep(d * 3);
+    assert!(lease.check().unwrap().is_none(), "held");
+    lease.complete(&leases::Facts::new()).unwrap();
+}
+
 /// A test-only codec of the version-1 token text (docs/tokens.md):
 /// "lt1." + base64url-nopad(production[16] | job[16] | secret[16] | crc32c[4]).
 pub mod token {
