@@ -36,6 +36,26 @@ func (s *Server) cancel(r *http.Request) (string, error) {
 	return "/job?" + url.Values{"production": {production}, "id": {id}, "done": {"cancelled"}}.Encode(), nil
 }
 
+// redriveJob is a coordinator redrive of one failed, dead or cancelled job
+// (core.Authority.RetryJob).
+func (s *Server) redriveJob(r *http.Request) (string, error) {
+	production, id := r.PostFormValue("production"), r.PostFormValue("id")
+	if err := s.a.RetryJob(production, id); err != nil {
+		return "", err
+	}
+	return "/job?" + url.Values{"production": {production}, "id": {id}, "done": {"redriven"}}.Encode(), nil
+}
+
+// redrive returns every job of a production in one state (failed, dead or
+// cancelled) to the queue (core.Authority.Redrive).
+func (s *Server) redrive(r *http.Request) (string, error) {
+	production, state := r.PostFormValue("production"), r.PostFormValue("state")
+	if _, err := s.a.Redrive(production, state); err != nil {
+		return "", err
+	}
+	return "/production?" + url.Values{"name": {production}, "done": {"redriven-all"}}.Encode(), nil
+}
+
 // unavailable answers 503 as /healthz does when the store does not answer,
 // before next runs: a scrape then fails as unavailable, never with zeros.
 func (s *Server) unavailable(next http.Handler) http.Handler {

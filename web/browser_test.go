@@ -354,6 +354,25 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			screenshot(t, ctx, "cancelled-"+store)
 		})
 
+		t.Run("RedriveADeadJobThroughTheForm", func(t *testing.T) {
+			_, err := st.writer.CreateProductionWithPolicy("flaky", core.RetryPolicy{MaxAttempts: 1})
+			require.NoError(t, err)
+			id, err := st.writer.RequestJob("flaky", "once", nil)
+			require.NoError(t, err)
+			l, err := st.writer.ClaimJob("flaky", id, "gpu-9", time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, l.FailRetry("driver crashed", 0))
+			do(t, ctx, chromedp.Navigate(st.srv.URL+jobPath("flaky", id)), chromedp.WaitVisible("#redrive-job"))
+			require.Equal(t, "dead", textOf(t, ctx, "#job-state"))
+			require.Contains(t, textOf(t, ctx, "#history"), "driver crashed")
+			screenshot(t, ctx, "dead-"+store)
+			run(t, ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`))
+			clickAndLoad(t, ctx, "#redrive-job")
+			require.Equal(t, "requested", textOf(t, ctx, "#job-state"))
+			require.Contains(t, textOf(t, ctx, "#notice"), "redriven")
+			require.Equal(t, core.StateRequested, jobState(t, st, "flaky", id))
+		})
+
 		t.Run("HostileDataRendersAsText", func(t *testing.T) {
 			p := "x" + hostile
 			_, err := st.writer.CreateProduction(p)

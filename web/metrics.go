@@ -21,10 +21,13 @@ var counted = map[string]*prometheus.Desc{
 	"claimed":       counterDesc("claims", "Claims committed (a claim_expired claim taken again counts again)."),
 	"completed":     counterDesc("completions", "Jobs completed."),
 	"failed":        counterDesc("failures", "Jobs failed by their claimant."),
-	"claim_expired": counterDesc("claim_expiries", "Claims that expired and whose job was claimed again."),
+	"claim_expired": counterDesc("claim_expiries", "Claims that expired, counted when the authority ended them (the job back in the queue, dead, or claimed again)."),
 	"cancelled":     counterDesc("cancels", "Jobs cancelled by a coordinator."),
 	"released":      counterDesc("releases", "Claims released (the job became requested again)."),
 	"requested":     counterDesc("requests", "Jobs requested."),
+	"retry":         counterDesc("retries", "Attempts that ended to be retried (a retryable failure, a release or a lapse with attempts left)."),
+	"dead":          counterDesc("dead", "Jobs that used up their attempts (went dead)."),
+	"redriven":      counterDesc("redrives", "Failed, dead or cancelled jobs a coordinator returned to the queue."),
 }
 
 func counterDesc(name, help string) *prometheus.Desc {
@@ -216,7 +219,7 @@ func (c *collector) count(e core.Event) {
 			h.observe(max(0, e.At.Sub(at).Seconds()))
 		}
 		delete(c.claimed, e.JobID)
-	case "failed", "released", "cancelled":
+	case "failed", "released", "cancelled", "retry", "dead":
 		// The claim ended without a completion; a new claim replaces the
 		// entry, so a lapsed claim needs no removal of its own.
 		delete(c.claimed, e.JobID)

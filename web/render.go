@@ -62,7 +62,9 @@ func (s *Server) common(w http.ResponseWriter, r *http.Request) (*view, error) {
 // notice is the line shown after an action redirected back: a fixed text
 // chosen by a word, never the word itself.
 func notice(done string) string {
-	return map[string]string{"cancelled": "The job was cancelled.", "redriven": "Redriven."}[done]
+	return map[string]string{"cancelled": "The job was cancelled.",
+		"redriven":     "The job was redriven: it is requested again, its attempts start from 1.",
+		"redriven-all": "Redriven: those jobs are requested again."}[done]
 }
 
 // view builds a view's data from the request and writes it with out; a

@@ -43,7 +43,8 @@ type Config struct {
 	Listen string
 	// Public allows a non-loopback Listen address and any Host header.
 	Public bool
-	// AllowActions enables the coordinator actions (cancel, redrive) as
+	// AllowActions enables the coordinator actions (cancel, redrive a job,
+	// redrive a production's failed, dead or cancelled jobs) as
 	// POST forms protected against cross-site request forgery. Without it
 	// every POST is refused and nothing is ever written.
 	AllowActions bool
@@ -144,6 +145,8 @@ func (s *Server) routes(metrics http.Handler) {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	if s.cfg.AllowActions {
 		s.mux.HandleFunc("POST /actions/cancel", s.action(s.cancel))
+		s.mux.HandleFunc("POST /actions/redrive-job", s.action(s.redriveJob))
+		s.mux.HandleFunc("POST /actions/redrive", s.action(s.redrive))
 	}
 }
 

@@ -71,12 +71,13 @@ type productionSummary struct {
 }
 
 // expirySummary: claims that expired in the last hour. Waiting are those
-// still claimed (expired, not claimed again); Reclaimed those whose job was
-// claimed again since (a claim_expired event each).
+// still claimed (expired, not yet ended by the authority); Ended those the
+// authority ended since (a claim_expired event each: the job went back to
+// the queue or dead, or was claimed again).
 type expirySummary struct {
-	Waiting   int64 `json:"waiting"`
-	Reclaimed int64 `json:"reclaimed"`
-	Total     int64 `json:"total"`
+	Waiting int64 `json:"waiting"`
+	Ended   int64 `json:"ended"`
+	Total   int64 `json:"total"`
 }
 
 // minuteRate is one minute's bar: X from the window's start, Y and H in a
@@ -157,10 +158,10 @@ func (s *Server) summary(ctx context.Context, p core.Production, clock core.Cloc
 		return sum, err
 	}
 	for _, m := range expired {
-		sum.Expire.Reclaimed += m.Count
+		sum.Expire.Ended += m.Count
 	}
 	sum.Expire.Waiting = sum.Counts.Expired
-	sum.Expire.Total = sum.Expire.Waiting + sum.Expire.Reclaimed
+	sum.Expire.Total = sum.Expire.Waiting + sum.Expire.Ended
 	ws, err := s.a.Workers(ctx, p.Name, since)
 	if err != nil {
 		return sum, err
@@ -218,17 +219,24 @@ type jobFilter struct {
 }
 
 type stateOption struct {
-	Name    string
-	Checked bool
-	Count   int64
+	Name       string
+	Checked    bool
+	Count      int64
+	Redrivable bool // actions on, some jobs in it, and a state redrive returns to the queue
 }
 
 // allStates is every job state in the order pages show them.
-var allStates = []string{core.StateRequested, core.StateClaimed, core.StateCompleted, core.StateFailed, core.StateCancelled}
+var allStates = []string{core.StateRequested, core.StateClaimed, core.StateCompleted, core.StateFailed,
+	core.StateDead, core.StateCancelled}
+
+// redrivable are the states a coordinator can return to the queue
+// (core.Authority.RetryJob and Redrive).
+var redrivable = []string{core.StateFailed, core.StateDead, core.StateCancelled}
 
 func countOf(c core.JobCounts, state string) int64 {
 	return map[string]int64{core.StateRequested: c.Requested, core.StateClaimed: c.Claimed,
-		core.StateCompleted: c.Completed, core.StateFailed: c.Failed, core.StateCancelled: c.Cancelled}[state]
+		core.StateCompleted: c.Completed, core.StateFailed: c.Failed, core.StateDead: c.Dead,
+		core.StateCancelled: c.Cancelled}[state]
 }
 
 func (s *Server) production(r *http.Request, v *view) (pageData, error) {
@@ -271,8 +279,9 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 	out.Title = "Production " + core.DisplayName(name)
 	out.API = "/api/production" + query(r)
 	for _, st := range allStates {
-		out.States = append(out.States, stateOption{Name: st, Checked: slices.Contains(f.States, st),
-			Count: countOf(out.Summary.Counts, st)})
+		n := countOf(out.Summary.Counts, st)
+		out.States = append(out.States, stateOption{Name: st, Checked: slices.Contains(f.States, st), Count: n,
+			Redrivable: v.Actions && n > 0 && slices.Contains(redrivable, st)})
 	}
 	if jobs.Next != "" {
 		out.NextURL = withParam(r.URL, "after", jobs.Next)
@@ -340,6 +349,7 @@ type jobView struct {
 	Metadata  []fact         `json:"-"`
 	Prov      []fact         `json:"-"`
 	Cancel    bool           `json:"-"`
+	Redrive   bool           `json:"-"`
 	EventsURL string         `json:"-"`
 }
 
@@ -358,6 +368,7 @@ func (s *Server) job(r *http.Request, v *view) (pageData, error) {
 	out.API = "/api/job" + query(r)
 	out.Expired = rec.State == core.StateClaimed && !rec.Expiry.IsZero() && !rec.Expiry.After(v.Clock.Now)
 	out.Cancel = v.Actions && (rec.State == core.StateRequested || rec.State == core.StateClaimed)
+	out.Redrive = v.Actions && slices.Contains(redrivable, rec.State)
 	switch {
 	case rec.PayloadSize == 0:
 		empty := ""
@@ -425,7 +436,7 @@ type eventFilter struct {
 }
 
 var allKinds = []string{"requested", "claimed", "renewed", "released", "failed", "completed", "cancelled",
-	"claim_expired", "production_created"}
+	"claim_expired", "retry", "dead", "redriven", "policy_changed", "production_created"}
 
 func (s *Server) eventQuery(r *http.Request) (core.EventQuery, eventFilter, error) {
 	q := r.URL.Query()

@@ -199,13 +199,26 @@ func TestMetricsParseBackAndMatchTheListingsAndTheEventLog(t *testing.T) {
 	eachStore(t, func(t *testing.T, location string) {
 		st := newSite(t, location, Config{})
 		st.seed("p", 6)
+		// q retries at once and allows two attempts: a claim that lapses
+		// and is taken again (an expiry), a retried failure, a job that
+		// uses up its attempts (dead) and is redriven.
+		_, err := st.writer.CreateProductionWithPolicy("q", core.RetryPolicy{MaxAttempts: 2})
+		require.NoError(t, err)
 		st.seed("q", 5)
-		// A claim that lapses and is taken again: an expiry.
 		l, err := st.writer.Claim("q", "slow", 50*time.Millisecond)
 		require.NoError(t, err)
 		time.Sleep(60 * time.Millisecond)
 		_, err = st.writer.ClaimJob("q", l.JobID(), "again", time.Minute)
 		require.NoError(t, err)
+		id, err := st.writer.RequestJob("q", "doomed", nil)
+		require.NoError(t, err)
+		for i := 0; i < 2; i++ {
+			l, err := st.writer.ClaimJob("q", id, "flaky", time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, l.FailRetry("flaky input", 0))
+		}
+		require.Equal(t, core.StateDead, jobState(t, st, "q", id))
+		require.NoError(t, st.writer.RetryJob("q", id))
 
 		check := func() {
 			fams := metricsOf(t, st)
@@ -224,7 +237,8 @@ func TestMetricsParseBackAndMatchTheListingsAndTheEventLog(t *testing.T) {
 				}
 				for kind, metric := range map[string]string{"claimed": "leases_claims_total", "completed": "leases_completions_total",
 					"failed": "leases_failures_total", "claim_expired": "leases_claim_expiries_total",
-					"cancelled": "leases_cancels_total", "requested": "leases_requests_total"} {
+					"cancelled": "leases_cancels_total", "requested": "leases_requests_total", "retry": "leases_retries_total",
+					"dead": "leases_dead_total", "redriven": "leases_redrives_total"} {
 					m := sample(t, fams, metric, map[string]string{"production": p})
 					require.Equal(t, kinds[kind], m.GetCounter().GetValue(), "%s of %s", metric, p)
 				}
@@ -258,7 +272,7 @@ func TestReadOnlyRefusesEveryOtherMethodAndChangesNothing(t *testing.T) {
 		require.NotContains(t, r.body, "<form method=\"post\"", "read-only pages have no action form")
 		require.NotContains(t, st.get(jobPath("p", ids[2])).header.Get("Set-Cookie"), csrfCookie)
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
-			for _, path := range append(readPaths("p", ids[2]), "/actions/cancel", "/actions/redrive") {
+			for _, path := range append(readPaths("p", ids[2]), "/actions/cancel", "/actions/redrive-job", "/actions/redrive") {
 				body := url.Values{"production": {"p"}, "id": {ids[2]}, "csrf": {"x"}}.Encode()
 				req, err := http.NewRequest(method, st.srv.URL+path, strings.NewReader(body))
 				require.NoError(t, err)
@@ -568,5 +582,80 @@ func TestTheOverviewShowsTheClockAndWarnsWhenItIsBehindTheMark(t *testing.T) {
 		fams := metricsOf(t, st)
 		lag := sample(t, fams, "leases_clock_lag_seconds", nil).GetGauge().GetValue()
 		require.InDelta(t, 3600, lag, 60)
+	})
+}
+
+// postForm posts an action's fields with this browser's cookie and token
+// and a same-origin Origin, as the page's form does.
+func (st *site) postForm(cookie *http.Cookie, path string, fields url.Values) response {
+	st.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, st.srv.URL+path, strings.NewReader(fields.Encode()))
+	require.NoError(st.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", st.srv.URL)
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	return st.do(req)
+}
+
+func TestRedriveFormsReturnFailedDeadAndCancelledJobsToTheQueue(t *testing.T) {
+	eachStore(t, func(t *testing.T, location string) {
+		st := newSite(t, location, Config{AllowActions: true})
+		_, err := st.writer.CreateProductionWithPolicy("p", core.RetryPolicy{MaxAttempts: 1})
+		require.NoError(t, err)
+		ids := st.seed("p", 6) // ids[1] failed, ids[5] cancelled
+		l, err := st.writer.ClaimJob("p", ids[3], "flaky", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.FailRetry("flaky input", 0))
+		require.Equal(t, core.StateDead, jobState(t, st, "p", ids[3]))
+
+		// The dead job's page shows its attempt and offers a redrive; a
+		// requested one offers none.
+		page := st.get(jobPath("p", ids[3]))
+		require.Contains(t, page.body, `id="redrive-job"`)
+		require.Regexp(t, `<td class="ending">retry</td><td class="reason">flaky input</td>`, page.body)
+		require.NotContains(t, st.get(jobPath("p", ids[4])).body, `id="redrive-job"`)
+		prod := st.get("/production?name=p")
+		for _, state := range []string{"failed", "dead", "cancelled"} {
+			require.Contains(t, prod.body, `id="redrive-`+state+`"`, state)
+		}
+		cookie, token := formOf(t, st, "p", ids[3])
+
+		// Forged: no token, another origin; nothing changes.
+		before := st.eventCount()
+		r := st.postForm(cookie, "/actions/redrive-job", url.Values{"production": {"p"}, "id": {ids[3]}})
+		require.Equal(t, http.StatusForbidden, r.code)
+		req, _ := http.NewRequest(http.MethodPost, st.srv.URL+"/actions/redrive",
+			strings.NewReader(url.Values{"production": {"p"}, "state": {"failed"}, "csrf": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://evil.example")
+		req.AddCookie(cookie)
+		require.Equal(t, http.StatusForbidden, st.do(req).code)
+		require.Equal(t, before, st.eventCount())
+
+		// One job.
+		r = st.postForm(cookie, "/actions/redrive-job", url.Values{"production": {"p"}, "id": {ids[3]}, "csrf": {token}})
+		require.Equal(t, http.StatusSeeOther, r.code, r.body)
+		require.Equal(t, core.StateRequested, jobState(t, st, "p", ids[3]))
+		require.Contains(t, st.get(r.header.Get("Location")).body, "The job was redriven")
+		// Core's rules still apply: a requested job is not redriven.
+		r = st.postForm(cookie, "/actions/redrive-job", url.Values{"production": {"p"}, "id": {ids[3]}, "csrf": {token}})
+		require.Equal(t, http.StatusConflict, r.code, r.body)
+		// Every job of a state; a state that cannot be redriven is a clear error.
+		r = st.postForm(cookie, "/actions/redrive", url.Values{"production": {"p"}, "state": {"claimed"}, "csrf": {token}})
+		require.Equal(t, http.StatusBadRequest, r.code, r.body)
+		for _, id := range []string{ids[1], ids[5]} {
+			require.NotEqual(t, core.StateRequested, jobState(t, st, "p", id))
+		}
+		for _, state := range []string{"failed", "cancelled"} {
+			r = st.postForm(cookie, "/actions/redrive", url.Values{"production": {"p"}, "state": {state}, "csrf": {token}})
+			require.Equal(t, http.StatusSeeOther, r.code, r.body)
+			require.Contains(t, st.get(r.header.Get("Location")).body, "those jobs are requested again")
+		}
+		for _, id := range []string{ids[1], ids[5]} {
+			require.Equal(t, core.StateRequested, jobState(t, st, "p", id))
+		}
+		require.NotContains(t, st.get("/production?name=p").body, `id="redrive-`)
 	})
 }

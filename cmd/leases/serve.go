@@ -22,11 +22,12 @@ the authority's clock and high-water mark; /api/... the same data as JSON; /metr
 Prometheus; /healthz for a load balancer. Pages update themselves (a pause control stops it).
 
 The page has NO AUTHENTICATION: whoever reaches it reads every job, and with --allow-actions
-cancels them. So it listens on a loopback address only (127.0.0.1, ::1, localhost), and answers
+cancels and redrives them. So it listens on a loopback address only (127.0.0.1, ::1, localhost), and answers
 only requests addressed to this host (DNS-rebinding defence). --listen-public allows any
 address and any Host: only behind your own authenticating proxy (docs/SECURITY.md).
 
-Read-only unless --allow-actions: then a job's page has a cancel form (POST, protected
+Read-only unless --allow-actions: then a job's page has a cancel or a redrive form and a
+production's page a form to redrive all its failed, dead or cancelled jobs (POST, protected
 against cross-site request forgery by a token and an Origin check). Nothing else ever writes.
 No page, API answer or metric ever holds a claim secret or token, or a database password.`,
 		examples: []string{"leases serve", "leases --db /srv/jobs.db serve --listen 127.0.0.1:9090",
@@ -37,7 +38,7 @@ No page, API answer or metric ever holds a claim secret or token, or a database 
 func runServe(cc *cmdContext) error {
 	listen := cc.fs.String("listen", web.DefaultListen, "serve on `ADDR` (HOST:PORT; a loopback address unless --listen-public)")
 	public := cc.fs.Bool("listen-public", false, "allow a non-loopback address and any Host header (no authentication: put it behind your own authenticating proxy)")
-	actions := cc.fs.Bool("allow-actions", false, "enable the coordinator actions (cancel) as CSRF-protected forms; read-only without it")
+	actions := cc.fs.Bool("allow-actions", false, "enable the coordinator actions (cancel, redrive) as CSRF-protected forms; read-only without it")
 	if done, err := parseOnly(cc); done || err != nil {
 		return err
 	}
