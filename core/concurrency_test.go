@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv("LEASES_TEST_FILE_WRITER"); path != "" {
 		os.Exit(fileWriterProcess(path))
 	}
+	if name := os.Getenv("LEASES_TEST_OPENER"); name != "" {
+		os.Exit(openerProcess(os.Getenv("LEASES_TEST_DB"), os.Getenv("LEASES_TEST_GO"), name))
+	}
 	if name := os.Getenv("LEASES_TEST_WORKER"); name != "" {
 		os.Exit(workerProcess(name, os.Getenv("LEASES_TEST_DB"), os.Getenv("LEASES_TEST_GO")))
 	}

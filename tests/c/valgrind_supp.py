@@ -19,7 +19,7 @@ GO_FRAMES = [
     "_cgoexp_*", "_cgo_*", "x_cgo_*", "crosscall*", "gcWriteBarrier*",
     # the runtime's assembly helpers have no package prefix: hashing and
     # comparing read whole 16-byte words past a string's end, by design
-    "aeshashbody", "memeqbody", "indexbytebody", "countbody", "cmpbody",
+    "aeshashbody", "memeqbody", "indexbytebody", "countbody", "cmpbody", "indexbody",
 ]
 KINDS = ["Addr1", "Addr2", "Addr4", "Addr8", "Addr16", "Addr32", "Value1", "Value2", "Value4",
          "Value8", "Value16", "Value32", "Cond"]

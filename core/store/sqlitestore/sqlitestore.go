@@ -87,7 +87,24 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	default:
 		return nil, fmt.Errorf("unsupported synchronous level %q", opts.Synchronous)
 	}
-	file, err := openFile(abs, path, opts.MustExist)
+	// SQLite refuses some lock upgrades at once instead of calling the busy
+	// handler (it would deadlock): the switch of a new file to WAL, made by
+	// the first connection of each opener, is one. Openers racing to create
+	// one file would then get busy within microseconds of starting; such a
+	// refusal is retried, within the busy timeout, like any other wait.
+	deadline := time.Now().Add(busy)
+	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		s, err := openOnce(abs, path, busy, syncMode, opts.MustExist, now)
+		if err == nil || !errors.Is(err, store.ErrBusy) || time.Now().Add(pause).After(deadline) {
+			return s, err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// openOnce opens the file and its connections, and migrates it.
+func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist bool, now func() int64) (*DB, error) {
+	file, err := openFile(abs, path, mustExist)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +115,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 	}
 	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file}
 	s.queries = queries{st: newStmtCache(db), file: file}
-	err = s.migrate(now, opts.MustExist, path)
+	err = s.migrate(now, mustExist, path)
 	if err == nil {
 		err = file.pinConn(db)
 	}
