@@ -259,6 +259,16 @@ func jobLine(j core.Job) string {
 		timeText(j.Expiry), strconv.FormatInt(j.Attempts, 10), dash(escapeControls(oneLine(j.Reason))))
 }
 
+// attemptLine is one ended attempt of job show's history, oldest first:
+// "#2 host-7 2026-…Z..2026-…Z expired: the claim expired before it finished".
+func attemptLine(h core.Attempt) string {
+	s := fmt.Sprintf("#%d %s %s..%s %s", h.Number, dash(nameText(h.Worker)), timeText(h.ClaimedAt), timeText(h.EndedAt), h.Ending)
+	if h.Reason != "" {
+		s += ": " + escapeControls(oneLine(h.Reason))
+	}
+	return s
+}
+
 // ---- commands -------------------------------------------------------------------
 
 // runListing is the body of a cursor-paged listing command: its own flags
@@ -359,6 +369,8 @@ func runJobShow(cc *cmdContext) error {
 	line("expiry", timeText(rec.Expiry))
 	line("attempts", strconv.FormatInt(rec.Attempts, 10))
 	line("reason", dash(escapeControls(oneLine(rec.Reason))))
+	line("priority", strconv.Itoa(rec.Priority))
+	line("claimable", timeText(rec.ClaimableAt))
 	line("payload", fmt.Sprintf("%d bytes", rec.PayloadSize))
 	line("requested", timeText(rec.RequestedAt))
 	line("updated", timeText(rec.UpdatedAt))
@@ -376,6 +388,13 @@ func runJobShow(cc *cmdContext) error {
 			label = ""
 		}
 		line(label, fmt.Sprintf("%s (%d bytes, sha256 %s, nonce %s)", escapeControls(o.Path), o.Size, o.SHA256, o.Nonce))
+	}
+	for i, h := range rec.History {
+		label := "history"
+		if i > 0 {
+			label = ""
+		}
+		line(label, attemptLine(h))
 	}
 	return w.Flush()
 }
