@@ -200,15 +200,24 @@ func parseOnly(cc *cmdContext, required ...string) (done bool, err error) {
 	return false, nil
 }
 
+// parseName parses a command that takes flags and one production NAME.
+func parseName(cc *cmdContext) (name string, done bool, err error) {
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return "", done, err
+	}
+	if len(pos) != 1 {
+		return "", false, usagef(cc.cmd.name, "give exactly one production NAME")
+	}
+	return pos[0], false, nil
+}
+
 func runProductionCreate(cc *cmdContext) error {
 	cc.withJSON()
 	pf := addPolicyFlags(cc)
-	pos, done, err := prepare(cc, true)
+	name, done, err := parseName(cc)
 	if done || err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef(cc.cmd.name, "give exactly one production NAME")
 	}
 	policy, err := pf.apply(core.DefaultRetryPolicy())
 	if err != nil {
@@ -221,9 +230,9 @@ func runProductionCreate(cc *cmdContext) error {
 	defer a.Close()
 	var p core.Production
 	if pf.given() {
-		p, err = a.CreateProductionWithPolicy(pos[0], policy)
+		p, err = a.CreateProductionWithPolicy(name, policy)
 	} else {
-		p, err = a.CreateProduction(pos[0])
+		p, err = a.CreateProduction(name)
 	}
 	if err != nil {
 		return err
@@ -557,22 +566,36 @@ func runComplete(cc *cmdContext) error {
 	})
 }
 
-func runCancel(cc *cmdContext) error {
+// openJob parses a command on one job named by --production P --job ID
+// (no token: a coordinator's or an observer's) and opens the authority;
+// done reports that --help was shown.
+func openJob(cc *cmdContext) (a *core.Authority, production, jobID string, done bool, err error) {
 	prod := cc.fs.String("production", "", "production `NAME`")
 	job := cc.fs.String("job", "", "job `ID`")
-	if done, err := parseOnly(cc, "production", "job"); done || err != nil {
-		return err
+	if done, err = parseOnly(cc, "production", "job"); done || err != nil {
+		return nil, "", "", done, err
 	}
-	a, err := cc.open()
-	if err != nil {
+	a, err = cc.open()
+	return a, *prod, *job, false, err
+}
+
+// onJob runs a coordinator's act on one job (cancel, job retry) and prints
+// what it did: did has a verb for the job id and one for the production.
+func onJob(cc *cmdContext, act func(a *core.Authority, production, jobID string) error, did string) error {
+	a, prod, job, done, err := openJob(cc)
+	if done || err != nil {
 		return err
 	}
 	defer a.Close()
-	if err := a.Cancel(*prod, *job); err != nil {
+	if err := act(a, prod, job); err != nil {
 		return err
 	}
-	fmt.Printf("cancelled job %s of production %s\n", *job, nameText(*prod))
+	fmt.Printf(did+"\n", job, nameText(prod))
 	return nil
+}
+
+func runCancel(cc *cmdContext) error {
+	return onJob(cc, (*core.Authority).Cancel, "cancelled job %s of production %s")
 }
 
 // transient tells the failures that `events --follow` waits out from those

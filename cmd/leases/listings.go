@@ -341,17 +341,12 @@ func runJobList(cc *cmdContext) error {
 
 func runJobShow(cc *cmdContext) error {
 	cc.withJSON()
-	prod := cc.fs.String("production", "", "production `NAME`")
-	job := cc.fs.String("job", "", "job `ID`")
-	if done, err := parseOnly(cc, "production", "job"); done || err != nil {
-		return err
-	}
-	a, err := cc.open()
-	if err != nil {
+	a, prod, job, done, err := openJob(cc)
+	if done || err != nil {
 		return err
 	}
 	defer a.Close()
-	rec, err := a.JobDetail(context.Background(), *prod, *job)
+	rec, err := a.JobDetail(context.Background(), prod, job)
 	if err != nil {
 		return err
 	}

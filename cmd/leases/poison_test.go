@@ -121,6 +121,16 @@ sleep 0.2`}
 				t.Fatalf("attempt %d of the poison job: %+v", i+1, h)
 			}
 		}
+		// One event per attempt: each claim, and each lapse when noticed.
+		expired := 0
+		for _, ev := range e.events() {
+			if ev.Kind == "claim_expired" && ev.JobID != nil && *ev.JobID == poison {
+				expired++
+			}
+		}
+		if expired != maxAttempts {
+			t.Fatalf("%d claim_expired events of the poison job, want %d", expired, maxAttempts)
+		}
 		if e.kindCount("dead") != 1 {
 			t.Fatalf("%d dead events, want 1", e.kindCount("dead"))
 		}

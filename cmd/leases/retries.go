@@ -172,12 +172,9 @@ func findProduction(a *core.Authority, name string) (core.Production, error) {
 func runProductionPolicy(cc *cmdContext) error {
 	cc.withJSON()
 	pf := addPolicyFlags(cc)
-	pos, done, err := prepare(cc, true)
+	name, done, err := parseName(cc)
 	if done || err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef(cc.cmd.name, "give exactly one production NAME")
 	}
 	if _, err := pf.apply(core.DefaultRetryPolicy()); err != nil {
 		return err // bad input is refused before anything is opened
@@ -187,7 +184,7 @@ func runProductionPolicy(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
-	p, err := findProduction(a, pos[0])
+	p, err := findProduction(a, name)
 	if err != nil {
 		return err
 	}
@@ -199,7 +196,7 @@ func runProductionPolicy(cc *cmdContext) error {
 		if err != nil {
 			return err
 		}
-		if err := a.SetRetryPolicy(pos[0], policy); err != nil {
+		if err := a.SetRetryPolicy(name, policy); err != nil {
 			return err
 		}
 		p.Policy = policy
@@ -214,12 +211,9 @@ func runProductionPolicy(cc *cmdContext) error {
 func runProductionRedrive(cc *cmdContext) error {
 	cc.withJSON()
 	state := cc.fs.String("state", core.StateDead, "redrive the jobs in `STATE`: dead, failed or cancelled")
-	pos, done, err := prepare(cc, true)
+	name, done, err := parseName(cc)
 	if done || err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef(cc.cmd.name, "give exactly one production NAME")
 	}
 	switch *state {
 	case core.StateDead, core.StateFailed, core.StateCancelled:
@@ -231,7 +225,7 @@ func runProductionRedrive(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
-	n, err := a.Redrive(pos[0], *state)
+	n, err := a.Redrive(name, *state)
 	if err != nil {
 		if n > 0 {
 			return fmt.Errorf("%w\nleases: %d %s job(s) were redriven before the failure; run the command again for the rest", err, n, *state)
@@ -243,28 +237,14 @@ func runProductionRedrive(cc *cmdContext) error {
 			Production string `json:"production"`
 			State      string `json:"state"`
 			Redriven   int64  `json:"redriven"`
-		}{pos[0], *state, n})
+		}{name, *state, n})
 	}
-	fmt.Printf("redrove %d %s job(s) of production %s\n", n, *state, nameText(pos[0]))
+	fmt.Printf("redrove %d %s job(s) of production %s\n", n, *state, nameText(name))
 	return nil
 }
 
 func runJobRetry(cc *cmdContext) error {
-	prod := cc.fs.String("production", "", "production `NAME`")
-	job := cc.fs.String("job", "", "job `ID`")
-	if done, err := parseOnly(cc, "production", "job"); done || err != nil {
-		return err
-	}
-	a, err := cc.open()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	if err := a.RetryJob(*prod, *job); err != nil {
-		return err
-	}
-	fmt.Printf("job %s of production %s is requested again (attempts reset)\n", *job, nameText(*prod))
-	return nil
+	return onJob(cc, (*core.Authority).RetryJob, "job %s of production %s is requested again (attempts reset)")
 }
 
 // requestFlags are job request's scheduling flags.
