@@ -363,3 +363,41 @@ func TestBadSchedulingFlagsAreRefusedBeforeAnythingIsCreated(t *testing.T) {
 		e.noAuthority("a refused request")
 	})
 }
+
+func TestAProgramExitGivenToRetryExitFailsItsJobWithARetryAndOtherExitsForGood(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *env) {
+		e.must("production", "create", prod, "--max-attempts", "2", "--backoff", "0")
+		first := strings.TrimSpace(e.must("job", "request", "--production", prod, "--key", "exec").stdout)
+		out := e.outDir()
+		tok, _ := e.claim("w1", "1m")
+		for _, bad := range []string{"0", "256", "x", "75,"} {
+			wantExit(t, e.run("exec", "--token-file", tok, "--output-dir", out, "--retry-exit", bad, "--", "true"), 2, "--retry-exit")
+		}
+		r := e.run("exec", "--token-file", tok, "--output-dir", out, "--retry-exit", "75,76", "--", "sh", "-c",
+			`echo partial > "$LEASES_OUTPUT"; exit 75`)
+		wantExit(t, r, 1, "exit status 75", "failed with a retry: requested again")
+		rec := e.record(first)
+		if rec.State != "requested" || rec.Attempts != 1 || len(rec.History) != 1 || rec.History[0].Ending != "retry" ||
+			*rec.History[0].Reason != "exit status 75" {
+			t.Fatalf("after exit 75: %+v", rec)
+		}
+		if names := listDir(t, out); len(names) != 0 {
+			t.Fatalf("a retried run left files: %v", names)
+		}
+		// Another exit status, or a signal, fails it for good.
+		tok, _ = e.claim("w2", "1m")
+		wantExit(t, e.run("exec", "--token-file", tok, "--output-dir", out, "--retry-exit", "75", "--", "sh", "-c", "exit 7"), 1, "marked failed")
+		if rec := e.record(first); rec.State != "failed" || rec.Attempts != 2 {
+			t.Fatalf("after exit 7: %+v", rec)
+		}
+
+		// Under leases work: retried until the last attempt, then dead.
+		second := strings.TrimSpace(e.must("job", "request", "--production", prod, "--key", "work").stdout)
+		r = e.run(workArgs("--exit-when-empty", "--retry-exit", "75", "--", "sh", "-c", "exit 75")...)
+		wantExit(t, r, 0, "work stopped: 0 completed, 2 failed, 0 given back, 0 lost", "dead, all 2 attempts used")
+		rec = e.record(second)
+		if rec.State != "dead" || rec.Attempts != 2 || len(rec.History) != 2 || rec.History[1].Ending != "retry" {
+			t.Fatalf("the job leases work retried: %+v", rec)
+		}
+	})
+}
