@@ -26,7 +26,8 @@ func init() {
 		detail: `Without policy flags, an existing production of that name is returned as it is. With
 them, the production gets the default retry policy with those parts changed; an existing
 production with another policy is refused (wrong_state): change it with 'leases production
-policy'. ` + policyFlagsHelp,
+policy'.
+` + policyFlagsHelp,
 		examples: []string{"leases production create nightly",
 			"leases --db /srv/jobs.db production create nightly --json",
 			"leases production create imports --max-attempts 5 --backoff 30s,10m --jitter 10"},
@@ -38,7 +39,7 @@ JSON array, --jsonl one object per line. With --limit, if more productions follo
 error says how to continue: "leases: more productions follow; continue with --after CURSOR".`,
 		examples: []string{"leases production list", "leases production list --json | jq -r '.[].name'"},
 		run:      runProductionList})
-	register(&command{name: "job request", args: "--production P [--key K] [--payload-file F|-] [--priority N] [--delay D | --run-at T] [--json]",
+	register(&command{name: "job request", args: "--production P [--key K] [--payload-file F|-] [--priority N] [--delay D | --run-at TIME] [--json]",
 		summary: "request a job and print its id",
 		detail: `With --key the request is idempotent: the same key and payload return the same job (the
 first request's priority and time stand); the same key with another payload is refused.
