@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,10 +21,16 @@ import (
 )
 
 func init() {
-	register(&command{name: "production create", args: "NAME [--json]",
+	register(&command{name: "production create", args: "NAME [--max-attempts N] [--backoff BASE[,CAP]] [--jitter PCT] [--json]",
 		summary: "create a production (idempotent) and print its id",
+		detail: `Without policy flags, an existing production of that name is returned as it is. With
+them, the production gets the default retry policy with those parts changed; an existing
+production with another policy is refused (wrong_state): change it with 'leases production
+policy'.
+` + policyFlagsHelp,
 		examples: []string{"leases production create nightly",
-			"leases --db /srv/jobs.db production create nightly --json"},
+			"leases --db /srv/jobs.db production create nightly --json",
+			"leases production create imports --max-attempts 5 --backoff 30s,10m --jitter 10"},
 		run: runProductionCreate})
 	register(&command{name: "production list", args: "[--limit N] [--after CURSOR] [--json|--jsonl]",
 		summary: "list productions, streamed page by page",
@@ -32,12 +39,18 @@ JSON array, --jsonl one object per line. With --limit, if more productions follo
 error says how to continue: "leases: more productions follow; continue with --after CURSOR".`,
 		examples: []string{"leases production list", "leases production list --json | jq -r '.[].name'"},
 		run:      runProductionList})
-	register(&command{name: "job request", args: "--production P [--key K] [--payload-file F|-] [--json]",
+	register(&command{name: "job request", args: "--production P [--key K] [--payload-file F|-] [--priority N] [--delay D | --run-at TIME] [--json]",
 		summary: "request a job and print its id",
-		detail: `With --key the request is idempotent: the same key and payload return the same job;
-the same key with another payload is refused.`,
+		detail: `With --key the request is idempotent: the same key and payload return the same job (the
+first request's priority and time stand); the same key with another payload is refused.
+Claims take the highest priority first, then the earliest claimable time, then request
+order. --delay and --run-at are on the authority's clock: --delay counts from its now, and
+a --run-at in the past means now; at most 366 days (8784h) ahead.`,
 		examples: []string{"leases job request --production nightly --key frame-1",
-			"render-spec frame-2 | leases job request --production nightly --key frame-2 --payload-file -"},
+			"render-spec frame-2 | leases job request --production nightly --key frame-2 --payload-file -",
+			"leases job request --production nightly --key urgent-fix --priority 100",
+			"leases job request --production nightly --key reindex --delay 15m",
+			"leases job request --production nightly --key report --run-at 2026-12-01T06:00:00Z"},
 		run: runJobRequest})
 	register(&command{name: "job list", args: "--production P [--state S[,S]] [--key K] [--job ID] [--limit N] [--after CURSOR] [--json|--jsonl]",
 		summary: "list the jobs of a production in request order, streamed (attribution and expiry, never a secret)",
@@ -47,12 +60,14 @@ With --limit N at most N jobs are printed; if more follow, standard error says h
 "leases: more jobs follow; continue with --after CURSOR". Every job that existed when the
 listing began is listed exactly once, in the state its page saw.`,
 		examples: []string{"leases job list --production nightly", "leases job list --production nightly --state claimed,requested",
-			"leases job list --production nightly --jsonl | jq -r .id", "leases job list --production nightly --limit 100 --after CURSOR"},
+			"leases job list --production nightly --jsonl | jq -r .id", "leases job list --production nightly --limit 100 --after CURSOR",
+			"leases job list --production nightly --state dead"},
 		run: runJobList})
 	register(&command{name: "job show", args: "--production P --job ID [--json]",
-		summary: "show one job: its state, times, payload size and published facts (never a secret)",
+		summary: "show one job: its state, times, priority, payload size, facts and attempt history (never a secret)",
 		examples: []string{"leases job show --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44",
-			"leases job show --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44 --json | jq .facts"},
+			"leases job show --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44 --json | jq .facts",
+			"leases job show --production nightly --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44 --json | jq '.attempt_history[].ending'"},
 		run: runJobShow})
 	register(&command{name: "job counts", args: "--production P [--json]",
 		summary:  "count a production's jobs by state, with expired claims and the oldest waiting job",
@@ -81,10 +96,16 @@ Durations take a unit: us, ms, s, m or h (250ms, 30s, 1500us, 1m30s); at most 24
 		summary:  "give a claimed job back (it becomes requested again)",
 		examples: []string{"leases release --token-file job.token"},
 		run:      runRelease})
-	register(&command{name: "fail", args: "--token-file F --reason TEXT",
-		summary:  "mark a claimed job failed",
-		examples: []string{"leases fail --token-file job.token --reason 'input corrupt'"},
-		run:      runFail})
+	register(&command{name: "fail", args: "--token-file F --reason TEXT [--retry [--delay D]]",
+		summary: "mark a claimed job failed, for good or (--retry) to be tried again",
+		detail: `Without --retry the job is failed for good, whatever attempts it has left. With --retry
+the attempt ends and the job returns to the queue after --delay (on the authority's clock),
+or by default after the production's backoff; if that was its last attempt it is dead.
+The line printed says which, as observed just after.`,
+		examples: []string{"leases fail --token-file job.token --reason 'input corrupt'",
+			"leases fail --token-file job.token --reason 'upstream 503' --retry",
+			"leases fail --token-file job.token --reason 'rate limited' --retry --delay 10m"},
+		run: runFail})
 	register(&command{name: "complete", args: "--token-file F [--metadata KEY=JSON]... [--provenance KEY=JSON]...",
 		summary: "mark a claimed job completed, publishing metadata and provenance in the same commit",
 		examples: []string{`leases complete --token-file job.token --metadata frames=12 --provenance tool='"render 2.1"'`,
@@ -105,7 +126,7 @@ array, --jsonl (and --json with --follow) one object per line. --kind needs --pr
 --follow polls every --interval (default 250ms) and stops on SIGINT or SIGTERM with status 0.`,
 		examples: []string{"leases events --production nightly", "leases events --follow --json | jq .kind",
 			"leases events --after 120", "leases events --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44",
-			"leases events --production nightly --kind claim_expired --jsonl"},
+			"leases events --production nightly --kind claim_expired --jsonl", "leases events --production nightly --kind retry,dead,redriven"},
 		run: runEvents})
 	register(&command{name: "version", args: "",
 		summary: "print the version (also: leases --version, leases -V)", examples: []string{"leases version", "leases --version"}, run: runVersion})
@@ -180,21 +201,40 @@ func parseOnly(cc *cmdContext, required ...string) (done bool, err error) {
 	return false, nil
 }
 
+// parseName parses a command that takes flags and one production NAME.
+func parseName(cc *cmdContext) (name string, done bool, err error) {
+	pos, done, err := prepare(cc, true)
+	if done || err != nil {
+		return "", done, err
+	}
+	if len(pos) != 1 {
+		return "", false, usagef(cc.cmd.name, "give exactly one production NAME")
+	}
+	return pos[0], false, nil
+}
+
 func runProductionCreate(cc *cmdContext) error {
 	cc.withJSON()
-	pos, done, err := prepare(cc, true)
+	pf := addPolicyFlags(cc)
+	name, done, err := parseName(cc)
 	if done || err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef(cc.cmd.name, "give exactly one production NAME")
+	policy, err := pf.apply(core.DefaultRetryPolicy())
+	if err != nil {
+		return err
 	}
 	a, err := cc.openCreating()
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	p, err := a.CreateProduction(pos[0])
+	var p core.Production
+	if pf.given() {
+		p, err = a.CreateProductionWithPolicy(name, policy)
+	} else {
+		p, err = a.CreateProduction(name)
+	}
 	if err != nil {
 		return err
 	}
@@ -210,7 +250,12 @@ func runJobRequest(cc *cmdContext) error {
 	prod := cc.fs.String("production", "", "production `NAME`")
 	key := cc.fs.String("key", "", "idempotency `KEY`, unique within the production")
 	payloadFile := cc.fs.String("payload-file", "", "read the payload from `FILE` (- for standard input)")
+	rf := addRequestFlags(cc)
 	if done, err := parseOnly(cc, "production"); done || err != nil {
+		return err
+	}
+	o, err := rf.options(cc.cmd.name)
+	if err != nil {
 		return err
 	}
 	var payload []byte
@@ -238,7 +283,7 @@ func runJobRequest(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
-	id, err := a.RequestJob(*prod, *key, payload)
+	id, err := a.RequestJobWith(*prod, *key, payload, o)
 	if err != nil {
 		return err
 	}
@@ -471,10 +516,44 @@ func runRelease(cc *cmdContext) error {
 func runFail(cc *cmdContext) error {
 	tokenFileFlag(cc)
 	reason := cc.fs.String("reason", "", "why the job failed (`TEXT`)")
+	retry := cc.fs.Bool("retry", false, "fail this attempt only: the job returns to the queue, or is dead if it was its last attempt")
+	delay := durationFlag{rule: spanRule{max: core.MaxDelay}}
+	cc.fs.Var(&delay, "delay", "with --retry: claimable again `DURATION` after the authority's now (default: the production's backoff)")
 	if done, err := parseOnly(cc, "reason"); done || err != nil {
 		return err
 	}
-	return transition(cc, "failed", func(l *core.Lease) error { return l.Fail(*reason) })
+	if !*retry {
+		if delay.set {
+			return usagef(cc.cmd.name, "--delay needs --retry: a job failed for good never returns")
+		}
+		return transition(cc, "failed", func(l *core.Lease) error { return l.Fail(*reason) })
+	}
+	a, l, err := cc.importLease(cc.fs.Lookup("token-file").Value.String())
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := l.FailRetry(*reason, delay.d); err != nil {
+		return err
+	}
+	fmt.Printf("failed (retryable) job %s of production %s: %s\n", l.JobID(), nameText(l.Production()),
+		afterRetry(a, l.Production(), l.JobID()))
+	return nil
+}
+
+// afterRetry says what became of a job its claimant failed with a retry, as
+// read just after the commit (another worker may have claimed it since).
+func afterRetry(a *core.Authority, production, jobID string) string {
+	j, err := a.JobDetail(context.Background(), production, jobID)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("committed (its state could not be read: %v)", err)
+	case j.State == core.StateRequested:
+		return fmt.Sprintf("requested again, claimable at %s (%d attempt(s) used)", timeText(j.ClaimableAt), j.Attempts)
+	case j.State == core.StateDead:
+		return fmt.Sprintf("dead, all %d attempts used", j.Attempts)
+	}
+	return "now " + j.State
 }
 
 func runComplete(cc *cmdContext) error {
@@ -488,22 +567,36 @@ func runComplete(cc *cmdContext) error {
 	})
 }
 
-func runCancel(cc *cmdContext) error {
+// openJob parses a command on one job named by --production P --job ID
+// (no token: a coordinator's or an observer's) and opens the authority;
+// done reports that --help was shown.
+func openJob(cc *cmdContext) (a *core.Authority, production, jobID string, done bool, err error) {
 	prod := cc.fs.String("production", "", "production `NAME`")
 	job := cc.fs.String("job", "", "job `ID`")
-	if done, err := parseOnly(cc, "production", "job"); done || err != nil {
-		return err
+	if done, err = parseOnly(cc, "production", "job"); done || err != nil {
+		return nil, "", "", done, err
 	}
-	a, err := cc.open()
-	if err != nil {
+	a, err = cc.open()
+	return a, *prod, *job, false, err
+}
+
+// onJob runs a coordinator's act on one job (cancel, job retry) and prints
+// what it did: did has a verb for the job id and one for the production.
+func onJob(cc *cmdContext, act func(a *core.Authority, production, jobID string) error, did string) error {
+	a, prod, job, done, err := openJob(cc)
+	if done || err != nil {
 		return err
 	}
 	defer a.Close()
-	if err := a.Cancel(*prod, *job); err != nil {
+	if err := act(a, prod, job); err != nil {
 		return err
 	}
-	fmt.Printf("cancelled job %s of production %s\n", *job, nameText(*prod))
+	fmt.Printf(did+"\n", job, nameText(prod))
 	return nil
+}
+
+func runCancel(cc *cmdContext) error {
+	return onJob(cc, (*core.Authority).Cancel, "cancelled job %s of production %s")
 }
 
 // transient tells the failures that `events --follow` waits out from those

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 
 func init() {
 	register(&command{name: "exec",
-		args:    "--token-file F --output-dir DIR [--duration D] [--metadata KEY=JSON]... [--provenance KEY=JSON]... -- PROGRAM [ARG]...",
+		args:    "--token-file F --output-dir DIR [--duration D] [--retry-exit CODE[,CODE]] [--metadata KEY=JSON]... [--provenance KEY=JSON]... -- PROGRAM [ARG]...",
 		summary: "run PROGRAM for a claimed job; complete on exit 0 with its output, fail otherwise",
 		detail: `PROGRAM runs in its own process group with:
   LEASES_OUTPUT      a fresh private file in DIR to write the output to
@@ -28,13 +30,16 @@ The token never reaches PROGRAM. While it runs, the claim is kept alive: renewed
 every third of D (D defaults to the claim's current span; sooner when less time is left).
 On exit 0 the output is fsynced and renamed to DIR/<job>.<nonce>.out and the job completes,
 registering its path, size, SHA-256 and nonce with the given metadata/provenance. A non-zero
-exit fails the job with the exit status as its reason. If the claim is lost while PROGRAM
+exit fails the job with the exit status as its reason: for good, or, for an exit status given
+to --retry-exit, with a retry (back in the queue after the production's backoff; dead if it
+was the last attempt). If the claim is lost while PROGRAM
 runs (expired, cancelled, taken), PROGRAM's process group is killed and its files removed.
 SIGINT and SIGTERM are forwarded to PROGRAM (a second one kills it); the output is then
 discarded and the claim left as it is, until its expiry or 'leases release'.`,
 		examples: []string{
 			`leases exec --token-file job.token --output-dir out -- sh -c 'render < /dev/stdin > "$LEASES_OUTPUT"'`,
 			"leases exec --token-file job.token --output-dir out --metadata frames=12 -- ./render.sh",
+			"leases exec --token-file job.token --output-dir out --retry-exit 75 -- ./fetch.sh",
 		},
 		run: runExec})
 }
@@ -44,6 +49,7 @@ func runExec(cc *cmdContext) error {
 	outDir := cc.fs.String("output-dir", "", "`DIR` for the output files")
 	var dur durationFlag
 	cc.fs.Var(&dur, "duration", "renew the claim to now + `DURATION` (default: the claim's current span)")
+	retryExit := retryExitFlags(cc)
 	md, pv := cc.factFlags()
 	prog, done, err := prepare(cc, false)
 	if done || err != nil {
@@ -97,7 +103,7 @@ func runExec(cc *cmdContext) error {
 	// are forwarded to it.
 	held.start()
 	return execute(ctx, job{a: a, l: l, argv: prog, outDir: *outDir,
-		facts: core.Facts{Metadata: md.m, Provenance: pv.m}, hold: held})
+		facts: core.Facts{Metadata: md.m, Provenance: pv.m}, hold: held, retryExit: retryExit.codes})
 }
 
 // job is one run of the reference executor.
@@ -108,6 +114,9 @@ type job struct {
 	outDir string // "" (work without --output-dir): no output file; the job completes with the facts alone
 	facts  core.Facts
 	hold   *signalHold // exec: signals are forwarded to the program; nil for work, whose signals drain
+	// retryExit are the exit statuses that fail the job with a retry
+	// rather than for good.
+	retryExit map[int]bool
 }
 
 // programFailed: the program exited non-zero (or was killed) and the job was
@@ -233,6 +242,14 @@ loop:
 			"its expiry (leases release --token-file FILE gives the job back)", interrupted, name)
 	case state.Success():
 		return complete(j, x)
+	case j.retryExit[state.ExitCode()]: // -1 (killed by a signal) is never one
+		abandon()
+		reason := exitReason(state)
+		if err := l.FailRetry(reason, 0); err != nil {
+			return fmt.Errorf("%s failed (%s), and the retry could not be recorded: %v; its output was removed", name, reason, err)
+		}
+		return &programFailed{fmt.Sprintf("%s failed (%s); job %s failed with a retry: %s; its output was removed",
+			name, reason, l.JobID(), afterRetry(j.a, l.Production(), l.JobID()))}
 	default:
 		abandon()
 		reason := exitReason(state)
@@ -271,6 +288,41 @@ func complete(j job, x *core.Execution) error {
 	}
 	fmt.Fprintf(os.Stderr, "leases: %s\n", report)
 	return nil
+}
+
+// exitCodes reads --retry-exit: exit statuses 1..255, separated by commas.
+type exitCodes struct{ codes map[int]bool }
+
+func (f *exitCodes) String() string {
+	if f == nil {
+		return ""
+	}
+	var out []string
+	for c := 1; c <= 255; c++ {
+		if f.codes[c] {
+			out = append(out, strconv.Itoa(c))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func (f *exitCodes) Set(s string) error {
+	codes := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		c, err := strconv.Atoi(part)
+		if err != nil || c < 1 || c > 255 {
+			return fmt.Errorf("want exit statuses from 1 to 255, separated by commas (e.g. 75)")
+		}
+		codes[c] = true
+	}
+	f.codes = codes
+	return nil
+}
+
+func retryExitFlags(cc *cmdContext) *exitCodes {
+	f := &exitCodes{}
+	cc.fs.Var(f, "retry-exit", "fail the job with a retry, not for good, when PROGRAM exits with one of `CODE[,CODE]` (e.g. 75, EX_TEMPFAIL)")
+	return f
 }
 
 func exitReason(st *os.ProcessState) string {

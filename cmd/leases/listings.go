@@ -259,6 +259,16 @@ func jobLine(j core.Job) string {
 		timeText(j.Expiry), strconv.FormatInt(j.Attempts, 10), dash(escapeControls(oneLine(j.Reason))))
 }
 
+// attemptLine is one ended attempt of job show's history, oldest first:
+// "#2 host-7 2026-…Z..2026-…Z expired: the claim expired before it finished".
+func attemptLine(h core.Attempt) string {
+	s := fmt.Sprintf("#%d %s %s..%s %s", h.Number, dash(nameText(h.Worker)), timeText(h.ClaimedAt), timeText(h.EndedAt), h.Ending)
+	if h.Reason != "" {
+		s += ": " + escapeControls(oneLine(h.Reason))
+	}
+	return s
+}
+
 // ---- commands -------------------------------------------------------------------
 
 // runListing is the body of a cursor-paged listing command: its own flags
@@ -331,17 +341,12 @@ func runJobList(cc *cmdContext) error {
 
 func runJobShow(cc *cmdContext) error {
 	cc.withJSON()
-	prod := cc.fs.String("production", "", "production `NAME`")
-	job := cc.fs.String("job", "", "job `ID`")
-	if done, err := parseOnly(cc, "production", "job"); done || err != nil {
-		return err
-	}
-	a, err := cc.open()
-	if err != nil {
+	a, prod, job, done, err := openJob(cc)
+	if done || err != nil {
 		return err
 	}
 	defer a.Close()
-	rec, err := a.JobDetail(context.Background(), *prod, *job)
+	rec, err := a.JobDetail(context.Background(), prod, job)
 	if err != nil {
 		return err
 	}
@@ -359,6 +364,8 @@ func runJobShow(cc *cmdContext) error {
 	line("expiry", timeText(rec.Expiry))
 	line("attempts", strconv.FormatInt(rec.Attempts, 10))
 	line("reason", dash(escapeControls(oneLine(rec.Reason))))
+	line("priority", strconv.Itoa(rec.Priority))
+	line("claimable", timeText(rec.ClaimableAt))
 	line("payload", fmt.Sprintf("%d bytes", rec.PayloadSize))
 	line("requested", timeText(rec.RequestedAt))
 	line("updated", timeText(rec.UpdatedAt))
@@ -376,6 +383,13 @@ func runJobShow(cc *cmdContext) error {
 			label = ""
 		}
 		line(label, fmt.Sprintf("%s (%d bytes, sha256 %s, nonce %s)", escapeControls(o.Path), o.Size, o.SHA256, o.Nonce))
+	}
+	for i, h := range rec.History {
+		label := "history"
+		if i > 0 {
+			label = ""
+		}
+		line(label, attemptLine(h))
 	}
 	return w.Flush()
 }

@@ -145,6 +145,7 @@ func TestTheCLIFollowsTheSharedNameVectors(t *testing.T) {
 		for _, r := range v.Refused {
 			for _, args := range [][]string{
 				{"production", "create", r.Name},
+				{"production", "create", r.Name, "--max-attempts", "3"},
 				{"job", "request", "--production", prod, "--key", r.Name},
 				{"claim", "--production", prod, "--worker", r.Name, "--duration", "1m", "--token-out", filepath.Join(e.dir, "refused.token")},
 				{"work", "--production", prod, "--worker", r.Name, "--duration", "1m", "--exit-when-empty", "--", "true"},

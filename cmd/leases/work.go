@@ -21,12 +21,15 @@ import (
 func init() {
 	register(&command{name: "work",
 		args: "--production P --worker W --duration D [--concurrency N] [--output-dir DIR] [--max-jobs N] " +
-			"[--exit-when-empty] [--drain-timeout D] [--metadata KEY=JSON]... [--provenance KEY=JSON]... -- PROGRAM [ARG]...",
+			"[--exit-when-empty] [--drain-timeout D] [--retry-exit CODE[,CODE]] [--metadata KEY=JSON]... [--provenance KEY=JSON]... -- PROGRAM [ARG]...",
 		summary: "wait for jobs and run PROGRAM for each (as exec does), N at a time, until stopped",
 		detail: `Each job is claimed for D and kept alive (renewed every D/3) while PROGRAM runs, exactly
 as 'leases exec' runs it: payload on standard input, LEASES_JOB_ID and LEASES_PRODUCTION set,
 and with --output-dir a private LEASES_OUTPUT file that is registered on exit 0. Exit 0
-completes the job; any other exit fails it (reason: the exit status). A coordinator's cancel
+completes the job; any other exit fails it (reason: the exit status), for good or, for an exit
+status given to --retry-exit, with a retry (back in the queue after the production's backoff;
+dead on its last attempt). A worker killed outright leaves its claims to lapse at their
+expiry, each costing an attempt, so a job that kills every worker ends dead. A coordinator's cancel
 or a lost claim kills PROGRAM's process group within one renewal interval. Between jobs the
 worker waits for the next one without polling and without writing.
 SIGTERM or SIGINT drains: nothing new is claimed, running programs finish and their jobs are
@@ -41,6 +44,7 @@ claimed, running programs finish); 2 usage error.`,
 			`leases work --production nightly --worker "$HOSTNAME" --duration 5m --output-dir out -- ./render.sh`,
 			"leases work --production nightly --worker host-7 --duration 1m --concurrency 4 --exit-when-empty -- sh -c 'convert - png:- > \"$LEASES_OUTPUT\"'",
 			"leases work --production nightly --worker host-7 --duration 2m --drain-timeout 30s --max-jobs 100 -- ./job.sh",
+			"leases work --production imports --worker host-7 --duration 1m --retry-exit 75 -- ./fetch.sh",
 		},
 		run: runWork})
 }
@@ -63,6 +67,7 @@ func runWork(cc *cmdContext) error {
 	maxJobs := cc.fs.Int("max-jobs", 0, "claim at most `N` jobs, then stop once they are settled (0: no limit)")
 	exitWhenEmpty := cc.fs.Bool("exit-when-empty", false, "stop once nothing is left to claim, instead of waiting for more")
 	cc.fs.Var(&drain, "drain-timeout", "after SIGTERM/SIGINT, let running programs go on for at most `DURATION` (default: until they finish)")
+	retryExit := retryExitFlags(cc)
 	md, pv := cc.factFlags()
 	prog, done, err := prepare(cc, false)
 	if done || err != nil {
@@ -97,7 +102,7 @@ func runWork(cc *cmdContext) error {
 	}
 	defer a.Close()
 
-	w := &workRun{a: a, argv: prog, outDir: *outDir, facts: core.Facts{Metadata: md.m, Provenance: pv.m}}
+	w := &workRun{a: a, argv: prog, outDir: *outDir, facts: core.Facts{Metadata: md.m, Provenance: pv.m}, retryExit: retryExit.codes}
 	runCtx, stopClaiming := context.WithCancel(context.Background())
 	defer stopClaiming()
 	w.stopClaiming = stopClaiming
@@ -135,6 +140,7 @@ type workRun struct {
 	argv         []string
 	outDir       string
 	facts        core.Facts
+	retryExit    map[int]bool
 	now          context.Context // ends at a second signal: stop the programs
 	stopClaiming context.CancelFunc
 	running      sync.WaitGroup
@@ -173,7 +179,7 @@ func (w *workRun) handle(ctx context.Context, l *core.Lease) (core.Facts, error)
 	defer cancel(nil)
 	stop := context.AfterFunc(w.now, func() { cancel(errStopNow) })
 	defer stop()
-	err := execute(ctx, job{a: w.a, l: l, argv: w.argv, outDir: w.outDir, facts: w.facts})
+	err := execute(ctx, job{a: w.a, l: l, argv: w.argv, outDir: w.outDir, facts: w.facts, retryExit: w.retryExit})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var pf *programFailed

@@ -16,6 +16,8 @@ fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
 . "$(dirname "${BASH_SOURCE[0]}")/run.sh"
 # shellcheck source=listings.sh
 . "$(dirname "${BASH_SOURCE[0]}")/listings.sh"
+# shellcheck source=retries.sh
+. "$(dirname "${BASH_SOURCE[0]}")/retries.sh"
 
 run 0 version
 grep -qx "leases $want_version" "$work/out" || fail "version: $(cat "$work/out")"
@@ -86,6 +88,7 @@ run 2 renew --token-file "$work/t1" --duration 30
 run 0 events --production nightly --json
 grep -q '"completed"' "$work/out" && grep -q '"failed"' "$work/out" || fail "events: $(cat "$work/out")"
 smoke_listings nightly 1
+smoke_retries
 
 for t in "$work"/t1 "$work"/t2; do
   tok=$(cat "$t")

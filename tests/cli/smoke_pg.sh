@@ -14,6 +14,8 @@ fail() { echo "smoke_pg: FAIL: $*" >&2; exit 1; }
 . "$(dirname "${BASH_SOURCE[0]}")/run.sh"
 # shellcheck source=listings.sh
 . "$(dirname "${BASH_SOURCE[0]}")/listings.sh"
+# shellcheck source=retries.sh
+. "$(dirname "${BASH_SOURCE[0]}")/retries.sh"
 if [[ -z ${LEASES_TEST_PG_URL:-} ]]; then
   [[ -z ${LEASES_REQUIRE_PG:-} ]] || fail "LEASES_REQUIRE_PG is set but LEASES_TEST_PG_URL is not (run under tests/pg/cluster.sh run)"
   echo "smoke_pg: skip: no PostgreSQL server (set LEASES_TEST_PG_URL)"
@@ -58,6 +60,7 @@ run 0 job list --production nightly --json
 run 0 events --production nightly --json
 [ "$(grep -oE '"kind": ?"completed"' "$work/out" | wc -l)" = 2 ] || fail "events: $(cat "$work/out")"
 smoke_listings nightly 2
+smoke_retries
 
 # The worker loop on the server: leases work runs a production's jobs and exits when it is empty.
 run 0 production create batch
