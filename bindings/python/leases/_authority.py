@@ -9,7 +9,7 @@ import os
 import re
 import urllib.parse
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar, Union
 
 from . import _ffi
 from ._abi import (
@@ -148,13 +148,26 @@ def _policy(policy: RetryPolicy) -> leases_retry_policy:
     return o
 
 
-def _request_options(
-    priority: int, delay: Optional[timedelta], run_at: Optional[datetime]
-) -> Optional[leases_request_options]:
+class RequestOptions(TypedDict, total=False):
+    """The keyword options of a request (``Authority.request_job``; the
+    Go core's RequestOptions): priority 0 .. 1000, and when the job
+    becomes claimable on the authority's clock, after ``delay`` or at
+    ``run_at`` (not both)."""
+
+    priority: int
+    delay: Optional[timedelta]
+    run_at: Optional[datetime]
+
+
+def _request_options(options: RequestOptions) -> Optional[leases_request_options]:
     """leases_request_options of request_job's keywords, checked here (an
     int past int32 would wrap in ctypes); None when every one is its
     default, so a plain request stays leases_job_request."""
-    _ffi.int_within(priority, "priority", 0, MAX_PRIORITY)
+    unknown = set(options) - set(RequestOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"request_job() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    priority = _ffi.int_within(options.get("priority", 0), "priority", 0, MAX_PRIORITY)
+    delay, run_at = options.get("delay"), options.get("run_at")
     if delay is not None and run_at is not None:
         raise InvalidArgumentError(
             "give delay or run_at, not both: each says when the job becomes claimable"
@@ -316,26 +329,24 @@ class Authority(Managed):
         production: str,
         key: Optional[str] = None,
         payload: BytesLike = b"",
-        *,
-        priority: int = 0,
-        delay: Optional[timedelta] = None,
-        run_at: Optional[datetime] = None,
+        **options: Unpack[RequestOptions],
     ) -> str:
         """Requests a job and returns its id. With a key the request is
         idempotent (same key and payload: the same job, whose first
         request's options stand).
 
-        ``priority`` (0 .. 1000; higher is claimed first), and when the job
-        becomes claimable, on the authority's clock: after ``delay`` (a
-        timedelta up to 366 days) or at ``run_at`` (an aware datetime at
-        most 366 days ahead of the authority's now; a time past means now),
-        not both; neither: at once. Claim-next serves priority, then
-        claimable time, then request order."""
+        Keyword options: ``priority`` (0 .. 1000, default 0; higher is
+        claimed first), and when the job becomes claimable, on the
+        authority's clock: after ``delay`` (a timedelta up to 366 days) or
+        at ``run_at`` (an aware datetime at most 366 days ahead of the
+        authority's now; a time past means now), not both; neither: at
+        once. Claim-next serves priority, then claimable time, then request
+        order."""
         _ffi.ensure_not_forked()
         p = _ffi.encode(production, "production")
         k = _ffi.encode_optional(key, "key")
         data = _ffi.payload_bytes(payload)
-        o = _request_options(priority, delay, run_at)
+        o = _request_options(options)
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data) if data else None
         out = ctypes.c_void_p()
         if o is None:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, Optional, Protocol, Set, Type, TypeVar, Union
 
-from ._authority import Authority, BytesLike, PathArg
+from ._authority import Authority, BytesLike, PathArg, RequestOptions
 from ._errors import LeasesError
 from ._lease import JSONMapping, Lease
 from ._records import Event, Job, JobState, RetryPolicy
@@ -248,14 +248,9 @@ class AsyncAuthority(_AsyncHandle):
         production: str,
         key: Optional[str] = None,
         payload: BytesLike = b"",
-        *,
-        priority: int = 0,
-        delay: Optional[timedelta] = None,
-        run_at: Optional[datetime] = None,
+        **options: Unpack[RequestOptions],
     ) -> str:
-        return await _run(
-            lambda: self.sync.request_job(production, key, payload, priority=priority, delay=delay, run_at=run_at)
-        )
+        return await _run(lambda: self.sync.request_job(production, key, payload, **options))
 
     async def claim(
         self, production: str, *, worker: str, duration: timedelta, wait: Optional[timedelta] = None

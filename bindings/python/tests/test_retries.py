@@ -339,6 +339,7 @@ def test_a_repeated_keyed_request_keeps_the_first_requests_options(store: leases
         ({"run_at": "2030-01-01T00:00:00Z"}, TypeError),
         ({"run_at": datetime.max.replace(tzinfo=T0.tzinfo)}, leases.InvalidArgumentError),  # past 366 days
         ({"delay": timedelta(seconds=1), "run_at": T0}, leases.InvalidArgumentError),
+        ({"priorty": 5}, TypeError),  # a misspelled option is never ignored
     ],
 )
 def test_bad_request_options_are_a_typed_error_and_write_nothing(
