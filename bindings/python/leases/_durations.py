@@ -59,16 +59,25 @@ def wait_us(value: object, what: str = "wait") -> int:
     return us
 
 
-def us_within(value: object, what: str, low_us: int, high_us: int) -> int:
-    """The whole microseconds of a timedelta in low_us .. high_us, else
+def describe_us(us: int) -> str:
+    """A count of microseconds for a message: in days, seconds or µs,
+    whichever states it exactly."""
+    if us and us % 86_400_000_000 == 0:
+        return f"{us // 86_400_000_000} days"
+    if us % 1_000_000 == 0:
+        return f"{us // 1_000_000} s"
+    return f"{us} µs"
+
+
+def us_within(value: object, what: str, low_us: int, high_us: int, high_is: str = "") -> int:
+    """The whole microseconds of a timedelta in low_us .. high_us (``high_is``
+    names the upper bound when another argument sets it), else
     InvalidArgumentError: the library's status for delays and backoffs,
     whose bounds are not a lease duration's."""
     us = whole_us(value, what)
     if not low_us <= us <= high_us:
-        raise InvalidArgumentError(
-            f"{what} must be {timedelta(microseconds=low_us)} .. {timedelta(microseconds=high_us)} "
-            f"({low_us} .. {high_us} microseconds), not {value!s}"
-        )
+        high = f"{high_is} ({describe_us(high_us)})" if high_is else describe_us(high_us)
+        raise InvalidArgumentError(f"{what} must be {describe_us(low_us)} .. {high}, not {describe_us(us)}")
     return us
 
 

@@ -81,7 +81,7 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         int_within(self.max_attempts, "max_attempts", 1, MAX_ATTEMPTS)
         cap = us_within(self.backoff_cap, "backoff_cap", 0, MAX_DELAY_US)
-        us_within(self.backoff_base, "backoff_base", 0, cap)
+        us_within(self.backoff_base, "backoff_base", 0, cap, "backoff_cap")
         int_within(self.jitter_percent, "jitter_percent", 0, 100)
 
     @classmethod
