@@ -48,7 +48,20 @@ from ._errors import (
 )
 from ._errors import DEPRECATED_NAMES as _DEPRECATED_NAMES
 from ._lease import Execution, KeepAlive, Lease
-from ._records import Event, Facts, Job, JobCounts, JobRecord, JobState, Output, Page, Production
+from ._records import (
+    Attempt,
+    AttemptEnding,
+    Event,
+    Facts,
+    Job,
+    JobCounts,
+    JobRecord,
+    JobState,
+    Output,
+    Page,
+    Production,
+    RetryPolicy,
+)
 from ._waiting import Canceller
 from ._worker import DrainTimeout, Worker
 
@@ -71,6 +84,8 @@ def library_path() -> str:
 __all__ = [
     "ABI_REVISION",
     "ABI_VERSION",
+    "Attempt",
+    "AttemptEnding",
     "Authority",
     "BadTokenError",
     "BusyError",
@@ -106,6 +121,7 @@ __all__ = [
     "Output",
     "Page",
     "Production",
+    "RetryPolicy",
     "SchemaTooNewError",
     "StorageError",
     "Worker",

@@ -8,19 +8,23 @@ import json
 import os
 import re
 import urllib.parse
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar, Union
 
 from . import _ffi
 from ._abi import (
+    MAX_DELAY_US,
     MAX_PAGE_SIZE,
+    MAX_PRIORITY,
     OPEN_MUST_EXIST,
     SYNCHRONOUS_EXTRA,
     SYNCHRONOUS_FULL,
     SYNCHRONOUS_NORMAL,
     leases_open_options,
+    leases_request_options,
+    leases_retry_policy,
 )
-from ._durations import duration_us, wait_us
+from ._durations import duration_us, unix_us, us_within, wait_us
 from ._errors import BadTokenError, ClosedError, InvalidArgumentError, NothingToClaimError
 from ._lease import JSONMapping, Lease, facts_json
 from ._managed import Managed
@@ -29,7 +33,17 @@ from ._worker import WorkOptions, Worker
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations only, never evaluated
-from ._records import Event, Job, JobCounts, JobRecord, JobState, Page, Production, parse_list
+from ._records import (
+    Event,
+    Job,
+    JobCounts,
+    JobRecord,
+    JobState,
+    Page,
+    Production,
+    RetryPolicy,
+    parse_list,
+)
 
 PathArg = Union[str, "os.PathLike[str]"]
 BytesLike = Union[bytes, bytearray, memoryview]
@@ -119,6 +133,82 @@ def _open_options(
     if busy_timeout is not None:
         o.busy_timeout_us = duration_us(busy_timeout)
     return o
+
+
+def _policy(policy: RetryPolicy) -> leases_retry_policy:
+    """leases_retry_policy of a RetryPolicy (checked when it was made)."""
+    if not isinstance(policy, RetryPolicy):
+        raise TypeError(f"policy must be a leases.RetryPolicy, not {type(policy).__name__}")
+    o = leases_retry_policy()
+    o.size = ctypes.sizeof(o)
+    o.max_attempts = policy.max_attempts
+    o.jitter_percent = policy.jitter_percent
+    o.backoff_base_us = us_within(policy.backoff_base, "backoff_base", 0, MAX_DELAY_US)
+    o.backoff_cap_us = us_within(policy.backoff_cap, "backoff_cap", 0, MAX_DELAY_US)
+    return o
+
+
+class RequestOptions(TypedDict, total=False):
+    """The keyword options of a request (``Authority.request_job``; the
+    Go core's RequestOptions): priority 0 .. 1000, and when the job
+    becomes claimable on the authority's clock, after ``delay`` or at
+    ``run_at`` (not both)."""
+
+    priority: int
+    delay: Optional[timedelta]
+    run_at: Optional[datetime]
+
+
+def _request_options(options: RequestOptions) -> Optional[leases_request_options]:
+    """leases_request_options of request_job's keywords, checked here (an
+    int past int32 would wrap in ctypes); None when every one is its
+    default, so a plain request stays leases_job_request."""
+    unknown = set(options) - set(RequestOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"request_job() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    priority = _ffi.int_within(options.get("priority", 0), "priority", 0, MAX_PRIORITY)
+    delay, run_at = options.get("delay"), options.get("run_at")
+    if delay is not None and run_at is not None:
+        raise InvalidArgumentError(
+            "give delay or run_at, not both: each says when the job becomes claimable"
+        )
+    if priority == 0 and delay is None and run_at is None:
+        return None
+    o = leases_request_options()
+    o.size = ctypes.sizeof(o)
+    o.priority = priority
+    if delay is not None:
+        # 0 is the library's "no delay", which is what a zero delay means.
+        o.delay_us = us_within(delay, "delay", 0, MAX_DELAY_US)
+    if run_at is not None:
+        at = unix_us(run_at, "run_at")
+        # 0 is the library's "none" (claimable at once), which is what the
+        # epoch, a time long past, means too.
+        o.run_at_unix_us = at if at > 0 else -1
+    return o
+
+
+# The states a redrive accepts (leases_production_redrive), checked before
+# the first of several is redriven, so that a bad one changes nothing.
+REDRIVABLE = (JobState.FAILED, JobState.DEAD, JobState.CANCELLED)
+
+
+def _redrivable(states: Iterable[Union[JobState, str]]) -> List[str]:
+    if isinstance(states, (str, bytes)) or not isinstance(states, Iterable):
+        raise TypeError(f"states must be a collection of states (e.g. [JobState.DEAD]), not {type(states).__name__}")
+    names: List[str] = []
+    for state in states:
+        if not isinstance(state, str):
+            raise TypeError(f"states must hold JobState members or str, not {type(state).__name__}")
+        if state not in REDRIVABLE:
+            raise InvalidArgumentError(
+                f"a redrive takes the states failed, dead and cancelled, not {str(state)!r}"
+            )
+        if str(state) not in names:
+            names.append(str(state))
+    if not names:
+        raise InvalidArgumentError("states is empty: name the states to redrive (failed, dead, cancelled)")
+    return names
 
 
 def _names(values: Optional[Sequence[str]], what: str) -> Optional[bytes]:
@@ -212,26 +302,62 @@ class Authority(Managed):
     def _release(self, ptr: Any) -> None:
         _ffi.lib.leases_authority_close(ptr)
 
-    def create_production(self, name: str) -> None:
-        """Creates a production; an existing name is fine."""
+    def create_production(self, name: str, *, policy: Optional[RetryPolicy] = None) -> None:
+        """Creates a production. Without ``policy`` it gets the default
+        ``RetryPolicy()`` and an existing name is fine whatever its policy;
+        with one, an existing name is fine only with the same policy
+        (``WrongStateError`` otherwise: change it with ``set_policy``)."""
         _ffi.ensure_not_forked()
         raw = _ffi.encode(name, "name")
-        _ffi.call(_ffi.lib.leases_production_create, self._handle(), raw)
+        if policy is None:
+            _ffi.call(_ffi.lib.leases_production_create, self._handle(), raw)
+            return
+        o = _policy(policy)
+        _ffi.call(_ffi.lib.leases_production_create_v2, self._handle(), raw, ctypes.byref(o))
+
+    def set_policy(self, production: str, policy: Optional[RetryPolicy]) -> None:
+        """The coordinator's change of a production's retry policy (None:
+        back to the default). It applies to every attempt that ends after
+        it; a ``policy_changed`` event records it."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        o = None if policy is None else ctypes.byref(_policy(policy))
+        _ffi.call(_ffi.lib.leases_production_set_policy, self._handle(), p, o)
 
     def request_job(
-        self, production: str, key: Optional[str] = None, payload: BytesLike = b""
+        self,
+        production: str,
+        key: Optional[str] = None,
+        payload: BytesLike = b"",
+        **options: Unpack[RequestOptions],
     ) -> str:
         """Requests a job and returns its id. With a key the request is
-        idempotent (same key and payload: the same job)."""
+        idempotent (same key and payload: the same job, whose first
+        request's options stand).
+
+        Keyword options: ``priority`` (0 .. 1000, default 0; higher is
+        claimed first), and when the job becomes claimable, on the
+        authority's clock: after ``delay`` (a timedelta up to 366 days) or
+        at ``run_at`` (an aware datetime at most 366 days ahead of the
+        authority's now; a time past means now), not both; neither: at
+        once. Claim-next serves priority, then claimable time, then request
+        order."""
         _ffi.ensure_not_forked()
         p = _ffi.encode(production, "production")
         k = _ffi.encode_optional(key, "key")
         data = _ffi.payload_bytes(payload)
+        o = _request_options(options)
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data) if data else None
         out = ctypes.c_void_p()
-        _ffi.call(
-            _ffi.lib.leases_job_request, self._handle(), p, k, buf, len(data), ctypes.byref(out)
-        )
+        if o is None:
+            _ffi.call(
+                _ffi.lib.leases_job_request, self._handle(), p, k, buf, len(data), ctypes.byref(out)
+            )
+        else:
+            _ffi.call(
+                _ffi.lib.leases_job_request_v2, self._handle(), p, k, buf, len(data), ctypes.byref(o),
+                ctypes.byref(out),
+            )
         return _ffi.take_string(out)
 
     def claim(
@@ -307,6 +433,33 @@ class Authority(Managed):
         p = _ffi.encode(production, "production")
         j = _ffi.encode(job_id, "job_id")
         _ffi.call(_ffi.lib.leases_cancel, self._handle(), p, j)
+
+    def retry_job(self, production: str, job_id: str) -> None:
+        """The coordinator's redrive of one failed, dead or cancelled job
+        (no secret): it is requested and claimable at once, its attempts
+        reset to 0 (``attempt_history`` keeps the old ones); a ``redriven``
+        event records it. Any other state: ``WrongStateError``."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        j = _ffi.encode(job_id, "job_id")
+        _ffi.call(_ffi.lib.leases_job_retry, self._handle(), p, j)
+
+    def redrive(self, production: str, *, states: Iterable[Union[JobState, str]]) -> int:
+        """Redrives every job of the production in ``states`` (``FAILED``,
+        ``DEAD``, ``CANCELLED``; another is ``InvalidArgumentError``, before
+        anything is redriven), as ``retry_job`` does each, and returns how
+        many. Each job's redrive is atomic, the whole is not (it commits a
+        few hundred jobs at a time): after a failure, list the jobs."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        names = _redrivable(states)
+        handle = self._handle()
+        total = 0
+        for name in names:
+            count = ctypes.c_int64()
+            _ffi.call(_ffi.lib.leases_production_redrive, handle, p, _ffi.encode(name, "state"), ctypes.byref(count))
+            total += count.value
+        return total
 
     def import_token(self, token: str) -> Lease:
         """Turns a token exported by another process back into an active lease."""

@@ -1,12 +1,13 @@
 """Durations cross into the library as whole microseconds, converted from
-datetime.timedelta exactly (integer arithmetic, nothing rounded)."""
+datetime.timedelta exactly (integer arithmetic, nothing rounded); times as
+microseconds since the epoch, from aware datetimes only."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from ._errors import InvalidDurationError
+from ._errors import InvalidArgumentError, InvalidDurationError
 from ._abi import MAX_WAIT_US
 from ._ffi import MAX_DURATION_US
 
@@ -56,6 +57,41 @@ def wait_us(value: object, what: str = "wait") -> int:
             f"(0 .. {MAX_WAIT_US} microseconds), not {value!s}"
         )
     return us
+
+
+def describe_us(us: int) -> str:
+    """A count of microseconds for a message: in days, seconds or µs,
+    whichever states it exactly."""
+    if us and us % 86_400_000_000 == 0:
+        return f"{us // 86_400_000_000} days"
+    if us % 1_000_000 == 0:
+        return f"{us // 1_000_000} s"
+    return f"{us} µs"
+
+
+def us_within(value: object, what: str, low_us: int, high_us: int, high_is: str = "") -> int:
+    """The whole microseconds of a timedelta in low_us .. high_us (``high_is``
+    names the upper bound when another argument sets it), else
+    InvalidArgumentError: the library's status for delays and backoffs,
+    whose bounds are not a lease duration's."""
+    us = whole_us(value, what)
+    if not low_us <= us <= high_us:
+        high = f"{high_is} ({describe_us(high_us)})" if high_is else describe_us(high_us)
+        raise InvalidArgumentError(f"{what} must be {describe_us(low_us)} .. {high}, not {describe_us(us)}")
+    return us
+
+
+def unix_us(value: object, what: str) -> int:
+    """An aware datetime as microseconds since the epoch, exact. A naive
+    datetime is refused: the authority's clock is UTC, and guessing the
+    caller's zone would move the time."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{what} must be a datetime.datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgumentError(
+            f"{what} must be an aware datetime (e.g. datetime.now(timezone.utc)), not the naive {value}"
+        )
+    return whole_us(value - _EPOCH, what)
 
 
 def datetime_from_unix_us(us: int) -> datetime:

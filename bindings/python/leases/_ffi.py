@@ -305,12 +305,18 @@ def payload_bytes(payload: object) -> bytes:
 
 
 def int64_at_least_zero(value: object, what: str) -> int:
-    """An int that crosses as int64_t >= 0, range-checked here: ctypes
-    would wrap 2**64 to 0 silently."""
+    """An int that crosses as int64_t >= 0."""
+    return int_within(value, what, 0, 2**63 - 1, "0 .. 2**63-1 (an int64_t)")
+
+
+def int_within(value: object, what: str, low: int, high: int, bounds: str = "") -> int:
+    """An int in low .. high (``bounds`` says so in the message), checked
+    before it crosses as a fixed-size C integer: ctypes would wrap one out
+    of range silently (2**64 to 0)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    if not 0 <= value <= 2**63 - 1:
-        raise InvalidArgumentError(f"{what} must be 0 .. 2**63-1 (an int64_t), not {value}")
+    if not low <= value <= high:
+        raise InvalidArgumentError(f"{what} must be {bounds or f'{low} .. {high}'}, not {value}")
     return value
 
 

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from . import _ffi
-from ._abi import MAX_FACTS_LEN
-from ._durations import datetime_from_unix_us, duration_us, wait_us
+from ._abi import MAX_DELAY_US, MAX_FACTS_LEN
+from ._durations import datetime_from_unix_us, duration_us, us_within, wait_us
 from ._errors import InvalidArgumentError, LeasesError, error_for_status
 from ._managed import Closing, Managed
 from ._waiting import Canceller, canceller_handle, in_slices
@@ -112,10 +112,27 @@ class Lease(Managed):
         _ffi.call(_ffi.lib.leases_lease_release, self._handle())
 
     def fail(self, reason: str) -> None:
-        """Marks the job failed with a reason; closes the claim."""
+        """Marks the job failed with a reason, terminally (``FAILED``,
+        whatever attempts are left: a retry needs a coordinator's
+        ``retry_job``); closes the claim. ``fail_retry`` is the retryable
+        failure."""
         _ffi.ensure_not_forked()
         text = _ffi.encode(reason, "reason")
         _ffi.call(_ffi.lib.leases_lease_fail, self._handle(), text)
+
+    def fail_retry(self, reason: Optional[str] = None, *, delay: Optional[timedelta] = None) -> None:
+        """A retryable failure: this attempt ends and the job is requested
+        again after ``delay`` (1 µs .. 366 days on the authority's clock;
+        None: the production policy's backoff for this attempt), or is
+        ``DEAD`` if this was its last attempt (``max_attempts``). The
+        reason (optional) is kept in the attempt history and a ``retry``
+        event. The claim must be unexpired; closes the claim."""
+        _ffi.ensure_not_forked()
+        text = _ffi.encode_optional(reason, "reason")
+        # The library reads 0 as "the policy's backoff", so a zero delay
+        # is refused rather than silently turned into a backoff.
+        us = 0 if delay is None else us_within(delay, "delay", 1, MAX_DELAY_US)
+        _ffi.call(_ffi.lib.leases_lease_fail_retry, self._handle(), text, us)
 
     def complete(
         self,

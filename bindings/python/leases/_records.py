@@ -6,22 +6,19 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar, Union
+from datetime import datetime, timedelta
+from typing import Any, Dict, Generic, List, Optional, Tuple, Type, TypeVar, Union
 
-from ._durations import datetime_from_unix_us, optional_datetime
+from ._abi import MAX_ATTEMPTS, MAX_DELAY_US
+from ._durations import datetime_from_unix_us, optional_datetime, us_within
+from ._ffi import int_within
+
+_E = TypeVar("_E", bound="_Spelled")
 
 
-class JobState(str, enum.Enum):
-    """The state of a job. A ``str`` subclass: each member equals its
-    listing spelling (``JobState.COMPLETED == "completed"``) and formats as
-    it."""
-
-    REQUESTED = "requested"
-    CLAIMED = "claimed"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+class _Spelled(str, enum.Enum):
+    """A ``str`` enum of listing spellings: each member equals its spelling
+    (``JobState.COMPLETED == "completed"``) and formats as it."""
 
     def __str__(self) -> str:
         return str(self.value)
@@ -30,21 +27,110 @@ class JobState(str, enum.Enum):
         return format(str(self.value), spec)
 
     @classmethod
-    def parse(cls, text: str) -> Union["JobState", str]:
-        """The member spelled ``text``; a state added by a newer library is
-        kept as the plain ``str`` it was listed as, so a listing never fails
-        because of it."""
+    def parse(cls: Type[_E], text: str) -> Union[_E, str]:
+        """The member spelled ``text``; a spelling added by a newer library
+        is kept as the plain ``str`` it was listed as, so a listing never
+        fails because of it."""
         try:
             return cls(text)
         except ValueError:
             return text
 
 
+class JobState(_Spelled):
+    """The state of a job. ``DEAD``: its attempts were used up (terminal,
+    like ``FAILED``, the non-retryable failure; both can be redriven)."""
+
+    REQUESTED = "requested"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DEAD = "dead"
+
+
+class AttemptEnding(_Spelled):
+    """How an attempt (one claim) ended: ``RETRY`` is ``fail_retry``,
+    ``FAILED`` the terminal ``fail``; ``EXPIRED`` a lapse the authority
+    noticed; ``CANCELLED`` a coordinator's cancel of the claimed job."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RETRY = "retry"
+    RELEASED = "released"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """A production's policy for claims that end without completion
+    (release, ``fail_retry``, a lapsed expiry): after ``max_attempts``
+    claims so ended the job is ``DEAD``. The backoff after attempt n is
+    ``backoff_base * 2**(n-1)``, scaled by a uniform factor within
+    ±``jitter_percent``, then capped at ``backoff_cap``. ``RetryPolicy()``
+    is the library's default (25 attempts, 1 s doubling to 1 h, ±20 %).
+    Checked when made: max_attempts 1 .. 1000, backoff_base 0 .. backoff_cap
+    (0: retry at once), backoff_cap .. 366 days, jitter_percent 0 .. 100."""
+
+    max_attempts: int = 25
+    backoff_base: timedelta = timedelta(seconds=1)
+    backoff_cap: timedelta = timedelta(hours=1)
+    jitter_percent: int = 20
+
+    def __post_init__(self) -> None:
+        int_within(self.max_attempts, "max_attempts", 1, MAX_ATTEMPTS)
+        cap = us_within(self.backoff_cap, "backoff_cap", 0, MAX_DELAY_US)
+        us_within(self.backoff_base, "backoff_base", 0, cap, "backoff_cap")
+        int_within(self.jitter_percent, "jitter_percent", 0, 100)
+
+    @classmethod
+    def from_json(cls, o: Dict[str, Any]) -> "RetryPolicy":
+        return cls(
+            max_attempts=int(o["max_attempts"]),
+            backoff_base=timedelta(microseconds=int(o["backoff_base_us"])),
+            backoff_cap=timedelta(microseconds=int(o["backoff_cap_us"])),
+            jitter_percent=int(o["jitter_percent"]),
+        )
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One ended claim of a job (``JobRecord.attempt_history``): its
+    ``number`` (the job's attempt count when it was claimed), who held it,
+    when it was claimed and ended, how it ended (an ``AttemptEnding``, or
+    the plain ``str`` of an ending a newer library adds) and the reason
+    given, if any."""
+
+    number: int
+    worker: str
+    claimed_at: datetime
+    ended_at: datetime
+    ending: Union[AttemptEnding, str]
+    reason: Optional[str]
+
+    @classmethod
+    def from_json(cls, o: Dict[str, Any]) -> "Attempt":
+        return cls(
+            number=int(o["number"]),
+            worker=o["worker"],
+            claimed_at=datetime_from_unix_us(o["claimed_at_unix_us"]),
+            ended_at=datetime_from_unix_us(o["ended_at_unix_us"]),
+            ending=AttemptEnding.parse(o["ending"]),
+            reason=o.get("reason"),
+        )
+
+
 @dataclass(frozen=True)
 class Job:
     """One job as the authority sees it. ``state`` is a ``JobState`` (which
     compares equal to "requested", "claimed", "completed", "failed",
-    "cancelled"), or the plain ``str`` of a state this package does not know."""
+    "cancelled", "dead"), or the plain ``str`` of a state this package does
+    not know. ``attempts`` counts claims; ``priority`` is 0 .. 1000 (higher
+    is claimed first); ``claimable_at`` is when a requested job is (or
+    becomes) claimable — its run-at, the end of its delay or backoff — and
+    when a claimed one becomes claimable again if its claim lapses; None
+    once the job is finished."""
 
     id: str
     production: str
@@ -55,6 +141,8 @@ class Job:
     expiry: Optional[datetime]
     attempts: int
     reason: Optional[str]
+    priority: int = 0
+    claimable_at: Optional[datetime] = None
 
     @classmethod
     def from_json(cls, o: Dict[str, Any]) -> "Job":
@@ -68,6 +156,8 @@ class Job:
             expiry=optional_datetime(o.get("expiry_unix_us")),
             attempts=int(o["attempts"]),
             reason=o.get("reason"),
+            priority=int(o.get("priority") or 0),
+            claimable_at=optional_datetime(o.get("claimable_at_unix_us")),
         )
 
 
@@ -136,12 +226,15 @@ class Facts:
 class JobRecord(Job):
     """One job read back (``Authority.job``): the listing's fields, the
     payload's size (never the payload), when it was requested and last
-    changed, and its facts. Never a secret."""
+    changed, its facts and ``attempt_history``, the newest 20 claims
+    that ended, oldest first (``Attempt``; empty before the first ends).
+    Never a secret."""
 
     payload_size: int = 0
     requested_at: Optional[datetime] = None
     updated_at: Optional[datetime] = None
     facts: Facts = field(default_factory=Facts)
+    attempt_history: Tuple[Attempt, ...] = ()
 
     @classmethod
     def from_json(cls, o: Dict[str, Any]) -> "JobRecord":
@@ -152,20 +245,27 @@ class JobRecord(Job):
             requested_at=optional_datetime(o.get("requested_at_unix_us")),
             updated_at=optional_datetime(o.get("updated_at_unix_us")),
             facts=Facts.from_json(o.get("facts") or {}),
+            attempt_history=tuple(Attempt.from_json(a) for a in o.get("attempt_history") or ()),
         )
 
 
 @dataclass(frozen=True)
 class Production:
-    """A production as listed: its id, name and creation time."""
+    """A production as listed: its id, name, creation time and retry
+    policy (None only from a library that lists none)."""
 
     id: str
     name: str
     created_at: datetime
+    policy: Optional[RetryPolicy] = None
 
     @classmethod
     def from_json(cls, o: Dict[str, Any]) -> "Production":
-        return cls(id=o["id"], name=o["name"], created_at=datetime_from_unix_us(o["created_at_unix_us"]))
+        policy = o.get("policy")
+        return cls(
+            id=o["id"], name=o["name"], created_at=datetime_from_unix_us(o["created_at_unix_us"]),
+            policy=RetryPolicy.from_json(policy) if isinstance(policy, dict) else None,
+        )
 
 
 @dataclass(frozen=True)

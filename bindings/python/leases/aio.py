@@ -24,12 +24,12 @@ import asyncio
 import threading
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Protocol, Set, Type, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, Optional, Protocol, Set, Type, TypeVar, Union
 
-from ._authority import Authority, BytesLike, PathArg
+from ._authority import Authority, BytesLike, PathArg, RequestOptions
 from ._errors import LeasesError
 from ._lease import JSONMapping, Lease
-from ._records import Event, Job
+from ._records import Event, Job, JobState, RetryPolicy
 from ._waiting import Canceller
 from ._worker import WorkOptions, Worker
 
@@ -178,6 +178,10 @@ class AsyncLease(_AsyncHandle):
     async def fail(self, reason: str) -> None:
         await _run(lambda: self.sync.fail(reason))
 
+    async def fail_retry(self, reason: Optional[str] = None, *, delay: Optional[timedelta] = None) -> None:
+        """The retryable failure (``Lease.fail_retry``)."""
+        await _run(lambda: self.sync.fail_retry(reason, delay=delay))
+
     async def complete(
         self, metadata: Optional[JSONMapping] = None, provenance: Optional[JSONMapping] = None
     ) -> None:
@@ -233,11 +237,20 @@ class AsyncAuthority(_AsyncHandle):
     async def open(cls, path: PathArg) -> "AsyncAuthority":
         return cls(await _run(lambda: Authority(path)))
 
-    async def create_production(self, name: str) -> None:
-        await _run(lambda: self.sync.create_production(name))
+    async def create_production(self, name: str, *, policy: Optional[RetryPolicy] = None) -> None:
+        await _run(lambda: self.sync.create_production(name, policy=policy))
 
-    async def request_job(self, production: str, key: Optional[str] = None, payload: BytesLike = b"") -> str:
-        return await _run(lambda: self.sync.request_job(production, key, payload))
+    async def set_policy(self, production: str, policy: Optional[RetryPolicy]) -> None:
+        await _run(lambda: self.sync.set_policy(production, policy))
+
+    async def request_job(
+        self,
+        production: str,
+        key: Optional[str] = None,
+        payload: BytesLike = b"",
+        **options: Unpack[RequestOptions],
+    ) -> str:
+        return await _run(lambda: self.sync.request_job(production, key, payload, **options))
 
     async def claim(
         self, production: str, *, worker: str, duration: timedelta, wait: Optional[timedelta] = None
@@ -261,6 +274,12 @@ class AsyncAuthority(_AsyncHandle):
 
     async def cancel(self, production: str, job_id: str) -> None:
         await _run(lambda: self.sync.cancel(production, job_id))
+
+    async def retry_job(self, production: str, job_id: str) -> None:
+        await _run(lambda: self.sync.retry_job(production, job_id))
+
+    async def redrive(self, production: str, *, states: Iterable[Union[JobState, str]]) -> int:
+        return await _run(lambda: self.sync.redrive(production, states=states))
 
     async def import_token(self, token: str) -> AsyncLease:
         # Not released on cancellation: the token's claim may be another

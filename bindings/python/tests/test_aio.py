@@ -211,3 +211,36 @@ def test_an_async_wait_for_a_lost_lease_sees_a_coordinators_cancel(location: str
             await lease.close()
 
     asyncio.run(main())
+
+
+def test_async_retries_priorities_and_redrive_are_those_of_the_blocking_api(location: str) -> None:
+    policy = leases.RetryPolicy(max_attempts=2, backoff_base=timedelta(0))
+
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION, policy=policy)
+            low = await auth.request_job(PRODUCTION, key="low")
+            high = await auth.request_job(PRODUCTION, key="high", priority=9)
+            later = await auth.request_job(PRODUCTION, key="later", delay=timedelta(days=1))
+            for _ in range(policy.max_attempts):
+                lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+                assert lease is not None and lease.job_id == high
+                await lease.fail_retry("crash")
+            lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+            assert lease is not None and lease.job_id == low
+            await lease.fail("broken")
+            assert await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30) is None  # later waits
+            states = {j.id: j.state for j in await auth.jobs(PRODUCTION)}
+            assert states == {low: "failed", high: leases.JobState.DEAD, later: "requested"}
+            with pytest.raises(leases.InvalidArgumentError):
+                await auth.redrive(PRODUCTION, states=["dead", "requested"])
+            assert await auth.redrive(PRODUCTION, states=[leases.JobState.DEAD]) == 1
+            await auth.retry_job(PRODUCTION, low)
+            with pytest.raises(leases.WrongStateError):
+                await auth.retry_job(PRODUCTION, later)
+            await auth.set_policy(PRODUCTION, None)
+            assert [p.policy for p in auth.sync.iter_productions()] == [leases.RetryPolicy()]
+            lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+            assert lease is not None and lease.job_id == high
+
+    asyncio.run(main())

@@ -126,3 +126,29 @@ def test_the_worker_runtime_shows_no_secret_in_reprs_verdicts_or_logs(
     assert any("ended before it was settled" in t for t in texts)
     for token in tokens:
         assert_no_secret(texts, token)
+
+
+def test_retries_show_no_secret_in_records_attempts_events_or_errors(
+    auth: leases.Authority, job_id: str
+) -> None:
+    auth.set_policy(PRODUCTION, leases.RetryPolicy(max_attempts=2, backoff_base=timedelta(0)))
+    texts: List[str] = []
+    tokens: List[str] = []
+    for _ in range(2):
+        lease = auth.claim_job(PRODUCTION, job_id, worker="w1", duration=SECONDS_30)
+        tokens.append(lease.export_token())
+        with pytest.raises(leases.InvalidArgumentError) as bad:
+            lease.fail_retry("x", delay=timedelta(0))
+        texts += [repr(bad.value), str(bad.value)]
+        lease.fail_retry("crash")
+        with pytest.raises(leases.ClosedError) as closed:
+            lease.fail_retry()
+        texts += [repr(closed.value), repr(lease)]
+    record = auth.job(PRODUCTION, job_id)
+    assert record.state == leases.JobState.DEAD
+    texts += [repr(record), str(record)] + [repr(a) for a in record.attempt_history]
+    texts += [repr(e) for e in auth.events()] + [repr(p) for p in auth.iter_productions()]
+    auth.redrive(PRODUCTION, states=[leases.JobState.DEAD])
+    texts += [repr(auth.job(PRODUCTION, job_id))]
+    for token in tokens:
+        assert_no_secret(texts, token)
