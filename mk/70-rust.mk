@@ -3,7 +3,9 @@
 # --features testing against the test library (clock, busy and internal
 # statuses; shared), doc tests, rustdoc without warnings, and clippy. Both
 # test runs include tests/postgres.rs, so they run under $(PG_RUN) (a
-# PostgreSQL server, required). test-rust-install packages the crate and
+# PostgreSQL server, required); tests/records.rs runs the release CLI
+# (build/leases) to read what Rust published and publish what Rust reads
+# (tests/vectors/facts.json). test-rust-install packages the crate and
 # builds a fresh project on it outside the repository.
 
 CARGO      ?= cargo
@@ -15,7 +17,7 @@ RUST_FLAGS := --locked -j 2
 .PHONY: test-rust
 TEST_TARGETS += test-rust
 
-test-rust: $(CAPI_A) $(CAPI_TEST_SO) ## Rust crate: tests (release and test library), doc tests, rustdoc, clippy
+test-rust: $(CAPI_A) $(CAPI_TEST_SO) $(CLI_BIN) ## Rust crate: tests (release and test library), doc tests, rustdoc, clippy
 	cd $(RUST_DIR) && $(PG_RUN) env $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) test $(RUST_FLAGS) --all-targets
 	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) test $(RUST_FLAGS) --doc
 	cd $(RUST_DIR) && $(PG_RUN) env $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD)/test $(CARGO) test $(RUST_FLAGS) --features testing --all-targets

@@ -54,6 +54,8 @@
 mod duration;
 mod error;
 mod listing;
+mod pages;
+mod retry;
 pub mod sys;
 mod worker;
 
@@ -66,11 +68,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use duration::{duration_us, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
-pub use listing::{Event, Facts, Job, JobState};
-pub use worker::{Canceller, StopHandle, Worker, WorkerConfig, WorkerReport, MAX_WAIT};
+pub use listing::{Attempt, AttemptEnding, Event, Facts, Job, JobRecord, JobState, Output, Production, PublishedFacts};
+pub use pages::{EventPages, JobPages, ProductionPages};
+pub use retry::{RequestOptions, RetryPolicy, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORITY};
 /// The JSON crate used by [`Facts`] values (re-exported so callers can use the
 /// same version).
 pub use serde_json;
+pub use worker::{Canceller, StopHandle, Worker, WorkerConfig, WorkerReport, MAX_WAIT};
 
 /// The C ABI version this crate was generated for (`LEASES_ABI_VERSION`).
 pub const ABI_VERSION: u32 = sys::LEASES_ABI_VERSION;

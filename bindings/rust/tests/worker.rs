@@ -186,6 +186,8 @@ fn stop_keep_alive_stops_renewals_and_the_lease_then_expires() {
 #[test]
 fn dropping_a_kept_alive_lease_stops_its_renewals_and_writes_nothing() {
     let (_dir, auth) = fresh("keep-drop");
+    // No backoff after the lapse, so the job is claimable again at its expiry.
+    auth.set_retry_policy(PRODUCTION, &leases::RetryPolicy::default().backoff_base(Duration::ZERO)).unwrap();
     auth.request_job(PRODUCTION, None, b"").unwrap();
     let lease = auth.claim(PRODUCTION, "w", SHORT).unwrap().unwrap();
     lease.keep_alive(SHORT, Some(Duration::from_millis(50))).unwrap();

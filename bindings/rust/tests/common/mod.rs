@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests: scratch directories, the shared
-//! test vectors, and a fresh authority with one production.
+//! test vectors, a fresh authority with one production, and test bodies run
+//! on both stores.
 #![allow(dead_code)]
+
+pub mod pg;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,6 +76,53 @@ pub fn fresh(tag: &str) -> (TempDir, Authority) {
     let auth = Authority::open(dir.db()).expect("open authority");
     auth.create_production(PRODUCTION).expect("create production");
     (dir, auth)
+}
+
+/// An authority with production PRODUCTION on one store, for a test body
+/// that runs on both (`on_both_stores!`), and a scratch directory.
+pub struct Store {
+    pub auth: Authority,
+    /// What `Authority::open` was given: a SQLite path or a PostgreSQL URL.
+    pub location: String,
+    pub scratch: TempDir,
+    _schema: Option<pg::Schema>,
+}
+
+impl Store {
+    pub fn sqlite(tag: &str) -> Store {
+        let (scratch, auth) = fresh(tag);
+        let location = scratch.db().to_str().expect("UTF-8 scratch path").to_owned();
+        Store { auth, location, scratch, _schema: None }
+    }
+
+    /// None (the test then returns) when there is no server and none is required.
+    pub fn postgres(tag: &str) -> Option<Store> {
+        let schema = pg::Schema::new()?;
+        let auth = schema.open();
+        let location = schema.url.clone();
+        Some(Store { auth, location, scratch: TempDir::new(tag), _schema: Some(schema) })
+    }
+}
+
+/// For each named test body `fn(&Store)`, a test `sqlite::NAME` and a test
+/// `postgres::NAME` that run it on a fresh store of each kind.
+#[allow(unused_macros)]
+macro_rules! on_both_stores {
+    ($($body:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $body() {
+                super::$body(&crate::common::Store::sqlite(stringify!($body)));
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $body() {
+                let Some(store) = crate::common::Store::postgres(stringify!($body)) else { return };
+                super::$body(&store);
+            })*
+        }
+    };
 }
 
 /// Requests one job and claims it for an hour.
