@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,8 +77,9 @@ const (
 // a time, until ctx ends, MaxJobs are claimed, or (ExitWhenEmpty) there is
 // nothing to claim; then it stops claiming, waits for running handlers (up
 // to DrainTimeout after ctx ended) and returns. A job whose handler returns
-// facts is completed with them; one whose handler fails or panics is
-// released (it becomes claimable again). Run returns nil after a clean stop,
+// facts is completed with them; one whose handler fails or panics is failed
+// for a retry (FailRetry with the error as the reason: it comes back after
+// the production's backoff, or is dead after its last attempt). Run returns nil after a clean stop,
 // ErrDrainTimeout, or the error that made it stop: a bad Config, an unknown
 // production, a closed authority.
 func Run(ctx context.Context, a *core.Authority, cfg Config, h Handler) error {
@@ -278,7 +280,7 @@ func (r *runner) handle(l *core.Lease) {
 func (r *runner) call(ctx context.Context, l *core.Lease) (f core.Facts, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.cfg.Logger.Error("worker: the handler panicked; giving the job back", "lease", l, "panic", fmt.Sprint(p))
+			r.cfg.Logger.Error("worker: the handler panicked; failing the job for a retry", "lease", l, "panic", fmt.Sprint(p))
 			err = fmt.Errorf("worker: the handler panicked: %v", p)
 		}
 	}()
@@ -301,9 +303,22 @@ func (r *runner) settle(l *core.Lease, f core.Facts, handlerErr error) {
 		}
 		return
 	}
-	if err := l.Release(); err != nil && l.Err() == nil {
-		r.cfg.Logger.Warn("worker: the job was not given back", "lease", l, "error", err)
+	// A failing handler is a failed attempt: the job comes back after the
+	// production's backoff (dead once its attempts are used up), with the
+	// error as the attempt's reason, rather than at once.
+	if err := l.FailRetry(failureReason(handlerErr), 0); err != nil && l.Err() == nil {
+		r.cfg.Logger.Warn("worker: the job was not failed for a retry", "lease", l, "error", err)
 	}
+}
+
+// failureReason is a handler's error as an attempt's reason: valid UTF-8
+// without NUL bytes, cut at a character boundary to core.MaxReasonLen.
+func failureReason(err error) string {
+	s := strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "")
+	if len(s) > core.MaxReasonLen {
+		s = strings.ToValidUTF8(s[:core.MaxReasonLen], "") // drops a character cut in two
+	}
+	return s
 }
 
 // abandonRunning cancels every running handler and releases its job (the

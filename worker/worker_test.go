@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
@@ -243,8 +245,9 @@ func TestTheDrainTimeoutReleasesJobsStillRunning(t *testing.T) {
 	require.Equal(t, int64(1), j.Attempts)
 }
 
-func TestAFailingOrPanickingHandlerGivesItsJobBackAndTheLoopGoesOn(t *testing.T) {
+func TestAFailingOrPanickingHandlerFailsItsJobForARetryAndTheLoopGoesOn(t *testing.T) {
 	a := authority(t)
+	require.NoError(t, a.SetRetryPolicy("p", core.RetryPolicy{MaxAttempts: 5, BackoffBase: time.Hour, BackoffCap: time.Hour}))
 	ids := request(t, a, 3)
 	cfg := config()
 	cfg.MaxJobs = 3
@@ -260,13 +263,41 @@ func TestAFailingOrPanickingHandlerGivesItsJobBackAndTheLoopGoesOn(t *testing.T)
 	})
 	require.NoError(t, err)
 	s := states(t, a)
-	// Claims go in request order; a released job comes first again.
-	require.Equal(t, core.StateCompleted, s[ids[0]])
+	// Each failed job waits out its backoff, so the third claim took the
+	// third job.
+	require.Equal(t, core.StateRequested, s[ids[0]])
 	require.Equal(t, core.StateRequested, s[ids[1]])
-	require.Equal(t, core.StateRequested, s[ids[2]])
-	j, err := a.Job("p", ids[0])
+	require.Equal(t, core.StateCompleted, s[ids[2]])
+	for i, reason := range []string{"render failed", "worker: the handler panicked: handler bug"} {
+		r, err := a.JobDetail(context.Background(), "p", ids[i])
+		require.NoError(t, err)
+		require.Len(t, r.History, 1)
+		require.Equal(t, "retry", r.History[0].Ending)
+		require.Equal(t, reason, r.History[0].Reason)
+		require.Equal(t, r.History[0].EndedAt.Add(time.Hour), r.ClaimableAt, "claimable only after the backoff")
+	}
+}
+
+func TestAHandlerFailingOnTheLastAttemptLeavesItsJobDead(t *testing.T) {
+	a := authority(t)
+	require.NoError(t, a.SetRetryPolicy("p", core.RetryPolicy{MaxAttempts: 2}))
+	ids := request(t, a, 1)
+	cfg := config()
+	cfg.MaxJobs = 2
+	err := Run(context.Background(), a, cfg, func(ctx context.Context, l *core.Lease) (core.Facts, error) {
+		return core.Facts{}, errors.New("poison")
+	})
 	require.NoError(t, err)
-	require.Equal(t, int64(3), j.Attempts)
+	require.Equal(t, core.StateDead, states(t, a)[ids[0]])
+}
+
+func TestAHandlersErrorBecomesAValidReasonWithinTheLimit(t *testing.T) {
+	long := strings.Repeat("é", core.MaxReasonLen) // two bytes each: cut inside one
+	got := failureReason(errors.New(long))
+	require.True(t, utf8.ValidString(got))
+	require.LessOrEqual(t, len(got), core.MaxReasonLen)
+	require.Greater(t, len(got), core.MaxReasonLen-2)
+	require.Equal(t, "a\uFFFDb c", failureReason(errors.New("a\xffb\x00 c")))
 }
 
 // The CLI's reference executor completes a job through an execution request

@@ -312,9 +312,13 @@ pub struct WorkerReport {
     pub claimed: u64,
     /// Jobs completed with the handler's facts.
     pub completed: u64,
-    /// Jobs given back: the handler failed or panicked, the keep-alive could
-    /// not start, or the drain timeout passed.
+    /// Jobs given back: the keep-alive could not start, or the drain timeout
+    /// passed.
     pub released: u64,
+    /// Jobs failed for a retry because the handler returned `Err` or
+    /// panicked: each comes back after the production's backoff, or is dead
+    /// once its attempts are used up.
+    pub retried: u64,
     /// Jobs the handler settled itself (an [`Execution`](crate::Execution)'s
     /// finish, `fail`, `release`): the worker left them as they were.
     pub by_handler: u64,
@@ -328,8 +332,10 @@ pub struct WorkerReport {
 
 /// A worker loop on one production: claims one job at a time with a waiting
 /// claim, runs the handler on its own thread with the lease kept alive,
-/// completes the job with the [`Facts`] the handler returns, or gives it back
-/// (release) when the handler returns `Err` or panics. A handler may settle
+/// completes the job with the [`Facts`] the handler returns, or fails it for a
+/// retry ([`Lease::fail_retry`] with the production's backoff) when the
+/// handler returns `Err` or panics (the attempt's reason says which; the
+/// error itself is not shown, as `E` need not be `Display`). A handler may settle
 /// the lease itself (an [`Execution`](crate::Execution)'s finish, `fail`,
 /// `release`); the worker then leaves it as it is.
 ///
@@ -480,7 +486,8 @@ impl<'a> Worker<'a> {
         let (tx, rx) = mpsc::channel::<Option<Facts>>();
         let thread = {
             let (lease, handler) = (Arc::clone(&lease), Arc::clone(handler));
-            // A panic drops tx unsent: the job is given back, the process goes on.
+            // A panic drops tx unsent: the job is failed for a retry, the
+            // process goes on.
             std::thread::spawn(move || {
                 let _ = tx.send(handler(&lease).ok());
             })
@@ -495,8 +502,9 @@ impl<'a> Worker<'a> {
                 break None;
             }
             match rx.recv_timeout(step) {
-                Ok(facts) => break Some(facts),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break Some(None),
+                Ok(Some(facts)) => break Some(Ok(facts)),
+                Ok(None) => break Some(Err(HANDLER_ERR)),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break Some(Err(HANDLER_PANIC)),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
         };
@@ -509,16 +517,17 @@ impl<'a> Worker<'a> {
                 release(&lease, report);
                 false
             }
-            Some(facts) => {
+            Some(result) => {
                 let _ = thread.join();
-                match facts {
-                    Some(facts) => match lease.complete(&facts) {
-                        Ok(()) => report.completed += 1,
-                        // The handler settled it (an execution's finish, ...).
-                        Err(e) if e.kind() == ErrorKind::Closed => report.by_handler += 1,
-                        Err(_) => report.unsettled += 1,
-                    },
-                    None => release(&lease, report),
+                let settled = match result {
+                    Ok(facts) => lease.complete(&facts).map(|()| &mut report.completed),
+                    Err(reason) => lease.fail_retry(reason, None).map(|()| &mut report.retried),
+                };
+                match settled {
+                    Ok(n) => *n += 1,
+                    // The handler settled it (an execution's finish, ...).
+                    Err(e) if e.kind() == ErrorKind::Closed => report.by_handler += 1,
+                    Err(_) => report.unsettled += 1,
                 }
                 let _ = lease.stop_keep_alive();
                 true
@@ -526,6 +535,10 @@ impl<'a> Worker<'a> {
         }
     }
 }
+
+/// The reasons of the attempts a handler failed.
+const HANDLER_ERR: &str = "worker: the handler returned an error";
+const HANDLER_PANIC: &str = "worker: the handler panicked";
 
 /// Gives the job back, stopping its keep-alive first.
 fn release(lease: &Lease, report: &mut WorkerReport) {

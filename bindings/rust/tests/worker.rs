@@ -12,7 +12,10 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use common::*;
-use leases::{Authority, Canceller, ErrorKind, Facts, JobState, Lease, StopHandle, Worker, WorkerConfig};
+use leases::{
+    AttemptEnding, Authority, Canceller, ErrorKind, Facts, JobState, Lease, RetryPolicy, StopHandle, Worker,
+    WorkerConfig,
+};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -260,16 +263,27 @@ fn a_worker_leaves_a_job_its_handler_settled_through_an_execution() {
 }
 
 #[test]
-fn a_worker_gives_the_job_back_when_its_handler_fails_or_panics() {
+fn a_worker_fails_the_job_for_a_retry_when_its_handler_fails_or_panics() {
     let (_dir, auth) = fresh("worker-fail");
-    let id = auth.request_job(PRODUCTION, None, b"").unwrap();
+    let hour = Duration::from_secs(3600);
+    auth.set_retry_policy(PRODUCTION, &RetryPolicy::new().max_attempts(2).backoff_base(hour).backoff_cap(hour))
+        .unwrap();
+    let failing = auth.request_job(PRODUCTION, None, b"").unwrap();
+    let panicking = auth.request_job(PRODUCTION, None, b"").unwrap();
     let worker = Worker::new(&auth, config().max_jobs(1)).unwrap();
     let report = worker.run(|_| Err::<Facts, _>("boom")).unwrap();
-    assert_eq!((report.claimed, report.released), (1, 1));
-    assert_eq!(job_state(&auth, &id), JobState::Requested);
+    assert_eq!((report.claimed, report.retried, report.released), (1, 1, 0));
     let report = worker.run(|_| -> Result<Facts, ()> { panic!("the handler's own bug") }).unwrap();
-    assert_eq!((report.claimed, report.released), (1, 1));
-    assert_eq!(job_state(&auth, &id), JobState::Requested);
+    assert_eq!((report.claimed, report.retried, report.released), (1, 1, 0));
+    for (id, reason) in
+        [(&failing, "worker: the handler returned an error"), (&panicking, "worker: the handler panicked")]
+    {
+        let record = auth.job(PRODUCTION, id).unwrap();
+        assert_eq!(record.job.state, JobState::Requested);
+        let attempt = &record.history[0];
+        assert_eq!((&attempt.ending, attempt.reason.as_deref()), (&AttemptEnding::Retry, Some(reason)));
+        assert_eq!(record.job.claimable_at, Some(attempt.ended_at + hour), "claimable only after the backoff");
+    }
 }
 
 #[test]
