@@ -25,6 +25,7 @@
 #include "leases_testing.h"
 #endif
 #include "observe_tests.h"
+#include "next_tests.h"
 
 #define NVEC(a) (sizeof(a) / sizeof((a)[0]))
 #define SEC INT64_C(1000000)
@@ -1405,6 +1406,7 @@ int main(void) {
 	RUN(test_outcome_unknown_when_commit_cannot_write);
 	RUN(test_not_extended_and_cancelled_reach_the_holder);
 	RUN_OBSERVE_TESTS();
+	RUN_NEXT_TESTS();
 	RUN(test_open_v2_without_options_opens_as_leases_authority_open);
 	RUN(test_open_must_exist_refuses_a_missing_authority_and_creates_nothing);
 	RUN(test_open_options_size_rule_reads_known_fields_and_refuses_unknown_ones);
