@@ -68,6 +68,7 @@ type raceCheck struct {
 // checkRaceHistory checks hist, on the jobs of order (request order), with a
 // claim-order window (fifo or skipLockedWindow).
 func checkRaceHistory(hist []*raceOp, order []string, window int, timeout time.Duration) raceCheck {
+	hist = splitCompleteNext(hist)
 	one := make(map[string]int, len(order)) // every job is the only job of its partition
 	for _, id := range order {
 		one[id] = 0

@@ -17,7 +17,7 @@ func checkModel(ops ...*raceOp) porcupine.CheckResult { return checkModelOf(fifo
 func checkModelOf(window int, ops ...*raceOp) porcupine.CheckResult {
 	idx := map[string]int{"j0": 0, "j1": 1}
 	var h []porcupine.Operation
-	for i, o := range ops {
+	for i, o := range splitCompleteNext(ops) {
 		if o.Op == "claim" && o.Lease == "" {
 			o.Lease = o.W
 		}

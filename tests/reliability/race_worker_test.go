@@ -8,15 +8,19 @@ package reliability
 //	{"w":W,"n":N,"ev":"call","op":OP,"lease":L,"job":J,"dur_us":D,"t":CALL_UNIX_US}
 //	{"w":W,"n":N,"ev":"ret","kind":K,"job":J,"expiry_unix_us":E,"msg":M,"t":RETURN_UNIX_US}
 //
-// OP is claim, renew, release, fail or complete; L labels the lease ("W:N"
-// of its claim call); J is the job (known at the call except for claim);
+// OP is claim, renew, release, fail, complete or complete_next; L labels
+// the lease ("W:N" of the call that claimed it: a claim or a
+// complete_next); J is the job (known at the call except for claim);
 // K is "ok" or the status name; E is the expiry the authority returned (claim
 // and renew); M is the error text (scanned for secrets). A call line without
 // its ret line is a call whose outcome is unknown (the worker was killed).
 //
 // The loop: claim for 30-150 ms; sleep 0-60 ms; renew for 30-200 ms one time
-// in three; sleep 0-40 ms; then release (2/10), fail (1/10) or complete
-// (7/10) with facts {"metadata": {"by": W, "lease": L}}. Every claimed
+// in three; sleep 0-40 ms; then release (2/10), fail (1/10), complete
+// (3/10) or complete_next (4/10: complete, and claim the next job for
+// 30-150 ms in the same commit; its J and E in the ret line are the new
+// lease's, and the loop goes on with that lease instead of claiming), each
+// completion with facts {"metadata": {"by": W, "lease": L}}. Every claimed
 // lease is exported and its token appended to $LEASES_RACE_TOKENS (the only
 // file allowed to hold a credential). Every 25 iterations the job and event
 // listings go to standard output, which the secret-leak scan reads.
@@ -92,6 +96,8 @@ func raceWorkerMain(name string) int {
 	}
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	deadline := time.Now().Add(time.Duration(runMS) * time.Millisecond)
+	var l *core.Lease // held from the last complete_next, else claimed at the top
+	var label string
 	for it := 1; time.Now().Before(deadline); it++ {
 		if it%25 == 0 {
 			js, _ := a.Jobs(raceProduction)
@@ -99,20 +105,23 @@ func raceWorkerMain(name string) int {
 			out, _ := json.Marshal(map[string]any{"jobs": js, "events": evs})
 			fmt.Println(string(out))
 		}
-		d := ms(30, 150)
-		id := call("claim", "", "", d)
-		label := name + ":" + strconv.Itoa(id)
-		l, err := a.Claim(raceProduction, name, d)
-		if err != nil {
-			ret(id, err, "", 0)
-			time.Sleep(5 * time.Millisecond)
-			continue
+		if l == nil {
+			d := ms(30, 150)
+			id := call("claim", "", "", d)
+			label = name + ":" + strconv.Itoa(id)
+			var err error
+			if l, err = a.Claim(raceProduction, name, d); err != nil {
+				l = nil
+				ret(id, err, "", 0)
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			ret(id, nil, l.JobID(), l.ExpiryUnixUS())
+			if tok, err := l.Export(); err == nil {
+				tokf.Write([]byte(tok + "\n"))
+			}
 		}
 		job := l.JobID()
-		ret(id, nil, job, l.ExpiryUnixUS())
-		if tok, err := l.Export(); err == nil {
-			tokf.Write([]byte(tok + "\n"))
-		}
 		time.Sleep(ms(0, 60))
 		if rng.IntN(3) == 0 {
 			d := ms(30, 200)
@@ -125,6 +134,8 @@ func raceWorkerMain(name string) int {
 			ret(id, err, job, exp)
 		}
 		time.Sleep(ms(0, 40))
+		facts := core.Facts{Metadata: map[string]json.RawMessage{
+			"by": json.RawMessage(strconv.Quote(name)), "lease": json.RawMessage(strconv.Quote(label))}}
 		switch r := rng.IntN(10); {
 		case r < 2:
 			id := call("release", label, job, 0)
@@ -132,12 +143,27 @@ func raceWorkerMain(name string) int {
 		case r < 3:
 			id := call("fail", label, job, 0)
 			ret(id, l.Fail("race failure by "+name), job, 0)
-		default:
+		case r < 6:
 			id := call("complete", label, job, 0)
-			facts := core.Facts{Metadata: map[string]json.RawMessage{
-				"by": json.RawMessage(strconv.Quote(name)), "lease": json.RawMessage(strconv.Quote(label))}}
 			ret(id, l.Complete(facts), job, 0)
+		default:
+			// Complete and claim the next job in one commit; the next
+			// lease is labelled by this call, as a claim's is.
+			d := ms(30, 150)
+			id := call("complete_next", label, job, d)
+			next, err := l.CompleteAndClaimNext(facts, d)
+			if next == nil {
+				ret(id, err, "", 0)
+			} else {
+				ret(id, nil, next.JobID(), next.ExpiryUnixUS())
+				if tok, err := next.Export(); err == nil {
+					tokf.Write([]byte(tok + "\n"))
+				}
+			}
+			l, label = next, name+":"+strconv.Itoa(id)
+			continue
 		}
+		l = nil
 	}
 	return 0
 }
