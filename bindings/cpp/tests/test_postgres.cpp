@@ -264,3 +264,7 @@ TEST_F(Postgres, PagesRecordsAndOpenOptionsWorkOnPostgres) {
                  leases::NotFoundError);
     psql("DROP SCHEMA " + empty_schema + " CASCADE");
 }
+
+TEST_F(Postgres, CompleteAndClaimNextCompletesAndClaimsInOneCommit) {
+    check_complete_and_claim_next(a(), [this](const std::string &id) { return state(id); });
+}
