@@ -651,7 +651,6 @@ WRAPPERS = {
 # Functions a binding has no use for, and why; anything else unused fails.
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
-    ("Rust", "leases_lease_complete_and_claim_next"): "wrapped with the binding's worker loop (issue 18)",
 }
 
 
