@@ -32,6 +32,24 @@ func untilQueued(t *testing.T, q *writerQueue, n int) {
 	}
 }
 
+// writeProduction begins a write on s (queueing for it) in a goroutine,
+// inserts the production name and commits; the channel gets the outcome.
+func writeProduction(s *DB, ctx context.Context, name string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		tx, err := s.BeginWrite(ctx)
+		if err == nil {
+			if err = tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: name, CreatedAt: 1}); err != nil {
+				tx.Rollback()
+			} else {
+				err = tx.Commit()
+			}
+		}
+		done <- err
+	}()
+	return done
+}
+
 func productionNames(t *testing.T, s *DB) map[string]bool {
 	t.Helper()
 	ps, err := s.Productions(context.Background())
@@ -105,28 +123,10 @@ func TestAQueuedWriterThatOutwaitsTheBusyTimeoutIsBusyAndWritesNothing(t *testin
 	ctx := context.Background()
 	holder, err := patient.BeginWrite(ctx)
 	require.NoError(t, err)
-	done := make(chan error, 1)
 	start := time.Now()
-	go func() {
-		tx, err := hasty.BeginWrite(ctx)
-		if err == nil {
-			tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: "hasty", CreatedAt: 1})
-			tx.Commit()
-		}
-		done <- err
-	}()
+	done := writeProduction(hasty, ctx, "hasty")
 	untilQueued(t, patient.writers, 1)
-	behind := make(chan error, 1)
-	go func() {
-		tx, err := patient.BeginWrite(ctx)
-		if err == nil {
-			err = tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: "patient", CreatedAt: 1})
-			if err == nil {
-				err = tx.Commit()
-			}
-		}
-		behind <- err
-	}()
+	behind := writeProduction(patient, ctx, "patient")
 	untilQueued(t, patient.writers, 2)
 	err = <-done
 	require.ErrorIs(t, err, store.ErrBusy)
@@ -151,23 +151,9 @@ func TestAQueuedWriterWhoseContextEndsLeavesTheQueue(t *testing.T) {
 	holder, err := s.BeginWrite(bg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(bg)
-	done := make(chan error, 1)
-	go func() {
-		tx, err := s.BeginWrite(ctx)
-		if err == nil {
-			tx.Rollback()
-		}
-		done <- err
-	}()
+	done := writeProduction(s, ctx, "cancelled")
 	untilQueued(t, s.writers, 1)
-	behind := make(chan error, 1)
-	go func() {
-		tx, err := s.BeginWrite(bg)
-		if err == nil {
-			err = tx.Commit()
-		}
-		behind <- err
-	}()
+	behind := writeProduction(s, bg, "behind")
 	untilQueued(t, s.writers, 2)
 	start := time.Now()
 	cancel()
@@ -179,6 +165,9 @@ func TestAQueuedWriterWhoseContextEndsLeavesTheQueue(t *testing.T) {
 	require.NoError(t, holder.Commit())
 	require.NoError(t, <-behind)
 	require.Zero(t, s.writers.waiting())
+	names := productionNames(t, s)
+	require.False(t, names["cancelled"], "the writer whose context ended wrote nothing")
+	require.True(t, names["behind"])
 }
 
 // The queue itself, hammered: writers that give up at random (context or
