@@ -54,6 +54,10 @@ type (
 	Secret     = core.Secret
 	Error      = core.Error
 	Kind       = core.Kind
+	// Retries, run-at and priorities (docs/CONCEPTS.md).
+	RetryPolicy    = core.RetryPolicy
+	RequestOptions = core.RequestOptions
+	Attempt        = core.Attempt
 )
 
 // Local states of a lease handle.
@@ -70,6 +74,7 @@ const (
 	StateCompleted = core.StateCompleted
 	StateFailed    = core.StateFailed
 	StateCancelled = core.StateCancelled
+	StateDead      = core.StateDead
 )
 
 // Limits on caller input.
@@ -82,7 +87,28 @@ const (
 	MaxTokenLen   = core.MaxTokenLen
 	MaxDuration   = core.MaxDuration
 	MaxDurationUS = core.MaxDurationUS
+	// Bounds of retries, run-at and priorities.
+	MaxPriority       = core.MaxPriority
+	MaxAttemptsLimit  = core.MaxAttemptsLimit
+	MaxDelay          = core.MaxDelay
+	AttemptHistoryLen = core.AttemptHistoryLen
 )
+
+// Bounds of waiting claims and keep-alives (docs/workers.md).
+const (
+	MaxWait              = core.MaxWait
+	MaxWaitUS            = core.MaxWaitUS
+	MinKeepAliveInterval = core.MinKeepAliveInterval
+)
+
+// KeepAliveOption adjusts Lease.KeepAlive.
+type KeepAliveOption = core.KeepAliveOption
+
+// KeepAliveInterval sets the time between a keep-alive's renewals (default:
+// a third of the duration).
+func KeepAliveInterval(interval time.Duration) KeepAliveOption {
+	return core.KeepAliveInterval(interval)
+}
 
 // The kinds of failure, in C status order (docs/errors.md).
 const (
@@ -104,6 +130,7 @@ const (
 	KindSchemaTooNew    = core.KindSchemaTooNew
 	KindForked          = core.KindForked
 	KindInternal        = core.KindInternal
+	KindInterrupted     = core.KindInterrupted
 )
 
 // Sentinels for errors.Is, one per kind.
@@ -126,6 +153,7 @@ var (
 	ErrSchemaTooNew    = core.ErrSchemaTooNew
 	ErrForked          = core.ErrForked
 	ErrInternal        = core.ErrInternal
+	ErrInterrupted     = core.ErrInterrupted
 	// ErrNotHeld matches lease_lost, expired and cancelled together.
 	ErrNotHeld = core.ErrNotHeld
 )
@@ -135,6 +163,9 @@ func KindOf(err error) Kind { return core.KindOf(err) }
 
 // Kinds lists every kind in status order.
 func Kinds() []Kind { return core.Kinds() }
+
+// DefaultRetryPolicy is the policy of a production created without one.
+func DefaultRetryPolicy() RetryPolicy { return core.DefaultRetryPolicy() }
 
 // ParseFacts reads facts JSON: {"metadata": {...}, "provenance": {...}}.
 func ParseFacts(text string) (Facts, error) { return core.ParseFacts(text) }

@@ -3,6 +3,7 @@
 package leases
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -48,11 +49,46 @@ func TestOneImportServesAWholeProgram(t *testing.T) {
 	require.Equal(t, KindNothingToClaim, KindOf(err))
 	var e *Error
 	require.True(t, errors.As(err, &e))
+	_, err = auth.RequestJob("nightly", "k2", []byte("x"))
+	require.NoError(t, err)
+	lease, err = auth.ClaimWait(context.Background(), "nightly", "w", 30*time.Second, MaxWait)
+	require.NoError(t, err)
+	require.NoError(t, lease.KeepAlive(30*time.Second, KeepAliveInterval(MinKeepAliveInterval*1000)))
+	require.NoError(t, lease.Check(context.Background()))
+	require.NoError(t, lease.Complete(Facts{}))
+	<-lease.Done()
+	require.True(t, errors.Is(lease.Err(), ErrClosed))
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	_, err = auth.ClaimWait(stopped, "nightly", "w", 30*time.Second, time.Second)
+	require.True(t, errors.Is(err, ErrInterrupted))
+	require.Equal(t, KindInterrupted, KindOf(err))
 	jobs, err := auth.Jobs("nightly")
 	require.NoError(t, err)
 	require.Equal(t, StateCompleted, jobs[0].State)
 	_, err = ValidateDuration(MaxDuration + time.Microsecond)
 	require.True(t, errors.Is(err, ErrInvalidDuration))
+}
+
+func TestOneImportServesRetriesAndPriorities(t *testing.T) {
+	auth, err := Open(filepath.Join(t.TempDir(), "jobs.db"))
+	require.NoError(t, err)
+	defer auth.Close()
+	p := DefaultRetryPolicy()
+	p.MaxAttempts = 1
+	_, err = auth.CreateProductionWithPolicy("nightly", p)
+	require.NoError(t, err)
+	id, err := auth.RequestJobWith("nightly", "", nil, RequestOptions{Priority: MaxPriority})
+	require.NoError(t, err)
+	lease, err := auth.Claim("nightly", "w", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, lease.FailRetry("flaky", 0))
+	job, err := auth.Job("nightly", id)
+	require.NoError(t, err)
+	require.Equal(t, StateDead, job.State)
+	require.NoError(t, auth.RetryJob("nightly", id))
+	_, err = auth.RequestJobWith("nightly", "", nil, RequestOptions{Delay: MaxDelay + time.Microsecond})
+	require.True(t, errors.Is(err, ErrInvalidArgument))
 }
 
 func TestOpenWithRefusesAnOptionOfTheOtherStore(t *testing.T) {

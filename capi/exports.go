@@ -89,6 +89,13 @@ func payloadOf(payload *C.uint8_t, n C.size_t) ([]byte, error) {
 //export leasesgo_job_request
 func leasesgo_job_request(h C.uintptr_t, production, key *C.char, payload *C.uint8_t, n C.size_t, out **C.char) (st C.int) {
 	defer recoverTo(&st)
+	return requestJob(h, production, key, payload, n, out, func() (core.RequestOptions, error) { return core.RequestOptions{}, nil })
+}
+
+// requestJob is leases_job_request and _v2: options reads the request's
+// options once the other arguments passed their checks.
+func requestJob(h C.uintptr_t, production, key *C.char, payload *C.uint8_t, n C.size_t, out **C.char,
+	options func() (core.RequestOptions, error)) C.int {
 	if out == nil {
 		return status(invalid("out_job_id is NULL"))
 	}
@@ -109,7 +116,11 @@ func leasesgo_job_request(h C.uintptr_t, production, key *C.char, payload *C.uin
 	if err != nil {
 		return status(err)
 	}
-	id, err := a.RequestJob(p, k, b)
+	o, err := options()
+	if err != nil {
+		return status(err)
+	}
+	id, err := a.RequestJobWith(p, k, b, o)
 	if err != nil {
 		return status(err)
 	}
@@ -199,14 +210,20 @@ func leasesgo_cancel(h C.uintptr_t, production, jobID *C.char) (st C.int) {
 
 // ---- leases ----------------------------------------------------------------
 
+// leaseAndDuration reads a lease handle and a duration, in rejection order.
+func leaseAndDuration(h C.uintptr_t, dur C.int64_t) (*core.Lease, time.Duration, error) {
+	l, err := leaseOf(uintptr(h))
+	if err != nil {
+		return nil, 0, err
+	}
+	d, err := core.ValidateDurationUS(int64(dur))
+	return l, d, err
+}
+
 //export leasesgo_lease_renew
 func leasesgo_lease_renew(h C.uintptr_t, dur C.int64_t) (st C.int) {
 	defer recoverTo(&st)
-	l, err := leaseOf(uintptr(h))
-	if err != nil {
-		return status(err)
-	}
-	d, err := core.ValidateDurationUS(int64(dur))
+	l, d, err := leaseAndDuration(h, dur)
 	if err != nil {
 		return status(err)
 	}
@@ -363,7 +380,11 @@ func leasesgo_lease_import(h C.uintptr_t, token *C.char, out *C.uintptr_t) (st C
 //export leasesgo_lease_free
 func leasesgo_lease_free(h C.uintptr_t) {
 	defer recoverTo(new(C.int))
-	take(kindLease, uintptr(h)) // local memory only: never writes
+	// Local memory only: never writes. A keep-alive stops first, so that
+	// no renewal is written once free returns.
+	if o, ok := take(kindLease, uintptr(h)); ok {
+		o.(*core.Lease).StopKeepAlive()
+	}
 }
 
 // ---- edits -----------------------------------------------------------------

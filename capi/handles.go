@@ -15,6 +15,7 @@ const (
 	kindEdit
 	kindLease
 	kindExecution
+	kindCanceller
 )
 
 func (k handleKind) String() string {
@@ -27,6 +28,8 @@ func (k handleKind) String() string {
 		return "leases_lease"
 	case kindExecution:
 		return "leases_execution"
+	case kindCanceller:
+		return "leases_canceller"
 	}
 	return "handle"
 }

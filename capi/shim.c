@@ -9,6 +9,7 @@
 
 #include "../include/leases.h"
 #include "_cgo_export.h"
+#include "shim.h"
 #include "status_names.h" /* generated from the header */
 
 #ifndef LEASES_RELEASE_VERSION
@@ -45,8 +46,6 @@ int leasesshim_forked(void) {
 }
 
 #define forked leasesshim_forked
-#define H(p) ((uintptr_t)(p))
-#define CHECK_FORK() do { if (forked()) return LEASES_FORKED; } while (0)
 
 uint32_t leases_abi_version(void) { return LEASES_ABI_VERSION; }
 
@@ -89,16 +88,6 @@ leases_status leases_job_request(leases_authority *authority, const char *produc
 	return leasesgo_job_request(H(authority), (char *)production, (char *)key,
 	                            (uint8_t *)payload, payload_len, out_job_id);
 }
-
-// Handle outputs go through a local id so that Go never writes a pointer type.
-#define OUT_HANDLE(T, out, call)                            \
-	do {                                                    \
-		uintptr_t h_ = 0;                                   \
-		uintptr_t *hp_ = (out) ? &h_ : NULL;                \
-		leases_status st_ = (call);                         \
-		if (out) *(out) = (T *)h_;                          \
-		return st_;                                         \
-	} while (0)
 
 leases_status leases_claim(leases_authority *authority, const char *production,
                            const char *worker, int64_t duration_us, leases_lease **out) {
@@ -260,7 +249,7 @@ leases_status leases_job_counts_json(leases_authority *authority, const char *pr
 	return leasesgo_job_counts_json(H(authority), (char *)production, out_json);
 }
 
-// ---- opening with options ----------------------------------------------------------
+// ---- options structs ----------------------------------------------------------
 
 // leasesshim_opts_check applies the size rule of the options structs
 // (include/leases.h): 0 when opts is usable, 1 when size is smaller than its
@@ -280,6 +269,72 @@ static int leasesshim_opts_check(const void *opts, size_t known) {
 // FIELD_IN: the field lies wholly within the caller's size, so it is read;
 // otherwise it keeps its default.
 #define FIELD_IN(T, f, size) (offsetof(T, f) + sizeof(((T *)0)->f) <= (size))
+
+// ---- retries, run-at and priorities ------------------------------------------
+
+static leases_retry_policy leasesshim_policy(const leases_retry_policy *p) {
+	leases_retry_policy out = LEASES_RETRY_POLICY_INIT;
+	if (p == NULL) return out;
+	size_t size = p->size;
+	if (FIELD_IN(leases_retry_policy, max_attempts, size)) out.max_attempts = p->max_attempts;
+	if (FIELD_IN(leases_retry_policy, jitter_percent, size)) out.jitter_percent = p->jitter_percent;
+	if (FIELD_IN(leases_retry_policy, backoff_base_us, size)) out.backoff_base_us = p->backoff_base_us;
+	if (FIELD_IN(leases_retry_policy, backoff_cap_us, size)) out.backoff_cap_us = p->backoff_cap_us;
+	return out;
+}
+
+leases_status leases_job_request_v2(leases_authority *authority, const char *production,
+                                    const char *key, const uint8_t *payload, size_t payload_len,
+                                    const leases_request_options *options, char **out_job_id) {
+	CHECK_FORK();
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	int bad = leasesshim_opts_check(options, sizeof o);
+	if (options != NULL && bad == 0) {
+		size_t size = options->size;
+		if (FIELD_IN(leases_request_options, priority, size)) o.priority = options->priority;
+		if (FIELD_IN(leases_request_options, run_at_unix_us, size)) o.run_at_unix_us = options->run_at_unix_us;
+		if (FIELD_IN(leases_request_options, delay_us, size)) o.delay_us = options->delay_us;
+	}
+	return leasesgo_job_request_v2(H(authority), (char *)production, (char *)key, (uint8_t *)payload,
+	                               payload_len, bad, o.priority, o.run_at_unix_us, o.delay_us, out_job_id);
+}
+
+leases_status leases_production_create_v2(leases_authority *authority, const char *name,
+                                          const leases_retry_policy *policy) {
+	CHECK_FORK();
+	int bad = leasesshim_opts_check(policy, sizeof *policy);
+	leases_retry_policy p = leasesshim_policy(bad ? NULL : policy);
+	return leasesgo_production_create_v2(H(authority), (char *)name, policy != NULL, bad, p.max_attempts,
+	                                     p.jitter_percent, p.backoff_base_us, p.backoff_cap_us);
+}
+
+leases_status leases_production_set_policy(leases_authority *authority, const char *production,
+                                           const leases_retry_policy *policy) {
+	CHECK_FORK();
+	int bad = leasesshim_opts_check(policy, sizeof *policy);
+	leases_retry_policy p = leasesshim_policy(bad ? NULL : policy);
+	return leasesgo_production_set_policy(H(authority), (char *)production, bad, p.max_attempts,
+	                                      p.jitter_percent, p.backoff_base_us, p.backoff_cap_us);
+}
+
+leases_status leases_lease_fail_retry(leases_lease *lease, const char *reason, int64_t delay_us) {
+	CHECK_FORK();
+	return leasesgo_lease_fail_retry(H(lease), (char *)reason, delay_us);
+}
+
+leases_status leases_job_retry(leases_authority *authority, const char *production,
+                               const char *job_id) {
+	CHECK_FORK();
+	return leasesgo_job_retry(H(authority), (char *)production, (char *)job_id);
+}
+
+leases_status leases_production_redrive(leases_authority *authority, const char *production,
+                                        const char *state, int64_t *out_count) {
+	CHECK_FORK();
+	return leasesgo_production_redrive(H(authority), (char *)production, (char *)state, out_count);
+}
+
+// ---- opening with options ----------------------------------------------------------
 
 leases_status leases_authority_open_v2(const char *location, const leases_open_options *options,
                                        leases_authority **out) {

@@ -1,18 +1,12 @@
 // Public names of the reference executor (see shim.c for the conventions).
 #include "../include/leases.h"
 #include "_cgo_export.h"
-
-int leasesshim_forked(void);
-
-#define H(p) ((uintptr_t)(p))
+#include "shim.h"
 
 leases_status leases_execution_begin(leases_lease *lease, const char *output_dir,
                                      leases_execution **out) {
-	if (leasesshim_forked()) return LEASES_FORKED;
-	uintptr_t h = 0;
-	leases_status st = leasesgo_execution_begin(H(lease), (char *)output_dir, out ? &h : NULL);
-	if (out) *out = (leases_execution *)h;
-	return st;
+	CHECK_FORK();
+	OUT_HANDLE(leases_execution, out, leasesgo_execution_begin(H(lease), (char *)output_dir, hp_));
 }
 
 const char *leases_execution_temp_path(const leases_execution *execution) {

@@ -21,5 +21,6 @@ static const char *const leases_status_names[] = {
 	"schema_too_new", /* LEASES_SCHEMA_TOO_NEW */
 	"forked", /* LEASES_FORKED */
 	"internal", /* LEASES_INTERNAL */
+	"interrupted", /* LEASES_INTERRUPTED */
 };
 #endif

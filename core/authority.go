@@ -8,6 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -22,9 +25,11 @@ type Authority struct {
 	b      store.Backend
 	seam   atomic.Pointer[func() int64] // test builds only; nil in release builds
 	closed atomic.Bool
+	waits  *waitroom // waiting claims (wait.go)
 
-	mu    sync.Mutex
-	edits map[*Edit]struct{} // open edits, aborted by Close
+	mu      sync.Mutex
+	edits   map[*Edit]struct{}  // open edits, aborted by Close
+	keepers map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
@@ -46,7 +51,7 @@ func OpenStore(location, name string, open func() (store.Backend, error)) (*Auth
 	if err != nil {
 		return nil, storageErr("open "+name, err)
 	}
-	return &Authority{b: b}, nil
+	return &Authority{b: b, waits: newWaitroom(b)}, nil
 }
 
 // now is the clock of a store without a server clock (SQLite): this host's
@@ -78,29 +83,42 @@ func (a *Authority) sampleIn(ctx context.Context, tx store.Tx) (int64, error) {
 }
 
 // setClock installs the clock seam; only test builds reach it (clock_seam*.go).
-func (a *Authority) setClock(f func() int64) { a.seam.Store(&f) }
+// Every waiting claim looks again: a moved clock may have expired a claim,
+// and nothing was written that would wake it.
+func (a *Authority) setClock(f func() int64) {
+	a.seam.Store(&f)
+	if a.waits != nil {
+		a.waits.hub.WakeAll()
+	}
+}
 
 // Close closes the database. Leases of a closed authority report Closed.
 func (a *Authority) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
+	// Waits end (closed), and renewers stop before the store closes: none
+	// writes after Close returns.
+	a.waits.close()
+	a.stopKeepers()
 	// An edit left open would keep its transaction, and with PostgreSQL its
 	// row locks, until the process ends: roll each back (it then reports
 	// closed, and commits nothing).
-	a.mu.Lock()
-	open := make([]*Edit, 0, len(a.edits))
-	for e := range a.edits {
-		open = append(open, e)
-	}
-	a.mu.Unlock()
-	for _, e := range open {
+	for _, e := range lockedKeys(&a.mu, a.edits) {
 		e.Abort()
 	}
 	if err := a.b.Close(); err != nil {
 		return storageErr("close", err)
 	}
 	return nil
+}
+
+// lockedKeys lists m's keys under mu, so that each can then be acted on
+// without holding it.
+func lockedKeys[K comparable](mu *sync.Mutex, m map[K]struct{}) []K {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Collect(maps.Keys(m))
 }
 
 func (a *Authority) usable() error {
@@ -142,13 +160,16 @@ func storageErr(op string, err error) error {
 
 // ---- productions and jobs -------------------------------------------------
 
-// CreateProduction creates a production, or returns the existing one of that
-// name (creating is idempotent).
+// CreateProduction creates a production with the default retry policy
+// (DefaultRetryPolicy), or returns the existing one of that name whatever
+// its policy (creating is idempotent).
 func (a *Authority) CreateProduction(name string) (Production, error) {
-	return a.createProduction(context.Background(), name)
+	return a.createProduction(context.Background(), name, nil)
 }
 
-func (a *Authority) createProduction(ctx context.Context, name string) (Production, error) {
+// createProduction creates name with policy (nil: the default; an existing
+// production is then returned as it is).
+func (a *Authority) createProduction(ctx context.Context, name string, policy *store.Policy) (Production, error) {
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
@@ -156,9 +177,13 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 		return Production{}, err
 	}
 	var out Production
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := tx.ProductionByName(ctx, name)
 		if err == nil {
+			if policy != nil && p.Policy != *policy {
+				return errf(KindWrongState, "production %q exists with another retry policy (%s); change it with set-policy",
+					name, describePolicy(p.Policy))
+			}
 			out = toProduction(p)
 			return nil
 		}
@@ -169,11 +194,16 @@ func (a *Authority) createProduction(ctx context.Context, name string) (Producti
 		if err != nil {
 			return err
 		}
-		p = store.Production{ID: id, Name: name, CreatedAt: now}
+		sp, _ := DefaultRetryPolicy().check()
+		if policy != nil {
+			sp = *policy
+		}
+		p = store.Production{ID: id, Name: name, CreatedAt: now, Policy: sp}
 		if err := tx.InsertProduction(ctx, p); err != nil {
 			return storageErr("create production", err)
 		}
-		if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: id, Kind: "production_created"}); err != nil {
+		if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: id, Kind: "production_created",
+			Detail: describePolicy(sp)}); err != nil {
 			return storageErr("create production", err)
 		}
 		out = toProduction(p)
@@ -201,33 +231,41 @@ func (a *Authority) Productions() ([]Production, error) {
 }
 
 func toProduction(p store.Production) Production {
-	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC()}
+	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC(), Policy: toPolicy(p.Policy)}
 }
 
 // RequestJob adds a job to a production and returns its id. With a key the
 // request is idempotent: the same key and payload return the same job; the
 // same key with another payload is a WrongState error. key "" means no key.
+// The job has priority 0 and is claimable at once.
 func (a *Authority) RequestJob(production, key string, payload []byte) (string, error) {
-	return a.request(context.Background(), production, key, payload)
+	return a.request(context.Background(), production, key, payload, RequestOptions{})
 }
 
-func (a *Authority) request(ctx context.Context, production, key string, payload []byte) (string, error) {
+// RequestJobWith is RequestJob with a priority and a run-at or delay. A
+// repeated keyed request returns the existing job as it is: the first
+// request's options stand.
+func (a *Authority) RequestJobWith(production, key string, payload []byte, o RequestOptions) (string, error) {
+	return a.request(context.Background(), production, key, payload, o)
+}
+
+func (a *Authority) request(ctx context.Context, production, key string, payload []byte, o RequestOptions) (string, error) {
 	if err := a.usable(); err != nil {
 		return "", err
 	}
-	if err := checkRequest(production, key, payload); err != nil {
+	if err := checkRequest(production, key, payload, o); err != nil {
 		return "", err
 	}
 	var id string
-	err := a.write(ctx, func(tx store.Tx, now int64) error {
+	err := a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 		var err error
-		id, err = requestIn(ctx, tx, now, production, key, payload)
+		id, err = requestIn(ctx, tx, w, now, production, key, payload, o)
 		return err
 	})
 	return id, err
 }
 
-func checkRequest(production, key string, payload []byte) error {
+func checkRequest(production, key string, payload []byte, o RequestOptions) error {
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return err
 	}
@@ -237,10 +275,14 @@ func checkRequest(production, key string, payload []byte) error {
 	if len(payload) > MaxPayloadLen {
 		return errf(KindInvalidArgument, "payload is %d bytes, the limit is %d", len(payload), MaxPayloadLen)
 	}
-	return nil
+	return o.check()
 }
 
-func requestIn(ctx context.Context, tx store.Tx, now int64, production, key string, payload []byte) (string, error) {
+func requestIn(ctx context.Context, tx store.Tx, w *wakes, now int64, production, key string, payload []byte, o RequestOptions) (string, error) {
+	ready, err := o.readyAt(now)
+	if err != nil {
+		return "", err
+	}
 	p, err := productionByName(ctx, tx, production)
 	if err != nil {
 		return "", err
@@ -265,12 +307,20 @@ func requestIn(ctx context.Context, tx store.Tx, now int64, production, key stri
 		payload = []byte{}
 	}
 	j := store.Job{ID: id, ProductionID: p.ID, Key: key, HasKey: key != "", Payload: payload,
-		State: store.StateRequested, RequestedAt: now, UpdatedAt: now}
+		State: store.StateRequested, RequestedAt: now, UpdatedAt: now,
+		Priority: int64(o.Priority), ClaimableAt: ready, ReadyAt: ready, Due: ready <= now}
 	if err := tx.InsertJob(ctx, j); err != nil {
 		return "", storageErr("request job", err)
 	}
-	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested"}); err != nil {
+	detail := ""
+	if ready > now || o.Priority != 0 {
+		detail = fmt.Sprintf("priority %d, claimable at %s", o.Priority, describeUS(ready))
+	}
+	if err := tx.InsertEvent(ctx, store.Event{At: now, ProductionID: p.ID, JobID: id, Kind: "requested", Detail: detail}); err != nil {
 		return "", storageErr("request job", err)
+	}
+	if err := w.add(ctx, tx, p.ID); err != nil {
+		return "", err
 	}
 	return id, nil
 }
@@ -295,6 +345,35 @@ func (a *Authority) Cancel(production, jobID string) error {
 }
 
 func (a *Authority) cancel(ctx context.Context, production, jobID string) error {
+	return a.coordinate(ctx, production, jobID, func(tx store.Tx, _ *wakes, p store.Production, j store.Job, now int64) error {
+		switch j.State {
+		case store.StateCancelled:
+			return nil
+		case store.StateCompleted, store.StateFailed, store.StateDead:
+			return errf(KindWrongState, "job %s is already %s", jobID, j.State)
+		}
+		worker := ""
+		if j.State == store.StateClaimed {
+			// The claim's attempt ends here (whether or not it had expired).
+			worker = j.Worker
+			if _, err := endAttempt(ctx, tx, nil, p, &j, now, store.EndCancelled, "cancelled by the coordinator", 0); err != nil {
+				return err
+			}
+		} else {
+			j.State, j.UpdatedAt, j.Due = store.StateCancelled, now, false
+			if err := tx.UpdateJob(ctx, j); err != nil {
+				return storageErr("cancel", err)
+			}
+		}
+		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
+	})
+}
+
+// coordinate runs a coordinator's operation on one job (no secret, no clock
+// policy): the arguments are checked, then fn decides in one write
+// transaction with the production and the job.
+func (a *Authority) coordinate(ctx context.Context, production, jobID string,
+	fn func(tx store.Tx, w *wakes, p store.Production, j store.Job, now int64) error) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -304,7 +383,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 	if err := checkID("job id", jobID); err != nil {
 		return err
 	}
-	return aboutJob(a.write(ctx, func(tx store.Tx, now int64) error {
+	return aboutJob(a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
@@ -313,21 +392,7 @@ func (a *Authority) cancel(ctx context.Context, production, jobID string) error 
 		if err != nil {
 			return err
 		}
-		switch j.State {
-		case store.StateCancelled:
-			return nil
-		case store.StateCompleted, store.StateFailed:
-			return errf(KindWrongState, "job %s is already %s", jobID, j.State)
-		}
-		worker := ""
-		if j.State == store.StateClaimed {
-			worker = j.Worker
-		}
-		j.State, j.UpdatedAt = store.StateCancelled, now
-		if err := tx.UpdateJob(ctx, j); err != nil {
-			return storageErr("cancel", err)
-		}
-		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "cancelled", Worker: worker})
+		return fn(tx, w, p, j, now)
 	}), jobID)
 }
 
@@ -352,23 +417,27 @@ func event(ctx context.Context, tx store.Tx, e store.Event) error {
 // write runs an unguarded writing transaction (no clock policy): creating
 // productions, requesting jobs, cancelling. A transaction the store aborted
 // over a concurrent conflict is run again (retrying).
-func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64) error) error {
+func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w *wakes) error) error {
 	return a.retrying(ctx, func() error {
 		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
 			return storageErr("begin", err)
 		}
+		var w wakes
 		now, err := a.sampleIn(ctx, tx)
 		if err == nil {
-			err = fn(tx, now)
+			err = fn(tx, now, &w)
 		}
 		if err != nil {
 			tx.Rollback()
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return commitErr(err)
+			err = commitErr(err)
+			a.waits.committed(err, w)
+			return err
 		}
+		a.waits.committed(nil, w)
 		return nil
 	})
 }
@@ -434,7 +503,11 @@ func (a *Authority) Payload(production, jobID string) ([]byte, error) {
 }
 
 func toJob(production string, j store.Job) Job {
-	out := Job{ID: j.ID, Production: production, Key: j.Key, State: j.State, Attempts: j.Attempts, Reason: j.Reason}
+	out := Job{ID: j.ID, Production: production, Key: j.Key, State: j.State, Attempts: j.Attempts, Reason: j.Reason,
+		Priority: int(j.Priority)}
+	if j.State == store.StateRequested || j.State == store.StateClaimed {
+		out.ClaimableAt = time.UnixMicro(j.ReadyAt).UTC()
+	}
 	if j.State != store.StateRequested && j.ClaimedAt != 0 {
 		out.Worker = j.Worker
 		out.ClaimedAt = time.UnixMicro(j.ClaimedAt).UTC()

@@ -17,8 +17,15 @@ import (
 )
 
 // Helper processes are this test binary started again with LEASES_TEST_WORKER
-// set: they run workLoop against the shared file and exit.
+// set: they run workLoop against the shared file and exit. With
+// LEASES_TEST_ROLE they play a part in a waiting test (roleProcess).
 func TestMain(m *testing.M) {
+	if d, err := time.ParseDuration(os.Getenv("LEASES_TEST_SAFETY_POLL")); err == nil {
+		safetyPoll = d
+	}
+	if role := os.Getenv("LEASES_TEST_ROLE"); role != "" {
+		os.Exit(roleProcess(role))
+	}
 	if path := os.Getenv("LEASES_TEST_FILE_WRITER"); path != "" {
 		os.Exit(fileWriterProcess(path))
 	}

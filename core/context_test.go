@@ -40,8 +40,8 @@ func TestACancelledContextIsHonouredAndWritesNothing(t *testing.T) {
 	}{{cancelled, context.Canceled}, {late, context.DeadlineExceeded}} {
 		ctx := c.ctx
 		ops := map[string]func() error{
-			"create production": func() error { _, err := f.a.createProduction(ctx, "q"); return err },
-			"request":           func() error { _, err := f.a.request(ctx, "p", "k", nil); return err },
+			"create production": func() error { _, err := f.a.createProduction(ctx, "q", nil); return err },
+			"request":           func() error { _, err := f.a.request(ctx, "p", "k", nil, RequestOptions{}); return err },
 			"cancel":            func() error { return f.a.cancel(ctx, "p", ids[2]) },
 			"claim":             func() error { _, err := f.a.claimOne(ctx, "p", "", "w", time.Minute); return err },
 			"claim job":         func() error { _, err := f.a.claimOne(ctx, "p", ids[1], "w", time.Minute); return err },
@@ -117,7 +117,10 @@ func TestAContextThatEndsBeforeCommitWritesNothing(t *testing.T) {
 			_, err := l.completeAndClaimNext(ctx, Facts{}, time.Minute)
 			return err
 		},
-		"request": func(ctx context.Context) error { _, err := f.a.request(ctx, "p", "", nil); return err },
+		"request": func(ctx context.Context) error {
+			_, err := f.a.request(ctx, "p", "", nil, RequestOptions{})
+			return err
+		},
 		"edit": func(ctx context.Context) error {
 			e, err := f.a.begin(ctx)
 			require.NoError(t, err)

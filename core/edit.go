@@ -101,7 +101,12 @@ func (e *Edit) afterOp(err error) error {
 
 // RequestJob requests a job inside the edit.
 func (e *Edit) RequestJob(production, key string, payload []byte) (string, error) {
-	if err := checkRequest(production, key, payload); err != nil {
+	return e.RequestJobWith(production, key, payload, RequestOptions{})
+}
+
+// RequestJobWith requests a job with options inside the edit.
+func (e *Edit) RequestJobWith(production, key string, payload []byte, o RequestOptions) (string, error) {
+	if err := checkRequest(production, key, payload, o); err != nil {
 		return "", err
 	}
 	e.mu.Lock()
@@ -113,7 +118,7 @@ func (e *Edit) RequestJob(production, key string, payload []byte) (string, error
 	if err != nil {
 		return "", e.afterOp(err)
 	}
-	id, err := requestIn(e.g.ctx, e.g.tx, now, production, key, payload)
+	id, err := requestIn(e.g.ctx, e.g.tx, &e.g.wakes, now, production, key, payload, o)
 	return id, e.afterOp(err)
 }
 
@@ -219,7 +224,7 @@ func (e *Edit) Commit() error {
 			if err == nil || unknown {
 				l.state = LeaseActive
 			} else {
-				l.state = LeaseClosed
+				l.closeHere("was claimed in an edit that did not commit")
 			}
 			l.mu.Unlock()
 		}
@@ -230,8 +235,10 @@ func (e *Edit) Commit() error {
 		switch {
 		case unknown:
 			l.state = LeaseActive
-		case err == nil || l.state == LeasePending:
-			l.state = LeaseClosed
+		case err == nil:
+			l.closeHere("completed")
+		case l.state == LeasePending:
+			l.closeHere("was claimed in an edit that did not commit")
 		}
 		l.mu.Unlock()
 	}
@@ -259,7 +266,7 @@ func (e *Edit) abortLocked() {
 	for _, l := range append(e.pending, e.finishing...) {
 		l.mu.Lock()
 		if l.state == LeasePending {
-			l.state = LeaseClosed
+			l.closeHere("was claimed in an edit that was aborted")
 		}
 		l.edit = nil
 		l.mu.Unlock()

@@ -29,6 +29,9 @@ const (
 	KindSchemaTooNew
 	KindForked
 	KindInternal
+	// KindInterrupted: a wait was ended by its caller, through a cancelled
+	// context or a C canceller; only the waiting functions return it.
+	KindInterrupted
 )
 
 var kindNames = map[Kind]string{
@@ -50,12 +53,13 @@ var kindNames = map[Kind]string{
 	KindSchemaTooNew:    "schema_too_new",
 	KindForked:          "forked",
 	KindInternal:        "internal",
+	KindInterrupted:     "interrupted",
 }
 
 // Kinds lists every kind in status order.
 func Kinds() []Kind {
 	out := make([]Kind, 0, len(kindNames))
-	for k := KindInvalidArgument; k <= KindInternal; k++ {
+	for k := KindInvalidArgument; k <= KindInterrupted; k++ {
 		out = append(out, k)
 	}
 	return out
@@ -127,6 +131,7 @@ var (
 	ErrSchemaTooNew    = &Error{Kind: KindSchemaTooNew}
 	ErrForked          = &Error{Kind: KindForked}
 	ErrInternal        = &Error{Kind: KindInternal}
+	ErrInterrupted     = &Error{Kind: KindInterrupted}
 )
 
 // ErrNotHeld matches, with errors.Is, every error saying the worker no longer

@@ -23,10 +23,18 @@ type guard struct {
 	hwm       int64 // durable mark read inside this write transaction
 	observed  int64 // greatest sample taken so far
 	guarded   bool  // at least one guarded operation ran
+	keep      bool  // a failed claim made transitions that must commit (lapsed claims)
 	deadlines []int64
+	wakes     wakes // productions this transaction may make claimable
+	// started is this host's monotonic time before the transaction began:
+	// every clock sample of the transaction is taken after it, so an expiry
+	// granted by the transaction comes no earlier, locally, than started
+	// plus the time granted.
+	started time.Time
 }
 
 func (a *Authority) beginGuard(ctx context.Context) (*guard, error) {
+	started := time.Now()
 	tx, err := a.b.BeginWrite(ctx)
 	if err != nil {
 		return nil, storageErr("begin", err)
@@ -36,7 +44,7 @@ func (a *Authority) beginGuard(ctx context.Context) (*guard, error) {
 		tx.Rollback()
 		return nil, storageErr("read high-water mark", err)
 	}
-	return &guard{a: a, ctx: ctx, tx: tx, hwm: hwm}, nil
+	return &guard{a: a, ctx: ctx, tx: tx, hwm: hwm, started: started}, nil
 }
 
 // sample is the first sample of a guarded operation: a clock behind the mark
@@ -89,8 +97,15 @@ func (g *guard) mustOutlive(expiry int64) { g.deadlines = append(g.deadlines, ex
 
 func (g *guard) rollback() { g.tx.Rollback() }
 
-// commit applies the pre-commit checks and commits.
+// commit applies the pre-commit checks and commits; then waiting claims
+// learn what it may have made claimable.
 func (g *guard) commit() error {
+	err := g.commitTx()
+	g.a.waits.committed(err, g.wakes)
+	return err
+}
+
+func (g *guard) commitTx() error {
 	if !g.guarded {
 		if err := g.tx.Commit(); err != nil {
 			return commitErr(err)

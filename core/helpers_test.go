@@ -79,10 +79,15 @@ func newFixture(t *testing.T) *fixture {
 	path := newLocation(t, "leases.db")
 	f := &fixture{t: t, path: path, clk: &fakeClock{now: t0}}
 	f.a = f.open()
-	_, err := f.a.CreateProduction("p")
+	_, err := f.a.CreateProductionWithPolicy("p", noBackoff)
 	require.NoError(t, err)
 	return f
 }
+
+// noBackoff is the fixture's policy: a lapsed claim is claimable again at
+// its expiry instant, so the rules of claims and expiry are tested apart
+// from backoff (retry_test.go tests the default policy).
+var noBackoff = RetryPolicy{MaxAttempts: 25, BackoffCap: time.Hour}
 
 func (f *fixture) open() *Authority {
 	f.t.Helper()
@@ -134,10 +139,12 @@ func (f *fixture) hwm() int64 {
 // snapshot captures everything observable in the store, to prove that a
 // rejection changed nothing.
 type snapshot struct {
+	prods  []store.Production
 	jobs   []store.Job
 	events int
 	hwm    int64
 	facts  int
+	tries  int
 }
 
 func (f *fixture) snapshot() snapshot {
@@ -149,13 +156,18 @@ func (f *fixture) snapshot() snapshot {
 	require.NoError(f.t, err)
 	es, err := f.a.b.Events(ctx, "", 0, 0)
 	require.NoError(f.t, err)
-	n := 0
+	n, tries := 0, 0
 	for _, j := range js {
 		fs, err := f.a.b.Facts(ctx, j.ID)
 		require.NoError(f.t, err)
 		n += len(fs)
+		as, err := f.a.b.Attempts(ctx, j.ID)
+		require.NoError(f.t, err)
+		tries += len(as)
 	}
-	return snapshot{jobs: js, events: len(es), hwm: f.hwm(), facts: n}
+	ps, err := f.a.b.Productions(ctx)
+	require.NoError(f.t, err)
+	return snapshot{prods: ps, jobs: js, events: len(es), hwm: f.hwm(), facts: n, tries: tries}
 }
 
 func requireKind(t *testing.T, err error, want Kind) {

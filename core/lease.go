@@ -57,6 +57,19 @@ type Lease struct {
 	expiry    int64
 	state     LeaseState
 	edit      *Edit // while pending
+	// heldUntil is when, on this host's monotonic clock, the expiry last
+	// confirmed comes at the earliest: the local start of the operation
+	// that set it plus the time it granted on the authority's clock. A
+	// keep-alive renews before it and gives up after it.
+	heldUntil time.Time
+
+	// smu guards the loss report and the renewer. It is taken inside l.mu,
+	// never the other way round (keepalive.go).
+	smu     sync.Mutex
+	lost    chan struct{} // closed once the lease is known to be over (Done)
+	lostErr error
+	keeper  *keeper
+	kmu     sync.Mutex // serializes starting and stopping the renewer
 }
 
 // JobID is the claimed job's id.
@@ -183,38 +196,59 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	if err != nil {
 		return store.Job{}, 0, err
 	}
-	// A job row names its production (a foreign key), so a job found in the
-	// lease's production proves that production exists too.
 	j, err := g.tx.JobByID(g.ctx, l.jobID)
-	if errors.Is(err, store.ErrNoRow) {
-		return j, 0, errf(KindNotFound, "job %s does not exist", l.jobID)
-	}
-	if err != nil {
-		return j, 0, storageErr("look up job", err)
-	}
-	if j.ProductionID != l.productionID {
-		return j, 0, errf(KindNotFound, "job %s does not belong to production %q", l.jobID, l.production)
-	}
-	if j.State == store.StateCancelled {
-		return j, 0, errf(KindCancelled, "job %s was cancelled by the coordinator", l.jobID)
+	if err := l.jobFound(j, err); err != nil {
+		return j, 0, err
 	}
 	if now, err = g.locked(now); err != nil {
 		return j, 0, err
 	}
-	if !l.secret.matches(j.ClaimHash) {
-		if j.State == store.StateRequested {
-			return j, 0, errf(KindLeaseLost, "job %s is not held by this lease: it is requested (the claim ended, or never committed)", l.jobID)
-		}
-		return j, 0, errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
-	}
-	if j.State != store.StateClaimed {
-		return j, 0, errf(KindWrongState, "this claim on job %s already finished: the job is %s", l.jobID, j.State)
-	}
-	if now >= j.Expiry {
-		return j, 0, errf(KindExpired, "the claim on job %s expired at %s", l.jobID, describeUS(j.Expiry))
+	if err := l.holds(j, now); err != nil {
+		return j, 0, err
 	}
 	g.mustOutlive(j.Expiry)
 	return j, now, nil
+}
+
+// jobFound is the part of the claimant rules decided on the job row alone:
+// not found (or another production's), cancelled. err is the row's lookup.
+func (l *Lease) jobFound(j store.Job, err error) error {
+	// A job row names its production (a foreign key), so a job found in the
+	// lease's production proves that production exists too.
+	if errors.Is(err, store.ErrNoRow) {
+		return errf(KindNotFound, "job %s does not exist", l.jobID)
+	}
+	if err != nil {
+		return storageErr("look up job", err)
+	}
+	if j.ProductionID != l.productionID {
+		return errf(KindNotFound, "job %s does not belong to production %q", l.jobID, l.production)
+	}
+	if j.State == store.StateCancelled {
+		return errf(KindCancelled, "job %s was cancelled by the coordinator", l.jobID)
+	}
+	return nil
+}
+
+// holds is the rest, at now on the authority's clock: lease lost, wrong
+// state, expired.
+func (l *Lease) holds(j store.Job, now int64) error {
+	if !l.secret.matches(j.ClaimHash) {
+		switch j.State {
+		case store.StateRequested:
+			return errf(KindLeaseLost, "job %s is not held by this lease: it is requested (the claim ended, or never committed)", l.jobID)
+		case store.StateDead:
+			return errf(KindLeaseLost, "job %s is not held by this lease: its claims ended and it is dead (attempts used up)", l.jobID)
+		}
+		return errf(KindLeaseLost, "job %s is no longer held by this lease; another claim has taken it", l.jobID)
+	}
+	if j.State != store.StateClaimed {
+		return errf(KindWrongState, "this claim on job %s already finished: the job is %s", l.jobID, j.State)
+	}
+	if now >= j.Expiry {
+		return errf(KindExpired, "the claim on job %s expired at %s", l.jobID, describeUS(j.Expiry))
+	}
+	return nil
 }
 
 // ---- claiming --------------------------------------------------------------
@@ -263,6 +297,15 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 			return err
 		}
 		if l, err = claimIn(g, production, jobID, worker, us); err != nil {
+			if g.keep && (KindOf(err) == KindNothingToClaim || KindOf(err) == KindWrongState) {
+				// The claim found nothing, but noticed lapsed claims on the
+				// way (jobs that went back to the queue or died): those
+				// transitions stand.
+				if cerr := g.commit(); cerr != nil {
+					return cerr
+				}
+				return err
+			}
 			g.rollback()
 			return err
 		}
@@ -286,7 +329,11 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 	return nil, aboutJob(err, l.jobID)
 }
 
-// claimIn performs a claim inside g; the lease comes back pending.
+// claimIn performs a claim inside g; the lease comes back pending. Claim-next
+// first promotes (lapsed claims end, delayed jobs whose time has come become
+// due), then takes the first due job in claim order: priority, claimable
+// time, request order. When it ended lapsed claims but fails, g.keep asks
+// the caller to commit those transitions anyway.
 func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, error) {
 	now, err := g.sample()
 	if err != nil {
@@ -298,6 +345,14 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	}
 	var j store.Job
 	if jobID == "" {
+		// Promotion decides on the first sample: a lapse it ends became
+		// due after every transition of that claim (a renewal moves the
+		// lapse), and the claim below is timed once it holds its row.
+		wrote, err := promote(g.ctx, g.tx, p, now)
+		if err != nil {
+			return nil, err
+		}
+		g.keep = g.keep || wrote
 		j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
 		if errors.Is(err, store.ErrNoRow) {
 			return nil, errf(KindNothingToClaim, "production %q has no claimable job", production)
@@ -321,10 +376,18 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	if now, err = g.locked(now); err != nil {
 		return nil, err
 	}
+	if now < j.ReadyAt {
+		return nil, errNotReady(j.ID, j.ReadyAt)
+	}
 	if j.State == store.StateClaimed {
-		if err := event(g.ctx, g.tx, store.Event{At: now, ProductionID: p.ID, JobID: j.ID, Kind: "claim_expired",
-			Worker: j.Worker, Expiry: j.Expiry, Detail: "the previous claim expired before it finished"}); err != nil {
+		dead, err := lapse(g.ctx, g.tx, p, &j, now)
+		if err != nil {
 			return nil, err
+		}
+		if dead {
+			g.keep = true
+			return nil, errf(KindWrongState, "job %s is dead: %s", j.ID,
+				deadDetail(j.Attempts, p.Policy.MaxAttempts, store.EndExpired, expiredReason))
 		}
 	}
 	secret, err := newSecret()
@@ -335,6 +398,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry = store.StateClaimed, secret.hash(), worker, now, expiry
 	j.Attempts++
 	j.Reason, j.UpdatedAt = "", now
+	j.ReadyAt, j.Due = lapsedReady(p.Policy, j.Attempts, expiry), false
 	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 		return nil, storageErr("claim", err)
 	}
@@ -344,16 +408,19 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	}
 	g.mustOutlive(expiry)
 	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
-		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending}, nil
+		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending,
+		heldUntil: g.started.Add(time.Duration(us) * time.Microsecond)}, nil
 }
 
 // ---- claimant transitions --------------------------------------------------
 
 // transition runs one guarded claimant operation on an active lease. On
-// success closeAfter closes the lease; on any failure the lease stays active
-// locally and its next use asks the store again.
-func (l *Lease) transition(ctx context.Context, closeAfter bool, fn func(g *guard) error) error {
+// success a non-empty closes (what happened: "completed") closes the lease;
+// on any failure the lease stays active locally and its next use asks the
+// store again. A verdict that the claim is over is reported by Done.
+func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard) error) error {
 	if err := l.localCheck(); err != nil {
+		l.reportEnd(err)
 		return err
 	}
 	err := l.a.retrying(ctx, func() error {
@@ -368,10 +435,12 @@ func (l *Lease) transition(ctx context.Context, closeAfter bool, fn func(g *guar
 		return g.commit()
 	})
 	if err != nil {
-		return aboutJob(err, l.jobID)
+		err = aboutJob(err, l.jobID)
+		l.reportEnd(err)
+		return err
 	}
-	if closeAfter {
-		l.state = LeaseClosed
+	if closes != "" {
+		l.closeHere(closes)
 	}
 	return nil
 }
@@ -399,16 +468,20 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var newExpiry int64
-	err = l.transition(ctx, false, func(g *guard) error {
+	var heldUntil time.Time
+	err = l.transition(ctx, "", func(g *guard) error {
 		j, now, err := checkHeld(g, l)
 		if err != nil {
 			return err
 		}
 		newExpiry = now + us
+		heldUntil = g.started.Add(time.Duration(us) * time.Microsecond)
 		if newExpiry <= j.Expiry {
 			return errf(KindNotExtended, "renewing job %s for %s would not extend its expiry %s",
 				l.jobID, d, describeUS(j.Expiry))
 		}
+		// The backoff a lapse would cost moves with the expiry.
+		j.ReadyAt += newExpiry - j.Expiry
 		j.Expiry, j.UpdatedAt = newExpiry, now
 		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
 			return storageErr("renew", err)
@@ -417,39 +490,30 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 			Worker: l.worker, Expiry: newExpiry})
 	})
 	if err == nil {
-		l.expiry = newExpiry
+		l.expiry, l.heldUntil = newExpiry, heldUntil
 	}
 	return err
 }
 
-// Release gives the job back: it becomes requested again. The claim must be
-// unexpired. Success closes the lease.
+// Release gives the job back: it becomes requested again at once, or dead
+// when this was its last attempt (a release ends an attempt). The claim
+// must be unexpired. Success closes the lease.
 func (l *Lease) Release() error { return l.release(context.Background()) }
 
 func (l *Lease) release(ctx context.Context) error {
 	if err := l.nilCheck(); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error {
-		j, now, err := checkHeld(g, l)
-		if err != nil {
-			return err
-		}
-		// The claim hash stays so that another handle of this same claim
-		// reports WrongState rather than LeaseLost.
-		j.State, j.Worker, j.ClaimedAt, j.Expiry, j.UpdatedAt = store.StateRequested, "", 0, 0, now
-		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
-			return storageErr("release", err)
-		}
-		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "released",
-			Worker: l.worker})
+	// A release ends an attempt (a receive, as SQS counts them) and returns
+	// the job at once, in its place in the claim order.
+	return l.endClaim(ctx, "released", store.EndReleased, "", func(_ store.Production, j store.Job, _ int64) int64 {
+		return j.ClaimableAt
 	})
 }
 
-// Fail marks the job failed with a reason. The claim must be unexpired.
-// Success closes the lease.
+// Fail marks the job failed with a reason: terminal, not retried (FailRetry
+// is the retryable failure). The claim must be unexpired. Success closes
+// the lease.
 func (l *Lease) Fail(reason string) error { return l.fail(context.Background(), reason) }
 
 func (l *Lease) fail(ctx context.Context, reason string) error {
@@ -459,20 +523,7 @@ func (l *Lease) fail(ctx context.Context, reason string) error {
 	if err := checkText("failure reason", reason, MaxReasonLen, true); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error {
-		j, now, err := checkHeld(g, l)
-		if err != nil {
-			return err
-		}
-		j.State, j.Reason, j.UpdatedAt = store.StateFailed, reason, now
-		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
-			return storageErr("fail", err)
-		}
-		return event(g.ctx, g.tx, store.Event{At: now, ProductionID: l.productionID, JobID: l.jobID, Kind: "failed",
-			Worker: l.worker, Detail: reason})
-	})
+	return l.endClaim(ctx, "failed", store.EndFailed, reason, func(store.Production, store.Job, int64) int64 { return 0 })
 }
 
 // Complete marks the job completed and publishes facts, all in one commit.
@@ -488,7 +539,7 @@ func (l *Lease) complete(ctx context.Context, f Facts) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.transition(ctx, true, func(g *guard) error { return completeIn(g, l, f) })
+	return l.transition(ctx, "completed", func(g *guard) error { return completeIn(g, l, f) })
 }
 
 func completeIn(g *guard, l *Lease, f Facts) error {
@@ -500,9 +551,8 @@ func completeIn(g *guard, l *Lease, f Facts) error {
 	if err := checkUnpublished(g.ctx, g.tx, l.jobID, facts, outs); err != nil {
 		return err
 	}
-	j.State, j.UpdatedAt = store.StateCompleted, now
-	if err := g.tx.UpdateJob(g.ctx, j); err != nil {
-		return storageErr("complete", err)
+	if _, err := endAttempt(g.ctx, g.tx, nil, store.Production{ID: l.productionID}, &j, now, store.EndCompleted, "", 0); err != nil {
+		return err
 	}
 	if err := g.tx.InsertFacts(g.ctx, facts); err != nil {
 		return storageErr("publish facts", err)
@@ -586,6 +636,8 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 	}
 	l := &Lease{a: a, productionID: t.ProductionID, jobID: t.JobID, secret: t.Secret, state: LeaseActive}
 	var j store.Job
+	var local time.Time
+	var now int64
 	err = a.retrying(ctx, func() error {
 		g, err := a.beginGuard(ctx)
 		if err != nil {
@@ -594,7 +646,8 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 		if p, err := g.tx.ProductionByID(ctx, t.ProductionID); err == nil {
 			l.production = p.Name
 		}
-		if j, _, err = checkHeld(g, l); err != nil {
+		local = g.started
+		if j, now, err = checkHeld(g, l); err != nil {
 			g.rollback()
 			return err
 		}
@@ -604,5 +657,6 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 		return nil, aboutJob(err, t.JobID)
 	}
 	l.worker, l.claimedAt, l.expiry = j.Worker, j.ClaimedAt, j.Expiry
+	l.heldUntil = local.Add(time.Duration(j.Expiry-now) * time.Microsecond)
 	return l, nil
 }

@@ -39,7 +39,7 @@ func (l *Lease) completeAndClaimNext(ctx context.Context, f Facts, d time.Durati
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var next *Lease
-	err = l.transition(ctx, true, func(g *guard) error {
+	err = l.transition(ctx, "completed", func(g *guard) error {
 		next = nil // a retried transaction chooses again
 		if err := completeIn(g, l, f); err != nil {
 			return err

@@ -250,3 +250,91 @@ func (t failCommit) Commit() error {
 	t.Tx.Rollback()
 	return errors.New("injected: the commit failed after it was sent")
 }
+
+// The claim half takes the job a plain claim would: highest priority, then
+// earliest claimable, then request order; a delayed job and one backing off
+// after a retryable failure not before their time.
+func TestCompleteAndClaimNextServesHighestPriorityThenEarliestClaimableThenRequestOrder(t *testing.T) {
+	f := newFixture(t)
+	f.policy(fixed(3, 10*time.Second))
+	a := f.requestWith(RequestOptions{})
+	b := f.requestWith(RequestOptions{Priority: 5, Delay: 2 * time.Second})
+	c := f.requestWith(RequestOptions{Priority: 5})
+	d := f.requestWith(RequestOptions{Priority: 5, Delay: time.Second})
+	e := f.requestWith(RequestOptions{Priority: 5}) // a tie with c: request order
+	g := f.requestWith(RequestOptions{Priority: 1000})
+	h := f.requestWith(RequestOptions{})
+	f.clk.advance(3 * time.Second)
+	l := f.claim("w", time.Hour)
+	require.Equal(t, g, l.JobID())
+	next := func(want string) {
+		t.Helper()
+		n, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
+		require.NoError(t, err)
+		require.NotNil(t, n, "expected %s", want)
+		require.Equal(t, want, n.JobID())
+		l = n
+	}
+	for _, want := range []string{c, e, d, b, a, h} {
+		next(want)
+	}
+
+	// Not before their time: x backs off 10 s after a retryable failure,
+	// late waits a minute; y and z are claimable now.
+	x := f.requestWith(RequestOptions{Priority: 9})
+	other := f.claim("other", time.Hour)
+	require.Equal(t, x, other.JobID())
+	require.NoError(t, other.FailRetry("again", 0))
+	late := f.requestWith(RequestOptions{Priority: 9, Delay: time.Minute})
+	y := f.requestWith(RequestOptions{})
+	z := f.requestWith(RequestOptions{})
+	next(y)
+	f.clk.advance(10 * time.Second)
+	next(x) // its backoff is over; priority 9 before z
+	f.clk.advance(time.Minute)
+	next(late)
+	next(z)
+	n, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
+	require.NoError(t, err)
+	require.Nil(t, n)
+	for _, id := range []string{a, b, c, d, e, g, h, x, late, y, z} {
+		require.Equal(t, StateCompleted, f.job(id).State)
+	}
+}
+
+// The completion half ends the attempt as a completion: the attempt history
+// records it (worker, claim and end times, "completed"), as Complete's does,
+// and the claim half starts the next job's first attempt.
+func TestCompleteAndClaimNextRecordsTheCompletedAttempt(t *testing.T) {
+	f := newFixture(t)
+	f.policy(fixed(3, time.Second))
+	ids := f.request(2)
+	first := f.claim("w1", time.Hour)
+	require.NoError(t, first.FailRetry("flaky", 0))
+	f.clk.advance(time.Second)
+	l, err := f.a.ClaimJob("p", ids[0], "w2", time.Hour) // the retry put it behind ids[1]
+	require.NoError(t, err)
+	claimedAt := f.clk.Now()
+	f.clk.advance(5 * time.Second)
+	n, err := l.CompleteAndClaimNext(Facts{}, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, ids[1], n.JobID())
+	r := f.record(ids[0])
+	require.Equal(t, StateCompleted, r.State)
+	require.EqualValues(t, 2, r.Attempts)
+	require.Len(t, r.History, 2)
+	require.Equal(t, "retry", r.History[0].Ending)
+	got := r.History[1]
+	require.EqualValues(t, 2, got.Number)
+	require.Equal(t, "w2", got.Worker)
+	require.Equal(t, "completed", got.Ending)
+	require.Empty(t, got.Reason)
+	require.Equal(t, claimedAt, got.ClaimedAt.UnixMicro())
+	require.Equal(t, f.clk.Now(), got.EndedAt.UnixMicro())
+	nr := f.record(ids[1])
+	require.Equal(t, StateClaimed, nr.State)
+	require.EqualValues(t, 1, nr.Attempts)
+	require.Empty(t, nr.History, "an attempt enters the history when it ends")
+	require.NoError(t, n.Complete(Facts{}))
+	require.Equal(t, "completed", f.record(ids[1]).History[0].Ending)
+}

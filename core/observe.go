@@ -35,9 +35,9 @@ const MaxCursorLen = 1024
 const MaxObservedWindow = 24 * time.Hour
 
 var (
-	jobStates  = []string{StateRequested, StateClaimed, StateCompleted, StateFailed, StateCancelled}
+	jobStates  = []string{StateRequested, StateClaimed, StateCompleted, StateFailed, StateCancelled, StateDead}
 	eventKinds = []string{"production_created", "requested", "claimed", "renewed", "released", "failed",
-		"completed", "cancelled", "claim_expired"}
+		"completed", "cancelled", "claim_expired", "retry", "dead", "redriven", "policy_changed"}
 )
 
 // ---- cursors ----------------------------------------------------------------
@@ -321,15 +321,42 @@ func (a *Authority) EachJob(ctx context.Context, production string, q JobQuery, 
 }
 
 // JobRecord is everything observable about one job: the observation, the
-// payload's size (not the payload), request and update times, and the
-// facts its completion published. Never a secret. Its event timeline is
-// ListEvents with EventQuery.JobID.
+// payload's size (not the payload), request and update times, the facts
+// its completion published and its attempt history (the newest
+// AttemptHistoryLen ended claims, oldest first). Never a secret. Its event
+// timeline is ListEvents with EventQuery.JobID.
 type JobRecord struct {
 	Job
 	PayloadSize int64
 	RequestedAt time.Time
 	UpdatedAt   time.Time
 	Facts       Facts
+	History     []Attempt
+}
+
+// Attempt is one ended claim of a job: its number (the job's attempt count
+// when it was claimed; a redrive starts again from 1), the worker, when it
+// was claimed and ended, how it ended (completed, failed, retry, released,
+// expired, cancelled) and the reason given.
+type Attempt struct {
+	Number    int64     `json:"number"`
+	Worker    string    `json:"worker"`
+	ClaimedAt time.Time `json:"-"`
+	EndedAt   time.Time `json:"-"`
+	Ending    string    `json:"ending"`
+	Reason    string    `json:"reason"`
+}
+
+// MarshalJSON writes the attempt with times in unix µs.
+func (x Attempt) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Number    int64   `json:"number"`
+		Worker    string  `json:"worker"`
+		ClaimedAt int64   `json:"claimed_at_unix_us"`
+		EndedAt   int64   `json:"ended_at_unix_us"`
+		Ending    string  `json:"ending"`
+		Reason    *string `json:"reason"`
+	}{x.Number, x.Worker, x.ClaimedAt.UnixMicro(), x.EndedAt.UnixMicro(), x.Ending, optStr(x.Reason)})
 }
 
 // JobDetail reads one job's record.
@@ -357,6 +384,15 @@ func (a *Authority) JobDetail(ctx context.Context, production, jobID string) (Jo
 		if rec.Facts, err = factsOf(ctx, a.b, jobID); err != nil {
 			return JobRecord{}, err
 		}
+	}
+	hist, err := a.b.Attempts(ctx, jobID)
+	if err != nil {
+		return JobRecord{}, storageErr("read attempts", err)
+	}
+	rec.History = make([]Attempt, len(hist))
+	for i, h := range hist {
+		rec.History[i] = Attempt{Number: h.Number, Worker: h.Worker, ClaimedAt: time.UnixMicro(h.ClaimedAt).UTC(),
+			EndedAt: time.UnixMicro(h.EndedAt).UTC(), Ending: h.Ending, Reason: h.Reason}
 	}
 	return rec, nil
 }
@@ -413,80 +449,126 @@ type EventPage struct {
 // stops at the follower-safe horizon (docs/postgres.md), so following Next
 // never skips an event that commits late.
 func (a *Authority) ListEvents(ctx context.Context, q EventQuery) (EventPage, error) {
-	if err := checkText("production name", q.Production, MaxNameLen, true); err != nil {
+	sel, err := a.selectEvents(ctx, q)
+	if err != nil {
 		return EventPage{}, err
+	}
+	es, err := sel.read(ctx, a.b)
+	if err != nil {
+		return EventPage{}, err
+	}
+	page := EventPage{Events: make([]Event, 0, len(es)), Next: q.After, More: len(es) > sel.limit}
+	if page.More {
+		es = es[:sel.limit]
+	}
+	if page.Events, err = sel.named(ctx, a.b, es); err != nil {
+		return EventPage{}, err
+	}
+	if len(es) > 0 {
+		page.Next = es[len(es)-1].Seq
+	}
+	return page, nil
+}
+
+// eventSelection is a checked EventQuery: the store filter (one kind at a
+// time), the kinds, the page size and the names of the productions met.
+type eventSelection struct {
+	f     store.EventFilter
+	kinds []string
+	limit int
+	names map[string]string
+}
+
+// selectEvents checks q (bad input before any store access) and resolves
+// its production and job; the filter stops at the event horizon.
+func (a *Authority) selectEvents(ctx context.Context, q EventQuery) (eventSelection, error) {
+	var sel eventSelection
+	if err := checkText("production name", q.Production, MaxNameLen, true); err != nil {
+		return sel, err
 	}
 	if q.JobID != "" {
 		if err := checkID("job id", q.JobID); err != nil {
-			return EventPage{}, err
+			return sel, err
 		}
 	}
 	kinds, err := oneOf("event kind", q.Kinds, eventKinds)
 	if err != nil {
-		return EventPage{}, err
+		return sel, err
 	}
 	if kinds[0] != "" && q.Production == "" && q.JobID == "" {
-		return EventPage{}, errf(KindInvalidArgument, "filtering events by kind needs a production or a job")
+		return sel, errf(KindInvalidArgument, "filtering events by kind needs a production or a job")
 	}
 	if q.After < 0 {
-		return EventPage{}, errf(KindInvalidArgument, "after must not be negative")
+		return sel, errf(KindInvalidArgument, "after must not be negative")
 	}
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
-		return EventPage{}, err
+		return sel, err
 	}
 	if err := a.usable(); err != nil {
-		return EventPage{}, err
+		return sel, err
 	}
-	names := map[string]string{}
-	f := store.EventFilter{AfterSeq: q.After, Limit: limit + 1}
+	sel = eventSelection{kinds: kinds, limit: limit, names: map[string]string{},
+		f: store.EventFilter{AfterSeq: q.After, Limit: limit + 1}}
 	if q.Production != "" {
 		p, err := productionByName(ctx, a.b, q.Production)
 		if err != nil {
-			return EventPage{}, err
+			return sel, err
 		}
-		names[p.ID], f.ProductionID = p.Name, p.ID
+		sel.names[p.ID], sel.f.ProductionID = p.Name, p.ID
 	}
 	if q.JobID != "" {
 		j, err := a.b.JobByID(ctx, q.JobID)
-		if errors.Is(err, store.ErrNoRow) || (err == nil && f.ProductionID != "" && j.ProductionID != f.ProductionID) {
-			return EventPage{}, errf(KindNotFound, "job %s does not exist", q.JobID)
+		if errors.Is(err, store.ErrNoRow) || (err == nil && sel.f.ProductionID != "" && j.ProductionID != sel.f.ProductionID) {
+			return sel, errf(KindNotFound, "job %s does not exist", q.JobID)
 		}
 		if err != nil {
-			return EventPage{}, storageErr("look up job", err)
+			return sel, storageErr("look up job", err)
 		}
-		f.JobID = j.ID
+		sel.f.JobID = j.ID
 	}
 	// One horizon for every kind's range, so the merged page stops where
 	// each of them does.
-	if f.Before, err = a.b.EventHorizon(ctx); err != nil {
-		return EventPage{}, storageErr("list events", err)
+	if sel.f.Before, err = a.b.EventHorizon(ctx); err != nil {
+		return sel, storageErr("list events", err)
 	}
-	pages := make([][]store.Event, len(kinds))
-	for i, kind := range kinds {
+	return sel, nil
+}
+
+// read reads one range per kind and merges them: the first limit+1 events
+// in seq order, or from the newest down with f.Newest.
+func (sel eventSelection) read(ctx context.Context, b store.Backend) ([]store.Event, error) {
+	f := sel.f
+	pages := make([][]store.Event, len(sel.kinds))
+	for i, kind := range sel.kinds {
 		f.Kind = kind
-		if pages[i], err = a.b.ListEvents(ctx, f); err != nil {
-			return EventPage{}, storageErr("list events", err)
+		var err error
+		if pages[i], err = b.ListEvents(ctx, f); err != nil {
+			return nil, storageErr("list events", err)
 		}
 	}
-	es := mergeBySeq(pages, func(e store.Event) int64 { return e.Seq }, limit+1)
-	page := EventPage{Events: make([]Event, 0, len(es)), Next: q.After, More: len(es) > limit}
-	if page.More {
-		es = es[:limit]
+	seq := func(e store.Event) int64 { return e.Seq }
+	if f.Newest {
+		seq = func(e store.Event) int64 { return -e.Seq }
 	}
+	return mergeBySeq(pages, seq, f.Limit), nil
+}
+
+// named turns stored events into observations, naming their productions.
+func (sel eventSelection) named(ctx context.Context, r store.Reader, es []store.Event) ([]Event, error) {
+	out := make([]Event, 0, len(es))
 	for _, e := range es {
-		name, ok := names[e.ProductionID]
+		name, ok := sel.names[e.ProductionID]
 		if !ok {
-			p, err := a.b.ProductionByID(ctx, e.ProductionID)
+			p, err := r.ProductionByID(ctx, e.ProductionID)
 			if err != nil && !errors.Is(err, store.ErrNoRow) {
-				return EventPage{}, storageErr("list events", err)
+				return nil, storageErr("list events", err)
 			}
-			name, names[e.ProductionID] = p.Name, p.Name
+			name, sel.names[e.ProductionID] = p.Name, p.Name
 		}
-		page.Events = append(page.Events, toEvent(name, e))
-		page.Next = e.Seq
+		out = append(out, toEvent(name, e))
 	}
-	return page, nil
+	return out, nil
 }
 
 func toEvent(production string, e store.Event) Event {
@@ -529,15 +611,15 @@ func (a *Authority) EachEvent(ctx context.Context, q EventQuery, fn func(Event) 
 // (they are in Claimed too, and claimable again); OldestRequested is when
 // the first requested job in request order was requested (zero when none).
 type JobCounts struct {
-	Requested, Claimed, Completed, Failed, Cancelled int64
-	Expired                                          int64
-	OldestRequested                                  time.Time
-	At                                               time.Time
+	Requested, Claimed, Completed, Failed, Cancelled, Dead int64
+	Expired                                                int64
+	OldestRequested                                        time.Time
+	At                                                     time.Time
 }
 
 // Total is the number of jobs.
 func (c JobCounts) Total() int64 {
-	return c.Requested + c.Claimed + c.Completed + c.Failed + c.Cancelled
+	return c.Requested + c.Claimed + c.Completed + c.Failed + c.Cancelled + c.Dead
 }
 
 // Counts counts a production's jobs by state from the index of jobs by
@@ -558,11 +640,33 @@ func (a *Authority) Counts(ctx context.Context, production string) (JobCounts, e
 	}
 	c := JobCounts{Requested: sc.ByState[StateRequested], Claimed: sc.ByState[StateClaimed],
 		Completed: sc.ByState[StateCompleted], Failed: sc.ByState[StateFailed], Cancelled: sc.ByState[StateCancelled],
+		Dead:    sc.ByState[StateDead],
 		Expired: sc.Expired, At: time.UnixMicro(now).UTC()}
 	if sc.OldestRequested != 0 {
 		c.OldestRequested = time.UnixMicro(sc.OldestRequested).UTC()
 	}
 	return c, nil
+}
+
+// NextClaimableAt is when the production's next job that is not claimable
+// now becomes claimable: a delayed or backing-off job, or a claim whose
+// expiry (and the backoff its lapse costs) will pass; zero when none
+// waits. A worker with nothing to claim can sleep until then (a waiting
+// claim wakes at it). It reads one entry of two partial indexes. A time
+// already past means a claim now would find the job.
+func (a *Authority) NextClaimableAt(ctx context.Context, production string) (time.Time, error) {
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return time.Time{}, err
+	}
+	us, ok, err := a.b.NextWakeAt(ctx, p.ID)
+	if err != nil {
+		return time.Time{}, storageErr("find the next claimable time", err)
+	}
+	if !ok {
+		return time.Time{}, nil
+	}
+	return time.UnixMicro(us).UTC(), nil
 }
 
 // windowStart checks that since lies within MaxObservedWindow before the
@@ -659,11 +763,12 @@ func (a *Authority) Workers(ctx context.Context, production string, since time.T
 func (r JobRecord) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		jobJSON
-		PayloadSize int64  `json:"payload_size"`
-		RequestedAt *int64 `json:"requested_at_unix_us"`
-		UpdatedAt   *int64 `json:"updated_at_unix_us"`
-		Facts       Facts  `json:"facts"`
-	}{r.Job.jsonForm(), r.PayloadSize, optTime(r.RequestedAt), optTime(r.UpdatedAt), r.Facts})
+		PayloadSize int64     `json:"payload_size"`
+		RequestedAt *int64    `json:"requested_at_unix_us"`
+		UpdatedAt   *int64    `json:"updated_at_unix_us"`
+		Facts       Facts     `json:"facts"`
+		History     []Attempt `json:"attempt_history"`
+	}{r.Job.jsonForm(), r.PayloadSize, optTime(r.RequestedAt), optTime(r.UpdatedAt), r.Facts, r.History})
 }
 
 // MarshalJSON writes the counts by state name.
@@ -674,10 +779,11 @@ func (c JobCounts) MarshalJSON() ([]byte, error) {
 		Completed       int64  `json:"completed"`
 		Failed          int64  `json:"failed"`
 		Cancelled       int64  `json:"cancelled"`
+		Dead            int64  `json:"dead"`
 		Expired         int64  `json:"expired"`
 		OldestRequested *int64 `json:"oldest_requested_unix_us"`
 		At              *int64 `json:"at_unix_us"`
-	}{c.Requested, c.Claimed, c.Completed, c.Failed, c.Cancelled, c.Expired, optTime(c.OldestRequested), optTime(c.At)})
+	}{c.Requested, c.Claimed, c.Completed, c.Failed, c.Cancelled, c.Dead, c.Expired, optTime(c.OldestRequested), optTime(c.At)})
 }
 
 // MarshalJSON writes one minute's count.

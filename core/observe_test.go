@@ -453,6 +453,36 @@ func eventsOf(t *testing.T, a *Authority, q EventQuery) []Event {
 	}
 }
 
+// eventHistory is the history the event listings are read from: three jobs
+// of p and one of q (returned as other); w1 claims, renews and releases
+// p's first job, w2 claims and completes it, p's third is cancelled.
+func (f *fixture) eventHistory() (ids []string, other string) {
+	t := f.t
+	ids = f.request(3)
+	_, err := f.a.CreateProduction("q")
+	require.NoError(t, err)
+	other, err = f.a.RequestJob("q", "", nil)
+	require.NoError(t, err)
+	l := f.claim("w1", time.Minute)
+	require.NoError(t, l.Renew(2*time.Minute))
+	require.NoError(t, l.Release())
+	l = f.claim("w2", time.Minute)
+	require.NoError(t, l.Complete(Facts{}))
+	require.NoError(t, f.a.Cancel("p", ids[2]))
+	return ids, other
+}
+
+// badEventQueries are event queries every event listing refuses as
+// invalid_argument, by what is wrong with them.
+var badEventQueries = map[string]EventQuery{
+	"kind without a production or job": {Kinds: []string{"claimed"}},
+	"unknown kind":                     {Production: "p", Kinds: []string{"claim"}},
+	"negative after":                   {After: -1},
+	"bad job id":                       {JobID: "x"},
+	"limit over the maximum":           {Limit: MaxPageSize + 1},
+	"bad production name":              {Production: "bad\xff"},
+}
+
 func kindsOf(es []Event) []string {
 	var out []string
 	for _, e := range es {
@@ -463,17 +493,7 @@ func kindsOf(es []Event) []string {
 
 func TestEventPagesFilterByProductionJobAndKind(t *testing.T) {
 	f := newFixture(t)
-	ids := f.request(3)
-	_, err := f.a.CreateProduction("q")
-	require.NoError(t, err)
-	other, err := f.a.RequestJob("q", "", nil)
-	require.NoError(t, err)
-	l := f.claim("w1", time.Minute)
-	require.NoError(t, l.Renew(2*time.Minute))
-	require.NoError(t, l.Release())
-	l = f.claim("w2", time.Minute)
-	require.NoError(t, l.Complete(Facts{}))
-	require.NoError(t, f.a.Cancel("p", ids[2]))
+	ids, other := f.eventHistory()
 
 	all, err := f.a.Events("", 0)
 	require.NoError(t, err)
@@ -514,14 +534,7 @@ func TestEventPagesFilterByProductionJobAndKind(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, last, next)
 
-	for name, q := range map[string]EventQuery{
-		"kind without a production or job": {Kinds: []string{"claimed"}},
-		"unknown kind":                     {Production: "p", Kinds: []string{"claim"}},
-		"negative after":                   {After: -1},
-		"bad job id":                       {JobID: "x"},
-		"limit over the maximum":           {Limit: MaxPageSize + 1},
-		"bad production name":              {Production: "bad\xff"},
-	} {
+	for name, q := range badEventQueries {
 		_, err := f.a.ListEvents(ctx, q)
 		requireKind(t, err, KindInvalidArgument)
 		_, err = f.a.EachEvent(ctx, q, func(Event) error { return nil })

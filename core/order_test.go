@@ -106,7 +106,7 @@ func TestEveryKindWorksWithErrorsIsAndAs(t *testing.T) {
 		KindExpired: ErrExpired, KindCancelled: ErrCancelled, KindNotExtended: ErrNotExtended,
 		KindClockRegressed: ErrClockRegressed, KindClosed: ErrClosed, KindBadToken: ErrBadToken, KindBusy: ErrBusy,
 		KindStorage: ErrStorage, KindOutcomeUnknown: ErrOutcomeUnknown, KindSchemaTooNew: ErrSchemaTooNew,
-		KindForked: ErrForked, KindInternal: ErrInternal,
+		KindForked: ErrForked, KindInternal: ErrInternal, KindInterrupted: ErrInterrupted,
 	}
 	require.Len(t, sentinels, len(Kinds()))
 	names := map[string]bool{}

@@ -49,19 +49,36 @@ func appName() string { return "lt_" + strings.ReplaceAll(uuid.NewString(), "-",
 // first column of each row (a process id).
 func adminPids(t *testing.T, sql string, args ...any) []int {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, pgtest.URL(t, true))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pids, err := queryPids(ctx, pgtest.URL(t, true), sql, args...)
 	require.NoError(t, err)
-	defer c.Close(ctx)
+	return pids
+}
+
+// queryPids is adminPids that returns its error: for goroutines, which must
+// not fail the test, and for calls that a stopped backend can block (one
+// stopped while it held a lock of the server's shared memory keeps new
+// sessions from starting until it continues).
+func queryPids(ctx context.Context, url, sql string, args ...any) ([]int, error) {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.Background())
 	rows, err := c.Query(ctx, sql, args...)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]int, len(pids))
 	for i, p := range pids {
 		out[i] = int(p)
 	}
-	return out
+	return out, nil
 }
 
 // terminateApp ends every backend of app and waits until they are gone.
@@ -238,9 +255,13 @@ type stopper struct {
 	count   int
 	mu      sync.Mutex
 	stopped map[int]bool
-	first   chan struct{} // closed once the first round has stopped what runs
-	done    chan struct{}
-	ended   chan struct{}
+	// released: no backend is stopped any more; resume continues those
+	// that were.
+	released bool
+	resume   func()
+	first    chan struct{} // closed once the first round has stopped what runs
+	done     chan struct{}
+	ended    chan struct{}
 }
 
 func stopBackends(t *testing.T, app string) *stopper {
@@ -252,17 +273,25 @@ func stopBackends(t *testing.T, app string) *stopper {
 			syscall.Kill(pid, syscall.SIGCONT)
 		}
 	}
+	s.resume = resume
 	t.Cleanup(resume) // never leave the test server stopped
+	admin := pgtest.URL(t, true)
 	go func() {
 		defer close(s.ended)
 		for round := 0; ; round++ {
-			for _, pid := range adminPids(t, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app) {
-				s.mu.Lock()
-				if !s.stopped[pid] && syscall.Kill(pid, syscall.SIGSTOP) == nil {
+			// Bounded, and never failing the test from here: a look that a
+			// stopped backend blocks is skipped, and release continues the
+			// backends itself rather than waiting for this loop.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			pids, _ := queryPids(ctx, admin, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
+			cancel()
+			s.mu.Lock()
+			for _, pid := range pids {
+				if !s.released && !s.stopped[pid] && syscall.Kill(pid, syscall.SIGSTOP) == nil {
 					s.stopped[pid] = true
 				}
-				s.mu.Unlock()
 			}
+			s.mu.Unlock()
 			if round == 0 {
 				close(s.first)
 			}
@@ -281,9 +310,14 @@ func stopBackends(t *testing.T, app string) *stopper {
 // may be called more than once.
 func (s *stopper) release() int {
 	s.once.Do(func() {
+		s.mu.Lock()
+		s.released = true
+		s.count = len(s.stopped)
+		s.mu.Unlock()
+		s.resume()
 		close(s.done)
 		<-s.ended
-		s.count = len(s.stopped)
+		s.resume()
 	})
 	return s.count
 }

@@ -84,7 +84,7 @@ func TestClaimTakesJobsInRequestOrder(t *testing.T) {
 }
 
 func TestExpiredClaimIsClaimableAgain(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t) // no backoff: TestAnExpiredClaimBacksOffFromItsExpiry covers the default policy
 	ids := f.request(2)
 	old := f.claim("w1", time.Second)
 	f.clk.advance(time.Second) // expiry is exclusive: at the expiry instant the claim is over
@@ -299,7 +299,7 @@ func TestLeaseIsLostWhenAnotherClaimFinishedTheJob(t *testing.T) {
 	f := newFixture(t)
 	f.request(1)
 	old := f.claim("w1", time.Second)
-	f.clk.advance(2 * time.Second)
+	f.clk.advance(3 * time.Second) // past the expiry and its backoff (at most 1.2 s by default)
 	require.NoError(t, f.claim("w2", time.Minute).Complete(Facts{}))
 	requireKind(t, old.Complete(Facts{}), KindLeaseLost)
 }
@@ -455,10 +455,11 @@ func TestObservationsCarryAttributionAndExpiry(t *testing.T) {
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m))
-	for _, k := range []string{"id", "production", "key", "state", "worker", "claimed_at_unix_us", "expiry_unix_us", "attempts", "reason"} {
+	for _, k := range []string{"id", "production", "key", "state", "worker", "claimed_at_unix_us", "expiry_unix_us", "attempts", "reason",
+		"priority", "claimable_at_unix_us"} {
 		require.Contains(t, m, k)
 	}
-	require.Len(t, m, 9)
+	require.Len(t, m, 11)
 }
 
 func TestFactsArePublishedByCompletion(t *testing.T) {

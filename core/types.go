@@ -14,36 +14,59 @@ const (
 	StateCompleted = "completed"
 	StateFailed    = "failed"
 	StateCancelled = "cancelled"
+	StateDead      = "dead" // attempts used up: terminal, redrivable
 )
 
-// Production is a named batch of jobs.
+// Production is a named batch of jobs with its retry policy.
 type Production struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"-"`
+	ID        string      `json:"id"`
+	Name      string      `json:"name"`
+	CreatedAt time.Time   `json:"-"`
+	Policy    RetryPolicy `json:"-"`
 }
 
 // MarshalJSON writes times as unix microseconds, like every JSON listing.
 func (p Production) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		ID        string `json:"id"`
-		Name      string `json:"name"`
-		CreatedAt int64  `json:"created_at_unix_us"`
-	}{p.ID, p.Name, p.CreatedAt.UnixMicro()})
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		CreatedAt int64           `json:"created_at_unix_us"`
+		Policy    json.RawMessage `json:"policy"`
+	}{p.ID, p.Name, p.CreatedAt.UnixMicro(), rawJSON(marshalPolicy(p.Policy))})
+}
+
+func rawJSON(b []byte, err error) json.RawMessage {
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func marshalPolicy(p RetryPolicy) ([]byte, error) {
+	return json.Marshal(struct {
+		MaxAttempts   int   `json:"max_attempts"`
+		BackoffBase   int64 `json:"backoff_base_us"`
+		BackoffCap    int64 `json:"backoff_cap_us"`
+		JitterPercent int   `json:"jitter_percent"`
+	}{p.MaxAttempts, p.BackoffBase.Microseconds(), p.BackoffCap.Microseconds(), p.JitterPercent})
 }
 
 // Job is an observation of one job: attribution and expiry, never a secret.
-// ClaimedAt and Expiry are zero when the job holds no claim.
+// ClaimedAt and Expiry are zero when the job holds no claim. ClaimableAt is
+// when a requested job is (or becomes) claimable, and when a claimed one
+// becomes claimable again if its claim lapses; zero once it is finished.
 type Job struct {
-	ID         string
-	Production string
-	Key        string
-	State      string
-	Worker     string
-	ClaimedAt  time.Time
-	Expiry     time.Time
-	Attempts   int64
-	Reason     string
+	ID          string
+	Production  string
+	Key         string
+	State       string
+	Worker      string
+	ClaimedAt   time.Time
+	Expiry      time.Time
+	Attempts    int64
+	Reason      string
+	Priority    int
+	ClaimableAt time.Time
 }
 
 type jobJSON struct {
@@ -56,6 +79,8 @@ type jobJSON struct {
 	Expiry     *int64  `json:"expiry_unix_us"`
 	Attempts   int64   `json:"attempts"`
 	Reason     *string `json:"reason"`
+	Priority   int     `json:"priority"`
+	Claimable  *int64  `json:"claimable_at_unix_us"`
 }
 
 func optStr(s string) *string {
@@ -78,7 +103,7 @@ func (j Job) MarshalJSON() ([]byte, error) { return json.Marshal(j.jsonForm()) }
 
 func (j Job) jsonForm() jobJSON {
 	return jobJSON{j.ID, j.Production, optStr(j.Key), j.State, optStr(j.Worker),
-		optTime(j.ClaimedAt), optTime(j.Expiry), j.Attempts, optStr(j.Reason)}
+		optTime(j.ClaimedAt), optTime(j.Expiry), j.Attempts, optStr(j.Reason), j.Priority, optTime(j.ClaimableAt)}
 }
 
 // Event is one entry of the authority's event log. It never carries a secret.

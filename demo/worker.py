@@ -1,11 +1,17 @@
-"""Demo worker in Python: claims jobs of one production until told to stop,
-"works" on each (reads its payload, sleeps), and completes it with metadata.
+"""Demo worker in Python: the package's work loop (leases.Authority.work) over
+one production: it waits for each job without polling, keeps its claim alive
+while it "works" (reads its payload, sleeps), and completes it with metadata;
+SIGTERM or Ctrl-C drains it (the running job finishes, nothing more is
+claimed) and it exits.
 
 Modes besides the ordinary loop (used by demo.py to show the product's rules):
-  --hang      claim one job, say so, then hang mid-job (demo.py kills it -9;
-              the claim recovers when it expires)
-  --export F  claim one job and export its token into F, created 0600 and
-              exclusively; another process imports it and completes the job
+  --hang        claim one job, say so, then hang mid-job (demo.py kills it -9;
+                the claim recovers when it expires)
+  --export F    claim one job and export its token into F, created 0600 and
+                exclusively; another process imports it and completes the job
+  --until-lost  take one job through the loop and work on it, kept alive,
+                until this process learns the claim is over (demo.py cancels
+                it as the coordinator); print why and how long that took
 Never prints a token: only job ids, worker names and counts.
 """
 
@@ -25,8 +31,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--worker", required=True)
     p.add_argument("--work-ms", type=int, default=100)
     p.add_argument("--duration-ms", type=int, default=10000)
-    p.add_argument("--stop-file", default="")
     p.add_argument("--hang", action="store_true")
+    p.add_argument("--until-lost", action="store_true")
     p.add_argument("--export", default="")
     return p.parse_args()
 
@@ -56,17 +62,15 @@ def main() -> int:
                 time.sleep(3600)  # mid-job, never renewing: demo.py sends SIGKILL
             return 0
 
+        if a.until_lost:
+            for lease in auth.work(a.production, worker=a.worker, duration=duration, max_jobs=1):
+                print(f"claimed {lease.job_id}", flush=True)
+                why = lease.wait_lost(timedelta(minutes=1))  # the "work": until the claim is over
+                print(f"lost {lease.job_id} {type(why).__name__}", flush=True)
+            return 0
+
         done = 0
-        while True:
-            try:
-                lease = auth.claim(a.production, worker=a.worker, duration=duration)
-            except leases.BusyError:
-                continue
-            if lease is None:
-                if a.stop_file and os.path.exists(a.stop_file):
-                    break
-                time.sleep(0.05)
-                continue
+        for lease in auth.work(a.production, worker=a.worker, duration=duration):
             payload = lease.payload
             time.sleep(a.work_ms / 1000)
             try:
@@ -75,7 +79,7 @@ def main() -> int:
                 done += 1
             except leases.LeasesError as e:  # e.g. cancelled by the coordinator meanwhile
                 print(f"{a.worker}: job {lease.job_id}: {e.__class__.__name__}", file=sys.stderr)
-        print(f"{a.worker}: {done} job(s) completed", file=sys.stderr)
+        print(f"{a.worker}: drained; {done} job(s) completed", file=sys.stderr)
     return 0
 
 

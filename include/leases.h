@@ -32,8 +32,8 @@
  *   - Handle outputs are owned by the caller and released with their own
  *     function: leases_authority_close, leases_lease_free, leases_edit_commit
  *     or leases_edit_abort, leases_execution_finish or
- *     leases_execution_abandon. Releasing functions accept NULL and a handle
- *     that was already released (nothing happens).
+ *     leases_execution_abandon, leases_canceller_free. Releasing functions
+ *     accept NULL and a handle that was already released (nothing happens).
  *   - leases_version(), leases_status_name() and leases_last_error() return
  *     strings the library owns; never free them.
  *     leases_execution_temp_path/final_path return strings owned by the
@@ -49,6 +49,9 @@
  *     transaction holding its locks (SQLite's writer lock; on PostgreSQL
  *     the rows it takes); use it from one thread at a time and keep it short.
  *   - leases_execution: use from one thread at a time.
+ *   - leases_canceller: safe to share; cancel it from any thread.
+ *   - A waiting call (leases_claim_wait, leases_lease_wait_lost) blocks only
+ *     its own thread, holding nothing another thread needs.
  *   - leases_last_error() is per thread.
  *
  * GO RUNTIME LIMITS (the library is written in Go)
@@ -92,11 +95,15 @@ extern "C" {
 #define LEASES_MAX_FACTS_LEN 1048576   /* facts_json */
 #define LEASES_MAX_PATH_LEN 4096       /* database path, output directory */
 #define LEASES_MAX_TOKEN_LEN 128       /* exported token */
+/* The longest wait of leases_claim_wait and leases_lease_wait_lost: 24 h,
+ * inclusive. Since revision 1. */
+#define LEASES_MAX_WAIT_US INT64_C(86400000000)
 
 typedef struct leases_authority leases_authority; /* one handle type per object */
 typedef struct leases_edit leases_edit;
 typedef struct leases_lease leases_lease;
 typedef struct leases_execution leases_execution;
+typedef struct leases_canceller leases_canceller; /* since revision 1 */
 
 /*
  * Status codes. When several rejections apply, the first of this order is
@@ -112,19 +119,26 @@ typedef int leases_status;
  * key, worker, fact key) that is not NFC, holds an invisible character or
  * has white space at either end; in listings, a
  * malformed or foreign cursor, an unknown state or event kind, a page limit
- * outside 0..1000, a window over 24 h */
+ * outside 0..1000, a window over 24 h; a priority, run-at, delay or retry
+ * policy out of its bounds, an options struct of a bad size, a redrive of a
+ * state other than failed, dead or cancelled */
 #define LEASES_INVALID_ARGUMENT 1
 #define LEASES_INVALID_DURATION 2 /* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US */
 /* the production or job does not exist, or the lease or token belongs to
  * another production; or the database does not exist and was opened not to
  * be created */
 #define LEASES_NOT_FOUND 3
-#define LEASES_NOTHING_TO_CLAIM 4 /* the production has no claimable job */
+/* the production has no claimable job (a delayed or backing-off job is not
+ * claimable before its time) */
+#define LEASES_NOTHING_TO_CLAIM 4
 /* the job is in a state that forbids the operation, or this claim already
- * finished through another handle */
+ * finished through another handle; a claim by id before the job's run-at or
+ * backoff has passed, or of a dead job; a retry of a job that is not failed,
+ * dead or cancelled; creating a production that exists with another retry
+ * policy */
 #define LEASES_WRONG_STATE 5
 /* the job's current claim is another one (also when another claim has since
- * finished the job) */
+ * finished the job, or a claim noticed that this one had lapsed) */
 #define LEASES_LEASE_LOST 6
 /* the claim's expiry has passed on the authority's clock (at the start, or
  * before the operation committed) */
@@ -153,6 +167,9 @@ typedef int leases_status;
 /* called in a fork()ed child of the process that loaded the library */
 #define LEASES_FORKED 17
 #define LEASES_INTERNAL 18 /* a bug, reported instead of crashing the host; the process goes on */
+/* a wait was ended by its canceller (returned only by the waiting functions
+ * of revision 1) */
+#define LEASES_INTERRUPTED 19
 
 /* ---- library ------------------------------------------------------------ */
 
@@ -252,8 +269,90 @@ leases_status leases_lease_export(const leases_lease *lease, char **out_token);
 leases_status leases_lease_import(leases_authority *authority, const char *token,
                                   leases_lease **out);
 /* Frees local memory only: never writes, renews or releases. An unreleased
- * claim lasts until its expiry or a coordinator cancel. Accepts NULL. */
+ * claim lasts until its expiry or a coordinator cancel. Accepts NULL. Since
+ * revision 1 it first stops the lease's keep-alive, if one runs: it returns
+ * once no renewal can be written any more (one whose commit had started has
+ * finished). Do not free a lease another thread is using. */
 void leases_lease_free(leases_lease *lease);
+
+/* ---- waiting, keep-alive and interruption (since revision 1) ------------ */
+
+/* Creates a canceller: a flag that ends the waits it is given
+ * (leases_claim_wait, leases_lease_wait_lost) with LEASES_INTERRUPTED. One
+ * canceller may serve many waits, in many threads. *out: release with
+ * leases_canceller_free. Since revision 1. */
+leases_status leases_canceller_new(leases_canceller **out);
+/* Cancels: every wait given the canceller returns LEASES_INTERRUPTED at
+ * once, and so does every later one (it stays cancelled). Callable from any
+ * thread, repeatedly; not from a signal handler (it is not
+ * async-signal-safe: have the handler set a flag, and wait in slices).
+ * Since revision 1. */
+leases_status leases_canceller_cancel(leases_canceller *canceller);
+/* Releases the canceller. Free it only after the waits it was given have
+ * returned (a wait that still runs keeps working, but can no longer be
+ * cancelled). Accepts NULL and a released handle. Since revision 1. */
+void leases_canceller_free(leases_canceller *canceller);
+
+/* Claims the next claimable job of production for duration_us, like
+ * leases_claim, waiting up to wait_us (0 .. LEASES_MAX_WAIT_US; 0: no wait,
+ * which is leases_claim) for one to become claimable. While it waits it
+ * writes nothing and holds no lock: it wakes when a request, a release, a
+ * retryable failure or a redrive commits (in this process, another process
+ * on the same SQLite file, or any host on PostgreSQL) and when a job of the
+ * production becomes claimable on the authority's clock (a claim's expiry
+ * plus its backoff, a run-at, a retry's backoff), and claims then. wait_us is measured on this host's monotonic clock and decides
+ * nothing about the lease. Returns LEASES_OK with *out (release with
+ * leases_lease_free); LEASES_NOTHING_TO_CLAIM (*out NULL) when wait_us
+ * passed; LEASES_INTERRUPTED when canceller (NULL: none) was or is
+ * cancelled, with nothing claimed; LEASES_CLOSED when the authority is, or
+ * gets, closed; otherwise as leases_claim. An unknown production is
+ * LEASES_NOT_FOUND at once. Blocks the calling thread only: other threads
+ * and their waits go on. Short waits are cheap (a wait after one that found
+ * nothing reads nothing until something happens), so a caller that must
+ * check a flag of its own may wait in slices. Since revision 1. */
+leases_status leases_claim_wait(leases_authority *authority, const char *production,
+                                const char *worker, int64_t duration_us, int64_t wait_us,
+                                leases_canceller *canceller, leases_lease **out);
+/* Keeps the lease alive in the background: renews it, by the rules of
+ * leases_lease_renew(lease, duration_us), every interval_us (0: a third of
+ * duration_us; else at least 1000 and below duration_us, or
+ * LEASES_INVALID_DURATION). A renewal that fails with LEASES_BUSY,
+ * LEASES_OUTCOME_UNKNOWN, LEASES_STORAGE or LEASES_CLOCK_REGRESSED is tried
+ * again, with back-off, while the claim may still hold. The renewer stops
+ * when the lease closes (complete, release, fail), at
+ * leases_lease_keep_alive_stop, at leases_lease_free, when the authority
+ * closes, and when a renewal is rejected or it gives up: then
+ * leases_lease_check and leases_lease_wait_lost report why (never
+ * silently). Calling it again replaces the running renewer. The lease must
+ * be active (else LEASES_CLOSED). docs/workers.md says how long a duration
+ * must be. Since revision 1. */
+leases_status leases_lease_keep_alive(leases_lease *lease, int64_t duration_us,
+                                      int64_t interval_us);
+/* Stops the lease's keep-alive, if one runs, and returns once no renewal can
+ * be written any more (one whose commit had started has finished). The
+ * lease stays as it is. Since revision 1. */
+leases_status leases_lease_keep_alive_stop(leases_lease *lease);
+/* Asks the store, without writing, whether the lease still holds its claim
+ * now on the authority's clock. LEASES_OK with *out_reason = LEASES_OK: it
+ * does. LEASES_OK with another *out_reason: the status the lease's next
+ * operation would get (LEASES_CLOSED, LEASES_CLOCK_REGRESSED,
+ * LEASES_NOT_FOUND, LEASES_CANCELLED, LEASES_LEASE_LOST, LEASES_WRONG_STATE,
+ * LEASES_EXPIRED), described by leases_last_error(). Any other return
+ * (LEASES_BUSY, LEASES_STORAGE, ...) is a failure to ask, which says nothing
+ * about the claim (*out_reason 0). Since revision 1. */
+leases_status leases_lease_check(const leases_lease *lease, leases_status *out_reason);
+/* Waits until this process knows the lease is over, at most timeout_us
+ * (0 .. LEASES_MAX_WAIT_US; 0: do not wait), or until canceller (NULL: none)
+ * is cancelled. The lease is known to be over once it closed here, its
+ * keep-alive was rejected or gave up, an operation or leases_lease_check
+ * found its claim over, or its authority closed while it was kept alive.
+ * LEASES_OK with *out_reason the status saying why (as for
+ * leases_lease_check, described by leases_last_error()), or LEASES_OK if the
+ * timeout passed first; LEASES_INTERRUPTED if the canceller ended the wait
+ * (*out_reason 0). A kept-alive lease learns of a coordinator's cancel
+ * within one renewal interval. Since revision 1. */
+leases_status leases_lease_wait_lost(const leases_lease *lease, int64_t timeout_us,
+                                     leases_canceller *canceller, leases_status *out_reason);
 
 /* ---- edits (one write transaction) -------------------------------------- */
 
@@ -279,7 +378,9 @@ void leases_edit_abort(leases_edit *edit);
 
 /* A JSON array of the production's jobs in request order: objects with id,
  * production, key, state, worker, claimed_at_unix_us, expiry_unix_us,
- * attempts, reason. *out_json: free with leases_free. */
+ * attempts, reason, priority, claimable_at_unix_us (since revision 1).
+ * Listing objects may gain fields in later revisions: ignore unknown ones.
+ * *out_json: free with leases_free. */
 leases_status leases_jobs_json(leases_authority *authority, const char *production,
                                char **out_json);
 /* A JSON array of events with seq > after_seq (>= 0), oldest first: seq,
@@ -288,6 +389,94 @@ leases_status leases_jobs_json(leases_authority *authority, const char *producti
  * leases_free. */
 leases_status leases_events_json(leases_authority *authority, const char *production,
                                  int64_t after_seq, char **out_json);
+
+/* ---- retries, run-at and priorities (since revision 1) ----------------- */
+
+/* A job is requested with a priority (0 .. LEASES_MAX_PRIORITY, higher is
+ * claimed first) and becomes claimable at once, at a run-at time or after a
+ * delay, on the authority's clock. Claim-next serves the highest priority,
+ * then the earliest claimable time, then request order. A claim that ends
+ * without completion (release, leases_lease_fail_retry, a lapsed expiry)
+ * ends an attempt; once a production's max_attempts claims have ended so,
+ * the job is "dead" (terminal). leases_lease_fail stays terminal ("failed").
+ * docs/CONCEPTS.md has the state machine, docs/c-api.md every case. */
+#define LEASES_MAX_PRIORITY 1000                    /* priorities are 0 .. this */
+#define LEASES_MAX_ATTEMPTS 1000                    /* max_attempts is 1 .. this */
+#define LEASES_MAX_DELAY_US INT64_C(31622400000000) /* 366 days: run-at, delays, backoff cap */
+#define LEASES_ATTEMPT_HISTORY_LEN 20               /* ended attempts a job keeps */
+
+/* Options of leases_job_request_v2. Set size to sizeof(leases_request_options)
+ * (LEASES_REQUEST_OPTIONS_INIT does), then the fields to change. The library
+ * reads only the fields that lie within size and that it knows: a field
+ * beyond size takes its default, so a program built against this header
+ * keeps working with later libraries. size must be at least sizeof(size_t)
+ * and at most 4096; bytes past the fields this library knows must be zero
+ * (else LEASES_INVALID_ARGUMENT: a newer program asks for something this
+ * library cannot do). At most one of run_at_unix_us and delay_us is nonzero;
+ * both zero: claimable at once. */
+typedef struct leases_request_options {
+    size_t size;            /* sizeof(leases_request_options) */
+    int32_t priority;       /* 0 .. LEASES_MAX_PRIORITY; default 0 */
+    int64_t run_at_unix_us; /* 0: none; else not after the authority's now + LEASES_MAX_DELAY_US;
+                               a time in the past means now */
+    int64_t delay_us;       /* 0: none; else 1 .. LEASES_MAX_DELAY_US from the authority's now */
+} leases_request_options;
+#define LEASES_REQUEST_OPTIONS_INIT {sizeof(leases_request_options), 0, 0, 0}
+
+/* A production's retry policy. The backoff after attempt n is
+ * backoff_base_us * 2^(n-1), scaled by a uniform factor in
+ * [1 - jitter_percent/100, 1 + jitter_percent/100], then capped at
+ * backoff_cap_us. Same size rule as leases_request_options; a field beyond
+ * size takes the default of LEASES_RETRY_POLICY_INIT. */
+typedef struct leases_retry_policy {
+    size_t size;             /* sizeof(leases_retry_policy) */
+    int32_t max_attempts;    /* 1 .. LEASES_MAX_ATTEMPTS; default 25 */
+    int32_t jitter_percent;  /* 0 .. 100; default 20 */
+    int64_t backoff_base_us; /* 0 .. backoff_cap_us (0: retry at once); default 1 s */
+    int64_t backoff_cap_us;  /* backoff_base_us .. LEASES_MAX_DELAY_US; default 1 h */
+} leases_retry_policy;
+#define LEASES_RETRY_POLICY_INIT {sizeof(leases_retry_policy), 25, 20, INT64_C(1000000), INT64_C(3600000000)}
+
+/* leases_job_request with options; options NULL means priority 0, claimable
+ * at once (exactly leases_job_request). A repeated keyed request returns the
+ * existing job as it is: the first request's options stand. Bad options:
+ * LEASES_INVALID_ARGUMENT, nothing written. *out_job_id: free with
+ * leases_free. Since revision 1. */
+leases_status leases_job_request_v2(leases_authority *authority, const char *production,
+                                    const char *key, const uint8_t *payload, size_t payload_len,
+                                    const leases_request_options *options, char **out_job_id);
+/* leases_production_create with a retry policy; policy NULL means the
+ * default (exactly leases_production_create). Creating an existing name
+ * succeeds if its policy is the same, and is LEASES_WRONG_STATE if it
+ * differs (change it with leases_production_set_policy). Since revision 1. */
+leases_status leases_production_create_v2(leases_authority *authority, const char *name,
+                                          const leases_retry_policy *policy);
+/* The coordinator's change of a production's policy (policy NULL: back to
+ * the default). It applies to every attempt that ends after it; a
+ * policy_changed event records it. Since revision 1. */
+leases_status leases_production_set_policy(leases_authority *authority, const char *production,
+                                           const leases_retry_policy *policy);
+/* Fails the job as retryable: the attempt ends and the job returns to the
+ * queue after delay_us (0: the policy's backoff for this attempt; else
+ * 1 .. LEASES_MAX_DELAY_US, else LEASES_INVALID_ARGUMENT), or becomes dead
+ * if this was its last attempt. reason may be NULL or "" (at most
+ * LEASES_MAX_REASON_LEN bytes). The claim must be unexpired. Success
+ * closes the lease. Since revision 1. */
+leases_status leases_lease_fail_retry(leases_lease *lease, const char *reason, int64_t delay_us);
+/* The coordinator's redrive of one failed, dead or cancelled job (no
+ * secret): it becomes requested and claimable at once with its attempts
+ * reset to 0 (the attempt history keeps the old ones); a redriven event
+ * records it. Any other state: LEASES_WRONG_STATE. Since revision 1. */
+leases_status leases_job_retry(leases_authority *authority, const char *production,
+                               const char *job_id);
+/* Redrives every job of the production in state ("failed", "dead" or
+ * "cancelled"; anything else is LEASES_INVALID_ARGUMENT) as leases_job_retry
+ * does each, in transactions of a few hundred jobs (each job's redrive is
+ * atomic, the whole is not). *out_count: how many. A failure (then
+ * *out_count is 0, as for every failure) may come after some batches
+ * committed: list the jobs to see. Since revision 1. */
+leases_status leases_production_redrive(leases_authority *authority, const char *production,
+                                        const char *state, int64_t *out_count);
 
 /* ---- reference executor ------------------------------------------------- */
 
@@ -373,8 +562,11 @@ leases_status leases_events_page_json(leases_authority *authority, const char *p
  * requested_at_unix_us, updated_at_unix_us and facts: {"metadata": {...},
  * "provenance": {...}, "outputs": [{path, size, sha256, nonce}, ...]}, what
  * its completion published (each member absent when empty; {} before a
- * completion). Never a secret. A job of another production is
- * LEASES_NOT_FOUND. Since revision 1. */
+ * completion), and attempt_history: the newest LEASES_ATTEMPT_HISTORY_LEN
+ * ended claims, oldest first, each {number, worker, claimed_at_unix_us,
+ * ended_at_unix_us, ending ("completed", "failed", "retry", "released",
+ * "expired", "cancelled"), reason}. Never a secret. A job of another
+ * production is LEASES_NOT_FOUND. Since revision 1. */
 leases_status leases_job_json(leases_authority *authority, const char *production,
                               const char *job_id, char **out_json);
 /* One page of productions in byte order of their names. *out_json:
@@ -384,7 +576,7 @@ leases_status leases_productions_page_json(leases_authority *authority, const ch
                                            uint32_t limit, char **out_json);
 /* A production's jobs counted by state at one moment of the authority's
  * clock, from indexes (no job is read). *out_json: {"requested": N,
- * "claimed": N, "completed": N, "failed": N, "cancelled": N, "expired": N,
+ * "claimed": N, "completed": N, "failed": N, "cancelled": N, "dead": N, "expired": N,
  * "oldest_requested_unix_us": T or null, "at_unix_us": T}: expired counts
  * the claimed jobs whose claim had expired at at_unix_us (claimable again;
  * they are in "claimed" too); oldest_requested_unix_us is when the first

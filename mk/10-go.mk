@@ -19,9 +19,9 @@ go-tools:
 	@command -v strace >/dev/null || { echo "installing strace from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; }
 
-test-go: go-tools ## Go tests (core rules, processes, reliability short run), the core conformance suite again on PostgreSQL, and a short run of every fuzz target
+test-go: go-tools ## Go tests (core rules, processes, reliability short run), the core conformance suite and the worker loop again on PostgreSQL, and a short run of every fuzz target
 	$(PG_RUN) $(GO) test -count=1 -timeout 20m ./...
-	$(PG_RUN) env LEASES_TEST_STORE=postgres $(GO) test -count=1 -timeout 10m ./core/...
+	$(PG_RUN) env LEASES_TEST_STORE=postgres $(GO) test -count=1 -timeout 10m ./core/... ./worker/...
 	for t in $(FUZZ_TARGETS); do \
 		$(GO) test -count=1 -run='^$$' -fuzz="^$${t%%:*}$$" -fuzztime=$${t##*:} ./core || exit 1; \
 	done

@@ -64,7 +64,7 @@ $(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h t
 		$(CTEST_DIR)/vectors.h include/leases.h $(CAPI_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
-		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD) -lpthread
 
 test-capi: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_release $(CTEST_DIR)/test_capi_pg ## C tests against the test and release libraries, and on PostgreSQL
 	$(CTEST_DIR)/test_capi

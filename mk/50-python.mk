@@ -24,7 +24,7 @@ python-venv: $(PY_STAMP) ## the Python venv (build/venv) with the pinned pytest 
 # pytest exits 5 when it collected no tests; like every other non-zero exit,
 # make counts it as a failure. Both runs include tests/test_postgres.py, so
 # they run under $(PG_RUN) (a PostgreSQL server, required).
-test-python: $(CAPI_SO) $(CAPI_TEST_SO) $(PY_STAMP) ## Python binding: mypy --strict and pytest (test and release libraries; SQLite and PostgreSQL)
+test-python: $(CAPI_SO) $(CAPI_TEST_SO) $(CLI_BIN) $(PY_STAMP) ## Python binding: mypy --strict and pytest (test and release libraries; SQLite and PostgreSQL)
 	cd $(PY_DIR) && ../../$(PY_VENV)/bin/mypy --strict leases tests
 	cd $(PY_DIR) && $(PG_RUN) env PYTHONPATH=. LEASES_LIBRARY=$(ROOT)/$(CAPI_TEST_SO) \
 		../../$(PY_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -1,5 +1,5 @@
 # make demo (demo/): the product doing its job on ./demo/leases.db, with
-# workers in Python, Rust, C++ and a shell loop over `leases exec`; and
+# workers in Python, Rust, C++ and the CLI's `leases work`; and
 # test-demo, the same demo in a quick mode on its own database, checked.
 # Everything it runs is the release build: build/libleases.so, build/leases.
 # Python runs as plain python3 with PYTHONPATH (no venv, nothing to install).
@@ -36,7 +36,7 @@ $(DEMO_RUST): $(wildcard demo/rust-worker/Cargo.* demo/rust-worker/src/*.rs) \
 # asserts its summary and scans everything it printed for token text.
 test-demo: $(DEMO_DEPS) ## make demo in a quick mode, its summary checked, no token in its output
 	rm -rf $(DEMO_BUILD)-test && mkdir -p $(DEMO_BUILD)-test
-	$(DEMO_RUN) --db $(BUILD)/demo-test/leases.db --jobs 40 --work-ms 100 --expire-ms 1500 --interval 0.5 \
+	$(DEMO_RUN) --db $(BUILD)/demo-test/leases.db --jobs 40 --work-ms 100 --expire-ms 1500 --interval 0.5 --serve 127.0.0.1:0 \
 		--summary-json $(DEMO_BUILD)-test/summary.json 2>&1 | tee $(DEMO_BUILD)-test/output.txt
 	python3 tests/demo/check.py $(DEMO_BUILD)-test/summary.json $(DEMO_BUILD)-test/output.txt $(DEMO_BUILD)-test/work
 

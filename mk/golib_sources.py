@@ -9,7 +9,9 @@ import shutil
 import sys
 from pathlib import Path
 
-FILES = ["go.mod", "go.sum", "VERSION", "abi/VERSION", "abi/REVISION",
+# leases.go is the root package (package leases): the C exports open an
+# authority through it.
+FILES = ["go.mod", "go.sum", "VERSION", "abi/VERSION", "abi/REVISION", "leases.go",
          "include/leases.h", "include/leases_testing.h", "mk/golib.sh"]
 TREES = ["capi", "core"]
 # The module root's package (package leases: it opens the stores capi

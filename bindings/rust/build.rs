@@ -69,7 +69,9 @@ fn build_from_source(manifest: &Path) -> PathBuf {
             manifest.display()
         );
     };
-    for watched in ["go.mod", "go.sum", "VERSION", "abi/VERSION", "include/leases.h", "mk/golib.sh", "capi", "core"] {
+    for watched in
+        ["go.mod", "go.sum", "VERSION", "abi/VERSION", "include/leases.h", "mk/golib.sh", "leases.go", "capi", "core"]
+    {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let go = env::var("GO").unwrap_or_else(|_| "go".to_string());

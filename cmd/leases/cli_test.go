@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ import (
 )
 
 var allCommands = []string{"production create", "production list", "job request", "job list", "job show", "job counts", "claim", "renew",
-	"release", "fail", "complete", "cancel", "events", "exec", "version"}
+	"release", "fail", "complete", "cancel", "events", "exec", "work", "version"}
 
 func TestEveryCommandHasHelpWithExamplesAndNoToken(t *testing.T) {
 	e := newEnv(t)
@@ -806,5 +807,51 @@ func TestCommandsThatCreateNothingNeverCreateADatabase(t *testing.T) {
 		if !exists(fresh) {
 			t.Fatalf("leases %s did not create the database: %s", strings.Join(creating, " "), r)
 		}
+	}
+}
+
+// Sizes and integer ranges are checked before anything large is read or
+// converted (issue 21's audit): a payload stream of 256 MiB is refused after
+// at most MaxPayloadLen+1 bytes, with the process staying small, and numbers
+// past their type are a usage error; nothing is written.
+func TestSizesAndRangesAreCheckedBeforeAnyLargeCopy(t *testing.T) {
+	e := newEnv(t)
+	e.setup(0)
+	cmd, out, errb := e.command(opts{}, "job", "request", "--production", prod, "--payload-file", "-")
+	cmd.Stdin = nil
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for i := 0; i < 256; i++ {
+			if _, err := stdin.Write(chunk); err != nil {
+				break // the command stopped reading: what the test wants
+			}
+		}
+		stdin.Close()
+	}()
+	r := e.finish([]string{"job", "request", "(256 MiB payload)"}, cmd.Wait(), out, errb)
+	wantExit(t, r, 2, fmt.Sprintf("larger than %d bytes", core.MaxPayloadLen))
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss; rss > 100<<10 { // KiB
+		t.Fatalf("refusing the payload took %d KiB of memory", rss)
+	}
+	if len(e.jobs()) != 0 {
+		t.Fatal("a refused payload requested a job")
+	}
+	for _, args := range [][]string{
+		{"events", "--after", "9223372036854775808"},  // 2^63
+		{"events", "--after", "18446744073709551616"}, // 2^64: never wrapped to 0
+		{"claim", "--production", prod, "--worker", "w", "--duration", "1m", "--token-out", filepath.Join(e.dir, "t"), "--wait", "24h1us"},
+		{"renew", "--token-file", "t", "--duration", "99999999999999999999h"},
+	} {
+		wantExit(t, e.run(args...), 2)
+	}
+	if exists(filepath.Join(e.dir, "t")) || len(e.events()) != 1 { // production_created only
+		t.Fatalf("a refused command changed something: %v", e.events())
 	}
 }

@@ -58,16 +58,19 @@ listing began is listed exactly once, in the state its page saw.`,
 		summary:  "count a production's jobs by state, with expired claims and the oldest waiting job",
 		examples: []string{"leases job counts --production nightly", "leases job counts --production nightly --json | jq .requested"},
 		run:      runJobCounts})
-	register(&command{name: "claim", args: "--production P --worker W --duration D --token-out FILE [--job ID] [--json]",
+	register(&command{name: "claim", args: "--production P --worker W --duration D --token-out FILE [--job ID | --wait D] [--json]",
 		summary: "claim the next job (or --job ID) and write its token to a new private file",
 		detail: `FILE is created exclusively with mode 0600 before the claim commits; if it already
 exists nothing is claimed. The token is written only after the claim is active. If writing
 it fails, FILE is removed, the committed claim's receipt (production, job, worker, expiry)
 is printed on standard error and the exit status is 4: the claim stays until its expiry or
-'leases cancel'. Exit status 3 means there was nothing to claim.
+'leases cancel'. Exit status 3 means there was nothing to claim (with --wait: nothing became
+claimable within the wait). --wait waits without polling and without writing; SIGINT or
+SIGTERM ends the wait at once, claiming nothing and removing FILE.
 Durations take a unit: us, ms, s, m or h (250ms, 30s, 1500us, 1m30s); at most 24h.`,
 		examples: []string{"leases claim --production nightly --worker host-7 --duration 5m --token-out job.token",
 			"leases claim --production nightly --worker host-7 --duration 30s --token-out t --job 3f1c2a9e-0b7d-4c1e-9a55-2f0d8e6b1c44",
+			"leases claim --production nightly --worker host-7 --duration 5m --token-out job.token --wait 10m",
 			`leases claim ... --token-out t; case $? in 3) echo "queue empty";; esac`},
 		run: runClaim})
 	register(&command{name: "renew", args: "--token-file F --duration D [--json]",
@@ -270,8 +273,13 @@ func runClaim(cc *cmdContext) error {
 	cc.fs.Var(&dur, "duration", "claim `DURATION` with a unit: us, ms, s, m, h (e.g. 30s)")
 	tokenOut := cc.fs.String("token-out", "", "create `FILE` (exclusively, mode 0600) and write the token to it")
 	jobID := cc.fs.String("job", "", "claim this job `ID` instead of the next one")
+	wait := durationFlag{rule: spanRule{max: core.MaxWait}}
+	cc.fs.Var(&wait, "wait", "when nothing is claimable, wait up to `DURATION` for a job (at most 24h)")
 	if done, err := parseOnly(cc, "production", "worker", "duration", "token-out"); done || err != nil {
 		return err
+	}
+	if wait.set && *jobID != "" {
+		return usagef(cc.cmd.name, "--wait waits for the next job; it cannot be combined with --job")
 	}
 	if *tokenOut == "-" {
 		return usagef(cc.cmd.name, "--token-out needs a file: a token is never written to standard output")
@@ -317,9 +325,20 @@ func runClaim(cc *cmdContext) error {
 	}
 	claimCommitHook(a)
 	var l *core.Lease
-	if *jobID != "" {
+	switch {
+	case *jobID != "":
 		l, err = a.ClaimJob(*prod, *jobID, *worker, dur.d)
-	} else {
+	case wait.set:
+		ctx, stop := held.context()
+		l, err = a.ClaimWait(ctx, *prod, *worker, dur.d, wait.d)
+		stop()
+		if core.KindOf(err) == core.KindInterrupted {
+			a.Close()
+			discard()
+			return fmt.Errorf("interrupted (%v) while waiting for a job: nothing was claimed, and %s was removed",
+				held.interrupted(), *tokenOut)
+		}
+	default:
 		l, err = a.Claim(*prod, *worker, dur.d)
 	}
 	if err != nil {

@@ -1,9 +1,10 @@
-// leases exec: the reference executor. It runs a program for a claimed job,
-// keeps the claim alive while it runs, and turns the program's exit into a
-// completion (with the registered output) or a failure.
+// The reference executor (leases exec, and each job of leases work): it runs
+// a program for a claimed job with the claim kept alive, and turns the
+// program's exit into a completion (with the registered output) or a failure.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/worker"
 )
 
 func init() {
@@ -22,12 +24,12 @@ func init() {
   LEASES_OUTPUT      a fresh private file in DIR to write the output to
   LEASES_JOB_ID      the job id (LEASES_PRODUCTION: the production name)
   standard input     the job's payload
-The token never reaches PROGRAM. While it runs, the claim is renewed to now+D whenever a
-third of the time left has passed (D defaults to the claim's current span). On exit 0 the
-output is fsynced and renamed to DIR/<job>.<nonce>.out and the job completes, registering
-its path, size, SHA-256 and nonce with the given metadata/provenance. A non-zero exit fails
-the job with the exit status as its reason. If the claim is lost while PROGRAM runs
-(expired, cancelled, taken), PROGRAM's process group is killed and its files removed.
+The token never reaches PROGRAM. While it runs, the claim is kept alive: renewed to now+D
+every third of D (D defaults to the claim's current span; sooner when less time is left).
+On exit 0 the output is fsynced and renamed to DIR/<job>.<nonce>.out and the job completes,
+registering its path, size, SHA-256 and nonce with the given metadata/provenance. A non-zero
+exit fails the job with the exit status as its reason. If the claim is lost while PROGRAM
+runs (expired, cancelled, taken), PROGRAM's process group is killed and its files removed.
 SIGINT and SIGTERM are forwarded to PROGRAM (a second one kills it); the output is then
 discarded and the claim left as it is, until its expiry or 'leases release'.`,
 		examples: []string{
@@ -35,20 +37,6 @@ discarded and the claim left as it is, until its expiry or 'leases release'.`,
 			"leases exec --token-file job.token --output-dir out --metadata frames=12 -- ./render.sh",
 		},
 		run: runExec})
-}
-
-// renewRetryable: renewal failures that do not mean the claim is gone.
-func renewRetryable(err error) bool {
-	switch core.KindOf(err) {
-	case core.KindBusy, core.KindStorage, core.KindOutcomeUnknown, core.KindClockRegressed, core.KindNotExtended:
-		return true
-	}
-	return false
-}
-
-// nextRenewal waits a third of the time left on the claim.
-func nextRenewal(l *core.Lease) time.Duration {
-	return max(time.Until(l.Expiry())/3, 5*time.Millisecond)
 }
 
 func runExec(cc *cmdContext) error {
@@ -72,10 +60,6 @@ func runExec(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
-	payload, err := a.Payload(l.Production(), l.JobID())
-	if err != nil {
-		return err
-	}
 	renewFor := dur.d
 	if !dur.set {
 		j, err := a.Job(l.Production(), l.JobID())
@@ -87,43 +71,113 @@ func runExec(cc *cmdContext) error {
 			renewFor = time.Minute
 		}
 	}
+	if !execRenewalDisabled() {
+		// The first renewal must come before the claim's current expiry,
+		// which may be nearer than a third of D.
+		interval := max(min(renewFor, time.Until(l.Expiry()))/3, core.MinKeepAliveInterval)
+		if err := l.KeepAlive(renewFor, core.KeepAliveInterval(min(interval, renewFor-time.Microsecond))); err != nil {
+			return err
+		}
+		defer l.StopKeepAlive()
+	}
+	// The lease's end (a rejected renewal: expired, cancelled, lost) stops
+	// the program.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-l.Done():
+			cancel(l.Err())
+		case <-ctx.Done():
+		}
+	}()
 	// From the reserved output file until the program runs, and again from
 	// its exit until the outcome is recorded, SIGINT and SIGTERM wait (a
 	// signal before the program starts runs nothing); while it runs they
 	// are forwarded to it.
 	held.start()
-	x, err := l.BeginExecution(*outDir)
+	return execute(ctx, job{a: a, l: l, argv: prog, outDir: *outDir,
+		facts: core.Facts{Metadata: md.m, Provenance: pv.m}, hold: held})
+}
+
+// job is one run of the reference executor.
+type job struct {
+	a      *core.Authority
+	l      *core.Lease // active, kept alive by the caller
+	argv   []string
+	outDir string // "" (work without --output-dir): no output file; the job completes with the facts alone
+	facts  core.Facts
+	hold   *signalHold // exec: signals are forwarded to the program; nil for work, whose signals drain
+}
+
+// programFailed: the program exited non-zero (or was killed) and the job was
+// marked failed with that reason.
+type programFailed struct{ msg string }
+
+func (e *programFailed) Error() string { return e.msg }
+
+// startFailed: the program could not be started; nothing ran and the claim
+// is unchanged.
+type startFailed struct{ err error }
+
+func (e *startFailed) Error() string { return e.err.Error() }
+func (e *startFailed) Unwrap() error { return e.err }
+
+// execute runs j's program for its lease and settles the job by its exit:
+// exit 0 completes it (registering the output), any other exit fails it.
+// When ctx ends first (the lease is over, or work's drain is cut short:
+// context.Cause says which), the program's process group is killed, its
+// output removed, and the claim left to the caller. nil means the job
+// completed; the result is reported on standard error either way.
+func execute(ctx context.Context, j job) error {
+	l, name := j.l, j.argv[0]
+	payload, err := j.a.Payload(l.Production(), l.JobID())
 	if err != nil {
 		return err
 	}
+	var x *core.Execution
+	if j.outDir != "" {
+		if x, err = l.BeginExecution(j.outDir); err != nil {
+			return err
+		}
+	}
+	abandon := func() {
+		if x != nil {
+			x.Abandon()
+		}
+	}
 	pausePoint("exec-reserved")
 
-	cmd := exec.Command(prog[0], prog[1:]...)
-	cmd.Env = append(os.Environ(),
-		"LEASES_OUTPUT="+x.TempPath(),
-		"LEASES_JOB_ID="+l.JobID(),
-		"LEASES_PRODUCTION="+l.Production())
+	cmd := exec.Command(name, j.argv[1:]...)
+	cmd.Env = append(os.Environ(), "LEASES_JOB_ID="+l.JobID(), "LEASES_PRODUCTION="+l.Production())
+	if x != nil {
+		cmd.Env = append(cmd.Env, "LEASES_OUTPUT="+x.TempPath())
+	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		x.Abandon()
+		abandon()
 		return fmt.Errorf("payload pipe: %w", err)
 	}
 	cmd.Stdin = pr
 
-	if s := held.interrupted(); s != nil {
-		pr.Close()
-		pw.Close()
-		x.Abandon()
-		return fmt.Errorf("interrupted (%v) before %s started: nothing was run, its output file was removed, and the claim is unchanged",
-			s, prog[0])
+	var signals <-chan os.Signal
+	if j.hold != nil {
+		if s := j.hold.interrupted(); s != nil {
+			pr.Close()
+			pw.Close()
+			abandon()
+			return fmt.Errorf("interrupted (%v) before %s started: nothing was run, its output file was removed, and the claim is unchanged",
+				s, name)
+		}
+		signals = j.hold.signals()
 	}
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		x.Abandon()
-		return fmt.Errorf("cannot start %s: %w; nothing was run and the claim is unchanged", prog[0], unwrapExec(err))
+		abandon()
+		return &startFailed{fmt.Errorf("cannot start %s: %w; nothing was run and the claim is unchanged", name, unwrapExec(err))}
 	}
 	pr.Close()
 	go func() {
@@ -135,39 +189,25 @@ func runExec(cc *cmdContext) error {
 	pgid := cmd.Process.Pid
 	killGroup := func(sig syscall.Signal) { syscall.Kill(-pgid, sig) }
 
-	var renew <-chan time.Time
-	var timer *time.Timer
-	if !execRenewalDisabled() {
-		timer = time.NewTimer(nextRenewal(l))
-		defer timer.Stop()
-		renew = timer.C
-	}
-	var lost error
+	var stopped error
 	var interrupted os.Signal
 loop:
 	for {
 		select {
 		case <-waited:
 			break loop
-		case s := <-held.signals():
+		case s := <-signals:
 			if interrupted == nil {
 				interrupted = s
 				killGroup(s.(syscall.Signal))
 			} else {
 				killGroup(syscall.SIGKILL)
 			}
-		case <-renew:
-			err := l.Renew(renewFor)
-			if err != nil && !renewRetryable(err) {
-				lost = err
-				killGroup(syscall.SIGKILL)
-				<-waited
-				break loop
-			}
-			if err != nil && core.KindOf(err) != core.KindNotExtended {
-				fmt.Fprintf(os.Stderr, "leases: warning: renewal failed, retrying: %v\n", err)
-			}
-			timer.Reset(nextRenewal(l))
+		case <-ctx.Done():
+			stopped = context.Cause(ctx)
+			killGroup(syscall.SIGKILL)
+			<-waited
+			break loop
 		}
 	}
 	// Nothing of PROGRAM's group may keep writing the output once it is judged.
@@ -175,39 +215,62 @@ loop:
 	state := cmd.ProcessState
 
 	switch {
-	case lost != nil:
-		x.Abandon()
-		return fmt.Errorf("the claim was lost while %s ran (%v); its process group was killed and its output removed", prog[0], lost)
+	case errors.Is(stopped, worker.ErrDrainTimeout):
+		abandon()
+		return fmt.Errorf("%s for job %s was stopped at the drain timeout; its process group was killed, its output removed, "+
+			"and the job given back", name, l.JobID())
+	case errors.Is(stopped, errStopNow):
+		abandon()
+		return fmt.Errorf("%s for job %s was stopped by a second signal; its process group was killed, its output removed, "+
+			"and the job given back", name, l.JobID())
+	case stopped != nil:
+		abandon()
+		return fmt.Errorf("the claim on job %s was lost while %s ran (%v); its process group was killed and its output removed",
+			l.JobID(), name, stopped)
 	case interrupted != nil:
-		x.Abandon()
+		abandon()
 		return fmt.Errorf("interrupted (%v forwarded to %s); its output was removed; the claim is unchanged and lasts until "+
-			"its expiry (leases release --token-file FILE gives the job back)", interrupted, prog[0])
+			"its expiry (leases release --token-file FILE gives the job back)", interrupted, name)
 	case state.Success():
-		if err := x.Finish(core.Facts{Metadata: md.m, Provenance: pv.m}); err != nil {
-			if core.KindOf(err) == core.KindOutcomeUnknown {
-				return fmt.Errorf("%s succeeded, but whether the completion was recorded is unknown (%v); its output is kept at %s",
-					prog[0], err, x.FinalPath())
-			}
-			return fmt.Errorf("%s succeeded, but the completion was rejected (%v); its output was removed", prog[0], err)
-		}
-		report := fmt.Sprintf("completed job %s of production %s; output %s", l.JobID(), l.Production(), x.FinalPath())
-		if f, err := a.FactsOf(l.Production(), l.JobID()); err == nil {
-			for _, o := range f.Outputs {
-				if o.Nonce == x.Nonce() {
-					report += fmt.Sprintf(" (%d bytes, sha256 %s)", o.Size, o.SHA256)
-				}
-			}
-		}
-		fmt.Fprintf(os.Stderr, "leases: %s\n", report)
-		return nil
+		return complete(j, x)
 	default:
-		x.Abandon()
+		abandon()
 		reason := exitReason(state)
 		if err := l.Fail(reason); err != nil {
-			return fmt.Errorf("%s failed (%s), and the failure could not be recorded: %v; its output was removed", prog[0], reason, err)
+			return fmt.Errorf("%s failed (%s), and the failure could not be recorded: %v; its output was removed", name, reason, err)
 		}
-		return fmt.Errorf("%s failed (%s); job %s is marked failed and its output was removed", prog[0], reason, l.JobID())
+		return &programFailed{fmt.Sprintf("%s failed (%s); job %s is marked failed and its output was removed", name, reason, l.JobID())}
 	}
+}
+
+// complete records a successful run: with an output, the execution request
+// registers it in the completion's commit; without one, the facts alone.
+func complete(j job, x *core.Execution) error {
+	l, name := j.l, j.argv[0]
+	if x == nil {
+		if err := l.Complete(j.facts); err != nil {
+			return fmt.Errorf("%s succeeded, but the completion was not recorded (%v)", name, err)
+		}
+		fmt.Fprintf(os.Stderr, "leases: completed job %s of production %s\n", l.JobID(), nameText(l.Production()))
+		return nil
+	}
+	if err := x.Finish(j.facts); err != nil {
+		if core.KindOf(err) == core.KindOutcomeUnknown {
+			return fmt.Errorf("%s succeeded, but whether the completion was recorded is unknown (%v); its output is kept at %s",
+				name, err, x.FinalPath())
+		}
+		return fmt.Errorf("%s succeeded, but the completion was rejected (%v); its output was removed", name, err)
+	}
+	report := fmt.Sprintf("completed job %s of production %s; output %s", l.JobID(), nameText(l.Production()), x.FinalPath())
+	if f, err := j.a.FactsOf(l.Production(), l.JobID()); err == nil {
+		for _, o := range f.Outputs {
+			if o.Nonce == x.Nonce() {
+				report += fmt.Sprintf(" (%d bytes, sha256 %s)", o.Size, o.SHA256)
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "leases: %s\n", report)
+	return nil
 }
 
 func exitReason(st *os.ProcessState) string {

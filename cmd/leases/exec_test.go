@@ -28,25 +28,10 @@ func (e *env) outDir() string {
 // startExec runs leases exec in the background.
 func (e *env) startExec(o opts, args ...string) func() result {
 	e.t.Helper()
-	full := append([]string{"exec"}, args...)
-	cmd, out, errb, done := e.start(o, full...)
-	e.t.Cleanup(func() { cmd.Process.Kill() })
-	var r *result
+	p := e.startProc(o, append([]string{"exec"}, args...)...)
 	return func() result {
 		e.t.Helper()
-		if r != nil {
-			return *r
-		}
-		select {
-		case err := <-done:
-			res := e.finish(full, err, out, errb)
-			r = &res
-			return res
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			e.t.Fatalf("leases exec did not finish; stderr so far: %s", errb.String())
-		}
-		return result{}
+		return p.wait(30 * time.Second)
 	}
 }
 
@@ -234,9 +219,10 @@ func TestTwoExecWorkersOnOneJobNeverTouchEachOthersFiles(t *testing.T) {
 		`echo from-a > "$LEASES_OUTPUT"; touch `+startedA+`; while [ ! -e `+gate+` ]; do sleep 0.02; done`)
 	waitFor(t, "worker a to start", 10*time.Second, func() bool { return exists(startedA) })
 
-	// After a's claim expires, b claims the same job and runs it to the end
-	// in the same directory.
-	time.Sleep(900 * time.Millisecond)
+	// After a's claim expires and its backoff passes (the default policy's,
+	// at most 1.2 s after the first attempt), b claims the same job and runs
+	// it to the end in the same directory.
+	time.Sleep(800*time.Millisecond + 1300*time.Millisecond)
 	tokB, _ := e.claim("worker-b", "1m", "--job", ids[0])
 	rb := e.run("exec", "--token-file", tokB, "--output-dir", out, "--", "sh", "-c", `echo from-b > "$LEASES_OUTPUT"`)
 	wantExit(t, rb, 0)

@@ -201,12 +201,25 @@ var durationUnits = []struct {
 	us   int64
 }{{"us", 1}, {"ms", 1000}, {"s", 1_000_000}, {"m", 60_000_000}, {"h", 3_600_000_000}}
 
-// parseDuration reads a CLI duration: one or more NUMBER UNIT terms ("30s",
-// "1500us", "1.5s", "1m30s"), units us, ms, s, m, h. The arithmetic is exact
-// (rational numbers, never floats): a value that is not a whole number of
-// microseconds is rejected, never rounded; the range rule is core's.
-func parseDuration(text string) (time.Duration, error) {
+// parseDuration reads a claim's duration: one or more NUMBER UNIT terms
+// ("30s", "1500us", "1.5s", "1m30s"), units us, ms, s, m, h. The arithmetic
+// is exact (rational numbers, never floats): a value that is not a whole
+// number of microseconds is rejected, never rounded; the range rule is core's.
+func parseDuration(text string) (time.Duration, error) { return parseSpan(text, spanRule{}) }
+
+// spanRule is the range of a duration flag. The zero rule is a claim's
+// duration (positive, at most 24h, core's ValidateDuration); a wait or a
+// delay sets its own bound, and a backoff may be zero.
+type spanRule struct {
+	max    time.Duration // 0: core.MaxDuration, and core's duration rule applies
+	zeroOK bool          // "0" (no unit needed) and "0s" mean none
+}
+
+func parseSpan(text string, rule spanRule) (time.Duration, error) {
 	bad := func(why string) error { return fmt.Errorf("%s: %s", quoteIfOdd(text), why) }
+	if rule.zeroOK && text == "0" {
+		return 0, nil
+	}
 	if text == "" {
 		return 0, bad("empty; give a number with a unit, e.g. 30s, 250ms, 1500us")
 	}
@@ -271,6 +284,15 @@ func parseDuration(text string) (time.Duration, error) {
 		return 0, bad("not a whole number of microseconds; nothing is rounded")
 	}
 	n := total.Num()
+	if rule.max != 0 {
+		if !n.IsInt64() || n.Int64() > rule.max.Microseconds() {
+			return 0, bad("at most " + spanText(rule.max))
+		}
+		if n.Sign() == 0 && !rule.zeroOK {
+			return 0, bad("durations must be positive")
+		}
+		return time.Duration(n.Int64()) * time.Microsecond, nil
+	}
 	if !n.IsInt64() || n.Int64() > core.MaxDurationUS {
 		return 0, bad("durations are at most 24h")
 	}
@@ -305,10 +327,20 @@ func quoteIfOdd(text string) string {
 	return text
 }
 
-// durationFlag is a flag.Value using parseDuration.
+// spanText writes a bound as a person would: 24h, 8784h.
+func spanText(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
+}
+
+// durationFlag is a flag.Value using parseSpan with its rule (the zero
+// rule: a claim's duration).
 type durationFlag struct {
-	d   time.Duration
-	set bool
+	d    time.Duration
+	set  bool
+	rule spanRule
 }
 
 func (f *durationFlag) String() string {
@@ -319,7 +351,7 @@ func (f *durationFlag) String() string {
 }
 
 func (f *durationFlag) Set(s string) error {
-	d, err := parseDuration(s)
+	d, err := parseSpan(s, f.rule)
 	if err != nil {
 		return err
 	}

@@ -69,3 +69,16 @@ func pausePoint(name string) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// workLeaseHook: with LEASES_TEST_WORK_TOKENS=DIR, leases work writes each
+// claim's token to DIR/<job>.token (mode 0600), so that the secret scan can
+// look for the secrets of claims that never leave the process otherwise.
+func workLeaseHook(l *core.Lease) {
+	dir := os.Getenv("LEASES_TEST_WORK_TOKENS")
+	if dir == "" {
+		return
+	}
+	if tok, err := l.Export(); err == nil {
+		os.WriteFile(filepath.Join(dir, l.JobID()+".token"), []byte(tok), 0o600)
+	}
+}

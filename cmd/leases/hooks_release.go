@@ -15,3 +15,5 @@ func execRenewalDisabled() bool { return false }
 func claimCommitHook(*core.Authority) {}
 
 func pausePoint(string) {}
+
+func workLeaseHook(*core.Lease) {}

@@ -398,9 +398,9 @@ func runJobCounts(cc *cmdContext) error {
 	if cc.jsonOut() {
 		return printJSON(c)
 	}
-	fmt.Printf("%-18s%d\n%-18s%d (%d of them expired: claimable again)\n%-18s%d\n%-18s%d\n%-18s%d\n%-18s%d\n%-18s%s\n%-18s%s\n",
+	fmt.Printf("%-18s%d\n%-18s%d (%d of them expired: claimable again)\n%-18s%d\n%-18s%d\n%-18s%d\n%-18s%d\n%-18s%d\n%-18s%s\n%-18s%s\n",
 		"requested", c.Requested, "claimed", c.Claimed, c.Expired, "completed", c.Completed, "failed", c.Failed,
-		"cancelled", c.Cancelled, "total", c.Total(), "oldest requested", timeText(c.OldestRequested), "at", timeText(c.At))
+		"cancelled", c.Cancelled, "dead", c.Dead, "total", c.Total(), "oldest requested", timeText(c.OldestRequested), "at", timeText(c.At))
 	return nil
 }
 

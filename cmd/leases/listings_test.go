@@ -262,7 +262,8 @@ func TestJobCountsCountByState(t *testing.T) {
 			t.Fatalf("job counts --json: %+v", c)
 		}
 		r := e.must("job", "counts", "--production", prod)
-		if !strings.Contains(r.stdout, "requested         2\n") || !strings.Contains(r.stdout, "total             4\n") {
+		if !strings.Contains(r.stdout, "requested         2\n") || !strings.Contains(r.stdout, "dead              0\n") ||
+			!strings.Contains(r.stdout, "total             4\n") {
 			t.Fatalf("job counts:\n%s", r.stdout)
 		}
 		wantExit(t, e.run("job", "counts", "--production", "missing"), 1, "not_found")

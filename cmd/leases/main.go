@@ -134,8 +134,9 @@ Commands:
 		fmt.Fprintf(w, "  %-20s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-Exit status: 0 done; 2 usage error; 3 nothing to claim; 4 claim committed but
-token delivery failed (receipt on standard error); 1 any other failure.
+Exit status: 0 done (work: stopped as asked); 2 usage error; 3 nothing to claim;
+4 claim committed but token delivery failed (receipt on standard error); 1 any
+other failure (work: it could not go on).
 
 Run 'leases COMMAND --help' for a command's flags and examples.
 `)

@@ -7,6 +7,8 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,23 +19,30 @@ import (
 
 func TestLookAlikeNamesAreRefusedOrPrintedDistinctly(t *testing.T) {
 	e := newEnv(t)
-	checkLookAlikeNames(t, e, func(name string) {
-		db, err := sql.Open("sqlite", e.db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if _, err := db.Exec(`INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, 0)`, uuid.NewString(), name); err != nil {
-			t.Fatal(err)
-		}
-	})
+	checkLookAlikeNames(t, e, func(name string) { legacyProduction(t, e, name) })
 }
 
 func TestLookAlikeNamesAreRefusedOrPrintedDistinctlyOnPostgres(t *testing.T) {
 	e := pgEnv(t)
-	checkLookAlikeNames(t, e, func(name string) {
+	checkLookAlikeNames(t, e, func(name string) { legacyProduction(t, e, name) })
+}
+
+// legacyProduction stores a production name as a database written before
+// the name rule would hold it, past every check.
+func legacyProduction(t *testing.T, e *env, name string) {
+	t.Helper()
+	if strings.HasPrefix(e.db, "postgres") {
 		pgtest.Exec(t, e.db, `INSERT INTO leases_productions (id, name, created_unix_us) VALUES ($1, $2, 0)`, uuid.NewString(), name)
-	})
+		return
+	}
+	db, err := sql.Open("sqlite", e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, 0)`, uuid.NewString(), name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkLookAlikeNames runs the CLI against e; legacy stores a production
@@ -83,4 +92,105 @@ func checkLookAlikeNames(t *testing.T, e *env, legacy func(name string)) {
 	if len(lines) != len(created)+len(stored) {
 		t.Errorf("production list has %d rows, want %d", len(lines), len(created)+len(stored))
 	}
+}
+
+// nameVectors is tests/vectors/names.json, the rule every surface shares.
+type nameVectors struct {
+	Accepted []struct{ Name, Why string } `json:"accepted"`
+	Refused  []struct {
+		Name, Why     string
+		ErrorContains []string `json:"error_contains"`
+	} `json:"refused"`
+	Display []struct{ Name, Text string } `json:"display"`
+}
+
+func loadNameVectors(t *testing.T) nameVectors {
+	var v nameVectors
+	loadVector(t, "names.json", &v)
+	if len(v.Accepted) == 0 || len(v.Refused) == 0 || len(v.Display) == 0 {
+		t.Fatal("names.json has an empty section")
+	}
+	return v
+}
+
+// loadVector reads tests/vectors/NAME, a file every surface's tests share.
+func loadVector(t *testing.T, name string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile("../../tests/vectors/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// The shared name vectors through the command line, on both stores: accepted
+// names create productions, keys and claims' workers; refused ones are a
+// usage error (exit 2) naming the offending character, wherever a name is
+// given (production, key, worker: also leases work's), and change nothing;
+// the text listing prints each stored name as its display text.
+func TestTheCLIFollowsTheSharedNameVectors(t *testing.T) {
+	v := loadNameVectors(t)
+	onBothStores(t, func(t *testing.T, e *env) {
+		e.must("production", "create", prod)
+		for _, a := range v.Accepted {
+			e.must("production", "create", a.Name)
+			e.must("job", "request", "--production", prod, "--key", a.Name)
+			tok, _ := e.claim(a.Name, "1m")
+			e.must("release", "--token-file", tok)
+		}
+		before := e.must("production", "list", "--json").stdout
+		eventsBefore := len(e.events())
+		for _, r := range v.Refused {
+			for _, args := range [][]string{
+				{"production", "create", r.Name},
+				{"job", "request", "--production", prod, "--key", r.Name},
+				{"claim", "--production", prod, "--worker", r.Name, "--duration", "1m", "--token-out", filepath.Join(e.dir, "refused.token")},
+				{"work", "--production", prod, "--worker", r.Name, "--duration", "1m", "--exit-when-empty", "--", "true"},
+			} {
+				res := e.run(args...)
+				wantExit(t, res, 2, append([]string{"invalid_argument"}, r.ErrorContains...)...)
+				if exists(filepath.Join(e.dir, "refused.token")) {
+					t.Fatalf("%s (%s): a refused claim left its token file", args[0], r.Why)
+				}
+			}
+		}
+		if after := e.must("production", "list", "--json").stdout; after != before || len(e.events()) != eventsBefore {
+			t.Fatal("a refused name changed the store")
+		}
+
+		// Display: every vector name stored (as a database written before
+		// the rule would hold the refused ones) prints as its text.
+		existing := map[string]bool{prod: true}
+		for _, a := range v.Accepted {
+			existing[a.Name] = true
+		}
+		// The empty name is in the vectors for DisplayName itself; no
+		// listing shows a production without a name.
+		display := v.Display[:0:0]
+		for _, d := range v.Display {
+			if d.Name != "" {
+				display = append(display, d)
+			}
+		}
+		for _, d := range display {
+			if !existing[d.Name] {
+				legacyProduction(t, e, d.Name)
+				existing[d.Name] = true
+			}
+		}
+		printed := map[string]int{}
+		for _, l := range strings.Split(strings.TrimSpace(e.must("production", "list").stdout), "\n")[1:] {
+			// NAME is the first column; a display text holds no white space
+			// that is not escaped, except the spaces of accepted names.
+			idx := strings.Index(l, "  ")
+			printed[l[:idx]]++
+		}
+		for _, d := range display {
+			if printed[d.Text] != 1 {
+				t.Errorf("production list prints %+q as %q %d times, want once", d.Name, d.Text, printed[d.Text])
+			}
+		}
+	})
 }

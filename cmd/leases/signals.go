@@ -7,13 +7,16 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
 type signalHold struct {
 	ch  chan os.Signal
+	mu  sync.Mutex // got: interrupted and a context's watcher both take a signal
 	got os.Signal
 }
 
@@ -35,6 +38,8 @@ func (h *signalHold) signals() <-chan os.Signal { return h.ch }
 
 // interrupted reports the first held signal, if one has arrived.
 func (h *signalHold) interrupted() os.Signal {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.got == nil && h.ch != nil {
 		select {
 		case s := <-h.ch:
@@ -43,6 +48,28 @@ func (h *signalHold) interrupted() os.Signal {
 		}
 	}
 	return h.got
+}
+
+// context ends when a held signal arrives, for a step that may be cut short
+// (claim's wait); the signal stays the hold's, delivered at exit. stop ends
+// the watching.
+func (h *signalHold) context() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	quit := make(chan struct{})
+	go func() {
+		defer cancel()
+		select {
+		case s := <-h.ch:
+			h.mu.Lock()
+			if h.got == nil {
+				h.got = s
+			}
+			h.mu.Unlock()
+		case <-quit:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { close(quit) }) }
 }
 
 // deliver gives a held signal its usual effect: the process ends by it, as

@@ -28,6 +28,8 @@ type JobRow struct {
 // seq < Before, at most Limit. ProductionID, JobID and Kind are exact; ""
 // leaves one out. With a JobID the production is not consulted (a job's
 // events are its production's); a Kind needs a ProductionID or a JobID.
+// Newest reads the same range from its other end: the Limit events just
+// below Before, newest first (the same index, walked backwards).
 type EventFilter struct {
 	ProductionID string
 	JobID        string
@@ -35,6 +37,7 @@ type EventFilter struct {
 	AfterSeq     int64
 	Before       int64
 	Limit        int
+	Newest       bool
 }
 
 // JobCounts is a production's jobs by state, how many claimed jobs had
@@ -81,7 +84,7 @@ func (s *WorkerSet) Get(name string) *WorkerSeen {
 }
 
 // WorkerKinds are the events a worker causes itself.
-var WorkerKinds = []string{"claimed", "renewed", "released", "failed", "completed"}
+var WorkerKinds = []string{"claimed", "renewed", "released", "failed", "retry", "completed"}
 
 // Observer answers the bounded observations. Each call is one short read
 // (one statement or a few, each its own snapshot): none holds a read

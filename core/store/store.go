@@ -16,6 +16,17 @@ const (
 	StateCompleted = "completed"
 	StateFailed    = "failed"
 	StateCancelled = "cancelled"
+	StateDead      = "dead" // attempts used up (docs/CONCEPTS.md)
+)
+
+// How an attempt ended, as the attempt history records it.
+const (
+	EndCompleted = "completed"
+	EndFailed    = "failed"
+	EndRetry     = "retry"
+	EndReleased  = "released"
+	EndExpired   = "expired"
+	EndCancelled = "cancelled"
 )
 
 // Errors a backend reports; core maps them onto its public kinds.
@@ -68,16 +79,74 @@ var (
 // Clock is implemented by a Tx whose store owns the authority clock: a
 // database server that every host shares. Now samples that clock from inside
 // the transaction, in unix µs. A Tx that is not a Clock leaves the sample to
-// the authority's own host (the embedded SQLite store).
+// the authority's own host (the embedded SQLite store). Such a store's
+// Backend is a Clock too, for samples outside a transaction (a waiting
+// claim's look, which decides nothing).
 type Clock interface {
 	Now(ctx context.Context) (int64, error)
 }
 
-// Production is one named batch of jobs.
+// Watcher is implemented by a Backend that can tell that a change was
+// committed by another connection, process or host, without writing and
+// without taking any writer lock. Watch starts watching and returns a
+// function that stops it (and returns once it has stopped). changed is called
+// from the watcher's own goroutine with the id of a production whose jobs may
+// have become claimable, or "" when the change names no production (or may
+// concern any). Once the watcher sees every later change it reports "" (a
+// change made while it was starting is found by the look that follows).
+// False alarms are allowed. MissesChanges reports whether changes can still
+// go unreported (a server's notifications are lost with their connection):
+// core then looks more often whatever happens.
+type Watcher interface {
+	Watch(changed func(productionID string)) (stop func())
+	MissesChanges() bool
+}
+
+// Looker is implemented by a Backend whose clock is a server's: it answers
+// a waiting claim's whole look in one round trip — a sample of its clock,
+// HasClaimable at that time, and NextWakeAt.
+type Looker interface {
+	Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error)
+}
+
+// Run runs fn on a goroutine of its own until the returned stop is called;
+// stop ends fn's context and returns once fn has returned. It is a watcher's
+// Watch made of its loop.
+func Run(fn func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// Notifier is implemented by a Tx whose commits other hosts learn about
+// only if told (PostgreSQL). Claimable records that the production may have
+// a claimable job once this transaction commits; the notice is sent with the
+// commit, and never if it does not commit.
+type Notifier interface {
+	Claimable(ctx context.Context, productionID string) error
+}
+
+// Production is one named batch of jobs, with its retry policy.
 type Production struct {
 	ID        string
 	Name      string
 	CreatedAt int64 // unix µs
+	Policy    Policy
+}
+
+// Policy is a production's retry policy as stored (core checks it).
+type Policy struct {
+	MaxAttempts   int64
+	BackoffBaseUS int64
+	BackoffCapUS  int64
+	JitterPercent int64
 }
 
 // Job is one stored job row. ClaimHash is the hash of the most recent claim's
@@ -99,6 +168,31 @@ type Job struct {
 	Reason       string
 	RequestedAt  int64
 	UpdatedAt    int64
+	// Priority orders claim-next (higher first).
+	Priority int64
+	// ClaimableAt orders claim-next after the priority: when the job last
+	// became claimable (its request, run-at or the end of a retry's
+	// backoff). Release and an expired claim keep it.
+	ClaimableAt int64
+	// ReadyAt is the earliest time the job may be claimed: a requested job's
+	// run-at or backoff end; a claimed job's expiry plus the backoff its
+	// lapse would cost (when that claim counts as expired).
+	ReadyAt int64
+	// Due: a requested job whose ReadyAt has passed and that sits in the
+	// claim order's index (core promotes delayed jobs).
+	Due bool
+}
+
+// Attempt is one ended claim of the attempt history. It never holds a
+// secret: attribution, times, how it ended and the reason given.
+type Attempt struct {
+	JobID     string
+	Number    int64 // the job's attempt count when it was claimed
+	Worker    string
+	ClaimedAt int64
+	EndedAt   int64
+	Ending    string // End*
+	Reason    string
 }
 
 // Event is one row of the append-only event log. It never carries a secret.
@@ -140,13 +234,26 @@ type Reader interface {
 	// JobByKey never locks the row: a job's key and payload never change.
 	JobByKey(ctx context.Context, productionID, key string) (Job, error)
 	Jobs(ctx context.Context, productionID string) ([]Job, error)
-	// NextClaimable returns the first job in request order that is requested,
-	// or claimed with an expiry at or before now.
+	// NextClaimable returns the first due requested job in claim order:
+	// priority descending, then ClaimableAt, then seq. now is not consulted
+	// (promotion decides what is due); a server store skips locked rows.
 	NextClaimable(ctx context.Context, productionID string, now int64) (Job, error)
+	// HasClaimable reports whether NextClaimable would find a job, without
+	// reading it (a waiting claim's look). Its condition is NextClaimable's.
+	HasClaimable(ctx context.Context, productionID string, now int64) (bool, error)
+	// NextWakeAt is the earliest instant (unix µs, on the authority's
+	// clock) at which a job of the production can become claimable without
+	// any write: the earliest ReadyAt of its delayed requested jobs (run-at,
+	// a retry's backoff) and of its claims (an expiry plus the backoff its
+	// lapse costs). ok is false when there is none. A waiting claim sleeps
+	// until then. It is the one place that answers "when to look again".
+	NextWakeAt(ctx context.Context, productionID string) (unixUS int64, ok bool, err error)
 	// Events lists events with seq > after; productionID "" means all.
 	Events(ctx context.Context, productionID string, after int64, limit int) ([]Event, error)
 	Facts(ctx context.Context, jobID string) ([]Fact, error)
 	Outputs(ctx context.Context, jobID string) ([]Output, error)
+	// Attempts lists a job's recorded attempts, oldest first.
+	Attempts(ctx context.Context, jobID string) ([]Attempt, error)
 }
 
 // Tx is one write transaction holding the writer lock.
@@ -159,6 +266,22 @@ type Tx interface {
 	InsertEvent(ctx context.Context, e Event) error // assigns Seq
 	InsertFacts(ctx context.Context, facts []Fact) error
 	InsertOutputs(ctx context.Context, outs []Output) error
+	// UpdatePolicy stores a production's retry policy.
+	UpdatePolicy(ctx context.Context, productionID string, p Policy) error
+	// PromoteDue marks due at most limit requested, not yet due jobs of the
+	// production whose ReadyAt <= now, earliest first (one index range over
+	// delayed jobs only); it returns how many.
+	PromoteDue(ctx context.Context, productionID string, now int64, limit int) (int64, error)
+	// LapsedClaims returns at most limit claimed jobs with ReadyAt <= now,
+	// earliest first (a range over claimed jobs only), locked for this
+	// transaction; a server store skips locked rows.
+	LapsedClaims(ctx context.Context, productionID string, now int64, limit int) ([]Job, error)
+	// JobsInState returns at most limit jobs of the production in state,
+	// in request order, locked (a server store skips locked rows).
+	JobsInState(ctx context.Context, productionID, state string, limit int) ([]Job, error)
+	// InsertAttempt records an ended attempt and keeps only the newest keep
+	// of the job's attempts.
+	InsertAttempt(ctx context.Context, a Attempt, keep int) error
 	// Commit commits. If the context given to BeginWrite has ended by then,
 	// it rolls back instead and returns ErrAbandoned; once COMMIT is sent,
 	// nothing interrupts it, so an error after that is a commit whose

@@ -3,6 +3,7 @@
 copy of the repository with one thing broken at a time. Usage:
 test_leases_abi.py ROOT RELEASE_SO TEST_SO"""
 import contextlib
+import importlib.util
 import pathlib
 import re
 import shutil
@@ -34,6 +35,14 @@ def scratch_copy():
         yield d
     finally:
         shutil.rmtree(d)
+
+
+def not_wrapped():
+    """The tool's NOT_WRAPPED entries."""
+    spec = importlib.util.spec_from_file_location("leases_abi", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.NOT_WRAPPED
 
 
 def run(root, *args):
@@ -142,6 +151,19 @@ with scratch_copy() as d:
         with open(d / rel, "a") as f:
             f.write(use)
     expect("test_generate_records_the_addition_at_the_new_revision_and_maps_it", d, True)
+    # A function listed as not wrapped that its binding does wrap: the entry
+    # must go, so that the list never hides a binding's later regression.
+    lang, name = next(iter(not_wrapped()))
+    rel = {"Python": "bindings/python/leases/_lease.py", "C++": "bindings/cpp/include/leases/leases.hpp",
+           "Rust": "bindings/rust/src/lib.rs"}[lang]
+    use = {"Python": f'\n_USED = "{name}"\n', "C++": f"\n// {name}\ninline auto used_ = &{name};\n",
+           "Rust": f"\nconst _USED: *const () = sys::{name} as *const ();\n"}[lang]
+    original = (d / rel).read_text()
+    with open(d / rel, "a") as f:
+        f.write(use)
+    expect("test_a_not_wrapped_entry_for_a_function_a_binding_wraps_fails", d, False,
+           f"wraps {name}: remove the NOT_WRAPPED entry")
+    (d / rel).write_text(original)
     status = d / "bindings/python/leases/_abi.py"
     assert '"leases_lease_touch": (c_status, [LeasePtr])' in status.read_text()
     assert "pub fn leases_lease_touch(lease: *mut leases_lease) -> leases_status;" in \
@@ -192,20 +214,23 @@ with scratch_copy() as d:
     freeze(d)
     h = d / "include/leases.h"
     r = revision(d)
-    edit(h, "/* ---- library", "#define LEASES_TIRED 19 /* too tired */\n\n/* ---- library")
+    # The next free status code, whatever the header has now.
+    statuses = h.read_text().split("typedef int leases_status;", 1)[1].split("/* ----", 1)[0]
+    n = 1 + max(int(c) for c in re.findall(r"#define LEASES_\w+ (\d+)", statuses))
+    edit(h, "/* ---- library", f"#define LEASES_TIRED {n} /* too tired */\n\n/* ---- library")
     bump_revision(d, r + 1)
     code, out = run(d, "generate")
     assert code == 0, out
     assert '"name": "tired"' in (d / "tests/vectors/statuses.json").read_text()
     assert '"tired", /* LEASES_TIRED */' in (d / "capi/status_names.h").read_text()
-    assert '(19, "tired", "TiredError")' in (d / "bindings/python/leases/_abi.py").read_text()
+    assert f'({n}, "tired", "TiredError")' in (d / "bindings/python/leases/_abi.py").read_text()
     assert "LEASES_HPP_ERROR_CLASS(TiredError, Error, LEASES_TIRED);  // too tired" in \
         (d / "bindings/cpp/include/leases/leases.hpp").read_text()
     assert "ErrorKind::Tired => \"tired\"," in (d / "bindings/rust/src/error.rs").read_text()
-    assert "| 19 | `tired` | `LEASES_TIRED` | `TiredError` | `Tired` | `ErrTired` | too tired |" in \
+    assert f"| {n} | `tired` | `LEASES_TIRED` | `TiredError` | `Tired` | `ErrTired` | too tired |" in \
         (d / "docs/errors.md").read_text()
     expect("test_a_new_status_core_errors_go_lacks_fails", d, False, "core/errors.go's kinds")
-    edit(h, "#define LEASES_TIRED 19 /* too tired */", "#define LEASES_TIRED 20 /* too tired */")
+    edit(h, f"#define LEASES_TIRED {n} /* too tired */", f"#define LEASES_TIRED {n + 1} /* too tired */")
     expect("test_a_status_gap_fails", d, False, "without gaps")
 
 with scratch_copy() as d:

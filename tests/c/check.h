@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "go_defined.h"
 #include "leases.h"
@@ -49,6 +50,23 @@ static int status_reached[64]; /* statuses returned where a test expected them *
 		fflush(stdout);                                                               \
 	} while (0)
 
+/* Time: a start on the monotonic clock, the seconds since one, a pause. */
+static inline struct timespec mono_now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t;
+}
+
+static inline double seconds_since(struct timespec t0) {
+	struct timespec t1 = mono_now();
+	return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+static inline void sleep_ms(int ms) {
+	struct timespec d = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&d, NULL);
+}
+
 /* Helpers of the tests on production "p". */
 
 /* Requests a job with payload "payload"; returns its id (leases_free it). */
@@ -59,6 +77,17 @@ static inline char *request(leases_authority *a, const char *key) {
 	CHECK(id != NULL && strlen(id) == 36);
 	return id;
 }
+
+#ifdef LEASES_MAX_WAIT_US /* revision 1's calls: not for a program built on revision 0's header */
+/* Claims the next job of "p" for duration_us, kept alive every interval_us
+ * (0: the default); leases_lease_free it. */
+static inline leases_lease *claim_kept_alive(leases_authority *a, int64_t duration_us, int64_t interval_us) {
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", duration_us, &l));
+	CHECK_OK(leases_lease_keep_alive(l, duration_us, interval_us));
+	return l;
+}
+#endif
 
 /* The "state" of job id in the listing, or "" (static buffer). */
 static inline const char *job_state(leases_authority *a, const char *id) {

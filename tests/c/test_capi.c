@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +73,7 @@ static void test_status_names_and_codes_match_shared_vectors(void) {
 		{LEASES_CLOCK_REGRESSED, "clock_regressed"}, {LEASES_CLOSED, "closed"},
 		{LEASES_BAD_TOKEN, "bad_token"}, {LEASES_BUSY, "busy"}, {LEASES_STORAGE, "storage"},
 		{LEASES_OUTCOME_UNKNOWN, "outcome_unknown"}, {LEASES_SCHEMA_TOO_NEW, "schema_too_new"},
-		{LEASES_FORKED, "forked"}, {LEASES_INTERNAL, "internal"},
+		{LEASES_FORKED, "forked"}, {LEASES_INTERNAL, "internal"}, {LEASES_INTERRUPTED, "interrupted"},
 	};
 	CHECK(NVEC(macros) == NVEC(status_vectors));
 	for (size_t i = 0; i < NVEC(status_vectors); i++) {
@@ -1033,6 +1034,10 @@ static void test_forked_child_gets_forked_status_within_one_second(void) {
 		ok &= leases_claim(NULL, NULL, NULL, 0, NULL) == LEASES_FORKED;
 		ok &= leases_lease_renew(l, SEC) == LEASES_FORKED;
 		ok &= leases_authority_open("x", &(leases_authority *){NULL}) == LEASES_FORKED;
+		ok &= leases_claim_wait(a, "p", "w", SEC, SEC, NULL, &(leases_lease *){NULL}) == LEASES_FORKED;
+		ok &= leases_canceller_new(&(leases_canceller *){NULL}) == LEASES_FORKED;
+		ok &= leases_lease_keep_alive(l, SEC, 0) == LEASES_FORKED;
+		ok &= leases_lease_wait_lost(l, SEC, NULL, &(leases_status){0}) == LEASES_FORKED;
 		ok &= strstr(leases_last_error(), "fork") != NULL;
 		ok &= strcmp(leases_status_name(LEASES_FORKED), "forked") == 0;
 		leases_lease_free(l); /* do nothing, do not hang */
@@ -1151,6 +1156,202 @@ static void test_not_extended_and_cancelled_reach_the_holder(void) {
 	leases_authority_close(a);
 }
 
+/* ---- retries, run-at and priorities (revision 1) -------------------------- */
+
+static int count_jobs(leases_authority *a) {
+	char *json = listing(a);
+	int n = 0;
+	for (const char *at = json; at && (at = strstr(at, "\"id\":")); at++) n++;
+	leases_free(json);
+	return n;
+}
+
+/* The options struct of a newer header: ours plus a field we do not know. */
+struct newer_request_options {
+	leases_request_options known;
+	int64_t future_field;
+};
+
+static void test_request_options_size_rule_reads_only_known_fields_within_size(void) {
+	leases_authority *a = fresh("optsize", NULL, 0);
+	char *id = NULL;
+	int before = count_jobs(a);
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	o.size = sizeof(size_t) - 1;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	CHECK(id == NULL);
+	CHECK(strstr(leases_last_error(), "size") != NULL);
+	o.size = 4097;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	struct newer_request_options newer = {LEASES_REQUEST_OPTIONS_INIT, 7};
+	newer.known.size = sizeof newer;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &newer.known, &id), LEASES_INVALID_ARGUMENT);
+	CHECK(strstr(leases_last_error(), "does not know") != NULL);
+	CHECK(count_jobs(a) == before); /* every refusal wrote nothing */
+	newer.future_field = 0; /* a newer program that uses nothing new */
+	newer.known.priority = 3;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &newer.known, &id));
+	leases_free(id);
+	/* An older program's smaller struct: fields past its size keep their
+	 * defaults, whatever the bytes there hold. */
+	leases_request_options older = LEASES_REQUEST_OPTIONS_INIT;
+	older.size = offsetof(leases_request_options, run_at_unix_us);
+	older.priority = 2;
+	older.run_at_unix_us = -5;
+	older.delay_us = -5;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &older, &id));
+	leases_free(id);
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, NULL, &id)); /* NULL: defaults */
+	leases_free(id);
+	char *json = listing(a);
+	CHECK(strstr(json, "\"priority\":3") != NULL);
+	CHECK(strstr(json, "\"priority\":2") != NULL);
+	CHECK(strstr(json, "\"claimable_at_unix_us\":") != NULL);
+	leases_free(json);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l)); /* priority 3 first, claimable now */
+	char *got = NULL;
+	CHECK_OK(leases_lease_job_id(l, &got));
+	json = NULL;
+	CHECK_OK(leases_job_json(a, "p", got, &json));
+	CHECK(json && strstr(json, "\"priority\":3") != NULL);
+	leases_free(json);
+	leases_free(got);
+	leases_lease_free(l);
+	leases_authority_close(a);
+}
+
+static void test_bad_retry_input_is_invalid_argument_and_writes_nothing(void) {
+	leases_authority *a = fresh("badretry", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	char *before = listing(a);
+	char *id = NULL;
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	int32_t priorities[] = {-1, LEASES_MAX_PRIORITY + 1, INT32_MIN, INT32_MAX};
+	for (size_t i = 0; i < NVEC(priorities); i++) {
+		o.priority = priorities[i];
+		CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+		CHECK(id == NULL);
+	}
+	o = (leases_request_options)LEASES_REQUEST_OPTIONS_INIT;
+	int64_t delays[] = {-1, LEASES_MAX_DELAY_US + 1, INT64_MIN, INT64_MAX};
+	for (size_t i = 0; i < NVEC(delays); i++) {
+		o.delay_us = delays[i];
+		CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	}
+	o.delay_us = SEC;
+	o.run_at_unix_us = INT64_C(2000000000000000);
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT); /* both */
+	o.delay_us = 0;
+	o.run_at_unix_us = INT64_MAX; /* beyond now + 366 days */
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id), LEASES_INVALID_ARGUMENT);
+	struct { int32_t max_attempts, jitter; int64_t base, cap; } policies[] = {
+		{0, 20, SEC, 3600 * SEC}, {LEASES_MAX_ATTEMPTS + 1, 20, SEC, 3600 * SEC}, {-1, 20, SEC, 3600 * SEC},
+		{25, 101, SEC, 3600 * SEC}, {25, -1, SEC, 3600 * SEC}, {25, 20, 7200 * SEC, 3600 * SEC},
+		{25, 20, -1, 3600 * SEC}, {25, 20, SEC, LEASES_MAX_DELAY_US + 1}, {25, 20, SEC, INT64_MAX},
+	};
+	for (size_t i = 0; i < NVEC(policies); i++) {
+		leases_retry_policy p = LEASES_RETRY_POLICY_INIT;
+		p.max_attempts = policies[i].max_attempts;
+		p.jitter_percent = policies[i].jitter;
+		p.backoff_base_us = policies[i].base;
+		p.backoff_cap_us = policies[i].cap;
+		CHECK_ST(leases_production_set_policy(a, "p", &p), LEASES_INVALID_ARGUMENT);
+		CHECK_ST(leases_production_create_v2(a, "q", &p), LEASES_INVALID_ARGUMENT);
+	}
+	CHECK_ST(leases_lease_fail_retry(l, "x", -1), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_lease_fail_retry(l, "x", LEASES_MAX_DELAY_US + 1), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_lease_fail_retry(l, "\xff", 0), LEASES_INVALID_ARGUMENT);
+	int64_t n = 99;
+	const char *states[] = {"completed", "requested", "claimed", "", "dead "};
+	for (size_t i = 0; i < NVEC(states); i++) {
+		n = 99;
+		CHECK_ST(leases_production_redrive(a, "p", states[i], &n), LEASES_INVALID_ARGUMENT);
+		CHECK(n == 0);
+	}
+	CHECK_ST(leases_job_retry(a, "p", j), LEASES_WRONG_STATE); /* claimed */
+	CHECK_ST(leases_job_retry(a, "p", "not-an-id"), LEASES_INVALID_ARGUMENT);
+	char *after = listing(a);
+	CHECK(strcmp(before, after) == 0);
+	leases_free(after);
+	leases_free(before);
+	/* The edges are accepted. */
+	o = (leases_request_options)LEASES_REQUEST_OPTIONS_INIT;
+	o.priority = LEASES_MAX_PRIORITY;
+	o.delay_us = LEASES_MAX_DELAY_US;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &id));
+	leases_free(id);
+	leases_retry_policy edge = {sizeof edge, LEASES_MAX_ATTEMPTS, 100, LEASES_MAX_DELAY_US, LEASES_MAX_DELAY_US};
+	CHECK_OK(leases_production_set_policy(a, "p", &edge));
+	CHECK_OK(leases_lease_fail_retry(l, NULL, LEASES_MAX_DELAY_US));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_retry_functions_reject_null_and_bad_handles(void) {
+	leases_authority *a = fresh("retrynull", NULL, 0);
+	leases_authority *bad_a = (leases_authority *)(uintptr_t)0xdead;
+	leases_lease *bad_l = (leases_lease *)(uintptr_t)0xdead;
+	char *id = (char *)"sentinel";
+	int64_t n = 5;
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 0, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(NULL, "p", NULL, NULL, 0, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK(id == NULL);
+	CHECK_ST(leases_job_request_v2(bad_a, "p", NULL, NULL, 0, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(a, NULL, NULL, NULL, 0, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(a, "p", NULL, NULL, 3, NULL, &id), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_request_v2(a, "nope", NULL, NULL, 0, NULL, &id), LEASES_NOT_FOUND);
+	CHECK_ST(leases_production_create_v2(NULL, "q", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_create_v2(bad_a, "q", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_create_v2(a, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_set_policy(NULL, "p", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_set_policy(a, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_set_policy(a, "nope", NULL), LEASES_NOT_FOUND);
+	CHECK_ST(leases_lease_fail_retry(NULL, "x", 0), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_lease_fail_retry(bad_l, "x", 0), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(NULL, "p", "00000000-0000-4000-8000-000000000000"), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(a, NULL, "00000000-0000-4000-8000-000000000000"), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(a, "p", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_retry(a, "p", "00000000-0000-4000-8000-000000000000"), LEASES_NOT_FOUND);
+	CHECK_ST(leases_production_redrive(a, "p", "dead", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_redrive(NULL, "p", "dead", &n), LEASES_INVALID_ARGUMENT);
+	CHECK(n == 0);
+	CHECK_ST(leases_production_redrive(a, NULL, "dead", &n), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_redrive(a, "p", NULL, &n), LEASES_INVALID_ARGUMENT);
+	char *json = (char *)"sentinel";
+	CHECK_ST(leases_job_json(a, "p", "00000000-0000-4000-8000-000000000000", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_json(bad_a, "p", "00000000-0000-4000-8000-000000000000", &json), LEASES_INVALID_ARGUMENT);
+	CHECK(json == NULL);
+	CHECK_ST(leases_job_json(a, "p", NULL, &json), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_job_json(a, "p", "00000000-0000-4000-8000-000000000000", &json), LEASES_NOT_FOUND);
+	CHECK(count_jobs(a) == 0);
+	leases_authority_close(a);
+}
+
+static void test_production_create_v2_is_idempotent_only_for_the_same_policy(void) {
+	leases_authority *a = fresh("createv2", NULL, 0);
+	leases_retry_policy p = LEASES_RETRY_POLICY_INIT;
+	p.max_attempts = 3;
+	CHECK_OK(leases_production_create_v2(a, "q", &p));
+	CHECK_OK(leases_production_create_v2(a, "q", &p));
+	CHECK_OK(leases_production_create_v2(a, "q", NULL)); /* as leases_production_create */
+	CHECK_OK(leases_production_create(a, "q"));
+	p.max_attempts = 4;
+	CHECK_ST(leases_production_create_v2(a, "q", &p), LEASES_WRONG_STATE);
+	CHECK_OK(leases_production_set_policy(a, "q", &p));
+	CHECK_OK(leases_production_create_v2(a, "q", &p));
+	/* A policy struct of an older header: unread fields take the defaults. */
+	leases_retry_policy older = {offsetof(leases_retry_policy, jitter_percent), 5, -7, -7, -7};
+	CHECK_OK(leases_production_set_policy(a, "q", &older));
+	leases_retry_policy back = LEASES_RETRY_POLICY_INIT;
+	back.max_attempts = 5;
+	CHECK_OK(leases_production_create_v2(a, "q", &back)); /* the same policy now */
+	leases_authority_close(a);
+}
+
 #ifdef LEASES_TEST_BUILD
 /* ---- statuses that need the test clock or test seams ---------------------- */
 
@@ -1258,6 +1459,93 @@ static void test_rejected_execution_finish_removes_only_its_own_files(void) {
 
 /* One check per row of the rejection-order table (docs/c-api.md); the
  * forked row is test_forked_child_gets_forked_status_within_one_second. */
+/* ---- retries on the authority clock -------------------------------------- */
+
+static char *claimed_id(leases_lease *l) {
+	char *id = NULL;
+	CHECK_OK(leases_lease_job_id(l, &id));
+	return id;
+}
+
+static void test_fail_retry_backs_off_on_the_authority_clock_then_the_last_attempt_is_dead(void) {
+	leases_authority *a = fresh_clocked("failretry");
+	leases_retry_policy p = {sizeof p, 2, 0, 10 * SEC, 3600 * SEC};
+	CHECK_OK(leases_production_set_policy(a, "p", &p));
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w1", 60 * SEC, &l));
+	CHECK_OK(leases_lease_fail_retry(l, "flaky", 0));
+	CHECK_ST(leases_lease_release(l), LEASES_CLOSED); /* success closed it */
+	leases_lease_free(l);
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_OK(leases_testing_set_clock(a, T0 + 10 * SEC - 1));
+	CHECK_ST(leases_claim(a, "p", "w2", 60 * SEC, &l), LEASES_NOTHING_TO_CLAIM);
+	CHECK_ST(leases_claim_job(a, "p", j, "w2", 60 * SEC, &l), LEASES_WRONG_STATE);
+	CHECK_OK(leases_testing_set_clock(a, T0 + 10 * SEC));
+	CHECK_OK(leases_claim(a, "p", "w2", 60 * SEC, &l));
+	CHECK_OK(leases_lease_fail_retry(l, "flaky again", 5 * SEC));
+	leases_lease_free(l);
+	CHECK(strcmp(job_state(a, j), "dead") == 0); /* the last attempt */
+	char *json = NULL;
+	CHECK_OK(leases_job_json(a, "p", j, &json));
+	CHECK(json && strstr(json, "\"attempt_history\":[{\"number\":1,\"worker\":\"w1\"") != NULL);
+	CHECK(json && strstr(json, "\"ending\":\"retry\",\"reason\":\"flaky again\"") != NULL);
+	leases_free(json);
+	CHECK_OK(leases_events_json(a, "p", 0, &json));
+	CHECK(json && strstr(json, "attempts used up (2 of 2)") != NULL);
+	leases_free(json);
+	CHECK_OK(leases_job_retry(a, "p", j));
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_OK(leases_claim(a, "p", "w3", 60 * SEC, &l));
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_redrive_returns_every_dead_job_and_priority_orders_claims(void) {
+	leases_authority *a = fresh_clocked("redrive");
+	leases_retry_policy p = {sizeof p, 1, 0, 0, 0};
+	CHECK_OK(leases_production_set_policy(a, "p", &p));
+	for (int i = 0; i < 3; i++) leases_free(request(a, NULL));
+	for (int i = 0; i < 3; i++) {
+		leases_lease *l = NULL;
+		CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+		CHECK_OK(i == 2 ? leases_lease_fail(l, "bad") : leases_lease_release(l)); /* a release ends the one attempt */
+		leases_lease_free(l);
+	}
+	int64_t n = -1;
+	CHECK_OK(leases_production_redrive(a, "p", "dead", &n));
+	CHECK(n == 2);
+	CHECK_OK(leases_production_redrive(a, "p", "failed", &n));
+	CHECK(n == 1);
+	CHECK_OK(leases_production_redrive(a, "p", "cancelled", &n));
+	CHECK(n == 0);
+	/* Priority first, then claimable time, then request order. */
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	o.priority = 7;
+	o.run_at_unix_us = T0 + 5 * SEC;
+	char *later = NULL, *high = NULL;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &later));
+	o.run_at_unix_us = 0;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &high));
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	char *got = claimed_id(l);
+	CHECK(strcmp(got, high) == 0);
+	leases_free(got);
+	leases_lease_free(l);
+	CHECK_OK(leases_testing_set_clock(a, T0 + 5 * SEC));
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	got = claimed_id(l);
+	CHECK(strcmp(got, later) == 0); /* due now, and of a higher priority than the redriven */
+	leases_free(got);
+	leases_lease_free(l);
+	leases_free(later);
+	leases_free(high);
+	leases_authority_close(a);
+}
+
 static void test_rejection_order_matches_the_documented_table(void) {
 	leases_authority *a = fresh_clocked("order");
 	char *j = request(a, NULL);
@@ -1352,6 +1640,343 @@ static void test_panic_becomes_internal_status(void) {
 }
 #endif /* LEASES_TEST_BUILD */
 
+
+/* ---- waiting claims, keep-alive, cancellers (revision 1) ------------------ */
+
+/* How many events of kind the production's log holds. */
+static int count_events(leases_authority *a, const char *kind) {
+	char *json = NULL;
+	CHECK_OK(leases_events_json(a, "p", 0, &json));
+	go_defined(json);
+	char needle[64];
+	snprintf(needle, sizeof needle, "\"kind\":\"%s\"", kind);
+	int n = 0;
+	for (const char *p = json; p && (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+	leases_free(json);
+	return n;
+}
+
+struct later {
+	int after_ms;
+	leases_authority *authority; /* request a job, or close it (close set) */
+	leases_canceller *canceller; /* cancel it */
+	int close;
+};
+
+static void *do_later(void *arg) {
+	struct later *w = arg;
+	sleep_ms(w->after_ms);
+	if (w->canceller) CHECK_OK(leases_canceller_cancel(w->canceller));
+	if (w->authority && w->close) leases_authority_close(w->authority);
+	if (w->authority && !w->close) leases_free(request(w->authority, NULL));
+	return NULL;
+}
+
+static void test_claim_wait_wakes_for_a_job_requested_while_it_waits(void) {
+	leases_authority *a = fresh("wait_wakes", NULL, 0);
+	struct later w = {.after_ms = 100, .authority = a};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
+	struct timespec t0 = mono_now();
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
+	CHECK(l != NULL);
+	/* Woken by the commit, not by a poll (SQLite's safety poll is 10 s). */
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	leases_authority_close(a);
+}
+
+static void test_claim_wait_with_nothing_to_claim_returns_after_its_wait_and_writes_nothing(void) {
+	leases_authority *a = fresh("wait_nothing", NULL, 0);
+	char *before = NULL, *after = NULL;
+	CHECK_OK(leases_events_json(a, NULL, 0, &before));
+	struct timespec t0 = mono_now();
+	leases_lease *l = (leases_lease *)&l;
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 100000, NULL, &l), LEASES_NOTHING_TO_CLAIM);
+	CHECK(l == NULL);
+	CHECK(seconds_since(t0) >= 0.09);
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 0, NULL, &l), LEASES_NOTHING_TO_CLAIM); /* no wait: a claim */
+	CHECK_ST(leases_claim_wait(a, "nope", "w", 30 * SEC, 60 * SEC, NULL, &l), LEASES_NOT_FOUND); /* at once */
+	CHECK_OK(leases_events_json(a, NULL, 0, &after));
+	go_defined(before);
+	go_defined(after);
+	CHECK(before && after && strcmp(before, after) == 0);
+	leases_free(before);
+	leases_free(after);
+	leases_authority_close(a);
+}
+
+static void test_a_canceller_cancelled_from_another_thread_interrupts_a_wait(void) {
+	leases_authority *a = fresh("wait_cancel", NULL, 0);
+	leases_canceller *c = NULL;
+	CHECK_OK(leases_canceller_new(&c));
+	CHECK(c != NULL);
+	struct later w = {.after_ms = 100, .canceller = c};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
+	struct timespec t0 = mono_now();
+	leases_lease *l = (leases_lease *)&l;
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, c, &l), LEASES_INTERRUPTED);
+	CHECK(l == NULL);
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(strstr(leases_last_error(), "interrupted") != NULL);
+	CHECK(pthread_join(t, NULL) == 0);
+	/* Sticky: every later wait given it ends at once, nothing claimed. */
+	char *j = request(a, NULL);
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, c, &l), LEASES_INTERRUPTED);
+	CHECK(strcmp(job_state(a, j), "requested") == 0);
+	CHECK_OK(leases_canceller_cancel(c)); /* again: fine */
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	leases_status why = -1;
+	CHECK_ST(leases_lease_wait_lost(l, 60 * SEC, c, &why), LEASES_INTERRUPTED);
+	CHECK(why == 0);
+	leases_lease_free(l);
+	leases_canceller_free(c);
+	leases_canceller_free(c); /* twice: nothing */
+	leases_canceller_free(NULL);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_closing_the_authority_ends_a_wait_with_closed(void) {
+	leases_authority *a = fresh("wait_close", NULL, 0);
+	struct later w = {.after_ms = 100, .authority = a, .close = 1};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, do_later, &w) == 0);
+	struct timespec t0 = mono_now();
+	leases_lease *l = NULL;
+	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l), LEASES_CLOSED);
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(pthread_join(t, NULL) == 0);
+}
+
+/* Waits, at most 10 s, until the log holds n renewals. */
+static void await_renewals(leases_authority *a, int n) {
+	struct timespec t0 = mono_now();
+	while (count_events(a, "renewed") < n && seconds_since(t0) < 10.0) sleep_ms(10);
+	CHECK(count_events(a, "renewed") >= n);
+}
+
+/* Checks that the event log gets no renewal any more. */
+static void check_no_more_renewals(leases_authority *a) {
+	int n = count_events(a, "renewed");
+	sleep_ms(100);
+	CHECK(count_events(a, "renewed") == n);
+}
+
+static void test_a_kept_alive_lease_renews_and_a_freed_one_writes_nothing_after(void) {
+	leases_authority *a = fresh("keepalive_free", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 2 * SEC, 10000);
+	await_renewals(a, 3);
+	leases_status why = -1;
+	CHECK_OK(leases_lease_check(l, &why));
+	CHECK(why == LEASES_OK);
+	leases_lease_free(l); /* stops the renewer first */
+	check_no_more_renewals(a); /* the event log: nothing after free */
+	CHECK(strcmp(job_state(a, j), "claimed") == 0);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_keep_alive_stop_writes_nothing_after_it_returns(void) {
+	leases_authority *a = fresh("keepalive_stop", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 2 * SEC, 10000);
+	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 0)); /* again: replaces it */
+	CHECK_OK(leases_lease_keep_alive(l, 2 * SEC, 10000));
+	await_renewals(a, 2);
+	CHECK_OK(leases_lease_keep_alive_stop(l));
+	check_no_more_renewals(a);
+	CHECK_OK(leases_lease_keep_alive_stop(l)); /* none runs: fine */
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_a_coordinators_cancel_reaches_a_kept_alive_lease(void) {
+	leases_authority *a = fresh("keepalive_cancel", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 3600 * SEC, 50000);
+	leases_status why = -1;
+	CHECK_OK(leases_lease_wait_lost(l, 0, NULL, &why)); /* no wait: not lost */
+	CHECK(why == LEASES_OK);
+	CHECK_OK(leases_lease_wait_lost(l, 50000, NULL, &why)); /* the timeout passes */
+	CHECK(why == LEASES_OK);
+	CHECK_OK(leases_cancel(a, "p", j));
+	struct timespec t0 = mono_now();
+	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why));
+	CHECK(why == LEASES_CANCELLED);
+	CHECK(seconds_since(t0) < 5.0); /* one renewal interval, not the hour */
+	CHECK(strstr(leases_last_error(), "cancelled") != NULL);
+	CHECK_OK(leases_lease_check(l, &why));
+	CHECK(why == LEASES_CANCELLED);
+	CHECK_ST(leases_lease_renew(l, SEC), LEASES_CANCELLED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+/* A wait of 0 asks what is known now: a loss already known is reported
+ * every time, never raced against the zero timeout (bindings read their
+ * "is it lost?" property this way). */
+static void test_a_wait_lost_of_zero_reports_a_known_loss_every_time(void) {
+	leases_authority *a = fresh("wait_lost_zero", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 3600 * SEC, 50000);
+	leases_status why = -1;
+	CHECK_OK(leases_cancel(a, "p", j));
+	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why));
+	CHECK(why == LEASES_CANCELLED);
+	int reported = 0;
+	for (int i = 0; i < 200; i++) {
+		why = -1;
+		CHECK_OK(leases_lease_wait_lost(l, 0, NULL, &why));
+		reported += why == LEASES_CANCELLED;
+	}
+	CHECK(reported == 200);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_waiting_and_keep_alive_reject_bad_input_and_change_nothing(void) {
+	leases_authority *a = fresh("wait_bad", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL, *lo = NULL;
+	leases_canceller *c = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	CHECK_OK(leases_canceller_new(&c));
+	char *before = listing(a);
+	const int IA = LEASES_INVALID_ARGUMENT, ID = LEASES_INVALID_DURATION;
+	leases_status why = -1;
+	/* NULLs. */
+	CHECK_ST(leases_canceller_new(NULL), IA);
+	CHECK_ST(leases_canceller_cancel(NULL), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, SEC, NULL, NULL), IA);
+	CHECK_ST(leases_claim_wait(NULL, "p", "w", SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, NULL, "w", SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, "p", NULL, SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_lease_keep_alive(NULL, SEC, 0), IA);
+	CHECK_ST(leases_lease_keep_alive_stop(NULL), IA);
+	CHECK_ST(leases_lease_check(l, NULL), IA);
+	CHECK_ST(leases_lease_check(NULL, &why), IA);
+	CHECK_ST(leases_lease_wait_lost(l, SEC, NULL, NULL), IA);
+	CHECK_ST(leases_lease_wait_lost(NULL, SEC, NULL, &why), IA);
+	/* Bad durations, waits and intervals. */
+	CHECK_ST(leases_claim_wait(a, "p", "w", 0, SEC, NULL, &lo), ID);
+	CHECK_ST(leases_claim_wait(a, "p", "w", LEASES_MAX_DURATION_US + 1, SEC, NULL, &lo), ID);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, -1, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, LEASES_MAX_WAIT_US + 1, NULL, &lo), IA);
+	CHECK(lo == NULL);
+	CHECK_ST(leases_lease_keep_alive(l, 0, 0), ID);
+	CHECK_ST(leases_lease_keep_alive(l, SEC, -1), ID);
+	CHECK_ST(leases_lease_keep_alive(l, SEC, 999), ID);     /* below 1 ms */
+	CHECK_ST(leases_lease_keep_alive(l, SEC, SEC), ID);     /* not below the duration */
+	CHECK_ST(leases_lease_keep_alive(l, 2000, 0), ID);      /* a third of it is below 1 ms */
+	CHECK_ST(leases_lease_wait_lost(l, -1, NULL, &why), IA);
+	CHECK_ST(leases_lease_wait_lost(l, LEASES_MAX_WAIT_US + 1, NULL, &why), IA);
+	/* Wrong-type, unknown and freed handles. */
+	CHECK_ST(leases_claim_wait((leases_authority *)l, "p", "w", SEC, SEC, NULL, &lo), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, SEC, (leases_canceller *)a, &lo), IA);
+	CHECK_ST(leases_canceller_cancel((leases_canceller *)l), IA);
+	CHECK_ST(leases_lease_keep_alive((leases_lease *)c, SEC, 0), IA);
+	CHECK_ST(leases_lease_wait_lost(l, SEC, (leases_canceller *)(uintptr_t)1, &why), IA);
+	leases_canceller_free((leases_canceller *)a); /* ignored: not a canceller */
+	CHECK_OK(leases_production_create(a, "still-open"));
+	leases_canceller *stale = c;
+	leases_canceller_free(c);
+	CHECK_ST(leases_canceller_cancel(stale), IA);
+	CHECK_ST(leases_claim_wait(a, "p", "w", SEC, SEC, stale, &lo), IA);
+	CHECK(strstr(leases_last_error(), "leases_canceller") != NULL);
+	leases_lease *freed = l;
+	leases_lease_free(l);
+	CHECK_ST(leases_lease_keep_alive(freed, SEC, 0), IA);
+	CHECK_ST(leases_lease_check(freed, &why), IA);
+	CHECK(why == 0);
+	char *after = listing(a);
+	CHECK(before && after && strcmp(before, after) == 0);
+	leases_free(before);
+	leases_free(after);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_a_closed_lease_is_not_kept_alive_and_reports_closed(void) {
+	leases_authority *a = fresh("keepalive_closed", NULL, 0);
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	CHECK_OK(leases_lease_release(l));
+	CHECK_ST(leases_lease_keep_alive(l, 30 * SEC, 0), LEASES_CLOSED);
+	leases_status why = -1;
+	CHECK_OK(leases_lease_check(l, &why));
+	CHECK(why == LEASES_CLOSED);
+	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why)); /* over already: at once */
+	CHECK(why == LEASES_CLOSED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+#ifdef LEASES_TEST_BUILD
+struct clock_jump {
+	leases_authority *authority;
+	int64_t to_unix_us;
+};
+
+static void *do_clock_jump(void *arg) {
+	struct clock_jump *j = arg;
+	sleep_ms(100);
+	CHECK_OK(leases_testing_set_clock(j->authority, j->to_unix_us));
+	return NULL;
+}
+
+static void test_a_claim_expiring_on_the_authoritys_clock_wakes_a_waiter(void) {
+	leases_authority *a = fresh("wait_expiry", NULL, 0);
+	const int64_t t = INT64_C(1767225600000000);
+	CHECK_OK(leases_testing_set_clock(a, t));
+	char *j = request(a, NULL);
+	leases_lease *crashed = NULL, *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "crashed", 3600 * SEC, &crashed));
+	leases_lease_free(crashed);
+	/* Nothing is written when a claim expires; setting the clock seam wakes
+	 * every waiter, and the jump expires the claim. */
+	struct clock_jump jump = {a, t + 7200 * SEC};
+	pthread_t tid;
+	CHECK(pthread_create(&tid, NULL, do_clock_jump, &jump) == 0);
+	struct timespec t0 = mono_now();
+	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(pthread_join(tid, NULL) == 0);
+	CHECK_OK(leases_lease_release(l));
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
+static void test_a_kept_alive_lease_reports_an_expiry_when_the_clock_jumps(void) {
+	leases_authority *a = fresh("keepalive_expiry", NULL, 0);
+	const int64_t t = INT64_C(1767225600000000);
+	CHECK_OK(leases_testing_set_clock(a, t));
+	char *j = request(a, NULL);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 60 * SEC, &l));
+	CHECK_OK(leases_lease_keep_alive(l, 60 * SEC, 20000));
+	CHECK_OK(leases_testing_set_clock(a, t + 120 * SEC));
+	leases_status why = -1;
+	CHECK_OK(leases_lease_wait_lost(l, 10 * SEC, NULL, &why));
+	CHECK(why == LEASES_EXPIRED);
+	leases_lease_free(l);
+	leases_free(j);
+	leases_authority_close(a);
+}
+#endif
+
 static void test_every_status_c_can_reach_was_reached(void) {
 	for (size_t i = 0; i < NVEC(status_vectors); i++) {
 		int code = status_vectors[i].code;
@@ -1405,6 +2030,20 @@ int main(void) {
 	RUN(test_schema_too_new_is_refused);
 	RUN(test_outcome_unknown_when_commit_cannot_write);
 	RUN(test_not_extended_and_cancelled_reach_the_holder);
+	RUN(test_request_options_size_rule_reads_only_known_fields_within_size);
+	RUN(test_bad_retry_input_is_invalid_argument_and_writes_nothing);
+	RUN(test_retry_functions_reject_null_and_bad_handles);
+	RUN(test_production_create_v2_is_idempotent_only_for_the_same_policy);
+	RUN(test_claim_wait_wakes_for_a_job_requested_while_it_waits);
+	RUN(test_claim_wait_with_nothing_to_claim_returns_after_its_wait_and_writes_nothing);
+	RUN(test_a_canceller_cancelled_from_another_thread_interrupts_a_wait);
+	RUN(test_closing_the_authority_ends_a_wait_with_closed);
+	RUN(test_a_kept_alive_lease_renews_and_a_freed_one_writes_nothing_after);
+	RUN(test_keep_alive_stop_writes_nothing_after_it_returns);
+	RUN(test_a_coordinators_cancel_reaches_a_kept_alive_lease);
+	RUN(test_a_wait_lost_of_zero_reports_a_known_loss_every_time);
+	RUN(test_waiting_and_keep_alive_reject_bad_input_and_change_nothing);
+	RUN(test_a_closed_lease_is_not_kept_alive_and_reports_closed);
 	RUN_OBSERVE_TESTS();
 	RUN_NEXT_TESTS();
 	RUN(test_open_v2_without_options_opens_as_leases_authority_open);
@@ -1413,6 +2052,10 @@ int main(void) {
 	RUN(test_open_options_outside_the_header_are_refused_before_anything_is_opened);
 	RUN(test_open_busy_timeout_bounds_the_wait_for_the_writer_lock);
 #ifdef LEASES_TEST_BUILD
+	RUN(test_fail_retry_backs_off_on_the_authority_clock_then_the_last_attempt_is_dead);
+	RUN(test_redrive_returns_every_dead_job_and_priority_orders_claims);
+	RUN(test_a_claim_expiring_on_the_authoritys_clock_wakes_a_waiter);
+	RUN(test_a_kept_alive_lease_reports_an_expiry_when_the_clock_jumps);
 	RUN(test_open_options_reach_sqlite_as_synchronous_and_busy_timeout);
 	RUN(test_expired_claim_cannot_renew_release_or_complete);
 	RUN(test_clock_regression_rejects_guarded_operations_but_not_cancel);

@@ -4,11 +4,13 @@
  * release library, as an application links it, and run by make test-capi
  * under $(PG_RUN). Each test is named after the rule it protects. */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -258,6 +260,50 @@ static void expect_open_fails_without_password(const char *url, leases_status wa
 	CHECK(strstr(msg, "SECRETPW") == NULL);
 }
 
+static void test_retries_priorities_and_redrive_on_postgres(void) {
+	char loc[1024];
+	leases_authority *a = fresh("retry", loc, sizeof loc);
+	leases_retry_policy p = {sizeof p, 2, 0, 0, 3600 * SEC}; /* no backoff: retried at once */
+	CHECK_OK(leases_production_set_policy(a, "p", &p));
+	char *low = request(a, NULL);
+	leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+	o.priority = 9;
+	char *high = NULL, *later = NULL;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &high));
+	o.delay_us = 3600 * SEC;
+	CHECK_OK(leases_job_request_v2(a, "p", NULL, NULL, 0, &o, &later)); /* not due for an hour */
+	leases_lease *l = NULL;
+	char *id = NULL;
+	for (int attempt = 1; attempt <= 2; attempt++) {
+		CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l)); /* the high priority, each time */
+		CHECK_OK(leases_lease_job_id(l, &id));
+		CHECK(id && strcmp(id, high) == 0);
+		leases_free(id);
+		CHECK_OK(leases_lease_fail_retry(l, "flaky", 0));
+		leases_lease_free(l);
+	}
+	CHECK(strcmp(job_state(a, high), "dead") == 0);
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l)); /* the delayed one is passed over */
+	CHECK_OK(leases_lease_job_id(l, &id));
+	CHECK(id && strcmp(id, low) == 0);
+	leases_free(id);
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	CHECK_ST(leases_claim(a, "p", "w", 30 * SEC, &l), LEASES_NOTHING_TO_CLAIM);
+	int64_t n = 0;
+	CHECK_OK(leases_production_redrive(a, "p", "dead", &n));
+	CHECK(n == 1);
+	char *json = NULL;
+	CHECK_OK(leases_job_json(a, "p", high, &json));
+	CHECK(json && strstr(json, "\"state\":\"requested\"") && strstr(json, "\"attempts\":0"));
+	CHECK(json && strstr(json, "\"ending\":\"retry\""));
+	leases_free(json);
+	leases_free(low);
+	leases_free(high);
+	leases_free(later);
+	leases_authority_close(a);
+}
+
 static void test_an_open_failure_never_shows_the_url_password(void) {
 	/* Nothing listens on port 1: the connection is refused. */
 	expect_open_fails_without_password("postgres://u:" PW "@127.0.0.1:1/x?sslmode=disable&connect_timeout=5",
@@ -310,6 +356,58 @@ static void test_a_postgres_location_creates_no_file(void) {
 	CHECK(rmdir(dir) == 0);
 }
 
+struct request_later {
+	leases_authority *authority;
+	char *job;
+};
+
+static void *request_after_100ms(void *arg) {
+	struct request_later *r = arg;
+	sleep_ms(100);
+	r->job = request(r->authority, NULL);
+	return NULL;
+}
+
+static void test_a_waiting_claim_takes_a_job_another_handle_requests_on_postgres(void) {
+	char loc[1024];
+	leases_authority *a = fresh("wait", loc, sizeof loc);
+	leases_authority *b = NULL;
+	CHECK_OK(leases_authority_open(loc, &b));
+	struct request_later r = {b, NULL};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, request_after_100ms, &r) == 0);
+	struct timespec t0 = mono_now();
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
+	CHECK(seconds_since(t0) < 5.0);
+	CHECK(pthread_join(t, NULL) == 0);
+	char *id = NULL;
+	CHECK_OK(leases_lease_job_id(l, &id));
+	CHECK(id && r.job && strcmp(id, r.job) == 0);
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_free(id);
+	leases_free(r.job);
+	leases_lease_free(l);
+	leases_authority_close(b);
+	leases_authority_close(a);
+}
+
+static void test_a_coordinators_cancel_reaches_a_kept_alive_lease_on_postgres(void) {
+	char loc[1024];
+	leases_authority *a = fresh("keepalive", loc, sizeof loc);
+	char *j = request(a, NULL);
+	leases_lease *l = claim_kept_alive(a, 3600 * SEC, 50000);
+	leases_status why = -1;
+	CHECK_OK(leases_lease_check(l, &why));
+	CHECK(why == LEASES_OK);
+	CHECK_OK(leases_cancel(a, "p", j));
+	CHECK_OK(leases_lease_wait_lost(l, 60 * SEC, NULL, &why));
+	CHECK(why == LEASES_CANCELLED);
+	leases_lease_free(l); /* the renewer stopped already; free writes nothing */
+	leases_free(j);
+	leases_authority_close(a);
+}
+
 int main(void) {
 	base = pg_base_url("test_capi_pg");
 	if (base == NULL) {
@@ -325,8 +423,11 @@ int main(void) {
 	RUN(test_a_postgres_url_runs_request_claim_renew_complete_and_events);
 	RUN(test_claim_and_complete_in_one_edit_on_postgres);
 	RUN(test_a_token_exported_on_one_handle_imports_on_another);
+	RUN(test_retries_priorities_and_redrive_on_postgres);
 	RUN(test_an_open_failure_never_shows_the_url_password);
 	RUN(test_a_postgres_location_creates_no_file);
+	RUN(test_a_waiting_claim_takes_a_job_another_handle_requests_on_postgres);
+	RUN(test_a_coordinators_cancel_reaches_a_kept_alive_lease_on_postgres);
 	RUN_OBSERVE_TESTS();
 	RUN_NEXT_TESTS();
 	RUN(test_open_must_exist_on_a_schema_without_an_authority_creates_no_tables);

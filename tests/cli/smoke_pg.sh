@@ -59,6 +59,13 @@ run 0 events --production nightly --json
 [ "$(grep -oE '"kind": ?"completed"' "$work/out" | wc -l)" = 2 ] || fail "events: $(cat "$work/out")"
 smoke_listings nightly 2
 
+# The worker loop on the server: leases work runs a production's jobs and exits when it is empty.
+run 0 production create batch
+for k in b1 b2 b3; do run 0 job request --production batch --key "$k"; done
+run 0 work --production batch --worker smoke-work --duration 30s --concurrency 2 --exit-when-empty \
+  --output-dir "$work/out.d" -- sh -c 'printf done > "$LEASES_OUTPUT"'
+grep -q "work stopped: 3 completed, 0 failed, 0 given back, 0 lost" "$work/err" || fail "work: $(cat "$work/err")"
+
 # Failures and help name the server without its password.
 run 1 --db "postgres://u:$pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=5" production list
 grep -q 'xxxxx' "$work/err" || fail "the open error does not name the redacted URL: $(cat "$work/err")"

@@ -4,7 +4,9 @@ Usage: check.py SUMMARY_JSON OUTPUT_TXT [WORK_DIR]
 The demo must have left every job terminal, had every worker kind (Python,
 Rust, C++, the CLI) complete work, recovered the killed worker's claim by
 expiry (a claim_expired event, completed by another worker), cancelled the
-coordinator's job, and printed nothing that looks like a token (neither on
+coordinator's job, had a cancel reach a running kept-alive Python worker,
+served the status page while it ran and stopped it, and printed nothing that
+looks like a token (neither on
 its output nor in the workers' logs in WORK_DIR).
 """
 import json
@@ -37,6 +39,12 @@ k = summary["killed"]
 expect(k["claim_expired_events"] == 1 and k["state"] == "completed" and k["worker"] != "python-doomed"
        and k["attempts"] >= 2, "the killed worker's claim expired and another worker completed the job")
 expect(summary["cancelled"]["state"] == "cancelled", "the coordinator's job is cancelled")
+r = summary["cancelled_running"]
+expect(r["held_before_cancel"] and r["reached"] and r["state"] == "cancelled" and r["latency_s"] < 5,
+       "a coordinator's cancel reached a running, kept-alive Python worker")
+d = summary.get("cli_drain", {})
+expect(d.get("exit") == 0 and d.get("given_back") == 0 and "SIGTERM to cli-1" in output,
+       "SIGTERM drained leases work mid-run: exit 0, nothing given back")
 expect(all(summary["checks"].values()), "the demo's own checks all passed")
 # Tokens are "lt1." + 70 base64url characters (docs/tokens.md); no secret-like
 # text at all may appear, so any "lt1." is a failure.
@@ -45,6 +53,9 @@ if len(sys.argv) > 3:
     logs = sorted(pathlib.Path(sys.argv[3]).glob("*.log"))
     expect(len(logs) >= 4, f"the workers' logs are there ({len(logs)})")
     expect(not any("lt1." in p.read_text(errors="replace") for p in logs), "no token text in the workers' logs")
+expect(re.search(r"status page: http://127\.0\.0\.1:\d+/ ", output) is not None,
+       "the demo served the status page and printed its URL")
+expect(summary.get("status_page_stopped") is True, "the status page stopped with the demo")
 for needle in ("claim_expired", "== summary ==", "== event log"):
     expect(needle in output, f"the output shows {needle!r}")
 expect(summary["elapsed_s"] < 60, f"the quick demo finished in under a minute ({summary['elapsed_s']}s)")

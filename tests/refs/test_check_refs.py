@@ -34,14 +34,17 @@ with tempfile.TemporaryDirectory(prefix="refs-selftest-") as tmp:
     (root / "core/guard.go").write_text("package core\n")
 
     # Each bad line, alone in a file, must be reported with its line number.
+    # The outside names are assembled, as in check_refs.py, so that this
+    # file is no reference itself.
+    shared, spec, ifaces = "sha" + "red", "SP" + "EC", "INTER" + "FACES"
     bad = {
-        "a relative path to the workspace": "see ../shared/notes.md",
+        "a relative path to the workspace": f"see ../{shared}/notes.md",
         "an absolute workspace path": "built in /work/wt/x",
-        "the record's folder": "rules of shared/adr",
-        "the spec by file name": "as SPEC.md says",
-        "the spec by name": 'SPEC "Clock policy"',
-        "the interface list by file name": "names from INTERFACES.md",
-        "the interface list by name": "beyond INTERFACES",
+        "the record's folder": f"rules of {shared}/adr",
+        "the spec by file name": f"as {spec}.md says",
+        "the spec by name": f'{spec} "Clock policy"',
+        "the interface list by file name": f"names from {ifaces}.md",
+        "the interface list by name": f"beyond {ifaces}",
         "the record by number": "(ADR 0057)",
         "the record by path": "adr/0057-leases.md",
         "the record by phrase": "exactly as the decision record requires",
@@ -58,7 +61,7 @@ with tempfile.TemporaryDirectory(prefix="refs-selftest-") as tmp:
         expect("rejects " + name, code == 1 and "docs/bad.md:4:" in out, out)
     # In Go, C or shell files the words count too (comments are read as text).
     go = root / "core/bad.go"
-    go.write_text("// Package core: every rule of shared/adr/0057 lives here.\npackage core\n")
+    go.write_text(f"// Package core: every rule of {shared}/adr/0057 lives here.\npackage core\n")
     code, out = run(root, go)
     expect("rejects a reference in a Go comment", code == 1 and "core/bad.go:1:" in out, out)
     go.unlink()

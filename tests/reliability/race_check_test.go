@@ -16,20 +16,24 @@ package reliability
 //   - Per job (porcupine, one partition per job): the job's claimant
 //     operations, the successful claims that returned it, and every claim of
 //     unknown outcome called before the job surely finished (each may have
-//     taken this job or not). The model runs
-//     on a production of that one job, so a claim never passes over
-//     anything: this checks one owner at a time, expiry, renewal, the
-//     terminal states and every verdict, exactly as the whole model does
-//     for that job. A projection of a linearization of the whole history
-//     is a linearization of each partition.
+//     taken this job or not). The model runs on a production of that one
+//     job, from its state at its request (priority, run-at), so a claim
+//     never passes over anything: this checks one owner at a time, expiry,
+//     renewal, run-at, attempts, the terminal states (dead included) and
+//     every verdict, exactly as the whole model does for that job. A
+//     projection of a linearization of the whole history is a linearization
+//     of each partition.
 //   - Jobless claim verdicts (busy, clock_regressed, born expired) form one
 //     partition of their own: the model decides them without the state.
 //   - The claim order (checkClaimOrder): a successful claim may pass over
-//     fewer than `window` claimable jobs, and nothing_to_claim needs fewer
-//     than `window` claimable jobs. Counted are only the jobs claimable in
-//     every linearization (certainlyClaimable), less one for each claim of
-//     unknown outcome that could come first (it may have taken one of them),
-//     so the count never exceeds the whole model's.
+//     fewer than `window` claimable jobs that come before it in claim order
+//     (priority, then claimable time, then request order), and
+//     nothing_to_claim needs fewer than `window` claimable jobs. Counted are
+//     only the jobs claimable in every linearization (certainlyClaimable)
+//     and before the claimed job in every linearization (orderKey bounds
+//     the claimable time a retry moves), less one for each claim of unknown
+//     outcome that could come first (it may have taken one of them), so the
+//     count never exceeds the whole model's.
 //
 // What the reduction gives up: the whole model also rejects a history whose
 // per-job linearizations exist but cannot be interleaved into one that keeps
@@ -52,12 +56,13 @@ import (
 )
 
 // raceCheck is the verdict on a history: porcupine's on the partitions (with
-// its info, for the visualization), and the claim-order violation if any.
+// the info of the partition that failed, for the visualization), and the
+// claim-order violation if any.
 type raceCheck struct {
 	Result porcupine.CheckResult
 	Info   porcupine.LinearizationInfo
 	Model  porcupine.Model
-	Order  error // a claim-order violation; Result is then Illegal
+	Order  error // a claim-order violation or an unknown job; Result is then Illegal
 	// Partitions and MaxPartition: how the work was split.
 	Partitions, MaxPartition int
 	// MaxPassed is the most claimable jobs a claim certainly passed over
@@ -65,39 +70,47 @@ type raceCheck struct {
 	MaxPassed int
 }
 
-// checkRaceHistory checks hist, on the jobs of order (request order), with a
-// claim-order window (fifo or skipLockedWindow).
-func checkRaceHistory(hist []*raceOp, order []string, window int, timeout time.Duration) raceCheck {
-	hist = splitCompleteNext(hist)
-	one := make(map[string]int, len(order)) // every job is the only job of its partition
-	for _, id := range order {
-		one[id] = 0
-	}
-	nm := leaseModel(one, 1, window)
-	nm.Partition = partitionByJob
-	model := nm.ToModel()
+// checkRaceHistory checks a kept history: each partition against the model
+// on its one job, then the claim order. A complete_next is checked as its
+// two halves (splitCompleteNext).
+func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
+	k.Ops = splitCompleteNext(k.Ops)
+	init, idx := k.initial()
+	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts()}
 	var ops []porcupine.Operation
 	clients := map[string]int{}
-	for _, o := range hist {
+	for _, o := range k.Ops {
 		if _, ok := clients[o.W]; !ok {
 			clients[o.W] = len(clients)
 		}
 		ops = append(ops, porcupine.Operation{ClientId: clients[o.W], Input: o, Call: o.Call, Return: o.Ret})
 	}
 	parts := partitionByJob(ops)
-	c := raceCheck{Model: model, Partitions: len(parts)}
+	c := raceCheck{Partitions: len(parts)}
 	for _, p := range parts {
-		c.MaxPartition = max(c.MaxPartition, len(p))
+		c.MaxPartition = max(c.MaxPartition, len(p.ops))
 	}
-	c.Result, c.Info = porcupine.CheckOperationsVerbose(model, ops, timeout)
-	if c.Result != porcupine.Ok {
-		return c
+	for _, p := range parts {
+		r, st := rules, mState{} // the jobless claims' verdicts need no job
+		r.idx = map[string]int{}
+		if p.job != "" {
+			i, ok := idx[p.job]
+			if !ok {
+				c.Result, c.Order = porcupine.Illegal, fmt.Errorf("an operation names job %s, which was never requested", p.job)
+				return c
+			}
+			r.idx[p.job], st = 0, mState{init[i]}
+		}
+		nm := leaseModel(st, r)
+		model := nm.ToModel()
+		res, info := porcupine.CheckOperationsVerbose(model, p.ops, timeout)
+		if res != porcupine.Ok {
+			c.Result, c.Info, c.Model = res, info, model
+			return c
+		}
 	}
-	idx := make(map[string]int, len(order))
-	for i, id := range order {
-		idx[id] = i
-	}
-	c.MaxPassed, c.Order = checkClaimOrder(hist, idx, window)
+	c.Result = porcupine.Ok
+	c.MaxPassed, c.Order = checkClaimOrder(k.Ops, init, idx, k.Order, rules)
 	if c.Order != nil {
 		c.Result = porcupine.Illegal
 	}
@@ -107,9 +120,15 @@ func checkRaceHistory(hist []*raceOp, order []string, window int, timeout time.D
 // unknownOutcome: the call may or may not have changed the store.
 func unknownOutcome(o *raceOp) bool { return o.Ret == math.MaxInt64 || raceUnknown[o.Kind] }
 
+// jobPartition is one job's operations ("" for the jobless claim verdicts).
+type jobPartition struct {
+	job string
+	ops []porcupine.Operation
+}
+
 // partitionByJob is the per-job split described above. nothing_to_claim is
 // in no partition: only checkClaimOrder decides it.
-func partitionByJob(history []porcupine.Operation) [][]porcupine.Operation {
+func partitionByJob(history []porcupine.Operation) []jobPartition {
 	byJob := map[string][]porcupine.Operation{}
 	var jobs []string
 	var unknownClaims, jobless []porcupine.Operation
@@ -122,7 +141,7 @@ func partitionByJob(history []porcupine.Operation) [][]porcupine.Operation {
 	for _, op := range history {
 		o := op.Input.(*raceOp)
 		switch {
-		case o.Op != "claim":
+		case !isClaim(o.Op): // a waiting claim is a claim: its job is known at its return
 			add(o.Job, op)
 		case unknownOutcome(o):
 			unknownClaims = append(unknownClaims, op)
@@ -132,10 +151,12 @@ func partitionByJob(history []porcupine.Operation) [][]porcupine.Operation {
 			jobless = append(jobless, op)
 		}
 	}
-	var out [][]porcupine.Operation
+	var out []jobPartition
 	for _, j := range jobs {
 		// A claim called after the job surely finished cannot have taken
-		// it: the model keeps a finished job finished.
+		// it: the model keeps a finished job finished. (A dead job is not
+		// surely dead from one call: a claim of unknown outcome may have
+		// counted an attempt, so its claims stay in.)
 		finished := int64(math.MaxInt64)
 		for _, op := range byJob[j] {
 			if o := op.Input.(*raceOp); (o.Op == "complete" || o.Op == "fail") && o.Kind == "ok" {
@@ -148,22 +169,23 @@ func partitionByJob(history []porcupine.Operation) [][]porcupine.Operation {
 				part = append(part, u)
 			}
 		}
-		out = append(out, part)
+		out = append(out, jobPartition{j, part})
 	}
 	if len(jobless) > 0 {
-		out = append(out, jobless)
+		out = append(out, jobPartition{"", jobless})
 	}
 	return out
 }
 
 // checkClaimOrder checks every successful claim and every nothing_to_claim
 // against the window, and returns the most jobs a claim certainly passed.
-func checkClaimOrder(hist []*raceOp, idx map[string]int, window int) (int, error) {
+// init holds each job's state at its request (order: request order).
+func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []string, r leaseRules) (int, error) {
 	byJob := map[string][]*raceOp{}
 	var unknownClaimCalls []int64
 	for _, o := range hist {
 		switch {
-		case o.Op != "claim":
+		case !isClaim(o.Op):
 			byJob[o.Job] = append(byJob[o.Job], o)
 		case unknownOutcome(o):
 			unknownClaimCalls = append(unknownClaimCalls, o.Call)
@@ -172,55 +194,94 @@ func checkClaimOrder(hist []*raceOp, idx map[string]int, window int) (int, error
 		}
 	}
 	sort.Slice(unknownClaimCalls, func(i, j int) bool { return unknownClaimCalls[i] < unknownClaimCalls[j] })
-	jobs := make([]string, len(idx))
-	for id, i := range idx {
-		jobs[i] = id
-	}
 	maxPassed := 0
 	for _, c := range hist {
-		if c.Op != "claim" || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
+		if !isClaim(c.Op) || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
 			continue
 		}
 		// A claim of unknown outcome called by the time c returned could
 		// be linearized before c and have taken one of the counted jobs.
 		mayHaveTaken := sort.Search(len(unknownClaimCalls), func(i int) bool { return unknownClaimCalls[i] > c.Ret })
-		upTo, at := len(jobs), c.Call // nothing_to_claim: every job, at the call
+		ti, at := -1, c.Call // nothing_to_claim: every job, at the call
+		var target mJob
 		if c.Kind == "ok" {
 			p, ok := idx[c.RJob]
 			if !ok {
 				return maxPassed, fmt.Errorf("%s claim #%d returned job %s, which was never requested", c.W, c.N, c.RJob)
 			}
-			upTo, at = p, c.Expiry-c.DurUS // the claim's exact sample
+			ti, at = p, c.Expiry-c.DurUS // the claim's exact sample
+			target = orderKey(init[p], byJob[c.RJob], c)
 		}
 		var certain []string
-		for _, k := range jobs[:upTo] {
-			if certainlyClaimable(byJob[k], c, at) {
-				certain = append(certain, k)
+		for i, k := range order {
+			if i == ti || !certainlyClaimable(byJob[k], init[i], c, at, r.maxAttempts) {
+				continue
 			}
+			if ti >= 0 && !before(orderKey(init[i], byJob[k], c), i, target, ti) {
+				continue
+			}
+			certain = append(certain, k)
 		}
 		passed := len(certain) - mayHaveTaken
 		maxPassed = max(maxPassed, passed)
-		if passed >= window {
-			what := fmt.Sprintf("claim #%d took job %s (#%d in request order) at %d", c.N, short(c.RJob), upTo, at)
+		if passed >= r.window {
+			what := fmt.Sprintf("claim #%d took job %s (priority %d, #%d in request order) at %d", c.N, short(c.RJob), target.prio, ti, at)
 			if c.Kind != "ok" {
 				what = fmt.Sprintf("claim #%d found nothing to claim (called %d)", c.N, c.Call)
 			}
-			return maxPassed, fmt.Errorf("%s %s while %d earlier jobs were claimable in every linearization (%d claims of unknown outcome "+
-				"may have taken some), more than the window of %d allows: %v", c.W, what, len(certain), mayHaveTaken, window, shortAll(certain))
+			return maxPassed, fmt.Errorf("%s %s while %d jobs before it in claim order were claimable in every linearization (%d claims of unknown outcome "+
+				"may have taken some), more than the window of %d allows: %v", c.W, what, len(certain), mayHaveTaken, r.window, shortAll(certain))
 		}
 	}
 	return maxPassed, nil
 }
 
+// orderKey bounds a job's place in claim order at claim c's linearization
+// point, given its operations ops: its priority never changes; its claimable
+// time is its request's, or the sample of its latest retry (no backoff in
+// the race), so olo is the latest call of a retry that surely precedes c and
+// ohi the latest return of a retry that may (unbounded for one of unknown
+// outcome). A release and a lapse keep the claimable time.
+func orderKey(j mJob, ops []*raceOp, c *raceOp) mJob {
+	for _, y := range ops {
+		if y.Op != "fail_retry" {
+			continue
+		}
+		if y.Kind == "ok" && y.Ret < c.Call {
+			j.olo = max(j.olo, y.Call)
+		}
+		switch {
+		case y.Call > c.Ret:
+		case unknownOutcome(y):
+			j.ohi = math.MaxInt64
+		case y.Kind == "ok":
+			j.ohi = max(j.ohi, y.Ret)
+		}
+	}
+	return j
+}
+
 // certainlyClaimable reports whether, in every linearization, the job whose
-// operations (claims of unknown outcome aside) are ops is claimable at c's
-// linearization point, c's clock sample being at: requested, or claimed with
-// an expiry at or before at. It looks for an operation x that surely
-// precedes c (x returned before c was called) and leaves the job claimable
-// at at, such that no operation that may fall between x and c (returned
-// after x was called, called before c returned) could make it unclaimable;
-// the job's creation is such an x for every operation.
-func certainlyClaimable(ops []*raceOp, c *raceOp, at int64) bool {
+// operations (claims of unknown outcome aside) are ops and whose state at
+// its request was j is claimable at c's linearization point, c's clock
+// sample being at: requested and ready, or claimed with an expiry at or
+// before at, and not dead. It looks for an operation x that surely precedes
+// c (x returned before c was called) and leaves the job claimable at at,
+// such that no operation that may fall between x and c (returned after x
+// was called, called before c returned) could make it unclaimable; the
+// job's request is such an x for every operation once the job is ready.
+// A job whose claims that may precede c reach maxAttempts may be dead: it
+// is never counted.
+func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts int) bool {
+	claims := j.att
+	for _, y := range ops {
+		if isClaim(y.Op) && y.Call <= c.Ret {
+			claims++
+		}
+	}
+	if claims >= maxAttempts {
+		return false
+	}
 	harmless := func(y *raceOp) bool { // leaves the job claimable at at, or unchanged
 		if y.Ret != math.MaxInt64 && !raceUnknown[y.Kind] && y.Kind != "ok" {
 			return true // a rejection changes nothing
@@ -228,19 +289,23 @@ func certainlyClaimable(ops []*raceOp, c *raceOp, at int64) bool {
 		switch y.Op {
 		case "release":
 			return true
-		case "claim", "renew":
+		case "fail_retry":
+			return y.Kind == "ok" && y.Ret <= at
+		case "claim", "claim_wait", "renew":
 			return y.Kind == "ok" && y.Expiry <= at
 		}
-		return false // completion or failure: finished; or a renewal of unknown expiry
+		// Completion or failure: finished; a renewal of unknown expiry; a
+		// keep-alive, whose renewals the history does not see.
+		return false
 	}
 	leavesClaimable := func(x *raceOp) bool {
 		if x.Ret == math.MaxInt64 || x.Kind != "ok" || x.Ret >= c.Call {
 			return false
 		}
 		switch x.Op {
-		case "release":
+		case "release", "fail_retry":
 			return true
-		case "claim", "renew":
+		case "claim", "claim_wait", "renew":
 			return x.Expiry <= at
 		}
 		return false
@@ -256,7 +321,7 @@ func certainlyClaimable(ops []*raceOp, c *raceOp, at int64) bool {
 		}
 		return true
 	}
-	if noneBetween(nil) {
+	if j.hi <= at && noneBetween(nil) {
 		return true
 	}
 	for _, x := range ops {
@@ -277,11 +342,43 @@ func shortAll(ids []string) []string {
 
 // keptHistory is a history with what checking it needs: what a failed race
 // writes next to its worker histories (history.json) and what the checker's
-// regression fixtures hold (testdata/*.json.gz).
+// regression fixtures hold (testdata/*.json.gz). A history kept before
+// retries has no MaxAttempts (no limit) and no Jobs (every job priority 0,
+// claimable from the start: request order).
 type keptHistory struct {
-	Window int       `json:"window"`
-	Order  []string  `json:"order"` // job ids in request order
-	Ops    []*raceOp `json:"ops"`
+	Window      int       `json:"window"`
+	MaxAttempts int       `json:"max_attempts,omitempty"`
+	Order       []string  `json:"order"`          // job ids in request order
+	Jobs        []keptJob `json:"jobs,omitempty"` // each job of Order at its request
+	Ops         []*raceOp `json:"ops"`
+}
+
+// keptJob is a job's place in claim order at its request.
+type keptJob struct {
+	Priority    int   `json:"priority"`
+	ClaimableUS int64 `json:"claimable_us"`
+}
+
+func (k keptHistory) maxAttempts() int {
+	if k.MaxAttempts == 0 {
+		return math.MaxInt
+	}
+	return k.MaxAttempts
+}
+
+// initial is the model's state of every job at its request, and each job's
+// index in request order.
+func (k keptHistory) initial() (mState, map[string]int) {
+	init := make(mState, len(k.Order))
+	idx := make(map[string]int, len(k.Order))
+	for i, id := range k.Order {
+		idx[id] = i
+		if i < len(k.Jobs) {
+			t := k.Jobs[i].ClaimableUS
+			init[i] = mJob{lo: t, hi: t, olo: t, ohi: t, prio: k.Jobs[i].Priority}
+		}
+	}
+	return init, idx
 }
 
 func (k keptHistory) save(path string) error {

@@ -3,30 +3,51 @@ package reliability
 // The sequential lease model the race history must linearize against.
 //
 // State: per job (in request order) requested, claimed by a lease label with
-// an expiry, or terminal; plus the label of the last claim, which the store
-// keeps after release (so its holder is told wrong_state, anyone else
-// lease_lost).
+// an expiry, or terminal (completed, failed or dead); its priority, the
+// bounds of its claimable time (the claim order's key) and of its ready time
+// (when it may be claimed), and the number of claims so far; plus the label
+// of the last claim, which the store keeps after release (so its holder is
+// told wrong_state, anyone else lease_lost).
 //
 // Time: every authority decision compares a clock sample with an expiry.
 // Workers and the authority read the same system clock, so a sample taken
 // during a call lies in [call, return]. A successful claim or renewal also
 // tells the exact sample: expiry - duration. The model checks each outcome
 // against those bounds: a claim at sample T may take a claimed job only if its
-// expiry can be <= T, and must take the first claimable job in request
-// order; a renewal must commit before the previous expiry and extend it;
-// release, fail and complete need the claim unexpired at some sample in the
-// window; "expired" needs the expiry reachable by the return time. A claim
-// itself can end "expired", having committed nothing: born expired, when its
-// pre-commit sample reached its own new expiry (a call at least its duration
-// long; a loaded machine makes the race's 30 ms claims meet it).
+// expiry can be <= T, and must take the first claimable job in claim order
+// (priority, then claimable time, then request order); a renewal must commit
+// before the previous expiry and extend it; release, fail, fail_retry and
+// complete need the claim unexpired at some sample in the window; "expired"
+// needs the expiry reachable by the return time.
+//
+// Retries (the race production's policy: raceMaxAttempts, no backoff): a
+// claim counts an attempt; a release or a fail_retry of the last attempt
+// makes the job dead (terminal), and an expired claim of the last attempt is
+// never claimable again (it dies when a claim notices it). A fail_retry
+// returns the job with its claimable time somewhere in the call's window. A
+// claim may notice (and end) any lapsed claim, invisibly: the lapsed
+// claim's holder may then be told lease_lost instead of expired. A claim of
+// unknown outcome that may have taken a job leaves its attempts uncertain
+// (mJob.unsure).
+//
+// A claim itself can end "expired", having committed nothing: born expired,
+// when its pre-commit sample reached its own new expiry (a call at least its
+// duration long; a loaded machine makes the race's 30 ms claims meet it).
 //
 // On PostgreSQL a claim skips jobs other transactions hold at that moment
 // (SELECT … FOR UPDATE SKIP LOCKED): "first in line" becomes "first in line
 // among the jobs nobody else is touching". The model cannot see the locks, so
 // it bounds them: a claim may pass over fewer than `window` claimable jobs,
 // and nothing_to_claim needs fewer than `window` claimable jobs (all held).
-// With window 1 that is strict request order (SQLite). Everything else — one
+// With window 1 that is strict claim order (SQLite). Everything else — one
 // live owner, expiry, renewal, terminal states — is the same for both.
+//
+// A waiting claim (claim_wait) is a claim whose sample may be anywhere in
+// its longer window. A kept-alive lease renews in the background, outside
+// the history: from keep_alive on, its expiry is known only from below (the
+// last one the history saw; at stop_keep_alive, the last one the lease
+// confirmed), so the model never makes its job claimable by the clock
+// alone, and lets any claim after the known bound take it.
 //
 // complete_next (Lease.CompleteAndClaimNext) completes the lease's job and
 // claims the next one in one commit. The checker splits it in two
@@ -42,6 +63,9 @@ package reliability
 // outcome may have taken any job that could have been first in line, with an
 // expiry known only from below (call + duration); [lo, hi] bounds every
 // expiry, hi = MaxInt64 when unknown.
+//
+// race_check_test.go checks a history against this model per job, and the
+// claim order across jobs apart, so that the check always decides.
 
 import (
 	"fmt"
@@ -60,17 +84,77 @@ const (
 )
 
 type mJob struct {
-	st     byte
-	holder string // label of the current (or, after release/finish, the last) claim
-	lo, hi int64  // bounds of the expiry while claimed
+	st       byte
+	holder   string // label of the current (or, after release/finish, the last) claim
+	lo, hi   int64  // bounds of the expiry while claimed; of the ready time while requested
+	olo, ohi int64  // bounds of the claimable time, the claim order's key
+	prio     int    // the job's priority (fixed at its request)
+	att      int    // claims known to have taken it
+	// unsure: a claim of unknown outcome may have taken it, so its attempts
+	// may be more than att. Counting such a claim exactly would make the
+	// state depend on the order the search tries unknown claims in (which
+	// one took it last, after how many), and the search would then never
+	// meet a state twice; instead the job is never certainly claimable
+	// again, and a release or fail_retry below max_attempts may have left it
+	// dead or requested (the model keeps it requested: a claim of a dead job
+	// never happens, nothing_to_claim does not count it).
+	unsure bool
+}
+
+// raceMaxAttempts is the race production's max_attempts; its backoff is 0,
+// so a lapsed claim is claimable at its expiry and a retry at once.
+const raceMaxAttempts = 3
+
+// leaseRules is what the model knows besides the state: where each job is
+// in request order, the claim-order window, and the production's
+// max_attempts.
+type leaseRules struct {
+	idx         map[string]int
+	window      int
+	maxAttempts int
+}
+
+// claimable reports whether job j may be (possibly) or must be (certainly)
+// claimable at sample t.
+func (r leaseRules) claimable(j mJob, t int64, certainly bool) bool {
+	bound := j.lo
+	if certainly {
+		bound = j.hi
+		if j.unsure {
+			return false
+		}
+	}
+	switch j.st {
+	case jRequested:
+		return bound <= t
+	case jClaimed:
+		return j.att < r.maxAttempts && bound <= t
+	}
+	return false
+}
+
+// before reports whether job k (index ki) certainly precedes job j (index
+// ji) in claim order: priority first, then claimable time, then request
+// order.
+func before(k mJob, ki int, j mJob, ji int) bool {
+	if k.prio != j.prio {
+		return k.prio > j.prio
+	}
+	if k.ohi < j.olo {
+		return true
+	}
+	return k.olo == k.ohi && j.olo == j.ohi && k.ohi == j.olo && ki < ji
 }
 
 type mState []mJob
 
-var raceRejections = map[string]bool{
+var raceRejections = map[string]bool{ // a fail_retry answers like release
 	"nothing_to_claim": true, "expired": true, "lease_lost": true, "wrong_state": true,
-	"not_extended": true, "busy": true, "clock_regressed": true,
+	"not_extended": true, "busy": true, "clock_regressed": true, "interrupted": true,
 }
+
+// isClaim reports whether op takes a job: a claim, or a waiting claim.
+func isClaim(op string) bool { return op == "claim" || op == "claim_wait" }
 
 // raceUnknown: the call may or may not have changed the store. "killed" is
 // a call a kill cut short (race_test.go's endKilledCalls).
@@ -125,7 +209,7 @@ func (s mState) with(i int, j mJob) mState {
 	return c
 }
 
-// fifo is the window of a store that claims strictly in request order;
+// fifo is the window of a store that claims strictly in claim order;
 // skipLockedWindow that of PostgreSQL: a claim may pass over the jobs other
 // transactions hold at that moment, at most two per concurrent worker
 // process (a claim can hold an expired job and a requested one).
@@ -134,12 +218,12 @@ const (
 	skipLockedWindow = 32
 )
 
-func leaseModel(idx map[string]int, n int, window int) porcupine.NondeterministicModel {
+func leaseModel(init mState, r leaseRules) porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
-		Init: func() []interface{} { return []interface{}{make(mState, n)} },
+		Init: func() []interface{} { return []interface{}{append(mState{}, init...)} },
 		Step: func(state, input, _ interface{}) []interface{} {
 			s, o := state.(mState), input.(*raceOp)
-			return toIfaces(stepLease(s, o, idx, window))
+			return toIfaces(r.step(s, o))
 		},
 		Equal: func(a, b interface{}) bool {
 			x, y := a.(mState), b.(mState)
@@ -154,7 +238,7 @@ func leaseModel(idx map[string]int, n int, window int) porcupine.Nondeterministi
 			h := fnv.New64a()
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(h, "%d:%d:%s:%d:%d;", i, j.st, j.holder, j.lo, j.hi)
+					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d:%t;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att, j.unsure)
 				}
 			}
 			return h.Sum64()
@@ -167,7 +251,8 @@ func leaseModel(idx map[string]int, n int, window int) porcupine.Nondeterministi
 			var b strings.Builder
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d]\n", i, j.st, j.holder, j.lo, j.hi)
+					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d unsure %t\n", i, j.st, j.holder, j.lo, j.hi,
+						j.olo, j.ohi, j.prio, j.att, j.unsure)
 				}
 			}
 			return b.String()
@@ -190,23 +275,26 @@ func toIfaces(ss []mState) []interface{} {
 	return out
 }
 
-func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
+func (r leaseRules) step(s mState, o *raceOp) []mState {
 	pending := o.Ret == math.MaxInt64
 	unknown := pending || raceUnknown[o.Kind]
-	if o.Op == "claim" {
-		return stepClaim(s, o, idx, unknown, window)
+	if isClaim(o.Op) {
+		return r.stepClaim(s, o, unknown)
 	}
-	ji, ok := idx[o.Job]
+	ji, ok := r.idx[o.Job]
 	if !ok {
 		return nil
 	}
 	j := s[ji]
 	held := j.st == jClaimed && j.holder == o.Lease
+	if o.Op == "keep_alive" || o.Op == "stop_keep_alive" {
+		return stepKeepAlive(s, o, ji, held, pending)
+	}
 	if unknown {
 		if !held {
 			return []mState{s}
 		}
-		return []mState{s, s.with(ji, applyClaimant(j, o, true))}
+		return []mState{s, s.with(ji, r.applyClaimant(j, o, true))}
 	}
 	switch o.Kind {
 	case "ok":
@@ -221,7 +309,7 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 		} else if o.Call >= j.hi {
 			return nil // the claim had expired before the call began
 		}
-		return []mState{s.with(ji, applyClaimant(j, o, false))}
+		return []mState{s.with(ji, r.applyClaimant(j, o, false))}
 	case "expired":
 		if held && (o.Ret >= j.lo || (o.Next && o.Ret-o.Call >= o.DurUS)) {
 			return []mState{s}
@@ -231,7 +319,8 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 			return []mState{s}
 		}
 	case "lease_lost":
-		if j.holder != o.Lease {
+		// Another claim took the job, or a claim noticed this one's lapse.
+		if j.holder != o.Lease || (held && o.Ret >= j.lo) {
 			return []mState{s}
 		}
 	case "wrong_state":
@@ -244,10 +333,29 @@ func stepLease(s mState, o *raceOp, idx map[string]int, window int) []mState {
 	return nil
 }
 
-// applyClaimant is the state after a successful renew, release, fail or
-// complete; for a renewal of unknown outcome the new expiry is bounded only
-// from below.
-func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
+// stepKeepAlive: neither call writes, but renewals run in the background
+// from a keep_alive that succeeded (or may have: it was killed) until its
+// stop_keep_alive; a renewal can only have moved the expiry of a held claim
+// later.
+func stepKeepAlive(s mState, o *raceOp, ji int, held, pending bool) []mState {
+	if !held || (o.Op == "keep_alive" && !pending && o.Kind != "ok") {
+		return []mState{s}
+	}
+	j := s[ji]
+	j.hi = math.MaxInt64
+	if o.Op == "stop_keep_alive" && !pending {
+		j.lo = max(j.lo, o.Expiry) // the lease's last confirmed expiry
+	}
+	if pending {
+		return []mState{s, s.with(ji, j)}
+	}
+	return []mState{s.with(ji, j)}
+}
+
+// applyClaimant is the state after a successful renew, release, fail,
+// fail_retry or complete; for a renewal of unknown outcome the new expiry is
+// bounded only from below.
+func (r leaseRules) applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 	switch o.Op {
 	case "renew":
 		if unknown {
@@ -255,34 +363,49 @@ func applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 		} else {
 			j.lo, j.hi = o.Expiry, o.Expiry
 		}
-	case "release":
-		j.st, j.lo, j.hi = jRequested, 0, 0
+	case "release", "fail_retry":
+		// Ended without completion: back in line, or dead after the last
+		// attempt. A release keeps the claimable time; a retry (no backoff)
+		// is claimable from its own sample on.
+		switch {
+		case j.att >= r.maxAttempts:
+			j.st, j.lo, j.hi = jTerminal, 0, 0
+		case o.Op == "release":
+			j.st, j.lo, j.hi = jRequested, 0, 0
+		default:
+			ret := o.Ret
+			if unknown {
+				ret = math.MaxInt64
+			}
+			j.st, j.lo, j.hi, j.olo, j.ohi = jRequested, o.Call, ret, o.Call, ret
+		}
 	default:
 		j.st, j.lo, j.hi = jTerminal, 0, 0
 	}
 	return j
 }
 
-func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int) []mState {
+func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 	if unknown {
+		// Any job that could have been first in line: claimable at some
+		// sample after the call, and behind fewer than window jobs that
+		// were certainly claimable then and certainly before it.
 		out := []mState{s}
-		requested := 0
 		for i, j := range s {
-			if j.st == jTerminal {
+			if j.st == jTerminal || (j.st == jClaimed && j.att >= r.maxAttempts) {
 				continue
 			}
-			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64}))
-			if j.st == jRequested {
-				if requested++; requested == window {
-					break // later jobs come after these in line
-				}
+			if r.passedOver(s, i, o.Call) >= r.window {
+				continue
 			}
+			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64,
+				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att, unsure: true}))
 		}
 		return out
 	}
 	switch o.Kind {
 	case "ok":
-		ji, ok := idx[o.RJob]
+		ji, ok := r.idx[o.RJob]
 		if !ok {
 			return nil
 		}
@@ -290,24 +413,17 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 		if t < o.Call || t > o.Ret {
 			return nil
 		}
-		passed := 0 // earlier jobs claimable at t: within the window
-		for k := 0; k < ji; k++ {
-			if s[k].st == jRequested || (s[k].st == jClaimed && s[k].hi <= t) {
-				if passed++; passed >= window {
-					return nil
-				}
-			}
-		}
 		j := s[ji]
-		if j.st == jTerminal || (j.st == jClaimed && j.lo > t) {
+		if !r.claimable(j, t, false) || r.passedOver(s, ji, t) >= r.window {
 			return nil
 		}
-		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry})}
+		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry,
+			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1, unsure: j.unsure})}
 	case "nothing_to_claim":
 		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {
-			if j.st == jRequested || (j.st == jClaimed && j.hi <= o.Call) {
-				if claimable++; claimable >= window {
+			if r.claimable(j, o.Call, true) {
+				if claimable++; claimable >= r.window {
 					return nil
 				}
 			}
@@ -321,8 +437,20 @@ func stepClaim(s mState, o *raceOp, idx map[string]int, unknown bool, window int
 		if o.Ret-o.Call >= o.DurUS {
 			return []mState{s}
 		}
-	case "busy", "clock_regressed":
+	case "busy", "clock_regressed", "interrupted":
 		return []mState{s}
 	}
 	return nil
+}
+
+// passedOver counts the jobs a claim of job ji at sample t passes over:
+// certainly claimable then and certainly before it in claim order.
+func (r leaseRules) passedOver(s mState, ji int, t int64) int {
+	n := 0
+	for k, j := range s {
+		if k != ji && r.claimable(j, t, true) && before(j, k, s[ji], ji) {
+			n++
+		}
+	}
+	return n
 }

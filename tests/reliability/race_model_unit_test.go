@@ -4,6 +4,7 @@ package reliability
 // produce; otherwise a passing race proves nothing.
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -15,15 +16,33 @@ import (
 func checkModel(ops ...*raceOp) porcupine.CheckResult { return checkModelOf(fifo, ops...) }
 
 func checkModelOf(window int, ops ...*raceOp) porcupine.CheckResult {
-	idx := map[string]int{"j0": 0, "j1": 1}
+	return checkJobsOf(window, make(mState, 2), ops...)
+}
+
+// jobNames are the model's jobs' ids in the unit tests: "j0", "j1", ...
+func jobNames(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("j%d", i)
+	}
+	return ids
+}
+
+// checkJobsOf checks ops against the model from the initial jobs init
+// ("j0", "j1", ... in request order).
+func checkJobsOf(window int, init mState, ops ...*raceOp) porcupine.CheckResult {
+	idx := map[string]int{}
+	for i, id := range jobNames(len(init)) {
+		idx[id] = i
+	}
 	var h []porcupine.Operation
 	for i, o := range splitCompleteNext(ops) {
-		if o.Op == "claim" && o.Lease == "" {
+		if isClaim(o.Op) && o.Lease == "" {
 			o.Lease = o.W
 		}
 		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
 	}
-	m := leaseModel(idx, 2, window)
+	m := leaseModel(init, leaseRules{idx: idx, window: window, maxAttempts: raceMaxAttempts})
 	return porcupine.CheckOperationsTimeout(m.ToModel(), h, 10*time.Second)
 }
 
@@ -89,6 +108,52 @@ func TestLeaseModelLetsAKilledCompletionHaveHappenedOrNot(t *testing.T) {
 		&raceOp{W: "a", Lease: "a", Op: "complete", Job: "j0", Call: 20, Ret: math.MaxInt64},
 		&raceOp{W: "b", Lease: "b", Op: "claim", DurUS: 50, Call: 300, Ret: 310, Kind: "ok", RJob: "j0", Expiry: 355},
 	))
+}
+
+func endOp(w, op, job string, call, ret int64, kind string) *raceOp {
+	return &raceOp{W: w, Lease: w, Op: op, Job: job, Call: call, Ret: ret, Kind: kind}
+}
+
+func TestLeaseModelCountsAttemptsAndTheLastOneThatEndsWithoutCompletionIsDead(t *testing.T) {
+	var ops []*raceOp
+	for i := 0; i < raceMaxAttempts; i++ {
+		w := fmt.Sprintf("w%d", i)
+		at := int64(100 * i)
+		ops = append(ops, claimOp(w, "j0", at, at+10, at+5, 50),
+			endOp(w, []string{"release", "fail_retry"}[i%2], "j0", at+20, at+30, "ok"))
+	}
+	one := make(mState, 1)
+	require.Equal(t, porcupine.Ok, checkJobsOf(fifo, one, ops...))
+	// Dead: nobody may claim it again, and nothing_to_claim is right.
+	require.Equal(t, porcupine.Illegal, checkJobsOf(fifo, one, append(ops, claimOp("x", "j0", 1000, 1010, 1005, 50))...))
+	require.Equal(t, porcupine.Ok, checkJobsOf(fifo, one, append(ops,
+		&raceOp{W: "x", Op: "claim", DurUS: 50, Call: 1000, Ret: 1010, Kind: "nothing_to_claim"})...))
+}
+
+func TestLeaseModelTreatsAWaitingClaimAsAClaim(t *testing.T) {
+	require.Equal(t, porcupine.Ok, checkModel(waitOp("a", "j0", 0, 500, 400, 100), waitOp("b", "j1", 0, 600, 450, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(waitOp("a", "j1", 0, 500, 400, 100)), "skipping the queue")
+	require.Equal(t, porcupine.Illegal, checkModel(waitOp("a", "j0", 0, 10, 5, 100), waitOp("b", "j0", 0, 50, 40, 100)), "two live owners")
+}
+
+func TestLeaseModelKnowsAKeptAliveExpiryOnlyFromBelow(t *testing.T) {
+	keep := &raceOp{W: "a", Lease: "a", Op: "keep_alive", Job: "j0", DurUS: 100, Call: 20, Ret: 21, Kind: "ok"}
+	// Renewed in the background: j0 is not claimable at its first expiry,
+	// so a later claim passes over it.
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j1", 200, 210, 205, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 200, 210, 205, 100)),
+		"without a keep-alive j0 is first in line at 205")
+	// It may also have expired then: a claim may take it after the known expiry, never before.
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j0", 200, 210, 205, 100)))
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, claimOp("b", "j0", 50, 60, 55, 100)))
+	// Stopping it tells the last confirmed expiry: the bound moves up.
+	stop := &raceOp{W: "a", Lease: "a", Op: "stop_keep_alive", Job: "j0", Call: 300, Ret: 301, Kind: "ok", Expiry: 500}
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, stop, claimOp("b", "j0", 400, 410, 405, 100)))
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), keep, stop, claimOp("b", "j0", 600, 610, 605, 100)))
+	// A keep-alive that failed renews nothing.
+	failed := *keep
+	failed.Kind = "closed"
+	require.Equal(t, porcupine.Illegal, checkModel(claimOp("a", "j0", 0, 10, 5, 100), &failed, claimOp("b", "j1", 200, 210, 205, 100)))
 }
 
 // A claim whose pre-commit sample reaches its own expiry commits nothing and

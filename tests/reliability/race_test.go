@@ -17,6 +17,7 @@ package reliability
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -230,15 +231,22 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "tokens"), 0o700))
 	a, err := leases.Open(db)
 	require.NoError(t, err)
-	_, err = a.CreateProduction(raceProduction)
+	_, err = a.CreateProductionWithPolicy(raceProduction, core.RetryPolicy{MaxAttempts: raceMaxAttempts})
 	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(round)))
+	// A few priorities, and one job in ten due only a while into the run.
 	for i := 0; i < nJobs; i++ {
-		_, err := a.RequestJob(raceProduction, "", []byte("payload-"+strconv.Itoa(i)))
+		o := core.RequestOptions{Priority: rng.IntN(3)}
+		if rng.IntN(10) == 0 {
+			o.Delay = time.Duration(rng.IntN(runMS)) * time.Millisecond
+		}
+		_, err := a.RequestJobWith(raceProduction, "", []byte("payload-"+strconv.Itoa(i)), o)
 		require.NoError(t, err)
 	}
+	initial, err := a.Jobs(raceProduction)
+	require.NoError(t, err)
 	require.NoError(t, a.Close())
 
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(round)))
 	gen := map[string]int{}
 	start := func(w raceWorker) *raceProc {
 		name := fmt.Sprintf("%s%d", w.lang, gen[w.lang])
@@ -286,16 +294,17 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	a, err = leases.Open(db)
 	require.NoError(t, err)
 	defer a.Close()
-	order, err := a.Jobs(raceProduction)
-	require.NoError(t, err)
 	requireEveryLanguageWorked(t, hist, workers)
 	window := fifo
 	if onPG {
 		window = skipLockedWindow
 	}
-	ops, pending, unknown := checkLinearizable(t, dir, hist, order, window)
+	ops, pending, unknown := checkLinearizable(t, dir, hist, initial, window)
 	drain(t, a)
 	checkEventInvariants(t, a, hist)
+	c, err := a.Counts(context.Background(), raceProduction)
+	require.NoError(t, err)
+	t.Logf("round %d ends with %d completed, %d failed, %d dead", round, c.Completed, c.Failed, c.Dead)
 	dumpListings(t, a, dir)
 	dumpStore()
 	scanForSecrets(t, dir, tokens)
@@ -342,7 +351,7 @@ func readRaceHistories(t *testing.T, dir string) []*raceOp {
 		fh.Close()
 		for _, n := range order {
 			c := calls[n]
-			if c.Op == "claim" && c.Lease == "" {
+			if isClaim(c.Op) && c.Lease == "" {
 				c.Lease = c.W + ":" + strconv.Itoa(c.N)
 			}
 			all = append(all, c)
@@ -420,7 +429,7 @@ func drain(t *testing.T, a *core.Authority) {
 func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 	labels := map[string]string{} // job|worker|expiry of an acknowledged claim -> lease label
 	for _, o := range hist {
-		if o.Op == "claim" && o.Kind == "ok" {
+		if isClaim(o.Op) && o.Kind == "ok" {
 			labels[fmt.Sprintf("%s|%s|%d", o.RJob, o.W, o.Expiry)] = o.Lease
 		}
 	}
@@ -452,10 +461,15 @@ func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 		case "renewed":
 			require.True(t, o != nil && o.live && o.worker == e.Worker && at < o.exp, "job %s renewed by %s, not the live owner: %+v", e.JobID, e.Worker, o)
 			o.exp = e.Expiry.UnixMicro()
-		case "released", "failed", "completed":
+		case "dead":
+			// After the end of the last attempt (released, retry or
+			// claim_expired), in the same transaction.
+			require.True(t, o != nil && !o.live, "job %s dead while owned: %+v", e.JobID, o)
+			terminal[e.JobID]++
+		case "released", "retry", "failed", "completed":
 			require.True(t, o != nil && o.live && o.worker == e.Worker && at < o.exp, "job %s %s by %s at %d, not the live owner: %+v", e.JobID, e.Kind, e.Worker, at, o)
 			o.live, o.end = false, at
-			if e.Kind == "released" {
+			if e.Kind == "released" || e.Kind == "retry" {
 				continue
 			}
 			terminal[e.JobID]++
@@ -472,12 +486,13 @@ func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 			}
 		case "claim_expired":
 			require.True(t, o != nil && o.live && at >= o.exp, "job %s: claim_expired before the expiry: %+v at %d", e.JobID, o, at)
+			o.live, o.end = false, o.exp
 		}
 	}
 	js, err := a.Jobs(raceProduction)
 	require.NoError(t, err)
 	for _, j := range js {
-		require.Contains(t, []string{core.StateCompleted, core.StateFailed}, j.State, "job %s ends %s", j.ID, j.State)
+		require.Contains(t, []string{core.StateCompleted, core.StateFailed, core.StateDead}, j.State, "job %s ends %s", j.ID, j.State)
 		require.Equal(t, 1, terminal[j.ID], "job %s has %d terminal events", j.ID, terminal[j.ID])
 	}
 }
@@ -494,16 +509,18 @@ func dumpListings(t *testing.T, a *core.Authority, dir string) {
 
 // checkLinearizable checks the history against the lease model, per job and
 // the claim order apart (race_check_test.go), so that porcupine always
-// decides. A failed check keeps the histories, history.json (replay it with
+// decides. initial is every job at its request, in request order. A failed
+// check keeps the histories, history.json (replay it with
 // LEASES_RACE_REPLAY, race_check_unit_test.go) and the visualization.
-func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Job, window int) (ops, pending, unknown int) {
-	k := keptHistory{Window: window, Ops: hist}
-	for _, j := range order {
+func checkLinearizable(t *testing.T, dir string, hist []*raceOp, initial []core.Job, window int) (ops, pending, unknown int) {
+	k := keptHistory{Window: window, MaxAttempts: raceMaxAttempts, Ops: hist}
+	for _, j := range initial {
 		k.Order = append(k.Order, j.ID)
+		k.Jobs = append(k.Jobs, keptJob{Priority: j.Priority, ClaimableUS: j.ClaimableAt.UnixMicro()})
 	}
 	bornExpired := 0
 	for _, o := range hist {
-		if o.Op == "claim" && o.Kind == "expired" {
+		if isClaim(o.Op) && o.Kind == "expired" {
 			bornExpired++
 		}
 		switch {
@@ -516,7 +533,7 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, order []core.Jo
 		}
 	}
 	start := time.Now()
-	c := checkRaceHistory(hist, k.Order, window, raceCheckTimeout)
+	c := checkRaceHistory(k, raceCheckTimeout)
 	took := time.Since(start)
 	if c.Result != porcupine.Ok {
 		kept := filepath.Join(os.TempDir(), fmt.Sprintf("leases-race-%d", time.Now().UnixNano()))

@@ -8,9 +8,10 @@ package reliability
 //	{"w":W,"n":N,"ev":"call","op":OP,"lease":L,"job":J,"dur_us":D,"t":CALL_UNIX_US}
 //	{"w":W,"n":N,"ev":"ret","kind":K,"job":J,"expiry_unix_us":E,"msg":M,"t":RETURN_UNIX_US}
 //
-// OP is claim, renew, release, fail, complete or complete_next; L labels
-// the lease ("W:N" of the call that claimed it: a claim or a
-// complete_next); J is the job (known at the call except for claim);
+// OP is claim, claim_wait, renew, keep_alive, stop_keep_alive, release,
+// fail, fail_retry, complete or complete_next; L labels the lease ("W:N" of
+// the call that claimed it: a claim, a claim_wait or a complete_next); J is
+// the job (known at the call except for claims);
 // K is "ok" or the status name; E is the expiry the authority returned (claim
 // and renew); M is the error text (scanned for secrets). A call line without
 // its ret line is a call whose outcome is unknown (the worker was killed).
@@ -20,12 +21,19 @@ package reliability
 // (3/10) or complete_next (4/10: complete, and claim the next job for
 // 30-150 ms in the same commit; its J and E in the ret line are the new
 // lease's, and the loop goes on with that lease instead of claiming), each
-// completion with facts {"metadata": {"by": W, "lease": L}}. Every claimed
+// completion with facts {"metadata": {"by": W, "lease": L}}. The Go and C
+// workers fail half of their failures retryably (fail_retry); only the Go
+// worker calls complete_next (the C worker completes 7/10). Workers that can
+// also claim with a wait (claim_wait, waiting up to 0-300 ms, one claim in
+// two) and keep a lease alive one time in three (keep_alive for the claim's
+// duration, 50-300 ms of work, then stop_keep_alive, whose ret carries the
+// lease's last confirmed expiry) before the step above. Every claimed
 // lease is exported and its token appended to $LEASES_RACE_TOKENS (the only
 // file allowed to hold a credential). Every 25 iterations the job and event
 // listings go to standard output, which the secret-leak scan reads.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -98,6 +106,7 @@ func raceWorkerMain(name string) int {
 	deadline := time.Now().Add(time.Duration(runMS) * time.Millisecond)
 	var l *core.Lease // held from the last complete_next, else claimed at the top
 	var label string
+	var d time.Duration // what l was claimed for
 	for it := 1; time.Now().Before(deadline); it++ {
 		if it%25 == 0 {
 			js, _ := a.Jobs(raceProduction)
@@ -106,14 +115,26 @@ func raceWorkerMain(name string) int {
 			fmt.Println(string(out))
 		}
 		if l == nil {
-			d := ms(30, 150)
-			id := call("claim", "", "", d)
+			d = ms(30, 150)
+			waiting := rng.IntN(2) == 0
+			op := "claim"
+			if waiting {
+				op = "claim_wait"
+			}
+			id := call(op, "", "", d)
 			label = name + ":" + strconv.Itoa(id)
 			var err error
-			if l, err = a.Claim(raceProduction, name, d); err != nil {
+			if waiting {
+				l, err = a.ClaimWait(context.Background(), raceProduction, name, d, ms(0, 300))
+			} else {
+				l, err = a.Claim(raceProduction, name, d)
+			}
+			if err != nil {
 				l = nil
 				ret(id, err, "", 0)
-				time.Sleep(5 * time.Millisecond)
+				if !waiting {
+					time.Sleep(5 * time.Millisecond)
+				}
 				continue
 			}
 			ret(id, nil, l.JobID(), l.ExpiryUnixUS())
@@ -123,6 +144,14 @@ func raceWorkerMain(name string) int {
 		}
 		job := l.JobID()
 		time.Sleep(ms(0, 60))
+		if rng.IntN(3) == 0 {
+			id := call("keep_alive", label, job, d)
+			ret(id, l.KeepAlive(d), job, 0)
+			time.Sleep(ms(50, 300))
+			id = call("stop_keep_alive", label, job, 0)
+			l.StopKeepAlive()
+			ret(id, nil, job, l.ExpiryUnixUS())
+		}
 		if rng.IntN(3) == 0 {
 			d := ms(30, 200)
 			id := call("renew", label, job, d)
@@ -140,6 +169,9 @@ func raceWorkerMain(name string) int {
 		case r < 2:
 			id := call("release", label, job, 0)
 			ret(id, l.Release(), job, 0)
+		case r < 3 && rng.IntN(2) == 0:
+			id := call("fail_retry", label, job, 0)
+			ret(id, l.FailRetry("race retry by "+name, 0), job, 0)
 		case r < 3:
 			id := call("fail", label, job, 0)
 			ret(id, l.Fail("race failure by "+name), job, 0)
@@ -149,9 +181,9 @@ func raceWorkerMain(name string) int {
 		default:
 			// Complete and claim the next job in one commit; the next
 			// lease is labelled by this call, as a claim's is.
-			d := ms(30, 150)
-			id := call("complete_next", label, job, d)
-			next, err := l.CompleteAndClaimNext(facts, d)
+			nd := ms(30, 150)
+			id := call("complete_next", label, job, nd)
+			next, err := l.CompleteAndClaimNext(facts, nd)
 			if next == nil {
 				ret(id, err, "", 0)
 			} else {
@@ -160,7 +192,7 @@ func raceWorkerMain(name string) int {
 					tokf.Write([]byte(tok + "\n"))
 				}
 			}
-			l, label = next, name+":"+strconv.Itoa(id)
+			l, label, d = next, name+":"+strconv.Itoa(id), nd
 			continue
 		}
 		l = nil

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("LEASES_RACE_WORKER"); name != "" {
 		os.Exit(raceWorkerMain(name))
 	}
+	if name := os.Getenv("LEASES_POISON_WORKER"); name != "" {
+		os.Exit(poisonWorkerMain(name))
+	}
 	os.Exit(m.Run())
 }
 

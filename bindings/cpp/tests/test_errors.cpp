@@ -60,6 +60,7 @@ const std::map<std::string, std::type_index> &expected_classes() {
         {"schema_too_new", typeid(leases::SchemaTooNewError)},
         {"forked", typeid(leases::ForkedError)},
         {"internal", typeid(leases::InternalError)},
+        {"interrupted", typeid(leases::InterruptedError)},
     };
     return m;
 }
@@ -114,7 +115,7 @@ void EveryStatus::drive(const std::string &name) {
     } else if (name == "lease_lost") {
         request(1);
         auto old = claim("w1", 1s);
-        advance(2s);
+        advance(3s);  // past the expiry and the default policy's first backoff (at most 1.2 s)
         auto current = claim("w2", 1min);
         old.renew(1min);
     } else if (name == "expired") {
@@ -203,6 +204,15 @@ void EveryStatus::drive(const std::string &name) {
         throw leases::ForkedError("seen in the child");  // reported to the parent by exit code
     } else if (name == "internal") {
         leases::check(leases_testing_panic());
+    } else if (name == "interrupted") {
+        // The header's own call, until the C++ worker loop wraps it: a wait
+        // whose canceller was cancelled.
+        leases_canceller *c = nullptr;
+        leases::check(leases_canceller_new(&c));
+        std::unique_ptr<leases_canceller, void (*)(leases_canceller *)> owned(c, leases_canceller_free);
+        leases::check(leases_canceller_cancel(c));
+        leases_lease *out = nullptr;
+        leases::check(leases_claim_wait(a().capi(), "p", "w", 1'000'000, 1'000'000, c, &out));
     } else {
         FAIL() << "no driver for status " << name << ": add one";
     }

@@ -6,11 +6,13 @@
 // and dropped with psql; without a server the tests fail under
 // LEASES_REQUIRE_PG and are skipped otherwise.
 #include "support.hpp"
+#include "process.hpp"
 
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -267,4 +269,93 @@ TEST_F(Postgres, PagesRecordsAndOpenOptionsWorkOnPostgres) {
 
 TEST_F(Postgres, CompleteAndClaimNextCompletesAndClaimsInOneCommit) {
     check_complete_and_claim_next(a(), [this](const std::string &id) { return state(id); });
+}
+
+// ---- the worker runtime on PostgreSQL ------------------------------------------
+
+TEST_F(Postgres, AWaitingClaimWakesWhenAnotherHandleCommitsARequest) {
+    leases::Authority other = leases::Authority::open(url);
+    std::thread requester([&] {
+        std::this_thread::sleep_for(200ms);
+        (void)other.request_job("p", "late");
+    });
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<leases::Lease> l = a().claim_wait("p", "w", 1min, 1h);
+    requester.join();
+    ASSERT_TRUE(l.has_value());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "woke by NOTIFY, not by the hour's bound";
+    EXPECT_EQ(state(l->job_id()), "claimed");
+}
+
+TEST_F(Postgres, ACancellerEndsAWaitAndClaimsNothing) {
+    const leases::Canceller c;
+    std::thread other([&] {
+        std::this_thread::sleep_for(100ms);
+        c.cancel();
+    });
+    EXPECT_THROW((void)a().claim_wait("p", "w", 1min, 1h, c), leases::InterruptedError);
+    other.join();
+    const std::string id = a().request_job("p");
+    EXPECT_THROW((void)a().claim_wait("p", "w", 1min, 1h, c), leases::InterruptedError);
+    EXPECT_EQ(state(id), "requested");
+}
+
+TEST_F(Postgres, ACoordinatorsCancelOnAnotherHandleReachesAKeptAliveLease) {
+    const std::string id = a().request_job("p");
+    leases::Lease l = *a().claim("p", "w", 3s);
+    l.keep_alive(3s, 100ms);
+    leases::Authority other = leases::Authority::open(url);
+    other.cancel("p", id);
+    const std::optional<leases::Verdict> v = l.wait_lost(1h);
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->reason(), LEASES_CANCELLED);
+    EXPECT_THROW(v->throw_if_not_held(), leases::CancelledError);
+}
+
+TEST_F(Postgres, KeepAliveHoldsALeaseForManyOfItsDurations) {
+    (void)a().request_job("p");
+    leases::Lease l = *a().claim("p", "w", 1s);
+    l.keep_alive(1s);
+    std::this_thread::sleep_for(3s);
+    EXPECT_TRUE(l.check().held());
+    l.complete();
+}
+
+TEST_F(Postgres, AWorkerDrainsOnAStopRequestAndPastItsTimeoutReleases) {
+    const std::string first = a().request_job("p");
+    const std::string second = a().request_job("p");
+    leases::WorkerOptions o;
+    o.production = "p";
+    o.worker = "cpp-worker";
+    o.duration = 2s;
+    {
+        leases::Worker w(a(), o);
+        const leases::WorkerReport r = w.run([&](leases::Lease &) {
+            w.request_stop();
+            return std::string(R"({"metadata": {"drained": true}})");
+        });
+        EXPECT_EQ(r.completed, 1u);
+    }
+    EXPECT_EQ(state(first), "completed");
+    EXPECT_EQ(state(second), "requested");
+    o.drain_timeout = 200ms;
+    auto gate = std::make_shared<std::promise<void>>();
+    std::shared_future<void> opened = gate->get_future().share();
+    leases::Worker w(a(), o);
+    const leases::WorkerReport r = w.run([&w, opened](leases::Lease &) {
+        w.request_stop();
+        opened.wait();
+        return std::string();
+    });
+    EXPECT_TRUE(r.drain_timed_out);
+    EXPECT_EQ(state(second), "requested");
+    gate->set_value();
+}
+
+TEST_F(Postgres, ASigtermMidJobDrainsTheWorkerProcessAndItsJobCompletes) {
+    expect_a_signal_mid_job_drains_a_worker_process(a(), url, SIGTERM);
+}
+
+TEST_F(Postgres, ASigtermPastTheDrainTimeoutReleasesTheJobOfAWorkerProcess) {
+    expect_a_signal_past_the_drain_timeout_releases_the_job(a(), url, SIGTERM);
 }

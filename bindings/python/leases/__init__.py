@@ -32,6 +32,7 @@ from ._errors import (
     ExpiredError,
     ForkedError,
     InternalError,
+    InterruptedError,
     InvalidArgumentError,
     InvalidDurationError,
     LeaseLostError,
@@ -46,8 +47,10 @@ from ._errors import (
     WrongStateError,
 )
 from ._errors import DEPRECATED_NAMES as _DEPRECATED_NAMES
-from ._lease import Execution, Lease
-from ._records import Event, Job, JobState
+from ._lease import Execution, KeepAlive, Lease
+from ._records import Event, Facts, Job, JobCounts, JobRecord, JobState, Output, Page, Production
+from ._waiting import Canceller
+from ._worker import DrainTimeout, Worker
 
 __version__ = "0.1.0"
 
@@ -71,19 +74,26 @@ __all__ = [
     "Authority",
     "BadTokenError",
     "BusyError",
+    "Canceller",
     "CancelledError",
     "ClockRegressedError",
     "ClosedError",
+    "DrainTimeout",
     "Edit",
     "Event",
     "Execution",
     "ExpiredError",
+    "Facts",
     "ForkedError",
     "InternalError",
+    "InterruptedError",
     "InvalidArgumentError",
     "InvalidDurationError",
     "Job",
+    "JobCounts",
+    "JobRecord",
     "JobState",
+    "KeepAlive",
     "Lease",
     "LeaseLostError",
     "LeasesError",
@@ -93,8 +103,12 @@ __all__ = [
     "NotHeldError",
     "NothingToClaimError",
     "OutcomeUnknownError",
+    "Output",
+    "Page",
+    "Production",
     "SchemaTooNewError",
     "StorageError",
+    "Worker",
     "WrongStateError",
     "library_path",
     "library_version",

@@ -18,6 +18,10 @@ MAX_PAYLOAD_LEN = 1_048_576
 MAX_FACTS_LEN = 1_048_576
 MAX_PATH_LEN = 4_096
 MAX_TOKEN_LEN = 128
+MAX_WAIT_US = 86_400_000_000
+MAX_PRIORITY = 1_000
+MAX_ATTEMPTS = 1_000
+MAX_DELAY_US = 31_622_400_000_000
 MAX_PAGE_SIZE = 1_000
 MAX_CURSOR_LEN = 1_024
 
@@ -49,6 +53,7 @@ STATUSES: Tuple[Tuple[int, str, str], ...] = (
     (16, "schema_too_new", "SchemaTooNewError"),
     (17, "forked", "ForkedError"),
     (18, "internal", "InternalError"),
+    (19, "interrupted", "InterruptedError"),
 )
 
 
@@ -71,13 +76,37 @@ class leases_execution(ctypes.Structure):
     pass
 
 
+class leases_canceller(ctypes.Structure):
+    pass
+
+
 AuthorityPtr = ctypes.POINTER(leases_authority)
 EditPtr = ctypes.POINTER(leases_edit)
 LeasePtr = ctypes.POINTER(leases_lease)
 ExecutionPtr = ctypes.POINTER(leases_execution)
+CancellerPtr = ctypes.POINTER(leases_canceller)
 
 
 # The header's structs, field for field (set size to ctypes.sizeof).
+
+
+class leases_request_options(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("priority", ctypes.c_int32),
+        ("run_at_unix_us", ctypes.c_int64),
+        ("delay_us", ctypes.c_int64),
+    ]
+
+
+class leases_retry_policy(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("max_attempts", ctypes.c_int32),
+        ("jitter_percent", ctypes.c_int32),
+        ("backoff_base_us", ctypes.c_int64),
+        ("backoff_cap_us", ctypes.c_int64),
+    ]
 
 
 class leases_open_options(ctypes.Structure):
@@ -120,6 +149,14 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_lease_export": (c_status, [LeasePtr, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_lease_import": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(LeasePtr)]),
     "leases_lease_free": (None, [LeasePtr]),
+    "leases_canceller_new": (c_status, [ctypes.POINTER(CancellerPtr)]),
+    "leases_canceller_cancel": (c_status, [CancellerPtr]),
+    "leases_canceller_free": (None, [CancellerPtr]),
+    "leases_claim_wait": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, CancellerPtr, ctypes.POINTER(LeasePtr)]),
+    "leases_lease_keep_alive": (c_status, [LeasePtr, ctypes.c_int64, ctypes.c_int64]),
+    "leases_lease_keep_alive_stop": (c_status, [LeasePtr]),
+    "leases_lease_check": (c_status, [LeasePtr, ctypes.POINTER(c_status)]),
+    "leases_lease_wait_lost": (c_status, [LeasePtr, ctypes.c_int64, CancellerPtr, ctypes.POINTER(c_status)]),
     "leases_edit_begin": (c_status, [AuthorityPtr, ctypes.POINTER(EditPtr)]),
     "leases_edit_claim": (c_status, [EditPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
     "leases_edit_complete": (c_status, [EditPtr, LeasePtr, ctypes.c_char_p]),
@@ -127,6 +164,12 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_edit_abort": (None, [EditPtr]),
     "leases_jobs_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_events_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_job_request_v2": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.POINTER(leases_request_options), ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_production_create_v2": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(leases_retry_policy)]),
+    "leases_production_set_policy": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(leases_retry_policy)]),
+    "leases_lease_fail_retry": (c_status, [LeasePtr, ctypes.c_char_p, ctypes.c_int64]),
+    "leases_job_retry": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p]),
+    "leases_production_redrive": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)]),
     "leases_execution_begin": (c_status, [LeasePtr, ctypes.c_char_p, ctypes.POINTER(ExecutionPtr)]),
     "leases_execution_temp_path": (ctypes.c_char_p, [ExecutionPtr]),
     "leases_execution_final_path": (ctypes.c_char_p, [ExecutionPtr]),

@@ -9,21 +9,27 @@ import os
 import re
 import urllib.parse
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _ffi
 from ._abi import (
+    MAX_PAGE_SIZE,
     OPEN_MUST_EXIST,
     SYNCHRONOUS_EXTRA,
     SYNCHRONOUS_FULL,
     SYNCHRONOUS_NORMAL,
     leases_open_options,
 )
-from ._durations import duration_us
-from ._errors import BadTokenError, NothingToClaimError
+from ._durations import duration_us, wait_us
+from ._errors import BadTokenError, ClosedError, InvalidArgumentError, NothingToClaimError
 from ._lease import JSONMapping, Lease, facts_json
 from ._managed import Managed
-from ._records import Event, Job, parse_list
+from ._waiting import Canceller, canceller_handle, in_slices
+from ._worker import WorkOptions, Worker
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only, never evaluated
+from ._records import Event, Job, JobCounts, JobRecord, JobState, Page, Production, parse_list
 
 PathArg = Union[str, "os.PathLike[str]"]
 BytesLike = Union[bytes, bytearray, memoryview]
@@ -116,12 +122,40 @@ def _open_options(
 
 
 def _names(values: Optional[Sequence[str]], what: str) -> Optional[bytes]:
-    """A comma-separated filter list (states, kinds), or None for no filter."""
+    """A comma-separated filter list (states, kinds), or None for no filter.
+    JobState members count as their names."""
     if values is None:
         return None
     if isinstance(values, str):
         raise TypeError(f"{what} must be a sequence of names, not a str")
-    return _ffi.encode(",".join(values), what)
+    names = [str(v) if isinstance(v, JobState) else v for v in values]
+    if not all(isinstance(v, str) for v in names):
+        raise TypeError(f"{what} must be a sequence of str")
+    return _ffi.encode(",".join(names), what)
+
+
+def _page_limit(limit: object) -> int:
+    """A page size: 0 (the default, 100) .. MAX_PAGE_SIZE, checked here."""
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise TypeError(f"a page limit must be an int, not {type(limit).__name__}")
+    if not 0 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidArgumentError(f"a page limit must be 0 .. {MAX_PAGE_SIZE}, not {limit}")
+    return limit
+
+
+_T = TypeVar("_T")
+
+
+def _follow(fetch: Callable[[Optional[str]], "Page[_T]"]) -> Iterator[_T]:
+    """The items of every page, fetched one cursor at a time (a generator,
+    so nothing is read before the first next())."""
+    cursor: Optional[str] = None
+    while True:
+        page = fetch(cursor)
+        yield from page.items
+        cursor = page.next
+        if cursor is None:
+            return
 
 
 def _json_object(fn: Any, *args: Any) -> Dict[str, Any]:
@@ -134,11 +168,11 @@ def _json_object(fn: Any, *args: Any) -> Dict[str, Any]:
     return value
 
 
-def _lease_or_none(status: int, out: Any, authority: "Authority") -> Optional[Lease]:
+def _lease_or_none(status: int, out: Any, authority: "Authority", us: int) -> Optional[Lease]:
     if status == NothingToClaimError.status:
         return None
     _ffi.check(status)
-    return Lease(out, authority)
+    return Lease(out, authority, us)
 
 
 class Authority(Managed):
@@ -192,9 +226,7 @@ class Authority(Managed):
         _ffi.ensure_not_forked()
         p = _ffi.encode(production, "production")
         k = _ffi.encode_optional(key, "key")
-        if not isinstance(payload, (bytes, bytearray, memoryview)):
-            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
-        data = bytes(payload)
+        data = _ffi.payload_bytes(payload)
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data) if data else None
         out = ctypes.c_void_p()
         _ffi.call(
@@ -202,12 +234,62 @@ class Authority(Managed):
         )
         return _ffi.take_string(out)
 
-    def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[Lease]:
-        """Claims the next claimable job (FIFO); None when there is none."""
+    def claim(
+        self,
+        production: str,
+        *,
+        worker: str,
+        duration: timedelta,
+        wait: Optional[timedelta] = None,
+        canceller: Optional[Canceller] = None,
+    ) -> Optional[Lease]:
+        """Claims the next claimable job (FIFO); None when there is none.
+
+        With ``wait`` (a timedelta up to 24 h) it waits that long for a job
+        to become claimable and claims it as soon as one is, writing nothing
+        meanwhile; None when the wait passed. The wait runs in slices of
+        100 ms, so Ctrl-C raises KeyboardInterrupt within 200 ms, and other
+        threads run (the GIL is released). A cancelled ``canceller`` ends it
+        with ``InterruptedError`` (from any thread, at once); closing the
+        authority ends it with ``ClosedError``. Nothing is claimed by a wait
+        that ends without a lease."""
         p, w, us = _claim_args(production, worker, duration)
+        bound = 0 if wait is None else wait_us(wait)
+        self._handle()
+        claimed: List[Optional[Lease]] = [None]
+
+        def attempt(slice_us: int) -> bool:
+            claimed[0] = self._claim_slice(p, w, us, slice_us, canceller)
+            return claimed[0] is not None
+
+        in_slices(bound, attempt)
+        return claimed[0]
+
+    def _claim_slice(
+        self, p: bytes, w: bytes, us: int, slice_us: int, canceller: Optional[Canceller]
+    ) -> Optional[Lease]:
+        """One leases_claim_wait. A claim the caller never receives (an
+        exception, Ctrl-C's included, between the C call and the Lease) is
+        released: nobody else could finish it. An authority closed by
+        another thread between two slices ends the wait as ClosedError, as
+        one closed during a slice does."""
         out = _ffi.LeasePtr()
-        status = _ffi.lib.leases_claim(self._handle(), p, w, us, ctypes.byref(out))
-        return _lease_or_none(status, out, self)
+        handle = self._handle()
+        try:
+            if slice_us == 0 and canceller is None:
+                status = _ffi.lib.leases_claim(handle, p, w, us, ctypes.byref(out))
+            else:
+                status = _ffi.lib.leases_claim_wait(
+                    handle, p, w, us, slice_us, canceller_handle(canceller), ctypes.byref(out)
+                )
+            if status != 0 and self._ptr is None:
+                raise ClosedError("closed: the authority was closed while the claim waited")
+            return _lease_or_none(status, out, self, us)
+        except BaseException:
+            if out and _ffi.usable():
+                _ffi.lib.leases_lease_release(out)
+                _ffi.lib.leases_lease_free(out)
+            raise
 
     def claim_job(
         self, production: str, job_id: str, *, worker: str, duration: timedelta
@@ -217,7 +299,7 @@ class Authority(Managed):
         j = _ffi.encode(job_id, "job_id")
         out = _ffi.LeasePtr()
         _ffi.call(_ffi.lib.leases_claim_job, self._handle(), p, j, w, us, ctypes.byref(out))
-        return Lease(out, self)
+        return Lease(out, self, us)
 
     def cancel(self, production: str, job_id: str) -> None:
         """Coordinator cancel (no secret); works on requested and claimed jobs."""
@@ -249,13 +331,12 @@ class Authority(Managed):
         """Events with seq > after, oldest first; every production when None."""
         _ffi.ensure_not_forked()
         p = _ffi.encode_optional(production, "production")
-        if not isinstance(after, int) or isinstance(after, bool):
-            raise TypeError(f"after must be an int, not {type(after).__name__}")
+        after = _ffi.int64_at_least_zero(after, "after")
         out = ctypes.c_void_p()
         _ffi.call(_ffi.lib.leases_events_json, self._handle(), p, after, ctypes.byref(out))
         return [Event.from_json(o) for o in parse_list(_ffi.take_string(out))]
 
-    # ---- paged observations: the JSON of docs/c-api.md, parsed ----
+    # ---- observations, paged (C ABI revision 1): typed records ----
 
     def jobs_page(
         self,
@@ -266,14 +347,36 @@ class Authority(Managed):
         job_id: Optional[str] = None,
         cursor: Optional[str] = None,
         limit: int = 0,
-    ) -> Dict[str, Any]:
-        """One page of jobs: ``{"jobs": [...], "next": cursor or None}``."""
+    ) -> "Page[Job]":
+        """One page of the production's jobs in request order (``limit``
+        0: 100, at most 1000), filtered by state (``JobState`` members or
+        their names), key or id; ``page.next`` is the cursor of the next
+        page, None after the last."""
         _ffi.ensure_not_forked()
-        return _json_object(
+        o = _json_object(
             _ffi.lib.leases_jobs_page_json, self._handle(), _ffi.encode(production, "production"),
             _names(states, "states"), _ffi.encode_optional(key, "key"),
-            _ffi.encode_optional(job_id, "job_id"), _ffi.encode_optional(cursor, "cursor"), limit,
+            _ffi.encode_optional(job_id, "job_id"), _ffi.encode_optional(cursor, "cursor"), _page_limit(limit),
         )
+        return Page([Job.from_json(j) for j in o["jobs"]], o.get("next"))
+
+    def iter_jobs(
+        self,
+        production: str,
+        *,
+        states: Optional[Sequence[str]] = None,
+        key: Optional[str] = None,
+        page_size: int = 0,
+    ) -> Iterator[Job]:
+        """Every job of the production (with the filters), in request order,
+        a page at a time: constant memory however many there are, and each
+        job listed once even while states change (docs/c-api.md). Arguments
+        are checked at the call, before any store access."""
+        _names(states, "states")
+        _ffi.encode_optional(key, "key")
+        _page_limit(page_size)
+
+        return _follow(lambda cursor: self.jobs_page(production, states=states, key=key, cursor=cursor, limit=page_size))
 
     def events_page(
         self,
@@ -283,37 +386,96 @@ class Authority(Managed):
         kinds: Optional[Sequence[str]] = None,
         after: int = 0,
         limit: int = 0,
-    ) -> Dict[str, Any]:
-        """One page of events: ``{"events": [...], "next": seq, "more": bool}``."""
+    ) -> "Page[Event]":
+        """One page of events with seq > after, oldest first; ``page.next``
+        is the ``after`` of the next call and ``page.more`` whether more
+        can be read now."""
         _ffi.ensure_not_forked()
-        return _json_object(
+        o = _json_object(
             _ffi.lib.leases_events_page_json, self._handle(),
             _ffi.encode_optional(production, "production"), _ffi.encode_optional(job_id, "job_id"),
-            _names(kinds, "kinds"), after, limit,
+            _names(kinds, "kinds"), _ffi.int64_at_least_zero(after, "after"), _page_limit(limit),
+        )
+        return Page([Event.from_json(e) for e in o["events"]], int(o["next"]), bool(o["more"]))
+
+    def iter_events(
+        self,
+        production: Optional[str] = None,
+        *,
+        job_id: Optional[str] = None,
+        kinds: Optional[Sequence[str]] = None,
+        after: int = 0,
+        page_size: int = 0,
+    ) -> Iterator[Event]:
+        """The events with seq > after that can be read now, a page at a
+        time, oldest first; it ends when no more can be read yet (continue
+        later from the last event's ``seq``)."""
+        _names(kinds, "kinds")
+        _ffi.int64_at_least_zero(after, "after")
+        _page_limit(page_size)
+
+        def pages() -> Iterator[Event]:
+            start = after
+            while True:
+                page = self.events_page(production, job_id=job_id, kinds=kinds, after=start, limit=page_size)
+                yield from page.items
+                start = page.next
+                if not page.more:
+                    return
+
+        return pages()
+
+    def job(self, production: str, job_id: str) -> JobRecord:
+        """One job read back: its listing fields, payload size, times and
+        the facts its completion published (``JobRecord``); never a secret."""
+        _ffi.ensure_not_forked()
+        return JobRecord.from_json(
+            _json_object(
+                _ffi.lib.leases_job_json, self._handle(), _ffi.encode(production, "production"),
+                _ffi.encode(job_id, "job_id"),
+            )
         )
 
-    def job(self, production: str, job_id: str) -> Dict[str, Any]:
-        """One job's record: the listing's fields, payload_size, times, facts."""
+    def productions_page(self, *, cursor: Optional[str] = None, limit: int = 0) -> "Page[Production]":
+        """One page of productions, by name."""
         _ffi.ensure_not_forked()
-        return _json_object(
-            _ffi.lib.leases_job_json, self._handle(), _ffi.encode(production, "production"),
-            _ffi.encode(job_id, "job_id"),
-        )
-
-    def productions_page(self, *, cursor: Optional[str] = None, limit: int = 0) -> Dict[str, Any]:
-        """One page of productions: ``{"productions": [...], "next": cursor or None}``."""
-        _ffi.ensure_not_forked()
-        return _json_object(
+        o = _json_object(
             _ffi.lib.leases_productions_page_json, self._handle(),
-            _ffi.encode_optional(cursor, "cursor"), limit,
+            _ffi.encode_optional(cursor, "cursor"), _page_limit(limit),
+        )
+        return Page([Production.from_json(p) for p in o["productions"]], o.get("next"))
+
+    def iter_productions(self, *, page_size: int = 0) -> Iterator[Production]:
+        """Every production, by name, a page at a time."""
+        _page_limit(page_size)
+
+        return _follow(lambda cursor: self.productions_page(cursor=cursor, limit=page_size))
+
+    def job_counts(self, production: str) -> JobCounts:
+        """The production's jobs by state at one moment of the authority's
+        clock (``counts["requested"]``, ``counts.expired``, ...)."""
+        _ffi.ensure_not_forked()
+        return JobCounts.from_json(
+            _json_object(_ffi.lib.leases_job_counts_json, self._handle(), _ffi.encode(production, "production"))
         )
 
-    def job_counts(self, production: str) -> Dict[str, Any]:
-        """The production's jobs by state: ``{"requested": n, ..., "at_unix_us": t}``."""
-        _ffi.ensure_not_forked()
-        return _json_object(
-            _ffi.lib.leases_job_counts_json, self._handle(), _ffi.encode(production, "production")
-        )
+    def work(self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]) -> Worker:
+        """The worker loop of a production (docs/python.md, "Writing a worker")::
+
+            for lease in auth.work("render", worker="w1", duration=timedelta(minutes=2)):
+                render(lease.payload)          # kept alive meanwhile
+                lease.complete(metadata=...)   # or leave it: the loop completes it
+
+        Each job is claimed as soon as one is claimable (no polling) and
+        kept alive (renewed every ``interval``, default a third of
+        ``duration``) while the body runs. SIGINT/SIGTERM (main thread) or
+        ``stop()`` drain the loop; ``drain_timeout`` bounds how long a
+        running job may take then. ``max_jobs`` bounds the claims;
+        ``exit_when_empty`` ends the loop once the production has nothing
+        claimable. ``handle_signals`` (default: in the main thread) says
+        whether SIGINT/SIGTERM drain it. Arguments are checked here, before
+        any store access."""
+        return Worker(self, production, worker=worker, duration=duration, **options)
 
     def edit(self) -> "Edit":
         """Begins an edit (one write transaction holding the writer lock)."""
@@ -346,7 +508,7 @@ class Edit(Managed):
         p, w, us = _claim_args(production, worker, duration)
         out = _ffi.LeasePtr()
         status = _ffi.lib.leases_edit_claim(self._handle(), p, w, us, ctypes.byref(out))
-        return _lease_or_none(status, out, self._authority)
+        return _lease_or_none(status, out, self._authority, us)
 
     def complete(
         self,

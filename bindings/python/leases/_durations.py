@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from ._errors import InvalidDurationError
+from ._abi import MAX_WAIT_US
 from ._ffi import MAX_DURATION_US
 
 MAX_DURATION = timedelta(microseconds=MAX_DURATION_US)
@@ -14,8 +15,8 @@ MAX_DURATION = timedelta(microseconds=MAX_DURATION_US)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def duration_us(value: object, what: str = "duration") -> int:
-    """The whole microseconds of a timedelta in 1 µs .. 24 h, else an error.
+def whole_us(value: object, what: str) -> int:
+    """The whole microseconds of a timedelta, exact; anything else is refused.
 
     A timedelta subclass carrying sub-microsecond nanoseconds (as
     pandas.Timedelta does) is refused rather than rounded.
@@ -25,17 +26,34 @@ def duration_us(value: object, what: str = "duration") -> int:
             f"{what} must be a datetime.timedelta, not {type(value).__name__} "
             "(e.g. timedelta(seconds=30))"
         )
-    us = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
     nanos = getattr(value, "nanoseconds", 0)
     if isinstance(nanos, int) and nanos != 0:
         raise InvalidDurationError(
             f"{what} {value!s} has a fraction of a microsecond ({nanos} ns); "
             "durations are whole microseconds and are never rounded"
         )
+    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+
+
+def duration_us(value: object, what: str = "duration") -> int:
+    """The whole microseconds of a timedelta in 1 µs .. 24 h, else an error."""
+    us = whole_us(value, what)
     if us <= 0 or us > MAX_DURATION_US:
         raise InvalidDurationError(
             f"{what} must be more than zero and at most 24 hours "
             f"(1 .. {MAX_DURATION_US} microseconds), not {value!s}"
+        )
+    return us
+
+
+def wait_us(value: object, what: str = "wait") -> int:
+    """The whole microseconds of a wait's bound, a timedelta in 0 .. 24 h
+    (0: do not wait), else an error."""
+    us = whole_us(value, what)
+    if us < 0 or us > MAX_WAIT_US:
+        raise InvalidDurationError(
+            f"{what} must be at least zero and at most 24 hours "
+            f"(0 .. {MAX_WAIT_US} microseconds), not {value!s}"
         )
     return us
 

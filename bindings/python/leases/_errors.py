@@ -47,7 +47,7 @@ class NotHeldError(LeasesError):
 
 
 class InvalidArgumentError(LeasesError, ValueError):
-    """LEASES_INVALID_ARGUMENT: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; a new name (production, key, worker, fact key) that is not NFC, holds an invisible character or has white space at either end; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h."""
+    """LEASES_INVALID_ARGUMENT: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; a new name (production, key, worker, fact key) that is not NFC, holds an invisible character or has white space at either end; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h; a priority, run-at, delay or retry policy out of its bounds, an options struct of a bad size, a redrive of a state other than failed, dead or cancelled."""
 
     status = 1
     status_name = "invalid_argument"
@@ -68,21 +68,21 @@ class NotFoundError(LeasesError):
 
 
 class NothingToClaimError(LeasesError):
-    """LEASES_NOTHING_TO_CLAIM: the production has no claimable job."""
+    """LEASES_NOTHING_TO_CLAIM: the production has no claimable job (a delayed or backing-off job is not claimable before its time)."""
 
     status = 4
     status_name = "nothing_to_claim"
 
 
 class WrongStateError(LeasesError):
-    """LEASES_WRONG_STATE: the job is in a state that forbids the operation, or this claim already finished through another handle."""
+    """LEASES_WRONG_STATE: the job is in a state that forbids the operation, or this claim already finished through another handle; a claim by id before the job's run-at or backoff has passed, or of a dead job; a retry of a job that is not failed, dead or cancelled; creating a production that exists with another retry policy."""
 
     status = 5
     status_name = "wrong_state"
 
 
 class LeaseLostError(NotHeldError):
-    """LEASES_LEASE_LOST: the job's current claim is another one (also when another claim has since finished the job)."""
+    """LEASES_LEASE_LOST: the job's current claim is another one (also when another claim has since finished the job, or a claim noticed that this one had lapsed)."""
 
     status = 6
     status_name = "lease_lost"
@@ -172,6 +172,13 @@ class InternalError(LeasesError):
     status_name = "internal"
 
 
+class InterruptedError(LeasesError):
+    """LEASES_INTERRUPTED: a wait was ended by its canceller (returned only by the waiting functions of revision 1)."""
+
+    status = 19
+    status_name = "interrupted"
+
+
 ERROR_CLASSES: Dict[int, Type[LeasesError]] = {
     1: InvalidArgumentError,
     2: InvalidDurationError,
@@ -191,6 +198,7 @@ ERROR_CLASSES: Dict[int, Type[LeasesError]] = {
     16: SchemaTooNewError,
     17: ForkedError,
     18: InternalError,
+    19: InterruptedError,
 }
 
 # END GENERATED

@@ -14,16 +14,24 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ._abi import (
     ABI_REVISION,
     ABI_VERSION,
+    MAX_CURSOR_LEN,
     MAX_DURATION_US,
+    MAX_FACTS_LEN,
+    MAX_NAME_LEN,
+    MAX_PATH_LEN,
+    MAX_PAYLOAD_LEN,
+    MAX_REASON_LEN,
+    MAX_TOKEN_LEN,
     SIGNATURES,
     AuthorityPtr,
+    CancellerPtr,
     EditPtr,
     ExecutionPtr,
     LeasePtr,
     Signature,
     c_status,
 )
-from ._errors import ForkedError, InvalidArgumentError, error_for_status
+from ._errors import BadTokenError, ForkedError, InvalidArgumentError, error_for_status
 
 __all__ = [
     "ABI_REVISION",
@@ -31,6 +39,7 @@ __all__ = [
     "MAX_DURATION_US",
     "SIGNATURES",
     "AuthorityPtr",
+    "CancellerPtr",
     "EditPtr",
     "ExecutionPtr",
     "LeasePtr",
@@ -250,16 +259,59 @@ def take_bytes(out: ctypes.c_void_p, length: int) -> bytes:
         load().leases_free(address)
 
 
+# The header's byte limits of each text argument, by its name. A str longer
+# in characters than its limit in bytes is refused before it is encoded
+# (copied), so an absurd argument never costs its size in memory twice; the
+# library checks the exact byte length of the rest.
+LIMITS: Dict[str, Tuple[int, str]] = {
+    **{n: (MAX_NAME_LEN, "LEASES_MAX_NAME_LEN") for n in ("production", "worker", "key", "name", "job_id")},
+    "reason": (MAX_REASON_LEN, "LEASES_MAX_REASON_LEN"),
+    "facts": (MAX_FACTS_LEN, "LEASES_MAX_FACTS_LEN"),
+    "path": (MAX_PATH_LEN, "LEASES_MAX_PATH_LEN"),
+    "output_dir": (MAX_PATH_LEN, "LEASES_MAX_PATH_LEN"),
+    "token": (MAX_TOKEN_LEN, "LEASES_MAX_TOKEN_LEN"),
+    "cursor": (MAX_CURSOR_LEN, "LEASES_MAX_CURSOR_LEN"),
+}
+
+
+def too_long(what: str, size: int, unit: str, limit: int, name: str) -> str:
+    return f"{what} is {size} {unit}, over the limit of {limit} bytes ({name})"
+
+
 def encode(value: str, what: str) -> bytes:
     """UTF-8 for the library, which validates it. Lone surrogates pass through
     as invalid UTF-8 so that the library reports them; a NUL byte cannot cross
     a C string, so it is refused here with the library's status."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    limit = LIMITS.get(what)
+    if limit is not None and len(value) > limit[0]:
+        error = BadTokenError if what == "token" else InvalidArgumentError
+        raise error(too_long(what, len(value), "characters", *limit))
     data = value.encode("utf-8", "surrogatepass")
     if b"\0" in data:
         raise InvalidArgumentError(f"{what} contains a NUL byte")
     return data
+
+
+def payload_bytes(payload: object) -> bytes:
+    """A job payload as bytes, its size checked before it is copied."""
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+    size = memoryview(payload).nbytes if not isinstance(payload, bytes) else len(payload)
+    if size > MAX_PAYLOAD_LEN:
+        raise InvalidArgumentError(too_long("payload", size, "bytes", MAX_PAYLOAD_LEN, "LEASES_MAX_PAYLOAD_LEN"))
+    return bytes(payload)
+
+
+def int64_at_least_zero(value: object, what: str) -> int:
+    """An int that crosses as int64_t >= 0, range-checked here: ctypes
+    would wrap 2**64 to 0 silently."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not 0 <= value <= 2**63 - 1:
+        raise InvalidArgumentError(f"{what} must be 0 .. 2**63-1 (an int64_t), not {value}")
+    return value
 
 
 def encode_optional(value: Optional[str], what: str) -> Optional[bytes]:

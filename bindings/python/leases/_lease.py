@@ -8,12 +8,14 @@ import ctypes
 import json
 import os
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from . import _ffi
-from ._durations import datetime_from_unix_us, duration_us
-from ._errors import InvalidArgumentError, LeasesError
-from ._managed import Managed
+from ._abi import MAX_FACTS_LEN
+from ._durations import datetime_from_unix_us, duration_us, wait_us
+from ._errors import InvalidArgumentError, LeasesError, error_for_status
+from ._managed import Closing, Managed
+from ._waiting import Canceller, canceller_handle, in_slices
 
 if TYPE_CHECKING:
     from ._authority import Authority
@@ -35,11 +37,23 @@ def facts_json(
         facts[name] = dict(value)
     if not facts:
         return None
+    # Encoded piece by piece, stopping past the limit: huge facts are refused
+    # before the whole document is built and copied.
+    chunks = []
+    size = 0
     try:
-        text = json.dumps(facts, ensure_ascii=False, allow_nan=False)
+        for chunk in json.JSONEncoder(ensure_ascii=False, allow_nan=False).iterencode(facts):
+            size += len(chunk)
+            if size > MAX_FACTS_LEN:
+                break
+            chunks.append(chunk)
     except ValueError as e:  # NaN/Infinity, circular references: not JSON
         raise InvalidArgumentError(f"metadata/provenance is not JSON: {e}") from e
-    return _ffi.encode(text, "facts")
+    if size > MAX_FACTS_LEN:
+        raise InvalidArgumentError(
+            _ffi.too_long("facts", size, "characters or more", MAX_FACTS_LEN, "LEASES_MAX_FACTS_LEN")
+        )
+    return _ffi.encode("".join(chunks), "facts")
 
 
 class Lease(Managed):
@@ -52,10 +66,12 @@ class Lease(Managed):
 
     _what = "lease"
 
-    def __init__(self, ptr: Any, authority: "Authority") -> None:
-        # Built by Authority/Edit only; takes ownership of ptr.
+    def __init__(self, ptr: Any, authority: "Authority", duration_us: Optional[int] = None) -> None:
+        # Built by Authority/Edit only; takes ownership of ptr. duration_us:
+        # what it was claimed for (keep_alive's default), None when imported.
         self._ptr = ptr
         self._authority = authority  # keeps the authority open while in use
+        self._duration_us = duration_us
         self.job_id: str = self._local_string(_ffi.lib.leases_lease_job_id)
         self.production: str = self._local_string(_ffi.lib.leases_lease_production)
         self.worker: str = self._local_string(_ffi.lib.leases_lease_worker)
@@ -140,6 +156,90 @@ class Lease(Managed):
         _ffi.call(_ffi.lib.leases_lease_export, self._handle(), ctypes.byref(out))
         return _ffi.take_string(out)
 
+    def keep_alive(
+        self, duration: Optional[timedelta] = None, *, interval: Optional[timedelta] = None
+    ) -> "KeepAlive":
+        """Keeps the claim alive in the background: the library renews it
+        by the rules of ``renew(duration)`` every ``interval`` (default: a
+        third of the duration), retrying busy and unknown outcomes while the
+        claim may hold. ``duration`` defaults to the one it was claimed for
+        (required for an imported lease). It stops when the lease is
+        completed, released, failed or closed, at ``stop_keep_alive()``, and
+        when a renewal is rejected: then ``lost`` says why (a coordinator's
+        cancel arrives within one interval). Returns a context manager that
+        stops it on exit; calling it again replaces the running renewer."""
+        _ffi.ensure_not_forked()
+        if duration is None:
+            if self._duration_us is None:
+                raise TypeError(
+                    "keep_alive() needs a duration for a lease that was not claimed through "
+                    "this package (an imported token)"
+                )
+            us = self._duration_us
+        else:
+            us = duration_us(duration)
+        every = 0 if interval is None else duration_us(interval, "interval")
+        _ffi.call(_ffi.lib.leases_lease_keep_alive, self._handle(), us, every)
+        return KeepAlive(self)
+
+    def stop_keep_alive(self) -> None:
+        """Stops the keep-alive, if one runs; returns once no renewal can be
+        written any more. The claim stays as it is."""
+        _ffi.call(_ffi.lib.leases_lease_keep_alive_stop, self._handle())
+
+    def check(self) -> Optional[LeasesError]:
+        """Asks the store, without writing, whether this lease still holds
+        its claim now on the authority's clock: None when it does, else the
+        exception its next operation would raise (``CancelledError``,
+        ``ExpiredError``, ``LeaseLostError``, ``ClosedError``, ...), returned,
+        not raised. A failure to ask (``BusyError``, ``StorageError``) is
+        raised: it says nothing about the claim."""
+        reason = _ffi.c_status()
+        _ffi.call(_ffi.lib.leases_lease_check, self._handle(), ctypes.byref(reason))
+        return self._reason(reason.value)
+
+    @property
+    def lost(self) -> Optional[LeasesError]:
+        """Why this process knows the claim is over (the exception its next
+        operation would raise), or None while it knows of nothing: a
+        kept-alive lease learns of a rejected renewal (a coordinator's
+        cancel, an expiry) by itself; otherwise only operations and
+        ``check()`` find out. Local: asks no store."""
+        return self.wait_lost(timedelta(0))
+
+    def wait_lost(
+        self, timeout: Optional[timedelta] = None, *, canceller: Optional[Canceller] = None
+    ) -> Optional[LeasesError]:
+        """Waits until this process knows the claim is over and returns why
+        (as ``lost``), or None once ``timeout`` (None: no bound; at most 24 h
+        otherwise) has passed. Ctrl-C interrupts it within 200 ms; a
+        cancelled ``canceller`` ends it with ``InterruptedError``."""
+        _ffi.ensure_not_forked()
+        bound = None if timeout is None else wait_us(timeout, "timeout")
+        self._handle()
+        lost: List[Optional[LeasesError]] = [None]
+
+        def attempt(slice_us: int) -> bool:
+            reason = _ffi.c_status()
+            _ffi.check(
+                _ffi.lib.leases_lease_wait_lost(
+                    self._handle(), slice_us, canceller_handle(canceller), ctypes.byref(reason)
+                )
+            )
+            lost[0] = self._reason(reason.value)
+            return lost[0] is not None
+
+        in_slices(bound, attempt)
+        return lost[0]
+
+    @staticmethod
+    def _reason(status: int) -> Optional[LeasesError]:
+        """The exception of a lease's reported reason (read right after the
+        call that reported it: the message is the thread's last error)."""
+        if status == 0:
+            return None
+        return error_for_status(status, _ffi.last_error(), _ffi.status_name(status))
+
     def execution(self, output_dir: Union[str, "os.PathLike[str]"]) -> "Execution":
         """Begins an execution of the reference executor in output_dir."""
         return Execution(self, output_dir)
@@ -159,6 +259,24 @@ class Lease(Managed):
         )
 
     __str__ = __repr__
+
+
+class KeepAlive(Closing):
+    """A running keep-alive: leaving ``with`` (or ``stop()``) stops it and
+    returns once no renewal can be written any more; a lease that is
+    closed or freed meanwhile has stopped it already."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+
+    def stop(self) -> None:
+        if not self.lease.closed:
+            self.lease.stop_keep_alive()
+
+    close = stop
+
+    def __repr__(self) -> str:
+        return f"<leases.KeepAlive of {self.lease!r}>"
 
 
 class Execution(Managed):

@@ -10,10 +10,33 @@ from typing import Any, Optional, Type, TypeVar
 from . import _ffi
 from ._errors import ClosedError
 
+_C = TypeVar("_C", bound="Closing")
 _M = TypeVar("_M", bound="Managed")
 
 
-class Managed(ABC):
+class Closing:
+    """A context manager whose exit is ``close()`` (``_leave`` says what
+    leaving does when it depends on how the block ended)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def _leave(self, ok: bool) -> None:
+        self.close()
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self._leave(exc_type is None)
+
+
+class Managed(Closing, ABC):
     """Owns one handle; ``_ptr`` is None once it is closed or consumed."""
 
     _what = "object"
@@ -52,15 +75,10 @@ class Managed(ABC):
         """What leaving a `with` block without an exception does."""
         self.close()
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
+    def _leave(self, ok: bool) -> None:
         if self._ptr is None:
             return
-        if exc_type is None:
+        if ok:
             self._succeed()
         else:
             self.close()

@@ -24,14 +24,19 @@ import asyncio
 import threading
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Callable, List, Optional, Set, Type, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Protocol, Set, Type, TypeVar
 
 from ._authority import Authority, BytesLike, PathArg
+from ._errors import LeasesError
 from ._lease import JSONMapping, Lease
-from ._managed import Managed
 from ._records import Event, Job
+from ._waiting import Canceller
+from ._worker import WorkOptions, Worker
 
-__all__ = ["AsyncAuthority", "AsyncLease"]
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only, never evaluated
+
+__all__ = ["AsyncAuthority", "AsyncLease", "AsyncWorker"]
 
 _T = TypeVar("_T")
 _H = TypeVar("_H", bound="_AsyncHandle")
@@ -53,10 +58,13 @@ def _release_quietly(lease: Lease) -> None:
         lease.close()
 
 
-async def _claim(call: Callable[[], Optional[Lease]]) -> Optional[Lease]:
+async def _claim(
+    call: Callable[[], Optional[Lease]], canceller: Optional[Canceller] = None
+) -> Optional[Lease]:
     """Runs a claiming call in a thread. If the awaiting task is cancelled,
     the claim it was making is released when it arrives, in the thread when
-    it has not returned yet, else from the loop."""
+    it has not returned yet, else from the loop; a waiting claim given
+    `canceller` is ended at once instead of running out its wait."""
     cancelled = threading.Event()
 
     def claim_in_thread() -> Optional[Lease]:
@@ -71,8 +79,24 @@ async def _claim(call: Callable[[], Optional[Lease]]) -> Optional[Lease]:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         cancelled.set()
+        if canceller is not None:
+            canceller.cancel()
         task.add_done_callback(_release_late_claim)
         raise
+
+
+async def _waiting(call: Callable[[Canceller], _T]) -> _T:
+    """Runs a waiting call in a thread with a canceller of its own, which a
+    cancellation of the awaiting task cancels: the thread's wait ends at
+    once (InterruptedError, nobody awaits it) instead of running out."""
+    with Canceller() as canceller:
+        task = asyncio.ensure_future(asyncio.to_thread(call, canceller))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            canceller.cancel()
+            await asyncio.wait([task])  # the canceller is freed only after the wait returned
+            raise
 
 
 def _release_late_claim(task: "asyncio.Task[Optional[Lease]]") -> None:
@@ -86,11 +110,25 @@ def _release_late_claim(task: "asyncio.Task[Optional[Lease]]") -> None:
     release.add_done_callback(_pending_releases.discard)
 
 
-class _AsyncHandle:
-    """What every async wrapper of a handle shares: close() and ``async
-    with``, which leave the handle as its blocking ``with`` does."""
+class _Closable(Protocol):
+    @property
+    def closed(self) -> bool: ...
 
-    sync: Managed
+    def close(self) -> None: ...
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None: ...
+
+
+class _AsyncHandle:
+    """What every async wrapper of a handle (or loop) shares: close() and
+    ``async with``, which leave it as its blocking ``with`` does."""
+
+    sync: _Closable
 
     @property
     def closed(self) -> bool:
@@ -149,6 +187,28 @@ class AsyncLease(_AsyncHandle):
         """The token of this active lease: a credential, never to be logged."""
         return await _run(self.sync.export_token)
 
+    async def keep_alive(self, duration: Optional[timedelta] = None, *, interval: Optional[timedelta] = None) -> None:
+        """Keeps the claim alive in the background (``Lease.keep_alive``)."""
+        await _run(lambda: self.sync.keep_alive(duration, interval=interval))
+
+    async def stop_keep_alive(self) -> None:
+        await _run(self.sync.stop_keep_alive)
+
+    async def check(self) -> Optional[LeasesError]:
+        """None while the claim holds, else why not (``Lease.check``)."""
+        return await _run(self.sync.check)
+
+    @property
+    def lost(self) -> Optional[LeasesError]:
+        """Why this process knows the claim is over, or None (local: no store
+        access, so no thread)."""
+        return self.sync.lost
+
+    async def wait_lost(self, timeout: Optional[timedelta] = None) -> Optional[LeasesError]:
+        """Waits until the claim is known to be over (``Lease.wait_lost``);
+        cancelling the await ends the wait in its thread at once."""
+        return await _waiting(lambda c: self.sync.wait_lost(timeout, canceller=c))
+
     def __repr__(self) -> str:
         return f"<leases.aio.AsyncLease production={self.production!r} job_id={self.job_id!r} worker={self.worker!r}>"
 
@@ -179,9 +239,20 @@ class AsyncAuthority(_AsyncHandle):
     async def request_job(self, production: str, key: Optional[str] = None, payload: BytesLike = b"") -> str:
         return await _run(lambda: self.sync.request_job(production, key, payload))
 
-    async def claim(self, production: str, *, worker: str, duration: timedelta) -> Optional[AsyncLease]:
-        """The next claimable job's lease (FIFO); None when there is none."""
-        return _wrap(await _claim(lambda: self.sync.claim(production, worker=worker, duration=duration)))
+    async def claim(
+        self, production: str, *, worker: str, duration: timedelta, wait: Optional[timedelta] = None
+    ) -> Optional[AsyncLease]:
+        """The next claimable job's lease (FIFO); None when there is none,
+        or, with ``wait``, none became claimable within it. Cancelling the
+        await ends the wait in its thread at once, having claimed nothing."""
+        # Freed by its last reference, the thread's call: never under a wait.
+        canceller = Canceller()
+        return _wrap(
+            await _claim(
+                lambda: self.sync.claim(production, worker=worker, duration=duration, wait=wait, canceller=canceller),
+                canceller,
+            )
+        )
 
     async def claim_job(self, production: str, job_id: str, *, worker: str, duration: timedelta) -> AsyncLease:
         lease = await _claim(lambda: self.sync.claim_job(production, job_id, worker=worker, duration=duration))
@@ -202,6 +273,16 @@ class AsyncAuthority(_AsyncHandle):
     async def events(self, production: Optional[str] = None, after: int = 0) -> List[Event]:
         return await _run(lambda: self.sync.events(production, after))
 
+    def work(
+        self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]
+    ) -> "AsyncWorker":
+        """The worker loop (``Authority.work``) for ``async for``; each claim
+        waits in a thread. Stop it with ``stop()`` (e.g. from
+        ``loop.add_signal_handler``) or by cancelling the task; it handles
+        no signal itself."""
+        options["handle_signals"] = False
+        return AsyncWorker(self.sync.work(production, worker=worker, duration=duration, **options))
+
     async def run(self, call: Callable[[Authority], _T]) -> _T:
         """Runs call(authority) in a worker thread: a whole edit, say, which
         must stay on one thread (``auth.run(lambda a: ...)``)."""
@@ -209,3 +290,51 @@ class AsyncAuthority(_AsyncHandle):
 
     def __repr__(self) -> str:
         return f"<leases.aio.AsyncAuthority {self.sync!r}>"
+
+
+class AsyncWorker(_AsyncHandle):
+    """``Authority.work``'s loop for ``async for``: each step (settling the
+    previous job, claiming the next, waiting for it) runs in a worker thread,
+    so the event loop keeps running. ``async with`` ends it on exit, giving
+    back a job the body left unsettled; ``stop()`` drains it from the loop
+    (a signal handler of ``loop.add_signal_handler``) or any thread, and
+    cancelling the awaiting task stops it the same way."""
+
+    sync: Worker
+
+    def __init__(self, worker: Worker) -> None:
+        self.sync = worker
+        self._steps: Optional[Iterator[Lease]] = None
+
+    def stop(self) -> None:
+        self.sync.stop()
+
+    @property
+    def stopping(self) -> bool:
+        return self.sync.stopping
+
+    def __aiter__(self) -> "AsyncWorker":
+        return self
+
+    async def __anext__(self) -> AsyncLease:
+        if self._steps is None:
+            self._steps = iter(self.sync)
+        steps = self._steps
+        task = asyncio.ensure_future(asyncio.to_thread(next, steps, None))
+        try:
+            lease = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.sync.stop()
+            await asyncio.wait([task])
+            raise
+        if lease is None:
+            raise StopAsyncIteration
+        return AsyncLease(lease)
+
+    async def aclose(self) -> None:
+        """Ends the loop, giving back a job the body left unsettled (as
+        leaving ``async with`` does)."""
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<leases.aio.AsyncWorker {self.sync!r}>"

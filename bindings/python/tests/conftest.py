@@ -12,6 +12,7 @@ import pytest
 
 import leases
 
+import _pg
 import _testing
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,19 +63,29 @@ def check_complete_and_claim_next(auth: leases.Authority) -> None:
     nxt = lease.complete_and_claim_next(metadata={"frames": 3}, duration=SECONDS_30)
     assert nxt is not None
     assert nxt.job_id == second and nxt.worker == "w7" and nxt.production == PRODUCTION
-    assert auth.job(PRODUCTION, first)["state"] == "completed"
-    assert auth.job(PRODUCTION, second)["state"] == "claimed"
+    assert auth.job(PRODUCTION, first).state == "completed"
+    assert auth.job(PRODUCTION, second).state == "claimed"
     with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
     third = auth.request_job(PRODUCTION)
     auth.cancel(PRODUCTION, second)
     with pytest.raises(leases.CancelledError):
         nxt.complete_and_claim_next(duration=SECONDS_30)
-    assert auth.job(PRODUCTION, third)["state"] == "requested"
+    assert auth.job(PRODUCTION, third).state == "requested"
     last = claim(auth)
     assert last.job_id == third
     assert last.complete_and_claim_next(duration=SECONDS_30) is None
-    assert auth.job(PRODUCTION, third)["state"] == "completed"
+    assert auth.job(PRODUCTION, third).state == "completed"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each store in turn: a SQLite file, then a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "jobs.db")
+    else:
+        for schema in _pg.fresh_schema():
+            yield schema.url
 
 
 @pytest.fixture

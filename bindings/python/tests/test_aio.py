@@ -8,25 +8,14 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
-from pathlib import Path
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
 import leases
 from leases.aio import AsyncAuthority, AsyncLease
 
-import _pg
 from conftest import PRODUCTION, SECONDS_30
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "jobs.db")
-    else:
-        for schema in _pg.fresh_schema():
-            yield schema.url
 
 
 async def ticking(ticks: List[int]) -> None:
@@ -138,5 +127,87 @@ def test_exceptions_and_token_handover_are_those_of_the_blocking_api(location: s
             done = await auth.run(edit_in_thread)
             states = {j.id: j.state for j in await auth.jobs(PRODUCTION)}
             assert states == {job_id: "failed", done: "completed"}
+
+    asyncio.run(main())
+
+
+def test_an_async_waiting_claim_wakes_for_a_request_while_the_loop_runs(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            ticks = [0]
+            ticker = asyncio.ensure_future(ticking(ticks))
+            claim = asyncio.ensure_future(
+                auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30, wait=timedelta(minutes=5))
+            )
+            await asyncio.sleep(0.3)
+            assert not claim.done()
+            job_id = await auth.request_job(PRODUCTION)
+            lease = await asyncio.wait_for(claim, 5)
+            ticker.cancel()
+            assert lease is not None and lease.job_id == job_id
+            assert ticks[0] >= 10, f"the loop ran {ticks[0]} times while a claim waited"
+            await lease.complete()
+
+    asyncio.run(main())
+
+
+def test_cancelling_an_async_wait_ends_it_at_once_and_claims_nothing(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            claim = asyncio.ensure_future(
+                auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30, wait=timedelta(hours=1))
+            )
+            await asyncio.sleep(0.2)
+            start = time.monotonic()
+            claim.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await claim
+            # The thread's wait ended too: a job requested now stays requested.
+            await auth.request_job(PRODUCTION)
+            await asyncio.sleep(0.3)
+            assert [j.state for j in await auth.jobs(PRODUCTION)] == ["requested"]
+            assert time.monotonic() - start < 2
+
+    asyncio.run(main())
+
+
+def test_the_async_work_loop_keeps_jobs_alive_and_drains_on_stop(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            first = await auth.request_job(PRODUCTION)
+            second = await auth.request_job(PRODUCTION)
+            seen = []
+            async with auth.work(PRODUCTION, worker="aio", duration=timedelta(milliseconds=600)) as jobs:
+                async for lease in jobs:
+                    seen.append(lease.job_id)
+                    await asyncio.sleep(1.0)  # past the duration: kept alive
+                    assert lease.lost is None and await lease.check() is None
+                    if lease.job_id == second:
+                        jobs.stop()  # drains: this job is completed, nothing more claimed
+            assert seen == [first, second]
+            states = [j.state for j in await auth.jobs(PRODUCTION)]
+            assert states == ["completed", "completed"]
+            assert "renewed" in [e.kind for e in await auth.events(PRODUCTION) if e.job_id == first]
+
+    asyncio.run(main())
+
+
+def test_an_async_wait_for_a_lost_lease_sees_a_coordinators_cancel(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            job_id = await auth.request_job(PRODUCTION)
+            lease = await auth.claim(PRODUCTION, worker="aio", duration=timedelta(seconds=3))
+            assert lease is not None
+            await lease.keep_alive(interval=timedelta(milliseconds=200))
+            waiting = asyncio.ensure_future(lease.wait_lost(timedelta(seconds=20)))
+            await asyncio.sleep(0.1)
+            await auth.cancel(PRODUCTION, job_id)
+            why = await asyncio.wait_for(waiting, 5)
+            assert isinstance(why, leases.CancelledError)
+            await lease.close()
 
     asyncio.run(main())

@@ -82,6 +82,7 @@ def test_exceptions_of_an_expired_or_lost_lease_show_no_secret(
     with pytest.raises(leases.ExpiredError) as e1:
         old.complete()
     errors += [repr(e1.value), str(e1.value)]
+    time.sleep(1.25)  # the default policy's first backoff after the expiry (at most 1.2 s)
     auth.claim_job(PRODUCTION, job_id, worker="w2", duration=SECONDS_30)
     with pytest.raises(leases.LeaseLostError) as e2:
         old.renew(SECONDS_30)
@@ -100,3 +101,28 @@ def test_the_database_file_holds_no_secret(auth: leases.Authority, lease: leases
     for form in secret_forms(token):
         assert form.encode() not in data
     assert raw[32:48] not in data
+
+
+def test_the_worker_runtime_shows_no_secret_in_reprs_verdicts_or_logs(
+    auth: leases.Authority, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = auth.request_job(PRODUCTION)
+    auth.request_job(PRODUCTION)
+    texts: List[str] = []
+    tokens: List[str] = []
+    caplog.set_level("DEBUG", logger="leases")
+    with leases.Canceller() as canceller:
+        texts.append(repr(canceller))
+        worker = auth.work(PRODUCTION, worker="w1", duration=SECONDS_30, exit_when_empty=True)
+        for lease in worker:
+            tokens.append(lease.export_token())
+            texts += [repr(worker), repr(lease), repr(lease.keep_alive())]
+            if lease.job_id == first:
+                auth.cancel(PRODUCTION, first)  # the loop then logs that it ended unsettled
+                verdict = lease.check()
+                assert verdict is not None
+                texts += [repr(verdict), str(verdict), repr(lease.lost)]
+    texts += [r.getMessage() for r in caplog.records]
+    assert any("ended before it was settled" in t for t in texts)
+    for token in tokens:
+        assert_no_secret(texts, token)

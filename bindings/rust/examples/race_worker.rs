@@ -100,14 +100,23 @@ fn main() {
             println!("events: {:?}", auth.events(Some(PRODUCTION), 0));
         }
         let d = w.rnd(30, 150);
-        let id = w.call("claim", "", "", d * 1000);
+        let waiting = w.rnd(0, 1) == 0; // one claim in two waits, 0-300 ms
+        let id = w.call(if waiting { "claim_wait" } else { "claim" }, "", "", d * 1000);
         let label = format!("{}:{id}", w.name);
         let name = w.name.clone();
-        let lease = match auth.claim(PRODUCTION, &name, Duration::from_millis(d)) {
+        let claimed = if waiting {
+            let wait = Duration::from_millis(w.rnd(0, 300));
+            auth.claim_wait(PRODUCTION, &name, Duration::from_millis(d), wait, None)
+        } else {
+            auth.claim(PRODUCTION, &name, Duration::from_millis(d))
+        };
+        let lease = match claimed {
             Ok(Some(l)) => l,
             Ok(None) => {
                 w.ret_kind(id, "nothing_to_claim", "", "", 0);
-                sleep(Duration::from_millis(5));
+                if !waiting {
+                    sleep(Duration::from_millis(5));
+                }
                 continue;
             }
             Err(e) => {
@@ -121,6 +130,17 @@ fn main() {
             tokens.write_all(format!("{}\n", tok.as_str()).as_bytes()).expect("write the token");
         }
         sleep(Duration::from_millis(w.rnd(0, 60)));
+        if w.rnd(0, 2) == 0 {
+            // Kept alive while it works; its renewals are not in the history,
+            // and stopping it reports the last confirmed expiry.
+            let id = w.call("keep_alive", &label, &job, d * 1000);
+            let res = lease.keep_alive(Duration::from_millis(d), None);
+            w.ret(id, res.as_ref().copied(), &job, 0);
+            sleep(Duration::from_millis(w.rnd(50, 300)));
+            let id = w.call("stop_keep_alive", &label, &job, 0);
+            let _ = lease.stop_keep_alive();
+            w.ret(id, Ok(()), &job, expiry_us(&lease));
+        }
         if w.rnd(0, 2) == 0 {
             let d = w.rnd(30, 200);
             let id = w.call("renew", &label, &job, d * 1000);

@@ -19,17 +19,17 @@ use crate::sys;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// `LEASES_INVALID_ARGUMENT`: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; a new name (production, key, worker, fact key) that is not NFC, holds an invisible character or has white space at either end; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h.
+    /// `LEASES_INVALID_ARGUMENT`: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; a new name (production, key, worker, fact key) that is not NFC, holds an invisible character or has white space at either end; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h; a priority, run-at, delay or retry policy out of its bounds, an options struct of a bad size, a redrive of a state other than failed, dead or cancelled.
     InvalidArgument,
     /// `LEASES_INVALID_DURATION`: not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US.
     InvalidDuration,
     /// `LEASES_NOT_FOUND`: the production or job does not exist, or the lease or token belongs to another production; or the database does not exist and was opened not to be created.
     NotFound,
-    /// `LEASES_NOTHING_TO_CLAIM`: the production has no claimable job.
+    /// `LEASES_NOTHING_TO_CLAIM`: the production has no claimable job (a delayed or backing-off job is not claimable before its time).
     NothingToClaim,
-    /// `LEASES_WRONG_STATE`: the job is in a state that forbids the operation, or this claim already finished through another handle.
+    /// `LEASES_WRONG_STATE`: the job is in a state that forbids the operation, or this claim already finished through another handle; a claim by id before the job's run-at or backoff has passed, or of a dead job; a retry of a job that is not failed, dead or cancelled; creating a production that exists with another retry policy.
     WrongState,
-    /// `LEASES_LEASE_LOST`: the job's current claim is another one (also when another claim has since finished the job).
+    /// `LEASES_LEASE_LOST`: the job's current claim is another one (also when another claim has since finished the job, or a claim noticed that this one had lapsed).
     LeaseLost,
     /// `LEASES_EXPIRED`: the claim's expiry has passed on the authority's clock (at the start, or before the operation committed).
     Expired,
@@ -55,6 +55,8 @@ pub enum ErrorKind {
     Forked,
     /// `LEASES_INTERNAL`: a bug, reported instead of crashing the host; the process goes on.
     Internal,
+    /// `LEASES_INTERRUPTED`: a wait was ended by its canceller (returned only by the waiting functions of revision 1).
+    Interrupted,
     /// The loaded `libleases.so` reports another ABI version than
     /// [`ABI_VERSION`](crate::ABI_VERSION), or an older revision than
     /// [`ABI_REVISION`](crate::ABI_REVISION); no authority was opened.
@@ -64,7 +66,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Every kind, in status order (index + 1 is the C status), then
     /// `AbiMismatch`, which has no status.
-    pub const ALL: [ErrorKind; 19] = [
+    pub const ALL: [ErrorKind; 20] = [
         ErrorKind::InvalidArgument,
         ErrorKind::InvalidDuration,
         ErrorKind::NotFound,
@@ -83,6 +85,7 @@ impl ErrorKind {
         ErrorKind::SchemaTooNew,
         ErrorKind::Forked,
         ErrorKind::Internal,
+        ErrorKind::Interrupted,
         ErrorKind::AbiMismatch,
     ];
 
@@ -108,6 +111,7 @@ impl ErrorKind {
             ErrorKind::SchemaTooNew => "schema_too_new",
             ErrorKind::Forked => "forked",
             ErrorKind::Internal => "internal",
+            ErrorKind::Interrupted => "interrupted",
             ErrorKind::AbiMismatch => "abi_mismatch",
         }
     }
@@ -127,6 +131,14 @@ impl ErrorKind {
             return None;
         }
         Self::ALL.get(code as usize - 1).copied().filter(|k| *k != ErrorKind::AbiMismatch)
+    }
+
+    /// Whether a wait was ended by its [`Canceller`](crate::Canceller)
+    /// (`LEASES_INTERRUPTED`): nothing was claimed, nothing is wrong with the
+    /// lease or the store. Like [`is_not_held`](ErrorKind::is_not_held), a
+    /// question about the kind, so the two classify every error alike.
+    pub fn is_interrupted(self) -> bool {
+        self == ErrorKind::Interrupted
     }
 
     /// The C status (`LEASES_…`) of this kind; `None` for `AbiMismatch`.
@@ -196,6 +208,12 @@ impl Error {
     /// lease lost, expired or cancelled. The worker must stop.
     pub fn is_not_held(&self) -> bool {
         self.kind.is_not_held()
+    }
+
+    /// Whether a wait was interrupted by its canceller
+    /// ([`ErrorKind::is_interrupted`]).
+    pub fn is_interrupted(&self) -> bool {
+        self.kind.is_interrupted()
     }
 }
 

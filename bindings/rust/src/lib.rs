@@ -55,6 +55,7 @@ mod duration;
 mod error;
 mod listing;
 pub mod sys;
+mod worker;
 
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -66,6 +67,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use duration::{duration_us, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use listing::{Event, Facts, Job, JobState};
+pub use worker::{Canceller, StopHandle, Worker, WorkerConfig, WorkerReport, MAX_WAIT};
 /// The JSON crate used by [`Facts`] values (re-exported so callers can use the
 /// same version).
 pub use serde_json;
@@ -124,9 +126,32 @@ fn library_abi() -> (u32, u32) {
 
 // ---- helpers ----------------------------------------------------------------
 
-/// A borrowed C string for an input; a NUL byte is refused here (the library
-/// would see a shorter string).
+/// The input limit of `leases.h` for the parameter named `what`, in bytes.
+fn limit_of(what: &str) -> Option<(usize, &'static str)> {
+    match what {
+        "production" | "worker" | "key" | "job id" => Some((MAX_NAME_LEN, "LEASES_MAX_NAME_LEN")),
+        "reason" => Some((MAX_REASON_LEN, "LEASES_MAX_REASON_LEN")),
+        "facts" => Some((sys::LEASES_MAX_FACTS_LEN, "LEASES_MAX_FACTS_LEN")),
+        "path" | "output dir" => Some((sys::LEASES_MAX_PATH_LEN, "LEASES_MAX_PATH_LEN")),
+        _ => None,
+    }
+}
+
+/// Refuses `len` bytes over `limit` (`name` the header's constant) with
+/// `kind`, before anything copies them.
+fn check_len(what: &str, len: usize, limit: usize, name: &str, kind: ErrorKind) -> Result<()> {
+    if len > limit {
+        return Err(Error::new(kind, format!("{what} is {len} bytes, over the limit of {limit} ({name})")));
+    }
+    Ok(())
+}
+
+/// A C string for an input, checked against its limit before it is copied;
+/// a NUL byte is refused here (the library would see a shorter string).
 fn c_in(what: &str, s: &str) -> Result<CString> {
+    if let Some((limit, name)) = limit_of(what) {
+        check_len(what, s.len(), limit, name, ErrorKind::InvalidArgument)?;
+    }
     CString::new(s).map_err(|_| Error::new(ErrorKind::InvalidArgument, format!("{what} contains a NUL byte")))
 }
 
@@ -163,7 +188,7 @@ fn facts_ptr(facts: &Facts) -> Result<Option<CString>> {
     if facts.is_empty() {
         return Ok(None);
     }
-    c_in("facts", &facts.to_json()).map(Some)
+    c_in("facts", &facts.to_json_within(sys::LEASES_MAX_FACTS_LEN)?).map(Some)
 }
 
 fn opt_ptr(c: &Option<CString>) -> *const c_char {
@@ -282,6 +307,7 @@ impl Authority {
     /// with another payload is [`ErrorKind::WrongState`]. `None` or `""`
     /// means no key.
     pub fn request_job(&self, production: &str, key: Option<&str>, payload: &[u8]) -> Result<String> {
+        check_len("payload", payload.len(), MAX_PAYLOAD_LEN, "LEASES_MAX_PAYLOAD_LEN", ErrorKind::InvalidArgument)?;
         let production = c_in("production", production)?;
         let key = key.map(|k| c_in("key", k)).transpose()?;
         let mut out = ptr::null_mut();
@@ -346,7 +372,9 @@ impl Authority {
     /// process) back into an active lease, after checking production, job
     /// and secret against the current state.
     pub fn import_token(&self, token: &str) -> Result<Lease> {
-        // Every malformed token is a bad token, also one the C string cannot carry.
+        // Every malformed token is a bad token, also one too long to be one
+        // (refused before it is copied) or one the C string cannot carry.
+        check_len("token", token.len(), MAX_TOKEN_LEN, "LEASES_MAX_TOKEN_LEN", ErrorKind::BadToken)?;
         let token = CString::new(token).map_err(|_| Error::new(ErrorKind::BadToken, "token contains a NUL byte"))?;
         let mut out = ptr::null_mut();
         // SAFETY: live handle, valid string, valid out pointer.

@@ -152,43 +152,41 @@ fn objects(text: &str) -> Result<Vec<Map<String, Value>>> {
         .collect()
 }
 
+fn job_from(m: &Map<String, Value>) -> Result<Job> {
+    let o = Obj(m);
+    Ok(Job {
+        id: o.string("id")?,
+        production: o.string("production")?,
+        key: o.opt_string("key")?,
+        state: JobState::parse(&o.string("state")?),
+        worker: o.opt_string("worker")?,
+        claimed_at: o.opt_time("claimed_at_unix_us")?,
+        expiry: o.opt_time("expiry_unix_us")?,
+        attempts: o.u64("attempts")?,
+        reason: o.opt_string("reason")?,
+    })
+}
+
+fn event_from(m: &Map<String, Value>) -> Result<Event> {
+    let o = Obj(m);
+    Ok(Event {
+        seq: o.u64("seq")?,
+        at: o.opt_time("at_unix_us")?.ok_or_else(|| bad("at_unix_us missing"))?,
+        production: o.string("production")?,
+        job_id: o.opt_string("job_id")?,
+        kind: o.string("kind")?,
+        worker: o.opt_string("worker")?,
+        expiry: o.opt_time("expiry_unix_us")?,
+        detail: o.opt_string("detail")?,
+    })
+}
+
 pub(crate) fn parse_jobs(text: &str) -> Result<Vec<Job>> {
-    objects(text)?
-        .iter()
-        .map(|m| {
-            let o = Obj(m);
-            Ok(Job {
-                id: o.string("id")?,
-                production: o.string("production")?,
-                key: o.opt_string("key")?,
-                state: JobState::parse(&o.string("state")?),
-                worker: o.opt_string("worker")?,
-                claimed_at: o.opt_time("claimed_at_unix_us")?,
-                expiry: o.opt_time("expiry_unix_us")?,
-                attempts: o.u64("attempts")?,
-                reason: o.opt_string("reason")?,
-            })
-        })
-        .collect()
+    objects(text)?.iter().map(job_from).collect()
 }
 
 pub(crate) fn parse_events(text: &str) -> Result<Vec<Event>> {
-    objects(text)?
-        .iter()
-        .map(|m| {
-            let o = Obj(m);
-            Ok(Event {
-                seq: o.u64("seq")?,
-                at: o.opt_time("at_unix_us")?.ok_or_else(|| bad("at_unix_us missing"))?,
-                production: o.string("production")?,
-                job_id: o.opt_string("job_id")?,
-                kind: o.string("kind")?,
-                worker: o.opt_string("worker")?,
-                expiry: o.opt_time("expiry_unix_us")?,
-                detail: o.opt_string("detail")?,
-            })
-        })
-        .collect()
+    objects(text)?.iter().map(event_from).collect()
 }
 
 /// What a completion publishes: metadata and provenance entries with JSON
@@ -240,14 +238,61 @@ impl Facts {
     /// The `facts_json` text of the C API: `{"metadata": {...}, "provenance": {...}}`,
     /// leaving out an empty half.
     pub fn to_json(&self) -> String {
-        let mut root = Map::new();
-        if !self.metadata.is_empty() {
-            root.insert("metadata".into(), Value::Object(self.metadata.clone()));
+        let mut out = Vec::new();
+        self.write_json(&mut out).expect("writing to a Vec cannot fail");
+        String::from_utf8(out).expect("serde_json writes UTF-8")
+    }
+
+    /// [`to_json`](Facts::to_json), but refused with
+    /// [`ErrorKind::InvalidArgument`] as soon as the text would pass `limit`
+    /// bytes: the serialization stops there, so oversize facts are never
+    /// copied whole.
+    pub(crate) fn to_json_within(&self, limit: usize) -> Result<String> {
+        let mut out = Bounded { buf: Vec::new(), limit };
+        if self.write_json(&mut out).is_err() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("facts are over the limit of {limit} bytes (LEASES_MAX_FACTS_LEN)"),
+            ));
         }
-        if !self.provenance.is_empty() {
-            root.insert("provenance".into(), Value::Object(self.provenance.clone()));
+        Ok(String::from_utf8(out.buf).expect("serde_json writes UTF-8"))
+    }
+
+    /// Writes `{"metadata": {...}, "provenance": {...}}`, leaving out an empty half.
+    fn write_json(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        w.write_all(b"{")?;
+        let mut first = true;
+        for (name, half) in [("metadata", &self.metadata), ("provenance", &self.provenance)] {
+            if half.is_empty() {
+                continue;
+            }
+            if !first {
+                w.write_all(b",")?;
+            }
+            first = false;
+            write!(w, "\"{name}\":")?;
+            serde_json::to_writer(&mut *w, half)?;
         }
-        Value::Object(root).to_string()
+        w.write_all(b"}")
+    }
+}
+
+/// A writer that fails once more than `limit` bytes were written to it.
+struct Bounded {
+    buf: Vec<u8>,
+    limit: usize,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + data.len() > self.limit {
+            return Err(std::io::Error::other("over the limit"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -20,6 +20,10 @@ pub const LEASES_MAX_PAYLOAD_LEN: usize = 1_048_576;
 pub const LEASES_MAX_FACTS_LEN: usize = 1_048_576;
 pub const LEASES_MAX_PATH_LEN: usize = 4_096;
 pub const LEASES_MAX_TOKEN_LEN: usize = 128;
+pub const LEASES_MAX_WAIT_US: i64 = 86_400_000_000;
+pub const LEASES_MAX_PRIORITY: usize = 1_000;
+pub const LEASES_MAX_ATTEMPTS: usize = 1_000;
+pub const LEASES_MAX_DELAY_US: i64 = 31_622_400_000_000;
 pub const LEASES_MAX_PAGE_SIZE: usize = 1_000;
 pub const LEASES_MAX_CURSOR_LEN: usize = 1_024;
 pub const LEASES_DEFAULT_PAGE_SIZE: u32 = 100;
@@ -47,8 +51,29 @@ pub struct leases_lease {
 pub struct leases_execution {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct leases_canceller {
+    _private: [u8; 0],
+}
 
 /// The header's structs, field for field (set `size` to `size_of`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_request_options {
+    pub size: usize,
+    pub priority: i32,
+    pub run_at_unix_us: i64,
+    pub delay_us: i64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_retry_policy {
+    pub size: usize,
+    pub max_attempts: i32,
+    pub jitter_percent: i32,
+    pub backoff_base_us: i64,
+    pub backoff_cap_us: i64,
+}
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct leases_open_options {
@@ -79,6 +104,7 @@ pub const LEASES_OUTCOME_UNKNOWN: leases_status = 15;
 pub const LEASES_SCHEMA_TOO_NEW: leases_status = 16;
 pub const LEASES_FORKED: leases_status = 17;
 pub const LEASES_INTERNAL: leases_status = 18;
+pub const LEASES_INTERRUPTED: leases_status = 19;
 
 extern "C" {
     pub fn leases_abi_version() -> u32;
@@ -106,6 +132,14 @@ extern "C" {
     pub fn leases_lease_export(lease: *const leases_lease, out_token: *mut *mut c_char) -> leases_status;
     pub fn leases_lease_import(authority: *mut leases_authority, token: *const c_char, out: *mut *mut leases_lease) -> leases_status;
     pub fn leases_lease_free(lease: *mut leases_lease);
+    pub fn leases_canceller_new(out: *mut *mut leases_canceller) -> leases_status;
+    pub fn leases_canceller_cancel(canceller: *mut leases_canceller) -> leases_status;
+    pub fn leases_canceller_free(canceller: *mut leases_canceller);
+    pub fn leases_claim_wait(authority: *mut leases_authority, production: *const c_char, worker: *const c_char, duration_us: i64, wait_us: i64, canceller: *mut leases_canceller, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_lease_keep_alive(lease: *mut leases_lease, duration_us: i64, interval_us: i64) -> leases_status;
+    pub fn leases_lease_keep_alive_stop(lease: *mut leases_lease) -> leases_status;
+    pub fn leases_lease_check(lease: *const leases_lease, out_reason: *mut leases_status) -> leases_status;
+    pub fn leases_lease_wait_lost(lease: *const leases_lease, timeout_us: i64, canceller: *mut leases_canceller, out_reason: *mut leases_status) -> leases_status;
     pub fn leases_edit_begin(authority: *mut leases_authority, out: *mut *mut leases_edit) -> leases_status;
     pub fn leases_edit_claim(edit: *mut leases_edit, production: *const c_char, worker: *const c_char, duration_us: i64, out: *mut *mut leases_lease) -> leases_status;
     pub fn leases_edit_complete(edit: *mut leases_edit, lease: *mut leases_lease, facts_json: *const c_char) -> leases_status;
@@ -113,6 +147,12 @@ extern "C" {
     pub fn leases_edit_abort(edit: *mut leases_edit);
     pub fn leases_jobs_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_events_json(authority: *mut leases_authority, production: *const c_char, after_seq: i64, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_job_request_v2(authority: *mut leases_authority, production: *const c_char, key: *const c_char, payload: *const u8, payload_len: usize, options: *const leases_request_options, out_job_id: *mut *mut c_char) -> leases_status;
+    pub fn leases_production_create_v2(authority: *mut leases_authority, name: *const c_char, policy: *const leases_retry_policy) -> leases_status;
+    pub fn leases_production_set_policy(authority: *mut leases_authority, production: *const c_char, policy: *const leases_retry_policy) -> leases_status;
+    pub fn leases_lease_fail_retry(lease: *mut leases_lease, reason: *const c_char, delay_us: i64) -> leases_status;
+    pub fn leases_job_retry(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char) -> leases_status;
+    pub fn leases_production_redrive(authority: *mut leases_authority, production: *const c_char, state: *const c_char, out_count: *mut i64) -> leases_status;
     pub fn leases_execution_begin(lease: *mut leases_lease, output_dir: *const c_char, out: *mut *mut leases_execution) -> leases_status;
     pub fn leases_execution_temp_path(execution: *const leases_execution) -> *const c_char;
     pub fn leases_execution_final_path(execution: *const leases_execution) -> *const c_char;

@@ -21,7 +21,7 @@ fn kind<T: std::fmt::Debug>(r: Result<T, Error>) -> ErrorKind {
 fn error_kinds_match_the_shared_status_vectors_and_the_library() {
     let statuses = vectors("statuses.json");
     let statuses = statuses.as_array().unwrap();
-    assert_eq!(statuses.len(), 19, "ok plus 18 rejections");
+    assert_eq!(statuses.len(), ErrorKind::ALL.len(), "ok plus a kind per rejection (AbiMismatch has no status)");
     for s in statuses {
         let code = s["code"].as_i64().unwrap() as i32;
         let name = s["name"].as_str().unwrap();
@@ -40,7 +40,7 @@ fn error_kinds_match_the_shared_status_vectors_and_the_library() {
         assert_eq!(k.code(), Some(code));
         assert_eq!(k.to_string(), name);
     }
-    assert_eq!(ErrorKind::from_code(19), None);
+    assert_eq!(ErrorKind::from_code(statuses.len() as i32), None, "the code after the last");
     assert_eq!(ErrorKind::from_code(-1), None);
     assert_eq!(ErrorKind::AbiMismatch.code(), None, "detected by the crate; no C status");
     assert_eq!(ErrorKind::ALL.len(), statuses.len(), "every rejection status plus AbiMismatch");
@@ -58,19 +58,15 @@ fn a_cancelled_claim_is_not_held() {
 }
 
 #[test]
-fn invalid_argument_for_empty_oversize_and_nul_input() {
+fn invalid_argument_for_empty_malformed_and_nul_input() {
+    // Oversize inputs are refused by the crate before any copy: tests/limits.rs.
     let (_dir, auth) = fresh("e-invalid");
-    let long = "p".repeat(leases::MAX_NAME_LEN + 1);
-    assert_eq!(kind(auth.create_production(&long)), ErrorKind::InvalidArgument);
     assert_eq!(kind(auth.create_production("")), ErrorKind::InvalidArgument);
     assert_eq!(kind(auth.claim_job(PRODUCTION, "NOT-A-UUID", "w", HOUR)), ErrorKind::InvalidArgument);
     let (_id, lease) = claimed(&auth, "w");
-    assert_eq!(kind(lease.fail(&"r".repeat(leases::MAX_REASON_LEN + 1))), ErrorKind::InvalidArgument);
     assert_eq!(kind(lease.complete(&Facts::new().metadata("k".repeat(201), 1))), ErrorKind::InvalidArgument);
     let err = auth.create_production("a\0b").unwrap_err();
     assert_eq!((err.kind(), err.status()), (ErrorKind::InvalidArgument, None), "a NUL byte is refused by the crate");
-    let payload = vec![0u8; leases::MAX_PAYLOAD_LEN + 1];
-    assert_eq!(kind(auth.request_job(PRODUCTION, None, &payload)), ErrorKind::InvalidArgument);
 }
 
 #[test]
@@ -115,7 +111,7 @@ fn lease_lost_when_another_claim_took_over_after_expiry() {
     let (_dir, auth) = fresh("e-lost");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();
     let first = auth.claim_job(PRODUCTION, &id, "w1", SHORT).unwrap();
-    past_short_expiry();
+    past_short_expiry_and_backoff();
     let second = auth.claim(PRODUCTION, "w2", HOUR).unwrap().expect("expired claim is claimable");
     assert_eq!(second.job_id(), id);
     assert_eq!(kind(first.renew(HOUR)), ErrorKind::LeaseLost);

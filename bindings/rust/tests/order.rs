@@ -68,7 +68,7 @@ fn order_cancelled_before_lease_lost() {
     let (_dir, auth) = fresh("order-cancelled");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();
     let old = auth.claim_job(PRODUCTION, &id, "w1", SHORT).unwrap();
-    past_short_expiry();
+    past_short_expiry_and_backoff();
     let _new = auth.claim(PRODUCTION, "w2", HOUR).unwrap().unwrap();
     auth.cancel(PRODUCTION, &id).unwrap();
     assert_eq!(old.complete(&Facts::new()).unwrap_err().kind(), ErrorKind::Cancelled);
@@ -79,7 +79,7 @@ fn order_lease_lost_before_wrong_state() {
     let (_dir, auth) = fresh("order-lost");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();
     let old = auth.claim_job(PRODUCTION, &id, "w1", SHORT).unwrap();
-    past_short_expiry();
+    past_short_expiry_and_backoff();
     auth.claim(PRODUCTION, "w2", HOUR).unwrap().unwrap().complete(&Facts::new()).unwrap();
     // The job is completed (a wrong state for anyone), but by another claim.
     assert_eq!(old.release().unwrap_err().kind(), ErrorKind::LeaseLost);

@@ -307,3 +307,118 @@ fn complete_and_claim_next_completes_and_claims_in_one_commit_on_postgresql() {
     let auth = schema.open();
     common::check_complete_and_claim_next(&auth);
 }
+
+// ---- the worker runtime on PostgreSQL ------------------------------------------
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn state(auth: &Authority, id: &str) -> JobState {
+    auth.jobs(PRODUCTION).unwrap().into_iter().find(|j| j.id == id).unwrap().state
+}
+
+#[test]
+fn on_postgresql_a_waiting_claim_wakes_when_another_handle_commits_a_request() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    // Another handle: its commit reaches this one's waiter by NOTIFY.
+    common::expect_a_request_to_wake_a_waiting_claim(&auth, &Authority::open(&schema.url).unwrap());
+}
+
+#[test]
+fn on_postgresql_a_canceller_ends_a_wait_and_claims_nothing() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    let canceller = leases::Canceller::new().unwrap();
+    let err = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            canceller.cancel().unwrap();
+        });
+        auth.claim_wait(PRODUCTION, "w", MINUTE, HOUR, Some(&canceller)).unwrap_err()
+    });
+    assert!(err.is_interrupted(), "{err}");
+    let id = auth.request_job(PRODUCTION, None, b"").unwrap();
+    assert!(auth.claim_wait(PRODUCTION, "w", MINUTE, HOUR, Some(&canceller)).unwrap_err().is_interrupted());
+    assert_eq!(state(&auth, &id), JobState::Requested);
+}
+
+#[test]
+fn on_postgresql_a_cancel_through_another_handle_reaches_a_kept_alive_lease() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    let id = auth.request_job(PRODUCTION, None, b"").unwrap();
+    let lease = auth.claim(PRODUCTION, "w", Duration::from_secs(3)).unwrap().unwrap();
+    lease.keep_alive(Duration::from_secs(3), Some(Duration::from_millis(100))).unwrap();
+    Authority::open(&schema.url).unwrap().cancel(PRODUCTION, &id).unwrap();
+    let why = lease.wait_lost(HOUR, None).unwrap().expect("the lease is over");
+    assert_eq!(why.kind(), ErrorKind::Cancelled);
+    assert!(why.is_not_held());
+}
+
+#[test]
+fn on_postgresql_keep_alive_holds_a_lease_for_many_of_its_durations() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::expect_keep_alive_to_hold_a_lease_for_many_of_its_durations(&auth);
+}
+
+#[test]
+fn on_postgresql_a_worker_drains_and_past_its_drain_timeout_releases() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    let first = auth.request_job(PRODUCTION, None, b"").unwrap();
+    let second = auth.request_job(PRODUCTION, None, b"").unwrap();
+    let config = leases::WorkerConfig::new(PRODUCTION, "rs-worker", Duration::from_secs(2));
+    let worker = leases::Worker::new(&auth, config.clone()).unwrap();
+    let stop = worker.stop_handle();
+    let report = worker
+        .run(move |_| {
+            stop.stop();
+            Ok::<_, ()>(Facts::new().metadata("drained", true))
+        })
+        .unwrap();
+    assert_eq!((report.claimed, report.completed), (1, 1));
+    assert_eq!(state(&auth, &first), JobState::Completed);
+    assert_eq!(state(&auth, &second), JobState::Requested);
+
+    let worker = leases::Worker::new(&auth, config.drain_timeout(Duration::from_millis(200))).unwrap();
+    let stop = worker.stop_handle();
+    let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let handler_gate = std::sync::Arc::clone(&gate);
+    let report = worker
+        .run(move |_| {
+            stop.stop();
+            handler_gate.wait();
+            Ok::<_, ()>(Facts::new())
+        })
+        .unwrap();
+    assert!(report.drain_timed_out);
+    assert_eq!(state(&auth, &second), JobState::Requested);
+    gate.wait();
+}
+
+#[test]
+#[ignore = "a child worker of the PostgreSQL SIGTERM tests"]
+fn child_worker() {
+    common::child::run();
+}
+
+#[test]
+fn on_postgresql_a_sigterm_mid_job_drains_the_worker_process_and_its_job_completes() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::child::expect_a_signal_mid_job_drains_a_worker_process(&auth, &schema.url, "child_worker", libc::SIGTERM);
+}
+
+#[test]
+fn on_postgresql_a_sigterm_past_the_drain_timeout_releases_the_job_of_a_worker_process() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::child::expect_a_signal_past_the_drain_timeout_releases_the_job(
+        &auth,
+        &schema.url,
+        "child_worker",
+        libc::SIGTERM,
+    );
+}

@@ -55,7 +55,8 @@ func (c *conds) page(head, order string, limit int) (string, []any) {
 }
 
 const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_us, expiry_unix_us,
-	attempts, reason, requested_unix_us, updated_unix_us, octet_length(payload)`
+	attempts, reason, requested_unix_us, updated_unix_us, octet_length(payload), priority, claimable_unix_us,
+	ready_unix_us, due`
 
 // jobPageSQL is one page of jobs, one index range for each filter
 // (observe_test.go): leases_jobs_by_order, leases_jobs_by_state with a
@@ -88,7 +89,8 @@ func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, 
 		var j store.JobRow
 		var key *string
 		err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry,
-			&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize)
+			&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize, &j.Priority, &j.ClaimableAt,
+			&j.ReadyAt, &j.Due)
 		if key != nil {
 			j.Key, j.HasKey = *key, true
 		}
@@ -109,7 +111,7 @@ func collect[T any](rows pgx.Rows, scan pgx.RowToFunc[T]) ([]T, error) {
 // ListProductions reads productions in byte order of their names, from
 // leases_productions_by_name.
 func (db *DB) ListProductions(ctx context.Context, after string, limit int) ([]store.Production, error) {
-	rows, err := db.query(ctx, `SELECT id, name, created_unix_us FROM leases_productions
+	rows, err := db.query(ctx, `SELECT `+productionColumns+` FROM leases_productions
 		WHERE name COLLATE "C" > $1 ORDER BY name COLLATE "C" LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, classify(err)
@@ -118,11 +120,7 @@ func (db *DB) ListProductions(ctx context.Context, after string, limit int) ([]s
 }
 
 func collectProductions(rows pgx.Rows) ([]store.Production, error) {
-	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) {
-		var p store.Production
-		err := r.Scan(&p.ID, &p.Name, &p.CreatedAt)
-		return p, err
-	})
+	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) { return scanProduction(r) })
 }
 
 // Count statements: the production's range of leases_jobs_by_state, the
@@ -197,7 +195,11 @@ func eventPageSQL(f store.EventFilter) (string, []any) {
 	cols := strings.Join(append(key, `seq`), `, `)
 	c.add(`(`+cols+`) > (`+same+`$?)`, f.AfterSeq)
 	c.add(`(`+cols+`) < (`+same+`$?)`, f.Before)
-	return c.page(`SELECT `+eventColumns+` FROM leases_events`, cols, f.Limit)
+	order := cols
+	if f.Newest {
+		order = strings.Join(append(key, `seq`), ` DESC, `) + ` DESC`
+	}
+	return c.page(`SELECT `+eventColumns+` FROM leases_events`, order, f.Limit)
 }
 
 // ListEvents reads one page of events below f.Before.

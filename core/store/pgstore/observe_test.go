@@ -30,43 +30,50 @@ func schemaOf(t *testing.T, location string) string {
 	return strings.Join(defs, "\n")
 }
 
-func TestASchema2DatabaseIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+// oldSchema is a fresh schema in the schema-2 layout, with stmts run after
+// it (the rest of a migration, fixture rows): a store written by an older
+// library.
+func oldSchema(t *testing.T, stmts ...string) string {
 	old := pgtest.FreshSchema(t, false)
 	c, err := pgx.Connect(ctx, old)
 	require.NoError(t, err)
-	stmts := append([]string{
+	all := append([]string{
 		`CREATE TABLE leases_meta (k text PRIMARY KEY, v bigint NOT NULL)`,
 		`INSERT INTO leases_meta (k, v) VALUES ('schema_version', 2)`,
 	}, schemaV2Tables...)
-	stmts = append(stmts,
-		`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
-		`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us)
-			VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10), ('j2', 'pid', NULL, '', 'completed', 11, 12)`,
-		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
-			(11, 'pid', 'j2', 'requested'), (12, 'pid', 'j2', 'completed')`)
-	for _, st := range stmts {
+	for _, st := range append(all, stmts...) {
 		_, err := c.Exec(ctx, st)
 		require.NoError(t, err, st)
 	}
 	require.NoError(t, c.Close(ctx))
+	return old
+}
+
+// Schema 2 migrates through 3 (the listing indexes) to 4 (retries): the
+// rows are the schema-3 fixture's, so storetest.CheckV4Fixture applies.
+func TestASchema2DatabaseIsMigratedToTheCurrentSchemaWithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+	old := oldSchema(t, append(migrationFixtureRows,
+		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
+			(11, 'pid', 'j2', 'requested'), (13, 'pid', 'j3', 'requested'), (14, 'pid', 'j3', 'failed')`)...)
 	require.NotContains(t, schemaOf(t, old), "leases_events_by_kind")
 
 	db, err := Open(old, Options{})
 	require.NoError(t, err)
 	v, err := version(ctx, db.pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 3, v)
+	require.EqualValues(t, SchemaVersion, v)
 	js, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
 	require.NoError(t, err)
-	require.Len(t, js, 2)
+	require.Len(t, js, 3)
 	require.Equal(t, "k", js[0].Key)
 	require.EqualValues(t, 2, js[0].PayloadSize)
 	h, err := db.EventHorizon(ctx)
 	require.NoError(t, err)
-	es, err := db.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "completed", Before: h, Limit: 10})
+	es, err := db.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "failed", Before: h, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, es, 1)
-	require.Equal(t, "j2", es[0].JobID)
+	require.Equal(t, "j3", es[0].JobID)
+	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
 	db.Close()
 
 	// A migrated schema is exactly a new one.
@@ -106,7 +113,7 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	}
 	for name, f := range storetest.EventPages(pid) {
 		text, args := eventPageSQL(f)
-		out[name] = storetest.Statement{SQL: text, Args: args, Want: index[name]}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: index[strings.TrimSuffix(name, " newest")]}
 	}
 	// Productions are few: a table of one page is read whole, rightly.
 	out["productions"] = storetest.Statement{SQL: `SELECT id, name, created_unix_us FROM leases_productions
@@ -151,7 +158,8 @@ func plan(t *testing.T, c *pgx.Conn, name, text string, args []any) string {
 // TestEveryObservationReadsAnIndexNeverTheWholeTable pins the plans of the
 // listings, counts and rates on a realistic schema (50,000 jobs in ten
 // productions, one after the other, 150,000 events, vacuumed and analyzed):
-// each reads the index made for it, never the whole jobs or events.
+// each reads the index made for it (the newest-first pages walk it
+// backwards), never the whole jobs or events.
 func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 	u := freshURL(t)
 	pid := fillRealistic(t, u, 10, 5000)
@@ -162,7 +170,7 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 		p := plan(t, c, name, st.SQL, st.Args)
 		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)", p, name)
 		if st.Want != "" {
-			require.Regexp(t, "Index (Only )?Scan (using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
+			require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
 		}
 	}
 }

@@ -77,10 +77,11 @@ func Redact(location string) string {
 
 // DB is an opened PostgreSQL authority store.
 type DB struct {
-	pool    *pgxpool.Pool
-	busy    time.Duration
-	connect time.Duration
-	bound   time.Duration // every statement's deadline (session.go)
+	pool      *pgxpool.Pool
+	busy      time.Duration
+	connect   time.Duration
+	bound     time.Duration   // every statement's deadline (session.go)
+	listenCfg *pgx.ConnConfig // the pool's, for a watcher's own connection (notify.go)
 	queries
 }
 
@@ -121,7 +122,8 @@ func Open(location string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, bound: bound}
+	db := &DB{pool: pool, busy: busy, connect: cfg.ConnConfig.ConnectTimeout, bound: bound,
+		listenCfg: cfg.ConnConfig.Copy()}
 	db.queries = queries{q: poolQ{db}}
 	if err := db.migrate(ctx, opts.MustExist); err != nil {
 		pool.Close()
@@ -260,7 +262,8 @@ type Tx struct {
 	done bool
 	queries
 
-	registered bool // registered as a writer of events (queries.go)
+	registered bool     // registered as a writer of events (queries.go)
+	notices    []string // productions to notify of at commit (notify.go)
 
 	// The clock sample read with the high-water mark, for the operation's
 	// first sample: the two then come from one statement.
@@ -322,7 +325,13 @@ func (t *Tx) Commit() error {
 	}
 	ctx, cancel := t.db.bounded(context.Background())
 	defer cancel()
-	tag, err := t.conn.c.Exec(ctx, "COMMIT")
+	var tag pgconn.CommandTag
+	var err error
+	if len(t.notices) == 0 {
+		tag, err = t.conn.c.Exec(ctx, "COMMIT")
+	} else {
+		tag, err = t.commitNotifying(ctx)
+	}
 	if err != nil {
 		t.conn.saw(err)
 	}

@@ -43,7 +43,7 @@ func seed(t *testing.T, db *DB, n int) (string, []string) {
 	for i := range ids {
 		ids[i] = uuid.NewString()
 		require.NoError(t, tx.InsertJob(ctx, store.Job{ID: ids[i], ProductionID: p.ID, Payload: []byte{},
-			State: store.StateRequested, RequestedAt: 1, UpdatedAt: 1}))
+			State: store.StateRequested, RequestedAt: 1, UpdatedAt: 1, ClaimableAt: 1, ReadyAt: 1, Due: true}))
 	}
 	require.NoError(t, tx.Commit())
 	return p.ID, ids
@@ -109,23 +109,35 @@ func TestConcurrentClaimersTakeDifferentJobs(t *testing.T) {
 	require.Equal(t, ids[0], j.ID)
 }
 
-func TestAnExpiredClaimIsTakenInRequestOrder(t *testing.T) {
+func TestLapsedClaimsAreFoundOnlyOnceTheirBackoffHasPassed(t *testing.T) {
 	db, _ := open(t, 0)
 	pid, ids := seed(t, db, 3)
 	tx := begin(t, db)
-	for _, id := range ids[:2] {
+	for i, id := range ids[:2] {
 		j, err := tx.JobByID(ctx, id)
 		require.NoError(t, err)
-		j.State, j.Expiry = store.StateClaimed, 100
+		j.State, j.Expiry, j.ReadyAt, j.Due = store.StateClaimed, 100, int64(200-i), false
 		require.NoError(t, tx.UpdateJob(ctx, j))
 	}
 	require.NoError(t, tx.Commit())
 	j, err := db.NextClaimable(ctx, pid, 99)
 	require.NoError(t, err)
-	require.Equal(t, ids[2], j.ID, "unexpired claims are passed over")
-	j, err = db.NextClaimable(ctx, pid, 100)
+	require.Equal(t, ids[2], j.ID, "claims are not in the claim order")
+	tx = begin(t, db)
+	defer tx.Rollback()
+	js, err := tx.LapsedClaims(ctx, pid, 198, 10)
 	require.NoError(t, err)
-	require.Equal(t, ids[0], j.ID, "expiry is inclusive of the instant; request order wins")
+	require.Empty(t, js, "not before the end of the backoff")
+	js, err = tx.LapsedClaims(ctx, pid, 200, 10)
+	require.NoError(t, err)
+	require.Len(t, js, 2)
+	require.Equal(t, []string{ids[1], ids[0]}, []string{js[0].ID, js[1].ID}, "earliest first")
+	// Another transaction passes over the rows this one holds.
+	other := begin(t, db)
+	defer other.Rollback()
+	js, err = other.LapsedClaims(ctx, pid, 200, 10)
+	require.NoError(t, err)
+	require.Empty(t, js)
 }
 
 func TestADeadlockIsReportedAsRetry(t *testing.T) {

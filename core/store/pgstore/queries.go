@@ -76,13 +76,15 @@ var registeredFloor = `SELECT min((r.classid::bigint << 32) | r.objid::bigint)
 const hwmShards = 64
 
 const jobColumns = `id, production_id, key, payload, seq, state, claim_hash, worker,
-	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us`
+	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us,
+	priority, claimable_unix_us, ready_unix_us, due`
 
 func scanJob(r pgx.Row) (store.Job, error) {
 	var j store.Job
 	var key *string
 	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Payload, &j.Seq, &j.State, &j.ClaimHash, &j.Worker,
-		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt)
+		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt,
+		&j.Priority, &j.ClaimableAt, &j.ReadyAt, &j.Due)
 	if err != nil {
 		return store.Job{}, classify(err)
 	}
@@ -131,22 +133,28 @@ func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
 	return classify(err)
 }
 
-func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+// productionColumns are read by scanProduction.
+const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent`
+
+func scanProduction(r pgx.Row) (store.Production, error) {
 	var p store.Production
-	err := q.q.QueryRow(ctx, `SELECT id, name, created_unix_us FROM leases_productions WHERE name = $1`, name).
-		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	err := r.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent)
+	return p, err
+}
+
+func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	p, err := scanProduction(q.q.QueryRow(ctx, `SELECT `+productionColumns+` FROM leases_productions WHERE name = $1`, name))
 	return p, classify(err)
 }
 
 func (q queries) ProductionByID(ctx context.Context, id string) (store.Production, error) {
-	var p store.Production
-	err := q.q.QueryRow(ctx, `SELECT id, name, created_unix_us FROM leases_productions WHERE id = $1`, id).
-		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	p, err := scanProduction(q.q.QueryRow(ctx, `SELECT `+productionColumns+` FROM leases_productions WHERE id = $1`, id))
 	return p, classify(err)
 }
 
 func (q queries) Productions(ctx context.Context) ([]store.Production, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, name, created_unix_us FROM leases_productions ORDER BY name COLLATE "C"`)
+	rows, err := q.q.Query(ctx, `SELECT `+productionColumns+` FROM leases_productions ORDER BY name COLLATE "C"`)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -183,36 +191,155 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 	return out, classify(rows.Err())
 }
 
-// NextClaimable takes the first claimable job in request order. Inside a
-// write transaction each of its two reads skips rows other transactions hold
-// (FOR UPDATE SKIP LOCKED), so concurrent claimers take different jobs. The
-// expired-claim read runs first: it usually finds nothing and locks nothing.
-// When it finds a job and an earlier requested job exists too, the earlier
-// one is claimed; the expired one stays locked until this transaction ends,
-// which only makes other claimers pass over it for that long.
+// NextClaimable takes the first due job in claim order, the first entry of
+// the partial index leases_jobs_due that no other transaction holds (FOR
+// UPDATE SKIP LOCKED), so concurrent claimers take different jobs.
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	exp, errExp := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= $2
-		ORDER BY seq LIMIT 1`+q.lock("FOR UPDATE SKIP LOCKED"), productionID, now))
-	if errExp != nil && errExp != store.ErrNoRow {
-		return store.Job{}, errExp
+	return scanJob(q.q.QueryRow(ctx, nextClaimableSQL+q.lock("FOR UPDATE SKIP LOCKED"), productionID))
+}
+
+// The claim path's statements (plan_test.go pins their plans).
+const (
+	nextClaimableSQL = `SELECT ` + jobColumns + ` FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' AND due
+		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`
+	// ARRAY(...) runs the range once (an InitPlan) and the update then
+	// finds each row by its key: an IN subquery may be planned as a join
+	// that reads the whole table.
+	promoteDueSQL = `UPDATE leases_jobs SET due = true WHERE id = ANY(ARRAY(SELECT id FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' AND NOT due AND ready_unix_us <= $2
+		ORDER BY ready_unix_us LIMIT $3 FOR UPDATE SKIP LOCKED))`
+	lapsedClaimsSQL = `SELECT ` + jobColumns + ` FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' AND ready_unix_us <= $2
+		ORDER BY ready_unix_us LIMIT $3`
+)
+
+// PromoteDue marks due the delayed jobs whose time has come, from the
+// partial index leases_jobs_delayed; rows another transaction holds are
+// left for a later claim.
+func (q queries) PromoteDue(ctx context.Context, productionID string, now int64, limit int) (int64, error) {
+	tag, err := q.q.Exec(ctx, promoteDueSQL, productionID, now, limit)
+	if err != nil {
+		return 0, classify(err)
 	}
-	before := int64(1<<63 - 1)
-	if errExp == nil {
-		before = exp.Seq
+	return tag.RowsAffected(), nil
+}
+
+// LapsedClaims reads claims whose expiry and backoff have passed, from the
+// partial index leases_jobs_claimed_ready, skipping rows others hold.
+func (q queries) LapsedClaims(ctx context.Context, productionID string, now int64, limit int) ([]store.Job, error) {
+	return q.jobs(ctx, lapsedClaimsSQL+q.lock("FOR UPDATE SKIP LOCKED"), productionID, now, limit)
+}
+
+// JobsInState reads a page of one state in request order
+// (leases_jobs_by_state), skipping rows others hold.
+func (q queries) JobsInState(ctx context.Context, productionID, state string, limit int) ([]store.Job, error) {
+	return q.jobs(ctx, `SELECT `+jobColumns+` FROM leases_jobs
+		WHERE production_id = $1 AND state = $2 ORDER BY seq LIMIT $3`+q.lock("FOR UPDATE SKIP LOCKED"),
+		productionID, state, limit)
+}
+
+func (q queries) jobs(ctx context.Context, text string, args ...any) ([]store.Job, error) {
+	rows, err := q.q.Query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
 	}
-	req, errReq := scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND state = 'requested' AND seq < $2
-		ORDER BY seq LIMIT 1`+q.lock("FOR UPDATE SKIP LOCKED"), productionID, before))
-	switch {
-	case errReq == nil:
-		return req, nil
-	case errReq != store.ErrNoRow:
-		return store.Job{}, errReq
-	case errExp == nil:
-		return exp, nil
+	return collect(rows, func(r pgx.CollectableRow) (store.Job, error) { return scanJob(r) })
+}
+
+func (q queries) UpdatePolicy(ctx context.Context, productionID string, p store.Policy) error {
+	tag, err := q.q.Exec(ctx, `UPDATE leases_productions SET max_attempts = $1, backoff_base_us = $2,
+		backoff_cap_us = $3, jitter_percent = $4 WHERE id = $5`,
+		p.MaxAttempts, p.BackoffBaseUS, p.BackoffCapUS, p.JitterPercent, productionID)
+	if err != nil {
+		return classify(err)
 	}
-	return store.Job{}, store.ErrNoRow
+	if tag.RowsAffected() != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
+
+func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+attemptColumns+` FROM leases_attempts WHERE job_id = $1 ORDER BY id`, jobID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r pgx.CollectableRow) (store.Attempt, error) {
+		var a store.Attempt
+		err := r.Scan(&a.JobID, &a.Number, &a.Worker, &a.ClaimedAt, &a.EndedAt, &a.Ending, &a.Reason)
+		return a, err
+	})
+}
+
+// InsertAttempt appends to the history and drops what is older than the
+// newest keep entries of the job (leases_attempts_by_job). The job's row is
+// locked by the caller, so two writers never trim one history at once.
+func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
+	if _, err := q.q.Exec(ctx, `INSERT INTO leases_attempts (`+attemptColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
+		return classify(err)
+	}
+	_, err := q.q.Exec(ctx, `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
+		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`, a.JobID, keep)
+	return classify(err)
+}
+
+// hasClaimableAt is claim-next's condition at now (an expression), read
+// from the claim path's partial indexes without a row and without a lock: a
+// due job, a delayed job whose time has come (promotion makes it due), or a
+// claim whose expiry and backoff have passed (it may also be a last attempt,
+// which the claim ends dead: a look may wake for nothing, never sleep through
+// a job).
+func hasClaimableAt(now string) string {
+	return `EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'requested' AND due)
+		OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'requested' AND NOT due
+			AND ready_unix_us <= ` + now + `)
+		OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'claimed' AND ready_unix_us <= ` + now + `)`
+}
+
+// HasClaimable takes no lock: it answers a look, and decides nothing.
+func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	var has bool
+	err := q.q.QueryRow(ctx, `SELECT `+hasClaimableAt("$2"), productionID, now).Scan(&has)
+	return has, classify(err)
+}
+
+// nextWakeAtSQL is the earliest ready time of a delayed job or of a claim
+// (its expiry plus the backoff its lapse costs): the first entry of
+// leases_jobs_delayed and of leases_jobs_claimed_ready ($1 production).
+const nextWakeAtSQL = `SELECT least(
+	(SELECT ready_unix_us FROM leases_jobs
+		WHERE production_id = $1 AND state = 'requested' AND NOT due ORDER BY ready_unix_us LIMIT 1),
+	(SELECT ready_unix_us FROM leases_jobs
+		WHERE production_id = $1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
+
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v *int64
+	if err := q.q.QueryRow(ctx, nextWakeAtSQL, productionID).Scan(&v); err != nil || v == nil {
+		return 0, false, classify(err)
+	}
+	return *v, true, nil
+}
+
+// lookSQL is a whole look in one statement: the server's clock, then
+// HasClaimable and NextWakeAt at that time.
+var lookSQL = `SELECT c.now, ` + hasClaimableAt("c.now") + `, (` + nextWakeAtSQL + `)
+	FROM (SELECT ` + clockSQL + ` AS now) c`
+
+// Look answers a waiting claim's look in one round trip.
+func (db *DB) Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error) {
+	var at *int64
+	err = poolQ{db}.QueryRow(ctx, lookSQL, productionID).Scan(&now, &claimable, &at)
+	if err != nil {
+		return 0, false, 0, false, classify(err)
+	}
+	if at != nil {
+		wakeAt, hasWake = *at, true
+	}
+	return now, claimable, wakeAt, hasWake, nil
 }
 
 // eventHorizon is the seq below which every event's writer has finished:
@@ -306,8 +433,9 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
-	_, err := q.q.Exec(ctx, `INSERT INTO leases_productions (id, name, created_unix_us) VALUES ($1, $2, $3)`,
-		p.ID, p.Name, p.CreatedAt)
+	_, err := q.q.Exec(ctx, `INSERT INTO leases_productions (`+productionColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		p.ID, p.Name, p.CreatedAt, p.Policy.MaxAttempts, p.Policy.BackoffBaseUS, p.Policy.BackoffCapUS,
+		p.Policy.JitterPercent)
 	return classify(err)
 }
 
@@ -319,17 +447,21 @@ func (q queries) InsertJob(ctx context.Context, j store.Job) error {
 		key = j.Key
 	}
 	_, err := q.q.Exec(ctx, `INSERT INTO leases_jobs (id, production_id, key, payload, state, claim_hash,
-			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us,
+			priority, claimable_unix_us, ready_unix_us, due)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		j.ID, j.ProductionID, key, j.Payload, j.State, j.ClaimHash, j.Worker,
-		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt)
+		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt,
+		j.Priority, j.ClaimableAt, j.ReadyAt, j.Due)
 	return classify(err)
 }
 
 func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	tag, err := q.q.Exec(ctx, `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
-			expiry_unix_us = $5, attempts = $6, reason = $7, updated_unix_us = $8 WHERE id = $9`,
-		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt, j.ID)
+			expiry_unix_us = $5, attempts = $6, reason = $7, updated_unix_us = $8,
+			claimable_unix_us = $9, ready_unix_us = $10, due = $11 WHERE id = $12`,
+		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
+		j.ClaimableAt, j.ReadyAt, j.Due, j.ID)
 	if err != nil {
 		return classify(err)
 	}

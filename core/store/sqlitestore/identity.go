@@ -32,6 +32,7 @@ var ErrFileGone = errors.New("the database file was removed or replaced while th
 type fileIdentity struct {
 	path   string
 	anchor *os.File    // the opened file, held open so its inode number is never reused
+	key    fileKey     // the anchor's, released at close
 	opened os.FileInfo // anchor's
 	dir    *dirClaim   // the claim on the path that second openers see; nil where unsupported
 	pin    *sql.Conn   // a connection of the opened file, to empty its WAL once it is gone
@@ -46,19 +47,29 @@ type fileIdentity struct {
 // second authority at the path. Nor is a file created while another handle
 // still has a deleted file of that name open (dirClaim): that would be a
 // second authority at one path.
+//
+// The anchor is shared with the process's other handles of the file and
+// closed after the last of them (descriptors.go): closing it earlier would
+// drop the shared lock of their SQLite connections on the file.
 func openFile(abs, shown string, mustExist bool) (*fileIdentity, error) {
-	f, err := os.Open(abs)
-	if errors.Is(err, fs.ErrNotExist) && !mustExist {
-		if heldByAnother(abs) {
-			// A creator that raced us may have just made it (it claims
-			// the name only once the file exists): look once more.
-			if f, err = os.Open(abs); errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("%w: %s no longer exists, but another handle (in this or another process) still has the removed file open and may still be writing to it; close every handle on it, then open it again (a new file would be a second authority at one path)",
-					ErrFileGone, shown)
+	f, key, err := holdFile(abs, func() (*os.File, error) {
+		f, err := os.Open(abs)
+		if errors.Is(err, fs.ErrNotExist) && !mustExist {
+			if heldByAnother(abs) {
+				// A creator that raced us may have just made it (it claims
+				// the name only once the file exists): look once more.
+				if f, err = os.Open(abs); errors.Is(err, fs.ErrNotExist) {
+					return nil, fmt.Errorf("%w: %s no longer exists, but another handle (in this or another process) still has the removed file open and may still be writing to it; close every handle on it, then open it again (a new file would be a second authority at one path)",
+						ErrFileGone, shown)
+				}
+			} else {
+				f, err = os.OpenFile(abs, os.O_RDONLY|os.O_CREATE, 0o644)
 			}
-		} else {
-			f, err = os.OpenFile(abs, os.O_RDONLY|os.O_CREATE, 0o644)
 		}
+		return f, err
+	})
+	if errors.Is(err, ErrFileGone) {
+		return nil, err
 	}
 	if errors.Is(err, fs.ErrNotExist) && mustExist {
 		return nil, fmt.Errorf("%w: %s does not exist", store.ErrNotExist, shown)
@@ -68,10 +79,10 @@ func openFile(abs, shown string, mustExist bool) (*fileIdentity, error) {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		releaseFile(key)
 		return nil, fmt.Errorf("cannot open database: %w", err)
 	}
-	return &fileIdentity{path: abs, anchor: f, opened: fi, dir: claimName(abs)}, nil
+	return &fileIdentity{path: abs, anchor: f, key: key, opened: fi, dir: claimName(abs)}, nil
 }
 
 // pinConn keeps one connection that opened the file with the handle. Only
@@ -132,9 +143,9 @@ func (id *fileIdentity) release() {
 
 // close ends the handle's hold on the file; SQLite's connections must be
 // closed first: closing any descriptor of the file drops every POSIX lock
-// this process holds on it.
+// this process holds on it (the last handle's close closes the anchor).
 func (id *fileIdentity) close() {
-	id.anchor.Close()
+	releaseFile(id.key)
 	id.dir.close()
 }
 

@@ -14,7 +14,7 @@ import (
 var _ store.Observer = (*DB)(nil)
 
 const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_us, expiry_unix_us,
-	attempts, reason, requested_unix_us, updated_unix_us, length(payload)`
+	attempts, reason, requested_unix_us, updated_unix_us, length(payload), priority, claimable_unix_us, ready_unix_us, due`
 
 // collect reads every row with scan and closes rows; the result is never
 // nil, so an empty listing marshals as [].
@@ -35,7 +35,7 @@ func scanJobRow(r scanner) (store.JobRow, error) {
 	var j store.JobRow
 	var key sql.NullString
 	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry,
-		&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize)
+		&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize, &j.Priority, &j.ClaimableAt, &j.ReadyAt, &j.Due)
 	j.Key, j.HasKey = key.String, key.Valid
 	return j, err
 }
@@ -72,7 +72,7 @@ func (s *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, e
 
 // ListProductions reads productions by name, from the unique index on name.
 func (s *DB) ListProductions(ctx context.Context, after string, limit int) ([]store.Production, error) {
-	rows, err := s.query(ctx, `SELECT id, name, created_unix_us FROM productions WHERE name > ? ORDER BY name LIMIT ?`,
+	rows, err := s.query(ctx, `SELECT `+productionColumns+` FROM productions WHERE name > ? ORDER BY name LIMIT ?`,
 		after, limit)
 	if err != nil {
 		return nil, classify(err)
@@ -81,11 +81,7 @@ func (s *DB) ListProductions(ctx context.Context, after string, limit int) ([]st
 }
 
 func scanProductions(rows *sql.Rows) ([]store.Production, error) {
-	return collect(rows, func(r scanner) (store.Production, error) {
-		var p store.Production
-		err := r.Scan(&p.ID, &p.Name, &p.CreatedAt)
-		return p, err
-	})
+	return collect(rows, scanProduction)
 }
 
 // Count statements: a covering range of jobs_claimable (the production's
@@ -158,8 +154,12 @@ func eventPageSQL(f store.EventFilter) (string, []any) {
 		where, args = append(where, `kind = ?`), append(args, f.Kind)
 	}
 	where, args = append(where, `seq > ?`, `seq < ?`), append(args, f.AfterSeq, f.Before, f.Limit)
+	order := `seq`
+	if f.Newest {
+		order = `seq DESC`
+	}
 	return `SELECT ` + eventColumns + ` FROM ` + from + ` WHERE ` + strings.Join(where, ` AND `) +
-		` ORDER BY seq LIMIT ?`, args
+		` ORDER BY ` + order + ` LIMIT ?`, args
 }
 
 // ListEvents reads one page of events.

@@ -3,11 +3,13 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,7 +32,9 @@ func schemaOf(t *testing.T, path string) string {
 	return strings.Join(out, "\n")
 }
 
-func TestASchema2FileIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
+// Schema 2 migrates through 3 (the listing indexes) to 4 (retries): the
+// rows are the schema-3 fixture's, so storetest.CheckV4Fixture applies.
+func TestASchema2FileIsMigratedToTheCurrentSchemaWithTheListingIndexesAndKeepsEveryRow(t *testing.T) {
 	dir := t.TempDir()
 	old := filepath.Join(dir, "v2.db")
 	db, err := sql.Open("sqlite", "file:"+old)
@@ -39,13 +43,9 @@ func TestASchema2FileIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testi
 		_, err := db.Exec(st)
 		require.NoError(t, err, st)
 	}
-	for _, st := range []string{
-		`INSERT INTO productions VALUES ('pid', 'p', 1)`,
-		`INSERT INTO jobs (id, production_id, key, payload, seq, state, requested_unix_us, updated_unix_us)
-			VALUES ('j1', 'pid', 'k', x'0102', 1, 'requested', 10, 10), ('j2', 'pid', NULL, x'', 2, 'completed', 11, 12)`,
+	for _, st := range append(migrationFixtureRows,
 		`INSERT INTO events (at_unix_us, production_id, job_id, kind) VALUES (10, 'pid', 'j1', 'requested'),
-			(11, 'pid', 'j2', 'requested'), (12, 'pid', 'j2', 'completed')`,
-	} {
+			(11, 'pid', 'j2', 'requested'), (13, 'pid', 'j3', 'requested'), (14, 'pid', 'j3', 'failed')`) {
 		_, err := db.Exec(st)
 		require.NoError(t, err, st)
 	}
@@ -56,17 +56,18 @@ func TestASchema2FileIsMigratedTo3WithTheListingIndexesAndKeepsEveryRow(t *testi
 	require.NoError(t, err)
 	v, err := s.Pragma("user_version")
 	require.NoError(t, err)
-	require.Equal(t, "3", v)
+	require.Equal(t, fmt.Sprint(SchemaVersion), v)
 	ctx := context.Background()
 	js, err := s.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
 	require.NoError(t, err)
-	require.Len(t, js, 2)
+	require.Len(t, js, 3)
 	require.Equal(t, "k", js[0].Key)
 	require.EqualValues(t, 2, js[0].PayloadSize)
-	es, err := s.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "completed", Before: 1 << 62, Limit: 10})
+	es, err := s.ListEvents(ctx, store.EventFilter{ProductionID: "pid", Kind: "failed", Before: 1 << 62, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, es, 1)
-	require.Equal(t, "j2", es[0].JobID)
+	require.Equal(t, "j3", es[0].JobID)
+	require.NoError(t, storetest.CheckV4Fixture(ctx, s))
 	require.NoError(t, s.Close())
 
 	// A migrated file has exactly the schema of a new one.

@@ -101,7 +101,8 @@ func (q queries) queryRow(ctx context.Context, text string, args ...any) row {
 }
 
 const jobColumns = `id, production_id, key, payload, seq, state, claim_hash, worker,
-	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us`
+	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us,
+	priority, claimable_unix_us, ready_unix_us, due`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -109,7 +110,8 @@ func scanJob(r scanner) (store.Job, error) {
 	var j store.Job
 	var key sql.NullString
 	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Payload, &j.Seq, &j.State, &j.ClaimHash, &j.Worker,
-		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt)
+		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt,
+		&j.Priority, &j.ClaimableAt, &j.ReadyAt, &j.Due)
 	if err != nil {
 		return store.Job{}, classify(err)
 	}
@@ -131,22 +133,28 @@ func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
 	return classify(err)
 }
 
-func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+// productionColumns are read by scanProduction.
+const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent`
+
+func scanProduction(r scanner) (store.Production, error) {
 	var p store.Production
-	err := q.queryRow(ctx, `SELECT id, name, created_unix_us FROM productions WHERE name = ?`, name).
-		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	err := r.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent)
+	return p, err
+}
+
+func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	p, err := scanProduction(q.queryRow(ctx, `SELECT `+productionColumns+` FROM productions WHERE name = ?`, name))
 	return p, classify(err)
 }
 
 func (q queries) ProductionByID(ctx context.Context, id string) (store.Production, error) {
-	var p store.Production
-	err := q.queryRow(ctx, `SELECT id, name, created_unix_us FROM productions WHERE id = ?`, id).
-		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	p, err := scanProduction(q.queryRow(ctx, `SELECT `+productionColumns+` FROM productions WHERE id = ?`, id))
 	return p, classify(err)
 }
 
 func (q queries) Productions(ctx context.Context) ([]store.Production, error) {
-	rows, err := q.query(ctx, `SELECT id, name, created_unix_us FROM productions ORDER BY name`)
+	rows, err := q.query(ctx, `SELECT `+productionColumns+` FROM productions ORDER BY name`)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -180,30 +188,131 @@ func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, er
 	return out, classify(rows.Err())
 }
 
-// NextClaimable takes the first requested job, or the first claimed job whose
-// claim has expired, in request order. Two simple statements, each served by
-// an index: jobs_claimable for requested jobs, and the partial index
-// jobs_claimed_expiry for expired claims, so unexpired claims are never
-// scanned however many there are.
+// NextClaimable takes the first due job in claim order: the first entry of
+// the partial index jobs_due, whatever else the production holds (delayed
+// jobs, claims and finished jobs are not in it).
 func (q queries) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
-	req, errReq := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimable
-		WHERE production_id = ? AND state = 'requested' ORDER BY seq LIMIT 1`, productionID))
-	if errReq != nil && errReq != store.ErrNoRow {
-		return store.Job{}, errReq
-	}
-	exp, errExp := scanJob(q.queryRow(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimed_expiry
-		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ? ORDER BY seq LIMIT 1`, productionID, now))
-	if errExp != nil && errExp != store.ErrNoRow {
-		return store.Job{}, errExp
-	}
-	switch {
-	case errReq == nil && (errExp != nil || req.Seq < exp.Seq):
-		return req, nil
-	case errExp == nil:
-		return exp, nil
-	}
-	return store.Job{}, store.ErrNoRow
+	return scanJob(q.queryRow(ctx, nextClaimableSQL, productionID))
 }
+
+// The claim path's statements (plan_test.go pins their plans).
+const (
+	nextClaimableSQL = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_due
+		WHERE production_id = ? AND state = 'requested' AND due = 1
+		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`
+	promoteDueSQL = `UPDATE jobs SET due = 1 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_delayed
+		WHERE production_id = ? AND state = 'requested' AND due = 0 AND ready_unix_us <= ?
+		ORDER BY ready_unix_us LIMIT ?)`
+	lapsedClaimsSQL = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_claimed_ready
+		WHERE production_id = ? AND state = 'claimed' AND ready_unix_us <= ? ORDER BY ready_unix_us LIMIT ?`
+)
+
+// PromoteDue marks due the delayed jobs whose time has come: a range of
+// jobs_delayed, which holds delayed jobs only.
+func (q queries) PromoteDue(ctx context.Context, productionID string, now int64, limit int) (int64, error) {
+	res, err := q.exec(ctx, promoteDueSQL, productionID, now, limit)
+	if err != nil {
+		return 0, classify(err)
+	}
+	n, err := res.RowsAffected()
+	return n, classify(err)
+}
+
+// LapsedClaims reads claims whose expiry and backoff have passed: a range of
+// jobs_claimed_ready, so unexpired claims are never scanned.
+func (q queries) LapsedClaims(ctx context.Context, productionID string, now int64, limit int) ([]store.Job, error) {
+	return q.jobs(ctx, lapsedClaimsSQL, productionID, now, limit)
+}
+
+// JobsInState reads a page of one state in request order (jobs_claimable).
+func (q queries) JobsInState(ctx context.Context, productionID, state string, limit int) ([]store.Job, error) {
+	return q.jobs(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_claimable
+		WHERE production_id = ? AND state = ? ORDER BY seq LIMIT ?`, productionID, state, limit)
+}
+
+func (q queries) jobs(ctx context.Context, text string, args ...any) ([]store.Job, error) {
+	rows, err := q.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, scanJob)
+}
+
+func (q queries) UpdatePolicy(ctx context.Context, productionID string, p store.Policy) error {
+	res, err := q.exec(ctx, `UPDATE productions SET max_attempts = ?, backoff_base_us = ?, backoff_cap_us = ?,
+		jitter_percent = ? WHERE id = ?`, p.MaxAttempts, p.BackoffBaseUS, p.BackoffCapUS, p.JitterPercent, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
+
+func scanAttempt(r scanner) (store.Attempt, error) {
+	var a store.Attempt
+	err := r.Scan(&a.JobID, &a.Number, &a.Worker, &a.ClaimedAt, &a.EndedAt, &a.Ending, &a.Reason)
+	return a, err
+}
+
+func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, error) {
+	rows, err := q.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE job_id = ? ORDER BY id`, jobID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, scanAttempt)
+}
+
+// InsertAttempt appends to the history and drops what is older than the
+// newest keep entries of the job (attempts_by_job).
+func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
+	if _, err := q.exec(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
+		return classify(err)
+	}
+	_, err := q.exec(ctx, `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELECT id FROM attempts
+		WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)`, a.JobID, keep)
+	return classify(err)
+}
+
+// HasClaimable is claim-next's condition at now, read from the claim
+// path's partial indexes without a row: a due job, a delayed job whose time
+// has come (promotion makes it due), or a claim whose expiry and backoff have
+// passed (it may also be a last attempt, which the claim ends dead: a look
+// may wake for nothing, never sleep through a job).
+func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	var has bool
+	err := q.queryRow(ctx, hasClaimableSQL, productionID, now).Scan(&has)
+	return has, classify(err)
+}
+
+// NextWakeAt is the earliest ready time of a delayed job or of a claim (its
+// expiry plus the backoff its lapse costs): the first entry of jobs_delayed
+// and of jobs_claimed_ready (plan_test.go pins the plans).
+func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	var v sql.NullInt64
+	err := q.queryRow(ctx, nextWakeAtSQL, productionID).Scan(&v)
+	return v.Int64, v.Valid, classify(err)
+}
+
+// The waiting claim's statements.
+const (
+	hasClaimableSQL = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_due
+			WHERE production_id = ?1 AND state = 'requested' AND due = 1)
+		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_delayed
+			WHERE production_id = ?1 AND state = 'requested' AND due = 0 AND ready_unix_us <= ?2)
+		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claimed_ready
+			WHERE production_id = ?1 AND state = 'claimed' AND ready_unix_us <= ?2)`
+	nextWakeAtSQL = `SELECT min(r) FROM (
+		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_delayed
+			WHERE production_id = ?1 AND state = 'requested' AND due = 0 ORDER BY ready_unix_us LIMIT 1) AS r
+		UNION ALL
+		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_claimed_ready
+			WHERE production_id = ?1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
+)
 
 func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
 	if limit <= 0 {
@@ -261,8 +370,9 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
-	_, err := q.exec(ctx, `INSERT INTO productions (id, name, created_unix_us) VALUES (?, ?, ?)`,
-		p.ID, p.Name, p.CreatedAt)
+	_, err := q.exec(ctx, `INSERT INTO productions (`+productionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Name, p.CreatedAt, p.Policy.MaxAttempts, p.Policy.BackoffBaseUS, p.Policy.BackoffCapUS,
+		p.Policy.JitterPercent)
 	return classify(err)
 }
 
@@ -272,17 +382,22 @@ func (q queries) InsertJob(ctx context.Context, j store.Job) error {
 		key = j.Key
 	}
 	_, err := q.exec(ctx, `INSERT INTO jobs (id, production_id, key, payload, seq, state, claim_hash,
-			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us)
-		VALUES (?, ?, ?, ?, (SELECT COALESCE(max(seq), 0) + 1 FROM jobs WHERE production_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			worker, claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us,
+			priority, claimable_unix_us, ready_unix_us, due)
+		VALUES (?, ?, ?, ?, (SELECT COALESCE(max(seq), 0) + 1 FROM jobs WHERE production_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?,
+			?, ?, ?, ?)`,
 		j.ID, j.ProductionID, key, j.Payload, j.ProductionID, j.State, j.ClaimHash, j.Worker,
-		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt)
+		j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.RequestedAt, j.UpdatedAt,
+		j.Priority, j.ClaimableAt, j.ReadyAt, j.Due)
 	return classify(err)
 }
 
 func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	res, err := q.exec(ctx, `UPDATE jobs SET state = ?, claim_hash = ?, worker = ?, claimed_unix_us = ?,
-			expiry_unix_us = ?, attempts = ?, reason = ?, updated_unix_us = ? WHERE id = ?`,
-		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt, j.ID)
+			expiry_unix_us = ?, attempts = ?, reason = ?, updated_unix_us = ?,
+			claimable_unix_us = ?, ready_unix_us = ?, due = ? WHERE id = ?`,
+		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
+		j.ClaimableAt, j.ReadyAt, j.Due, j.ID)
 	if err != nil {
 		return classify(err)
 	}

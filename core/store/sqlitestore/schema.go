@@ -2,8 +2,10 @@ package sqlitestore
 
 // SchemaVersion is the schema this library writes. Version 1 is the pre-lease
 // schema (jobs carried a plaintext claim id and a claim time); version 3 adds
-// the indexes of the paged listings (migrateV2toV3).
-const SchemaVersion = 3
+// the indexes of the paged listings (migrateV2toV3); version 4 adds retry
+// policies, the dead state, priorities, run-at and the attempt history
+// (migrateV3toV4).
+const SchemaVersion = 4
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -117,4 +119,54 @@ var migrateV2toV3 = []string{
 	`CREATE INDEX events_by_kind ON events (production_id, kind, seq)`,
 	`CREATE INDEX events_by_kind_time ON events (production_id, kind, at_unix_us)`,
 	`PRAGMA user_version = 3`,
+}
+
+// migrateV3toV4 adds retries, run-at and priorities (docs/schema.md). Every
+// path that opens a file below version 4 ends with these, a new file too,
+// so a migrated file has exactly the schema of a new one.
+//
+// The state CHECK gains 'dead' by editing the stored table definition:
+// SQLite cannot alter a CHECK, and widening an IN list leaves every stored
+// row valid, which is the case its documentation allows without rebuilding
+// the table (rebuilding would drop and recreate the table facts and outputs
+// reference). Existing jobs keep their state and
+// order: requested ones are due at once, ordered by their request time, and
+// a claimed one becomes claimable again at its expiry, as before.
+var migrateV3toV4 = []string{
+	`PRAGMA writable_schema = ON`,
+	`UPDATE sqlite_schema SET sql = replace(sql,
+		'CHECK (state IN (''requested'',''claimed'',''completed'',''failed'',''cancelled''))',
+		'CHECK (state IN (''requested'',''claimed'',''completed'',''failed'',''cancelled'',''dead''))')
+		WHERE type = 'table' AND name = 'jobs'`,
+	`PRAGMA writable_schema = OFF`,
+	`ALTER TABLE productions ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 25`,
+	`ALTER TABLE productions ADD COLUMN backoff_base_us INTEGER NOT NULL DEFAULT 1000000`,
+	`ALTER TABLE productions ADD COLUMN backoff_cap_us INTEGER NOT NULL DEFAULT 3600000000`,
+	`ALTER TABLE productions ADD COLUMN jitter_percent INTEGER NOT NULL DEFAULT 20`,
+	`ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE jobs ADD COLUMN claimable_unix_us INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE jobs ADD COLUMN ready_unix_us INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE jobs ADD COLUMN due INTEGER NOT NULL DEFAULT 0`,
+	`UPDATE jobs SET claimable_unix_us = requested_unix_us,
+		ready_unix_us = CASE state WHEN 'claimed' THEN expiry_unix_us ELSE requested_unix_us END,
+		due = (state = 'requested')`,
+	// Claim-next: the best due job is the first entry of one index range.
+	`CREATE INDEX jobs_due ON jobs (production_id, priority DESC, claimable_unix_us, seq)
+		WHERE state = 'requested' AND due = 1`,
+	// Promotion reads only delayed jobs whose time has come, and lapsed
+	// claims only once their backoff has passed.
+	`CREATE INDEX jobs_delayed ON jobs (production_id, ready_unix_us) WHERE state = 'requested' AND due = 0`,
+	`CREATE INDEX jobs_claimed_ready ON jobs (production_id, ready_unix_us) WHERE state = 'claimed'`,
+	`CREATE TABLE attempts (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		job_id TEXT NOT NULL REFERENCES jobs(id),
+		number INTEGER NOT NULL,
+		worker TEXT NOT NULL,
+		claimed_unix_us INTEGER NOT NULL,
+		ended_unix_us INTEGER NOT NULL,
+		ending TEXT NOT NULL CHECK (ending IN ('completed','failed','retry','released','expired','cancelled')),
+		reason TEXT NOT NULL DEFAULT ''
+	) STRICT`,
+	`CREATE INDEX attempts_by_job ON attempts (job_id, id)`,
+	`PRAGMA user_version = 4`,
 }

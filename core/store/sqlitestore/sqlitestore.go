@@ -37,6 +37,7 @@ const DefaultBusyTimeout = 10 * time.Second
 // DB is an opened SQLite authority store.
 type DB struct {
 	db      *sql.DB
+	path    string // absolute
 	wal     *walKeeper
 	file    *fileIdentity
 	writers *writerQueue // this process's writers of the file, in order (writers.go)
@@ -98,7 +99,7 @@ func Open(path string, opts Options, now func() int64) (*DB, error) {
 		file.close()
 		return nil, classify(err)
 	}
-	s := &DB{db: db, wal: newWALKeeper(abs, syncMode), file: file, writers: queueFor(file.opened), busy: busy}
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file, writers: queueFor(file.opened), busy: busy}
 	s.queries = queries{st: newStmtCache(db), file: file}
 	err = s.migrate(now, opts.MustExist, path)
 	if err == nil {
@@ -213,11 +214,16 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version == 2:
+	case version == 2, version == 3:
 	default:
 		return store.ErrNotLeases
 	}
-	if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+	if version < 3 {
+		if err := execAll(ctx, tx, migrateV2toV3); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV3toV4); err != nil {
 		return err
 	}
 	return classify(tx.Commit())

@@ -1,5 +1,6 @@
-//! Demo worker in Rust: claims jobs of one production until the stop file
-//! exists, reads each payload, "works", and completes with metadata.
+//! Demo worker in Rust: a `leases::Worker` (waiting claims, each lease kept
+//! alive) on one production until the queue is empty and the stop file
+//! exists; it reads each payload, "works", and completes with metadata.
 //! Prints no token: only counts on exit.
 //!
 //!   leases-demo-worker DB PRODUCTION WORKER WORK_MS STOP_FILE
@@ -8,7 +9,7 @@ use std::process::ExitCode;
 use std::thread::sleep;
 use std::time::Duration;
 
-use leases::{Authority, ErrorKind, Facts};
+use leases::{Authority, Facts, Worker, WorkerConfig};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -30,30 +31,28 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(db: &str, production: &str, worker: &str, work: Duration, stop: &Path) -> leases::Result<u32> {
+fn run(db: &str, production: &str, worker: &str, work: Duration, stop: &Path) -> leases::Result<u64> {
     let auth = Authority::open(db)?;
+    // Waiting claims, each lease kept alive while it works; run returns once a
+    // 100 ms wait found nothing, and the stop file is looked at then.
+    let config = WorkerConfig::new(production, worker, Duration::from_secs(10)).exit_when_empty(true);
+    let loop_ = Worker::new(&auth, config)?;
     let mut done = 0;
     loop {
-        let lease = match auth.claim(production, worker, Duration::from_secs(10)) {
-            Ok(Some(lease)) => lease,
-            Ok(None) if stop.exists() => return Ok(done),
-            Ok(None) => {
-                sleep(Duration::from_millis(50));
-                continue;
-            }
-            Err(e) if e.kind() == ErrorKind::Busy => continue,
-            Err(e) => return Err(e),
-        };
-        let payload = lease.payload()?;
-        sleep(work);
-        let facts = Facts::new()
-            .metadata("bytes", payload.len())
-            .metadata("language", "rust")
-            .provenance("worker", worker);
-        match lease.complete(&facts) {
-            Ok(()) => done += 1,
-            // e.g. cancelled by the coordinator meanwhile: report, go on.
-            Err(e) => eprintln!("{worker}: job {}: {}", lease.job_id(), e.kind().name()),
+        let name = worker.to_string();
+        let report = loop_.run(move |lease| {
+            let payload = lease.payload()?;
+            sleep(work);
+            Ok::<_, leases::Error>(
+                Facts::new()
+                    .metadata("bytes", payload.len())
+                    .metadata("language", "rust")
+                    .provenance("worker", name.as_str()),
+            )
+        })?;
+        done += report.completed;
+        if stop.exists() {
+            return Ok(done);
         }
     }
 }

@@ -2,7 +2,8 @@
  * abi_fuzz.c: a seeded random-sequence fuzzer of the C ABI. It calls every
  * export of leases.h (and leases_testing.h) in random order with NULLs,
  * huge strings, invalid UTF-8, random bytes, stale, freed, unknown and
- * wrong-type handles, random durations and random out-pointer choices,
+ * wrong-type handles, random durations, waits and intervals (kept-alive
+ * leases renew in the background meanwhile) and random out-pointer choices,
  * against the test library. The promise it checks: the process never
  * crashes (run under ASan and valgrind), every status is a known code, a
  * failure always has a message starting with its status name, and failed
@@ -24,7 +25,7 @@
 #include "leases.h"
 #include "leases_testing.h"
 
-#define NSTATUS 19
+#define NSTATUS 20
 #define POOL 12
 
 static uint64_t rng;
@@ -74,6 +75,7 @@ static leases_authority *auths[POOL];
 static leases_lease *leases[POOL];
 static leases_edit *edits[POOL];
 static leases_execution *execs[POOL];
+static leases_canceller *cancellers[POOL];
 static uintptr_t stale[64]; /* released handles of any type */
 static unsigned nstale;
 
@@ -88,8 +90,8 @@ static void *any_handle(void **pool) {
 	case 0: return NULL;
 	case 1: return nstale ? (void *)stale[below(nstale < 64 ? nstale : 64)] : NULL;
 	case 2: {
-		void **other[] = {(void **)auths, (void **)leases, (void **)edits, (void **)execs};
-		return other[below(4)][below(POOL)];
+		void **other[] = {(void **)auths, (void **)leases, (void **)edits, (void **)execs, (void **)cancellers};
+		return other[below(5)][below(POOL)];
 	}
 	case 3: return (void *)(uintptr_t)(1 + below(5000));
 	case 4: return (void *)(uintptr_t)next();
@@ -100,6 +102,8 @@ static void *any_handle(void **pool) {
 #define LEASE() ((leases_lease *)any_handle((void **)leases))
 #define EDIT() ((leases_edit *)any_handle((void **)edits))
 #define EXEC() ((leases_execution *)any_handle((void **)execs))
+/* A canceller argument: NULL (none) is valid, so it is as likely as a live one. */
+#define CANCELLER() (one_in(3) ? NULL : (leases_canceller *)any_handle((void **)cancellers))
 
 static void put(void **pool, void *h, void (*release)(void *)) {
 	unsigned i = below(POOL);
@@ -113,6 +117,7 @@ static void rel_auth(void *h) { leases_authority_close(h); }
 static void rel_lease(void *h) { leases_lease_free(h); }
 static void rel_edit(void *h) { leases_edit_abort(h); }
 static void rel_exec(void *h) { leases_execution_abandon(h); }
+static void rel_canceller(void *h) { leases_canceller_free(h); }
 
 /* ---- strings -------------------------------------------------------------- */
 
@@ -201,6 +206,29 @@ static int64_t any_duration(void) {
 	}
 }
 
+/* A wait bound: short when valid (a valid wait blocks the fuzzer), or out of
+ * range. */
+static int64_t any_wait(void) {
+	switch (below(8)) {
+	case 0: return -1;
+	case 1: return INT64_MIN;
+	case 2: return LEASES_MAX_WAIT_US + 1;
+	case 3: return 0;
+	default: return (int64_t)below(20000);
+	}
+}
+
+/* A keep-alive interval: 0 (the default), valid, or not. */
+static int64_t any_interval(void) {
+	switch (below(6)) {
+	case 0: return 0;
+	case 1: return -1;
+	case 2: return 999;
+	case 3: return any_duration();
+	default: return 1000 + (int64_t)below(50000);
+	}
+}
+
 /* ---- one random call -------------------------------------------------------- */
 
 static void must_be_null(void *p, leases_status st, const char *what) {
@@ -231,6 +259,33 @@ static const void *any_options(size_t known, void (*fill)(void *)) {
 	return optbuf;
 }
 
+static int64_t any_us(void) {
+	switch (below(7)) {
+	case 0: return 0;
+	case 1: return -1;
+	case 2: return INT64_MIN;
+	case 3: return INT64_MAX;
+	case 4: return LEASES_MAX_DELAY_US + (int64_t)below(2);
+	case 5: return (int64_t)below(5000000);
+	default: return (int64_t)next();
+	}
+}
+
+static void fill_request(void *p) {
+	leases_request_options *o = p;
+	o->priority = one_in(3) ? (int32_t)next() : (int32_t)below(LEASES_MAX_PRIORITY + 2);
+	o->run_at_unix_us = one_in(2) ? 0 : (int64_t)time(NULL) * 1000000 + any_us() % 100000000;
+	o->delay_us = one_in(2) ? 0 : any_us();
+}
+
+static void fill_policy(void *p) {
+	leases_retry_policy *o = p;
+	o->max_attempts = one_in(3) ? (int32_t)next() : (int32_t)below(6);
+	o->jitter_percent = (int32_t)below(120) - 10;
+	o->backoff_base_us = one_in(2) ? (int64_t)below(3) * 1000000 : any_us();
+	o->backoff_cap_us = one_in(2) ? 3600000000 : any_us();
+}
+
 static void fill_open(void *p) {
 	leases_open_options *o = p;
 	o->flags = one_in(4) ? (int32_t)next() : (int32_t)below(3);
@@ -257,7 +312,8 @@ static void keep_cursor(const char *json) {
 
 static const char *any_list(const char *valid) {
 	static const char *lists[] = {"requested,claimed", "claimed,completed,failed", "completed,", ",",
-	                              "requested,requested", "claimed,renewed,expired", "cancelled"};
+	                              "requested,requested", "claimed,renewed,expired", "cancelled",
+	                              "dead,failed", "retry,redriven,dead,policy_changed"};
 	return one_in(3) ? any_string(valid) : lists[below(sizeof lists / sizeof *lists)];
 }
 
@@ -314,7 +370,7 @@ static void observe_step(leases_authority *a, char **o) {
 
 static void step(void) {
 	leases_status st;
-	switch (below(31)) {
+	switch (below(43)) {
 	case 0: {
 		leases_authority *a = NULL;
 		char path[700];
@@ -545,6 +601,80 @@ static void step(void) {
 			if (st != LEASES_INTERNAL) FAIL("panic returned %s", leases_status_name(st));
 		}
 		break;
+	case 29: {
+		leases_canceller *c = NULL;
+		st = seen(leases_canceller_new(one_in(10) ? NULL : &c), "canceller_new");
+		must_be_null(c, st, "canceller_new");
+		if (c) put((void **)cancellers, c, rel_canceller);
+		break;
+	}
+	case 30:
+		if (one_in(3)) {
+			unsigned i = below(POOL);
+			leases_canceller_free(cancellers[i]);
+			remember_stale(cancellers[i]);
+			cancellers[i] = NULL;
+		} else {
+			seen(leases_canceller_cancel((leases_canceller *)any_handle((void **)cancellers)), "canceller_cancel");
+		}
+		break;
+	case 31: {
+		leases_lease *l = NULL;
+		st = seen(leases_claim_wait(AUTH(), any_string("p"), any_string("w"), any_duration(), any_wait(), CANCELLER(),
+		                            one_in(10) ? NULL : &l),
+		          "claim_wait");
+		must_be_null(l, st, "claim_wait");
+		if (l) put((void **)leases, l, rel_lease);
+		break;
+	}
+	case 32:
+		if (one_in(3)) seen(leases_lease_keep_alive_stop(LEASE()), "keep_alive_stop");
+		else seen(leases_lease_keep_alive(LEASE(), any_duration(), any_interval()), "keep_alive");
+		break;
+	case 33:
+	case 34: {
+		leases_status why = 42;
+		if (one_in(2))
+			st = seen(leases_lease_check(LEASE(), one_in(10) ? NULL : &why), "lease_check");
+		else
+			st = seen(leases_lease_wait_lost(LEASE(), any_wait(), CANCELLER(), one_in(10) ? NULL : &why),
+			          "lease_wait_lost");
+		if (st != LEASES_OK && why != 0 && why != 42) FAIL("a failed check set its reason to %d", why);
+		if (st == LEASES_OK && (why < 0 || why >= NSTATUS)) FAIL("an unknown reason %d", why);
+		break;
+	}
+	case 35: {
+		char *id = NULL;
+		st = seen(leases_job_request_v2(AUTH(), any_string("p"), one_in(2) ? NULL : any_string("key"),
+		                                (const uint8_t *)"payload", one_in(5) ? 0 : 7,
+		                                any_options(sizeof(leases_request_options), fill_request),
+		                                one_in(10) ? NULL : &id),
+		          "job_request_v2");
+		must_be_null(id, st, "job_request_v2");
+		if (id) keep(job_ids, id);
+		break;
+	}
+	case 36:
+		seen(leases_production_create_v2(AUTH(), any_string("p"),
+		                                 any_options(sizeof(leases_retry_policy), fill_policy)),
+		     "production_create_v2");
+		break;
+	case 37:
+		seen(leases_production_set_policy(AUTH(), any_string("p"),
+		                                  any_options(sizeof(leases_retry_policy), fill_policy)),
+		     "production_set_policy");
+		break;
+	case 38: seen(leases_lease_fail_retry(LEASE(), one_in(3) ? NULL : any_string("reason"), any_us()), "fail_retry"); break;
+	case 39: seen(leases_job_retry(AUTH(), any_string("p"), any_string(job_ids[below(POOL)])), "job_retry"); break;
+	case 40: {
+		static const char *states[] = {"dead", "failed", "cancelled", "completed", NULL};
+		int64_t n = 0;
+		int64_t *o = one_in(10) ? NULL : &n;
+		st = seen(leases_production_redrive(AUTH(), any_string("p"), one_in(3) ? any_string("dead") : states[below(5)], o),
+		          "production_redrive");
+		if (st != LEASES_OK && n != 0) FAIL("production_redrive failed (%s) but set its count", leases_status_name(st));
+		break;
+	}
 	default: {
 		/* Keep work available: a valid request on a live authority. */
 		leases_authority *a = auths[below(POOL)];
@@ -584,6 +714,7 @@ int main(int argc, char **argv) {
 		leases_execution_abandon(execs[i]);
 		leases_edit_abort(edits[i]);
 		leases_lease_free(leases[i]);
+		leases_canceller_free(cancellers[i]);
 		leases_free(job_ids[i]);
 		leases_free(tokens[i]);
 		free(cursors[i]);

@@ -79,7 +79,11 @@ static leases_authority *fresh(const char *name, int n, char *path, size_t cap) 
 		fprintf(stderr, "open %s: %s\n", path, leases_last_error());
 		exit(2);
 	}
-	leases_production_create(a, "p");
+	/* No backoff: a lapsed claim is claimable at its expiry, so these tests
+	 * are about the clock alone (docs/CONCEPTS.md has the backoff). */
+	leases_retry_policy policy = LEASES_RETRY_POLICY_INIT;
+	policy.backoff_base_us = 0;
+	leases_production_create_v2(a, "p", &policy);
 	for (int i = 0; i < n; i++) {
 		char *id = NULL;
 		if (leases_job_request(a, "p", NULL, NULL, 0, &id) != LEASES_OK) exit(2);

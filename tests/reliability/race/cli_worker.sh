@@ -4,7 +4,8 @@
 # and history schema as every other worker (race_worker_test.go); times come
 # from $EPOCHREALTIME, taken just before and just after each command. Each
 # command is a process of its own (tens of milliseconds), so durations are
-# four times the other workers' (claim 120-600 ms, renew 120-800 ms).
+# four times the other workers' (claim 120-600 ms, renew 120-800 ms); one
+# claim in two waits up to 1200 ms (claim --wait).
 set -u
 leases=$LEASES_CLI
 name=$LEASES_RACE_WORKER
@@ -58,13 +59,20 @@ while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
     "$leases" events --production race --json
   fi
   d=$((4 * (30 + RANDOM % 121)))
-  call claim "" "" $((d * 1000))
+  # One claim in two waits (claim --wait, up to 0-1200 ms): a waiting claim
+  # in the history, as the other workers make.
+  if [ $((RANDOM % 2)) -eq 0 ]; then
+    op=claim_wait wait=(--wait "$((4 * (RANDOM % 301)))ms")
+  else
+    op=claim wait=()
+  fi
+  call $op "" "" $((d * 1000))
   label=$name:$id
   tok=$tokdir/$name-$id.token
-  run claim --production race --worker "$name" --duration "${d}ms" --token-out "$tok" --json
+  run claim --production race --worker "$name" --duration "${d}ms" "${wait[@]}" --token-out "$tok" --json
   if [ "$kind" != ok ]; then
     ret "" 0
-    sleep 0.005
+    [ "$op" = claim ] && sleep 0.005
     continue
   fi
   [[ $(cat "$out/o") =~ \"job_id\":\ *\"([0-9a-f-]+)\" ]] && job=${BASH_REMATCH[1]}

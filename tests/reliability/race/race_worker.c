@@ -1,7 +1,8 @@
 /*
  * race_worker.c: the C worker of the multi-language race
  * (tests/reliability/race_test.go), straight on include/leases.h. Same loop
- * and history schema as every other worker (race_worker_test.go).
+ * and history schema as every other worker (race_worker_test.go); like the
+ * Go worker it also fails retryably (leases_lease_fail_retry).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -103,14 +104,16 @@ int main(void) {
 			leases_free(events);
 		}
 		long long d = rnd(30, 150) * 1000LL;
-		int id = call("claim", "", "", d);
+		int waiting = rnd(0, 1) == 0; /* one claim in two waits, 0-300 ms */
+		int id = call(waiting ? "claim_wait" : "claim", "", "", d);
 		char label[256];
 		snprintf(label, sizeof label, "%s:%d", name, id);
 		leases_lease *l = NULL;
-		leases_status st = leases_claim(a, PRODUCTION, name, d, &l);
+		leases_status st = waiting ? leases_claim_wait(a, PRODUCTION, name, d, rnd(0, 300) * 1000LL, NULL, &l)
+		                           : leases_claim(a, PRODUCTION, name, d, &l);
 		if (st != LEASES_OK) {
 			ret(id, st, "", 0);
-			sleep_ms(5);
+			if (!waiting) sleep_ms(5);
 			continue;
 		}
 		char *job = NULL, *tok = NULL;
@@ -124,6 +127,18 @@ int main(void) {
 		}
 		sleep_ms(rnd(0, 60));
 		if (rnd(0, 2) == 0) {
+			/* Kept alive while it works; its renewals are not in the history,
+			 * and stopping it reports the last confirmed expiry. */
+			id = call("keep_alive", label, job, d);
+			ret(id, leases_lease_keep_alive(l, d, 0), job, 0);
+			sleep_ms(rnd(50, 300));
+			id = call("stop_keep_alive", label, job, 0);
+			leases_lease_keep_alive_stop(l);
+			exp = 0;
+			leases_lease_expiry(l, &exp);
+			ret(id, LEASES_OK, job, exp);
+		}
+		if (rnd(0, 2) == 0) {
 			d = rnd(30, 200) * 1000LL;
 			id = call("renew", label, job, d);
 			st = leases_lease_renew(l, d);
@@ -136,6 +151,11 @@ int main(void) {
 		if (r < 2) {
 			id = call("release", label, job, 0);
 			ret(id, leases_lease_release(l), job, 0);
+		} else if (r < 3 && rnd(0, 1) == 0) { /* a retryable failure, retried at once (the race's policy) */
+			char reason[300];
+			snprintf(reason, sizeof reason, "race retry by %s", name);
+			id = call("fail_retry", label, job, 0);
+			ret(id, leases_lease_fail_retry(l, reason, 0), job, 0);
 		} else if (r < 3) {
 			char reason[300];
 			snprintf(reason, sizeof reason, "race failure by %s", name);

@@ -84,24 +84,48 @@ int main() {
                       << "}" << std::endl;
         }
         auto d = std::chrono::milliseconds(rnd(30, 150));
-        int id = call("claim", "", "", d.count() * 1000);
+        const bool waiting = rnd(0, 1) == 0;  // one claim in two waits, 0-300 ms
+        int id = call(waiting ? "claim_wait" : "claim", "", "", d.count() * 1000);
         const std::string label = name + ":" + std::to_string(id);
         std::optional<leases::Lease> lease;
         try {
-            lease = a.claim(kProduction, name, d);
+            lease = waiting ? a.claim_wait(kProduction, name, d, std::chrono::milliseconds(rnd(0, 300)))
+                            : a.claim(kProduction, name, d);
         } catch (const leases::Error &e) {
             ret(id, kind_of(e), "", 0, e.what());
             continue;
         }
         if (!lease) {
             ret(id, "nothing_to_claim", "", 0, "");
-            sleep_ms(5);
+            if (!waiting) {
+                sleep_ms(5);
+            }
             continue;
         }
         const std::string job = lease->job_id();
         ret(id, "ok", job, lease->expiry_unix_us(), "");
         write_all(tok_fd, lease->export_token() + "\n");
         sleep_ms(rnd(0, 60));
+        if (rnd(0, 2) == 0) {
+            // Kept alive while it works; its renewals are not in the history,
+            // and stopping it reports the last confirmed expiry.
+            id = call("keep_alive", label, job, d.count() * 1000);
+            try {
+                lease->keep_alive(d);
+                ret(id, "ok", job, 0, "");
+            } catch (const leases::Error &e) {
+                ret(id, kind_of(e), job, 0, e.what());
+            }
+            sleep_ms(rnd(50, 300));
+            id = call("stop_keep_alive", label, job, 0);
+            std::int64_t expiry = 0;  // as the C worker: the expiry, or 0
+            try {
+                lease->stop_keep_alive();
+                expiry = lease->expiry_unix_us();
+            } catch (const leases::Error &) {
+            }
+            ret(id, "ok", job, expiry, "");
+        }
         if (rnd(0, 2) == 0) {
             auto rd = std::chrono::milliseconds(rnd(30, 200));
             id = call("renew", label, job, rd.count() * 1000);

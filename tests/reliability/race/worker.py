@@ -1,7 +1,9 @@
 """Python worker of the multi-language race (tests/reliability/race_test.go).
 
 Same loop and history schema as every other worker (race_worker_test.go):
-one JSON line per call and per return, written unbuffered.
+one JSON line per call and per return, written unbuffered; it claims with a
+wait one time in two and keeps a lease alive one time in three, as the
+workers that can do both.
 """
 
 import json
@@ -68,21 +70,37 @@ def main() -> int:
             print(json.dumps({"jobs": [repr(j) for j in auth.jobs(PRODUCTION)],
                               "events": [repr(e) for e in auth.events(PRODUCTION)]}), flush=True)
         d = rng.randint(30, 150) * 1000
-        i = call("claim", dur_us=d)
+        waiting = rng.randrange(2) == 0  # one claim in two waits, 0-300 ms
+        i = call("claim_wait" if waiting else "claim", dur_us=d)
         label = f"{name}:{i}"
+        wait = timedelta(milliseconds=rng.randint(0, 300)) if waiting else None
         try:
-            lease = auth.claim(PRODUCTION, worker=name, duration=timedelta(microseconds=d))
+            lease = auth.claim(PRODUCTION, worker=name, duration=timedelta(microseconds=d), wait=wait)
         except leases.LeasesError as e:
             ret(i, e)
             continue
         if lease is None:
             ret(i, leases.NothingToClaimError("nothing_to_claim: no claimable job", 4))
-            time.sleep(0.005)
+            if not waiting:
+                time.sleep(0.005)
             continue
         job = lease.job_id
         ret(i, None, job, expiry_us(lease))
         os.write(tokens, (lease.export_token() + "\n").encode())
         time.sleep(rng.randint(0, 60) / 1000)
+        if rng.randrange(3) == 0:
+            # Kept alive while it works; its renewals are not in the history,
+            # and stopping it reports the last confirmed expiry.
+            i = call("keep_alive", label, job, d)
+            try:
+                lease.keep_alive(timedelta(microseconds=d))
+                ret(i, None, job)
+            except leases.LeasesError as e:
+                ret(i, e, job)
+            time.sleep(rng.randint(50, 300) / 1000)
+            i = call("stop_keep_alive", label, job)
+            lease.stop_keep_alive()
+            ret(i, None, job, expiry_us(lease))
         if rng.randrange(3) == 0:
             d = rng.randint(30, 200) * 1000
             i = call("renew", label, job, d)

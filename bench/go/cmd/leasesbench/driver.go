@@ -56,7 +56,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,observe); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web); empty: all")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
@@ -106,7 +106,7 @@ func cmdRun(args []string) {
 	if o.smoke {
 		bad := rssErr != nil
 		for _, r := range rows {
-			if r.section == "workers" && r.skip != "" {
+			if (r.section == "workers" || r.section == "waiting") && r.skip != "" {
 				fmt.Fprintf(os.Stderr, "bench smoke: %s / %s did not run: %s\n", r.section, r.name, r.skip)
 				bad = true
 			}
@@ -170,6 +170,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 type scaleRow struct {
 	jobs, outstanding int
+	delayed           int
 	db                string
 	bytesPerJob       float64
 	row               *row
@@ -274,12 +275,14 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 			scales = append(scales, &scaleRow{jobs: jobs})
 		}
 		scales = append(scales, &scaleRow{jobs: o.n(11000), outstanding: o.n(10000)})
+		scales = append(scales, &scaleRow{jobs: o.n(11000), delayed: o.n(10000)})
 		m := o.n(200)
 		for i, s := range scales {
 			s := s
 			s.db = filepath.Join(o.tmp, fmt.Sprintf("scale-%d.db", i))
 			t := time.Now()
-			res, err := child([]string{lb, "scale-fill", "-db", s.db, "-n", itoa(s.jobs), "-outstanding", itoa(s.outstanding)})
+			res, err := child([]string{lb, "scale-fill", "-db", s.db, "-n", itoa(s.jobs), "-outstanding", itoa(s.outstanding),
+				"-delayed", itoa(s.delayed)})
 			must(err)
 			s.bytesPerJob = res.Extra["bytes_per_job"]
 			fmt.Fprintf(os.Stderr, "bench: filled %d jobs (%d claimed) in %s\n", s.jobs, s.outstanding, time.Since(t).Round(time.Millisecond))
@@ -289,12 +292,20 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 		}
 
 	}
-	// 9. Observations, on the largest scaling file (or one of their own).
-	if o.want("observe") {
+	// 9. Observations, on the largest scaling file (or one of their own);
+	// 10. the status page, on the same file.
+	if o.want("observe") || o.want("web") {
 		var db string
 		db, o.observeJobs = observeFile(o, scales)
-		for _, r := range observeRows(o, db, o.observeJobs) {
-			add(r)
+		if o.want("observe") {
+			for _, r := range observeRows(o, db, o.observeJobs) {
+				add(r)
+			}
+		}
+		if o.want("web") {
+			for _, r := range webRows(o, db, o.observeJobs) {
+				add(r)
+			}
 		}
 	}
 	// 4. Contention: P worker processes on one file for a fixed time.
@@ -325,6 +336,12 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 		if o.pg == "" {
 			r.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
 		}
+	}
+
+	// 8. Waiting: wake latency, idle waiters, the worker loop. Numbered 8
+	// in the table, run here so its rows interleave with the others.
+	for _, r := range waitingRows(o, lb, pgEnv) {
+		add(r)
 	}
 
 	// 5. Boundary cost.
@@ -606,6 +623,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			if s.outstanding > 0 {
 				name = fmt.Sprintf("%d, of which %d claimed and unexpired", s.jobs, s.outstanding)
 			}
+			if s.delayed > 0 {
+				name = fmt.Sprintf("%d, of which %d delayed at the highest priority", s.jobs, s.delayed)
+			}
 			if st := status(s.row); st != "" {
 				p("| %s | %s | | | |\n", name, st)
 				continue
@@ -674,8 +694,14 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("workers") {
 		renderWorkers(o, &b, rows, floor["FULL"], n)
 	}
+	if o.want("waiting") {
+		renderWaiting(o, &b, rows, n)
+	}
 	if o.want("observe") {
 		renderObserve(o, &b, rows, o.observeJobs, n)
+	}
+	if o.want("web") {
+		renderWeb(o, &b, rows, o.observeJobs, n)
 	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
@@ -744,6 +770,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			last.jobs, scales[0].jobs, r, map[bool]string{true: "", false: ", run by `make bench-full`"}[o.full], met(r <= 2))
 	}
 	observeTargets(p, rows, o.observeJobs)
+	webTargets(p, rows, o.observeJobs)
 	if rss != nil && rssErr == nil {
 		g := (rss.Extra["after_hwm_kb"] - rss.Extra["warm_hwm_kb"]) / 1024
 		p("| RSS growth after warm-up | %+.1f MiB (want ≈ 0; < 2 MiB counts as none) | %s |\n", g, met(g < 2))

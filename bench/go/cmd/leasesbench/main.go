@@ -93,7 +93,12 @@ var commands = map[string]func(args []string){
 	"workers":        cmdWorkers,
 	"fill":           cmdFill,
 	"rss":            cmdRSS,
+	"wake":           cmdWake,
+	"wake-waiter":    cmdWakeWaiter,
+	"idle":           cmdIdle,
+	"workloop":       cmdWorkloop,
 	"page":           cmdPage,
+	"webpage":        cmdWebPage,
 }
 
 func main() {
@@ -105,7 +110,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|next|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|page [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|next|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|page|webpage [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])

@@ -251,6 +251,7 @@ func cmdScaleFill(args []string) {
 	db := fs.String("db", "", "database file (created)")
 	n := fs.Int("n", 1000, "jobs")
 	outstanding := fs.Int("outstanding", 0, "jobs to mark claimed and unexpired")
+	delayed := fs.Int("delayed", 0, "jobs (after the outstanding ones) to delay by a day at the highest priority")
 	must(fs.Parse(args))
 	fillCore(*db, *n)
 	d, err := sql.Open("sqlite", dsn(*db, "NORMAL"))
@@ -258,8 +259,17 @@ func cmdScaleFill(args []string) {
 	defer d.Close()
 	if *outstanding > 0 {
 		_, err = d.Exec(`UPDATE jobs SET state = 'claimed', claim_hash = randomblob(32), worker = 'fixture',
-			claimed_unix_us = ?1, expiry_unix_us = ?1 + 86400000000, attempts = 1 WHERE seq <= ?2`,
+			claimed_unix_us = ?1, expiry_unix_us = ?1 + 86400000000, ready_unix_us = ?1 + 86400000000, due = 0,
+			attempts = 1 WHERE seq <= ?2`,
 			time.Now().UnixMicro(), *outstanding)
+		must(err)
+	}
+	if *delayed > 0 {
+		// Delayed (or backed-off) jobs of the highest priority: a claim must
+		// pass over them by index, never scan them.
+		_, err = d.Exec(`UPDATE jobs SET priority = 1000, ready_unix_us = ?1 + 86400000000,
+			claimable_unix_us = ?1 + 86400000000, due = 0 WHERE seq > ?2 AND seq <= ?2 + ?3`,
+			time.Now().UnixMicro(), *outstanding, *delayed)
 		must(err)
 	}
 	_, err = d.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)

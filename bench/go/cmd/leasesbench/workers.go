@@ -111,6 +111,7 @@ func cmdWorkers(args []string) {
 	level := fs.String("sync", "FULL", "synchronous level (SQLite only)")
 	n := fs.Int("n", 400, "timed cycles in all")
 	w := fs.Int("w", 1, "worker goroutines")
+	web := fs.String("web", "", "the leases CLI: serve the status page and refresh it every second during the loop")
 	must(fs.Parse(args))
 	loc, pg := *db, leases.IsPostgres(*db)
 	var schema, app string
@@ -165,11 +166,19 @@ func cmdWorkers(args []string) {
 	if pg {
 		srv0 = backendCPU(*db, app)
 	}
+	var stopPage func() int
+	if *web != "" {
+		stopPage = pageOpen(*web, loc)
+	}
 	cpu0, t0 := cpuNS(), time.Now()
 	close(start)
 	done.Wait()
 	secs := time.Since(t0).Seconds()
 	cpu := cpuNS() - cpu0
+	refreshes := -1
+	if stopPage != nil {
+		refreshes = stopPage()
+	}
 	var lat []int64
 	for _, l := range lats {
 		lat = append(lat, l...)
@@ -186,6 +195,12 @@ func cmdWorkers(args []string) {
 			}
 			r.Extra = map[string]float64{"server_cpu_ns": float64(ns) / float64(*n)}
 		}
+	}
+	if refreshes >= 0 {
+		if r.Extra == nil {
+			r.Extra = map[string]float64{}
+		}
+		r.Extra["refreshes"] = float64(refreshes)
 	}
 	emit(r)
 }

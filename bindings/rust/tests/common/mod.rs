@@ -21,6 +21,12 @@ pub fn past_short_expiry() {
     std::thread::sleep(SHORT + Duration::from_millis(300));
 }
 
+/// Sleeps until a SHORT claim made just before has expired and its job is
+/// claimable again: past the default policy's first backoff (at most 1.2 s).
+pub fn past_short_expiry_and_backoff() {
+    std::thread::sleep(SHORT + Duration::from_millis(1500));
+}
+
 /// A scratch directory removed on drop.
 pub struct TempDir(PathBuf);
 
@@ -78,6 +84,36 @@ pub fn claimed(auth: &Authority, worker: &str) -> (String, Lease) {
 
 pub fn job_state(auth: &Authority, id: &str) -> leases::JobState {
     auth.jobs(PRODUCTION).expect("jobs").into_iter().find(|j| j.id == id).expect("job listed").state
+}
+
+/// A request committed through `requester` 200 ms after `waiter` began an
+/// hour-long waiting claim wakes it: the lease comes well before the hour,
+/// and its job is claimed.
+pub fn expect_a_request_to_wake_a_waiting_claim(waiter: &Authority, requester: &Authority) {
+    let start = std::time::Instant::now();
+    let lease = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            requester.request_job(PRODUCTION, Some("late"), b"").unwrap();
+        });
+        waiter.claim_wait(PRODUCTION, "w", Duration::from_secs(60), HOUR, None).unwrap()
+    });
+    let lease = lease.expect("woken by the request");
+    assert!(start.elapsed() < Duration::from_secs(30), "woke by the request, not by the hour's bound");
+    assert_eq!(job_state(waiter, lease.job_id()), leases::JobState::Claimed);
+}
+
+/// A kept-alive lease of one second is still held after three seconds,
+/// and completes: the renewals keep two thirds of each duration as slack,
+/// for a loaded machine.
+pub fn expect_keep_alive_to_hold_a_lease_for_many_of_its_durations(auth: &Authority) {
+    auth.request_job(PRODUCTION, None, b"").unwrap();
+    let d = Duration::from_secs(1);
+    let lease = auth.claim(PRODUCTION, "w", d).unwrap().unwrap();
+    lease.keep_alive(d, None).unwrap();
+    std::thread::sleep(d * 3);
+    assert!(lease.check().unwrap().is_none(), "held");
+    lease.complete(&leases::Facts::new()).unwrap();
 }
 
 /// A test-only codec of the version-1 token text (docs/tokens.md):
@@ -173,4 +209,189 @@ pub fn check_complete_and_claim_next(auth: &Authority) {
     assert_eq!(last.job_id(), third);
     assert!(last.complete_and_claim_next(&Facts::new(), HOUR).expect("complete").is_none());
     assert_eq!(job_state(auth, &third), JobState::Completed);
+}
+
+/// A real worker process: the test binary re-run as one ignored test
+/// (`child_worker`), which runs a `leases::Worker` whose SIGTERM/SIGINT
+/// handler stops it. The parent reads its "started <job id>" line, signals
+/// it, and checks its exit and the claims' final states.
+pub mod child {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, ChildStdout, Command, Stdio};
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use leases::{Authority, Facts, StopHandle, Worker, WorkerConfig};
+
+    const LOCATION: &str = "LEASES_RS_CHILD_WORKER";
+    const MODE: &str = "LEASES_RS_CHILD_MODE";
+    const DRAIN_MS: &str = "LEASES_RS_CHILD_DRAIN_MS";
+
+    /// Exit status of a worker whose drain timeout passed.
+    pub const DRAIN_TIMED_OUT: i32 = 3;
+
+    static STOP: OnceLock<StopHandle> = OnceLock::new();
+
+    extern "C" fn on_stop_signal(_: libc::c_int) {
+        // StopHandle::stop is one atomic store, and OnceLock::get one atomic
+        // load: both async-signal-safe.
+        if let Some(stop) = STOP.get() {
+            stop.stop();
+        }
+    }
+
+    /// The body of the child (call it from an ignored `child_worker` test):
+    /// mode "finish" waits for the stop, works 200 ms more and completes;
+    /// mode "hang" never returns of its own accord. Exits 0 when drained,
+    /// DRAIN_TIMED_OUT when the drain timeout passed.
+    pub fn run() {
+        let Some(location) = std::env::var_os(LOCATION) else { return };
+        let mode = std::env::var(MODE).unwrap();
+        let drain_ms: u64 = std::env::var(DRAIN_MS).unwrap().parse().unwrap();
+        let auth = Authority::open(location).unwrap();
+        let mut config =
+            WorkerConfig::new(super::PRODUCTION, format!("rs-worker-{}", std::process::id()), Duration::from_secs(2));
+        if drain_ms > 0 {
+            config = config.drain_timeout(Duration::from_millis(drain_ms));
+        }
+        let worker = Worker::new(&auth, config).unwrap();
+        let stop = worker.stop_handle();
+        STOP.set(stop.clone()).unwrap();
+        // SAFETY: a plain sigaction; SA_ONSTACK because the signal may land
+        // on a thread of the Go runtime (leases.h).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
+            sa.sa_flags = libc::SA_ONSTACK | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut()), 0);
+            assert_eq!(libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut()), 0);
+        }
+        println!("ready");
+        let report = worker
+            .run(move |lease| {
+                println!("started {}", lease.job_id());
+                if mode == "hang" {
+                    loop {
+                        std::thread::sleep(Duration::from_secs(60));
+                    }
+                }
+                while !stop.is_stopped() {
+                    // The handler's own wait; the lease's loss would end it too.
+                    let _ = lease.wait_lost(Duration::from_millis(20), None);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                Ok::<_, leases::Error>(Facts::new().metadata("drained", true))
+            })
+            .unwrap();
+        println!("report {report:?}");
+        std::process::exit(if report.drain_timed_out { DRAIN_TIMED_OUT } else { 0 });
+    }
+
+    /// A running child worker on `location` (a SQLite path or a URL).
+    pub struct Running {
+        child: Child,
+        out: Option<BufReader<ChildStdout>>,
+    }
+
+    impl Running {
+        pub fn spawn(test: &str, location: &str, mode: &str, drain_ms: u64) -> Running {
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1", "-q"])
+                .env(LOCATION, location)
+                .env(MODE, mode)
+                .env(DRAIN_MS, drain_ms.to_string())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = Some(BufReader::new(child.stdout.take().unwrap()));
+            Running { child, out }
+        }
+
+        /// The rest of the next line that starts with `prefix` (the test
+        /// harness prints lines of its own).
+        pub fn line(&mut self, prefix: &str) -> String {
+            let mut line = String::new();
+            let out = self.out.as_mut().unwrap();
+            loop {
+                line.clear();
+                assert!(out.read_line(&mut line).unwrap() > 0, "the child worker ended before printing {prefix:?}");
+                if let Some(rest) = line.trim_end().strip_prefix(prefix) {
+                    return rest.to_string();
+                }
+            }
+        }
+
+        pub fn signal(&self, sig: libc::c_int) {
+            // SAFETY: kill on our own child's pid.
+            assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, sig) }, 0);
+        }
+
+        /// The exit code; the child must exit by itself within 30 s (its
+        /// output closes when it exits; what it still prints is read, so it
+        /// never blocks on a full pipe).
+        pub fn wait(mut self) -> Option<i32> {
+            let mut out = self.out.take().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut rest = String::new();
+                while out.read_line(&mut rest).unwrap_or(0) > 0 {}
+                let _ = tx.send(rest);
+            });
+            let rest = rx.recv_timeout(Duration::from_secs(30)).expect("the child worker did not exit within 30 s");
+            let status = self.child.wait().unwrap();
+            eprintln!("child worker: {status}; its last output: {rest}");
+            status.code()
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn state(auth: &Authority, id: &str) -> leases::JobState {
+        auth.jobs(super::PRODUCTION).unwrap().into_iter().find(|j| j.id == id).unwrap().state
+    }
+
+    /// A worker process on `location` (`auth`'s database) stopped by `sig`
+    /// while its handler runs drains: exit 0, its job completed, the next
+    /// one not claimed. `test` names the binary's `child_worker` test.
+    pub fn expect_a_signal_mid_job_drains_a_worker_process(
+        auth: &Authority,
+        location: &str,
+        test: &str,
+        sig: libc::c_int,
+    ) {
+        let first = auth.request_job(super::PRODUCTION, None, b"").unwrap();
+        let second = auth.request_job(super::PRODUCTION, None, b"").unwrap();
+        let mut worker = Running::spawn(test, location, "finish", 0);
+        worker.line("ready");
+        assert_eq!(worker.line("started "), first);
+        worker.signal(sig);
+        assert_eq!(worker.wait(), Some(0));
+        assert_eq!(state(auth, &first), leases::JobState::Completed);
+        assert_eq!(state(auth, &second), leases::JobState::Requested, "claimed after the stop");
+    }
+
+    /// A worker process whose handler never returns, stopped by `sig`,
+    /// releases its job once its drain timeout (300 ms) passed and exits
+    /// DRAIN_TIMED_OUT.
+    pub fn expect_a_signal_past_the_drain_timeout_releases_the_job(
+        auth: &Authority,
+        location: &str,
+        test: &str,
+        sig: libc::c_int,
+    ) {
+        let id = auth.request_job(super::PRODUCTION, None, b"").unwrap();
+        let mut worker = Running::spawn(test, location, "hang", 300);
+        worker.line("ready");
+        assert_eq!(worker.line("started "), id);
+        assert_eq!(state(auth, &id), leases::JobState::Claimed);
+        worker.signal(sig);
+        assert_eq!(worker.wait(), Some(DRAIN_TIMED_OUT));
+        assert_eq!(state(auth, &id), leases::JobState::Requested, "the claim was left to expire");
+    }
 }

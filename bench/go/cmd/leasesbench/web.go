@@ -1,0 +1,275 @@
+// Section 10, the status page: each view's latency from a `leases serve`
+// process over the observation file (100,000 jobs), and the workers'
+// claim throughput with the page open and refreshing every second against
+// none. The page is the real CLI server, fetched over HTTP as a browser's
+// refresh fetches it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libleases/libleases/core"
+)
+
+// serve starts `cli --db loc serve` on a free loopback port and returns its
+// base URL and a function that stops it.
+func serve(cli, loc string) (string, func()) {
+	cmd := exec.Command(cli, "--db", loc, "serve", "--listen", "127.0.0.1:0")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	must(err)
+	must(cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "leases serve: http://") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		fail(fmt.Errorf("leases serve did not start: %q %v", line, err))
+	}
+	base := strings.TrimSuffix(strings.Fields(line)[2], "/")
+	return base, func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+// fetch GETs base+path and reads the whole answer; anything but 200 fails.
+func fetch(c *http.Client, base, path string) {
+	resp, err := c.Get(base + path)
+	must(err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	must(err)
+	if resp.StatusCode != http.StatusOK {
+		fail(fmt.Errorf("GET %s: %s", path, resp.Status))
+	}
+}
+
+// webViews are the views timed: the pages and what they stand on.
+func webViews(a *core.Authority, jobs int) []string {
+	ctx := context.Background()
+	first, err := a.ListJobs(ctx, prod, core.JobQuery{Limit: 1})
+	must(err)
+	// A page from the middle of the listing: walk there untimed.
+	q := core.JobQuery{Limit: core.MaxPageSize}
+	for walked := 0; walked < jobs/2; walked += core.MaxPageSize {
+		page, err := a.ListJobs(ctx, prod, q)
+		must(err)
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	name := url.Values{"name": {prod}}.Encode()
+	job := url.Values{"production": {prod}, "id": {first.Jobs[0].ID}}.Encode()
+	return []string{"/", "/production?" + name, "/production?" + name + "&state=requested",
+		"/production?" + name + "&" + url.Values{"after": {q.After}}.Encode(),
+		"/production?" + name + "&q=" + first.Jobs[0].ID, "/job?" + job, "/events", "/api/overview",
+		"/api/production?" + name, "/metrics"}
+}
+
+// cmdWebPage times m rounds of every view (webViews) from a `leases serve`
+// over db. The first round is untimed: it is where /metrics first reads
+// the event log (its time is reported on its own).
+func cmdWebPage(args []string) {
+	fs := flag.NewFlagSet("webpage", flag.ExitOnError)
+	db := fs.String("db", "", "filled database file")
+	jobs := fs.Int("jobs", 0, "jobs in the file")
+	cli := fs.String("cli", "", "the leases CLI")
+	m := fs.Int("m", 50, "rounds to time")
+	must(fs.Parse(args))
+	a := openCore(*db, "NORMAL")
+	views := webViews(a, *jobs)
+	a.Close()
+	base, stop := serve(*cli, *db)
+	defer stop()
+	c := &http.Client{Timeout: time.Minute}
+	t := time.Now()
+	fetch(c, base, "/metrics")
+	firstScrape := since(t)
+	for _, v := range views {
+		fetch(c, base, v)
+	}
+	lat := make([]int64, 0, *m*len(views))
+	per := make([][]int64, len(views))
+	start := time.Now()
+	for i := 0; i < *m; i++ {
+		for j, v := range views {
+			t := time.Now()
+			fetch(c, base, v)
+			ns := since(t)
+			lat, per[j] = append(lat, ns), append(per[j], ns)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	extra := map[string]float64{"first_metrics_ns": float64(firstScrape)}
+	for j, v := range views {
+		extra["p99 "+v] = float64(percentile(per[j], 0.99))
+	}
+	emit(result{Ops: len(lat), Secs: secs, P50NS: percentile(lat, 0.5), P99NS: percentile(lat, 0.99), Extra: extra})
+}
+
+// pageOpen serves loc and, until the returned stop is called, fetches the
+// overview and the production page every second, as two open tabs do.
+// stop returns how many refreshes were made.
+func pageOpen(cli, loc string) func() int {
+	base, stopServe := serve(cli, loc)
+	c := &http.Client{Timeout: time.Minute}
+	fetch(c, base, "/") // warm: the server's first answer opens its store
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var n int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fetch(c, base, "/")
+				fetch(c, base, "/production?"+url.Values{"name": {prod}}.Encode())
+				n++
+			}
+		}
+	}()
+	return func() int {
+		close(done)
+		wg.Wait()
+		stopServe()
+		return n
+	}
+}
+
+// webRows: section 10's rows. The page rows read the observation file; the
+// workers rows are section 7's 4-worker rows, longer, with and without the
+// page open.
+func webRows(o *opts, db string, jobs int) []*row {
+	lb := o.exe("leasesbench")
+	m := max(o.n(30), 3)
+	rows := []*row{{section: "web", name: "page views from leases serve", run: func(string) (result, error) {
+		return child([]string{lb, "webpage", "-db", db, "-jobs", itoa(jobs), "-cli", o.cli, "-m", itoa(m)})
+	}}}
+	wn := o.n(3000)
+	var pgEnv []string
+	if o.smoke {
+		pgEnv = append(pgEnv, "LEASESBENCH_ALLOW_NOFSYNC=1") // smoke may reuse make test's fsync=off cluster
+	}
+	for _, open := range []bool{false, true} {
+		var extra []string
+		if open {
+			extra = []string{"-web", o.cli}
+		}
+		rows = append(rows, &row{section: "web", name: webWorkersName("SQLite FULL", open), run: func(dir string) (result, error) {
+			return child(append([]string{lb, "workers", "-db", dir + "/web.db", "-sync", "FULL", "-w", "4", "-n", itoa(wn)}, extra...))
+		}})
+		r := &row{section: "web", name: webWorkersName("PostgreSQL", open), run: func(string) (result, error) {
+			return child(append([]string{lb, "workers", "-db", o.pg, "-w", "4", "-n", itoa(wn)}, extra...), pgEnv...)
+		}}
+		if o.pg == "" {
+			r.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
+		}
+		rows = append(rows, r)
+	}
+	if !exists(o.cli) {
+		for _, r := range rows {
+			r.skip = o.cli + " not built"
+		}
+	}
+	return rows
+}
+
+func webWorkersName(store string, open bool) string {
+	if open {
+		return store + ", 4 workers, page open (refresh 1 s)"
+	}
+	return store + ", 4 workers, no page"
+}
+
+func renderWeb(o *opts, b *strings.Builder, rows []*row, jobs int, n string) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("\n### 10. The status page: views at %d jobs, and 4 workers with the page open (%s)\n\n", jobs, n)
+	if r := find(rows, "web", "page views from leases serve"); r != nil {
+		if s := status(r); s != "" {
+			p("page views: %s\n\n", s)
+		} else {
+			p("| view (GET, whole answer read) | p99 |\n|---|---:|\n")
+			keys := []string{}
+			for k := range r.res[0].Extra {
+				if strings.HasPrefix(k, "p99 ") {
+					keys = append(keys, k)
+				}
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				p("| `%s` | %s |\n", strings.TrimPrefix(k, "p99 "), us(median(values(r, func(x result) float64 { return x.Extra[k] }))))
+			}
+			p("| every view | p50 %s, p99 %s |\n", us(median(values(r, func(x result) float64 { return float64(x.P50NS) }))),
+				us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))))
+			p("| first `/metrics` (reads the whole event log once) | %s |\n\n",
+				us(median(values(r, func(x result) float64 { return x.Extra["first_metrics_ns"] }))))
+		}
+	}
+	p("| workers | cycles/s | range | claim p99 | page refreshes | open ÷ none |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, store := range []string{"SQLite FULL", "PostgreSQL"} {
+		none, open := find(rows, "web", webWorkersName(store, false)), find(rows, "web", webWorkersName(store, true))
+		for _, r := range []*row{none, open} {
+			if s := status(r); s != "" {
+				p("| %s | %s | | | | |\n", r.name, s)
+				continue
+			}
+			vs, refreshes := "", ""
+			if r == open {
+				refreshes = num(median(values(r, func(x result) float64 { return x.Extra["refreshes"] })))
+				if len(none.res) > 0 {
+					vs = fmt.Sprintf("%.2f×", ratio(rates(open), rates(none)))
+				}
+			}
+			p("| %s | %s | %s | %s | %s | %s |\n", r.name, num(median(rates(r))), spread(rates(r)),
+				us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))), refreshes, vs)
+		}
+	}
+	p("\nViews: `leases serve` (the release CLI) over the observation file, %d rounds of every view after one\n"+
+		"untimed round, each answer read whole over loopback HTTP. Workers: section 7's 4-worker row with %d cycles;\n"+
+		"\"page open\" runs `leases serve` on the same database and fetches the overview and the production page\n"+
+		"every second during the timed loop (two open tabs).\n", max(o.n(30), 3), o.n(3000))
+}
+
+// webTargets adds the section's target to the Targets table.
+func webTargets(p func(string, ...any), rows []*row, jobs int) {
+	r := find(rows, "web", "page views from leases serve")
+	if r == nil || len(r.res) == 0 {
+		return
+	}
+	p99 := median(values(r, func(x result) float64 { return float64(x.P99NS) })) / 1e6
+	p("| status page p99 at %d jobs (every view) | %.2f ms (want ≤ 100 ms) | %s |\n", jobs, p99, met(p99 <= 100))
+	for _, store := range []string{"SQLite FULL", "PostgreSQL"} {
+		none, open := find(rows, "web", webWorkersName(store, false)), find(rows, "web", webWorkersName(store, true))
+		if none == nil || open == nil || len(none.res) == 0 || len(open.res) == 0 {
+			continue
+		}
+		q := ratio(rates(open), rates(none))
+		p("| 4 workers with the page open ÷ none, %s | %.2f (want ≥ 0.9: the page does not slow the workers) | %s |\n",
+			store, q, met(q >= 0.9))
+	}
+}

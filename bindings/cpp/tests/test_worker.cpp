@@ -1,0 +1,420 @@
+// The worker runtime of the C++ projection on SQLite: waiting claims and
+// their cancellers, keep-alive, check and wait_lost on a lease, and
+// leases::Worker (drain, drain timeout, stop from another thread, a real
+// process stopped by SIGTERM mid-job). PostgreSQL: test_postgres.cpp.
+// Timed assertions are upper bounds generous by orders of magnitude; what
+// makes each one fail is a wait of an hour that the rule must cut short.
+#include "support.hpp"
+#include "process.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+using namespace leases_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// Real-time durations of the keep-alive tests; ten times longer under
+// valgrind (make test-cpp-valgrind sets LEASES_UNDER_VALGRIND), where the Go
+// runtime runs many times slower and a renewal could miss its window.
+std::chrono::milliseconds slow(std::chrono::milliseconds d) {
+    const char *v = std::getenv("LEASES_UNDER_VALGRIND");
+    return v && *v ? d * 10 : d;
+}
+
+// A database on the real clock (keep-alive and expiry run in real time).
+class Waiting : public ::testing::Test {
+protected:
+    void SetUp() override {
+        db = (dir.path() / "leases.db").string();
+        auth.emplace(leases::Authority::open(db));
+        auth->create_production("p");
+    }
+    leases::Authority &a() { return *auth; }
+    leases::JobState state(const std::string &id) { return job_state(a(), id); }
+    std::size_t event_count() { return a().events().size(); }
+
+    TempDir dir;
+    std::string db;
+    std::optional<leases::Authority> auth;
+};
+
+// A gate a handler waits at until the test opens it.
+class Gate {
+public:
+    void open() {
+        const std::lock_guard<std::mutex> l(mu_);
+        open_ = true;
+        cv_.notify_all();
+    }
+    void wait() {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return open_; });
+    }
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool open_ = false;
+};
+
+}  // namespace
+
+// ---- waiting claims ----------------------------------------------------------
+
+TEST_F(Waiting, AWaitingClaimWakesWhenARequestCommitsOnAnotherThread) {
+    std::thread requester([&] {
+        std::this_thread::sleep_for(200ms);
+        (void)a().request_job("p", "late");
+    });
+    const auto start = steady::now();
+    std::optional<leases::Lease> l = a().claim_wait("p", "w", 1min, 1h);
+    requester.join();
+    ASSERT_TRUE(l.has_value());
+    EXPECT_LT(steady::now() - start, 30s) << "woke by the request, not by the hour's bound";
+    EXPECT_EQ(state(l->job_id()), leases::JobState::Claimed);
+}
+
+TEST_F(Waiting, AWaitingClaimReturnsNulloptWhenItsWaitPasses) {
+    const auto start = steady::now();
+    EXPECT_FALSE(a().claim_wait("p", "w", 1min, 150ms).has_value());
+    EXPECT_GE(steady::now() - start, 150ms);
+    // A zero wait is a plain claim.
+    EXPECT_FALSE(a().claim_wait("p", "w", 1min, 0s).has_value());
+    const std::string id = a().request_job("p");
+    std::optional<leases::Lease> l = a().claim_wait("p", "w", 1min, 0s);
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(l->job_id(), id);
+}
+
+TEST_F(Waiting, ACancellerEndsAWaitFromAnotherThreadPromptlyAndClaimsNothing) {
+    const leases::Canceller canceller;
+    std::atomic<std::int64_t> cancelled_at{0};
+    std::thread other([&] {
+        std::this_thread::sleep_for(100ms);
+        cancelled_at = steady::now().time_since_epoch().count();
+        canceller.cancel();
+    });
+    try {
+        (void)a().claim_wait("p", "w", 1min, 1h, canceller);
+        other.join();
+        FAIL() << "the wait was not interrupted";
+    } catch (const leases::InterruptedError &e) {
+        const auto took = steady::now().time_since_epoch() - steady::duration(cancelled_at.load());
+        other.join();
+        EXPECT_EQ(e.status(), LEASES_INTERRUPTED);
+        EXPECT_STREQ(e.name(), "interrupted");
+        // The rule is 200 ms; the bound leaves room for a loaded machine.
+        EXPECT_LT(took, 1s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+    }
+    // It stays cancelled: a later wait ends at once, and nothing was claimed.
+    const std::string id = a().request_job("p");
+    EXPECT_THROW((void)a().claim_wait("p", "w", 1min, 1h, &canceller), leases::InterruptedError);
+    EXPECT_EQ(state(id), leases::JobState::Requested);
+}
+
+TEST_F(Waiting, InterruptedErrorDerivesFromTheProjectionsBaseError) {
+    static_assert(std::is_base_of_v<leases::Error, leases::InterruptedError>);
+    static_assert(!std::is_base_of_v<leases::NotHeldError, leases::InterruptedError>);
+    EXPECT_THROW(leases::check(LEASES_INTERRUPTED), leases::InterruptedError);
+}
+
+TEST_F(Waiting, ClosingTheAuthorityEndsAWaitAsClosed) {
+    // A second handle on the same file closes under its waiter. The waiter
+    // holds the raw handle, so closing it races with nothing of the C++
+    // object (whose destructor closes it again: the library accepts that).
+    leases::Authority other = leases::Authority::open(db);
+    leases_authority *const raw = other.capi();
+    std::promise<void> calling;
+    auto result = std::async(std::launch::async, [&]() -> leases_status {
+        leases_lease *out = nullptr;
+        calling.set_value();
+        return leases_claim_wait(raw, "p", "w", 60'000'000, 3'600'000'000, nullptr, &out);
+    });
+    calling.get_future().wait();
+    std::this_thread::sleep_for(slow(100ms));
+    leases_authority_close(raw);
+    ASSERT_EQ(result.wait_for(30s), std::future_status::ready);
+    EXPECT_EQ(result.get(), LEASES_CLOSED);
+}
+
+TEST_F(Waiting, BadWaitBoundsAreRejectedBeforeAnyCallAndClaimNothing) {
+    const std::string id = a().request_job("p");
+    EXPECT_THROW((void)a().claim_wait("p", "w", 1min, -1ms), leases::InvalidArgumentError);
+    EXPECT_THROW((void)a().claim_wait("p", "w", 1min, 25h), leases::InvalidArgumentError);
+    EXPECT_THROW((void)a().claim_wait("p", "w", 1min, std::chrono::nanoseconds(1500)), leases::InvalidArgumentError);
+    EXPECT_THROW((void)a().claim_wait("p", "w", 1min, std::chrono::hours::max()), leases::InvalidArgumentError);
+    EXPECT_THROW((void)a().claim_wait("p", "w", 0s, 1s), leases::InvalidDurationError);
+    EXPECT_THROW((void)a().claim_wait("nope", "w", 1min, 1h), leases::NotFoundError);  // at once, no wait
+    EXPECT_EQ(state(id), leases::JobState::Requested);
+    // The limit itself is a valid wait (it returns at once: a job is there).
+    EXPECT_TRUE(a().claim_wait("p", "w", 1min, leases::max_wait).has_value());
+}
+
+// ---- keep-alive, check, wait_lost ---------------------------------------------
+
+TEST_F(Waiting, KeepAliveHoldsALeaseForManyOfItsDurations) {
+    (void)a().request_job("p");
+    // A second: the renewals keep two thirds of it as slack, for a loaded machine.
+    leases::Lease l = *a().claim("p", "w", slow(1000ms));
+    l.keep_alive(slow(1000ms));
+    std::this_thread::sleep_for(slow(3000ms));  // three durations
+    const leases::Verdict v = l.check();
+    EXPECT_TRUE(v.held()) << v.name() << ": " << v.message();
+    EXPECT_TRUE(static_cast<bool>(v));
+    l.complete();
+}
+
+TEST_F(Waiting, ACoordinatorsCancelReachesAKeptAliveLeaseThroughWaitLost) {
+    const std::string id = a().request_job("p");
+    leases::Lease l = *a().claim("p", "w", 3s);
+    l.keep_alive(3s, 100ms);
+    a().cancel("p", id);
+    const auto start = steady::now();
+    const std::optional<leases::Verdict> v = l.wait_lost(1h);
+    ASSERT_TRUE(v.has_value());
+    EXPECT_LT(steady::now() - start, 30s);
+    EXPECT_EQ(v->reason(), LEASES_CANCELLED);
+    EXPECT_TRUE(v->not_held());
+    EXPECT_FALSE(v->held());
+    EXPECT_THROW(v->throw_if_not_held(), leases::CancelledError);
+}
+
+TEST_F(Waiting, WaitLostReturnsNulloptWhenTheTimeoutPassesAndACancellerEndsIt) {
+    (void)a().request_job("p");
+    leases::Lease l = *a().claim("p", "w", 1min);
+    EXPECT_FALSE(l.wait_lost(100ms).has_value());
+    EXPECT_FALSE(l.wait_lost(0s).has_value());
+    const leases::Canceller c;
+    std::thread other([&] {
+        std::this_thread::sleep_for(100ms);
+        c.cancel();
+    });
+    EXPECT_THROW((void)l.wait_lost(1h, c), leases::InterruptedError);
+    other.join();
+    EXPECT_THROW((void)l.wait_lost(-1s), leases::InvalidArgumentError);
+    EXPECT_TRUE(l.check().held());
+}
+
+TEST_F(Waiting, StopKeepAliveStopsRenewalsAndTheLeaseThenExpires) {
+    (void)a().request_job("p");
+    leases::Lease l = *a().claim("p", "w", slow(300ms));
+    l.keep_alive(slow(300ms), slow(50ms));
+    std::this_thread::sleep_for(slow(200ms));
+    l.stop_keep_alive();
+    const std::size_t events = event_count();
+    std::this_thread::sleep_for(slow(600ms));
+    EXPECT_EQ(event_count(), events) << "a renewal was written after stop_keep_alive";
+    const leases::Verdict v = l.check();
+    EXPECT_EQ(v.reason(), LEASES_EXPIRED) << v.name();
+}
+
+TEST_F(Waiting, DestroyingAKeptAliveLeaseStopsItsRenewalsAndWritesNothing) {
+    const std::string id = a().request_job("p");
+    {
+        leases::Lease l = *a().claim("p", "w", slow(300ms));
+        l.keep_alive(slow(300ms), slow(50ms));
+        std::this_thread::sleep_for(slow(150ms));
+    }
+    const std::size_t events = event_count();
+    std::this_thread::sleep_for(slow(500ms));
+    EXPECT_EQ(event_count(), events);
+    // The claim lapsed; the job is claimable again once the lapse's backoff
+    // (the default policy's: about a second) has passed too.
+    std::optional<leases::Lease> again;
+    for (auto until = std::chrono::steady_clock::now() + 30s; !again && std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(50ms);
+        again = a().claim("p", "w2", 1min);
+    }
+    ASSERT_TRUE(again.has_value()) << "the claim expired: the job is claimable again";
+    EXPECT_EQ(again->job_id(), id);
+}
+
+TEST_F(Waiting, BadKeepAliveDurationsAreRejectedAndTheLeaseStaysAsItIs) {
+    (void)a().request_job("p");
+    leases::Lease l = *a().claim("p", "w", 1min);
+    const std::size_t events = event_count();
+    EXPECT_THROW(l.keep_alive(0s), leases::InvalidDurationError);
+    EXPECT_THROW(l.keep_alive(1min, 2min), leases::InvalidDurationError);
+    EXPECT_THROW(l.keep_alive(1min, std::chrono::microseconds(10)), leases::InvalidDurationError);
+    EXPECT_EQ(event_count(), events);
+    EXPECT_TRUE(l.check().held());
+}
+
+// ---- Worker ------------------------------------------------------------------
+
+namespace {
+
+leases::WorkerOptions options(std::chrono::microseconds duration = 2s) {
+    leases::WorkerOptions o;
+    o.production = "p";
+    o.worker = "cpp-worker";
+    o.duration = duration;
+    return o;
+}
+
+}  // namespace
+
+TEST_F(Waiting, AWorkerCompletesEachJobWithTheFactsItsHandlerReturns) {
+    const std::vector<std::string> ids{a().request_job("p", "", "one"), a().request_job("p", "", "two")};
+    leases::WorkerOptions o = options();
+    o.exit_when_empty = true;
+    leases::Worker w(a(), o);
+    std::vector<std::string> seen;
+    const leases::WorkerReport r = w.run([&](leases::Lease &l) {
+        const auto payload = l.payload();
+        seen.emplace_back(payload.begin(), payload.end());
+        return std::string(R"({"metadata": {"payload": ")") + seen.back() + R"("}})";
+    });
+    EXPECT_EQ(r.claimed, 2u);
+    EXPECT_EQ(r.completed, 2u);
+    EXPECT_EQ(seen, (std::vector<std::string>{"one", "two"}));
+    for (const auto &id : ids) {
+        EXPECT_EQ(state(id), leases::JobState::Completed);
+    }
+}
+
+TEST_F(Waiting, AWorkerLeavesAJobItsHandlerSettledThroughAnExecution) {
+    const std::string id = a().request_job("p", "", "frame");
+    leases::WorkerOptions o = options();
+    o.max_jobs = 1;
+    leases::Worker w(a(), o);
+    std::string output;
+    const leases::WorkerReport r = w.run([&](leases::Lease &l) {
+        leases::Execution run = l.execution(dir.path().string());
+        std::ofstream(run.temp_path()) << "rendered";
+        output = run.final_path();
+        run.finish(R"({"metadata": {"by": "execution"}})");
+        return std::string(R"({"metadata": {"never": "published"}})");
+    });
+    EXPECT_EQ(r.by_handler, 1u);
+    EXPECT_EQ(r.completed, 0u);
+    EXPECT_EQ(r.unsettled, 0u);
+    EXPECT_EQ(state(id), leases::JobState::Completed);
+    EXPECT_TRUE(fs::exists(output));
+}
+
+TEST_F(Waiting, AWorkerGivesTheJobBackWhenItsHandlerThrows) {
+    const std::string id = a().request_job("p");
+    leases::WorkerOptions o = options();
+    o.max_jobs = 1;
+    leases::Worker w(a(), o);
+    const leases::WorkerReport r = w.run([](leases::Lease &) -> std::string { throw std::runtime_error("boom"); });
+    EXPECT_EQ(r.claimed, 1u);
+    EXPECT_EQ(r.released, 1u);
+    EXPECT_EQ(state(id), leases::JobState::Requested);
+}
+
+TEST_F(Waiting, AWorkerKeepsTheLeaseAliveWhileItsHandlerRuns) {
+    const std::string id = a().request_job("p");
+    leases::WorkerOptions o = options(slow(1000ms));
+    o.max_jobs = 1;
+    leases::Worker w(a(), o);
+    const leases::WorkerReport r = w.run([](leases::Lease &l) {
+        std::this_thread::sleep_for(slow(3000ms));  // three durations
+        return l.check().held() ? std::string() : std::string("{bad");
+    });
+    EXPECT_EQ(r.completed, 1u);
+    EXPECT_EQ(state(id), leases::JobState::Completed);
+}
+
+TEST_F(Waiting, AStopRequestedFromAnotherThreadEndsAnIdleWorkerPromptly) {
+    leases::Worker w(a(), options());
+    std::atomic<std::int64_t> stopped_at{0};
+    std::thread other([&] {
+        std::this_thread::sleep_for(300ms);
+        stopped_at = steady::now().time_since_epoch().count();
+        w.request_stop();
+    });
+    const leases::WorkerReport r = w.run([](leases::Lease &) { return std::string(); });
+    const auto took = steady::now().time_since_epoch() - steady::duration(stopped_at.load());
+    other.join();
+    EXPECT_EQ(r.claimed, 0u);
+    // Slices of 100 ms: the rule is 200 ms; the bound allows a loaded machine.
+    EXPECT_LT(took, 1s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+}
+
+TEST_F(Waiting, AStopRequestLetsTheRunningJobFinishAndClaimsNoMore) {
+    const std::string first = a().request_job("p");
+    const std::string second = a().request_job("p");
+    leases::Worker w(a(), options());
+    const leases::WorkerReport r = w.run([&](leases::Lease &) {
+        w.request_stop();
+        std::this_thread::sleep_for(300ms);  // still running after the request
+        return std::string(R"({"metadata": {"drained": true}})");
+    });
+    EXPECT_EQ(r.claimed, 1u);
+    EXPECT_EQ(r.completed, 1u);
+    EXPECT_FALSE(r.drain_timed_out);
+    EXPECT_EQ(state(first), leases::JobState::Completed);
+    EXPECT_EQ(state(second), leases::JobState::Requested);
+}
+
+TEST_F(Waiting, PastTheDrainTimeoutTheRunningJobIsReleasedAndRunReturns) {
+    const std::string id = a().request_job("p");
+    leases::WorkerOptions o = options();
+    o.drain_timeout = 200ms;
+    Gate gate;
+    auto lost = std::make_shared<std::promise<leases_status>>();
+    std::optional<leases::WorkerReport> r;
+    std::size_t events_after_run = 0;
+    {
+        leases::Worker w(a(), o);
+        r = w.run([&w, &gate, lost](leases::Lease &l) {
+            w.request_stop();
+            gate.wait();  // past the drain timeout
+            const std::optional<leases::Verdict> v = l.wait_lost(30s);  // known at once
+            lost->set_value(v ? v->reason() : LEASES_OK);
+            return std::string();
+        });
+        events_after_run = event_count();
+    }  // ~Worker: never writes
+    EXPECT_TRUE(r->drain_timed_out);
+    EXPECT_EQ(r->released, 1u);
+    EXPECT_EQ(state(id), leases::JobState::Requested);
+    gate.open();
+    // The handler finds its lease closed: the worker gave the job back.
+    auto f = lost->get_future();
+    ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+    EXPECT_EQ(f.get(), LEASES_CLOSED);
+    EXPECT_EQ(event_count(), events_after_run) << "something wrote after run() returned";
+    EXPECT_EQ(state(id), leases::JobState::Requested);
+}
+
+TEST_F(Waiting, AWorkerRefusesBadOptionsBeforeAnyStoreAccess) {
+    leases::WorkerOptions o = options();
+    o.production = "";
+    EXPECT_THROW(leases::Worker(a(), o), leases::InvalidArgumentError);
+    o = options();
+    o.duration = 0s;
+    EXPECT_THROW(leases::Worker(a(), o), leases::InvalidDurationError);
+    o = options();
+    o.keep_alive_interval = 5s;
+    EXPECT_THROW(leases::Worker(a(), o), leases::InvalidDurationError);
+    o = options();
+    o.drain_timeout = -1s;
+    EXPECT_THROW(leases::Worker(a(), o), leases::InvalidArgumentError);
+    o = options();
+    o.production = "nope";
+    const std::size_t events = event_count();
+    leases::Worker w(a(), o);
+    EXPECT_THROW((void)w.run([](leases::Lease &) { return std::string(); }), leases::NotFoundError);
+    EXPECT_EQ(event_count(), events);
+}
+
+// ---- a real worker process -------------------------------------------------------
+
+TEST_F(Waiting, ASigtermMidJobDrainsTheWorkerProcessAndItsJobCompletes) {
+    expect_a_signal_mid_job_drains_a_worker_process(a(), db, SIGTERM);
+}
+
+TEST_F(Waiting, ASigintPastTheDrainTimeoutReleasesTheJobOfAWorkerProcess) {
+    expect_a_signal_past_the_drain_timeout_releases_the_job(a(), db, SIGINT);
+}

@@ -1,0 +1,520 @@
+"""The worker runtime on SQLite and PostgreSQL: waiting claims (woken, bounded,
+interrupted by Ctrl-C, a canceller or a close), keep-alive and the verdicts
+of check/lost/wait_lost, and the work loop, in threads and in real worker
+processes stopped with SIGTERM and SIGINT, with the claims' final states
+checked in the store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional
+
+import pytest
+
+import leases
+
+import _testing
+from conftest import PRODUCTION, SECONDS_30, T0
+
+HERE = Path(__file__).resolve().parent
+MS_100 = timedelta(milliseconds=100)
+
+
+@pytest.fixture
+def store(location: str) -> Iterator[leases.Authority]:
+    with leases.Authority(location) as a:
+        a.create_production(PRODUCTION)
+        yield a
+
+
+def after(seconds: float, call: Callable[[], object]) -> threading.Timer:
+    timer = threading.Timer(seconds, call)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def states(auth: leases.Authority) -> List[str]:
+    return [str(j.state) for j in auth.jobs(PRODUCTION)]
+
+
+def kinds(auth: leases.Authority, job_id: str) -> List[str]:
+    return [e.kind for e in auth.events(PRODUCTION) if e.job_id == job_id]
+
+
+# ---- waiting claims -----------------------------------------------------------
+
+
+def test_a_waiting_claim_wakes_when_a_job_is_requested_meanwhile(store: leases.Authority) -> None:
+    after(0.2, lambda: store.request_job(PRODUCTION, payload=b"late"))
+    start = time.monotonic()
+    lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(minutes=5))
+    took = time.monotonic() - start
+    assert lease is not None and lease.payload == b"late"
+    # Woken by the request's commit, well before any safety poll (1 s on
+    # PostgreSQL, 10 s on SQLite).
+    assert took < 0.9, f"the waiter held the lease {took:.3f} s after it started"
+
+
+def test_a_waiting_claim_wakes_for_a_request_through_another_handle(location: str, store: leases.Authority) -> None:
+    with leases.Authority(location) as other:
+        after(0.2, lambda: other.request_job(PRODUCTION))
+        start = time.monotonic()
+        lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(minutes=5))
+    assert lease is not None
+    assert time.monotonic() - start < 0.9 + 0.2
+
+
+def test_a_waiting_claim_returns_none_once_its_bound_passes(store: leases.Authority) -> None:
+    start = time.monotonic()
+    assert store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(milliseconds=350)) is None
+    took = time.monotonic() - start
+    assert 0.3 <= took < 5, took
+    assert store.events(PRODUCTION) == [] or all(e.kind != "claimed" for e in store.events(PRODUCTION))
+
+
+def test_a_wait_of_zero_is_a_plain_claim(store: leases.Authority) -> None:
+    assert store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(0)) is None
+    store.request_job(PRODUCTION)
+    assert store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(0)) is not None
+
+
+def test_a_canceller_from_another_thread_ends_a_wait_at_once_with_interrupted_error(store: leases.Authority) -> None:
+    with leases.Canceller() as canceller:
+        after(0.2, canceller.cancel)
+        start = time.monotonic()
+        with pytest.raises(leases.InterruptedError) as e:
+            store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(hours=1), canceller=canceller)
+        took = time.monotonic() - start
+        assert isinstance(e.value, leases.LeasesError) and e.value.status == 19
+        assert took < 0.2 + 0.2, f"the wait ended {took - 0.2:.3f} s after the cancel"
+        assert canceller.cancelled
+        # It stays cancelled: a later wait ends at once, and nothing is claimed.
+        store.request_job(PRODUCTION)
+        with pytest.raises(leases.InterruptedError):
+            store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(hours=1), canceller=canceller)
+    assert states(store) == ["requested"]
+
+
+def test_closing_the_authority_ends_a_wait_in_another_thread_with_closed_error(location: str) -> None:
+    auth = leases.Authority(location)
+    auth.create_production(PRODUCTION)
+    errors: List[BaseException] = []
+
+    def wait() -> None:
+        try:
+            auth.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(hours=1))
+        except BaseException as e:
+            errors.append(e)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)
+    auth.close()
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], leases.ClosedError), errors
+
+
+def test_a_wait_rejects_bad_bounds_before_touching_the_store(store: leases.Authority) -> None:
+    store.request_job(PRODUCTION)
+    with pytest.raises(TypeError):
+        store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=5)  # type: ignore[arg-type]
+    for bad in (timedelta(microseconds=-1), timedelta(hours=24, microseconds=1)):
+        with pytest.raises(leases.InvalidDurationError):
+            store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=bad)
+    with pytest.raises(TypeError):
+        store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=MS_100, canceller=object())  # type: ignore[arg-type]
+    assert states(store) == ["requested"]
+
+
+def test_other_threads_run_while_a_claim_waits(store: leases.Authority) -> None:
+    ticks = [0]
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.01)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(milliseconds=500))
+    finally:
+        stop.set()
+        ticker.join()
+    assert ticks[0] >= 10, f"another thread ran {ticks[0]} times in 0.5 s of waiting"
+
+
+def spawn(location: str, *args: str) -> "subprocess.Popen[str]":
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "work_loop_process.py"), location, PRODUCTION, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def read_line(p: "subprocess.Popen[str]", prefix: str) -> str:
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    if not line.startswith(prefix):
+        p.kill()
+        _, err = p.communicate(timeout=30)
+        raise AssertionError(f"expected {prefix!r}, got {line!r}; stderr: {err}")
+    return line.strip()
+
+
+def test_ctrl_c_raises_keyboard_interrupt_within_200ms_during_a_wait(store: leases.Authority, location: str) -> None:
+    p = spawn(location, "w-wait", "wait")
+    read_line(p, "waiting")
+    time.sleep(0.5)  # well inside the hour-long wait
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    line = read_line(p, "interrupted")
+    assert p.wait(30) == 0
+    latency = float(line.split()[1]) - sent
+    assert latency < 0.2, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    store.request_job(PRODUCTION)
+    assert states(store) == ["requested"]
+
+
+# ---- keep-alive, check, lost -------------------------------------------------------
+
+
+def test_keep_alive_keeps_a_lease_held_for_many_times_its_duration(store: leases.Authority) -> None:
+    job = store.request_job(PRODUCTION)
+    duration = timedelta(milliseconds=600)
+    lease = store.claim(PRODUCTION, worker="w", duration=duration)
+    assert lease is not None
+    with lease.keep_alive(interval=timedelta(milliseconds=150)):
+        time.sleep(6 * 0.6)
+        assert lease.check() is None and lease.lost is None
+    lease.complete()
+    assert states(store) == ["completed"]
+    assert kinds(store, job).count("renewed") >= 6
+
+
+def test_leaving_keep_alive_stops_the_renewals(store: leases.Authority) -> None:
+    job = store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=timedelta(seconds=1))
+    assert lease is not None
+    with lease.keep_alive(interval=timedelta(milliseconds=100)):
+        time.sleep(0.35)
+    renewed = kinds(store, job).count("renewed")
+    assert renewed >= 1
+    time.sleep(0.5)
+    assert kinds(store, job).count("renewed") == renewed, "a renewal was written after the keep-alive stopped"
+    lease.release()
+
+
+def test_closing_a_kept_alive_lease_stops_its_renewals(store: leases.Authority) -> None:
+    job = store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=timedelta(seconds=1))
+    assert lease is not None
+    lease.keep_alive(interval=timedelta(milliseconds=100))
+    time.sleep(0.3)
+    lease.close()  # frees local memory: never writes, and the renewer stops first
+    renewed = kinds(store, job).count("renewed")
+    time.sleep(0.5)
+    assert kinds(store, job).count("renewed") == renewed
+
+
+def test_a_coordinators_cancel_reaches_a_kept_alive_lease_within_one_interval(store: leases.Authority) -> None:
+    job = store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=timedelta(seconds=3))
+    assert lease is not None
+    lease.keep_alive(interval=timedelta(milliseconds=200))
+    assert lease.lost is None
+    store.cancel(PRODUCTION, job)
+    start = time.monotonic()
+    why = lease.wait_lost(timedelta(seconds=10))
+    took = time.monotonic() - start
+    assert isinstance(why, leases.CancelledError) and isinstance(why, leases.NotHeldError), why
+    assert took < 0.2 + 0.5, f"the cancel reached the lease after {took:.3f} s"
+    assert isinstance(lease.lost, leases.CancelledError)
+    with pytest.raises(leases.CancelledError):
+        lease.complete()
+
+
+def test_check_returns_the_verdict_without_writing(store: leases.Authority) -> None:
+    job = store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+    assert lease is not None
+    assert lease.check() is None
+    assert lease.lost is None  # nothing watches it: nothing is known yet
+    store.cancel(PRODUCTION, job)
+    before = len(store.events(PRODUCTION))
+    verdict = lease.check()
+    assert isinstance(verdict, leases.CancelledError), verdict
+    assert verdict.message.startswith("cancelled")
+    assert len(store.events(PRODUCTION)) == before
+    assert isinstance(lease.lost, leases.CancelledError)  # check found it
+
+
+def test_a_settled_lease_is_known_closed(store: leases.Authority) -> None:
+    store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+    assert lease is not None
+    lease.complete()
+    assert isinstance(lease.lost, leases.ClosedError)
+    assert isinstance(lease.wait_lost(timedelta(hours=1)), leases.ClosedError)
+
+
+def test_wait_lost_returns_none_when_its_timeout_passes_and_a_canceller_ends_it(store: leases.Authority) -> None:
+    store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+    assert lease is not None
+    start = time.monotonic()
+    assert lease.wait_lost(timedelta(milliseconds=250)) is None
+    assert 0.2 <= time.monotonic() - start < 5
+    with leases.Canceller() as c:
+        after(0.1, c.cancel)
+        with pytest.raises(leases.InterruptedError):
+            lease.wait_lost(canceller=c)
+
+
+def test_keep_alive_rejects_bad_durations_and_needs_one_for_an_imported_lease(store: leases.Authority) -> None:
+    store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+    assert lease is not None
+    with pytest.raises(leases.InvalidDurationError):
+        lease.keep_alive(interval=timedelta(seconds=30))  # not below the duration
+    with pytest.raises(leases.InvalidDurationError):
+        lease.keep_alive(timedelta(0))
+    with pytest.raises(TypeError):
+        lease.keep_alive(30)  # type: ignore[arg-type]
+    imported = store.import_token(lease.export_token())
+    with pytest.raises(TypeError, match="needs a duration"):
+        imported.keep_alive()
+    with imported.keep_alive(SECONDS_30):
+        assert imported.lost is None
+    lease.release()
+
+
+@pytest.mark.testlib
+def test_keep_alive_reports_expiry_when_the_authoritys_clock_jumps_forward(auth: leases.Authority) -> None:
+    _testing.set_clock(auth, T0)
+    auth.request_job(PRODUCTION)
+    lease = auth.claim(PRODUCTION, worker="w", duration=timedelta(seconds=2))
+    assert lease is not None
+    lease.keep_alive(interval=timedelta(milliseconds=100))
+    _testing.set_clock(auth, T0 + timedelta(minutes=1))
+    why = lease.wait_lost(timedelta(seconds=10))
+    assert isinstance(why, leases.ExpiredError), why
+
+
+# ---- the work loop -----------------------------------------------------------------
+
+
+def test_the_work_loop_keeps_each_job_alive_and_completes_what_the_body_leaves(store: leases.Authority) -> None:
+    ids = [store.request_job(PRODUCTION, payload=str(i).encode()) for i in range(3)]
+    seen = []
+    for lease in store.work(PRODUCTION, worker="loop", duration=timedelta(milliseconds=600), exit_when_empty=True):
+        seen.append(lease.payload)
+        if lease.job_id == ids[0]:
+            time.sleep(1.5)  # longer than the claim's duration: kept alive
+            assert lease.lost is None
+        if lease.job_id == ids[1]:
+            lease.complete(metadata={"by": "body"})
+    assert seen == [b"0", b"1", b"2"]
+    assert states(store) == ["completed"] * 3
+    assert "renewed" in kinds(store, ids[0])
+    assert all(j.worker == "loop" for j in store.jobs(PRODUCTION))
+
+
+def test_leaving_the_work_loop_early_gives_the_running_job_back(store: leases.Authority) -> None:
+    job = store.request_job(PRODUCTION)
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        with store.work(PRODUCTION, worker="loop", duration=SECONDS_30) as jobs:
+            for lease in jobs:
+                raise Boom()
+    assert states(store) == ["requested"]
+    assert kinds(store, job)[-1] == "released"
+    for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30):
+        break
+    assert states(store) == ["requested"]
+
+
+def test_a_coordinators_cancel_reaches_the_body_of_the_work_loop(store: leases.Authority) -> None:
+    job = store.request_job(PRODUCTION)
+    for lease in store.work(PRODUCTION, worker="loop", duration=timedelta(seconds=1), max_jobs=1):
+        store.cancel(PRODUCTION, job)
+        assert isinstance(lease.wait_lost(timedelta(seconds=10)), leases.CancelledError)
+    assert states(store) == ["cancelled"]
+
+
+def test_stop_from_another_thread_ends_a_waiting_work_loop_at_once(store: leases.Authority) -> None:
+    worker = store.work(PRODUCTION, worker="loop", duration=SECONDS_30)
+    after(0.2, worker.stop)
+    start = time.monotonic()
+    assert list(worker) == []
+    assert time.monotonic() - start < 0.2 + 0.2
+    assert worker.stopping
+
+
+def test_a_work_loop_in_a_thread_drains_then_gives_the_job_back_after_the_drain_timeout(store: leases.Authority) -> None:
+    first, second = store.request_job(PRODUCTION), store.request_job(PRODUCTION)
+    worker = store.work(PRODUCTION, worker="thread", duration=SECONDS_30, drain_timeout=timedelta(milliseconds=300))
+    outcome: List[Optional[BaseException]] = []
+    started = threading.Event()
+
+    def run() -> None:
+        try:
+            for lease in worker:
+                started.set()
+                lease.wait_lost(timedelta(seconds=20))  # a job that outlives the drain timeout
+                lease.complete()
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert started.wait(10)
+    worker.stop()
+    t.join(10)
+    assert not t.is_alive()
+    assert worker.drain_timed_out
+    assert len(outcome) == 1 and isinstance(outcome[0], leases.ClosedError), outcome
+    assert [j.state for j in store.jobs(PRODUCTION)] == ["requested", "requested"]
+    assert kinds(store, first)[-1] == "released" and kinds(store, second) == ["requested"]
+
+
+def test_work_loops_in_several_threads_share_an_authority_and_never_share_a_job(store: leases.Authority) -> None:
+    ids = [store.request_job(PRODUCTION) for _ in range(24)]
+    seen: List[List[str]] = [[] for _ in range(4)]
+
+    def run(n: int) -> None:
+        for lease in store.work(PRODUCTION, worker=f"t{n}", duration=SECONDS_30, exit_when_empty=True):
+            seen[n].append(lease.job_id)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    claimed = [j for s in seen for j in s]
+    assert sorted(claimed) == sorted(ids), "a job was claimed twice or never"
+    assert states(store) == ["completed"] * len(ids)
+    by_worker = {j.id: j.worker for j in store.jobs(PRODUCTION)}
+    assert all(by_worker[j] == f"t{n}" for n, s in enumerate(seen) for j in s)
+
+
+def test_the_work_loop_checks_its_arguments_before_the_store(store: leases.Authority) -> None:
+    with pytest.raises(leases.InvalidDurationError):
+        store.work(PRODUCTION, worker="w", duration=timedelta(0))
+    with pytest.raises(ValueError):
+        store.work(PRODUCTION, worker="w", duration=SECONDS_30, max_jobs=0)
+    with pytest.raises(leases.InvalidArgumentError):
+        store.work(PRODUCTION, worker="w\0", duration=SECONDS_30)
+    with pytest.raises(leases.NotFoundError):
+        list(store.work("no-such-production", worker="w", duration=SECONDS_30))
+    worker = store.work(PRODUCTION, worker="w", duration=SECONDS_30, exit_when_empty=True)
+    assert list(worker) == []
+    with pytest.raises(RuntimeError):
+        iter(worker)
+
+
+def test_signal_handling_needs_the_main_thread(store: leases.Authority) -> None:
+    errors: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            list(store.work(PRODUCTION, worker="w", duration=SECONDS_30, handle_signals=True))
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(10)
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
+
+
+# ---- worker processes and signals --------------------------------------------------
+
+
+def test_sigterm_mid_job_lets_the_job_finish_and_claims_nothing_more(store: leases.Authority, location: str) -> None:
+    ids = [store.request_job(PRODUCTION) for _ in range(3)]
+    p = spawn(location, "w-term", "work", "1.0")
+    started = read_line(p, "started").split()[1]
+    assert started == ids[0]
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "drained 1" in out
+    assert [j.state for j in store.jobs(PRODUCTION)] == ["completed", "requested", "requested"]
+    assert all("claimed" not in kinds(store, j) for j in ids[1:])
+
+
+def test_sigterm_mid_job_past_the_drain_timeout_gives_the_job_back(store: leases.Authority, location: str) -> None:
+    job = store.request_job(PRODUCTION)
+    p = spawn(location, "w-drain", "work", "600", "0.3")
+    read_line(p, "started")
+    sent = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    ended = float(out.split("ended ")[1].split()[0])
+    assert p.returncode == 1, (out, err)
+    assert "drain timeout passed" in err and job in err
+    assert 0.3 <= ended - sent < 0.3 + 1.0, ended - sent
+    assert states(store) == ["requested"]
+    assert kinds(store, job)[-1] == "released"
+    # Claimable again at once by another worker.
+    assert store.claim(PRODUCTION, worker="next", duration=SECONDS_30) is not None
+
+
+def test_ctrl_c_while_the_work_loop_waits_ends_it_within_200ms(store: leases.Authority, location: str) -> None:
+    p = spawn(location, "w-int", "work", "0")
+    time.sleep(1.0)  # the loop is waiting for a job
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "drained 0" in out
+    noticed = float(out.split("noticed ")[1].split()[0])
+    ended = float(out.split("ended ")[1].split()[0])
+    assert noticed - sent < 0.2, f"the waiting loop noticed SIGINT after {noticed - sent:.3f} s"
+    assert ended - sent < 2, f"the loop ended {ended - sent:.3f} s after SIGINT"
+
+
+def test_a_second_ctrl_c_gives_the_running_job_back_and_raises_keyboard_interrupt(
+    store: leases.Authority, location: str
+) -> None:
+    job = store.request_job(PRODUCTION)
+    p = spawn(location, "w-int2", "work", "600")
+    read_line(p, "started")
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode != 0 and "KeyboardInterrupt" in err, (out, err)
+    assert states(store) == ["requested"]
+    assert kinds(store, job)[-1] == "released"
+
+
+def test_a_killed_worker_process_leaves_a_claim_that_expires(store: leases.Authority, location: str) -> None:
+    job = store.request_job(PRODUCTION)
+    p = spawn(location, "w-kill", "work", "600")
+    read_line(p, "started")
+    p.kill()
+    p.wait(30)
+    # Nothing renews it any more: it expires within its 1 s duration, and a
+    # waiting claim gets the job as soon as it does.
+    lease = store.claim(PRODUCTION, worker="next", duration=SECONDS_30, wait=timedelta(seconds=20))
+    assert lease is not None and lease.job_id == job
+    assert "claim_expired" in kinds(store, job)

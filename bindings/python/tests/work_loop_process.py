@@ -1,0 +1,66 @@
+"""A worker process for the tests of waits and the work loop (run as a
+script by test_workers.py, killed with signals there).
+
+    work_loop_process.py LOCATION PRODUCTION WORKER MODE [SECONDS] [DRAIN_SECONDS]
+
+MODE wait: one waiting claim of an hour; on Ctrl-C print "interrupted
+<monotonic time>" and exit 0. MODE work: the work loop; each job's body
+prints "started <job id>", sleeps SECONDS and completes the job; the loop
+ends on SIGTERM/SIGINT (drain timeout DRAIN_SECONDS, if given); "noticed
+<monotonic time>" is printed when a signal reaches the loop, "drained <jobs>"
+when it ends, "ended <monotonic time>" on any exit.
+Nothing printed here is a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import time
+from datetime import timedelta
+
+import leases
+
+
+class Noticed(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if "draining" in record.getMessage():
+            print(f"noticed {time.monotonic()}", flush=True)
+
+
+def main() -> int:
+    # As in a foreground program: a test runner may have started us with
+    # SIGINT ignored (a background job), which Python would leave ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    location, production, worker, mode = sys.argv[1:5]
+    seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    drain = timedelta(seconds=float(sys.argv[6])) if len(sys.argv) > 6 else None
+    with leases.Authority(location) as auth:
+        if mode == "wait":
+            print("waiting", flush=True)
+            try:
+                auth.claim(production, worker=worker, duration=timedelta(minutes=1), wait=timedelta(hours=1))
+            except KeyboardInterrupt:
+                print(f"interrupted {time.monotonic()}", flush=True)
+                return 0
+            return 3
+        # The loop logs when a signal reaches it: print that moment.
+        log = logging.getLogger("leases.worker")
+        log.setLevel(logging.INFO)
+        log.addHandler(Noticed())
+        jobs = 0
+        try:
+            for lease in auth.work(production, worker=worker, duration=timedelta(seconds=1), drain_timeout=drain):
+                print(f"started {lease.job_id}", flush=True)
+                time.sleep(seconds)
+                lease.complete(metadata={"slept": seconds})
+                jobs += 1
+            print(f"drained {jobs}", flush=True)
+        finally:
+            print(f"ended {time.monotonic()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+// leases work: the long-running shell worker. It waits for jobs (no polling),
+// runs each through the reference executor with its claim kept alive, N at a
+// time, and drains on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/worker"
+)
+
+func init() {
+	register(&command{name: "work",
+		args: "--production P --worker W --duration D [--concurrency N] [--output-dir DIR] [--max-jobs N] " +
+			"[--exit-when-empty] [--drain-timeout D] [--metadata KEY=JSON]... [--provenance KEY=JSON]... -- PROGRAM [ARG]...",
+		summary: "wait for jobs and run PROGRAM for each (as exec does), N at a time, until stopped",
+		detail: `Each job is claimed for D and kept alive (renewed every D/3) while PROGRAM runs, exactly
+as 'leases exec' runs it: payload on standard input, LEASES_JOB_ID and LEASES_PRODUCTION set,
+and with --output-dir a private LEASES_OUTPUT file that is registered on exit 0. Exit 0
+completes the job; any other exit fails it (reason: the exit status). A coordinator's cancel
+or a lost claim kills PROGRAM's process group within one renewal interval. Between jobs the
+worker waits for the next one without polling and without writing.
+SIGTERM or SIGINT drains: nothing new is claimed, running programs finish and their jobs are
+settled, then the worker exits 0. With --drain-timeout, programs still running when it passes
+are killed and their jobs given back (released); a second signal does that at once.
+PROGRAM's process group is its own, so a terminal's Ctrl-C reaches only the worker.
+Exit status: 0 stopped as asked (drained after a signal, --max-jobs claimed and settled,
+--exit-when-empty found nothing more), whatever the programs' exits; 1 the worker cannot go
+on (unknown production, database failure, PROGRAM cannot be started: nothing more is
+claimed, running programs finish); 2 usage error.`,
+		examples: []string{
+			`leases work --production nightly --worker "$HOSTNAME" --duration 5m --output-dir out -- ./render.sh`,
+			"leases work --production nightly --worker host-7 --duration 1m --concurrency 4 --exit-when-empty -- sh -c 'convert - png:- > \"$LEASES_OUTPUT\"'",
+			"leases work --production nightly --worker host-7 --duration 2m --drain-timeout 30s --max-jobs 100 -- ./job.sh",
+		},
+		run: runWork})
+}
+
+// maxConcurrency bounds --concurrency: each slot is a claimer, a waiting
+// claim and a program at once, so a mistyped count must not start millions.
+const maxConcurrency = 1024
+
+// errStopNow is the cause that ends a running program when a second signal
+// cuts the drain short.
+var errStopNow = errors.New("a second signal stopped the drain")
+
+func runWork(cc *cmdContext) error {
+	prod := cc.fs.String("production", "", "production `NAME`")
+	workerName := cc.fs.String("worker", "", "worker `NAME` recorded as every claim's attribution")
+	var dur, drain durationFlag
+	cc.fs.Var(&dur, "duration", "claim each job for `DURATION` (us, ms, s, m, h), renewed every third of it while PROGRAM runs")
+	concurrency := cc.fs.Int("concurrency", 1, "run up to `N` programs at once (at most 1024)")
+	outDir := cc.fs.String("output-dir", "", "register each run's output file in `DIR` (without it, PROGRAM gets no LEASES_OUTPUT)")
+	maxJobs := cc.fs.Int("max-jobs", 0, "claim at most `N` jobs, then stop once they are settled (0: no limit)")
+	exitWhenEmpty := cc.fs.Bool("exit-when-empty", false, "stop once nothing is left to claim, instead of waiting for more")
+	cc.fs.Var(&drain, "drain-timeout", "after SIGTERM/SIGINT, let running programs go on for at most `DURATION` (default: until they finish)")
+	md, pv := cc.factFlags()
+	prog, done, err := prepare(cc, false)
+	if done || err != nil {
+		return err
+	}
+	for _, name := range []string{"production", "worker", "duration"} {
+		if err := cc.required(name, cc.fs.Lookup(name).Value.String()); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(prog) == 0:
+		return usagef(cc.cmd.name, "give the PROGRAM to run after --")
+	case *concurrency < 1 || *concurrency > maxConcurrency:
+		return usagef(cc.cmd.name, "--concurrency must be from 1 to %d", maxConcurrency)
+	case *maxJobs < 0:
+		return usagef(cc.cmd.name, "--max-jobs must not be negative")
+	}
+	// Found now, so that a missing program claims nothing: each job would
+	// otherwise be claimed and given back again.
+	if _, err := exec.LookPath(prog[0]); err != nil {
+		return fmt.Errorf("cannot run %s: %w; nothing was claimed", prog[0], unwrapExec(err))
+	}
+	if *outDir != "" {
+		if st, err := os.Stat(*outDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--output-dir %s is not a directory; nothing was claimed", *outDir)
+		}
+	}
+	a, err := cc.open()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+
+	w := &workRun{a: a, argv: prog, outDir: *outDir, facts: core.Facts{Metadata: md.m, Provenance: pv.m}}
+	runCtx, stopClaiming := context.WithCancel(context.Background())
+	defer stopClaiming()
+	w.stopClaiming = stopClaiming
+	var stopNow context.CancelFunc
+	w.now, stopNow = context.WithCancel(context.Background())
+	defer stopNow()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	finished := make(chan struct{})
+	defer close(finished)
+	go w.onSignals(sigs, finished, stopNow)
+
+	err = worker.Run(runCtx, a, worker.Config{
+		Production: *prod, Worker: *workerName, Duration: dur.d, Concurrency: *concurrency,
+		DrainTimeout: drain.d, MaxJobs: *maxJobs, ExitWhenEmpty: *exitWhenEmpty,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime})),
+	}, w.handle)
+	if errors.Is(err, worker.ErrDrainTimeout) {
+		// Run has released the jobs still running; their programs are
+		// being killed, and nothing of theirs may outlive the worker.
+		w.running.Wait()
+		err = nil
+	}
+	fmt.Fprintf(os.Stderr, "leases: work stopped: %s\n", w.summary())
+	if err != nil {
+		return err
+	}
+	return w.fatalErr()
+}
+
+// workRun is one leases work process: what every job's run shares.
+type workRun struct {
+	a            *core.Authority
+	argv         []string
+	outDir       string
+	facts        core.Facts
+	now          context.Context // ends at a second signal: stop the programs
+	stopClaiming context.CancelFunc
+	running      sync.WaitGroup
+
+	mu                                 sync.Mutex
+	completed, failed, givenBack, lost int
+	fatal                              error
+}
+
+// onSignals drains at the first signal and stops the programs at the second.
+func (w *workRun) onSignals(sigs <-chan os.Signal, finished <-chan struct{}, stopNow context.CancelFunc) {
+	for n := 0; n < 2; n++ {
+		select {
+		case s := <-sigs:
+			if n == 0 {
+				fmt.Fprintf(os.Stderr, "leases: %v: draining: claiming nothing more; running programs finish (a second signal stops them)\n", s)
+				w.stopClaiming()
+			} else {
+				fmt.Fprintf(os.Stderr, "leases: %v again: stopping the running programs and giving their jobs back\n", s)
+				stopNow()
+			}
+		case <-finished:
+			return
+		}
+	}
+}
+
+// handle runs one job through the reference executor, which settles it
+// (completes or fails it); when the run was cut short with the claim still
+// held, the error makes the loop give the job back.
+func (w *workRun) handle(ctx context.Context, l *core.Lease) (core.Facts, error) {
+	w.running.Add(1)
+	defer w.running.Done()
+	workLeaseHook(l)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(w.now, func() { cancel(errStopNow) })
+	defer stop()
+	err := execute(ctx, job{a: w.a, l: l, argv: w.argv, outDir: w.outDir, facts: w.facts})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var pf *programFailed
+	var sf *startFailed
+	switch {
+	case err == nil:
+		w.completed++
+		return core.Facts{}, nil
+	case errors.As(err, &pf):
+		w.failed++
+	case errors.As(err, &sf):
+		// The next job would fail to start too: stop claiming, and exit 1.
+		w.givenBack++
+		if w.fatal == nil {
+			w.fatal = err
+		}
+		w.stopClaiming()
+	case errors.Is(context.Cause(ctx), worker.ErrDrainTimeout), errors.Is(context.Cause(ctx), errStopNow):
+		w.givenBack++ // by the loop: at the drain timeout, or below
+	case l.Err() != nil:
+		w.lost++
+	default:
+		w.givenBack++ // the loop releases it (the run failed with the claim held)
+	}
+	fmt.Fprintf(os.Stderr, "leases: %v\n", err)
+	return core.Facts{}, err
+}
+
+func (w *workRun) fatalErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fatal
+}
+
+func (w *workRun) summary() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("%d completed, %d failed, %d given back, %d lost (cancelled, expired or taken)",
+		w.completed, w.failed, w.givenBack, w.lost)
+}
+
+// dropTime leaves the time out of the loop's log lines: a worker's output is
+// usually stamped by whatever collects it (journald, a container runtime).
+func dropTime(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}

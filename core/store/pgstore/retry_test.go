@@ -1,0 +1,94 @@
+// The claim path of schema 4 on PostgreSQL: its plans at a realistic size
+// (delayed and backed-off jobs are never scanned) and the migration from
+// schema 3.
+package pgstore
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/libleases/libleases/core/store/storetest"
+	"github.com/libleases/libleases/internal/pgtest"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClaimingNeverScansDelayedJobsOrClaims pins the claim path's plans with
+// 10,000 delayed jobs of the highest priority, 10,000 claims whose backoff
+// has not passed, 20,000 finished and 1,000 due jobs in the production (and
+// as many in two others), vacuumed and analyzed: each statement reads the
+// partial index made for it.
+func TestClaimingNeverScansDelayedJobsOrClaims(t *testing.T) {
+	u := freshURL(t)
+	for _, st := range []string{
+		`INSERT INTO leases_productions (id, name, created_unix_us) SELECT 'p' || g, 'production ' || g, 1 FROM generate_series(1, 3) g`,
+		// seq g: 1..10000 delayed, ..20000 claimed, ..40000 finished, ..41000 due.
+		`INSERT INTO leases_jobs (id, production_id, payload, state, requested_unix_us, updated_unix_us,
+				priority, claimable_unix_us, ready_unix_us, due, expiry_unix_us)
+			SELECT gen_random_uuid()::text, 'p' || p, '\x00',
+				CASE WHEN g <= 10000 THEN 'requested' WHEN g <= 20000 THEN 'claimed' WHEN g <= 40000 THEN 'completed' ELSE 'requested' END,
+				g, g,
+				CASE WHEN g <= 10000 THEN 1000 ELSE 0 END, g,
+				CASE WHEN g <= 20000 THEN 9000000000 ELSE g END,
+				g > 40000, CASE WHEN g > 10000 AND g <= 20000 THEN 8000000000 ELSE 0 END
+			FROM generate_series(1, 3) p, generate_series(1, 41000) g ORDER BY 2, 5`,
+		`VACUUM ANALYZE leases_jobs`,
+	} {
+		pgtest.Exec(t, u, st)
+	}
+	c, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	now := int64(5_000_000_000)
+	for name, st := range map[string]struct {
+		sql  string
+		args []any
+		want string
+	}{
+		"next claimable": {nextClaimableSQL + " FOR UPDATE SKIP LOCKED", []any{"p2"}, "leases_jobs_due"},
+		"promote due":    {promoteDueSQL, []any{"p2", now, 1000}, "leases_jobs_delayed"},
+		"lapsed claims":  {lapsedClaimsSQL + " FOR UPDATE SKIP LOCKED", []any{"p2", now, 64}, "leases_jobs_claimed_ready"},
+		// A waiting claim's look: the next wake reads the first entry of
+		// the delayed and the claimed indexes, HasClaimable probes them.
+		"next wake":     {nextWakeAtSQL, []any{"p2"}, "leases_jobs_delayed"},
+		"next wake (2)": {nextWakeAtSQL, []any{"p2"}, "leases_jobs_claimed_ready"},
+		"has claimable": {`SELECT ` + hasClaimableAt("$2"), []any{"p2", now}, "leases_jobs_due"},
+	} {
+		p := plan(t, c, name, st.sql, st.args)
+		require.NotRegexp(t, "Seq Scan on leases_jobs|Sort", p, "%s:\n%s", name, p)
+		require.Regexp(t, "Index (Only )?Scan using "+st.want+"\\b", p, "%s:\n%s", name, p)
+	}
+	// The next claimable job is a due one, found without reading the
+	// delayed jobs of higher priority: one index entry.
+	var out string
+	require.NoError(t, c.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) `+
+		`SELECT id FROM leases_jobs WHERE production_id = 'p2' AND state = 'requested' AND due
+		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`).Scan(&out))
+	require.Contains(t, out, "rows=1 ")
+}
+
+// migrationFixtureRows are the rows storetest.CheckV4Fixture expects, in
+// the columns schemas 2 and 3 have.
+var migrationFixtureRows = []string{
+	`INSERT INTO leases_productions VALUES ('pid', 'p', 1)`,
+	`INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us, updated_unix_us,
+			worker, claimed_unix_us, expiry_unix_us, attempts)
+		VALUES ('j1', 'pid', 'k', '\x0102', 'requested', 10, 10, '', 0, 0, 0),
+			('j2', 'pid', NULL, '', 'claimed', 11, 12, 'w', 12, 500, 3),
+			('j3', 'pid', NULL, '', 'failed', 13, 14, 'w', 13, 20, 1)`,
+}
+
+func TestASchema3DatabaseIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
+	// The schema-3 fixture: the schema-2 layout, its migration to 3, rows.
+	old := oldSchema(t, append(append([]string{}, migrateV2toV3...), migrationFixtureRows...)...)
+
+	db, err := Open(old, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	v, err := version(ctx, db.pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, v)
+	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
+
+	// A migrated schema is exactly a new one.
+	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
+}

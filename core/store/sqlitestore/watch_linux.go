@@ -1,0 +1,68 @@
+// inotify reports of writes to a database's files (Linux).
+package sqlitestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// inotifyEvents watches the database's directory (a watch on the -wal file
+// itself would not see it replaced) and filters events by name.
+type inotifyEvents struct {
+	f     *os.File
+	names map[string]bool
+	buf   []byte
+}
+
+const inotifyMask = syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_DELETE | syscall.IN_MOVED_FROM |
+	syscall.IN_MOVED_TO | syscall.IN_DELETE_SELF | syscall.IN_MOVE_SELF
+
+func watchWrites(path string) (writeEvents, error) {
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	dir, names := watchedNames(path)
+	if _, err := syscall.InotifyAddWatch(fd, dir, inotifyMask); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	// Non-blocking: the runtime's poller serves it, so a deadline bounds a
+	// wait and closing the file ends one.
+	f := os.NewFile(uintptr(fd), "inotify")
+	return &inotifyEvents{f: f, names: names, buf: make([]byte, 64*(syscall.SizeofInotifyEvent+syscall.NAME_MAX+1))}, nil
+}
+
+func (e *inotifyEvents) wait(deadline time.Time) (bool, error) {
+	if err := e.f.SetReadDeadline(deadline); err != nil {
+		return false, err
+	}
+	n, err := e.f.Read(e.buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ours := false
+	for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+		mask := binary.NativeEndian.Uint32(e.buf[off+4:])
+		nameLen := int(binary.NativeEndian.Uint32(e.buf[off+12:]))
+		name := strings.TrimRight(string(e.buf[off+syscall.SizeofInotifyEvent:off+syscall.SizeofInotifyEvent+nameLen]), "\x00")
+		off += syscall.SizeofInotifyEvent + nameLen
+		switch {
+		case mask&syscall.IN_IGNORED != 0, mask&(syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF) != 0 && name == "":
+			// The directory went away or moved: this watch sees no more.
+			return true, errors.New("the database's directory is no longer watched")
+		case mask&syscall.IN_Q_OVERFLOW != 0, e.names[name]:
+			ours = true
+		}
+	}
+	return ours, nil
+}
+
+func (e *inotifyEvents) close() { e.f.Close() }

@@ -1,0 +1,351 @@
+// Waiting claims: ClaimWait, and the waitroom that wakes its waiters when a
+// job may have become claimable (docs/workers.md).
+package core
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libleases/libleases/core/internal/wake"
+	"github.com/libleases/libleases/core/store"
+)
+
+// MaxWait is the longest wait ClaimWait accepts. A longer wait is a loop of
+// waits (the bindings wait in short slices anyway).
+const MaxWait = 24 * time.Hour
+
+// MaxWaitUS is MaxWait in microseconds (LEASES_MAX_WAIT_US).
+const MaxWaitUS int64 = 86_400_000_000
+
+// safetyPoll is how often a production's first waiter looks even though
+// nothing woke it (jittered by ±20%), when the store's watcher can miss
+// changes (PostgreSQL notices are lost with a dropped LISTEN connection) or
+// there is none. A watcher that misses nothing (SQLite's) leaves the poll
+// only the slow commits it does not wait for: reliableSafetyPolls times as
+// long. Tests lengthen it to prove that wakes do not come from it.
+var safetyPoll = time.Second
+
+const reliableSafetyPolls = 10
+
+// watchLinger keeps the store's watcher running this long after its last
+// waiter left: a worker that waits in short slices keeps one watcher
+// instead of starting one per slice.
+var watchLinger = time.Second
+
+// minWakeIn is the shortest sleep before looking again at a claim expiry:
+// the authority's clock and this host's timers do not tick together, and a
+// look a little early must not become a busy loop.
+const minWakeIn = time.Millisecond
+
+// lostRaceRelook is the first pause before looking again after another
+// claimer took the job this waiter found (doubling while it keeps losing, up
+// to the safety poll): the winner's claim, not yet committed when this
+// waiter looked for the next expiry, is seen by the next look.
+const lostRaceRelook = 10 * time.Millisecond
+
+// wakes lists the productions a transaction may make claimable, now or at a
+// later time (a waiter then looks again and sleeps until that time). add is
+// the one place that says so: a request, a release, a retryable failure and
+// a redrive call it inside their transaction (so does an edit's request).
+type wakes []string
+
+func (w *wakes) add(ctx context.Context, tx store.Tx, productionID string) error {
+	if slices.Contains(*w, productionID) {
+		return nil // a batch (a redrive) wakes a production once
+	}
+	if n, ok := tx.(store.Notifier); ok {
+		if err := n.Claimable(ctx, productionID); err != nil {
+			return storageErr("notify waiting claims", err)
+		}
+	}
+	*w = append(*w, productionID)
+	return nil
+}
+
+// waitroom holds an authority's waiting claims and the store watcher that
+// wakes them for commits made elsewhere. The watcher runs only while someone
+// waits (and watchLinger after).
+type waitroom struct {
+	hub     *wake.Hub
+	watcher store.Watcher // nil: the store has none
+
+	mu     sync.Mutex
+	users  int
+	stop   func() // the running watcher's
+	linger *time.Timer
+	closed bool
+}
+
+func newWaitroom(b store.Backend) *waitroom {
+	w, _ := b.(store.Watcher)
+	safety := safetyPoll
+	if w != nil && !w.MissesChanges() {
+		safety *= reliableSafetyPolls
+	}
+	return &waitroom{hub: wake.New(safety), watcher: w}
+}
+
+// committed wakes the first waiter of every production a transaction may
+// have made claimable, once it committed, or may have (outcome unknown).
+func (r *waitroom) committed(err error, w wakes) {
+	if err != nil && KindOf(err) != KindOutcomeUnknown {
+		return
+	}
+	for _, id := range w {
+		r.hub.Wake(id)
+	}
+}
+
+// changed is the watcher's report of a commit made elsewhere.
+func (r *waitroom) changed(productionID string) {
+	if productionID == "" {
+		r.hub.WakeAny()
+		return
+	}
+	r.hub.Wake(productionID)
+}
+
+func (r *waitroom) enter() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.users++
+	if r.linger != nil {
+		r.linger.Stop()
+		r.linger = nil
+	}
+	if r.stop == nil && r.watcher != nil && !r.closed {
+		// Commits made while no watcher ran were seen by nobody: no look
+		// made meanwhile stands for the present.
+		r.hub.Invalidate()
+		r.stop = r.watcher.Watch(r.changed)
+	}
+}
+
+func (r *waitroom) leave() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.users--
+	if r.users == 0 && r.stop != nil && r.linger == nil {
+		r.linger = time.AfterFunc(watchLinger, r.idle)
+	}
+}
+
+func (r *waitroom) idle() {
+	r.mu.Lock()
+	stop := r.stop
+	if r.users > 0 || stop == nil {
+		r.mu.Unlock()
+		return
+	}
+	r.stop, r.linger = nil, nil
+	r.mu.Unlock()
+	stop()
+	r.hub.Invalidate()
+}
+
+// watching reports whether the store's watcher runs.
+func (r *waitroom) watching() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stop != nil
+}
+
+// close ends every wait (they report closed) and stops the watcher.
+func (r *waitroom) close() {
+	r.hub.Close()
+	r.mu.Lock()
+	r.closed = true
+	if r.linger != nil {
+		r.linger.Stop()
+		r.linger = nil
+	}
+	stop := r.stop
+	r.stop = nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// ClaimWait claims the next claimable job of production for d, like Claim,
+// waiting up to wait for one to become claimable. It returns as soon as a job
+// is claimed, and ErrNothingToClaim once wait has passed; wait 0 is Claim.
+// Every decision about the lease is Claim's, on the authority's clock, in
+// the claim's transaction; wait is this caller's own patience, measured on
+// this host's monotonic clock.
+//
+// While it waits it writes nothing and takes no writer lock: it reads the
+// store when it is woken, and runs a claim transaction only when that read
+// found a claimable job. It wakes when a request or a release commits
+// (through this authority at once; through another handle or process on the
+// same SQLite file within milliseconds; on PostgreSQL by a notification from
+// any host), when the earliest claim of the production expires, and at least
+// once a second whatever happens. Of many waiters of one production, one is
+// woken per change, in the order they started waiting.
+//
+// When ctx ends first it returns an error of KindInterrupted that wraps
+// ctx's cause (errors.Is(err, context.Canceled)); nothing was claimed.
+// Closing the authority ends the wait with KindClosed.
+func (a *Authority) ClaimWait(ctx context.Context, production, worker string, d, wait time.Duration) (*Lease, error) {
+	if ctx == nil {
+		return nil, errf(KindInvalidArgument, "context is nil")
+	}
+	if _, err := checkClaim(production, worker, d); err != nil {
+		return nil, err
+	}
+	if wait < 0 || wait > MaxWait {
+		return nil, errf(KindInvalidArgument, "wait %s is out of range: 0 (do not wait) up to %s", wait, MaxWait)
+	}
+	if err := a.usable(); err != nil {
+		return nil, err
+	}
+	if wait == 0 {
+		l, err := a.claimOne(ctx, production, "", worker, d)
+		return l, asInterrupted(ctx, err)
+	}
+	l, err := a.claimWaiting(ctx, production, worker, d, wait)
+	return l, asInterrupted(ctx, err)
+}
+
+func (a *Authority) claimWaiting(ctx context.Context, production, worker string, d, wait time.Duration) (*Lease, error) {
+	p, err := productionByName(ctx, a.b, production)
+	if err != nil {
+		return nil, err
+	}
+	w, look, err := a.waits.hub.Join(p.ID)
+	if err != nil {
+		return nil, errf(KindClosed, "authority is closed")
+	}
+	a.waits.enter()
+	defer a.waits.leave()
+	passOn := false
+	defer func() { w.Leave(passOn) }()
+	bound := time.NewTimer(wait)
+	defer bound.Stop()
+	relook := lostRaceRelook
+	for ; ; look = true {
+		if look { // else nothing happened since the last look found nothing
+			found, err := a.look(ctx, p.ID, w)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				l, err := a.claimOne(ctx, production, "", worker, d)
+				if err == nil {
+					passOn = true // more jobs may be there
+					return l, nil
+				}
+				if KindOf(err) != KindNothingToClaim {
+					passOn = true
+					return nil, err
+				}
+				// Another claimer took it first: wait again.
+				wakeIn, err := a.untilNextWake(ctx, p.ID)
+				if err != nil {
+					return nil, err
+				}
+				if wakeIn > 0 {
+					w.WakeIn(wakeIn)
+				}
+				w.WakeIn(relook)
+				relook = min(2*relook, safetyPoll)
+			} else {
+				relook = lostRaceRelook
+			}
+		}
+		select {
+		case <-w.C():
+		case <-bound.C:
+			return nil, errf(KindNothingToClaim, "production %q had no claimable job within %s", production, wait)
+		case <-ctx.Done():
+			return nil, interrupted(ctx)
+		case <-a.waits.hub.Done():
+			return nil, errf(KindClosed, "authority is closed")
+		}
+	}
+}
+
+// look reads, without writing, whether production has a claimable job now on
+// the authority's clock. One that finds none sets the waiter's queue to wake
+// at the next time a job becomes claimable by itself (NextWakeAt), and is
+// remembered: waiters that join before anything happens need not look again.
+func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waiter) (bool, error) {
+	epoch := w.Arm()
+	started := time.Now()
+	var now, at int64
+	var found, ok bool
+	var err error
+	if lk, isLooker := a.b.(store.Looker); isLooker && a.seam.Load() == nil {
+		// One round trip; the seam, when set, replaces the store's clock,
+		// which this path cannot.
+		now, found, at, ok, err = lk.Look(ctx, productionID)
+		if err != nil {
+			return false, storageErr("look for a claimable job", err)
+		}
+	} else {
+		if now, err = a.observedNow(ctx); err != nil {
+			return false, err
+		}
+		if found, err = a.b.HasClaimable(ctx, productionID, now); err != nil {
+			return false, storageErr("look for a claimable job", err)
+		}
+		if !found {
+			if at, ok, err = a.b.NextWakeAt(ctx, productionID); err != nil {
+				return false, storageErr("look for the next claim expiry", err)
+			}
+		}
+	}
+	if found {
+		return true, nil
+	}
+	var until time.Duration // exact: how long after the clock was read something expires
+	if ok {
+		until = max(time.Duration(at-now)*time.Microsecond, time.Microsecond)
+	}
+	w.FoundNothing(epoch, started, until, minWakeIn)
+	return false, nil
+}
+
+// untilNextWake samples the clock and converts the production's next wake
+// time into a local sleep (0: none).
+func (a *Authority) untilNextWake(ctx context.Context, productionID string) (time.Duration, error) {
+	now, err := a.observedNow(ctx)
+	if err != nil {
+		return 0, err
+	}
+	at, ok, err := a.b.NextWakeAt(ctx, productionID)
+	if err != nil {
+		return 0, storageErr("look for the next claim expiry", err)
+	}
+	return untilWake(at, ok, now), nil
+}
+
+// untilWake converts a wake time at, an instant on the authority's clock,
+// into a local sleep from now, a sample of that clock; 0 when there is none.
+func untilWake(at int64, ok bool, now int64) time.Duration {
+	if !ok {
+		return 0
+	}
+	return max(minWakeIn, time.Duration(at-now)*time.Microsecond)
+}
+
+// interrupted is the error of a wait whose context ended.
+func interrupted(ctx context.Context) error {
+	why := context.Cause(ctx)
+	return &Error{Kind: KindInterrupted, Msg: "the wait was interrupted (" + why.Error() + "); nothing was claimed", Err: why}
+}
+
+// asInterrupted reports a waiting call's failure that its context's end
+// caused (an abandoned store call: busy or storage) as interrupted.
+func asInterrupted(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	switch KindOf(err) {
+	case KindBusy, KindStorage:
+		return interrupted(ctx)
+	}
+	return err
+}

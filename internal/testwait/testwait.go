@@ -1,0 +1,33 @@
+// Package testwait holds the waiting helpers of the tests: a value from a
+// channel within a bound, and a condition that must come to hold.
+package testwait
+
+import (
+	"testing"
+	"time"
+)
+
+// Receive returns the next value of c, failing t if none comes within d.
+func Receive[T any](t testing.TB, c <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s: nothing within %s", what, d)
+	}
+	var zero T
+	return zero
+}
+
+// Eventually waits until cond holds, failing t after ten seconds.
+func Eventually(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition never held")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
