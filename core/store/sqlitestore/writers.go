@@ -124,3 +124,8 @@ func dropQueue(q *writerQueue) {
 		}
 	}
 }
+
+// WaitingWriters is how many writers of this process wait for the file's
+// writer lock behind the one holding it: the queue's length, for tests of
+// other packages that check a write path waits its turn there.
+func (s *DB) WaitingWriters() int { return s.writers.waiting() }
