@@ -257,16 +257,9 @@ func (t failCommit) Commit() error {
 func TestCompleteAndClaimNextServesHighestPriorityThenEarliestClaimableThenRequestOrder(t *testing.T) {
 	f := newFixture(t)
 	f.policy(fixed(3, 10*time.Second))
-	a := f.requestWith(RequestOptions{})
-	b := f.requestWith(RequestOptions{Priority: 5, Delay: 2 * time.Second})
-	c := f.requestWith(RequestOptions{Priority: 5})
-	d := f.requestWith(RequestOptions{Priority: 5, Delay: time.Second})
-	e := f.requestWith(RequestOptions{Priority: 5}) // a tie with c: request order
-	g := f.requestWith(RequestOptions{Priority: 1000})
-	h := f.requestWith(RequestOptions{})
-	f.clk.advance(3 * time.Second)
+	order := f.requestClaimOrderMix()
 	l := f.claim("w", time.Hour)
-	require.Equal(t, g, l.JobID())
+	require.Equal(t, order[0], l.JobID())
 	next := func(want string) {
 		t.Helper()
 		n, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
@@ -275,7 +268,7 @@ func TestCompleteAndClaimNextServesHighestPriorityThenEarliestClaimableThenReque
 		require.Equal(t, want, n.JobID())
 		l = n
 	}
-	for _, want := range []string{c, e, d, b, a, h} {
+	for _, want := range order[1:] {
 		next(want)
 	}
 
@@ -297,7 +290,7 @@ func TestCompleteAndClaimNextServesHighestPriorityThenEarliestClaimableThenReque
 	n, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
 	require.NoError(t, err)
 	require.Nil(t, n)
-	for _, id := range []string{a, b, c, d, e, g, h, x, late, y, z} {
+	for _, id := range append(order, x, late, y, z) {
 		require.Equal(t, StateCompleted, f.job(id).State)
 	}
 }

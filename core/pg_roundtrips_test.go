@@ -71,52 +71,42 @@ func (p *pgProxy) forward(c net.Conn) {
 		return
 	}
 	st := &pgConn{answered: true, trip: -1, prepared: map[string]string{}}
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := s.Read(buf)
-			if n > 0 {
-				p.mu.Lock()
-				st.answered = true
-				p.mu.Unlock()
-				if _, werr := c.Write(buf[:n]); werr != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
+	go pump(s, c, func([]byte) { st.answered = true }, &p.mu)
+	pump(c, s, func(b []byte) {
+		msgs := st.parse(b)
+		if st.answered {
+			st.answered, st.trip = false, -1
+			if p.counting {
+				p.trips = append(p.trips, nil)
+				st.trip = len(p.trips) - 1
 			}
 		}
-		c.Close()
-		s.Close()
-	}()
+		if st.trip >= 0 && st.trip < len(p.trips) {
+			p.trips[st.trip] = append(p.trips[st.trip], msgs...)
+		}
+	}, &p.mu)
+}
+
+// pump copies from to to, telling saw (under mu) what it read before it
+// passes it on; when either side ends, it closes both.
+func pump(from, to net.Conn, saw func([]byte), mu *sync.Mutex) {
+	defer from.Close()
+	defer to.Close()
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := c.Read(buf)
+		n, err := from.Read(buf)
 		if n > 0 {
-			p.mu.Lock()
-			msgs := st.parse(buf[:n])
-			if st.answered {
-				st.answered, st.trip = false, -1
-				if p.counting {
-					p.trips = append(p.trips, nil)
-					st.trip = len(p.trips) - 1
-				}
-			}
-			if st.trip >= 0 && st.trip < len(p.trips) {
-				p.trips[st.trip] = append(p.trips[st.trip], msgs...)
-			}
-			p.mu.Unlock()
-			if _, werr := s.Write(buf[:n]); werr != nil {
-				break
+			mu.Lock()
+			saw(buf[:n])
+			mu.Unlock()
+			if _, werr := to.Write(buf[:n]); werr != nil {
+				return
 			}
 		}
 		if err != nil {
-			break
+			return
 		}
 	}
-	s.Close()
-	c.Close()
 }
 
 // parse reads the complete client messages in b (with what an earlier
@@ -209,49 +199,44 @@ func TestAClaimToCompleteCycleTakesAtMostTenRoundTripsOnPostgreSQL(t *testing.T)
 	defer a.Close()
 	_, err = a.CreateProduction("p")
 	require.NoError(t, err)
-	const warm, cycles = 3, 5
-	for i := 0; i < warm+cycles; i++ {
-		_, err := a.RequestJob("p", "", []byte("x"))
-		require.NoError(t, err)
+	request := func(n int) {
+		for i := 0; i < n; i++ {
+			_, err := a.RequestJob("p", "", []byte("x"))
+			require.NoError(t, err)
+		}
 	}
-	cycle := func() {
+	// measure runs op warm times (every statement then prepared on the
+	// connection), then counts the round trips of each of cycles more.
+	const warm, cycles = 3, 5
+	measure := func(what string, op func()) {
+		t.Helper()
+		for i := 0; i < warm; i++ {
+			op()
+		}
+		for i := 0; i < cycles; i++ {
+			trips := proxy.count(op)
+			require.LessOrEqual(t, len(trips), maxCycleRoundTrips, "round trips of one %s:\n%s", what, describeTrips(trips))
+			if i == 0 {
+				t.Logf("%s, %d round trips:\n%s", what, len(trips), describeTrips(trips))
+			}
+		}
+	}
+	request(warm + cycles)
+	measure("claim → complete", func() {
 		l, err := a.Claim("p", "w", time.Minute)
 		require.NoError(t, err)
 		require.NoError(t, l.Complete(Facts{}))
-	}
-	for i := 0; i < warm; i++ { // every statement prepared on the connection
-		cycle()
-	}
-	for i := 0; i < cycles; i++ {
-		trips := proxy.count(cycle)
-		require.LessOrEqual(t, len(trips), maxCycleRoundTrips, "round trips of one cycle:\n%s", describeTrips(trips))
-		if i == 0 {
-			t.Logf("claim → complete, %d round trips:\n%s", len(trips), describeTrips(trips))
-		}
-	}
+	})
 	// A worker's loop in one commit per job costs less again.
-	for i := 0; i <= warm+cycles; i++ {
-		_, err := a.RequestJob("p", "", []byte("x"))
-		require.NoError(t, err)
-	}
+	request(warm + cycles + 1)
 	l, err := a.Claim("p", "w", time.Minute)
 	require.NoError(t, err)
-	next := func() {
+	measure("complete and claim next", func() {
 		n, err := l.CompleteAndClaimNext(Facts{}, time.Minute)
 		require.NoError(t, err)
 		require.NotNil(t, n)
 		l = n
-	}
-	for i := 0; i < warm; i++ {
-		next()
-	}
-	for i := 0; i < cycles; i++ {
-		trips := proxy.count(next)
-		require.LessOrEqual(t, len(trips), maxCycleRoundTrips, "round trips of one complete-and-claim-next:\n%s", describeTrips(trips))
-		if i == 0 {
-			t.Logf("complete and claim next, %d round trips:\n%s", len(trips), describeTrips(trips))
-		}
-	}
+	})
 }
 
 // The proxy itself must count: a statement is one round trip, a pipeline
