@@ -351,3 +351,10 @@ leases_status leases_authority_open_v2(const char *location, const leases_open_o
 	           leasesgo_authority_open_v2((char *)location, bad, o.flags, o.synchronous,
 	                                      o.busy_timeout_us, hp_));
 }
+
+leases_status leases_lease_complete_and_claim_next(leases_lease *lease, const char *facts_json,
+                                                   int64_t duration_us, leases_lease **out) {
+	CHECK_FORK();
+	OUT_HANDLE(leases_lease, out,
+	           leasesgo_lease_complete_and_claim_next(H(lease), (char *)facts_json, duration_us, hp_));
+}

@@ -49,8 +49,12 @@ func TestACancelledContextIsHonouredAndWritesNothing(t *testing.T) {
 			"release":           func() error { return l.release(ctx) },
 			"fail":              func() error { return l.fail(ctx, "r") },
 			"complete":          func() error { return l.complete(ctx, Facts{}) },
-			"import":            func() error { _, err := f.a.importToken(ctx, tok); return err },
-			"begin":             func() error { _, err := f.a.begin(ctx); return err },
+			"complete and claim next": func() error {
+				_, err := l.completeAndClaimNext(ctx, Facts{}, time.Minute)
+				return err
+			},
+			"import": func() error { _, err := f.a.importToken(ctx, tok); return err },
+			"begin":  func() error { _, err := f.a.begin(ctx); return err },
 		}
 		for name, op := range ops {
 			err := op()
@@ -109,6 +113,10 @@ func TestAContextThatEndsBeforeCommitWritesNothing(t *testing.T) {
 		"claim":    func(ctx context.Context) error { _, err := f.a.claimOne(ctx, "p", "", "w", time.Minute); return err },
 		"renew":    func(ctx context.Context) error { return l.renew(ctx, time.Hour) },
 		"complete": func(ctx context.Context) error { return l.complete(ctx, Facts{}) },
+		"complete and claim next": func(ctx context.Context) error {
+			_, err := l.completeAndClaimNext(ctx, Facts{}, time.Minute)
+			return err
+		},
 		"request": func(ctx context.Context) error {
 			_, err := f.a.request(ctx, "p", "", nil, RequestOptions{})
 			return err

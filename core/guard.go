@@ -130,7 +130,9 @@ func (g *guard) commitTx() error {
 		return g.fail(now, storageErr("record high-water mark", err))
 	}
 	if err := g.tx.Commit(); err != nil {
-		if !errors.Is(err, store.ErrAbandoned) { // an abandoned commit never started: nothing to record
+		// An abandoned commit never started, and one refused before COMMIT
+		// ran failed as a write of the operation does: nothing to record.
+		if !errors.Is(err, store.ErrAbandoned) && !errors.Is(err, store.ErrNotCommitted) {
 			g.a.recordHWM(g.ctx, now)
 		}
 		return commitErr(err)
@@ -148,10 +150,12 @@ func (g *guard) fail(observed int64, err error) error {
 }
 
 // commitErr reports a failed commit. A store that aborted the commit over a
-// concurrent conflict guarantees nothing was written (and the operation may
-// be retried); any other failure leaves the outcome unknown.
+// concurrent conflict, or refused a write sent with it (ErrNotCommitted),
+// guarantees nothing was written (and the operation may be retried, if the
+// refusal was a conflict); any other failure leaves the outcome unknown.
 func commitErr(err error) error {
-	if errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrAbandoned) || errors.Is(err, store.ErrReconnect) {
+	if errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrAbandoned) || errors.Is(err, store.ErrReconnect) ||
+		errors.Is(err, store.ErrNotCommitted) {
 		return storageErr("commit", err)
 	}
 	return outcomeUnknown(err)

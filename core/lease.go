@@ -348,17 +348,12 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		// Promotion decides on the first sample: a lapse it ends became
 		// due after every transition of that claim (a renewal moves the
 		// lapse), and the claim below is timed once it holds its row.
-		wrote, err := promote(g.ctx, g.tx, p, now)
-		if err != nil {
+		var found bool
+		if j, found, err = promoteAndFind(g, p, now); err != nil {
 			return nil, err
 		}
-		g.keep = g.keep || wrote
-		j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
-		if errors.Is(err, store.ErrNoRow) {
+		if !found {
 			return nil, errf(KindNothingToClaim, "production %q has no claimable job", production)
-		}
-		if err != nil {
-			return nil, storageErr("find claimable job", err)
 		}
 	} else {
 		if j, err = jobIn(g.ctx, g.tx, p, jobID); err != nil {

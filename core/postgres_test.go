@@ -234,6 +234,10 @@ func TestAFollowerNeverMissesAnEventThatCommitsLate(t *testing.T) {
 	defer slow.Abort()
 	slowJob, err := slow.RequestJob("p", "slow", nil)
 	require.NoError(t, err)
+	// The store sends a transaction's event with its next round trip: the
+	// next request's look for its key sends this one's (and draws its seq).
+	slowNext, err := slow.RequestJob("p", "slow-next", nil)
+	require.NoError(t, err)
 	fastJob, err := a.RequestJob("p", "fast", nil)
 	require.NoError(t, err)
 	// While the older writer runs, the later event is held back: listing it
@@ -244,9 +248,11 @@ func TestAFollowerNeverMissesAnEventThatCommitsLate(t *testing.T) {
 	require.NoError(t, slow.Commit())
 	es, err = a.Events("p", after)
 	require.NoError(t, err)
-	require.Len(t, es, 2)
-	require.Equal(t, []string{slowJob, fastJob}, []string{es[0].JobID, es[1].JobID}, "events are listed in a follower-safe order")
+	require.Len(t, es, 3)
+	require.Equal(t, []string{slowJob, fastJob, slowNext}, []string{es[0].JobID, es[1].JobID, es[2].JobID},
+		"events are listed in a follower-safe order")
 	require.Less(t, es[0].Seq, es[1].Seq)
+	require.Less(t, es[1].Seq, es[2].Seq)
 }
 
 func TestAWriterOfAnotherSchemaDoesNotHoldBackEvents(t *testing.T) {

@@ -5,6 +5,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -247,25 +248,35 @@ func lapsedReady(p store.Policy, n, expiry int64) int64 {
 	return expiry + backoffUS(p, n, rand.Float64())
 }
 
-// promote is the first step of claim-next, inside its transaction: it ends
-// the production's lapsed claims (bounded, earliest first) and marks due
-// the delayed jobs whose time has come, so the claim order's index holds
-// every job claimable now. It reports whether it wrote anything.
-func promote(ctx context.Context, tx store.Tx, p store.Production, now int64) (bool, error) {
-	lapsed, err := tx.LapsedClaims(ctx, p.ID, now, lapseBatch)
+// promoteAndFind is claim-next's look, inside its transaction: it ends the
+// production's lapsed claims (bounded, earliest first) and marks due the
+// delayed jobs whose time has come, so the claim order's index holds every
+// job claimable now, and finds the first of them (found false: none). The
+// store sends its three reads at once (store.Tx.ClaimScan); when claims
+// lapsed, the first job is looked for again after their transitions. What
+// it wrote sets g.keep.
+func promoteAndFind(g *guard, p store.Production, now int64) (j store.Job, found bool, err error) {
+	sc, err := g.tx.ClaimScan(g.ctx, p.ID, now, lapseBatch, promoteBatch)
 	if err != nil {
-		return false, storageErr("find lapsed claims", err)
+		return j, false, storageErr("find claimable job", err)
 	}
-	for i := range lapsed {
-		if _, err := lapse(ctx, tx, p, &lapsed[i], now); err != nil {
-			return false, err
+	for i := range sc.Lapsed {
+		if _, err := lapse(g.ctx, g.tx, p, &sc.Lapsed[i], now); err != nil {
+			return j, false, err
 		}
 	}
-	n, err := tx.PromoteDue(ctx, p.ID, now, promoteBatch)
-	if err != nil {
-		return false, storageErr("promote due jobs", err)
+	g.keep = g.keep || len(sc.Lapsed) > 0 || sc.Promoted > 0
+	if len(sc.Lapsed) == 0 {
+		return sc.Next, sc.Found, nil
 	}
-	return len(lapsed) > 0 || n > 0, nil
+	j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
+	if errors.Is(err, store.ErrNoRow) {
+		return j, false, nil
+	}
+	if err != nil {
+		return j, false, storageErr("find claimable job", err)
+	}
+	return j, true, nil
 }
 
 // ---- productions ------------------------------------------------------------

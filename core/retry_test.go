@@ -330,8 +330,10 @@ func TestRedriveReturnsEveryDeadJobOfAProduction(t *testing.T) {
 
 // ---- order -----------------------------------------------------------------
 
-func TestClaimServesHighestPriorityThenEarliestClaimableThenRequestOrder(t *testing.T) {
-	f := newFixture(t)
+// requestClaimOrderMix requests jobs of every priority, delay and tie, lets
+// the delays pass, and returns the jobs in the order claims must take them.
+func (f *fixture) requestClaimOrderMix() []string {
+	f.t.Helper()
 	a := f.requestWith(RequestOptions{})
 	b := f.requestWith(RequestOptions{Priority: 5, Delay: 2 * time.Second})
 	c := f.requestWith(RequestOptions{Priority: 5})
@@ -340,7 +342,12 @@ func TestClaimServesHighestPriorityThenEarliestClaimableThenRequestOrder(t *test
 	g := f.requestWith(RequestOptions{Priority: 1000})
 	h := f.requestWith(RequestOptions{})
 	f.clk.advance(3 * time.Second)
-	for _, want := range []string{g, c, e, d, b, a, h} {
+	return []string{g, c, e, d, b, a, h}
+}
+
+func TestClaimServesHighestPriorityThenEarliestClaimableThenRequestOrder(t *testing.T) {
+	f := newFixture(t)
+	for _, want := range f.requestClaimOrderMix() {
 		require.Equal(t, want, f.claim("w", time.Minute).JobID())
 	}
 	f.nothing()

@@ -628,6 +628,23 @@ typedef struct leases_open_options {
 leases_status leases_authority_open_v2(const char *location, const leases_open_options *options,
                                        leases_authority **out);
 
+/* ---- one commit per worker loop (since revision 1) ---------------------- */
+
+/* Completes the lease, as leases_lease_complete(lease, facts_json), and
+ * claims the next claimable job of its production for the lease's worker
+ * for duration_us, as leases_claim, in one commit (one write transaction:
+ * on SQLite one fsync instead of two). Every rule of both holds, the
+ * completion's first: a refused completion claims nothing and returns its
+ * status, with *out NULL and nothing written. LEASES_OK: the completion
+ * committed and the lease is closed; *out is the next job's lease (release
+ * with leases_lease_free), or NULL when the production had nothing to
+ * claim. LEASES_OUTCOME_UNKNOWN: no new lease; the lease stays active (its
+ * next use asks the store) and leases_last_error() names the job the claim
+ * chose. Bad input (out NULL, a bad handle, facts_json, duration_us) is
+ * reported before anything is written. Since revision 1. */
+leases_status leases_lease_complete_and_claim_next(leases_lease *lease, const char *facts_json,
+                                                   int64_t duration_us, leases_lease **out);
+
 #ifdef __cplusplus
 }
 #endif

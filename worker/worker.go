@@ -195,63 +195,80 @@ func (r *runner) unreserve() {
 	r.mu.Unlock()
 }
 
-// slot claims and handles jobs one after the other until claiming stops.
+// slot claims and handles jobs one after the other until claiming stops. A
+// completion that claimed the slot's next job in its commit (settle) saves
+// the claim at the top of the loop.
 func (r *runner) slot(ctx context.Context, stopClaiming context.CancelFunc) {
 	pause := retryMin
-	for ctx.Err() == nil {
-		if !r.reserve() { // the others hold the last claims
-			return
-		}
-		wait := claimWait
-		if r.cfg.ExitWhenEmpty {
-			wait = emptyGrace
-		}
-		l, err := r.a.ClaimWait(ctx, r.cfg.Production, r.cfg.Worker, r.cfg.Duration, wait)
-		if err != nil {
+	var next *core.Lease
+	for {
+		l := next
+		next = nil
+		if l != nil && ctx.Err() != nil {
+			// Claiming stopped while the completion claimed this one: no
+			// handler starts after the stop, so the job goes back.
 			r.unreserve()
-		}
-		switch kind := core.KindOf(err); {
-		case err == nil:
-			pause = retryMin
-			r.handle(l)
-		case kind == core.KindInterrupted:
-			return
-		case kind == core.KindNothingToClaim:
-			if r.cfg.ExitWhenEmpty { // the other slots stop when they find nothing too
-				return
-			}
-		case kind == core.KindBusy, kind == core.KindStorage, kind == core.KindOutcomeUnknown, kind == core.KindClockRegressed:
-			r.cfg.Logger.Warn("worker: claim failed; trying again", "production", r.cfg.Production,
-				"worker", r.cfg.Worker, "error", err, "in", pause)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
-			}
-			pause = min(2*pause, retryMax)
-		default:
-			r.mu.Lock()
-			if r.fatal == nil {
-				r.fatal = err
-			}
-			r.mu.Unlock()
-			stopClaiming()
+			r.giveBack(l)
 			return
 		}
+		if l == nil {
+			if ctx.Err() != nil || !r.reserve() { // stopped, or the others hold the last claims
+				return
+			}
+			wait := claimWait
+			if r.cfg.ExitWhenEmpty {
+				wait = emptyGrace
+			}
+			var err error
+			l, err = r.a.ClaimWait(ctx, r.cfg.Production, r.cfg.Worker, r.cfg.Duration, wait)
+			if err != nil {
+				r.unreserve()
+			}
+			switch kind := core.KindOf(err); {
+			case err == nil:
+			case kind == core.KindInterrupted:
+				return
+			case kind == core.KindNothingToClaim:
+				if r.cfg.ExitWhenEmpty { // the other slots stop when they find nothing too
+					return
+				}
+				continue
+			case kind == core.KindBusy, kind == core.KindStorage, kind == core.KindOutcomeUnknown, kind == core.KindClockRegressed:
+				r.cfg.Logger.Warn("worker: claim failed; trying again", "production", r.cfg.Production,
+					"worker", r.cfg.Worker, "error", err, "in", pause)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, retryMax)
+				continue
+			default:
+				r.mu.Lock()
+				if r.fatal == nil {
+					r.fatal = err
+				}
+				r.mu.Unlock()
+				stopClaiming()
+				return
+			}
+		}
+		pause = retryMin
+		next = r.handle(ctx, l)
 	}
 }
 
 // handle runs the handler for one lease, kept alive meanwhile, and settles
-// the job with what it returned.
-func (r *runner) handle(l *core.Lease) {
+// the job with what it returned; it returns the next lease when the
+// settlement claimed one (claimCtx: whether the loop still claims).
+func (r *runner) handle(claimCtx context.Context, l *core.Lease) *core.Lease {
 	var opts []core.KeepAliveOption
 	if r.cfg.Interval != 0 {
 		opts = append(opts, core.KeepAliveInterval(r.cfg.Interval))
 	}
 	if err := l.KeepAlive(r.cfg.Duration, opts...); err != nil {
 		r.cfg.Logger.Warn("worker: cannot keep the lease alive; giving the job back", "lease", l, "error", err)
-		r.settle(l, core.Facts{}, err)
-		return
+		return r.settle(claimCtx, l, core.Facts{}, err)
 	}
 	ctx, cancel := context.WithCancelCause(r.base)
 	defer cancel(nil)
@@ -271,9 +288,9 @@ func (r *runner) handle(l *core.Lease) {
 	delete(r.running, l)
 	r.mu.Unlock()
 	if !mine { // the drain timeout released it already
-		return
+		return nil
 	}
-	r.settle(l, facts, err)
+	return r.settle(claimCtx, l, facts, err)
 }
 
 // call runs the handler; a panic is the handler's failure, not the process's.
@@ -288,27 +305,44 @@ func (r *runner) call(ctx context.Context, l *core.Lease) (f core.Facts, err err
 }
 
 // settle completes the job with the handler's facts, or, when the handler
-// failed, gives it back. This is the one place that decides what a failed
+// failed, fails it for a retry. This is the one place that decides what a failed
 // job becomes. A handler that closed the lease itself (completed it through
 // an execution request with its output, or failed it: the CLI's reference
 // executor) leaves nothing to settle.
-func (r *runner) settle(l *core.Lease, f core.Facts, handlerErr error) {
+//
+// When the loop would claim again anyway (claimCtx has not ended and
+// MaxJobs leaves a claim), the completion claims the production's next job
+// in the same commit (Lease.CompleteAndClaimNext: one commit per job instead
+// of two) and returns it; nil when nothing was claimable, or when draining
+// or at MaxJobs, where a plain completion claims nothing.
+func (r *runner) settle(claimCtx context.Context, l *core.Lease, f core.Facts, handlerErr error) *core.Lease {
 	defer l.StopKeepAlive()
 	if core.KindOf(l.Err()) == core.KindClosed {
-		return
+		return nil
 	}
-	if handlerErr == nil {
+	if handlerErr != nil {
+		// A failing handler is a failed attempt: the job comes back after
+		// the production's backoff (dead once its attempts are used up), with
+		// the error as the attempt's reason, rather than at once.
+		if err := l.FailRetry(failureReason(handlerErr), 0); err != nil && l.Err() == nil {
+			r.cfg.Logger.Warn("worker: the job was not failed for a retry", "lease", l, "error", err)
+		}
+		return nil
+	}
+	if claimCtx.Err() != nil || !r.reserve() {
 		if err := l.Complete(f); err != nil {
 			r.cfg.Logger.Warn("worker: the job was not completed", "lease", l, "error", err)
 		}
-		return
+		return nil
 	}
-	// A failing handler is a failed attempt: the job comes back after the
-	// production's backoff (dead once its attempts are used up), with the
-	// error as the attempt's reason, rather than at once.
-	if err := l.FailRetry(failureReason(handlerErr), 0); err != nil && l.Err() == nil {
-		r.cfg.Logger.Warn("worker: the job was not failed for a retry", "lease", l, "error", err)
+	next, err := completeNext(l, f, r.cfg.Duration)
+	if next == nil {
+		r.unreserve()
 	}
+	if err != nil {
+		r.cfg.Logger.Warn("worker: the job was not completed", "lease", l, "error", err)
+	}
+	return next
 }
 
 // failureReason is a handler's error as an attempt's reason: valid UTF-8
@@ -319,6 +353,16 @@ func failureReason(err error) string {
 		s = strings.ToValidUTF8(s[:core.MaxReasonLen], "") // drops a character cut in two
 	}
 	return s
+}
+
+// completeNext is Lease.CompleteAndClaimNext; the tests count its calls.
+var completeNext = (*core.Lease).CompleteAndClaimNext
+
+// giveBack releases a job the loop will not finish.
+func (r *runner) giveBack(l *core.Lease) {
+	if err := l.Release(); err != nil && l.Err() == nil {
+		r.cfg.Logger.Warn("worker: the job was not given back", "lease", l, "error", err)
+	}
 }
 
 // abandonRunning cancels every running handler and releases its job (the

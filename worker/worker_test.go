@@ -385,3 +385,77 @@ func TestClosingTheAuthorityEndsRunWithClosed(t *testing.T) {
 	require.NoError(t, a.Close())
 	require.ErrorIs(t, result(t, done), core.ErrClosed)
 }
+
+// countCompleteNext counts the loop's complete-and-claim-next calls and the
+// leases they returned, until the test ends.
+func countCompleteNext(t *testing.T) (calls, claimed *atomic.Int64) {
+	calls, claimed = new(atomic.Int64), new(atomic.Int64)
+	orig := completeNext
+	completeNext = func(l *core.Lease, f core.Facts, d time.Duration) (*core.Lease, error) {
+		calls.Add(1)
+		next, err := orig(l, f, d)
+		if next != nil {
+			claimed.Add(1)
+		}
+		return next, err
+	}
+	t.Cleanup(func() { completeNext = orig })
+	return calls, claimed
+}
+
+func TestRunCompletesAndClaimsTheNextJobInOneCommitWhenItWouldClaimAgain(t *testing.T) {
+	a := authority(t)
+	ids := request(t, a, 5)
+	calls, claimed := countCompleteNext(t)
+	cfg := config()
+	cfg.ExitWhenEmpty = true
+	var order []string
+	require.NoError(t, Run(context.Background(), a, cfg, func(ctx context.Context, l *core.Lease) (core.Facts, error) {
+		order = append(order, l.JobID())
+		return core.Facts{Metadata: map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(len(order)))}}, nil
+	}))
+	require.Equal(t, ids, order, "the next job in claim order, each once")
+	require.EqualValues(t, 5, calls.Load(), "every completion claimed the next job in its commit")
+	require.EqualValues(t, 4, claimed.Load(), "the last one found nothing left")
+	for i, id := range ids {
+		require.Equal(t, core.StateCompleted, states(t, a)[id])
+		f, err := a.FactsOf("p", id)
+		require.NoError(t, err)
+		require.JSONEq(t, fmt.Sprint(i+1), string(f.Metadata["n"]), "the handler's facts went with the completion")
+	}
+}
+
+func TestRunCompletesWithoutClaimingAtMaxJobs(t *testing.T) {
+	a := authority(t)
+	ids := request(t, a, 5)
+	calls, claimed := countCompleteNext(t)
+	cfg := config()
+	cfg.MaxJobs = 3
+	var handled atomic.Int64
+	require.NoError(t, Run(context.Background(), a, cfg, func(ctx context.Context, l *core.Lease) (core.Facts, error) {
+		handled.Add(1)
+		return core.Facts{}, nil
+	}))
+	require.EqualValues(t, 3, handled.Load())
+	require.EqualValues(t, 2, calls.Load(), "the third completion is the last job: it claims nothing")
+	require.EqualValues(t, 2, claimed.Load())
+	s := states(t, a)
+	require.Equal(t, []string{core.StateCompleted, core.StateCompleted, core.StateCompleted, core.StateRequested,
+		core.StateRequested}, []string{s[ids[0]], s[ids[1]], s[ids[2]], s[ids[3]], s[ids[4]]})
+}
+
+func TestRunCompletesWithoutClaimingWhenDraining(t *testing.T) {
+	a := authority(t)
+	ids := request(t, a, 2)
+	calls, _ := countCompleteNext(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, Run(ctx, a, config(), func(hctx context.Context, l *core.Lease) (core.Facts, error) {
+		cancel() // the drain begins while the job runs
+		return core.Facts{}, nil
+	}))
+	require.Zero(t, calls.Load(), "a draining loop claims nothing, not even with its last completion")
+	s := states(t, a)
+	require.Equal(t, core.StateCompleted, s[ids[0]])
+	require.Equal(t, core.StateRequested, s[ids[1]])
+}

@@ -74,6 +74,11 @@ var (
 	// began, or before its COMMIT was sent. Nothing was written. It wraps
 	// the context's cause.
 	ErrAbandoned = errors.New("transaction abandoned before it committed")
+	// ErrNotCommitted: Commit failed before COMMIT ran (a server store
+	// sends writes whose results nothing waited for with its COMMIT, and
+	// the server refused one of them). Nothing was written. It wraps the
+	// refusal, classified as a statement's error is (ErrRetry, ErrBusy, ...).
+	ErrNotCommitted = errors.New("the transaction was refused before it committed")
 )
 
 // Clock is implemented by a Tx whose store owns the authority clock: a
@@ -256,6 +261,15 @@ type Reader interface {
 	Attempts(ctx context.Context, jobID string) ([]Attempt, error)
 }
 
+// ClaimScan is what Tx.ClaimScan found: the lapsed claims, how many delayed
+// jobs it marked due, and the next claimable job (Found false: none).
+type ClaimScan struct {
+	Lapsed   []Job
+	Promoted int64
+	Next     Job
+	Found    bool
+}
+
 // Tx is one write transaction holding the writer lock.
 type Tx interface {
 	Reader
@@ -276,6 +290,12 @@ type Tx interface {
 	// earliest first (a range over claimed jobs only), locked for this
 	// transaction; a server store skips locked rows.
 	LapsedClaims(ctx context.Context, productionID string, now int64, limit int) ([]Job, error)
+	// ClaimScan is claim-next's look inside its transaction: LapsedClaims,
+	// then PromoteDue, then NextClaimable (each as above, at now), as one
+	// call so that a server store sends the three in one round trip. The
+	// claim ends the lapsed claims after it, and then looks for the next
+	// job again (a lapse may have made a job claimable).
+	ClaimScan(ctx context.Context, productionID string, now int64, lapseLimit, promoteLimit int) (ClaimScan, error)
 	// JobsInState returns at most limit jobs of the production in state,
 	// in request order, locked (a server store skips locked rows).
 	JobsInState(ctx context.Context, productionID, state string, limit int) ([]Job, error)

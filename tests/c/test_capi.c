@@ -26,6 +26,7 @@
 #include "leases_testing.h"
 #endif
 #include "observe_tests.h"
+#include "next_tests.h"
 
 #define NVEC(a) (sizeof(a) / sizeof((a)[0]))
 #define SEC INT64_C(1000000)
@@ -2044,6 +2045,7 @@ int main(void) {
 	RUN(test_waiting_and_keep_alive_reject_bad_input_and_change_nothing);
 	RUN(test_a_closed_lease_is_not_kept_alive_and_reports_closed);
 	RUN_OBSERVE_TESTS();
+	RUN_NEXT_TESTS();
 	RUN(test_open_v2_without_options_opens_as_leases_authority_open);
 	RUN(test_open_must_exist_refuses_a_missing_authority_and_creates_nothing);
 	RUN(test_open_options_size_rule_reads_known_fields_and_refuses_unknown_ones);

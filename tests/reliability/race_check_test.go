@@ -71,8 +71,10 @@ type raceCheck struct {
 }
 
 // checkRaceHistory checks a kept history: each partition against the model
-// on its one job, then the claim order.
+// on its one job, then the claim order. A complete_next is checked as its
+// two halves (splitCompleteNext).
 func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
+	k.Ops = splitCompleteNext(k.Ops)
 	init, idx := k.initial()
 	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts()}
 	var ops []porcupine.Operation

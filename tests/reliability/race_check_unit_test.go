@@ -58,6 +58,13 @@ func complete(w string, job string, call, ret int64, kind string) *raceOp {
 	return &raceOp{W: w, Lease: w, Op: "complete", Job: job, Call: call, Ret: ret, Kind: kind}
 }
 
+// completeNext is a complete_next of lease w's job, call n of its worker;
+// the lease it claims is labelled "w:n". The claim's duration is 60.
+func completeNext(w string, n int, job string, call, ret int64, kind, next string, expiry int64) *raceOp {
+	return &raceOp{W: w, N: n, Lease: w, Op: "complete_next", Job: job, DurUS: 60, Call: call, Ret: ret, Kind: kind,
+		RJob: next, Expiry: expiry}
+}
+
 func release(w string, job string, call, ret int64) *raceOp {
 	return &raceOp{W: w, Lease: w, Op: "release", Job: job, Call: call, Ret: ret, Kind: "ok"}
 }
@@ -140,6 +147,36 @@ var raceCases = []struct {
 	}, nil},
 	{"a claim born expired before its duration", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{{W: "a", Op: "claim", DurUS: 50, Call: 0, Ret: 49, Kind: "expired"}}
+	}, nil},
+	{"a complete_next completing and claiming the next job", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 30, "ok", "j1", 85),
+			complete("a:1", "j1", 40, 50, "ok")}
+	}, nil},
+	{"a complete_next claiming a job it may not take", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 0, 10, 6, 100),
+			completeNext("a", 1, "j0", 20, 30, "ok", "j1", 85)}
+	}, nil},
+	{"a complete_next finding nothing while a job is requested", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 30, "ok", "", 0)}
+	}, nil},
+	{"a refused complete_next claims nothing", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j1", 0, 10, 6, 100),
+			completeNext("b", 1, "j1", 200, 210, "expired", "", 0), complete("a", "j0", 40, 50, "ok")}
+	}, nil},
+	{"a complete_next whose claim was born expired", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 80, "expired", "", 0),
+			complete("a", "j0", 85, 90, "ok")}
+	}, nil},
+	{"a complete_next expired before either claim could", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 40, "expired", "", 0)}
+	}, nil},
+	{"a killed complete_next that happened", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, math.MaxInt64, "", "", 0),
+			claimOp("b", "j1", 1000, 1010, 1005, 50)}
+	}, nil},
+	{"a killed complete_next that did not happen", porcupine.Ok, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, math.MaxInt64, "", "", 0),
+			complete("a", "j0", 40, 50, "ok")}
 	}, nil},
 	{"a claim passing over a job of higher priority", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100)}

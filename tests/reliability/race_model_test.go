@@ -49,6 +49,13 @@ package reliability
 // confirmed), so the model never makes its job claimable by the clock
 // alone, and lets any claim after the known bound take it.
 //
+// complete_next (Lease.CompleteAndClaimNext) completes the lease's job and
+// claims the next one in one commit. The checker splits it in two
+// (splitCompleteNext): the completion, on its job, and a claim of the same
+// call, labelled like a claim call (W:N); the claim is there only when the
+// completion committed or may have. A completion that came back "expired"
+// may also be the claim's verdict: born expired, nothing committed.
+//
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
 // nondeterministic: the change happened or it did not, by the return; a call
 // a kill cut short returns when its worker was gone (dead, and on PostgreSQL
@@ -64,6 +71,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -162,6 +170,36 @@ type raceOp struct {
 	RJob              string
 	Expiry            int64
 	Msg               string
+	// Next marks the completion split from a complete_next, whose DurUS is
+	// the duration of the claim that came with it.
+	Next bool `json:",omitempty"`
+}
+
+// splitCompleteNext replaces each complete_next of hist by its completion
+// and, when that committed or may have, its claim: the completion on the
+// completed job, the claim on whichever job it took, each checked by the
+// model as the operation it is. It is idempotent.
+func splitCompleteNext(hist []*raceOp) []*raceOp {
+	out := make([]*raceOp, 0, len(hist))
+	for _, o := range hist {
+		if o.Op != "complete_next" {
+			out = append(out, o)
+			continue
+		}
+		done := *o
+		done.Op, done.Next, done.RJob, done.Expiry = "complete", true, "", 0
+		out = append(out, &done)
+		claim := &raceOp{W: o.W, N: o.N, Op: "claim", Lease: o.W + ":" + strconv.Itoa(o.N), DurUS: o.DurUS,
+			Call: o.Call, Ret: o.Ret, Kind: o.Kind, RJob: o.RJob, Expiry: o.Expiry, Msg: o.Msg}
+		switch {
+		case o.Kind == "ok" && o.RJob == "":
+			claim.Kind = "nothing_to_claim"
+		case o.Kind != "ok" && o.Ret != math.MaxInt64 && !raceUnknown[o.Kind]:
+			continue // refused: nothing was claimed
+		}
+		out = append(out, claim)
+	}
+	return out
 }
 
 func (s mState) with(i int, j mJob) mState {
@@ -273,7 +311,7 @@ func (r leaseRules) step(s mState, o *raceOp) []mState {
 		}
 		return []mState{s.with(ji, r.applyClaimant(j, o, false))}
 	case "expired":
-		if held && o.Ret >= j.lo {
+		if held && (o.Ret >= j.lo || (o.Next && o.Ret-o.Call >= o.DurUS)) {
 			return []mState{s}
 		}
 	case "not_extended":

@@ -36,7 +36,7 @@ func checkJobsOf(window int, init mState, ops ...*raceOp) porcupine.CheckResult 
 		idx[id] = i
 	}
 	var h []porcupine.Operation
-	for i, o := range ops {
+	for i, o := range splitCompleteNext(ops) {
 		if isClaim(o.Op) && o.Lease == "" {
 			o.Lease = o.W
 		}

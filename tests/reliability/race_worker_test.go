@@ -8,16 +8,22 @@ package reliability
 //	{"w":W,"n":N,"ev":"call","op":OP,"lease":L,"job":J,"dur_us":D,"t":CALL_UNIX_US}
 //	{"w":W,"n":N,"ev":"ret","kind":K,"job":J,"expiry_unix_us":E,"msg":M,"t":RETURN_UNIX_US}
 //
-// OP is claim, renew, release, fail, fail_retry or complete; L labels the lease ("W:N"
-// of its claim call); J is the job (known at the call except for claim);
+// OP is claim, claim_wait, renew, keep_alive, stop_keep_alive, release,
+// fail, fail_retry, complete or complete_next; L labels the lease ("W:N" of
+// the call that claimed it: a claim, a claim_wait or a complete_next); J is
+// the job (known at the call except for claims);
 // K is "ok" or the status name; E is the expiry the authority returned (claim
 // and renew); M is the error text (scanned for secrets). A call line without
 // its ret line is a call whose outcome is unknown (the worker was killed).
 //
 // The loop: claim for 30-150 ms; sleep 0-60 ms; renew for 30-200 ms one time
-// in three; sleep 0-40 ms; then release (2/10), fail (1/10) or complete
-// (7/10) with facts {"metadata": {"by": W, "lease": L}}. The Go and C
-// workers fail half of their failures retryably (fail_retry). Workers that can
+// in three; sleep 0-40 ms; then release (2/10), fail (1/10), complete
+// (3/10) or complete_next (4/10: complete, and claim the next job for
+// 30-150 ms in the same commit; its J and E in the ret line are the new
+// lease's, and the loop goes on with that lease instead of claiming), each
+// completion with facts {"metadata": {"by": W, "lease": L}}. The Go and C
+// workers fail half of their failures retryably (fail_retry); only the Go
+// worker calls complete_next (the C worker completes 7/10). Workers that can
 // also claim with a wait (claim_wait, waiting up to 0-300 ms, one claim in
 // two) and keep a lease alive one time in three (keep_alive for the claim's
 // duration, 50-300 ms of work, then stop_keep_alive, whose ret carries the
@@ -98,6 +104,9 @@ func raceWorkerMain(name string) int {
 	}
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	deadline := time.Now().Add(time.Duration(runMS) * time.Millisecond)
+	var l *core.Lease // held from the last complete_next, else claimed at the top
+	var label string
+	var d time.Duration // what l was claimed for
 	for it := 1; time.Now().Before(deadline); it++ {
 		if it%25 == 0 {
 			js, _ := a.Jobs(raceProduction)
@@ -105,32 +114,35 @@ func raceWorkerMain(name string) int {
 			out, _ := json.Marshal(map[string]any{"jobs": js, "events": evs})
 			fmt.Println(string(out))
 		}
-		d := ms(30, 150)
-		waiting := rng.IntN(2) == 0
-		op := "claim"
-		if waiting {
-			op = "claim_wait"
-		}
-		id := call(op, "", "", d)
-		label := name + ":" + strconv.Itoa(id)
-		var l *core.Lease
-		if waiting {
-			l, err = a.ClaimWait(context.Background(), raceProduction, name, d, ms(0, 300))
-		} else {
-			l, err = a.Claim(raceProduction, name, d)
-		}
-		if err != nil {
-			ret(id, err, "", 0)
-			if !waiting {
-				time.Sleep(5 * time.Millisecond)
+		if l == nil {
+			d = ms(30, 150)
+			waiting := rng.IntN(2) == 0
+			op := "claim"
+			if waiting {
+				op = "claim_wait"
 			}
-			continue
+			id := call(op, "", "", d)
+			label = name + ":" + strconv.Itoa(id)
+			var err error
+			if waiting {
+				l, err = a.ClaimWait(context.Background(), raceProduction, name, d, ms(0, 300))
+			} else {
+				l, err = a.Claim(raceProduction, name, d)
+			}
+			if err != nil {
+				l = nil
+				ret(id, err, "", 0)
+				if !waiting {
+					time.Sleep(5 * time.Millisecond)
+				}
+				continue
+			}
+			ret(id, nil, l.JobID(), l.ExpiryUnixUS())
+			if tok, err := l.Export(); err == nil {
+				tokf.Write([]byte(tok + "\n"))
+			}
 		}
 		job := l.JobID()
-		ret(id, nil, job, l.ExpiryUnixUS())
-		if tok, err := l.Export(); err == nil {
-			tokf.Write([]byte(tok + "\n"))
-		}
 		time.Sleep(ms(0, 60))
 		if rng.IntN(3) == 0 {
 			id := call("keep_alive", label, job, d)
@@ -151,6 +163,8 @@ func raceWorkerMain(name string) int {
 			ret(id, err, job, exp)
 		}
 		time.Sleep(ms(0, 40))
+		facts := core.Facts{Metadata: map[string]json.RawMessage{
+			"by": json.RawMessage(strconv.Quote(name)), "lease": json.RawMessage(strconv.Quote(label))}}
 		switch r := rng.IntN(10); {
 		case r < 2:
 			id := call("release", label, job, 0)
@@ -161,12 +175,27 @@ func raceWorkerMain(name string) int {
 		case r < 3:
 			id := call("fail", label, job, 0)
 			ret(id, l.Fail("race failure by "+name), job, 0)
-		default:
+		case r < 6:
 			id := call("complete", label, job, 0)
-			facts := core.Facts{Metadata: map[string]json.RawMessage{
-				"by": json.RawMessage(strconv.Quote(name)), "lease": json.RawMessage(strconv.Quote(label))}}
 			ret(id, l.Complete(facts), job, 0)
+		default:
+			// Complete and claim the next job in one commit; the next
+			// lease is labelled by this call, as a claim's is.
+			nd := ms(30, 150)
+			id := call("complete_next", label, job, nd)
+			next, err := l.CompleteAndClaimNext(facts, nd)
+			if next == nil {
+				ret(id, err, "", 0)
+			} else {
+				ret(id, nil, next.JobID(), next.ExpiryUnixUS())
+				if tok, err := next.Export(); err == nil {
+					tokf.Write([]byte(tok + "\n"))
+				}
+			}
+			l, label, d = next, name+":"+strconv.Itoa(id), nd
+			continue
 		}
+		l = nil
 	}
 	return 0
 }

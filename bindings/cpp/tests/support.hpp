@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,35 @@ protected:
     std::int64_t t0 = 0;
     std::int64_t now = 0;  // offset from t0
 };
+
+// Lease::complete_and_claim_next on either store (production "p", no
+// jobs yet): the completion and the next claim in one call, nullopt when
+// nothing is left, nothing claimed when the completion is refused.
+template <class State>
+void check_complete_and_claim_next(leases::Authority &a, State state) {
+    const std::string first = a.request_job("p"), second = a.request_job("p");
+    std::optional<leases::Lease> l = a.claim("p", "w7", 30s);
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(l->job_id(), first);
+    EXPECT_THROW((void)l->complete_and_claim_next(0s), leases::InvalidDurationError);
+    EXPECT_THROW((void)l->complete_and_claim_next(30s, "{\"metadata\":"), leases::InvalidArgumentError);
+    std::optional<leases::Lease> next = l->complete_and_claim_next(30s, R"({"metadata": {"frames": 3}})");
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(next->job_id(), second);
+    EXPECT_EQ(next->worker(), "w7");
+    EXPECT_EQ(state(first), "completed");
+    EXPECT_EQ(state(second), "claimed");
+    EXPECT_THROW(l->renew(30s), leases::ClosedError);
+    const std::string third = a.request_job("p");
+    a.cancel("p", second);
+    EXPECT_THROW((void)next->complete_and_claim_next(30s), leases::CancelledError);
+    EXPECT_EQ(state(third), "requested");
+    std::optional<leases::Lease> last = a.claim("p", "w7", 30s);
+    ASSERT_TRUE(last.has_value());
+    EXPECT_EQ(last->job_id(), third);
+    EXPECT_FALSE(last->complete_and_claim_next(30s).has_value());
+    EXPECT_EQ(state(third), "completed");
+}
 
 }  // namespace leases_test
 

@@ -325,3 +325,7 @@ TEST_F(Lifecycle, ThreadsSharingOneAuthorityClaimEachJobExactlyOnce) {
     EXPECT_EQ(total, static_cast<std::size_t>(jobs));
     EXPECT_EQ(all.size(), static_cast<std::size_t>(jobs)) << "a job was claimed twice";
 }
+
+TEST_F(Lifecycle, CompleteAndClaimNextCompletesAndClaimsInOneCommit) {
+    check_complete_and_claim_next(a(), [this](const std::string &id) { return state(id); });
+}

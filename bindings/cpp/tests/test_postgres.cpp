@@ -267,6 +267,10 @@ TEST_F(Postgres, PagesRecordsAndOpenOptionsWorkOnPostgres) {
     psql("DROP SCHEMA " + empty_schema + " CASCADE");
 }
 
+TEST_F(Postgres, CompleteAndClaimNextCompletesAndClaimsInOneCommit) {
+    check_complete_and_claim_next(a(), [this](const std::string &id) { return state(id); });
+}
+
 // ---- the worker runtime on PostgreSQL ------------------------------------------
 
 TEST_F(Postgres, AWaitingClaimWakesWhenAnotherHandleCommitsARequest) {

@@ -181,6 +181,7 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_productions_page_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_job_counts_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_authority_open_v2": (c_status, [ctypes.c_char_p, ctypes.POINTER(leases_open_options), ctypes.POINTER(AuthorityPtr)]),
+    "leases_lease_complete_and_claim_next": (c_status, [LeasePtr, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
 }
 
 # Every function of include/leases_testing.h: name -> (restype, argtypes).

@@ -145,6 +145,27 @@ class Lease(Managed):
         facts = facts_json(metadata, provenance)
         _ffi.call(_ffi.lib.leases_lease_complete, self._handle(), facts)
 
+    def complete_and_claim_next(
+        self,
+        metadata: Optional[JSONMapping] = None,
+        provenance: Optional[JSONMapping] = None,
+        *,
+        duration: timedelta,
+    ) -> Optional["Lease"]:
+        """Completes the job as complete() does and claims the production's
+        next claimable job for the same worker for duration, in one commit.
+        Returns the new lease, or None when nothing was claimable (the
+        completion committed all the same). A refused completion raises its
+        error and claims nothing; this lease is closed once it succeeds."""
+        _ffi.ensure_not_forked()
+        facts = facts_json(metadata, provenance)
+        us = duration_us(duration)
+        out = _ffi.LeasePtr()
+        _ffi.call(_ffi.lib.leases_lease_complete_and_claim_next, self._handle(), facts, us, ctypes.byref(out))
+        if not out:
+            return None
+        return Lease(out, self._authority)
+
     def export_token(self) -> str:
         """The token of this active lease for another process. It is a
         credential: keep it out of logs, argument lists and reprs."""

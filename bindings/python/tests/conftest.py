@@ -48,6 +48,36 @@ def claim(
     return lease
 
 
+def check_complete_and_claim_next(auth: leases.Authority) -> None:
+    """Lease.complete_and_claim_next on either store: the completion and the
+    next claim in one call, None when nothing is left, nothing claimed when
+    the completion is refused."""
+    first = auth.request_job(PRODUCTION)
+    second = auth.request_job(PRODUCTION)
+    lease = claim(auth, worker="w7")
+    assert lease.job_id == first
+    with pytest.raises(leases.InvalidDurationError):
+        lease.complete_and_claim_next(duration=timedelta(0))
+    with pytest.raises(TypeError):
+        lease.complete_and_claim_next(metadata=[1], duration=SECONDS_30)  # type: ignore[arg-type]
+    nxt = lease.complete_and_claim_next(metadata={"frames": 3}, duration=SECONDS_30)
+    assert nxt is not None
+    assert nxt.job_id == second and nxt.worker == "w7" and nxt.production == PRODUCTION
+    assert auth.job(PRODUCTION, first).state == "completed"
+    assert auth.job(PRODUCTION, second).state == "claimed"
+    with pytest.raises(leases.ClosedError):
+        lease.renew(SECONDS_30)
+    third = auth.request_job(PRODUCTION)
+    auth.cancel(PRODUCTION, second)
+    with pytest.raises(leases.CancelledError):
+        nxt.complete_and_claim_next(duration=SECONDS_30)
+    assert auth.job(PRODUCTION, third).state == "requested"
+    last = claim(auth)
+    assert last.job_id == third
+    assert last.complete_and_claim_next(duration=SECONDS_30) is None
+    assert auth.job(PRODUCTION, third).state == "completed"
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Each store in turn: a SQLite file, then a fresh PostgreSQL schema."""

@@ -13,7 +13,7 @@ import pytest
 
 import leases
 
-from conftest import PRODUCTION, ROOT, SECONDS_30
+from conftest import PRODUCTION, ROOT, SECONDS_30, check_complete_and_claim_next
 
 
 def job(auth: leases.Authority, job_id: str) -> leases.Job:
@@ -260,3 +260,7 @@ def test_a_job_state_added_later_is_kept_as_its_plain_text() -> None:
     j = Job.from_json({"id": "x", "production": "p", "state": "paused", "attempts": 0})
     assert j.state == "paused" and type(j.state) is str
     assert leases.JobState.parse("failed") is leases.JobState.FAILED
+
+
+def test_complete_and_claim_next_completes_and_claims_in_one_commit(auth: leases.Authority) -> None:
+    check_complete_and_claim_next(auth)

@@ -18,7 +18,7 @@ import leases
 
 import _pg
 import _testing
-from conftest import PRODUCTION, SECONDS_30, T0, claim, load_vectors
+from conftest import PRODUCTION, SECONDS_30, T0, check_complete_and_claim_next, claim, load_vectors
 
 PASSWORD = "SECRETPW"
 
@@ -194,3 +194,7 @@ def test_redact_leaves_a_sqlite_path_unchanged() -> None:
 
     assert redact("jobs.db") == "jobs.db"
     assert redact("/tmp/my jobs.db") == "/tmp/my jobs.db"
+
+
+def test_complete_and_claim_next_completes_and_claims_in_one_commit_on_postgres(pg: leases.Authority) -> None:
+    check_complete_and_claim_next(pg)

@@ -670,6 +670,25 @@ impl Lease {
         error::check(unsafe { sys::leases_lease_complete(self.raw, opt_ptr(&facts)) })
     }
 
+    /// Completes the job as [`complete`](Lease::complete) does and claims
+    /// the production's next claimable job for the same worker for
+    /// `duration`, in one commit. `Ok(None)` when nothing was claimable (the
+    /// completion committed all the same). A refused completion is its
+    /// error, and nothing is claimed; success closes this lease.
+    pub fn complete_and_claim_next(&self, facts: &Facts, duration: Duration) -> Result<Option<Lease>> {
+        let us = duration_us(duration)?;
+        let facts = facts_ptr(facts)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid string or NULL, valid out pointer.
+        error::check(unsafe {
+            sys::leases_lease_complete_and_claim_next(self.raw, opt_ptr(&facts), us, &mut out)
+        })?;
+        if out.is_null() {
+            return Ok(None);
+        }
+        Lease::from_raw(out).map(Some)
+    }
+
     /// Exports this active lease as a [`Token`] for another process. The
     /// token is a credential: keep it out of logs and argument lists.
     pub fn export_token(&self) -> Result<Token> {

@@ -164,6 +164,7 @@ extern "C" {
     pub fn leases_productions_page_json(authority: *mut leases_authority, cursor: *const c_char, limit: u32, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_job_counts_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_authority_open_v2(location: *const c_char, options: *const leases_open_options, out: *mut *mut leases_authority) -> leases_status;
+    pub fn leases_lease_complete_and_claim_next(lease: *mut leases_lease, facts_json: *const c_char, duration_us: i64, out: *mut *mut leases_lease) -> leases_status;
 }
 
 /// `include/leases_testing.h`: present only in the test build of the library

@@ -219,3 +219,9 @@ fn library_reports_the_abi_this_crate_was_written_for() {
     let version = std::fs::read_to_string(repo_root().join("VERSION")).unwrap();
     assert_eq!(leases::library_version(), version.trim());
 }
+
+#[test]
+fn complete_and_claim_next_completes_and_claims_in_one_commit() {
+    let (_dir, auth) = common::fresh("next");
+    common::check_complete_and_claim_next(&auth);
+}

@@ -210,6 +210,13 @@ fn pages_records_and_open_options_work_on_postgres() {
     assert_eq!(Authority::open_with(&empty.url, &o).unwrap_err().kind(), ErrorKind::NotFound);
 }
 
+#[test]
+fn complete_and_claim_next_completes_and_claims_in_one_commit_on_postgresql() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::check_complete_and_claim_next(&auth);
+}
+
 // ---- the worker runtime on PostgreSQL ------------------------------------------
 
 const MINUTE: Duration = Duration::from_secs(60);

@@ -46,15 +46,19 @@ func (t *Tx) Claimable(ctx context.Context, productionID string) error {
 	return nil
 }
 
-// commitNotifying sends the transaction's notices and COMMIT in one round
-// trip: the server delivers the notices when, and only if, it commits.
-func (t *Tx) commitNotifying(ctx context.Context) (pgconn.CommandTag, error) {
-	b := &pgx.Batch{}
+// commitPipelined sends the held writes, the transaction's notices and
+// COMMIT in one round trip: the server delivers the notices when, and only
+// if, it commits.
+func (t *Tx) commitPipelined(ctx context.Context) (pgconn.CommandTag, error) {
+	qs := make([]queued, 0, len(t.notices)+1)
 	for _, id := range t.notices {
-		b.Queue(`SELECT pg_notify(`+channelSQL+`, $1)`, id)
+		qs = append(qs, queued{`SELECT pg_notify(` + channelSQL + `, $1)`, []any{id}})
 	}
-	b.Queue("COMMIT")
-	br := t.conn.c.SendBatch(ctx, b)
+	qs = append(qs, queued{"COMMIT", nil})
+	br, err := t.conn.pipeline(ctx, qs...)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	defer br.Close()
 	for range t.notices {
 		if _, err := br.Exec(); err != nil {

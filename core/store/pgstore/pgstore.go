@@ -160,30 +160,114 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	return nil, classify(err)
 }
 
-// txConn runs a transaction's statements on its connection. BEGIN is not a
-// round trip of its own: it is sent in one batch with the transaction's
-// first statement.
+// txConn runs a transaction's statements on its connection, in as few
+// round trips as their results allow (docs/postgres.md, "Round trips"):
+// BEGIN is sent in one pipeline with the transaction's first statement, and
+// a write whose result nothing waits for (a job's update, an event, an
+// attempt, the mark) is held back and sent in one pipeline with the next
+// statement whose answer is needed, or with COMMIT. Its failure is then
+// that statement's; it never reads as that statement's own answer (a held
+// write that changed no row is an error of its own, never ErrNoRow).
 type txConn struct {
-	c      *pgxpool.Conn
-	db     *DB
-	begun  bool
-	broken bool // a session failure or a deadline: close, do not pool (session.go)
+	c       *pgxpool.Conn
+	db      *DB
+	begun   bool
+	broken  bool // a session failure or a deadline: close, do not pool (session.go)
+	pending []heldWrite
+	sent    int // statements sent or held so far: a stashed sample is only as fresh as this count
+}
+
+// heldWrite is a write sent with the next statement; check judges its tag.
+type heldWrite struct {
+	sql   string
+	args  []any
+	check func(pgconn.CommandTag) error
 }
 
 const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
-// first sends BEGIN and sql in one batch; the caller reads sql's result.
-func (t *txConn) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	t.begun = true
+// hold queues a write for the next round trip.
+func (t *txConn) hold(check func(pgconn.CommandTag) error, sql string, args ...any) {
+	t.sent++
+	t.pending = append(t.pending, heldWrite{sql: sql, args: args, check: check})
+}
+
+// oneRow is the check of a write that must change exactly one row.
+func oneRow(what string) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%s changed %d rows, not 1", what, tag.RowsAffected())
+		}
+		return nil
+	}
+}
+
+// direct reports whether sql can go alone: begun, nothing held.
+func (t *txConn) direct() bool {
+	t.sent++
+	return t.begun && len(t.pending) == 0
+}
+
+// pipeline sends BEGIN (unless begun), the held writes and then sqls in one
+// batch, and reads the results up to the first of sqls, which the caller
+// reads. An error of a held write ends the batch.
+func (t *txConn) pipeline(ctx context.Context, sqls ...queued) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	b.Queue(beginSQL)
-	b.Queue(sql, args...)
+	if !t.begun {
+		b.Queue(beginSQL)
+	}
+	held := t.pending
+	t.begun, t.pending = true, nil
+	for _, w := range held {
+		b.Queue(w.sql, w.args...)
+	}
+	for _, q := range sqls {
+		b.Queue(q.sql, q.args...)
+	}
 	br := t.c.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, t.saw(err)
+	if b.Len() > len(held)+len(sqls) {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, t.saw(err)
+		}
+	}
+	for _, w := range held {
+		tag, err := br.Exec()
+		if err == nil && w.check != nil {
+			err = w.check(tag)
+		}
+		if err != nil {
+			br.Close()
+			return nil, t.saw(heldErr(err))
+		}
 	}
 	return br, nil
+}
+
+type queued struct {
+	sql  string
+	args []any
+}
+
+// heldFailure is a held write's failure: classified, and never ErrNoRow.
+// refused: the server refused the write, so it skipped every statement
+// after it up to the batch's end (a COMMIT among them never ran).
+type heldFailure struct {
+	err     error
+	refused bool
+}
+
+func (e *heldFailure) Error() string { return e.err.Error() }
+func (e *heldFailure) Unwrap() error { return e.err }
+
+func heldErr(err error) error {
+	var pe *pgconn.PgError
+	refused := errors.As(err, &pe)
+	c := classify(err)
+	if errors.Is(c, store.ErrNoRow) {
+		c = fmt.Errorf("a write of this transaction failed: %v", err)
+	}
+	return &heldFailure{err: c, refused: refused}
 }
 
 // Every statement runs under the statement deadline (session.go), and its
@@ -191,11 +275,11 @@ func (t *txConn) first(ctx context.Context, sql string, args []any) (pgx.BatchRe
 func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	ctx, cancel := t.db.bounded(ctx)
 	defer cancel()
-	if t.begun {
+	if t.direct() {
 		tag, err := t.c.Exec(ctx, sql, args...)
 		return tag, t.saw(err)
 	}
-	br, err := t.first(ctx, sql, args)
+	br, err := t.pipeline(ctx, queued{sql, args})
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -208,10 +292,10 @@ func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 
 func (t *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	ctx, cancel := t.db.bounded(ctx)
-	if t.begun {
+	if t.direct() {
 		return sawRow{row: t.c.QueryRow(ctx, sql, args...), t: t, end: cancel}
 	}
-	br, err := t.first(ctx, sql, args)
+	br, err := t.pipeline(ctx, queued{sql, args})
 	if err != nil {
 		cancel()
 		return errRow{err}
@@ -221,19 +305,66 @@ func (t *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 
 func (t *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	ctx, cancel := t.db.bounded(ctx)
-	if !t.begun {
-		t.begun = true
-		if _, err := t.c.Exec(ctx, beginSQL); err != nil {
+	if t.direct() {
+		rows, err := t.c.Query(ctx, sql, args...)
+		if err != nil {
 			cancel()
 			return nil, t.saw(err)
 		}
+		return &sawRows{Rows: rows, t: t, end: cancel}, nil
 	}
-	rows, err := t.c.Query(ctx, sql, args...)
+	br, err := t.pipeline(ctx, queued{sql, args})
 	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
 		cancel()
 		return nil, t.saw(err)
 	}
-	return &sawRows{Rows: rows, t: t, end: cancel}, nil
+	return &batchRows{Rows: rows, br: br, t: t, end: cancel}, nil
+}
+
+// batchRows are a pipelined statement's rows: the batch ends with them,
+// before their deadline's context is released.
+type batchRows struct {
+	pgx.Rows
+	br   pgx.BatchResults
+	t    *txConn
+	end  context.CancelFunc
+	done bool
+	err  error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Close() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.Rows.Close()
+	r.err = r.Rows.Err()
+	if cerr := r.br.Close(); r.err == nil {
+		r.err = cerr
+	}
+	r.t.saw(r.err)
+	r.end()
+}
+
+func (r *batchRows) Err() error {
+	if r.done {
+		return r.err
+	}
+	return r.Rows.Err()
 }
 
 // batchRow is the first statement's row; scanning it ends the batch.
@@ -270,6 +401,15 @@ type Tx struct {
 	startUS  int64
 	startAt  time.Time
 	hasStart bool
+	// The clock sample a locking read took once it held its row, for the
+	// sample the rules take then (core's guard.locked): it serves only the
+	// next Now, only if no statement came between (lockedAt is the
+	// connection's count of statements when it was read), and only within
+	// startFresh of it.
+	lockedUS   int64
+	lockedAt   int
+	lockedTime time.Time
+	hasLocked  bool
 }
 
 var _ store.Clock = (*Tx)(nil)
@@ -294,6 +434,13 @@ func (t *Tx) HWM(ctx context.Context) (int64, error) {
 // transaction, unlike now()). The first sample after the mark was read is
 // the one read with it, if that was just now.
 func (t *Tx) Now(ctx context.Context) (int64, error) {
+	if t.hasLocked {
+		t.hasLocked = false
+		if t.lockedAt == t.conn.sent && time.Since(t.lockedTime) < startFresh {
+			t.hasStart = false
+			return t.lockedUS, nil
+		}
+	}
 	if t.hasStart {
 		t.hasStart = false
 		if time.Since(t.startAt) < startFresh {
@@ -303,6 +450,77 @@ func (t *Tx) Now(ctx context.Context) (int64, error) {
 	var v int64
 	err := t.conn.QueryRow(ctx, `SELECT `+clockSQL).Scan(&v)
 	return v, classify(err)
+}
+
+// lockedRead runs a read that locks the rows it returns (sql, FOR UPDATE
+// included) and samples the server's clock in the same statement, after
+// the lock is held: the outer query's clock is evaluated for each row the
+// locking subquery returns, and a row whose newer version had to be waited
+// for is fetched again (and its clock evaluated again) before it is
+// returned. No row: ErrNoRow, and no sample.
+func (t *Tx) lockedRead(ctx context.Context, sql string, args ...any) (store.Job, error) {
+	var now int64
+	j, err := scanJobAnd(t.conn.QueryRow(ctx, `SELECT j.*, `+clockSQL+` FROM (`+sql+`) j`, args...), &now)
+	if err == nil {
+		t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
+	}
+	return j, err
+}
+
+// JobByID reads the job's row locked, with the clock once it is held.
+func (t *Tx) JobByID(ctx context.Context, id string) (store.Job, error) {
+	return t.lockedRead(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE id = $1 FOR UPDATE`, id)
+}
+
+// NextClaimable takes the first due job in claim order that no other
+// transaction holds, locked, with the clock once it is held.
+func (t *Tx) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
+	return t.lockedRead(ctx, nextClaimableSQL+` FOR UPDATE SKIP LOCKED`, productionID)
+}
+
+// ClaimScan sends the claim's three looks in one round trip: the lapsed
+// claims (locked), the promotion of due delayed jobs, and the next
+// claimable job (locked, with the clock once it is held, as NextClaimable).
+// The server runs them in order, so the look sees what the promotion made due.
+func (t *Tx) ClaimScan(ctx context.Context, productionID string, now int64, lapseLimit, promoteLimit int) (store.ClaimScan, error) {
+	var sc store.ClaimScan
+	ctx, cancel := t.db.bounded(ctx)
+	defer cancel()
+	t.conn.sent++
+	br, err := t.conn.pipeline(ctx,
+		queued{lapsedClaimsSQL + ` FOR UPDATE SKIP LOCKED`, []any{productionID, now, lapseLimit}},
+		queued{promoteDueSQL, []any{productionID, now, promoteLimit}},
+		queued{`SELECT j.*, ` + clockSQL + ` FROM (` + nextClaimableSQL + ` FOR UPDATE SKIP LOCKED) j`, []any{productionID}})
+	if err != nil {
+		return sc, err
+	}
+	err = func() error {
+		defer br.Close()
+		rows, err := br.Query()
+		if err != nil {
+			return classify(err)
+		}
+		if sc.Lapsed, err = collect(rows, func(r pgx.CollectableRow) (store.Job, error) { return scanJob(r) }); err != nil {
+			return err
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return classify(err)
+		}
+		sc.Promoted = tag.RowsAffected()
+		var clock int64
+		sc.Next, err = scanJobAnd(br.QueryRow(), &clock)
+		switch {
+		case errors.Is(err, store.ErrNoRow):
+			return nil
+		case err != nil:
+			return err
+		}
+		sc.Found = true
+		t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = clock, t.conn.sent, time.Now(), true
+		return nil
+	}()
+	return sc, t.conn.saw(err)
 }
 
 // Commit commits, unless the transaction's context has ended: then it rolls
@@ -315,7 +533,7 @@ func (t *Tx) Commit() error {
 	if t.done {
 		return errors.New("transaction already finished")
 	}
-	if !t.conn.begun { // nothing was sent: nothing to commit
+	if !t.conn.begun && len(t.conn.pending) == 0 { // nothing was sent or held: nothing to commit
 		t.finish()
 		return nil
 	}
@@ -327,10 +545,18 @@ func (t *Tx) Commit() error {
 	defer cancel()
 	var tag pgconn.CommandTag
 	var err error
-	if len(t.notices) == 0 {
+	if len(t.notices) == 0 && t.conn.direct() {
 		tag, err = t.conn.c.Exec(ctx, "COMMIT")
 	} else {
-		tag, err = t.commitNotifying(ctx)
+		tag, err = t.commitPipelined(ctx)
+	}
+	var held *heldFailure
+	if errors.As(err, &held) && held.refused {
+		// The server refused a held write, and so skipped the COMMIT after
+		// it: nothing was written (releasing the connection inside its
+		// aborted transaction discards it).
+		t.finish()
+		return fmt.Errorf("%w: %w", store.ErrNotCommitted, err)
 	}
 	if err != nil {
 		t.conn.saw(err)
@@ -347,6 +573,7 @@ func (t *Tx) Rollback() error {
 	if t.done {
 		return nil
 	}
+	t.conn.pending = nil                // held writes are never sent
 	if !t.conn.begun || t.conn.broken { // a broken session is closed, which rolls back
 		t.finish()
 		return nil

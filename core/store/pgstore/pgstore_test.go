@@ -69,16 +69,21 @@ func TestCommitsAdvanceDifferentMarkRowsWithoutWaiting(t *testing.T) {
 	db, _ := open(t, 50*time.Millisecond)
 	// Every transaction but one holds a mark row: the last still advances
 	// one without waiting; only when all are held does a writer wait.
+	// SetHWM is held until the transaction's next round trip (a read, or
+	// COMMIT): the read after it sends it.
 	var held []*Tx
 	for i := 0; i < hwmShards; i++ {
 		tx := begin(t, db)
 		require.NoError(t, tx.SetHWM(ctx, int64(100+i)), "writer %d", i)
+		_, err := tx.HWM(ctx)
+		require.NoError(t, err, "writer %d", i)
 		held = append(held, tx)
 	}
 	late := begin(t, db)
-	err := late.SetHWM(ctx, 5000)
+	require.NoError(t, late.SetHWM(ctx, 5000))
+	err := late.Commit()
 	require.ErrorIs(t, err, store.ErrBusy, "every row held: the writer waited the busy timeout")
-	late.Rollback()
+	require.ErrorIs(t, err, store.ErrNotCommitted, "refused with its COMMIT: nothing was written")
 	for _, tx := range held {
 		require.NoError(t, tx.Commit())
 	}

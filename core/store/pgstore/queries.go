@@ -79,12 +79,15 @@ const jobColumns = `id, production_id, key, payload, seq, state, claim_hash, wor
 	claimed_unix_us, expiry_unix_us, attempts, reason, requested_unix_us, updated_unix_us,
 	priority, claimable_unix_us, ready_unix_us, due`
 
-func scanJob(r pgx.Row) (store.Job, error) {
+func scanJob(r pgx.Row) (store.Job, error) { return scanJobAnd(r) }
+
+// scanJobAnd scans a job's columns, then the row's further columns into more.
+func scanJobAnd(r pgx.Row, more ...any) (store.Job, error) {
 	var j store.Job
 	var key *string
-	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Payload, &j.Seq, &j.State, &j.ClaimHash, &j.Worker,
+	err := r.Scan(append([]any{&j.ID, &j.ProductionID, &key, &j.Payload, &j.Seq, &j.State, &j.ClaimHash, &j.Worker,
 		&j.ClaimedAt, &j.Expiry, &j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt,
-		&j.Priority, &j.ClaimableAt, &j.ReadyAt, &j.Due)
+		&j.Priority, &j.ClaimableAt, &j.ReadyAt, &j.Due}, more...)...)
 	if err != nil {
 		return store.Job{}, classify(err)
 	}
@@ -114,23 +117,38 @@ func (q queries) HWM(ctx context.Context) (int64, error) {
 
 // SetHWM advances one shard of the mark: one that no concurrent transaction
 // holds, so commits never queue on the mark. Only when every shard is held
-// does it wait for one.
+// does it wait for one (the random shard of the COALESCE). One statement,
+// so that a transaction holds it back and sends it with its COMMIT.
 func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
 	// The scalar subquery runs once (an InitPlan): a join could rescan it and
 	// lock several rows.
-	tag, err := q.q.Exec(ctx, `UPDATE leases_hwm SET v = greatest(v, $1)
-		WHERE shard = (SELECT shard FROM leases_hwm ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`, unixUS)
+	return q.write(ctx, hwmSet, `UPDATE leases_hwm SET v = greatest(v, $1)
+		WHERE shard = COALESCE((SELECT shard FROM leases_hwm ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED), $2)`,
+		unixUS, rand.IntN(hwmShards))
+}
+
+func hwmSet(tag pgconn.CommandTag) error {
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("the high-water mark rows are missing: %w", store.ErrNotLeases)
+	}
+	return nil
+}
+
+// write runs a write whose result nothing waits for: a transaction holds it
+// back for its next round trip (txConn.hold); check judges its tag.
+func (q queries) write(ctx context.Context, check func(pgconn.CommandTag) error, sql string, args ...any) error {
+	if t, ok := q.q.(*txConn); ok {
+		t.hold(check, sql, args...)
+		return nil
+	}
+	tag, err := q.q.Exec(ctx, sql, args...)
 	if err != nil {
 		return classify(err)
 	}
-	if tag.RowsAffected() == 1 {
-		return nil
+	if check != nil {
+		return check(tag)
 	}
-	tag, err = q.q.Exec(ctx, `UPDATE leases_hwm SET v = greatest(v, $1) WHERE shard = $2`, unixUS, rand.IntN(hwmShards))
-	if err == nil && tag.RowsAffected() != 1 {
-		return fmt.Errorf("the high-water mark rows are missing: %w", store.ErrNotLeases)
-	}
-	return classify(err)
+	return nil
 }
 
 // productionColumns are read by scanProduction.
@@ -278,13 +296,12 @@ func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, e
 // newest keep entries of the job (leases_attempts_by_job). The job's row is
 // locked by the caller, so two writers never trim one history at once.
 func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
-	if _, err := q.q.Exec(ctx, `INSERT INTO leases_attempts (`+attemptColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+	if err := q.write(ctx, nil, `INSERT INTO leases_attempts (`+attemptColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
-		return classify(err)
+		return err
 	}
-	_, err := q.q.Exec(ctx, `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
+	return q.write(ctx, nil, `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
 		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`, a.JobID, keep)
-	return classify(err)
 }
 
 // hasClaimableAt is claim-next's condition at now (an expression), read
@@ -457,18 +474,11 @@ func (q queries) InsertJob(ctx context.Context, j store.Job) error {
 }
 
 func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
-	tag, err := q.q.Exec(ctx, `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
+	return q.write(ctx, oneRow("the update of job "+j.ID), `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
 			expiry_unix_us = $5, attempts = $6, reason = $7, updated_unix_us = $8,
 			claimable_unix_us = $9, ready_unix_us = $10, due = $11 WHERE id = $12`,
 		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
 		j.ClaimableAt, j.ReadyAt, j.Due, j.ID)
-	if err != nil {
-		return classify(err)
-	}
-	if tag.RowsAffected() != 1 {
-		return store.ErrNoRow
-	}
-	return nil
 }
 
 // InsertEvent appends an event; its seq is drawn from leases_event_seq (the
@@ -479,18 +489,18 @@ func (t *Tx) InsertEvent(ctx context.Context, e store.Event) error {
 	if !t.registered {
 		stmt = registerAndInsertEvent
 	}
-	_, err := t.q.Exec(ctx, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	err := t.write(ctx, nil, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
 	if err == nil {
-		t.registered = true
+		t.registered = true // held: if it fails, so does the transaction
 	}
-	return classify(err)
+	return err
 }
 
 func (q queries) InsertFacts(ctx context.Context, facts []store.Fact) error {
 	for _, f := range facts {
-		if _, err := q.q.Exec(ctx, `INSERT INTO leases_facts (job_id, kind, key, value_json) VALUES ($1, $2, $3, $4)`,
+		if err := q.write(ctx, nil, `INSERT INTO leases_facts (job_id, kind, key, value_json) VALUES ($1, $2, $3, $4)`,
 			f.JobID, f.Kind, f.Key, f.Value); err != nil {
-			return classify(err)
+			return err
 		}
 	}
 	return nil
@@ -498,9 +508,9 @@ func (q queries) InsertFacts(ctx context.Context, facts []store.Fact) error {
 
 func (q queries) InsertOutputs(ctx context.Context, outs []store.Output) error {
 	for _, o := range outs {
-		if _, err := q.q.Exec(ctx, `INSERT INTO leases_outputs (job_id, path, size, sha256, nonce) VALUES ($1, $2, $3, $4, $5)`,
+		if err := q.write(ctx, nil, `INSERT INTO leases_outputs (job_id, path, size, sha256, nonce) VALUES ($1, $2, $3, $4, $5)`,
 			o.JobID, o.Path, o.Size, o.SHA256, o.Nonce); err != nil {
-			return classify(err)
+			return err
 		}
 	}
 	return nil

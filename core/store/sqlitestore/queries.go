@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 
 	"github.com/libleases/libleases/core/store"
@@ -216,6 +217,25 @@ func (q queries) PromoteDue(ctx context.Context, productionID string, now int64,
 	}
 	n, err := res.RowsAffected()
 	return n, classify(err)
+}
+
+// ClaimScan runs the claim's three looks in turn: in process, a round trip
+// costs nothing.
+func (q queries) ClaimScan(ctx context.Context, productionID string, now int64, lapseLimit, promoteLimit int) (store.ClaimScan, error) {
+	var sc store.ClaimScan
+	var err error
+	if sc.Lapsed, err = q.LapsedClaims(ctx, productionID, now, lapseLimit); err != nil {
+		return sc, err
+	}
+	if sc.Promoted, err = q.PromoteDue(ctx, productionID, now, promoteLimit); err != nil {
+		return sc, err
+	}
+	sc.Next, err = q.NextClaimable(ctx, productionID, now)
+	if errors.Is(err, store.ErrNoRow) {
+		return sc, nil
+	}
+	sc.Found = err == nil
+	return sc, err
 }
 
 // LapsedClaims reads claims whose expiry and backoff have passed: a range of

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/libleases/libleases/core/store"
@@ -35,10 +36,12 @@ const DefaultBusyTimeout = 10 * time.Second
 
 // DB is an opened SQLite authority store.
 type DB struct {
-	db   *sql.DB
-	path string // absolute
-	wal  *walKeeper
-	file *fileIdentity
+	db      *sql.DB
+	path    string // absolute
+	wal     *walKeeper
+	file    *fileIdentity
+	writers *writerQueue // this process's writers of the file, in order (writers.go)
+	busy    time.Duration
 	queries
 }
 
@@ -113,7 +116,7 @@ func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist b
 		file.close()
 		return nil, classify(err)
 	}
-	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file}
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file, writers: queueFor(file.opened), busy: busy}
 	s.queries = queries{st: newStmtCache(db), file: file}
 	err = s.migrate(now, mustExist, path)
 	if err == nil {
@@ -175,6 +178,7 @@ func (s *DB) Close() error {
 	}
 	err := s.db.Close()
 	s.file.close()
+	dropQueue(s.writers)
 	return err
 }
 
@@ -258,28 +262,51 @@ func execAll(ctx context.Context, tx *sql.Tx, stmts []string, args ...any) error
 // BeginWrite takes the writer lock with BEGIN IMMEDIATE, waiting at most
 // the busy timeout, and no longer than ctx lasts.
 //
+// The writers of this process wait their turn in writerQueue first, in the
+// order they asked; only the writer at the head sends BEGIN, so SQLite's
+// busy handler only ever waits for other processes. The busy timeout bounds
+// both waits together: a writer still queued at its end, or still waiting
+// in BEGIN, gets ErrBusy and nothing is written.
+//
 // database/sql ties a transaction to the context given to BeginTx: once it
 // ends, the transaction is rolled back, and the driver (modernc.org/sqlite)
 // interrupts a COMMIT in progress. A commit that has started must run to
 // its end (else a committed change could be reported as failed), so the
-// transaction gets a context of its own, which ends with ctx only while
-// BEGIN waits for the lock: the driver's busy handler gives that wait up as
-// soon as ctx ends. Every statement after BEGIN runs on ctx itself (the
-// driver interrupts it when ctx ends), and Commit looks at ctx once, before
-// it sends COMMIT.
+// transaction gets a context of its own, which ends with ctx (or at the
+// busy timeout) only while BEGIN waits for the lock: the driver's busy
+// handler gives that wait up as soon as it ends. Every statement after
+// BEGIN runs on ctx itself (the driver interrupts it when ctx ends), and
+// Commit looks at ctx once, before it sends COMMIT.
 func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
+	if ctx.Err() != nil {
+		return nil, abandoned(ctx)
+	}
+	deadline := time.Now().Add(s.busy)
+	if !s.writers.acquire(ctx, deadline) {
+		if ctx.Err() != nil {
+			return nil, abandoned(ctx)
+		}
+		return nil, s.timedOut()
+	}
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
+	timer := time.AfterFunc(time.Until(deadline), cancel)
 	tx, err := s.db.BeginTx(txCtx, nil)
-	if !stop() { // ctx ended while BEGIN ran
+	inTime := timer.Stop()
+	if !stop() || !inTime { // ctx ended, or the busy timeout passed, while BEGIN ran
 		if err == nil {
 			tx.Rollback()
 		}
 		cancel()
+		s.writers.release()
+		if !inTime && ctx.Err() == nil {
+			return nil, s.timedOut()
+		}
 		return nil, abandoned(ctx)
 	}
 	if err != nil {
 		cancel()
+		s.writers.release()
 		return nil, s.file.explain(classify(err))
 	}
 	// Holding the writer lock, before anything is written: is the path
@@ -287,10 +314,19 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	if err := s.file.check(); err != nil {
 		tx.Rollback()
 		cancel()
+		s.writers.release()
 		s.file.release()
 		return nil, err
 	}
-	return &Tx{tx: tx, ctx: ctx, end: cancel, wal: s.wal, file: s.file, queries: queries{st: s.st, tx: tx}}, nil
+	return &Tx{tx: tx, ctx: ctx, end: cancel, writers: s.writers, wal: s.wal, file: s.file,
+		queries: queries{st: s.st, tx: tx}}, nil
+}
+
+// timedOut is the busy error of a writer whose busy timeout passed before
+// it held the writer lock.
+func (s *DB) timedOut() error {
+	return fmt.Errorf("%w: the writer lock was not free within the busy timeout (%s), held by writers of this "+
+		"process ahead of this one or by another process", store.ErrBusy, s.busy)
 }
 
 func abandoned(ctx context.Context) error {
@@ -299,12 +335,23 @@ func abandoned(ctx context.Context) error {
 
 // Tx is one write transaction.
 type Tx struct {
-	tx   *sql.Tx
-	ctx  context.Context // BeginWrite's
-	end  context.CancelFunc
-	wal  *walKeeper
-	file *fileIdentity
+	tx       *sql.Tx
+	ctx      context.Context // BeginWrite's
+	end      context.CancelFunc
+	writers  *writerQueue
+	released atomic.Bool // the turn passed on (Commit and Rollback may both run)
+	wal      *walKeeper
+	file     *fileIdentity
 	queries
+}
+
+// finish ends the transaction's context and passes this process's turn at
+// the writer lock to the next writer, once.
+func (t *Tx) finish() {
+	t.end()
+	if !t.released.Swap(true) {
+		t.writers.release()
+	}
 }
 
 // Commit commits, unless ctx has ended: then it rolls back (ErrAbandoned).
@@ -312,7 +359,10 @@ type Tx struct {
 // outcome is unknown. A committed writer then lets a WAL that readers held
 // back start over (walKeeper).
 func (t *Tx) Commit() error {
-	defer t.end()
+	// The turn passes on after the WAL keeper's checkpoint too: that takes
+	// the writer lock on a connection of its own, and the next writer had
+	// better wait for it in the queue than in SQLite's busy handler.
+	defer t.finish()
 	if t.ctx.Err() != nil {
 		t.tx.Rollback()
 		return abandoned(t.ctx)
@@ -333,7 +383,7 @@ func (t *Tx) Commit() error {
 
 // Rollback rolls back; rolling back a finished transaction is a no-op.
 func (t *Tx) Rollback() error {
-	defer t.end()
+	defer t.finish()
 	err := t.tx.Rollback()
 	if errors.Is(err, sql.ErrTxDone) {
 		return nil

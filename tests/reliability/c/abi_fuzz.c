@@ -443,7 +443,18 @@ static void step(void) {
 	case 8: seen(leases_lease_renew(LEASE(), any_duration()), "renew"); break;
 	case 9: seen(leases_lease_release(LEASE()), "release"); break;
 	case 10: seen(leases_lease_fail(LEASE(), any_string("reason")), "fail"); break;
-	case 11: seen(leases_lease_complete(LEASE(), any_facts()), "complete"); break;
+	case 11: {
+		if (one_in(2)) {
+			seen(leases_lease_complete(LEASE(), any_facts()), "complete");
+			break;
+		}
+		leases_lease *l = NULL;
+		st = seen(leases_lease_complete_and_claim_next(LEASE(), any_facts(), any_duration(), one_in(10) ? NULL : &l),
+		          "complete_and_claim_next");
+		must_be_null(l, st, "complete_and_claim_next");
+		if (l) put((void **)leases, l, rel_lease);
+		break;
+	}
 	case 12: {
 		int64_t v = 42;
 		st = seen(leases_lease_expiry(LEASE(), one_in(10) ? NULL : &v), "expiry");

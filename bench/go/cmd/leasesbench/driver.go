@@ -246,6 +246,9 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 	add(&row{section: "edit", name: "claim+complete in one edit FULL", run: func(dir string) (result, error) {
 		return child([]string{lb, "inline", "-db", filepath.Join(dir, "i.db"), "-n", itoa(nFull)})
 	}})
+	add(&row{section: "edit", name: "complete-and-claim-next loop FULL", run: func(dir string) (result, error) {
+		return child([]string{lb, "next", "-db", filepath.Join(dir, "x.db"), "-n", itoa(nFull)})
+	}})
 	for _, k := range []int{0, 1, 10, 100} {
 		k := k
 		name := fmt.Sprintf("%d claims per edit FULL", k)
@@ -598,13 +601,13 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			rt := rates(r)
 			rel := ""
 			switch {
-			case strings.HasPrefix(r.name, "claim+complete") && coreFull != nil:
+			case (strings.HasPrefix(r.name, "claim+complete") || strings.HasPrefix(r.name, "complete-and")) && coreFull != nil:
 				rel = fmt.Sprintf("%.2f× the two-commit core cycle", ratio(rt, rates(coreFull)))
 			case strings.Contains(r.name, "per edit") && single != nil:
 				rel = fmt.Sprintf("%.2f× single claims", ratio(rt, rates(single)))
 			}
 			unit := "claims"
-			if strings.HasPrefix(r.name, "claim+complete") {
+			if strings.HasPrefix(r.name, "claim+complete") || strings.HasPrefix(r.name, "complete-and") {
 				unit = "cycles"
 			}
 			p("| %s | %s %s | %s | %s |\n", r.name, num(median(rt)), unit, spread(rt), rel)
@@ -748,6 +751,11 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if in != nil && coreFull != nil && len(in.res) > 0 && len(coreFull.res) > 0 {
 		r := ratio(rates(in), rates(coreFull))
 		target("one-edit claim+complete ÷ two-commit cycle", r, 1.6, r >= 1.6, true)
+	}
+	next := find(rows, "edit", "complete-and-claim-next loop FULL")
+	if next != nil && coreFull != nil && len(next.res) > 0 && len(coreFull.res) > 0 {
+		r := ratio(rates(next), rates(coreFull))
+		target("complete-and-claim-next loop ÷ two-commit cycle", r, 1.8, r >= 1.8, true)
 	}
 	e100 := find(rows, "edit", "100 claims per edit FULL")
 	if e100 != nil && single != nil && len(e100.res) > 0 && len(single.res) > 0 {

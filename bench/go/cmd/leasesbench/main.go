@@ -85,6 +85,7 @@ var commands = map[string]func(args []string){
 	"floor":          cmdFloor,
 	"core":           cmdCore,
 	"inline":         cmdInline,
+	"next":           cmdNext,
 	"edit":           cmdEdit,
 	"scale-fill":     cmdScaleFill,
 	"scale-claim":    cmdScaleClaim,
@@ -109,7 +110,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|page|webpage [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|next|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|page|webpage [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])

@@ -173,6 +173,22 @@ func cmdInline(args []string) {
 	})
 }
 
+// cmdNext is a worker's loop in one commit per job: after one claim, each
+// cycle completes its lease and claims the next job together
+// (Lease.CompleteAndClaimNext). The last cycle finds nothing to claim.
+func cmdNext(args []string) {
+	var l *core.Lease
+	coreCycles("next", args, func(a *core.Authority) {
+		var err error
+		if l == nil {
+			l, err = a.Claim(prod, worker, leaseFor)
+			must(err)
+		}
+		l, err = l.CompleteAndClaimNext(core.Facts{}, leaseFor)
+		must(err)
+	})
+}
+
 // coreCycles is the body of the Go-core cycle rows: fill n jobs, then time n
 // cycles and report their rate and CPU per cycle.
 func coreCycles(name string, args []string, cycle func(a *core.Authority)) {

@@ -945,6 +945,23 @@ public:
     void complete(const std::string &facts_json = std::string()) {
         leases::check(leases_lease_complete(handle_.get(), detail::c_str(facts_json, "facts_json")));
     }
+    /// Completes the job as complete() does and claims the production's next
+    /// claimable job for the same worker for duration, in one commit. Returns
+    /// the new lease, or std::nullopt when nothing was claimable (the
+    /// completion committed all the same). A refused completion throws its
+    /// error and claims nothing; this lease is closed once it succeeds.
+    template <class Rep, class Period>
+    [[nodiscard]] std::optional<Lease> complete_and_claim_next(std::chrono::duration<Rep, Period> duration,
+                                                               const std::string &facts_json = std::string()) {
+        const std::int64_t us = detail::to_us(duration);
+        leases_lease *out = nullptr;
+        leases::check(leases_lease_complete_and_claim_next(handle_.get(), detail::c_str(facts_json, "facts_json"), us,
+                                                   &out));
+        if (out == nullptr) {
+            return std::nullopt;
+        }
+        return Lease(out);
+    }
 
     /// The expiry last confirmed by the authority (local, no store access).
     [[nodiscard]] time_point expiry() const {

@@ -230,6 +230,37 @@ pub mod token {
     }
 }
 
+/// `Lease::complete_and_claim_next` on either store (production PRODUCTION,
+/// no jobs yet): the completion and the next claim in one call, `None` when
+/// nothing is left, nothing claimed when the completion is refused.
+pub fn check_complete_and_claim_next(auth: &Authority) {
+    use leases::{ErrorKind, Facts, JobState};
+    let first = auth.request_job(PRODUCTION, None, b"").expect("request");
+    let second = auth.request_job(PRODUCTION, None, b"").expect("request");
+    let lease = auth.claim(PRODUCTION, "w7", HOUR).expect("claim").expect("a job");
+    assert_eq!(lease.job_id(), first);
+    let err = lease.complete_and_claim_next(&Facts::new(), Duration::ZERO).expect_err("a zero duration");
+    assert_eq!(err.kind(), ErrorKind::InvalidDuration);
+    let next = lease
+        .complete_and_claim_next(&Facts::new().metadata("frames", 3), HOUR)
+        .expect("complete and claim")
+        .expect("the next job");
+    assert_eq!(next.job_id(), second);
+    assert_eq!(next.worker(), "w7");
+    assert_eq!(job_state(auth, &first), JobState::Completed);
+    assert_eq!(job_state(auth, &second), JobState::Claimed);
+    assert_eq!(lease.renew(HOUR).expect_err("closed").kind(), ErrorKind::Closed);
+    let third = auth.request_job(PRODUCTION, None, b"").expect("request");
+    auth.cancel(PRODUCTION, &second).expect("cancel");
+    let err = next.complete_and_claim_next(&Facts::new(), HOUR).expect_err("cancelled");
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert_eq!(job_state(auth, &third), JobState::Requested);
+    let last = auth.claim(PRODUCTION, "w7", HOUR).expect("claim").expect("a job");
+    assert_eq!(last.job_id(), third);
+    assert!(last.complete_and_claim_next(&Facts::new(), HOUR).expect("complete").is_none());
+    assert_eq!(job_state(auth, &third), JobState::Completed);
+}
+
 /// A real worker process: the test binary re-run as one ignored test
 /// (`child_worker`), which runs a `leases::Worker` whose SIGTERM/SIGINT
 /// handler stops it. The parent reads its "started <job id>" line, signals

@@ -1,0 +1,264 @@
+// Round trips to the PostgreSQL server per claim → complete cycle, counted
+// on the wire by a proxy between the authority and the server.
+package core
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+)
+
+// pgProxy forwards connections to a PostgreSQL server and counts round
+// trips: a client send that follows an answer of the server (or opens the
+// connection) is one; what the client sends before the answer (a pipeline)
+// belongs to the same one. It reads the client's protocol messages so that
+// a failure can show what each round trip carried.
+type pgProxy struct {
+	ln     net.Listener
+	target string
+
+	mu       sync.Mutex
+	counting bool
+	trips    [][]string // each round trip's statements, while counting
+}
+
+// newPGProxy proxies location's server and returns the location through it.
+func newPGProxy(t *testing.T, location string) (*pgProxy, string) {
+	t.Helper()
+	u, err := url.Parse(location)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &pgProxy{ln: ln, target: u.Host}
+	t.Cleanup(func() { ln.Close() })
+	go p.serve()
+	u.Host = ln.Addr().String()
+	return p, u.String()
+}
+
+func (p *pgProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.forward(c)
+	}
+}
+
+// pgConn is one proxied connection's protocol state.
+type pgConn struct {
+	answered bool              // the server spoke since the client last sent
+	trip     int               // index in trips of its current round trip; -1 none
+	pending  []byte            // an incomplete client message
+	started  bool              // the startup message (no type byte) is past
+	prepared map[string]string // statement name → text
+}
+
+func (p *pgProxy) forward(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	st := &pgConn{answered: true, trip: -1, prepared: map[string]string{}}
+	go pump(s, c, func([]byte) { st.answered = true }, &p.mu)
+	pump(c, s, func(b []byte) {
+		msgs := st.parse(b)
+		if st.answered {
+			st.answered, st.trip = false, -1
+			if p.counting {
+				p.trips = append(p.trips, nil)
+				st.trip = len(p.trips) - 1
+			}
+		}
+		if st.trip >= 0 && st.trip < len(p.trips) {
+			p.trips[st.trip] = append(p.trips[st.trip], msgs...)
+		}
+	}, &p.mu)
+}
+
+// pump copies from to to, telling saw (under mu) what it read before it
+// passes it on; when either side ends, it closes both.
+func pump(from, to net.Conn, saw func([]byte), mu *sync.Mutex) {
+	defer from.Close()
+	defer to.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			mu.Lock()
+			saw(buf[:n])
+			mu.Unlock()
+			if _, werr := to.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// parse reads the complete client messages in b (with what an earlier
+// read left) and names the statements they run.
+func (st *pgConn) parse(b []byte) []string {
+	st.pending = append(st.pending, b...)
+	var out []string
+	for {
+		if !st.started {
+			if len(st.pending) < 4 {
+				return out
+			}
+			n := int(binary.BigEndian.Uint32(st.pending))
+			if len(st.pending) < n {
+				return out
+			}
+			st.pending, st.started = st.pending[n:], true
+			continue
+		}
+		if len(st.pending) < 5 {
+			return out
+		}
+		n := 1 + int(binary.BigEndian.Uint32(st.pending[1:]))
+		if len(st.pending) < n {
+			return out
+		}
+		typ, body := st.pending[0], st.pending[5:n]
+		fields := strings.SplitN(string(body), "\x00", 3)
+		switch typ {
+		case 'Q': // simple query
+			out = append(out, summary(fields[0]))
+		case 'P': // parse: name, text
+			if len(fields) > 1 {
+				st.prepared[fields[0]] = fields[1]
+				out = append(out, "prepare "+summary(fields[1]))
+			}
+		case 'B': // bind: portal, statement
+			if len(fields) > 1 {
+				out = append(out, summary(st.prepared[fields[1]]))
+			}
+		}
+		st.pending = st.pending[n:]
+	}
+}
+
+func summary(sql string) string {
+	sql = strings.Join(strings.Fields(sql), " ")
+	if len(sql) > 70 {
+		sql = sql[:70] + "…"
+	}
+	return sql
+}
+
+// count runs fn and returns the round trips it made (the pool's pings of
+// an idle connection are not the cycle's and are left out).
+func (p *pgProxy) count(fn func()) [][]string {
+	p.mu.Lock()
+	p.counting, p.trips = true, nil
+	p.mu.Unlock()
+	fn()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counting = false
+	var out [][]string
+	for _, t := range p.trips {
+		if len(t) == 1 && t[0] == "-- ping" {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func describeTrips(trips [][]string) string {
+	var b strings.Builder
+	for i, t := range trips {
+		fmt.Fprintf(&b, "%2d. %s\n", i+1, strings.Join(t, " | "))
+	}
+	return b.String()
+}
+
+// maxCycleRoundTrips is the bound on a claim → complete cycle on
+// PostgreSQL (docs/PERFORMANCE.md, section 7).
+const maxCycleRoundTrips = 10
+
+func TestAClaimToCompleteCycleTakesAtMostTenRoundTripsOnPostgreSQL(t *testing.T) {
+	proxy, location := newPGProxy(t, freshSchema(t))
+	a, err := Open(location)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	request := func(n int) {
+		for i := 0; i < n; i++ {
+			_, err := a.RequestJob("p", "", []byte("x"))
+			require.NoError(t, err)
+		}
+	}
+	// measure runs op warm times (every statement then prepared on the
+	// connection), then counts the round trips of each of cycles more.
+	const warm, cycles = 3, 5
+	measure := func(what string, op func()) {
+		t.Helper()
+		for i := 0; i < warm; i++ {
+			op()
+		}
+		for i := 0; i < cycles; i++ {
+			trips := proxy.count(op)
+			require.LessOrEqual(t, len(trips), maxCycleRoundTrips, "round trips of one %s:\n%s", what, describeTrips(trips))
+			if i == 0 {
+				t.Logf("%s, %d round trips:\n%s", what, len(trips), describeTrips(trips))
+			}
+		}
+	}
+	request(warm + cycles)
+	measure("claim → complete", func() {
+		l, err := a.Claim("p", "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Complete(Facts{}))
+	})
+	// A worker's loop in one commit per job costs less again.
+	request(warm + cycles + 1)
+	l, err := a.Claim("p", "w", time.Minute)
+	require.NoError(t, err)
+	measure("complete and claim next", func() {
+		n, err := l.CompleteAndClaimNext(Facts{}, time.Minute)
+		require.NoError(t, err)
+		require.NotNil(t, n)
+		l = n
+	})
+}
+
+// The proxy itself must count: a statement is one round trip, a pipeline
+// of two is one, and two statements one after the other are two.
+func TestThePGProxyCountsRoundTrips(t *testing.T) {
+	proxy, location := newPGProxy(t, freshSchema(t))
+	ctx := context.Background()
+	c, err := pgconn.Connect(ctx, location)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	one := func(sql string) {
+		_, err := c.Exec(ctx, sql).ReadAll()
+		require.NoError(t, err)
+	}
+	require.Equal(t, [][]string{{"SELECT 1"}}, proxy.count(func() { one("SELECT 1") }))
+	require.Equal(t, [][]string{{"SELECT 1"}, {"SELECT 2"}}, proxy.count(func() { one("SELECT 1"); one("SELECT 2") }))
+	trips := proxy.count(func() {
+		b := &pgconn.Batch{}
+		b.ExecParams("SELECT 3", nil, nil, nil, nil)
+		b.ExecParams("SELECT 4", nil, nil, nil, nil)
+		_, err := c.ExecBatch(ctx, b).ReadAll()
+		require.NoError(t, err)
+	})
+	require.Len(t, trips, 1, "a pipeline is one round trip: %v", trips)
+}

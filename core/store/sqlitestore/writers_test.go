@@ -1,0 +1,216 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/libleases/libleases/core/store"
+	"github.com/stretchr/testify/require"
+)
+
+func openWriters(t *testing.T, path string, busy time.Duration) *DB {
+	t.Helper()
+	s, err := Open(path, Options{Synchronous: "NORMAL", BusyTimeout: busy}, func() int64 { return 0 })
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// untilQueued waits until n writers wait in q. It waits for a state, not
+// for time: the bound only ends a test that would otherwise hang.
+func untilQueued(t *testing.T, q *writerQueue, n int) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); q.waiting() != n; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(end), "%d writers queued, want %d", q.waiting(), n)
+	}
+}
+
+// writeProduction begins a write on s (queueing for it) in a goroutine,
+// inserts the production name and commits; the channel gets the outcome.
+func writeProduction(s *DB, ctx context.Context, name string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		tx, err := s.BeginWrite(ctx)
+		if err == nil {
+			if err = tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: name, CreatedAt: 1}); err != nil {
+				tx.Rollback()
+			} else {
+				err = tx.Commit()
+			}
+		}
+		done <- err
+	}()
+	return done
+}
+
+func productionNames(t *testing.T, s *DB) map[string]bool {
+	t.Helper()
+	ps, err := s.Productions(context.Background())
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, p := range ps {
+		names[p.Name] = true
+	}
+	return names
+}
+
+// Each writer joins the queue only once the one before it is queued, so the
+// order they asked in is known; they alternate between two handles on one
+// file, which share the queue.
+func TestWritersOfOneProcessAreServedInTheOrderTheyAsked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo.db")
+	handles := []*DB{openWriters(t, path, time.Minute), openWriters(t, path, time.Minute)}
+	require.Same(t, handles[0].writers, handles[1].writers, "handles of one file in one process share their queue")
+	ctx := context.Background()
+	holder, err := handles[0].BeginWrite(ctx)
+	require.NoError(t, err)
+	const n = 12
+	var mu sync.Mutex
+	var served []int
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := handles[i%2].BeginWrite(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			served = append(served, i)
+			mu.Unlock()
+			if err := tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: fmt.Sprint(i), CreatedAt: 1}); err != nil {
+				tx.Rollback()
+				errs <- err
+				return
+			}
+			errs <- tx.Commit()
+		}()
+		untilQueued(t, handles[0].writers, i+1)
+	}
+	require.NoError(t, holder.Commit())
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	want := make([]int, n)
+	for i := range want {
+		want[i] = i
+	}
+	require.Equal(t, want, served)
+	require.Len(t, productionNames(t, handles[0]), n)
+	require.Zero(t, handles[0].writers.waiting())
+}
+
+// A writer queued behind one that holds the lock past its busy timeout is
+// busy once the timeout passes, leaves the queue, and writes nothing; the
+// writers behind it keep their place.
+func TestAQueuedWriterThatOutwaitsTheBusyTimeoutIsBusyAndWritesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.db")
+	patient := openWriters(t, path, time.Minute)
+	const busy = 100 * time.Millisecond
+	hasty := openWriters(t, path, busy)
+	ctx := context.Background()
+	holder, err := patient.BeginWrite(ctx)
+	require.NoError(t, err)
+	start := time.Now()
+	done := writeProduction(hasty, ctx, "hasty")
+	untilQueued(t, patient.writers, 1)
+	behind := writeProduction(patient, ctx, "patient")
+	untilQueued(t, patient.writers, 2)
+	err = <-done
+	require.ErrorIs(t, err, store.ErrBusy)
+	require.Contains(t, err.Error(), "busy timeout (100ms)")
+	require.GreaterOrEqual(t, time.Since(start), busy, "busy only after the timeout")
+	untilQueued(t, patient.writers, 1) // it left; the one behind it stays
+	require.NoError(t, holder.Commit())
+	require.NoError(t, <-behind)
+	names := productionNames(t, patient)
+	require.False(t, names["hasty"], "the writer that timed out wrote nothing")
+	require.True(t, names["patient"])
+	require.Zero(t, patient.writers.waiting())
+}
+
+// A queued writer whose context ends leaves the queue at once (busy
+// wrapping the context's error, store.ErrAbandoned), long before its busy
+// timeout; the turn it would have had goes to the writer behind it.
+func TestAQueuedWriterWhoseContextEndsLeavesTheQueue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cancel.db")
+	s := openWriters(t, path, time.Minute)
+	bg := context.Background()
+	holder, err := s.BeginWrite(bg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(bg)
+	done := writeProduction(s, ctx, "cancelled")
+	untilQueued(t, s.writers, 1)
+	behind := writeProduction(s, bg, "behind")
+	untilQueued(t, s.writers, 2)
+	start := time.Now()
+	cancel()
+	err = <-done
+	require.ErrorIs(t, err, store.ErrAbandoned)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Less(t, time.Since(start), 30*time.Second, "ended with the context, not at the one-minute busy timeout")
+	untilQueued(t, s.writers, 1)
+	require.NoError(t, holder.Commit())
+	require.NoError(t, <-behind)
+	require.Zero(t, s.writers.waiting())
+	names := productionNames(t, s)
+	require.False(t, names["cancelled"], "the writer whose context ended wrote nothing")
+	require.True(t, names["behind"])
+}
+
+// The queue itself, hammered: writers that give up at random (context or
+// timeout) never leave the turn held by nobody nor let two hold it, and
+// every writer that did not give up is served.
+func TestTheWriterQueueNeverLosesOrDoublesTheTurn(t *testing.T) {
+	var q writerQueue
+	var holders atomic.Int32
+	var doubled atomic.Bool
+	var served, gaveUp atomic.Int32
+	var wg sync.WaitGroup
+	const n = 400
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			deadline := time.Now().Add(time.Minute)
+			switch rand.IntN(4) {
+			case 0:
+				time.AfterFunc(time.Duration(rand.IntN(2000))*time.Microsecond, cancel)
+			case 1:
+				deadline = time.Now().Add(time.Duration(rand.IntN(2000)) * time.Microsecond)
+			}
+			if !q.acquire(ctx, deadline) {
+				gaveUp.Add(1)
+				return
+			}
+			if holders.Add(1) != 1 {
+				doubled.Store(true)
+			}
+			time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond)
+			holders.Add(-1)
+			served.Add(1)
+			q.release()
+		}()
+	}
+	wg.Wait()
+	require.False(t, doubled.Load(), "two writers held the turn at once")
+	require.EqualValues(t, n, served.Load()+gaveUp.Load())
+	require.Positive(t, served.Load())
+	require.Zero(t, q.waiting())
+	require.True(t, q.acquire(context.Background(), time.Now().Add(time.Second)), "the turn is free again")
+	q.release()
+}
