@@ -122,7 +122,7 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{pid, int64(5)}, Want: "leases_jobs_claimed_expiry"}
 	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{pid}, Want: "leases_jobs_requested"}
 	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
-	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_kind_time"}
+	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_worker"}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
 	return out
 }
@@ -173,6 +173,32 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 			require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
 		}
 	}
+}
+
+// TestAProductionHoldingEveryJobIsCountedFromItsIndexNotByScanningTheTable:
+// with one production, a filter on it selects every row, and grouping its
+// jobs by state was planned as a parallel scan of the whole table (three
+// processes beside the workers). The counts are index-only per state, the
+// workers seen a walk over the workers.
+func TestAProductionHoldingEveryJobIsCountedFromItsIndexNotByScanningTheTable(t *testing.T) {
+	u := freshURL(t)
+	fillRealistic(t, u, 1, 30000)
+	c, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	for _, name := range []string{"count by state", "count events", "workers seen"} {
+		st := observedStatements("p1")[name]
+		p := plan(t, c, name, st.SQL, st.Args)
+		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)|Parallel", p, "%s:\n%s", name, p)
+		require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
+	}
+	st := observedStatements("p1")["count by state"]
+	require.Regexp(t, "Index Only Scan using leases_jobs_by_state", plan(t, c, "count by state", st.SQL, st.Args))
+	// Per-minute counts count each minute's range; they never sort the
+	// window's events by minute.
+	st = observedStatements("p1")["count events"]
+	require.NotContains(t, plan(t, c, "count events", st.SQL, st.Args), "Sort Key: ((leases_events.at_unix_us")
+	require.NotContains(t, plan(t, c, "count events", st.SQL, st.Args), "Sort Key: ((at_unix_us")
 }
 
 // TestObservationsArePlannedForTheirArgumentsEveryTime: they run unnamed,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/libleases/libleases/core/store/storetest"
@@ -42,7 +43,7 @@ func TestASchema3FileIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
 	require.NoError(t, err)
 	v, err := s.Pragma("user_version")
 	require.NoError(t, err)
-	require.Equal(t, "4", v)
+	require.Equal(t, strconv.Itoa(SchemaVersion), v, "through 4 to the current schema")
 	ok, err := s.Pragma("integrity_check")
 	require.NoError(t, err)
 	require.Equal(t, "ok", ok)
