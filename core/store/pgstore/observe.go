@@ -261,19 +261,23 @@ func (db *DB) CountEvents(ctx context.Context, productionID, kind string, since,
 // (each step the first entry past the last worker: a loose index scan) and
 // reads each worker's last entry, so it costs a few index steps per worker
 // the production has seen, however many events the window holds. It keeps
-// the workers last seen at or after the time. holdersSQL reads the
-// unexpired part of the partial index of claims by expiry.
+// the workers last seen at or after the time. Each step is the first entry
+// in the index's order (ORDER BY ... LIMIT 1), not min() or max(): before
+// the tables have statistics the planner aggregates a min() over the whole
+// range. holdersSQL reads the unexpired part of the partial index of
+// claims by expiry.
 var (
 	workerKindsSQL = `kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `')`
 	workersSeenSQL = `WITH RECURSIVE w(worker) AS (
-			SELECT min(worker) FROM leases_events WHERE production_id = $1 AND ` + workerKindsSQL + `
+			SELECT (SELECT worker FROM leases_events WHERE production_id = $1 AND ` + workerKindsSQL + `
+				ORDER BY worker LIMIT 1)
 			UNION ALL
-			SELECT (SELECT min(worker) FROM leases_events
-				WHERE production_id = $1 AND ` + workerKindsSQL + ` AND worker > w.worker)
+			SELECT (SELECT worker FROM leases_events
+				WHERE production_id = $1 AND ` + workerKindsSQL + ` AND worker > w.worker ORDER BY worker LIMIT 1)
 			FROM w WHERE w.worker IS NOT NULL),
 		seen(worker, at) AS (
-			SELECT worker, (SELECT max(at_unix_us) FROM leases_events
-				WHERE production_id = $1 AND ` + workerKindsSQL + ` AND worker = w.worker)
+			SELECT worker, (SELECT at_unix_us FROM leases_events
+				WHERE production_id = $1 AND ` + workerKindsSQL + ` AND worker = w.worker ORDER BY at_unix_us DESC LIMIT 1)
 			FROM w WHERE w.worker IS NOT NULL)
 		SELECT worker, at FROM seen WHERE at >= $2 ORDER BY at DESC, worker COLLATE "C" LIMIT $3`
 	holdersSQL = `SELECT worker, count(*) FROM leases_jobs

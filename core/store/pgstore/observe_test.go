@@ -175,11 +175,12 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 	}
 }
 
-// TestPerMinuteCountsReadTheTimeIndexBeforeTheTablesHaveStatistics: on a
-// store just filled (no ANALYZE yet), both event indexes of a kind look as
-// cheap to the planner; each minute's count must still be a range of the
-// time index, not the kind's every event once per minute.
-func TestPerMinuteCountsReadTheTimeIndexBeforeTheTablesHaveStatistics(t *testing.T) {
+// TestPerMinuteCountsAndWorkersSeenReadTheirIndexesBeforeTheTablesHaveStatistics:
+// on a store just filled (no ANALYZE yet), both event indexes of a kind
+// look as cheap to the planner; each minute's count must still be a range
+// of the time index, not the kind's every event once per minute, and the
+// walk over the workers one entry per step.
+func TestPerMinuteCountsAndWorkersSeenReadTheirIndexesBeforeTheTablesHaveStatistics(t *testing.T) {
 	u := freshURL(t)
 	fillRows(t, u, 1, 3000)
 	c, err := pgx.Connect(ctx, u)
@@ -190,6 +191,11 @@ func TestPerMinuteCountsReadTheTimeIndexBeforeTheTablesHaveStatistics(t *testing
 	require.NotContains(t, p, "leases_events_by_kind ", p)
 	require.NotRegexp(t, "using leases_events_by_kind\\b|Seq Scan", p)
 	require.Regexp(t, "Index Only Scan (Backward )?using leases_events_by_kind_time", p)
+	// The workers seen: every step one entry of their index, the first
+	// worker's too (a min() was planned as an aggregate of the whole range).
+	p = plan(t, c, "workers seen", workersSeenSQL, []any{"p1", int64(0), 1000})
+	require.NotContains(t, p, "Aggregate", p)
+	require.Regexp(t, "Limit[^\\n]*\\n *->  Index Only Scan using leases_events_by_worker", p)
 }
 
 // TestAProductionHoldingEveryJobIsCountedFromItsIndexNotByScanningTheTable:
