@@ -80,6 +80,15 @@ func TestASchema2DatabaseIsMigratedToTheCurrentSchemaWithTheListingIndexesAndKee
 	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
 }
 
+// connect is a plain connection to u, closed when the test ends.
+func connect(t *testing.T, u string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close(ctx) })
+	return c
+}
+
 // freshURL is a schema created at the current version, for a plain
 // connection (pool_max_conns is the pool's).
 func freshURL(t *testing.T) string {
@@ -163,9 +172,7 @@ func plan(t *testing.T, c *pgx.Conn, name, text string, args []any) string {
 func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 	u := freshURL(t)
 	pid := fillRealistic(t, u, 10, 5000)
-	c, err := pgx.Connect(ctx, u)
-	require.NoError(t, err)
-	defer c.Close(ctx)
+	c := connect(t, u)
 	for name, st := range observedStatements(pid) {
 		p := plan(t, c, name, st.SQL, st.Args)
 		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)", p, name)
@@ -183,9 +190,7 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 func TestPerMinuteCountsAndWorkersSeenReadTheirIndexesBeforeTheTablesHaveStatistics(t *testing.T) {
 	u := freshURL(t)
 	fillRows(t, u, 1, 3000)
-	c, err := pgx.Connect(ctx, u)
-	require.NoError(t, err)
-	defer c.Close(ctx)
+	c := connect(t, u)
 	// Minutes of 60 µs over the 3000 µs the fill's events span: 50 counts.
 	p := plan(t, c, "count events", countEventsSQL, []any{int64(60), "p1", "completed", int64(0)})
 	require.NotContains(t, p, "leases_events_by_kind ", p)
@@ -206,9 +211,7 @@ func TestPerMinuteCountsAndWorkersSeenReadTheirIndexesBeforeTheTablesHaveStatist
 func TestAProductionHoldingEveryJobIsCountedFromItsIndexNotByScanningTheTable(t *testing.T) {
 	u := freshURL(t)
 	fillRealistic(t, u, 1, 30000)
-	c, err := pgx.Connect(ctx, u)
-	require.NoError(t, err)
-	defer c.Close(ctx)
+	c := connect(t, u)
 	for _, name := range []string{"count by state", "count events", "workers seen"} {
 		st := observedStatements("p1")[name]
 		p := plan(t, c, name, st.SQL, st.Args)

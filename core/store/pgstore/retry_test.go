@@ -6,7 +6,6 @@ package pgstore
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/libleases/libleases/internal/pgtest"
@@ -36,9 +35,7 @@ func TestClaimingNeverScansDelayedJobsOrClaims(t *testing.T) {
 	} {
 		pgtest.Exec(t, u, st)
 	}
-	c, err := pgx.Connect(ctx, u)
-	require.NoError(t, err)
-	defer c.Close(ctx)
+	c := connect(t, u)
 	now := int64(5_000_000_000)
 	for name, st := range map[string]struct {
 		sql  string

@@ -3,7 +3,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -21,28 +20,11 @@ var workerEventRows = `INSERT INTO events (at_unix_us, production_id, job_id, ki
 func TestASchema4FileIsMigratedTo5WithTheIndexOfWorkersSeen(t *testing.T) {
 	dir := t.TempDir()
 	old := filepath.Join(dir, "v4.db")
-	db, err := sql.Open("sqlite", "file:"+old)
-	require.NoError(t, err)
 	// The schema-4 fixture: exactly what version 4 wrote.
-	var stmts []string
-	for _, part := range [][]string{schemaV2, migrateV2toV3, migrationFixtureRows, migrateV3toV4, {workerEventRows}} {
-		stmts = append(stmts, part...)
-	}
-	for _, st := range stmts {
-		_, err := db.Exec(st)
-		require.NoError(t, err, st)
-	}
-	require.NoError(t, db.Close())
+	oldFile(t, old, schemaV2, migrateV2toV3, migrationFixtureRows, migrateV3toV4, []string{workerEventRows})
 	require.NotContains(t, schemaOf(t, old), "events_by_worker")
 
-	s, err := Open(old, Options{}, func() int64 { return 99 })
-	require.NoError(t, err)
-	v, err := s.Pragma("user_version")
-	require.NoError(t, err)
-	require.Equal(t, "5", v)
-	ok, err := s.Pragma("integrity_check")
-	require.NoError(t, err)
-	require.Equal(t, "ok", ok)
+	s := openMigrated(t, old)
 	// The events written before the index exist in it.
 	ws, err := s.Workers(context.Background(), "pid", 0, 1000, 10)
 	require.NoError(t, err)
@@ -51,9 +33,5 @@ func TestASchema4FileIsMigratedTo5WithTheIndexOfWorkersSeen(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	// A migrated file has exactly the schema of a new one.
-	fresh := filepath.Join(dir, "v5.db")
-	s, err = Open(fresh, Options{}, func() int64 { return 0 })
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
-	require.Equal(t, schemaOf(t, fresh), schemaOf(t, old))
+	require.Equal(t, freshSchema(t, dir), schemaOf(t, old))
 }
