@@ -663,6 +663,49 @@ func TestWorkersAreThoseSeenRecentlyAndThoseHoldingClaims(t *testing.T) {
 	requireKind(t, err, KindInvalidArgument)
 }
 
+// TestWorkersSeenAreEveryWorkerByItsOwnEventsInItsProduction: the store
+// walks from one worker to the next (docs/schema.md, schema 5); no worker
+// is skipped, whatever its name, a lapse recorded under a worker's name is
+// no sighting of it, and another production's workers are not this one's.
+func TestWorkersSeenAreEveryWorkerByItsOwnEventsInItsProduction(t *testing.T) {
+	f := newFixture(t)
+	f.request(8)
+	_, err := f.a.CreateProduction("q")
+	require.NoError(t, err)
+	_, err = f.a.RequestJob("q", "", nil)
+	require.NoError(t, err)
+	_, err = f.a.Claim("q", "elsewhere", time.Hour)
+	require.NoError(t, err)
+	start := time.UnixMicro(t0).UTC()
+	f.claim("lapsing", time.Second)
+	names := []string{"a", "a\u00e9", "a b", "B", "b", "\u00e9"}
+	for _, w := range names {
+		f.clk.advance(time.Second)
+		require.NoError(t, f.claim(w, time.Hour).Release())
+	}
+	// A claim ten minutes on ends the lapsed claim: a claim_expired event
+	// naming "lapsing", at that time.
+	f.clk.advance(10 * time.Minute)
+	f.claim("taker", time.Hour)
+	evs, err := f.a.ListEvents(ctx, EventQuery{Production: "p", Kinds: []string{"claim_expired"}})
+	require.NoError(t, err)
+	require.Len(t, evs.Events, 1)
+	require.Equal(t, "lapsing", evs.Events[0].Worker)
+
+	ws, err := f.a.Workers(ctx, "p", start)
+	require.NoError(t, err)
+	want := []WorkerActivity{{Worker: "taker", LastSeen: time.UnixMicro(f.clk.Now()).UTC(), Holding: 1}}
+	for i := len(names) - 1; i >= 0; i-- {
+		want = append(want, WorkerActivity{Worker: names[i], LastSeen: start.Add(time.Duration(i+1) * time.Second)})
+	}
+	want = append(want, WorkerActivity{Worker: "lapsing", LastSeen: start})
+	require.Equal(t, want, ws)
+	// Seen before the window opens: not listed.
+	ws, err = f.a.Workers(ctx, "p", start.Add(3*time.Second))
+	require.NoError(t, err)
+	require.Len(t, ws, 1+len(names)-2)
+}
+
 func TestBadObservationArgumentsAreReportedBeforeNotFoundAndClosed(t *testing.T) {
 	f := newFixture(t)
 	start := time.UnixMicro(t0)

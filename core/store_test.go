@@ -83,7 +83,7 @@ func TestMigrationFromThePreLeaseSchemaExpiresEveryClaim(t *testing.T) {
 	// The old plaintext claim id is gone from the schema.
 	claimIDColumns, version := schemaFacts(t, path)
 	require.Zero(t, claimIDColumns)
-	require.Equal(t, 4, version, "migrated to the current schema")
+	require.Equal(t, 5, version, "migrated to the current schema")
 }
 
 // The pre-lease schema had no expiry: a migrated job that finished then keeps

@@ -4,8 +4,9 @@
 # bench/go (floor, core rows, driver) and bench/peers (goqite, River) are Go
 # modules of their own, so the library's go.mod carries neither the peers nor
 # the harness.
-# Section 10 (the status page) serves the observation file with the CLI's
-# `leases serve` and runs section 7's 4 workers with the page open and without.
+# Section 10 (the status page) serves a busy production of 100,000 jobs of its
+# own on SQLite and on PostgreSQL with the CLI's `leases serve`, and runs
+# section 7's 4 workers with the page open and without.
 # Section 7 (workers) runs on PostgreSQL too. `make bench` starts a throwaway
 # cluster of its own with fsync on (LEASES_PG_DURABLE=1), never the fsync=off
 # one `make test` shares: its figures stand next to SQLite synchronous=FULL.

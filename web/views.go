@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -136,10 +137,31 @@ func (s *Server) overview(r *http.Request, v *view) (pageData, error) {
 	return out, nil
 }
 
+// summary reads a production's summary. Its reads are independent, so
+// they run at once: a view waits for the slowest of them (the counts, one
+// index range per state), not for their sum. The window ends at the view's
+// clock reading.
 func (s *Server) summary(ctx context.Context, p core.Production, clock core.ClockReading) (productionSummary, error) {
 	sum := productionSummary{Name: p.Name, ID: p.ID, Work: []workerSummary{}}
-	var err error
-	if sum.Counts, err = s.a.Counts(ctx, p.Name); err != nil {
+	since := clock.Now.Add(-recentWindow)
+	var rate, expired []core.MinuteCount
+	var ws []core.WorkerActivity
+	var held core.JobPage
+	err := concurrently(
+		func() (err error) { sum.Counts, err = s.a.Counts(ctx, p.Name); return err },
+		func() (err error) { rate, err = s.a.EventsPerMinute(ctx, p.Name, "completed", since); return err },
+		func() (err error) {
+			expired, err = s.a.EventsPerMinute(ctx, p.Name, "claim_expired", since)
+			return err
+		},
+		func() (err error) { ws, err = s.a.Workers(ctx, p.Name, since); return err },
+		// What each worker holds: the first claimed jobs in request order,
+		// unexpired, grouped by worker (the count is Workers' own).
+		func() (err error) {
+			held, err = s.a.ListJobs(ctx, p.Name, core.JobQuery{States: []string{core.StateClaimed}, Limit: heldShown})
+			return err
+		})
+	if err != nil {
 		return sum, err
 	}
 	sum.Total = sum.Counts.Total()
@@ -147,31 +169,12 @@ func (s *Server) summary(ctx context.Context, p core.Production, clock core.Cloc
 		age := max(0, sum.Counts.At.Sub(sum.Counts.OldestRequested))
 		sum.Oldest = &age
 	}
-	since := sum.Counts.At.Add(-recentWindow)
-	rate, err := s.a.EventsPerMinute(ctx, p.Name, "completed", since)
-	if err != nil {
-		return sum, err
-	}
 	sum.Rate, sum.Completed, sum.Busiest = bars(rate, since)
-	expired, err := s.a.EventsPerMinute(ctx, p.Name, "claim_expired", since)
-	if err != nil {
-		return sum, err
-	}
 	for _, m := range expired {
 		sum.Expire.Ended += m.Count
 	}
 	sum.Expire.Waiting = sum.Counts.Expired
 	sum.Expire.Total = sum.Expire.Waiting + sum.Expire.Ended
-	ws, err := s.a.Workers(ctx, p.Name, since)
-	if err != nil {
-		return sum, err
-	}
-	// What each worker holds: the first claimed jobs in request order,
-	// unexpired, grouped by worker (the count is Workers' own).
-	held, err := s.a.ListJobs(ctx, p.Name, core.JobQuery{States: []string{core.StateClaimed}, Limit: heldShown})
-	if err != nil {
-		return sum, err
-	}
 	for _, w := range ws {
 		ws := workerSummary{WorkerActivity: w, Holds: []heldJob{}}
 		for _, j := range held.Jobs {
@@ -182,6 +185,27 @@ func (s *Server) summary(ctx context.Context, p core.Production, clock core.Cloc
 		sum.Work = append(sum.Work, ws)
 	}
 	return sum, nil
+}
+
+// concurrently runs each read in its own goroutine and returns the first
+// error (in argument order) once all have ended.
+func concurrently(reads ...func() error) error {
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, read := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = read()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bars lays the last hour's per-minute counts out as a chart.

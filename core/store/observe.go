@@ -83,6 +83,9 @@ func (s *WorkerSet) Get(name string) *WorkerSeen {
 	return &s.List[i]
 }
 
+// JobStates are every state a job can be in: the counts count each.
+var JobStates = []string{StateRequested, StateClaimed, StateCompleted, StateFailed, StateCancelled, StateDead}
+
 // WorkerKinds are the events a worker causes itself.
 var WorkerKinds = []string{"claimed", "renewed", "released", "failed", "retry", "completed"}
 

@@ -123,11 +123,16 @@ func collectProductions(rows pgx.Rows) ([]store.Production, error) {
 	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) { return scanProduction(r) })
 }
 
-// Count statements: the production's range of leases_jobs_by_state, the
+// Count statements: the production's range of leases_jobs_by_state, one
+// index-only count per state (grouping the production's rows by state is
+// planned as a parallel scan of the whole table once a production holds
+// most jobs: three processes reading every row, beside the workers), the
 // partial index of claims by expiry, and the first requested job from the
 // claim path's partial index.
-const (
-	countByStateSQL = `SELECT state, count(*) FROM leases_jobs WHERE production_id = $1 GROUP BY state`
+var (
+	countByStateSQL = `SELECT s.state, (SELECT count(*) FROM leases_jobs j
+			WHERE j.production_id = $1 AND j.state = s.state)
+		FROM unnest(ARRAY['` + strings.Join(store.JobStates, `', '`) + `']) AS s(state)`
 	countExpiredSQL = `SELECT count(*) FROM leases_jobs
 		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= $2`
 	oldestRequestedSQL = `SELECT requested_unix_us FROM leases_jobs
@@ -220,9 +225,23 @@ func collectEvents(rows pgx.Rows) ([]store.Event, error) {
 	})
 }
 
-// countEventsSQL reads the range of leases_events_by_kind_time since a time.
-const countEventsSQL = `SELECT at_unix_us / $1 AS b, count(*) FROM leases_events
-	WHERE production_id = $2 AND kind = $3 AND at_unix_us >= $4 GROUP BY b ORDER BY b`
+// countEventsSQL counts each bucket from since to the kind's last event as
+// one index-only range of leases_events_by_kind_time. Grouping the whole
+// range by bucket instead sorts the window's events (an hour of a busy
+// production's completions) before counting them. A bucket costs one seek
+// even when empty: core asks for minutes of at most a day. Materialized,
+// each bucket is counted once, not again for the filter. Each range asks
+// for time order, which only that index gives without a sort: before the
+// tables have statistics (a fresh or just filled store), the planner
+// otherwise takes leases_events_by_kind, as cheap by its estimate, and
+// reads every event of the kind once per bucket.
+const countEventsSQL = `WITH c(b, n) AS MATERIALIZED (
+		SELECT b, (SELECT count(*) FROM (SELECT FROM leases_events
+			WHERE production_id = $2 AND kind = $3 AND at_unix_us >= greatest(b * $1, $4) AND at_unix_us < (b + 1) * $1
+			ORDER BY at_unix_us) AS e)
+		FROM generate_series($4::bigint / $1::bigint, (SELECT at_unix_us FROM leases_events
+			WHERE production_id = $2 AND kind = $3 ORDER BY at_unix_us DESC LIMIT 1) / $1::bigint) AS b)
+	SELECT b, n FROM c WHERE n > 0 ORDER BY b`
 
 // CountEvents counts a production's events of one kind per bucket.
 func (db *DB) CountEvents(ctx context.Context, productionID, kind string, since, width int64) ([]store.Bucket, error) {
@@ -238,13 +257,29 @@ func (db *DB) CountEvents(ctx context.Context, productionID, kind string, since,
 	})
 }
 
-// workersSeenSQL reads the ranges of leases_events_by_kind_time since a
-// time, one per kind a worker causes; holdersSQL the unexpired part of the
-// partial index of claims by expiry.
+// workersSeenSQL walks leases_events_by_worker from one worker to the next
+// (each step the first entry past the last worker: a loose index scan) and
+// reads each worker's last entry, so it costs a few index steps per worker
+// the production has seen, however many events the window holds. It keeps
+// the workers last seen at or after the time. Each step is the first entry
+// in the index's order (ORDER BY ... LIMIT 1), not min() or max(): before
+// the tables have statistics the planner aggregates a min() over the whole
+// range. holdersSQL reads the unexpired part of the partial index of
+// claims by expiry.
 var (
-	workersSeenSQL = `SELECT worker, max(at_unix_us) FROM leases_events
-		WHERE production_id = $1 AND kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `') AND at_unix_us >= $2
-		GROUP BY worker ORDER BY max(at_unix_us) DESC, worker COLLATE "C" LIMIT $3`
+	workerKindsSQL = `kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `')`
+	workersSeenSQL = `WITH RECURSIVE w(worker) AS (
+			SELECT (SELECT worker FROM leases_events WHERE production_id = $1 AND ` + workerKindsSQL + `
+				ORDER BY worker LIMIT 1)
+			UNION ALL
+			SELECT (SELECT worker FROM leases_events
+				WHERE production_id = $1 AND ` + workerKindsSQL + ` AND worker > w.worker ORDER BY worker LIMIT 1)
+			FROM w WHERE w.worker IS NOT NULL),
+		seen(worker, at) AS (
+			SELECT worker, (SELECT at_unix_us FROM leases_events
+				WHERE production_id = $1 AND ` + workerKindsSQL + ` AND worker = w.worker ORDER BY at_unix_us DESC LIMIT 1)
+			FROM w WHERE w.worker IS NOT NULL)
+		SELECT worker, at FROM seen WHERE at >= $2 ORDER BY at DESC, worker COLLATE "C" LIMIT $3`
 	holdersSQL = `SELECT worker, count(*) FROM leases_jobs
 		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us > $2 GROUP BY worker`
 )

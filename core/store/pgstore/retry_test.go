@@ -6,7 +6,7 @@ package pgstore
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
@@ -35,9 +35,7 @@ func TestClaimingNeverScansDelayedJobsOrClaims(t *testing.T) {
 	} {
 		pgtest.Exec(t, u, st)
 	}
-	c, err := pgx.Connect(ctx, u)
-	require.NoError(t, err)
-	defer c.Close(ctx)
+	c := connect(t, u)
 	now := int64(5_000_000_000)
 	for name, st := range map[string]struct {
 		sql  string
@@ -86,8 +84,37 @@ func TestASchema3DatabaseIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T
 	defer db.Close()
 	v, err := version(ctx, db.pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, v)
+	require.EqualValues(t, SchemaVersion, v, "through 4 to the current schema")
 	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
+
+	// A migrated schema is exactly a new one.
+	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
+}
+
+func TestASchema4DatabaseIsMigratedTo5WithTheIndexOfWorkersSeen(t *testing.T) {
+	// The schema-4 fixture: the schema-2 layout, its migrations to 3 and 4,
+	// and events: worker a claimed and completed, b claimed and its claim
+	// lapsed later (claim_expired names b, but is no sighting of it), and a
+	// request, which no worker makes.
+	var stmts []string
+	for _, part := range [][]string{migrateV2toV3, migrationFixtureRows, migrateV3toV4} {
+		stmts = append(stmts, part...)
+	}
+	old := oldSchema(t, append(stmts, `INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker) VALUES
+		(5, 'pid', 'j1', 'requested', ''), (10, 'pid', 'j1', 'claimed', 'a'), (15, 'pid', 'j2', 'claimed', 'b'),
+		(20, 'pid', 'j1', 'completed', 'a'), (30, 'pid', 'j2', 'claim_expired', 'b')`)...)
+	require.NotContains(t, schemaOf(t, old), "leases_events_by_worker")
+
+	db, err := Open(old, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	v, err := version(ctx, db.pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, v)
+	// The events written before the index exist in it.
+	ws, err := db.Workers(ctx, "pid", 0, 1000, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.WorkerSeen{{Worker: "a", LastSeen: 20}, {Worker: "b", LastSeen: 15}}, ws)
 
 	// A migrated schema is exactly a new one.
 	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))

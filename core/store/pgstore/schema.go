@@ -15,10 +15,11 @@ import (
 // plaintext claim id and a claim time); version 3 adds the indexes of the
 // paged listings (migrateV2toV3). The version is the schema_version row of
 // leases_meta. Version 4 adds retry policies, the dead state, priorities,
-// run-at and the attempt history (migrateV3toV4). Every table is prefixed
+// run-at and the attempt history (migrateV3toV4); version 5 the index of
+// workers seen (migrateV4toV5). Every table is prefixed
 // leases_ and lives in the connection's current schema, so an authority can
 // share a database.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrationLockSpace and the hash of the schema's name key the advisory
 // lock that serializes creating and migrating one schema (the one
@@ -188,6 +189,16 @@ var migrateV3toV4 = []string{
 	`UPDATE leases_meta SET v = 4 WHERE k = 'schema_version'`,
 }
 
+// migrateV4toV5 adds the index the status page's "workers seen recently"
+// reads, as the SQLite migration does (docs/schema.md): each worker's events
+// in time order, only the kinds a worker causes itself (store.WorkerKinds).
+// Every path that opens a schema below 5 ends with these.
+var migrateV4toV5 = []string{
+	`CREATE INDEX leases_events_by_worker ON leases_events (production_id, worker, at_unix_us)
+		WHERE kind IN ('claimed', 'renewed', 'released', 'failed', 'retry', 'completed')`,
+	`UPDATE leases_meta SET v = 5 WHERE k = 'schema_version'`,
+}
+
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
@@ -276,7 +287,7 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now); err != nil {
 			return err
 		}
-	case 2, 3:
+	case 2, 3, 4:
 	default:
 		if v > SchemaVersion {
 			return tooNew(v)
@@ -288,7 +299,12 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV3toV4); err != nil {
+	if v < 4 {
+		if err := execAll(ctx, tx, migrateV3toV4); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV4toV5); err != nil {
 		return err
 	}
 	return classify(tx.Commit(ctx))

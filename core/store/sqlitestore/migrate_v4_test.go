@@ -3,7 +3,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -25,38 +24,18 @@ var migrationFixtureRows = []string{
 func TestASchema3FileIsMigratedTo4KeepingEveryJobsStateAndOrder(t *testing.T) {
 	dir := t.TempDir()
 	old := filepath.Join(dir, "v3.db")
-	db, err := sql.Open("sqlite", "file:"+old)
-	require.NoError(t, err)
 	// The schema-3 fixture: exactly what version 3 wrote.
-	for _, st := range append(append([]string{}, schemaV2...), migrateV2toV3...) {
-		_, err := db.Exec(st)
-		require.NoError(t, err, st)
-	}
-	for _, st := range migrationFixtureRows {
-		_, err := db.Exec(st)
-		require.NoError(t, err, st)
-	}
-	require.NoError(t, db.Close())
+	oldFile(t, old, schemaV2, migrateV2toV3, migrationFixtureRows)
 
-	s, err := Open(old, Options{}, func() int64 { return 99 })
-	require.NoError(t, err)
-	v, err := s.Pragma("user_version")
-	require.NoError(t, err)
-	require.Equal(t, "4", v)
-	ok, err := s.Pragma("integrity_check")
-	require.NoError(t, err)
-	require.Equal(t, "ok", ok)
+	s := openMigrated(t, old)
 	require.NoError(t, storetest.CheckV4Fixture(context.Background(), s))
 	// The state check still refuses what is not a state.
-	_, err = s.db.Exec(`UPDATE jobs SET state = 'zombie' WHERE id = 'j1'`)
+	_, err := s.db.Exec(`UPDATE jobs SET state = 'zombie' WHERE id = 'j1'`)
 	require.Error(t, err)
 	require.NoError(t, s.Close())
 
 	// A migrated file has exactly the schema of a new one.
-	fresh := filepath.Join(dir, "v4.db")
-	s, err = Open(fresh, Options{}, func() int64 { return 0 })
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
-	require.Equal(t, schemaOf(t, fresh), schemaOf(t, old))
-	require.Contains(t, schemaOf(t, fresh), `'cancelled','dead')`)
+	fresh := freshSchema(t, dir)
+	require.Equal(t, fresh, schemaOf(t, old))
+	require.Contains(t, fresh, `'cancelled','dead')`)
 }

@@ -4,8 +4,8 @@ package sqlitestore
 // schema (jobs carried a plaintext claim id and a claim time); version 3 adds
 // the indexes of the paged listings (migrateV2toV3); version 4 adds retry
 // policies, the dead state, priorities, run-at and the attempt history
-// (migrateV3toV4).
-const SchemaVersion = 4
+// (migrateV3toV4); version 5 adds the index of workers seen (migrateV4toV5).
+const SchemaVersion = 5
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -169,4 +169,17 @@ var migrateV3toV4 = []string{
 	) STRICT`,
 	`CREATE INDEX attempts_by_job ON attempts (job_id, id)`,
 	`PRAGMA user_version = 4`,
+}
+
+// migrateV4toV5 adds the index the status page's "workers seen recently"
+// reads (docs/schema.md): each worker's events in time order, only the
+// kinds a worker causes itself (store.WorkerKinds, in that order: a query
+// names the same IN list to use it). A worker's last event is then the last
+// entry of its range, so listing the workers costs a few index steps per
+// worker, not one row per event of the window. Every path that opens a file
+// below version 5 ends with these, a new file too.
+var migrateV4toV5 = []string{
+	`CREATE INDEX events_by_worker ON events (production_id, worker, at_unix_us)
+		WHERE kind IN ('claimed', 'renewed', 'released', 'failed', 'retry', 'completed')`,
+	`PRAGMA user_version = 5`,
 }

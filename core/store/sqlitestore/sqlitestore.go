@@ -231,7 +231,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version == 2, version == 3:
+	case version >= 2 && version <= 4:
 	default:
 		return store.ErrNotLeases
 	}
@@ -240,7 +240,12 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV3toV4); err != nil {
+	if version < 4 {
+		if err := execAll(ctx, tx, migrateV3toV4); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV4toV5); err != nil {
 		return err
 	}
 	return classify(tx.Commit())

@@ -57,6 +57,7 @@ type Statement struct {
 	SQL  string
 	Args []any
 	Want string
+	Also []string // further index reads the plan must hold (a statement of several parts)
 }
 
 // CheckV4Fixture checks a store migrated from the schema-3 fixture both

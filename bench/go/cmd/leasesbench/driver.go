@@ -28,8 +28,10 @@ type opts struct {
 	full, smoke              bool
 	sections                 string
 	python                   string
-	pg                       string // PostgreSQL server URL for the workers rows
-	observeJobs              int    // jobs in the file of the observation rows
+	pg                       string   // PostgreSQL server URL for the workers rows
+	observeJobs              int      // jobs in the file of the observation rows
+	webJobs                  int      // jobs in the status page rows' production
+	cleanups                 []func() // run once every repetition is done (e.g. drop a schema rows share)
 }
 
 // row is one line of the table: run measures one repetition in dir.
@@ -87,6 +89,9 @@ func cmdRun(args []string) {
 			os.RemoveAll(dir)
 		}
 		fmt.Fprintf(os.Stderr, "bench: repetition %d/%d done (%s)\n", rep+1, o.reps, time.Since(began).Round(time.Second))
+	}
+	for _, c := range o.cleanups {
+		c()
 	}
 	var rssRes *result
 	var rssErr error
@@ -292,20 +297,19 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 		}
 
 	}
-	// 9. Observations, on the largest scaling file (or one of their own);
-	// 10. the status page, on the same file.
-	if o.want("observe") || o.want("web") {
+	// 9. Observations, on the largest scaling file (or one of their own).
+	if o.want("observe") {
 		var db string
 		db, o.observeJobs = observeFile(o, scales)
-		if o.want("observe") {
-			for _, r := range observeRows(o, db, o.observeJobs) {
-				add(r)
-			}
+		for _, r := range observeRows(o, db, o.observeJobs) {
+			add(r)
 		}
-		if o.want("web") {
-			for _, r := range webRows(o, db, o.observeJobs) {
-				add(r)
-			}
+	}
+	// 10. The status page, on a busy production of its own on each store.
+	if o.want("web") {
+		o.webJobs = o.n(100000)
+		for _, r := range webRows(o, o.webJobs) {
+			add(r)
 		}
 	}
 	// 4. Contention: P worker processes on one file for a fixed time.
@@ -701,7 +705,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		renderObserve(o, &b, rows, o.observeJobs, n)
 	}
 	if o.want("web") {
-		renderWeb(o, &b, rows, o.observeJobs, n)
+		renderWeb(o, &b, rows, o.webJobs, n)
 	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
@@ -770,7 +774,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			last.jobs, scales[0].jobs, r, map[bool]string{true: "", false: ", run by `make bench-full`"}[o.full], met(r <= 2))
 	}
 	observeTargets(p, rows, o.observeJobs)
-	webTargets(p, rows, o.observeJobs)
+	webTargets(p, rows, o.webJobs)
 	if rss != nil && rssErr == nil {
 		g := (rss.Extra["after_hwm_kb"] - rss.Extra["warm_hwm_kb"]) / 1024
 		p("| RSS growth after warm-up | %+.1f MiB (want ≈ 0; < 2 MiB counts as none) | %s |\n", g, met(g < 2))

@@ -146,10 +146,15 @@ func fillCore(path string, n int) {
 
 func cmdFill(args []string) {
 	fs := flag.NewFlagSet("fill", flag.ExitOnError)
-	db := fs.String("db", "", "database file")
+	db := fs.String("db", "", "database file or postgres:// URL")
 	n := fs.Int("n", 1000, "jobs")
+	busy := fs.Bool("busy", false, "as a busy production: most jobs completed within the hour (webFill)")
 	must(fs.Parse(args))
-	fillCore(*db, *n)
+	if *busy {
+		webFill(*db, *n)
+	} else {
+		fillCore(*db, *n)
+	}
 	emit(result{Ops: *n})
 }
 

@@ -1,8 +1,8 @@
 // Section 10, the status page: each view's latency from a `leases serve`
-// process over the observation file (100,000 jobs), and the workers'
-// claim throughput with the page open and refreshing every second against
-// none. The page is the real CLI server, fetched over HTTP as a browser's
-// refresh fetches it.
+// process over a busy production of 100,000 jobs (webFill) on SQLite and on
+// PostgreSQL, and the workers' claim throughput with the page open and
+// refreshing every second against none. The page is the real CLI server,
+// fetched over HTTP as a browser's refresh fetches it.
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -63,8 +64,12 @@ func fetch(c *http.Client, base, path string) {
 	}
 }
 
+// webView is one timed view: a label the same on every store, and the path
+// fetched (a job id or cursor of the store's own fill).
+type webView struct{ label, path string }
+
 // webViews are the views timed: the pages and what they stand on.
-func webViews(a *core.Authority, jobs int) []string {
+func webViews(a *core.Authority, jobs int) []webView {
 	ctx := context.Background()
 	first, err := a.ListJobs(ctx, prod, core.JobQuery{Limit: 1})
 	must(err)
@@ -80,10 +85,44 @@ func webViews(a *core.Authority, jobs int) []string {
 	}
 	name := url.Values{"name": {prod}}.Encode()
 	job := url.Values{"production": {prod}, "id": {first.Jobs[0].ID}}.Encode()
-	return []string{"/", "/production?" + name, "/production?" + name + "&state=requested",
-		"/production?" + name + "&" + url.Values{"after": {q.After}}.Encode(),
-		"/production?" + name + "&q=" + first.Jobs[0].ID, "/job?" + job, "/events", "/api/overview",
-		"/api/production?" + name, "/metrics"}
+	return []webView{{"/", "/"}, {"/production?name=bench", "/production?" + name},
+		{"/production?name=bench&state=requested", "/production?" + name + "&state=requested"},
+		{"/production?name=bench&after=(the middle)", "/production?" + name + "&" + url.Values{"after": {q.After}}.Encode()},
+		{"/production?name=bench&q=(a job id)", "/production?" + name + "&q=" + first.Jobs[0].ID},
+		{"/job?production=bench&id=(a job id)", "/job?" + job}, {"/events", "/events"}, {"/api/overview", "/api/overview"},
+		{"/api/production?name=bench", "/api/production?" + name}, {"/metrics", "/metrics"}}
+}
+
+// webFill fills loc for the page views as a busy production looks: jobs
+// requested, then most of them claimed and completed by four workers within
+// the last hour (an hour of completions for the chart, and of sightings for
+// the workers seen), some failed, some claimed and held; the rest wait.
+func webFill(loc string, jobs int) {
+	fillCore(loc, jobs)
+	a := openCore(loc, "NORMAL")
+	defer a.Close()
+	done, failed, held := jobs*6/10, jobs/200, jobs/500
+	for d := 0; d < done; {
+		e, err := a.Begin()
+		must(err)
+		k := min(500, done-d)
+		for i := 0; i < k; i++ {
+			l, err := e.Claim(prod, "worker-"+itoa(i%4), time.Minute)
+			must(err)
+			must(e.Complete(l, core.Facts{}))
+		}
+		must(e.Commit())
+		d += k
+	}
+	for i := 0; i < failed; i++ {
+		l, err := a.Claim(prod, "worker-"+itoa(i%4), time.Minute)
+		must(err)
+		must(l.Fail("bench"))
+	}
+	for i := 0; i < held; i++ {
+		_, err := a.Claim(prod, "holder-"+itoa(i%8), leaseFor)
+		must(err)
+	}
 }
 
 // cmdWebPage times m rounds of every view (webViews) from a `leases serve`
@@ -106,7 +145,7 @@ func cmdWebPage(args []string) {
 	fetch(c, base, "/metrics")
 	firstScrape := since(t)
 	for _, v := range views {
-		fetch(c, base, v)
+		fetch(c, base, v.path)
 	}
 	lat := make([]int64, 0, *m*len(views))
 	per := make([][]int64, len(views))
@@ -114,7 +153,7 @@ func cmdWebPage(args []string) {
 	for i := 0; i < *m; i++ {
 		for j, v := range views {
 			t := time.Now()
-			fetch(c, base, v)
+			fetch(c, base, v.path)
 			ns := since(t)
 			lat, per[j] = append(lat, ns), append(per[j], ns)
 		}
@@ -122,7 +161,7 @@ func cmdWebPage(args []string) {
 	secs := time.Since(start).Seconds()
 	extra := map[string]float64{"first_metrics_ns": float64(firstScrape)}
 	for j, v := range views {
-		extra["p99 "+v] = float64(percentile(per[j], 0.99))
+		extra["p99 "+v.label] = float64(percentile(per[j], 0.99))
 	}
 	emit(result{Ops: len(lat), Secs: secs, P50NS: percentile(lat, 0.5), P99NS: percentile(lat, 0.99), Extra: extra})
 }
@@ -161,15 +200,43 @@ func pageOpen(cli, loc string) func() int {
 	}
 }
 
-// webRows: section 10's rows. The page rows read the observation file; the
-// workers rows are section 7's 4-worker rows, longer, with and without the
-// page open.
-func webRows(o *opts, db string, jobs int) []*row {
+// webRows: section 10's rows. The page rows read a busy file of their own
+// (webFill), on SQLite and on PostgreSQL, filled once and read by every
+// repetition; the workers rows are section 7's 4-worker rows, longer, with
+// and without the page open.
+func webRows(o *opts, jobs int) []*row {
 	lb := o.exe("leasesbench")
 	m := max(o.n(30), 3)
-	rows := []*row{{section: "web", name: "page views from leases serve", run: func(string) (result, error) {
-		return child([]string{lb, "webpage", "-db", db, "-jobs", itoa(jobs), "-cli", o.cli, "-m", itoa(m)})
+	views := func(loc string) (result, error) {
+		return child([]string{lb, "webpage", "-db", loc, "-jobs", itoa(jobs), "-cli", o.cli, "-m", itoa(m)})
+	}
+	var sqliteFill, pgFill sync.Once
+	var fillErr [2]error
+	db := filepath.Join(o.tmp, "web-views.db")
+	var pgLoc string
+	rows := []*row{{section: "web", name: webViewsName("SQLite"), run: func(string) (result, error) {
+		sqliteFill.Do(func() { _, fillErr[0] = child([]string{lb, "fill", "-busy", "-db", db, "-n", itoa(jobs)}) })
+		if fillErr[0] != nil {
+			return result{}, fillErr[0]
+		}
+		return views(db)
 	}}}
+	pr := &row{section: "web", name: webViewsName("PostgreSQL"), run: func(string) (result, error) {
+		pgFill.Do(func() {
+			var schema string
+			pgLoc, schema, _ = pgSchemaURL(o.pg, 0)
+			o.cleanups = append(o.cleanups, func() { pgDropSchema(o.pg, schema) })
+			_, fillErr[1] = child([]string{lb, "fill", "-busy", "-db", pgLoc, "-n", itoa(jobs)})
+		})
+		if fillErr[1] != nil {
+			return result{}, fillErr[1]
+		}
+		return views(pgLoc)
+	}}
+	if o.pg == "" {
+		pr.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
+	}
+	rows = append(rows, pr)
 	wn := o.n(3000)
 	var pgEnv []string
 	if o.smoke {
@@ -199,6 +266,8 @@ func webRows(o *opts, db string, jobs int) []*row {
 	return rows
 }
 
+func webViewsName(store string) string { return "page views from leases serve, " + store }
+
 func webWorkersName(store string, open bool) string {
 	if open {
 		return store + ", 4 workers, page open (refresh 1 s)"
@@ -209,26 +278,45 @@ func webWorkersName(store string, open bool) string {
 func renderWeb(o *opts, b *strings.Builder, rows []*row, jobs int, n string) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("\n### 10. The status page: views at %d jobs, and 4 workers with the page open (%s)\n\n", jobs, n)
-	if r := find(rows, "web", "page views from leases serve"); r != nil {
+	stores := []string{"SQLite", "PostgreSQL"}
+	var keys []string
+	for _, store := range stores {
+		r := find(rows, "web", webViewsName(store))
+		if r == nil {
+			continue
+		}
 		if s := status(r); s != "" {
-			p("page views: %s\n\n", s)
-		} else {
-			p("| view (GET, whole answer read) | p99 |\n|---|---:|\n")
-			keys := []string{}
+			p("page views, %s: %s\n\n", store, s)
+			continue
+		}
+		if keys == nil {
 			for k := range r.res[0].Extra {
 				if strings.HasPrefix(k, "p99 ") {
 					keys = append(keys, k)
 				}
 			}
 			sort.Strings(keys)
-			for _, k := range keys {
-				p("| `%s` | %s |\n", strings.TrimPrefix(k, "p99 "), us(median(values(r, func(x result) float64 { return x.Extra[k] }))))
-			}
-			p("| every view | p50 %s, p99 %s |\n", us(median(values(r, func(x result) float64 { return float64(x.P50NS) }))),
-				us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))))
-			p("| first `/metrics` (reads the whole event log once) | %s |\n\n",
-				us(median(values(r, func(x result) float64 { return x.Extra["first_metrics_ns"] }))))
 		}
+	}
+	if keys != nil {
+		p("| view (GET, whole answer read) | SQLite p99 | PostgreSQL p99 |\n|---|---:|---:|\n")
+		cell := func(store string, f func(x result) float64) string {
+			r := find(rows, "web", webViewsName(store))
+			if r == nil || len(r.res) == 0 {
+				return ""
+			}
+			return us(median(values(r, f)))
+		}
+		for _, k := range keys {
+			f := func(x result) float64 { return x.Extra[k] }
+			p("| `%s` | %s | %s |\n", strings.TrimPrefix(k, "p99 "), cell("SQLite", f), cell("PostgreSQL", f))
+		}
+		p50 := func(x result) float64 { return float64(x.P50NS) }
+		p99 := func(x result) float64 { return float64(x.P99NS) }
+		p("| every view | p50 %s, p99 %s | p50 %s, p99 %s |\n", cell("SQLite", p50), cell("SQLite", p99),
+			cell("PostgreSQL", p50), cell("PostgreSQL", p99))
+		first := func(x result) float64 { return x.Extra["first_metrics_ns"] }
+		p("| first `/metrics` (reads the whole event log once) | %s | %s |\n\n", cell("SQLite", first), cell("PostgreSQL", first))
 	}
 	p("| workers | cycles/s | range | claim p99 | page refreshes | open ÷ none |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, store := range []string{"SQLite FULL", "PostgreSQL"} {
@@ -249,20 +337,23 @@ func renderWeb(o *opts, b *strings.Builder, rows []*row, jobs int, n string) {
 				us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))), refreshes, vs)
 		}
 	}
-	p("\nViews: `leases serve` (the release CLI) over the observation file, %d rounds of every view after one\n"+
-		"untimed round, each answer read whole over loopback HTTP. Workers: section 7's 4-worker row with %d cycles;\n"+
+	p("\nViews: `leases serve` (the release CLI) over a busy production of %d jobs on each store (%d completed by 4\n"+
+		"workers within the hour before, %d failed, %d claimed and held, the rest waiting), %d rounds of every view after\n"+
+		"one untimed round, each answer read whole over loopback HTTP. Workers: section 7's 4-worker row with %d cycles;\n"+
 		"\"page open\" runs `leases serve` on the same database and fetches the overview and the production page\n"+
-		"every second during the timed loop (two open tabs).\n", max(o.n(30), 3), o.n(3000))
+		"every second during the timed loop (two open tabs).\n", jobs, jobs*6/10, jobs/200, jobs/500, max(o.n(30), 3), o.n(3000))
 }
 
-// webTargets adds the section's target to the Targets table.
+// webTargets adds the section's targets to the Targets table.
 func webTargets(p func(string, ...any), rows []*row, jobs int) {
-	r := find(rows, "web", "page views from leases serve")
-	if r == nil || len(r.res) == 0 {
-		return
+	for _, store := range []string{"SQLite", "PostgreSQL"} {
+		r := find(rows, "web", webViewsName(store))
+		if r == nil || len(r.res) == 0 {
+			continue
+		}
+		p99 := median(values(r, func(x result) float64 { return float64(x.P99NS) })) / 1e6
+		p("| status page p99 at %d jobs (every view), %s | %.2f ms (want ≤ 100 ms) | %s |\n", jobs, store, p99, met(p99 <= 100))
 	}
-	p99 := median(values(r, func(x result) float64 { return float64(x.P99NS) })) / 1e6
-	p("| status page p99 at %d jobs (every view) | %.2f ms (want ≤ 100 ms) | %s |\n", jobs, p99, met(p99 <= 100))
 	for _, store := range []string{"SQLite FULL", "PostgreSQL"} {
 		none, open := find(rows, "web", webWorkersName(store, false)), find(rows, "web", webWorkersName(store, true))
 		if none == nil || open == nil || len(none.res) == 0 || len(open.res) == 0 {
