@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/libleases/libleases/core/store"
 )
@@ -128,14 +129,22 @@ func (id *fileIdentity) check() error {
 // read as the WAL of whatever file is at the path now, and corrupt it. A
 // TRUNCATE checkpoint on a connection of the opened file copies the WAL
 // into the opened (now unlinked) file and empties it. Best effort, bounded
-// by walCheckpointWait: a writer of another process still in the old file
-// keeps it from finishing.
+// by releaseCheckpointWait: a writer of another process still in the old
+// file keeps it from finishing.
+//
+// The bound is not the WAL keeper's (walCheckpointWait, 20 ms, retried every
+// 100 ms): this checkpoint runs once, and the next opener of the path reads
+// whatever WAL it leaves as the new file's. On a loaded machine 20 ms did not
+// always suffice, and a second opener after `mv other.db f.db` read the old
+// file's pages (TestADatabaseFileRemovedOrReplacedUnderAWriterIsNeverAcknowledgedInto).
+const releaseCheckpointWait = 2 * time.Second
+
 func (id *fileIdentity) release() {
 	if id.gone.Load() == nil || id.pin == nil {
 		return
 	}
 	id.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), walCheckpointWait)
+		ctx, cancel := context.WithTimeout(context.Background(), releaseCheckpointWait)
 		defer cancel()
 		id.pin.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	})
