@@ -663,7 +663,7 @@ NOT_WRAPPED = {
 RETRIES = ("leases_job_request_v2", "leases_production_create_v2", "leases_production_set_policy",
            "leases_lease_fail_retry", "leases_job_retry", "leases_production_redrive")
 NOT_WRAPPED.update({(lang, fn): "wrapped by the retries binding task (docs/c-api.md)"
-                    for lang in ("Python", "C++", "Rust") for fn in RETRIES})
+                    for lang in ("Python", "Rust") for fn in RETRIES})
 
 
 def check_wrapped(root):

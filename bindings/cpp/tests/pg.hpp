@@ -100,9 +100,10 @@ private:
 
 enum class Store { SQLite, Postgres };
 
-inline std::string store_name(const ::testing::TestParamInfo<Store> &info) {
-    return info.param == Store::SQLite ? "SQLite" : "Postgres";
-}
+inline const char *to_string(Store s) { return s == Store::SQLite ? "SQLite" : "Postgres"; }
+inline std::string store_name(const ::testing::TestParamInfo<Store> &info) { return to_string(info.param); }
+// How GoogleTest shows the parameter (found by argument-dependent lookup).
+inline void PrintTo(Store s, std::ostream *os) { *os << to_string(s); }
 
 // One authority per test on the store of the parameter, with production "p"
 // and the clock frozen at t0 (advance() moves it: backoffs and delays pass
