@@ -162,6 +162,15 @@ TEST_P(Pages, EachProductionListsEveryProductionByNameAcrossPages) {
         names.push_back(p.name);
     }
     EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c", "d", "p"}));
+    // The range serves the standard library's input-iterator algorithms.
+    auto range = a().each_production(2);
+    const std::vector<leases::Production> all(range.begin(), range.end());
+    ASSERT_EQ(all.size(), 5u);
+    EXPECT_EQ(all[4].name, "p");
+    auto again = a().each_production(1);
+    auto it = again.begin();
+    EXPECT_EQ((*it++).name, "a");
+    EXPECT_EQ(it->name, "b");
     const leases::Page<leases::Production> first = a().productions_page("", 3);
     ASSERT_EQ(first.items.size(), 3u);
     ASSERT_TRUE(first.next.has_value());

@@ -1106,7 +1106,21 @@ public:
             }
             return *this;
         }
-        void operator++(int) { ++*this; }
+        // What it++ returns: the item it pointed at (*it++ is valid on an
+        // input iterator), kept by value since the step may read a page.
+        class Postfix {
+        public:
+            explicit Postfix(T item) : item_(std::move(item)) {}
+            const T &operator*() const noexcept { return item_; }
+
+        private:
+            T item_;
+        };
+        Postfix operator++(int) {
+            Postfix was(**this);
+            ++*this;
+            return was;
+        }
         friend bool operator==(const iterator &a, const iterator &b) noexcept { return a.pages_ == b.pages_; }
         friend bool operator!=(const iterator &a, const iterator &b) noexcept { return a.pages_ != b.pages_; }
 
@@ -1831,7 +1845,7 @@ public:
     /// Cancelled; another is InvalidArgumentError) as retry_job does each, in
     /// batches: each job's redrive is atomic, the whole is not (after a
     /// failure, list the jobs to see). Returns how many were redriven.
-    std::int64_t redrive(const std::string &production, JobState state) {
+    [[nodiscard]] std::int64_t redrive(const std::string &production, JobState state) {
         const std::string name = detail::state_names({state});
         std::int64_t count = 0;
         check(leases_production_redrive(handle_.get(), detail::c_str(production, "production"), name.c_str(),
