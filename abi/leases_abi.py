@@ -651,19 +651,9 @@ WRAPPERS = {
 }
 # Functions a binding has no use for, or does not use yet, and why; anything
 # else unused fails, and so does an entry for a function the binding uses.
-WORKER_RUNTIME = ("leases_canceller_new", "leases_canceller_cancel", "leases_canceller_free", "leases_claim_wait",
-                  "leases_lease_keep_alive", "leases_lease_keep_alive_stop", "leases_lease_check",
-                  "leases_lease_wait_lost")
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
 }
-# The retries functions (core16) are wrapped by the binding tasks of the same
-# issue, which land after them: until then no binding is required to call
-# them. Each binding's task removes its language's entries.
-RETRIES = ("leases_job_request_v2", "leases_production_create_v2", "leases_production_set_policy",
-           "leases_lease_fail_retry", "leases_job_retry", "leases_production_redrive")
-NOT_WRAPPED.update({(lang, fn): "wrapped by the retries binding task (docs/c-api.md)"
-                    for lang in ("C++",) for fn in RETRIES})
 
 
 def check_wrapped(root):

@@ -10,7 +10,8 @@ CPP_PKG_BUILD  := $(BUILD)/cpp-install
 CPP_JOBS       ?= 2
 PREFIX         ?= /usr/local
 CPP_CMAKE      := cmake -G Ninja -DLEASES_ROOT=$(ROOT) -DLEASES_STATIC_LIBRARY=$(ROOT)/$(CAPI_A) \
-                  -DLEASES_LIBRARY=$(ROOT)/$(CAPI_SO) -DLEASES_TEST_LIBRARY=$(ROOT)/$(CAPI_TEST_SO)
+                  -DLEASES_LIBRARY=$(ROOT)/$(CAPI_SO) -DLEASES_TEST_LIBRARY=$(ROOT)/$(CAPI_TEST_SO) \
+                  -DLEASES_CLI=$(ROOT)/$(CLI_BIN)
 
 .PHONY: test-cpp test-cpp-unit test-cpp-asan test-cpp-valgrind test-cpp-install cpp-tools cpp-build install install-cpp
 TEST_TARGETS += test-cpp
@@ -25,7 +26,8 @@ cpp-tools:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake ninja-build pkg-config libgtest-dev; \
 	fi
 
-cpp-build: $(CAPI_SO) $(CAPI_TEST_SO) cpp-tools
+# The CLI publishes the facts vector that tests/test_records.cpp reads back.
+cpp-build: $(CAPI_SO) $(CAPI_TEST_SO) $(CLI_BIN) cpp-tools
 	$(CPP_CMAKE) -S $(CPP_DIR) -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(CPP_BUILD) -j $(CPP_JOBS)
 
@@ -37,16 +39,23 @@ test-cpp-unit: cpp-build ## C++ tests (test library) and compile-fail tests
 # suppressions of the Go runtime (mk/20-capi.mk says why): errors in the
 # projection and every definite leak fail. LEASES_UNDER_VALGRIND lengthens the
 # real-time durations of the keep-alive tests.
+# Then the two-store suites of retries, records and pages (every call of
+# revision 1) without undefined-value errors: they parse much of the JSON the
+# library returns, and valgrind, which loses track of goroutine stacks, marks
+# bytes of it undefined at random (about one run in two; no origin, never in
+# isolation). Invalid accesses and definite leaks still fail them.
 CPP_VALGRIND_FILTER := Waiting.*:Postgres.*Wait*:Postgres.*Canceller*:Postgres.*KeptAlive*:Postgres.*Worker*:Postgres.*Sigterm*
-test-cpp-valgrind: cpp-build ## the C++ worker-runtime tests under valgrind: no error outside the Go runtime, no definite leak
+test-cpp-valgrind: cpp-build ## the C++ worker-runtime tests, then the retries, records and pages tests, under valgrind: no error outside the Go runtime, no definite leak
 	$(PG_RUN) env GODEBUG=asyncpreemptoff=1 LEASES_UNDER_VALGRIND=1 $(VALGRIND) $(VALGRIND_ARGS) \
 		$(CPP_BUILD)/leases_cpp_tests --gtest_filter='$(CPP_VALGRIND_FILTER)' --gtest_brief=1
+	$(PG_RUN) env GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) --undef-value-errors=no \
+		$(CPP_BUILD)/leases_cpp_tests --gtest_filter='Stores/*' --gtest_brief=1
 
 # libleases.so is prebuilt Go, so nothing of the Go runtime is instrumented;
 # the wrapper, the tests and every malloc'd string crossing the boundary are,
 # leak detection included (docs/cpp.md). Compile-fail tests run once above.
 # Both runs include tests/test_postgres.cpp, so ctest runs under $(PG_RUN).
-test-cpp-asan: $(CAPI_TEST_SO) cpp-tools ## C++ tests built with -fsanitize=address,undefined
+test-cpp-asan: $(CAPI_TEST_SO) $(CLI_BIN) cpp-tools ## C++ tests built with -fsanitize=address,undefined
 	$(CPP_CMAKE) -S $(CPP_DIR) -B $(CPP_ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 		-DLEASES_SANITIZE=ON -DLEASES_COMPILE_FAIL_TESTS=OFF >/dev/null
 	cmake --build $(CPP_ASAN_BUILD) -j $(CPP_JOBS)

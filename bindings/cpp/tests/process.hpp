@@ -1,5 +1,5 @@
-// process.hpp: runs the test worker program (worker_main.cpp) as a real child
-// process: spawn with its stdout on a pipe, read its lines, signal it, wait
+// process.hpp: runs the test worker program (worker_main.cpp), or another
+// program such as the leases CLI, as a real child process: spawn with its stdout on a pipe, read its lines, signal it, wait
 // for its exit with a bound (a hung child is killed and reported).
 #ifndef LEASES_TESTS_PROCESS_HPP
 #define LEASES_TESTS_PROCESS_HPP
@@ -29,7 +29,10 @@ namespace leases_test {
 
 class Child {
 public:
-    explicit Child(const std::vector<std::string> &args) {
+    // The test worker program with args.
+    explicit Child(const std::vector<std::string> &args) : Child(LEASES_CPP_WORKER, args) {}
+    // program (a path) with args.
+    Child(const std::string &program, const std::vector<std::string> &args) {
         int fds[2];
         if (pipe(fds) != 0) {
             throw std::runtime_error("pipe failed");
@@ -39,14 +42,14 @@ public:
         posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
         posix_spawn_file_actions_addclose(&actions, fds[0]);
         posix_spawn_file_actions_addclose(&actions, fds[1]);
-        std::vector<std::string> all{LEASES_CPP_WORKER};
+        std::vector<std::string> all{program};
         all.insert(all.end(), args.begin(), args.end());
         std::vector<char *> argv;
         for (auto &a : all) {
             argv.push_back(a.data());
         }
         argv.push_back(nullptr);
-        const int rc = posix_spawn(&pid_, LEASES_CPP_WORKER, &actions, nullptr, argv.data(), environ);
+        const int rc = posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
         posix_spawn_file_actions_destroy(&actions);
         close(fds[1]);
         out_ = fds[0];

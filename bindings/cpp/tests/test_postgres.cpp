@@ -5,15 +5,10 @@
 // password. Each test runs in a fresh schema of $LEASES_TEST_PG_URL, created
 // and dropped with psql; without a server the tests fail under
 // LEASES_REQUIRE_PG and are skipped otherwise.
-#include "support.hpp"
+#include "pg.hpp"
 #include "process.hpp"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <cstdio>
 #include <future>
-#include <random>
 #include <thread>
 
 using namespace leases_test;
@@ -23,62 +18,13 @@ namespace {
 
 const char *const kPassword = "SECRETPW";
 
-std::string env(const char *name) {
-    const char *v = std::getenv(name);
-    return v ? std::string(v) : std::string();
-}
-
-// Runs sql on $LEASES_TEST_PG_URL through psql (the shell expands the URL
-// itself, so it needs no quoting here); returns the unaligned, tuples-only
-// output without the final newline. sql must not contain '"', '$' or '`'.
-std::string psql(const std::string &sql) {
-    const std::string command =
-        "PSQL=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql 2>/dev/null | tail -n 1); "
-        "\"${PSQL:-psql}\" -X -q -A -t -v ON_ERROR_STOP=1 -d \"$LEASES_TEST_PG_URL\" -c \"" +
-        sql + "\" 2>&1";
-    FILE *pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) {
-        throw std::runtime_error("popen psql failed");
-    }
-    std::string out;
-    char buf[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) {
-        out.append(buf, n);
-    }
-    const int status = pclose(pipe);
-    if (status != 0) {
-        throw std::runtime_error("psql failed (" + std::to_string(status) + "): " + out);
-    }
-    while (!out.empty() && out.back() == '\n') {
-        out.pop_back();
-    }
-    return out;
-}
-
-std::string with_param(const std::string &url, const std::string &kv) {
-    return url + (url.find('?') == std::string::npos ? "?" : "&") + kv;
-}
-
-std::string unique_schema() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    return "leases_cpp_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
-           std::to_string(rd() % 1000000);
-}
-
 // A fresh schema and an authority opened on it by URL, with production "p".
 class Postgres : public ::testing::Test {
 protected:
     void SetUp() override {
-        server = env("LEASES_TEST_PG_URL");
+        pg_server_or_skip(server);
         if (server.empty()) {
-            if (!env("LEASES_REQUIRE_PG").empty()) {
-                FAIL() << "LEASES_REQUIRE_PG is set but LEASES_TEST_PG_URL is not "
-                          "(run under tests/pg/cluster.sh run -- ...)";
-            }
-            GTEST_SKIP() << "PostgreSQL tests skipped: LEASES_TEST_PG_URL is not set "
-                            "(run under tests/pg/cluster.sh run -- ...)";
+            return;
         }
         schema = unique_schema();
         psql("CREATE SCHEMA " + schema);

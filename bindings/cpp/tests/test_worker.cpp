@@ -217,6 +217,11 @@ TEST_F(Waiting, StopKeepAliveStopsRenewalsAndTheLeaseThenExpires) {
 }
 
 TEST_F(Waiting, DestroyingAKeptAliveLeaseStopsItsRenewalsAndWritesNothing) {
+    // Without backoff a lapsed claim's job is claimable at its expiry (the
+    // default policy would hold it back about a second more).
+    leases::RetryPolicy at_once;
+    at_once.backoff_base = at_once.backoff_cap = 0s;
+    a().set_retry_policy("p", at_once);
     const std::string id = a().request_job("p");
     {
         leases::Lease l = *a().claim("p", "w", slow(300ms));

@@ -29,7 +29,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -319,7 +321,7 @@ const char *whole_us(std::chrono::duration<Rep, Period> d, std::uintmax_t lo_us,
     }
     const std::uintmax_t whole = c / den;  // count * r::num / r::den == whole * num
     if (whole > max_us / num) {
-        return "longer than 24 h";
+        return max_us == static_cast<std::uintmax_t>(LEASES_MAX_DURATION_US) ? "longer than 24 h" : "too long";
     }
     *out = static_cast<std::int64_t>(whole * num);
     return nullptr;
@@ -349,22 +351,37 @@ std::int64_t to_us(std::chrono::duration<Rep, Period> d) {
     }
 }
 
-// The exact microseconds of a wait bound (what names it): 0 .. 24 h, or
-// InvalidArgumentError, as leases.h reports a wait out of range. A wait
-// decides nothing about a lease, but it is not rounded either.
+// The exact microseconds of d (what names it) in 0 .. max_us, else
+// InvalidArgumentError saying why and what the bounds are (bounds). For
+// bounds that decide nothing about a lease (waits) or that the library
+// checks as arguments (delays): never rounded either.
 template <class Rep, class Period>
-std::int64_t to_wait_us(std::chrono::duration<Rep, Period> d, const char *what) {
+std::int64_t to_bounded_us(std::chrono::duration<Rep, Period> d, std::int64_t max_us, const char *what,
+                           const char *bounds) {
     require_integral_rep<Rep, Period>();
     if constexpr (valid_rep_v<Rep>) {
         std::int64_t us = 0;
-        if (const char *why = whole_us(d, 0, static_cast<std::uintmax_t>(LEASES_MAX_WAIT_US), &us)) {
-            throw InvalidArgumentError(std::string(what) + " is " + why +
-                                       ": a wait is a whole number of microseconds in 0 .. 24 h");
+        if (const char *why = whole_us(d, 0, static_cast<std::uintmax_t>(max_us), &us)) {
+            throw InvalidArgumentError(std::string(what) + " is " + why + ": " + bounds);
         }
         return us;
     } else {
         return 0;  // unreachable: the static_assert above already failed
     }
+}
+
+// A wait bound: 0 .. 24 h, as leases.h reports a wait out of range.
+template <class Rep, class Period>
+std::int64_t to_wait_us(std::chrono::duration<Rep, Period> d, const char *what) {
+    return to_bounded_us(d, LEASES_MAX_WAIT_US, what, "a wait is a whole number of microseconds in 0 .. 24 h");
+}
+
+// A delay: 0 .. LEASES_MAX_DELAY_US (366 days), as the library reports a
+// delay out of its bounds.
+template <class Rep, class Period>
+std::int64_t to_delay_us(std::chrono::duration<Rep, Period> d, const char *what) {
+    return to_bounded_us(d, LEASES_MAX_DELAY_US, what,
+                         "a delay is a whole number of microseconds in 0 .. 366 days (LEASES_MAX_DELAY_US)");
 }
 
 struct AuthorityDeleter {
@@ -396,7 +413,8 @@ template <class Rep, class Period>
 
 /// The state of a job. Unknown stands for a state added by a newer library;
 /// Job::state_text keeps its spelling, so a listing never fails because of it.
-enum class JobState { Requested, Claimed, Completed, Failed, Cancelled, Unknown };
+/// Dead: the job used up its production's attempts (terminal; redrivable).
+enum class JobState { Requested, Claimed, Completed, Failed, Cancelled, Dead, Unknown };
 
 /// The listing spelling of a known state ("requested", ...); "unknown" for Unknown.
 [[nodiscard]] inline const char *to_string(JobState s) noexcept {
@@ -406,6 +424,7 @@ enum class JobState { Requested, Claimed, Completed, Failed, Cancelled, Unknown 
     case JobState::Completed: return "completed";
     case JobState::Failed: return "failed";
     case JobState::Cancelled: return "cancelled";
+    case JobState::Dead: return "dead";
     case JobState::Unknown: break;
     }
     return "unknown";
@@ -414,7 +433,7 @@ enum class JobState { Requested, Claimed, Completed, Failed, Cancelled, Unknown 
 /// The state a listing spells text; Unknown for any other text.
 [[nodiscard]] inline JobState job_state_from(const std::string &text) noexcept {
     for (JobState s : {JobState::Requested, JobState::Claimed, JobState::Completed, JobState::Failed,
-                       JobState::Cancelled}) {
+                       JobState::Cancelled, JobState::Dead}) {
         if (text == to_string(s)) {
             return s;
         }
@@ -432,8 +451,13 @@ struct Job {
     std::optional<std::string> worker;      ///< the current claim's worker
     std::optional<time_point> claimed_at;   ///< when the current claim was made
     std::optional<time_point> expiry;       ///< when the current claim expires (exclusive)
-    std::int64_t attempts = 0;              ///< how many claims the job has had
+    std::int64_t attempts = 0;              ///< claims since the request or the last redrive
     std::optional<std::string> reason;      ///< the failure reason of a failed job
+    std::int32_t priority = 0;              ///< 0 .. LEASES_MAX_PRIORITY, higher is claimed first
+    /// When a requested job is or becomes claimable (its run-at, delay or
+    /// backoff), or when a claimed one becomes claimable again if its claim
+    /// lapses; nullopt once finished. Authority time.
+    std::optional<time_point> claimable_at;
 };
 
 /// One entry of the authority's event log (Authority::events). Never holds a secret.
@@ -450,17 +474,22 @@ struct Event {
 
 namespace detail {
 
-// A small, strict JSON reader for the library's listings: an array of
-// objects. Every JSON value parses (a field added later must not break an
-// older program); only strings, integers and null are read out. Anything
-// malformed throws InternalError: the library never produces it.
+// A small, strict JSON reader for the library's listings, pages and
+// records. Every JSON value parses (a field added later must not break an
+// older program); strings, integers, booleans and null are read out, and
+// every value keeps its span of the document, so a fact's value is handed
+// on as the JSON text the library wrote. Anything malformed throws
+// InternalError: the library never produces it.
 class JsonReader {
 public:
     struct Value {
         enum class Kind { Null, Bool, Integer, OtherNumber, String, Array, Object } kind = Kind::Null;
         bool boolean = false;
         std::int64_t number = 0;  // an Integer's value
-        std::string text;         // a String's decoded bytes
+        std::string text;         // a String's decoded bytes; an OtherNumber's literal
+        // Where the value lies in the document: its JSON text, as the
+        // library wrote it, is document.substr(begin, end - begin).
+        std::size_t begin = 0, end = 0;
         std::vector<Value> items;
         std::vector<std::pair<std::string, Value>> members;
 
@@ -546,6 +575,15 @@ private:
         if (depth > max_depth) {
             fail("nested too deeply");
         }
+        (void)peek();
+        const std::size_t begin = pos_;
+        Value v = bare_value(depth);
+        v.begin = begin;
+        v.end = pos_;
+        return v;
+    }
+
+    Value bare_value(int depth) {
         Value v;
         const char c = peek();
         if (c == '{') {
@@ -636,6 +674,9 @@ private:
         }
         Value v;
         v.kind = integral ? Value::Kind::Integer : Value::Kind::OtherNumber;
+        if (!integral) {
+            v.text = s_.substr(start, pos_ - start);
+        }
         if (integral) {
             // Accumulate negatively so INT64_MIN fits; overflow is an error.
             const bool negative = s_[start] == '-';
@@ -777,15 +818,16 @@ struct ListedObject {
     }
 };
 
+// The objects of an array value, each read by each.
 template <class F>
-auto parse_listing(const std::string &json, F each) -> std::vector<decltype(each(std::declval<ListedObject>()))> {
-    const JsonReader::Value doc = JsonReader(json).document();
-    if (doc.kind != JsonReader::Value::Kind::Array) {
+auto read_items(const JsonReader::Value &array, F each)
+    -> std::vector<decltype(each(std::declval<ListedObject>()))> {
+    if (array.kind != JsonReader::Value::Kind::Array) {
         JsonReader::fail("not an array");
     }
     std::vector<decltype(each(std::declval<ListedObject>()))> out;
-    out.reserve(doc.items.size());
-    for (const auto &item : doc.items) {
+    out.reserve(array.items.size());
+    for (const auto &item : array.items) {
         if (item.kind != JsonReader::Value::Kind::Object) {
             JsonReader::fail("an item is not an object");
         }
@@ -794,43 +836,355 @@ auto parse_listing(const std::string &json, F each) -> std::vector<decltype(each
     return out;
 }
 
+template <class F>
+auto parse_listing(const std::string &json, F each) -> std::vector<decltype(each(std::declval<ListedObject>()))> {
+    return read_items(JsonReader(json).document(), each);
+}
+
+// The document of a paged call or a record: an object.
+inline JsonReader::Value parse_object(const std::string &json) {
+    JsonReader::Value doc = JsonReader(json).document();
+    if (doc.kind != JsonReader::Value::Kind::Object) {
+        JsonReader::fail("not an object");
+    }
+    return doc;
+}
+
+// Reads the fields of a job object into j (a listing's job, a page's, or
+// the common part of a record).
+inline void read_job(const ListedObject &o, Job &j) {
+    j.id = o.string("id");
+    j.production = o.string("production");
+    j.key = o.opt_string("key");
+    j.state_text = o.string("state");
+    j.state = job_state_from(j.state_text);
+    j.worker = o.opt_string("worker");
+    j.claimed_at = o.opt_time("claimed_at_unix_us");
+    j.expiry = o.opt_time("expiry_unix_us");
+    j.attempts = o.integer("attempts");
+    j.reason = o.opt_string("reason");
+    // Absent before revision 1 (a listing a revision-0 library wrote).
+    const std::int64_t priority = o.opt_integer("priority").value_or(0);
+    if (priority < 0 || priority > std::numeric_limits<std::int32_t>::max()) {
+        JsonReader::fail("priority out of range");
+    }
+    j.priority = static_cast<std::int32_t>(priority);
+    j.claimable_at = o.opt_time("claimable_at_unix_us");
+}
+
+inline Job job_from(const ListedObject &o) {
+    Job j;
+    read_job(o, j);
+    return j;
+}
+
+inline Event event_from(const ListedObject &o) {
+    Event e;
+    e.seq = o.integer("seq");
+    e.at = time_point(std::chrono::microseconds(o.integer("at_unix_us")));
+    e.production = o.string("production");
+    e.job_id = o.opt_string("job_id");
+    e.kind = o.string("kind");
+    e.worker = o.opt_string("worker");
+    e.expiry = o.opt_time("expiry_unix_us");
+    e.detail = o.opt_string("detail");
+    return e;
+}
+
 }  // namespace detail
 
 /// Parses a jobs listing (the JSON of leases_jobs_json); throws InternalError
 /// if it is not the documented shape. Authority::jobs calls it.
 [[nodiscard]] inline std::vector<Job> parse_jobs(const std::string &json) {
-    return detail::parse_listing(json, [](const detail::ListedObject &o) {
-        Job j;
-        j.id = o.string("id");
-        j.production = o.string("production");
-        j.key = o.opt_string("key");
-        j.state_text = o.string("state");
-        j.state = job_state_from(j.state_text);
-        j.worker = o.opt_string("worker");
-        j.claimed_at = o.opt_time("claimed_at_unix_us");
-        j.expiry = o.opt_time("expiry_unix_us");
-        j.attempts = o.integer("attempts");
-        j.reason = o.opt_string("reason");
-        return j;
-    });
+    return detail::parse_listing(json, detail::job_from);
 }
 
 /// Parses an events listing (the JSON of leases_events_json); throws
 /// InternalError if it is not the documented shape. Authority::events calls it.
 [[nodiscard]] inline std::vector<Event> parse_events(const std::string &json) {
-    return detail::parse_listing(json, [](const detail::ListedObject &o) {
-        Event e;
-        e.seq = o.integer("seq");
-        e.at = time_point(std::chrono::microseconds(o.integer("at_unix_us")));
-        e.production = o.string("production");
-        e.job_id = o.opt_string("job_id");
-        e.kind = o.string("kind");
-        e.worker = o.opt_string("worker");
-        e.expiry = o.opt_time("expiry_unix_us");
-        e.detail = o.opt_string("detail");
-        return e;
-    });
+    return detail::parse_listing(json, detail::event_from);
 }
+
+// ---- records and pages ---------------------------------------------------------
+
+/// A file a completion registered (the reference executor's output).
+struct Output {
+    std::string path;    ///< absolute: the output directory, '/', job id, '.', nonce, ".out"
+    std::int64_t size = 0;  ///< bytes
+    std::string sha256;  ///< lowercase hex
+    std::string nonce;   ///< the execution's nonce
+};
+
+/// What a job's completion published. Metadata and provenance map each key
+/// to its value's JSON text as the library returns it (compact; string
+/// escapes may differ from the published text, the values do not), for any
+/// JSON library to read; both are empty before a completion or when none
+/// was published.
+struct Facts {
+    std::map<std::string, std::string> metadata;
+    std::map<std::string, std::string> provenance;
+    std::vector<Output> outputs;
+};
+
+/// One ended claim of a job (JobRecord::attempt_history).
+struct Attempt {
+    std::int64_t number = 0;             ///< the job's attempt count when it was claimed
+    std::string worker;                  ///< who held the claim
+    time_point claimed_at{};             ///< authority time
+    time_point ended_at{};               ///< authority time
+    std::string ending;                  ///< "completed", "failed", "retry", "released", "expired", "cancelled"
+    std::optional<std::string> reason;   ///< the reason given, if any
+};
+
+/// One job read back (Authority::job): the listing's fields, the payload's
+/// size (never the payload), when it was requested and last changed, the
+/// facts its completion published and its newest LEASES_ATTEMPT_HISTORY_LEN
+/// ended attempts, oldest first. Never holds a secret.
+struct JobRecord : Job {
+    std::int64_t payload_size = 0;
+    time_point requested_at{};
+    time_point updated_at{};
+    Facts facts;
+    std::vector<Attempt> attempt_history;
+};
+
+/// A production as listed.
+struct Production {
+    std::string id;
+    std::string name;
+    time_point created_at{};
+};
+
+/// One page of jobs or productions: the items and the cursor of the next
+/// page (nullopt after the last page).
+template <class T>
+struct Page {
+    std::vector<T> items;
+    std::optional<std::string> next;
+};
+
+/// One page of events: next is the after_seq of the following call; more
+/// says whether more events can be read now (else: later, from next).
+struct EventPage {
+    std::vector<Event> items;
+    std::int64_t next = 0;
+    bool more = false;
+};
+
+namespace detail {
+
+// The member key of an object value as a key -> JSON text map.
+inline std::map<std::string, std::string> raw_members(const std::string &json, const JsonReader::Value *object,
+                                                      const char *what) {
+    std::map<std::string, std::string> out;
+    if (object == nullptr || object->kind == JsonReader::Value::Kind::Null) {
+        return out;
+    }
+    if (object->kind != JsonReader::Value::Kind::Object) {
+        JsonReader::fail(std::string(what) + " is not an object");
+    }
+    for (const auto &m : object->members) {
+        out[m.first] = json.substr(m.second.begin, m.second.end - m.second.begin);
+    }
+    return out;
+}
+
+inline Production production_from(const ListedObject &o) {
+    Production p;
+    p.id = o.string("id");
+    p.name = o.string("name");
+    p.created_at = time_point(std::chrono::microseconds(o.integer("created_at_unix_us")));
+    return p;
+}
+
+// The cursor of a page: a string, or null after the last page.
+inline std::optional<std::string> next_cursor(const JsonReader::Value &doc) {
+    return ListedObject{doc}.opt_string("next");
+}
+
+}  // namespace detail
+
+/// Parses one job's record (the JSON of leases_job_json); throws
+/// InternalError if it is not the documented shape. Authority::job calls it.
+[[nodiscard]] inline JobRecord parse_job_record(const std::string &json) {
+    using Kind = detail::JsonReader::Value::Kind;
+    const detail::JsonReader::Value doc = detail::parse_object(json);
+    const detail::ListedObject o{doc};
+    JobRecord r;
+    detail::read_job(o, r);
+    r.payload_size = o.integer("payload_size");
+    r.requested_at = time_point(std::chrono::microseconds(o.integer("requested_at_unix_us")));
+    r.updated_at = time_point(std::chrono::microseconds(o.integer("updated_at_unix_us")));
+    if (const auto *facts = o.field("facts"); facts != nullptr && facts->kind != Kind::Null) {
+        if (facts->kind != Kind::Object) {
+            detail::JsonReader::fail("facts is not an object");
+        }
+        r.facts.metadata = detail::raw_members(json, facts->find("metadata"), "metadata");
+        r.facts.provenance = detail::raw_members(json, facts->find("provenance"), "provenance");
+        if (const auto *outputs = facts->find("outputs"); outputs != nullptr && outputs->kind != Kind::Null) {
+            r.facts.outputs = detail::read_items(*outputs, [](const detail::ListedObject &x) {
+                Output out;
+                out.path = x.string("path");
+                out.size = x.integer("size");
+                out.sha256 = x.string("sha256");
+                out.nonce = x.string("nonce");
+                return out;
+            });
+        }
+    }
+    if (const auto *history = o.field("attempt_history"); history != nullptr && history->kind != Kind::Null) {
+        r.attempt_history = detail::read_items(*history, [](const detail::ListedObject &x) {
+            Attempt a;
+            a.number = x.integer("number");
+            a.worker = x.string("worker");
+            a.claimed_at = time_point(std::chrono::microseconds(x.integer("claimed_at_unix_us")));
+            a.ended_at = time_point(std::chrono::microseconds(x.integer("ended_at_unix_us")));
+            a.ending = x.string("ending");
+            a.reason = x.opt_string("reason");
+            return a;
+        });
+    }
+    return r;
+}
+
+/// Parses a page of leases_jobs_page_json; InternalError if malformed.
+[[nodiscard]] inline Page<Job> parse_jobs_page(const std::string &json) {
+    const detail::JsonReader::Value doc = detail::parse_object(json);
+    return {detail::read_items(doc["jobs"], detail::job_from), detail::next_cursor(doc)};
+}
+
+/// Parses a page of leases_events_page_json; InternalError if malformed.
+[[nodiscard]] inline EventPage parse_events_page(const std::string &json) {
+    const detail::JsonReader::Value doc = detail::parse_object(json);
+    const auto &more = doc["more"];
+    if (more.kind != detail::JsonReader::Value::Kind::Bool) {
+        detail::JsonReader::fail("more is not a boolean");
+    }
+    return {detail::read_items(doc["events"], detail::event_from), doc["next"].integer(), more.boolean};
+}
+
+/// Parses a page of leases_productions_page_json; InternalError if malformed.
+[[nodiscard]] inline Page<Production> parse_productions_page(const std::string &json) {
+    const detail::JsonReader::Value doc = detail::parse_object(json);
+    return {detail::read_items(doc["productions"], detail::production_from), detail::next_cursor(doc)};
+}
+
+/// An input range over a listing read a page at a time (Authority::each_job,
+/// each_event, each_production): begin() reads the first page, incrementing
+/// past a page's last item reads the next, so memory stays one page however
+/// long the listing is. Single pass; move-only; it must outlive its
+/// iterators (a range-for keeps it alive). A page that fails throws from
+/// begin() or operator++.
+template <class T>
+class Pages {
+public:
+    /// Reads the next page into items; returns false when no page follows it.
+    using Fetch = std::function<bool(std::vector<T> &items)>;
+
+    explicit Pages(Fetch fetch) : fetch_(std::move(fetch)) {}
+    Pages(Pages &&) noexcept = default;
+    Pages &operator=(Pages &&) noexcept = default;
+    Pages(const Pages &) = delete;
+    Pages &operator=(const Pages &) = delete;
+    ~Pages() = default;
+
+    class iterator {
+    public:
+        using iterator_category = std::input_iterator_tag;
+        using value_type = T;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const T *;
+        using reference = const T &;
+
+        iterator() = default;
+        reference operator*() const { return pages_->items_[pages_->index_]; }
+        pointer operator->() const { return &pages_->items_[pages_->index_]; }
+        iterator &operator++() {
+            pages_->advance();
+            if (pages_->exhausted()) {
+                pages_ = nullptr;
+            }
+            return *this;
+        }
+        // What it++ returns: the item it pointed at (*it++ is valid on an
+        // input iterator), kept by value since the step may read a page.
+        class Postfix {
+        public:
+            explicit Postfix(T item) : item_(std::move(item)) {}
+            const T &operator*() const noexcept { return item_; }
+
+        private:
+            T item_;
+        };
+        Postfix operator++(int) {
+            Postfix was(**this);
+            ++*this;
+            return was;
+        }
+        friend bool operator==(const iterator &a, const iterator &b) noexcept { return a.pages_ == b.pages_; }
+        friend bool operator!=(const iterator &a, const iterator &b) noexcept { return a.pages_ != b.pages_; }
+
+    private:
+        friend class Pages;
+        explicit iterator(Pages *pages) noexcept : pages_(pages) {}
+        Pages *pages_ = nullptr;
+    };
+
+    /// Reads the first page (once; later calls continue where it stands).
+    iterator begin() {
+        if (!started_) {
+            started_ = true;
+            more_ = true;
+            load();
+        }
+        return exhausted() ? end() : iterator(this);
+    }
+    iterator end() noexcept { return iterator(); }
+
+private:
+    // Reads pages until one has items or none follows (an events page may
+    // be empty while more are listable).
+    void load() {
+        items_.clear();
+        index_ = 0;
+        while (items_.empty() && more_) {
+            more_ = fetch_(items_);
+        }
+    }
+    void advance() {
+        if (++index_ >= items_.size()) {
+            load();
+        }
+    }
+    bool exhausted() const noexcept { return index_ >= items_.size(); }
+
+    Fetch fetch_;
+    std::vector<T> items_;
+    std::size_t index_ = 0;
+    bool started_ = false;
+    bool more_ = false;
+};
+
+/// The query of a jobs page or of Authority::each_job.
+struct JobQuery {
+    std::vector<JobState> states;  ///< any of these; empty: every state (Unknown is refused)
+    std::string key;               ///< exactly this key; empty: any
+    std::string job_id;            ///< exactly this job; empty: any
+    /// Items per page: 0 is LEASES_DEFAULT_PAGE_SIZE, at most LEASES_MAX_PAGE_SIZE.
+    std::uint32_t page_size = 0;
+};
+
+/// The query of an events page or of Authority::each_event.
+struct EventQuery {
+    std::string production;          ///< empty: every production
+    std::string job_id;              ///< empty: every job
+    std::vector<std::string> kinds;  ///< any of these ("claimed", "retry", ...); empty: every kind; needs a production or job_id
+    std::int64_t after_seq = 0;      ///< list events with a greater seq
+    /// Items per page: 0 is LEASES_DEFAULT_PAGE_SIZE, at most LEASES_MAX_PAGE_SIZE.
+    std::uint32_t page_size = 0;
+};
+
+class Execution;
 
 class Execution;
 
@@ -906,6 +1260,101 @@ private:
     std::string message_;
 };
 
+// ---- retries, run-at and priorities -------------------------------------------
+
+/// The longest run-at distance, delay and backoff cap (366 days).
+inline constexpr std::chrono::microseconds max_delay{LEASES_MAX_DELAY_US};
+
+/// A production's retry policy (Authority::create_production,
+/// set_retry_policy). The backoff after attempt n is backoff_base * 2^(n-1),
+/// scaled by a uniform factor within +-jitter_percent %, then capped at
+/// backoff_cap. A default-constructed policy is the library's default (25
+/// attempts, 1 s doubling to 1 h, +-20 %). Out-of-bounds values throw
+/// InvalidArgumentError from the call and change nothing.
+struct RetryPolicy {
+    std::int32_t max_attempts = 25;  ///< claims before the job is dead: 1 .. LEASES_MAX_ATTEMPTS
+    /// The first backoff: 0 (retry at once) .. backoff_cap.
+    std::chrono::microseconds backoff_base = std::chrono::seconds(1);
+    /// The longest backoff: backoff_base .. max_delay.
+    std::chrono::microseconds backoff_cap = std::chrono::hours(1);
+    std::int32_t jitter_percent = 20;  ///< 0 .. 100
+
+    friend bool operator==(const RetryPolicy &a, const RetryPolicy &b) noexcept {
+        return a.max_attempts == b.max_attempts && a.backoff_base == b.backoff_base &&
+               a.backoff_cap == b.backoff_cap && a.jitter_percent == b.jitter_percent;
+    }
+    friend bool operator!=(const RetryPolicy &a, const RetryPolicy &b) noexcept { return !(a == b); }
+};
+
+/// How a job is requested (Authority::request_job with options): a priority
+/// and at most one of run_at and delay, both on the authority's clock. A
+/// default-constructed value is priority 0, claimable at once.
+struct RequestOptions {
+    std::int32_t priority = 0;  ///< 0 .. LEASES_MAX_PRIORITY; higher is claimed first
+    /// Claimable from this authority time on (as records report times); a
+    /// time in the past means now; at most the authority's now + max_delay.
+    std::optional<time_point> run_at;
+    /// Claimable this long after the authority's now; zero: no delay; at most max_delay.
+    std::chrono::microseconds delay{0};
+};
+
+namespace detail {
+
+// A states filter as the library spells it ("requested,claimed"); empty:
+// none. Unknown names no state this header knows: InvalidArgumentError.
+inline std::string state_names(const std::vector<JobState> &states) {
+    std::string out;
+    for (JobState s : states) {
+        if (s == JobState::Unknown) {
+            throw InvalidArgumentError("states: JobState::Unknown names no state");
+        }
+        out += (out.empty() ? "" : ",") + std::string(to_string(s));
+    }
+    return out;
+}
+
+// An event kinds filter ("claimed,retry"); a kind that is empty or holds a
+// comma would read as other kinds: InvalidArgumentError.
+inline std::string kind_names(const std::vector<std::string> &kinds) {
+    std::string out;
+    for (const std::string &k : kinds) {
+        if (k.empty() || k.find(',') != std::string::npos) {
+            throw InvalidArgumentError("kinds: an event kind is a non-empty name without a comma");
+        }
+        out += (out.empty() ? "" : ",") + k;
+    }
+    return out;
+}
+
+inline std::uint32_t page_size(std::uint32_t n) {
+    if (n > LEASES_MAX_PAGE_SIZE) {
+        throw InvalidArgumentError("page size " + std::to_string(n) + " is over LEASES_MAX_PAGE_SIZE (" +
+                                   std::to_string(LEASES_MAX_PAGE_SIZE) + ")");
+    }
+    return n;
+}
+
+inline leases_retry_policy c_policy(const RetryPolicy &p) noexcept {
+    leases_retry_policy c = LEASES_RETRY_POLICY_INIT;
+    c.max_attempts = p.max_attempts;
+    c.jitter_percent = p.jitter_percent;
+    c.backoff_base_us = static_cast<std::int64_t>(p.backoff_base.count());
+    c.backoff_cap_us = static_cast<std::int64_t>(p.backoff_cap.count());
+    return c;
+}
+
+inline leases_request_options c_options(const RequestOptions &o) noexcept {
+    leases_request_options c = LEASES_REQUEST_OPTIONS_INIT;
+    c.priority = o.priority;
+    // Values pass as given (a zero is the library's "none", never a default
+    // this side picks); the library checks every bound.
+    c.run_at_unix_us = o.run_at ? static_cast<std::int64_t>(o.run_at->time_since_epoch().count()) : 0;
+    c.delay_us = static_cast<std::int64_t>(o.delay.count());
+    return c;
+}
+
+}  // namespace detail
+
 // ---- lease -------------------------------------------------------------------
 
 /// An owning lease on one job. Destroying it frees local memory only: the
@@ -939,6 +1388,21 @@ public:
     /// Marks the job failed with reason; closes the lease.
     void fail(const std::string &reason) {
         leases::check(leases_lease_fail(handle_.get(), detail::c_str(reason, "reason")));
+    }
+    /// Fails the job as retryable: the attempt ends and the job returns to
+    /// the queue after the production policy's backoff for this attempt, or
+    /// becomes dead if it was the last. reason may be empty. Closes the lease.
+    void fail_retry(const std::string &reason = std::string()) {
+        leases::check(leases_lease_fail_retry(handle_.get(), detail::c_str(reason, "reason"), 0));
+    }
+    /// As fail_retry(reason), but the job returns after delay (on the
+    /// authority's clock) instead of the policy's backoff; zero: the
+    /// backoff. A delay that is negative, over max_delay or not whole
+    /// microseconds throws InvalidArgumentError and changes nothing.
+    template <class Rep, class Period>
+    void fail_retry(const std::string &reason, std::chrono::duration<Rep, Period> delay) {
+        const std::int64_t us = detail::to_delay_us(delay, "delay");
+        leases::check(leases_lease_fail_retry(handle_.get(), detail::c_str(reason, "reason"), us));
     }
     /// Completes the job publishing facts_json ({"metadata": {...},
     /// "provenance": {...}}; empty means none); closes the lease.
@@ -1190,6 +1654,33 @@ private:
 
 // ---- authority -----------------------------------------------------------------
 
+namespace detail {
+
+// The paged calls on a raw handle: a range keeps the handle, which stays put
+// when its Authority is moved.
+inline std::string jobs_page_json(leases_authority *a, const std::string &production, const std::string &states,
+                                  const std::string &key, const std::string &job_id, const std::string &cursor,
+                                  std::uint32_t limit) {
+    char *out = nullptr;
+    check(leases_jobs_page_json(a, c_str(production, "production"), c_str(states, "states"), c_str(key, "key"),
+                                c_str(job_id, "job_id"), c_str(cursor, "cursor"), limit, &out));
+    return take_string(out);
+}
+inline std::string events_page_json(leases_authority *a, const std::string &production, const std::string &job_id,
+                                    const std::string &kinds, std::int64_t after_seq, std::uint32_t limit) {
+    char *out = nullptr;
+    check(leases_events_page_json(a, c_str(production, "production"), c_str(job_id, "job_id"), c_str(kinds, "kinds"),
+                                  after_seq, limit, &out));
+    return take_string(out);
+}
+inline std::string productions_page_json(leases_authority *a, const std::string &cursor, std::uint32_t limit) {
+    char *out = nullptr;
+    check(leases_productions_page_json(a, c_str(cursor, "cursor"), limit, &out));
+    return take_string(out);
+}
+
+}  // namespace detail
+
 /// An open authority database. Safe to share between threads. Leases that
 /// outlive it report ClosedError.
 class Authority {
@@ -1240,6 +1731,45 @@ public:
     /// Creates a production; an existing name is fine.
     void create_production(const std::string &name) {
         check(leases_production_create(handle_.get(), detail::c_str(name, "production")));
+    }
+
+    /// Creates a production with a retry policy. An existing name is fine
+    /// with the same policy and WrongStateError with another (change it with
+    /// set_retry_policy); a policy out of bounds is InvalidArgumentError.
+    void create_production(const std::string &name, const RetryPolicy &policy) {
+        const leases_retry_policy c = detail::c_policy(policy);
+        check(leases_production_create_v2(handle_.get(), detail::c_str(name, "production"), &c));
+    }
+    /// The coordinator's change of a production's policy (RetryPolicy{}: the
+    /// default); it applies to every attempt that ends after it, and a
+    /// policy_changed event records it.
+    void set_retry_policy(const std::string &production, const RetryPolicy &policy) {
+        const leases_retry_policy c = detail::c_policy(policy);
+        check(leases_production_set_policy(handle_.get(), detail::c_str(production, "production"), &c));
+    }
+
+    /// Requests a job with a priority and a run-at or delay (RequestOptions);
+    /// bad options throw InvalidArgumentError and write nothing. A repeated
+    /// keyed request returns the existing job: the first request's options stand.
+    [[nodiscard]] std::string request_job(const std::string &production, const std::string &key,
+                                          const std::string &payload, const RequestOptions &options) {
+        return request_job(production, key, reinterpret_cast<const std::uint8_t *>(payload.data()),
+                           payload.size(), options);
+    }
+    [[nodiscard]] std::string request_job(const std::string &production, const std::string &key,
+                                          const std::vector<std::uint8_t> &payload, const RequestOptions &options) {
+        return request_job(production, key, payload.data(), payload.size(), options);
+    }
+    [[nodiscard]] std::string request_job(const std::string &production, const std::string &key,
+                                          const std::uint8_t *payload, std::size_t payload_len,
+                                          const RequestOptions &options) {
+        detail::check_size(payload_len, LEASES_MAX_PAYLOAD_LEN, "payload", "LEASES_MAX_PAYLOAD_LEN");
+        const leases_request_options c = detail::c_options(options);
+        char *out = nullptr;
+        check(leases_job_request_v2(handle_.get(), detail::c_str(production, "production"),
+                                    detail::c_str(key, "key"), payload_len ? payload : nullptr, payload_len, &c,
+                                    &out));
+        return detail::take_string(out);
     }
 
     /// Requests a job; with a key the request is idempotent. Returns the job id.
@@ -1320,6 +1850,26 @@ public:
                             detail::c_str(job_id, "job_id")));
     }
 
+    /// The coordinator's redrive of one failed, dead or cancelled job (no
+    /// secret): it is requested again, claimable at once, its attempts reset
+    /// to 0 (its attempt history keeps the old ones). Another state:
+    /// WrongStateError.
+    void retry_job(const std::string &production, const std::string &job_id) {
+        check(leases_job_retry(handle_.get(), detail::c_str(production, "production"),
+                               detail::c_str(job_id, "job_id")));
+    }
+    /// Redrives every job of the production in state (Failed, Dead or
+    /// Cancelled; another is InvalidArgumentError) as retry_job does each, in
+    /// batches: each job's redrive is atomic, the whole is not (after a
+    /// failure, list the jobs to see). Returns how many were redriven.
+    [[nodiscard]] std::int64_t redrive(const std::string &production, JobState state) {
+        const std::string name = detail::state_names({state});
+        std::int64_t count = 0;
+        check(leases_production_redrive(handle_.get(), detail::c_str(production, "production"), name.c_str(),
+                                        &count));
+        return count;
+    }
+
     /// Turns an exported token back into an active lease.
     [[nodiscard]] Lease import_token(const std::string &token) {
         if (token.size() > LEASES_MAX_TOKEN_LEN) {
@@ -1373,22 +1923,14 @@ public:
                                              const std::string &key = std::string(),
                                              const std::string &job_id = std::string(),
                                              const std::string &cursor = std::string(), std::uint32_t limit = 0) {
-        char *out = nullptr;
-        check(leases_jobs_page_json(handle_.get(), detail::c_str(production, "production"),
-                                    detail::c_str(states, "states"), detail::c_str(key, "key"),
-                                    detail::c_str(job_id, "job_id"), detail::c_str(cursor, "cursor"), limit, &out));
-        return detail::take_string(out);
+        return detail::jobs_page_json(handle_.get(), production, states, key, job_id, cursor, limit);
     }
     /// One page of events: {"events": [...], "next": seq, "more": bool}.
     [[nodiscard]] std::string events_page_json(const std::string &production = std::string(),
                                                const std::string &job_id = std::string(),
                                                const std::string &kinds = std::string(), std::int64_t after_seq = 0,
                                                std::uint32_t limit = 0) {
-        char *out = nullptr;
-        check(leases_events_page_json(handle_.get(), detail::c_str(production, "production"),
-                                      detail::c_str(job_id, "job_id"), detail::c_str(kinds, "kinds"), after_seq,
-                                      limit, &out));
-        return detail::take_string(out);
+        return detail::events_page_json(handle_.get(), production, job_id, kinds, after_seq, limit);
     }
     /// One job's record: the listing's fields, payload_size, times and facts.
     [[nodiscard]] std::string job_json(const std::string &production, const std::string &job_id) {
@@ -1400,10 +1942,83 @@ public:
     /// One page of productions: {"productions": [...], "next": cursor or null}.
     [[nodiscard]] std::string productions_page_json(const std::string &cursor = std::string(),
                                                     std::uint32_t limit = 0) {
-        char *out = nullptr;
-        check(leases_productions_page_json(handle_.get(), detail::c_str(cursor, "cursor"), limit, &out));
-        return detail::take_string(out);
+        return detail::productions_page_json(handle_.get(), cursor, limit);
     }
+    // Paged observations, typed (no secrets). Every argument is checked
+    // when the call is made, before any store access.
+
+    /// One job read back: state, worker, times, priority, attempts, payload
+    /// size, the facts its completion published and its attempt history.
+    [[nodiscard]] JobRecord job(const std::string &production, const std::string &job_id) {
+        return parse_job_record(job_json(production, job_id));
+    }
+    /// One page of the production's jobs in request order; pass the page's
+    /// next as cursor for the following one.
+    [[nodiscard]] Page<Job> jobs_page(const std::string &production, const JobQuery &query = JobQuery(),
+                                      const std::string &cursor = std::string()) {
+        return parse_jobs_page(jobs_page_json(production, detail::state_names(query.states), query.key,
+                                              query.job_id, cursor, detail::page_size(query.page_size)));
+    }
+    /// One page of events (query.after_seq onwards).
+    [[nodiscard]] EventPage events_page(const EventQuery &query = EventQuery()) {
+        return parse_events_page(events_page_json(query.production, query.job_id, detail::kind_names(query.kinds),
+                                                  query.after_seq, detail::page_size(query.page_size)));
+    }
+    /// One page of productions in byte order of their names.
+    [[nodiscard]] Page<Production> productions_page(const std::string &cursor = std::string(),
+                                                    std::uint32_t limit = 0) {
+        return parse_productions_page(productions_page_json(cursor, detail::page_size(limit)));
+    }
+
+    /// Every job of the production that matches query, in request order, a
+    /// page at a time: each job that existed when the first page was read
+    /// comes once, in the state its page saw. The Authority must outlive the range.
+    [[nodiscard]] Pages<Job> each_job(const std::string &production, JobQuery query = JobQuery()) {
+        (void)detail::c_str(production, "production");
+        const std::string states = detail::state_names(query.states);
+        (void)detail::c_str(query.key, "key");
+        (void)detail::c_str(query.job_id, "job_id");
+        (void)detail::page_size(query.page_size);
+        std::optional<std::string> cursor = std::string();
+        return Pages<Job>([h = handle_.get(), production, states, query, cursor](std::vector<Job> &items) mutable {
+            Page<Job> page = parse_jobs_page(
+                detail::jobs_page_json(h, production, states, query.key, query.job_id, *cursor, query.page_size));
+            items = std::move(page.items);
+            cursor = std::move(page.next);
+            return cursor.has_value();
+        });
+    }
+    /// The events after query.after_seq that can be read now, oldest first,
+    /// a page at a time; it ends when no more can be read yet (continue
+    /// later from the last event's seq).
+    [[nodiscard]] Pages<Event> each_event(EventQuery query = EventQuery()) {
+        (void)detail::c_str(query.production, "production");
+        (void)detail::c_str(query.job_id, "job_id");
+        const std::string kinds = detail::kind_names(query.kinds);
+        (void)detail::page_size(query.page_size);
+        if (query.after_seq < 0) {
+            throw InvalidArgumentError("after_seq must not be negative");
+        }
+        return Pages<Event>([h = handle_.get(), query, kinds](std::vector<Event> &items) mutable {
+            EventPage page = parse_events_page(
+                detail::events_page_json(h, query.production, query.job_id, kinds, query.after_seq, query.page_size));
+            items = std::move(page.items);
+            query.after_seq = page.next;
+            return page.more;
+        });
+    }
+    /// Every production by name, a page at a time.
+    [[nodiscard]] Pages<Production> each_production(std::uint32_t page_size = 0) {
+        (void)detail::page_size(page_size);
+        std::optional<std::string> cursor = std::string();
+        return Pages<Production>([h = handle_.get(), page_size, cursor](std::vector<Production> &items) mutable {
+            Page<Production> page = parse_productions_page(detail::productions_page_json(h, *cursor, page_size));
+            items = std::move(page.items);
+            cursor = std::move(page.next);
+            return cursor.has_value();
+        });
+    }
+
     /// The production's jobs by state: {"requested": n, ..., "at_unix_us": t}.
     [[nodiscard]] std::string job_counts_json(const std::string &production) {
         char *out = nullptr;
