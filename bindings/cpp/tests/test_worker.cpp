@@ -306,15 +306,44 @@ TEST_F(Waiting, AWorkerLeavesAJobItsHandlerSettledThroughAnExecution) {
     EXPECT_TRUE(fs::exists(output));
 }
 
-TEST_F(Waiting, AWorkerGivesTheJobBackWhenItsHandlerThrows) {
-    const std::string id = a().request_job("p");
+TEST_F(Waiting, AWorkerFailsTheJobForARetryWhenItsHandlerThrows) {
+    leases::RetryPolicy hour;
+    hour.backoff_base = hour.backoff_cap = std::chrono::hours(1);
+    hour.jitter_percent = 0;
+    a().set_retry_policy("p", hour);
+    const std::string thrown = a().request_job("p");
+    const std::string other = a().request_job("p");
     leases::WorkerOptions o = options();
     o.max_jobs = 1;
     leases::Worker w(a(), o);
-    const leases::WorkerReport r = w.run([](leases::Lease &) -> std::string { throw std::runtime_error("boom"); });
+    leases::WorkerReport r = w.run([](leases::Lease &) -> std::string { throw std::runtime_error("boom"); });
     EXPECT_EQ(r.claimed, 1u);
-    EXPECT_EQ(r.released, 1u);
-    EXPECT_EQ(state(id), leases::JobState::Requested);
+    EXPECT_EQ(r.retried, 1u);
+    EXPECT_EQ(r.released, 0u);
+    r = w.run([](leases::Lease &) -> std::string { throw 42; });
+    EXPECT_EQ(r.retried, 1u);
+    for (const auto &[id, reason] : {std::pair<std::string, std::string>{thrown, "boom"},
+                                     std::pair<std::string, std::string>{other, "worker: the handler threw"}}) {
+        const leases::JobRecord rec = a().job("p", id);
+        EXPECT_EQ(rec.state, leases::JobState::Requested);
+        ASSERT_EQ(rec.attempt_history.size(), 1u);
+        EXPECT_EQ(rec.attempt_history[0].ending, "retry");
+        EXPECT_EQ(rec.attempt_history[0].reason.value_or(""), reason);
+        ASSERT_TRUE(rec.claimable_at.has_value());
+        EXPECT_EQ(*rec.claimable_at, rec.attempt_history[0].ended_at + std::chrono::hours(1)) << "only after the backoff";
+    }
+}
+
+TEST(WorkerReason, AnExceptionsTextBecomesValidUtf8WithinTheLimit) {
+    EXPECT_EQ(leases::detail::failure_reason(std::string("a\xff" "b\0c\xc3\xa9", 7)), "a?bc\xc3\xa9");
+    EXPECT_EQ(leases::detail::failure_reason("\xed\xa0\x80"), "???") << "a surrogate is not UTF-8";
+    std::string long_text = "x";  // then two bytes each: the limit falls inside a character
+    for (int i = 0; i < LEASES_MAX_REASON_LEN; ++i) {
+        long_text += "\xc3\xa9";
+    }
+    const std::string cut = leases::detail::failure_reason(long_text);
+    EXPECT_EQ(cut.size(), static_cast<std::size_t>(LEASES_MAX_REASON_LEN - 1));
+    EXPECT_EQ(cut.substr(cut.size() - 2), "\xc3\xa9") << "cut at a character boundary";
 }
 
 TEST_F(Waiting, AWorkerKeepsTheLeaseAliveWhileItsHandlerRuns) {

@@ -274,8 +274,11 @@ fn a_worker_leaves_a_job_its_handler_settled_through_an_execution() {
 fn a_worker_fails_the_job_for_a_retry_when_its_handler_fails_or_panics() {
     let (_dir, auth) = fresh("worker-fail");
     let hour = Duration::from_secs(3600);
-    auth.set_retry_policy(PRODUCTION, &RetryPolicy::new().max_attempts(2).backoff_base(hour).backoff_cap(hour))
-        .unwrap();
+    auth.set_retry_policy(
+        PRODUCTION,
+        &RetryPolicy::new().max_attempts(2).backoff_base(hour).backoff_cap(hour).jitter_percent(0),
+    )
+    .unwrap();
     let failing = auth.request_job(PRODUCTION, None, b"").unwrap();
     let panicking = auth.request_job(PRODUCTION, None, b"").unwrap();
     let worker = Worker::new(&auth, config().max_jobs(1)).unwrap();

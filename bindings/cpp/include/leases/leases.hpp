@@ -2055,7 +2055,8 @@ struct WorkerOptions {
 struct WorkerReport {
     std::uint64_t claimed = 0;    ///< leases claimed
     std::uint64_t completed = 0;  ///< jobs completed with the handler's facts
-    std::uint64_t released = 0;   ///< jobs given back: the handler threw, or the keep-alive could not start
+    std::uint64_t released = 0;   ///< jobs given back: the keep-alive could not start, or the drain timeout passed
+    std::uint64_t retried = 0;    ///< jobs failed for a retry (Lease::fail_retry, the production's backoff): the handler threw
     std::uint64_t by_handler = 0; ///< jobs the handler settled itself (Execution::finish, fail, release)
     std::uint64_t unsettled = 0;  ///< jobs the worker could not settle (the claim was gone, the store failed)
     bool drain_timed_out = false; ///< the drain timeout passed: the running job was released, its handler left running
@@ -2073,14 +2074,53 @@ struct WorkerJob {
     bool done = false;
     bool ok = false;
     std::string facts;
+    std::string reason;  // why the handler failed: what() of what it threw
 };
+
+/// A handler's exception text as an attempt's reason: valid UTF-8 (each
+/// byte of a bad sequence becomes '?'), no NUL, at most LEASES_MAX_REASON_LEN
+/// bytes cut at a character boundary.
+inline std::string failure_reason(const std::string &what) {
+    std::string out;
+    for (std::size_t i = 0; i < what.size();) {
+        const auto c = static_cast<unsigned char>(what[i]);
+        std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        bool valid = n != 0 && i + n <= what.size();
+        for (std::size_t k = 1; valid && k < n; ++k) {
+            valid = (static_cast<unsigned char>(what[i + k]) & 0xC0) == 0x80;
+        }
+        if (valid && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+            unsigned cp = c & (0x7F >> n);
+            for (std::size_t k = 1; k < n; ++k) {
+                cp = (cp << 6) | (static_cast<unsigned char>(what[i + k]) & 0x3F);
+            }
+            static const unsigned least[] = {0, 0, 0x80, 0x800, 0x10000};
+            valid = cp >= least[n] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+        }
+        if (!valid) {
+            n = 1;
+        }
+        if (out.size() + n > LEASES_MAX_REASON_LEN) {
+            break;
+        }
+        if (!valid) {
+            out += '?';
+        } else if (c != 0) {
+            out.append(what, i, n);
+        }
+        i += n;
+    }
+    return out;
+}
 
 }  // namespace detail
 
 /// A worker loop: claims jobs of one production one at a time with a waiting
 /// claim, runs the handler on each with the lease kept alive, completes the
-/// job with the facts_json the handler returns (empty: none), or gives it
-/// back (release) when the handler throws. A handler may settle the lease
+/// job with the facts_json the handler returns (empty: none), or fails it for
+/// a retry (Lease::fail_retry: it returns after the production's backoff, or
+/// is dead after its last attempt) when the handler throws, with what() of
+/// the exception as the attempt's reason. A handler may settle the lease
 /// itself (Lease::execution then Execution::finish, fail, release); the
 /// worker then leaves it as it is.
 ///
@@ -2200,15 +2240,21 @@ private:
             return true;
         }
         std::thread thread([job, handler] {
-            std::string facts;
+            std::string facts, reason;
             bool ok = false;
+            // The handler's failure, never the process's: the job is failed
+            // for a retry.
             try {
                 facts = (*handler)(job->lease);
                 ok = true;
-            } catch (...) {  // the handler's failure, never the process's: the job is given back
+            } catch (const std::exception &e) {
+                reason = detail::failure_reason(e.what());
+            } catch (...) {
+                reason = "worker: the handler threw";
             }
             const std::lock_guard<std::mutex> lock(job->mu);
             job->facts = std::move(facts);
+            job->reason = std::move(reason);
             job->ok = ok;
             job->done = true;
             job->cv.notify_all();
@@ -2251,7 +2297,14 @@ private:
                 ++report.unsettled;
             }
         } else {
-            settle_release(job->lease, report);
+            try {
+                job->lease.fail_retry(job->reason);
+                ++report.retried;
+            } catch (const ClosedError &) {  // the handler settled it itself
+                ++report.by_handler;
+            } catch (const Error &) {
+                ++report.unsettled;
+            }
         }
         try {
             job->lease.stop_keep_alive();
