@@ -40,7 +40,7 @@ from typing import Dict, List, Optional
 import leases
 
 PRODUCTION = "demo"
-TERMINAL = {"completed", "failed", "cancelled"}
+TERMINAL = {"completed", "failed", "dead", "cancelled"}
 
 
 def parse() -> argparse.Namespace:
