@@ -45,8 +45,8 @@ func openerProcess(path, goFile, name string) int {
 }
 
 func TestProcessesCreatingOneNewFileAtOnceAllOpenTheSameAuthority(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes: run without -short")
+	if testingPostgres() {
+		t.Skip("the SQLite file itself; it runs in the SQLite pass")
 	}
 	const procs, rounds = 6, 8
 	for round := 0; round < rounds; round++ {
