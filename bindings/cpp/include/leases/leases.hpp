@@ -414,7 +414,18 @@ template <class Rep, class Period>
 /// The state of a job. Unknown stands for a state added by a newer library;
 /// Job::state_text keeps its spelling, so a listing never fails because of it.
 /// Dead: the job used up its production's attempts (terminal; redrivable).
+// The enumerator JobState::Cancelled and the deprecated alias leases::Cancelled
+// (of CancelledError) live in different scopes and never meet, but GCC's
+// -Wshadow flags the enumerator all the same: a user building with
+// -Wshadow -Werror must not fail on our header.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 enum class JobState { Requested, Claimed, Completed, Failed, Cancelled, Dead, Unknown };
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 /// The listing spelling of a known state ("requested", ...); "unknown" for Unknown.
 [[nodiscard]] inline const char *to_string(JobState s) noexcept {
