@@ -46,14 +46,8 @@ func workerProcess(name, path, goFile string) int {
 	}
 	defer a.Close()
 	// Start together, so that the processes really race.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(goFile); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "no start signal")
-			return 2
-		}
+	if !awaitStart(goFile, time.Millisecond) {
+		return 2
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("LEASES_TEST_SEED"), 10, 64)
 	if err := workLoop(a, name, seed); err != nil {
@@ -61,6 +55,20 @@ func workerProcess(name, path, goFile string) int {
 		return 1
 	}
 	return 0
+}
+
+// awaitStart waits, polling every pause, until the test creates goFile, the
+// start signal of helper processes that must race; false after 20 s.
+func awaitStart(goFile string, pause time.Duration) bool {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(pause) {
+		if _, err := os.Stat(goFile); err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "no start signal")
+			return false
+		}
+	}
 }
 
 // workLoop claims until nothing is left; it releases about one claim in five

@@ -18,14 +18,8 @@ import (
 // openerProcess waits for the start file, opens the database (creating it if
 // nobody has yet) and requests one job keyed by its name.
 func openerProcess(path, goFile, name string) int {
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Microsecond) {
-		if _, err := os.Stat(goFile); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "no start signal")
-			return 2
-		}
+	if !awaitStart(goFile, 200*time.Microsecond) {
+		return 2
 	}
 	a, err := Open(path)
 	if err != nil {
