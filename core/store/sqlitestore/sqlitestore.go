@@ -41,6 +41,7 @@ type DB struct {
 	wal     *walKeeper
 	file    *fileIdentity
 	writers *writerQueue // this process's writers of the file, in order (writers.go)
+	writer  *writerConn  // the connection this handle's writes run on (writers.go)
 	busy    time.Duration
 	queries
 }
@@ -116,7 +117,8 @@ func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist b
 		file.close()
 		return nil, classify(err)
 	}
-	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file, writers: queueFor(file.opened), busy: busy}
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file, writers: queueFor(file.opened),
+		writer: &writerConn{db: db}, busy: busy}
 	s.queries = queries{st: newStmtCache(db), file: file}
 	err = s.migrate(now, mustExist, path)
 	if err == nil {
@@ -172,6 +174,7 @@ func (s *DB) Close() error {
 		s.file.release()
 	}
 	s.st.close()
+	s.writer.close()
 	s.wal.close()
 	if s.file.pin != nil {
 		s.file.pin.Close()
@@ -269,7 +272,8 @@ func execAll(ctx context.Context, tx *sql.Tx, stmts []string, args ...any) error
 //
 // The writers of this process wait their turn in writerQueue first, in the
 // order they asked; only the writer at the head sends BEGIN, so SQLite's
-// busy handler only ever waits for other processes. The busy timeout bounds
+// busy handler only ever waits for other processes. It sends it on the
+// handle's one writer connection (writerConn), not on the pool's. The busy timeout bounds
 // both waits together: a writer still queued at its end, or still waiting
 // in BEGIN, gets ErrBusy and nothing is written.
 //
@@ -296,7 +300,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	timer := time.AfterFunc(time.Until(deadline), cancel)
-	tx, err := s.db.BeginTx(txCtx, nil)
+	tx, conn, err := s.writer.begin(txCtx)
 	inTime := timer.Stop()
 	if !stop() || !inTime { // ctx ended, or the busy timeout passed, while BEGIN ran
 		if err == nil {
@@ -323,8 +327,8 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		s.file.release()
 		return nil, err
 	}
-	return &Tx{tx: tx, ctx: ctx, end: cancel, writers: s.writers, wal: s.wal, file: s.file,
-		queries: queries{st: s.st, tx: tx}}, nil
+	return &Tx{tx: tx, ctx: ctx, end: cancel, writers: s.writers, writer: s.writer, conn: conn, wal: s.wal,
+		file: s.file, queries: queries{st: s.st, tx: tx}}, nil
 }
 
 // timedOut is the busy error of a writer whose busy timeout passed before
@@ -345,16 +349,25 @@ type Tx struct {
 	end      context.CancelFunc
 	writers  *writerQueue
 	released atomic.Bool // the turn passed on (Commit and Rollback may both run)
+	writer   *writerConn
+	conn     *sql.Conn // the writer connection tx runs on
+	failed   bool      // COMMIT or ROLLBACK failed: conn may be left mid-transaction
 	wal      *walKeeper
 	file     *fileIdentity
 	queries
 }
 
 // finish ends the transaction's context and passes this process's turn at
-// the writer lock to the next writer, once.
+// the writer lock to the next writer, once. A connection whose COMMIT or
+// ROLLBACK failed may still be inside the transaction (SQLite keeps it open
+// after some failed COMMITs), holding the file's writer lock: it is closed,
+// which rolls that back, before the next writer comes in.
 func (t *Tx) finish() {
 	t.end()
 	if !t.released.Swap(true) {
+		if t.failed {
+			t.writer.discard(t.conn)
+		}
 		t.writers.release()
 	}
 }
@@ -369,10 +382,11 @@ func (t *Tx) Commit() error {
 	// better wait for it in the queue than in SQLite's busy handler.
 	defer t.finish()
 	if t.ctx.Err() != nil {
-		t.tx.Rollback()
+		t.failed = t.tx.Rollback() != nil
 		return abandoned(t.ctx)
 	}
 	if err := t.tx.Commit(); err != nil {
+		t.failed = true
 		return t.file.explain(classify(err))
 	}
 	// Committed, but into the file the path names? If it was removed or
@@ -393,6 +407,7 @@ func (t *Tx) Rollback() error {
 	if errors.Is(err, sql.ErrTxDone) {
 		return nil
 	}
+	t.failed = t.failed || err != nil
 	return classify(err)
 }
 

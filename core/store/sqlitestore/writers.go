@@ -1,12 +1,18 @@
 // The queue in which the writers of one process wait for a file's writer
-// lock, in the order they asked (docs/schema.md, "Writers of one process").
+// lock, in the order they asked, and the one connection each handle writes
+// through (docs/schema.md, "Writers of one process").
 package sqlitestore
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/libleases/libleases/core/store"
 )
 
 // writerQueue hands a file's writer lock from one writer of this process
@@ -129,3 +135,86 @@ func dropQueue(q *writerQueue) {
 // writer lock behind the one holding it: the queue's length, for tests of
 // other packages that check a write path waits its turn there.
 func (s *DB) WaitingWriters() int { return s.writers.waiting() }
+
+// writerConn is the one connection a handle writes through; readers keep
+// the pool. The queue lets one writer of the process in at a time, so one
+// connection is enough, and it is the one that stays warm: its prepared
+// statements are ready, and its page cache is only dropped when another
+// connection or process wrote since its last transaction. Taken from the
+// pool, each write could land on another connection (the pool grows while
+// readers run beside the writers), whose page cache WAL mode drops because
+// the file changed under it, and which prepares every statement anew.
+//
+// Only the writer holding the turn uses it, so mu only guards against
+// Close and a replacement.
+type writerConn struct {
+	db     *sql.DB
+	mu     sync.Mutex
+	conn   *sql.Conn // nil until the first write, and after a discard
+	closed bool
+}
+
+// begin sends BEGIN IMMEDIATE on the writer connection, opening one first
+// if there is none. A connection database/sql has given up on (a driver
+// answer of ErrBadConn closes it) is replaced once, at once: a broken
+// connection must not poison the handle. Any other failure of BEGIN short
+// of busy discards the connection too, so the next writer starts on a
+// fresh one rather than one left in an unknown state.
+func (w *writerConn) begin(ctx context.Context) (*sql.Tx, *sql.Conn, error) {
+	for retried := false; ; retried = true {
+		c, err := w.get(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		tx, err := c.BeginTx(ctx, nil)
+		if err == nil {
+			return tx, c, nil
+		}
+		gone := errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)
+		if gone || !errors.Is(classify(err), store.ErrBusy) {
+			w.discard(c)
+		}
+		if gone && !retried {
+			continue
+		}
+		return nil, nil, err
+	}
+}
+
+func (w *writerConn) get(ctx context.Context) (*sql.Conn, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, errors.New("sql: database is closed")
+	}
+	if w.conn == nil {
+		c, err := w.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.conn = c
+	}
+	return w.conn, nil
+}
+
+// discard closes c for good (not back into the pool) and forgets it; the
+// next writer opens another. c must not be in a transaction.
+func (w *writerConn) discard(c *sql.Conn) {
+	w.mu.Lock()
+	if w.conn == c {
+		w.conn = nil
+	}
+	w.mu.Unlock()
+	c.Raw(func(any) error { return driver.ErrBadConn }) // database/sql closes a connection that answers ErrBadConn
+}
+
+// close returns the connection to the pool, which closes it with the rest.
+func (w *writerConn) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	if w.conn != nil {
+		w.conn.Close()
+		w.conn = nil
+	}
+}

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -213,4 +214,133 @@ func TestTheWriterQueueNeverLosesOrDoublesTheTurn(t *testing.T) {
 	require.Zero(t, q.waiting())
 	require.True(t, q.acquire(context.Background(), time.Now().Add(time.Second)), "the turn is free again")
 	q.release()
+}
+
+// connMark names the connection tx runs on: a temporary table is private
+// to its connection, so the first transaction on each connection leaves a
+// fresh name in it and every later one reads that name back.
+func connMark(t *testing.T, w store.Tx) string {
+	t.Helper()
+	ctx := context.Background()
+	tx := w.(*Tx)
+	_, err := tx.tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS which_conn (id TEXT)`)
+	require.NoError(t, err)
+	_, err = tx.tx.ExecContext(ctx, `INSERT INTO which_conn SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM which_conn)`, uuid.NewString())
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, tx.tx.QueryRowContext(ctx, `SELECT id FROM which_conn`).Scan(&id))
+	return id
+}
+
+// markedWrite inserts the production name and commits, returning the name
+// of the connection it ran on.
+func markedWrite(t *testing.T, s *DB, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.BeginWrite(ctx)
+	require.NoError(t, err)
+	id := connMark(t, tx)
+	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: name, CreatedAt: 1}))
+	require.NoError(t, tx.Commit())
+	return id
+}
+
+// Every write of a handle runs on its one writer connection, whatever the
+// readers beside it hold: first with a reader holding the pool's connection
+// that an earlier write returned (a pooled writer would have to open
+// another), then with goroutines reading and writing at once.
+func TestWritersOfOneProcessShareOneWriterConnection(t *testing.T) {
+	s := openWriters(t, filepath.Join(t.TempDir(), "one.db"), time.Minute)
+	ctx := context.Background()
+	first := markedWrite(t, s, "first")
+	reader, err := s.db.Conn(ctx)
+	require.NoError(t, err)
+	var marked int
+	require.NoError(t, reader.QueryRowContext(ctx, `SELECT count(*) FROM temp.sqlite_schema WHERE name = 'which_conn'`).Scan(&marked))
+	require.Zero(t, marked, "a reader got the writer connection")
+	require.Equal(t, first, markedWrite(t, s, "second"), "a write with a reader beside it ran on another connection")
+	require.NoError(t, reader.Close())
+
+	const goroutines, each = 16, 10
+	var mu sync.Mutex
+	used := map[string]int{}
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if _, err := s.Productions(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				id := markedWrite(t, s, fmt.Sprintf("%d-%d", g, i))
+				mu.Lock()
+				used[id]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, map[string]int{first: goroutines * each}, used, "writes ran on more than one connection")
+	require.Len(t, productionNames(t, s), 2+goroutines*each)
+}
+
+// breakWriterConn makes database/sql give up on the handle's writer
+// connection, as it does when the driver answers ErrBadConn: the connection
+// is closed. While a transaction runs on it, that waits for its end.
+func breakWriterConn(s *DB) {
+	s.writer.mu.Lock()
+	c := s.writer.conn
+	s.writer.mu.Unlock()
+	c.Raw(func(any) error { return driver.ErrBadConn })
+}
+
+// A writer connection that breaks is replaced: the next write opens a
+// fresh one and succeeds, nothing of a write that failed with it is left,
+// and the turn at the writer lock is not lost.
+func TestABrokenWriterConnectionIsReplacedAndTheNextWriteSucceeds(t *testing.T) {
+	ctx := context.Background()
+	t.Run("between writes", func(t *testing.T) {
+		s := openWriters(t, filepath.Join(t.TempDir(), "between.db"), time.Minute)
+		before := markedWrite(t, s, "before")
+		breakWriterConn(s)
+		require.NotEqual(t, before, markedWrite(t, s, "after"), "the broken connection was used again")
+		require.Equal(t, map[string]bool{"before": true, "after": true}, productionNames(t, s))
+		require.Zero(t, s.writers.waiting())
+	})
+	t.Run("while a write runs", func(t *testing.T) {
+		s := openWriters(t, filepath.Join(t.TempDir(), "during.db"), time.Minute)
+		tx, err := s.BeginWrite(ctx)
+		require.NoError(t, err)
+		during := connMark(t, tx)
+		require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: "during", CreatedAt: 1}))
+		broken := make(chan struct{})
+		go func() { breakWriterConn(s); close(broken) }()
+		require.NoError(t, tx.Commit())
+		<-broken
+		require.NotEqual(t, during, markedWrite(t, s, "after"), "the broken connection was used again")
+		require.Equal(t, map[string]bool{"during": true, "after": true}, productionNames(t, s))
+	})
+	// SQLite rolls back the whole transaction when an INSERT inside it is
+	// interrupted: the ROLLBACK that follows finds none, and the writer
+	// connection is left for a fresh one.
+	t.Run("transaction aborted by an interrupt", func(t *testing.T) {
+		s := openWriters(t, filepath.Join(t.TempDir(), "interrupted.db"), time.Minute)
+		wctx, cancel := context.WithCancel(ctx)
+		w, err := s.BeginWrite(wctx)
+		require.NoError(t, err)
+		tx := w.(*Tx)
+		require.NoError(t, tx.InsertProduction(wctx, store.Production{ID: uuid.NewString(), Name: "lost", CreatedAt: 1}))
+		_, err = tx.tx.ExecContext(wctx, `CREATE TEMP TABLE endless (x INTEGER)`)
+		require.NoError(t, err)
+		time.AfterFunc(20*time.Millisecond, cancel)
+		_, err = tx.tx.ExecContext(wctx, `INSERT INTO endless WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c`)
+		require.Error(t, err, "the endless INSERT ended without its interrupt")
+		require.Error(t, tx.Rollback(), "SQLite had rolled the transaction back already")
+		require.Nil(t, s.writer.conn, "the writer connection whose ROLLBACK failed was kept")
+		markedWrite(t, s, "after")
+		require.Equal(t, map[string]bool{"after": true}, productionNames(t, s), "the interrupted transaction left its writes")
+		require.Zero(t, s.writers.waiting())
+	})
 }
