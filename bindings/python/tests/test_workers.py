@@ -14,7 +14,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -413,6 +413,89 @@ def test_work_loops_in_several_threads_share_an_authority_and_never_share_a_job(
     assert states(store) == ["completed"] * len(ids)
     by_worker = {j.id: j.worker for j in store.jobs(PRODUCTION)}
     assert all(by_worker[j] == f"t{n}" for n, s in enumerate(seen) for j in s)
+
+
+def count_settlements(monkeypatch: pytest.MonkeyPatch) -> Dict[str, int]:
+    """Counts the calls of Lease.complete and Lease.complete_and_claim_next
+    (whoever makes them: the loop or the body)."""
+    calls = {"complete": 0, "complete_and_claim_next": 0}
+    for name in calls:
+        original = getattr(leases.Lease, name)
+
+        def counted(self: leases.Lease, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(leases.Lease, name, counted)
+    return calls
+
+
+def event(auth: leases.Authority, job_id: str, kind: str) -> leases.Event:
+    (e,) = [e for e in auth.events(PRODUCTION) if e.job_id == job_id and e.kind == kind]
+    return e
+
+
+def test_the_work_loop_completes_each_job_and_claims_the_next_in_one_commit(
+    store: leases.Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = count_settlements(monkeypatch)
+    ids = [store.request_job(PRODUCTION) for _ in range(3)]
+    seen = [lease.job_id for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30, exit_when_empty=True)]
+    assert seen == ids
+    assert states(store) == ["completed"] * 3
+    # The last job's complete_and_claim_next found nothing; the loop then
+    # waited as before and ended on the empty production.
+    assert calls == {"complete": 0, "complete_and_claim_next": 3}
+    for done, nxt in zip(ids, ids[1:]):
+        # Nothing between the completion and the next claim: one commit.
+        completed, claimed = event(store, done, "completed"), event(store, nxt, "claimed")
+        assert claimed.seq == completed.seq + 1 and claimed.worker == "loop"
+
+
+def test_the_work_loop_at_max_jobs_completes_its_last_job_without_claiming_another(
+    store: leases.Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = count_settlements(monkeypatch)
+    ids = [store.request_job(PRODUCTION) for _ in range(3)]
+    seen = [lease.job_id for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30, max_jobs=2)]
+    assert seen == ids[:2]
+    assert calls == {"complete": 1, "complete_and_claim_next": 1}
+    assert states(store) == ["completed", "completed", "requested"]
+    assert kinds(store, ids[2]) == ["requested"]
+
+
+def test_a_stopped_work_loop_completes_the_running_job_without_claiming_another(
+    store: leases.Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = count_settlements(monkeypatch)
+    ids = [store.request_job(PRODUCTION) for _ in range(2)]
+    worker = store.work(PRODUCTION, worker="loop", duration=SECONDS_30)
+    seen = []
+    for lease in worker:
+        seen.append(lease.job_id)
+        worker.stop()
+    assert seen == ids[:1]
+    assert calls == {"complete": 1, "complete_and_claim_next": 0}
+    assert states(store) == ["completed", "requested"]
+    assert kinds(store, ids[1]) == ["requested"]
+
+
+def test_the_work_loop_claims_on_its_own_after_a_job_the_body_failed_or_settled(
+    store: leases.Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = count_settlements(monkeypatch)
+    ids = [store.request_job(PRODUCTION) for _ in range(3)]
+    for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30, exit_when_empty=True):
+        if lease.job_id == ids[0]:
+            lease.fail_retry("bad input", delay=timedelta(hours=1))
+        elif lease.job_id == ids[1]:
+            lease.complete(metadata={"by": "body"})
+    # The body's own completion, then the loop's for the last job (which
+    # found nothing to claim); no job was completed twice.
+    assert calls == {"complete": 1, "complete_and_claim_next": 1}
+    assert states(store) == ["requested", "completed", "completed"]
+    assert store.job(PRODUCTION, ids[0]).attempt_history[-1].ending == "retry"
+    assert kinds(store, ids[1]).count("completed") == 1
 
 
 def test_the_work_loop_checks_its_arguments_before_the_store(store: leases.Authority) -> None:
