@@ -7,12 +7,26 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import traceback
 import weakref
 from datetime import timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, List, Literal, Optional, TypedDict, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Generator,
+    Iterator,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    TypedDict,
+    Union,
+)
 
 from . import _ffi
+from ._abi import MAX_REASON_LEN
 from ._durations import duration_us, wait_us
 from ._errors import (
     BusyError,
@@ -23,7 +37,7 @@ from ._errors import (
     OutcomeUnknownError,
     StorageError,
 )
-from ._lease import Lease
+from ._lease import Lease, facts_json
 from ._managed import Closing
 from ._waiting import SLICE_US, Canceller, in_slices
 
@@ -130,6 +144,9 @@ class Worker(Closing):
         # (its job given back) only by the cycle collector, not at once.
         self._loop_gen: Optional["weakref.ref[Generator[Lease, None, None]]"] = None
         self._iterated = False
+        # What run()'s handler returned for the running job: the metadata
+        # the loop's completion publishes.
+        self._metadata: Optional[Mapping[str, Any]] = None
         self.drain_timed_out = False
 
     # ---- stopping ------------------------------------------------------------
@@ -333,6 +350,7 @@ class Worker(Closing):
         with self._lock:
             mine = self._current is lease
             self._current = None
+        metadata, self._metadata = self._metadata, None  # this job's, whoever settles it
         nxt = None
         try:
             if mine:
@@ -342,12 +360,14 @@ class Worker(Closing):
                     how = "complete_next"
                 else:
                     how = "complete"
-                nxt = self._settle_quietly(lease, how)
+                nxt = self._settle_quietly(lease, how, metadata)
         finally:
             lease.close()
         return nxt
 
-    def _settle_quietly(self, lease: Lease, how: _Settle) -> Optional[Lease]:
+    def _settle_quietly(
+        self, lease: Lease, how: _Settle, metadata: Optional[Mapping[str, Any]] = None
+    ) -> Optional[Lease]:
         """Releases, completes or completes-and-claims-next (``how``) a
         lease unless it is over already; logs a failure, as the loop goes
         on. Returns the next lease a complete_next claimed."""
@@ -357,9 +377,9 @@ class Worker(Closing):
                 if how == "release":
                     lease.release()
                 elif how == "complete":
-                    lease.complete()
+                    lease.complete(metadata)
                 else:
-                    return lease.complete_and_claim_next(duration=self._duration)
+                    return lease.complete_and_claim_next(metadata, duration=self._duration)
             elif not isinstance(lost, ClosedError):
                 log.warning("worker: %r ended before it was settled: %s", lease, lost)
         except LeasesError as e:
@@ -368,6 +388,34 @@ class Worker(Closing):
             what = "given back" if how == "release" else "completed"
             log.warning("worker: %r was not %s: %s", lease, what, e)
         return None
+
+    # ---- run -------------------------------------------------------------------
+
+    def run(self, handler: Callable[[Lease], Optional[Mapping[str, Any]]]) -> None:
+        """The loop with a handler: ``handler(lease)`` runs for each job.
+        What it returns (None, or a mapping of metadata) is published as
+        the job's completion, in the same commit as the next claim; an
+        ``Exception`` it raises (or metadata that is not JSON) fails the job
+        for a retry (``fail_retry``: back after the production's backoff,
+        dead after its last attempt) with the exception as the attempt's
+        reason, logged on the ``leases.worker`` logger, and the loop goes
+        on. A ``BaseException`` that is not an ``Exception``
+        (``KeyboardInterrupt``, ``DrainTimeout``) gives the job back and
+        ends the loop, as leaving ``for`` does. A handler may settle the
+        lease itself; the loop then leaves it as it is."""
+        for lease in self:
+            try:
+                metadata = handler(lease)
+                facts_json(metadata, None)  # refused here, not by the completion
+            except Exception as e:
+                log.warning("worker: the handler failed on %r; failing the job for a retry", lease, exc_info=True)
+                try:
+                    if lease.lost is None:
+                        lease.fail_retry(_failure_reason(e))
+                except LeasesError as fe:
+                    log.warning("worker: %r was not failed for a retry: %s", lease, fe)
+                continue
+            self._metadata = metadata
 
     # ---- with ------------------------------------------------------------------
 
@@ -388,3 +436,12 @@ class Worker(Closing):
     def __repr__(self) -> str:
         state = "stopping" if self.stopping else ("running" if self._iterated else "new")
         return f"<leases.Worker production={self.production!r} worker={self.worker!r} {state}>"
+
+
+def _failure_reason(e: BaseException) -> str:
+    """A handler's exception as an attempt's reason ("ValueError: bad
+    input"): valid UTF-8 without NUL, cut at a character boundary to
+    LEASES_MAX_REASON_LEN bytes."""
+    text = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\0", "")
+    raw = text.encode("utf-8", "replace")[:MAX_REASON_LEN]
+    return raw.decode("utf-8", "ignore")

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 
 import leases
+from leases._abi import MAX_REASON_LEN
 
 import _testing
 from conftest import PRODUCTION, SECONDS_30, T0
@@ -496,6 +497,61 @@ def test_the_work_loop_claims_on_its_own_after_a_job_the_body_failed_or_settled(
     assert states(store) == ["requested", "completed", "completed"]
     assert store.job(PRODUCTION, ids[0]).attempt_history[-1].ending == "retry"
     assert kinds(store, ids[1]).count("completed") == 1
+
+
+def test_run_completes_each_job_with_its_handlers_metadata_and_claims_the_next_in_one_commit(
+    store: leases.Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = count_settlements(monkeypatch)
+    ids = [store.request_job(PRODUCTION, payload=str(i).encode()) for i in range(3)]
+    worker = store.work(PRODUCTION, worker="run", duration=SECONDS_30, exit_when_empty=True)
+    worker.run(lambda lease: {"payload": lease.payload.decode()} if lease.job_id != ids[1] else None)
+    assert calls == {"complete": 0, "complete_and_claim_next": 3}
+    metadata = [store.job(PRODUCTION, j).facts.metadata for j in ids]
+    assert metadata == [{"payload": "0"}, {}, {"payload": "2"}]
+    assert states(store) == ["completed"] * 3
+
+
+def test_run_fails_the_job_of_a_raising_handler_for_a_retry_and_goes_on(
+    store: leases.Authority, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.set_policy(PRODUCTION, leases.RetryPolicy(backoff_base=timedelta(hours=1), backoff_cap=timedelta(hours=1)))
+    calls = count_settlements(monkeypatch)
+    ids = [store.request_job(PRODUCTION) for _ in range(4)]
+
+    def handler(lease: leases.Lease) -> Optional[Dict[str, object]]:
+        if lease.job_id == ids[0]:
+            raise ValueError("bad input\0 \udc80" + "é" * MAX_REASON_LEN)
+        if lease.job_id == ids[1]:
+            return {"not json": float("nan")}
+        if lease.job_id == ids[2]:
+            lease.fail("unrenderable")  # settled by the handler: left as it is
+        return None
+
+    store.work(PRODUCTION, worker="run", duration=SECONDS_30, exit_when_empty=True).run(handler)
+    assert [str(j.state) for j in store.jobs(PRODUCTION)] == ["requested", "requested", "failed", "completed"]
+    for job in ids[:2]:
+        (attempt,) = store.job(PRODUCTION, job).attempt_history
+        assert attempt.ending == "retry" and attempt.reason is not None
+    reason = store.job(PRODUCTION, ids[0]).attempt_history[0].reason or ""
+    assert reason.startswith("ValueError: bad input ?éé") and len(reason.encode()) <= MAX_REASON_LEN
+    assert "InvalidArgumentError" in (store.job(PRODUCTION, ids[1]).attempt_history[0].reason or "")
+    assert kinds(store, ids[2]).count("failed") == 1 and "completed" not in kinds(store, ids[2])
+    # Only the last job was completed by the loop, which then found nothing.
+    assert calls == {"complete": 0, "complete_and_claim_next": 1}
+    assert "the handler failed" in caplog.text
+
+
+def test_run_gives_the_job_back_and_ends_on_a_base_exception(store: leases.Authority) -> None:
+    ids = [store.request_job(PRODUCTION) for _ in range(2)]
+
+    def handler(lease: leases.Lease) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.work(PRODUCTION, worker="run", duration=SECONDS_30, handle_signals=False).run(handler)
+    assert states(store) == ["requested", "requested"]
+    assert kinds(store, ids[0])[-1] == "released" and kinds(store, ids[1]) == ["requested"]
 
 
 def test_the_work_loop_checks_its_arguments_before_the_store(store: leases.Authority) -> None:
