@@ -406,16 +406,30 @@ class Worker(Closing):
         for lease in self:
             try:
                 metadata = handler(lease)
-                facts_json(metadata, None)  # refused here, not by the completion
             except Exception as e:
-                log.warning("worker: the handler failed on %r; failing the job for a retry", lease, exc_info=True)
-                try:
-                    if lease.lost is None:
-                        lease.fail_retry(_failure_reason(e))
-                except LeasesError as fe:
-                    log.warning("worker: %r was not failed for a retry: %s", lease, fe)
+                self._handler_failed(lease, e)
                 continue
-            self._metadata = metadata
+            self._handler_returned(lease, metadata)
+
+    def _handler_returned(self, lease: Lease, metadata: Optional[Mapping[str, Any]]) -> None:
+        """Hands what run()'s handler returned to the loop's completion;
+        metadata that is not JSON fails the job as a raising handler does."""
+        try:
+            facts_json(metadata, None)  # refused here, not by the completion
+        except (LeasesError, TypeError) as e:
+            self._handler_failed(lease, e)
+            return
+        self._metadata = metadata
+
+    def _handler_failed(self, lease: Lease, e: BaseException) -> None:
+        """Fails the job of a handler that raised for a retry, unless it is
+        over already (the handler settled it, a cancel)."""
+        log.warning("worker: the handler failed on %r; failing the job for a retry", lease, exc_info=e)
+        try:
+            if lease.lost is None:
+                lease.fail_retry(_failure_reason(e))
+        except LeasesError as fe:
+            log.warning("worker: %r was not failed for a retry: %s", lease, fe)
 
     # ---- with ------------------------------------------------------------------
 
