@@ -1,10 +1,11 @@
 // The worker runtime of the C++ projection on SQLite: waiting claims and
 // their cancellers, keep-alive, check and wait_lost on a lease, and
 // leases::Worker (drain, drain timeout, stop from another thread, a real
-// process stopped by SIGTERM mid-job). PostgreSQL: test_postgres.cpp.
+// process stopped by SIGTERM mid-job). PostgreSQL: test_postgres.cpp; the
+// Worker's one commit per job (Stores/WorkerLoop) runs on both stores here.
 // Timed assertions are upper bounds generous by orders of magnitude; what
 // makes each one fail is a wait of an hour that the rule must cut short.
-#include "support.hpp"
+#include "pg.hpp"
 #include "process.hpp"
 
 #include <atomic>
@@ -420,6 +421,124 @@ TEST_F(Waiting, PastTheDrainTimeoutTheRunningJobIsReleasedAndRunReturns) {
     EXPECT_EQ(f.get(), LEASES_CLOSED);
     EXPECT_EQ(event_count(), events_after_run) << "something wrote after run() returned";
     EXPECT_EQ(state(id), leases::JobState::Requested);
+}
+
+// ---- one commit per job (both stores) -------------------------------------------
+
+namespace {
+
+// The Worker on each store, with the clock frozen (StoreTest): nothing
+// renews or expires while a test runs.
+class WorkerLoop : public StoreTest {
+protected:
+    leases::WorkerOptions loop_options() {
+        leases::WorkerOptions o;
+        o.production = "p";
+        o.worker = "cpp-loop";
+        o.duration = 1min;
+        return o;
+    }
+    std::vector<std::string> request(int n) {
+        std::vector<std::string> ids;
+        for (int i = 0; i < n; ++i) {
+            ids.push_back(a().request_job("p", "", std::to_string(i)));
+        }
+        return ids;
+    }
+    leases::JobState state(const std::string &id) { return job_state(a(), id); }
+    std::vector<leases::Event> events_of(const std::string &id, const std::string &kind) {
+        std::vector<leases::Event> found;
+        for (leases::Event &e : a().events("p")) {
+            if (e.job_id == id && e.kind == kind) found.push_back(std::move(e));
+        }
+        return found;
+    }
+};
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Stores, WorkerLoop, ::testing::Values(Store::SQLite, Store::Postgres), store_name);
+
+TEST_P(WorkerLoop, AWorkerCompletesEachJobAndClaimsTheNextInOneCommit) {
+    const std::vector<std::string> ids = request(3);
+    leases::WorkerOptions o = loop_options();
+    o.exit_when_empty = true;
+    leases::Worker w(a(), o);
+    const leases::WorkerReport r = w.run([](leases::Lease &l) {
+        const auto payload = l.payload();
+        return R"({"metadata": {"payload": ")" + std::string(payload.begin(), payload.end()) + R"("}})";
+    });
+    EXPECT_EQ(r.claimed, 3u);
+    EXPECT_EQ(r.completed, 3u);
+    EXPECT_EQ(r.claimed_in_completion, 2u) << "the last completion found nothing to claim";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        EXPECT_EQ(state(ids[i]), leases::JobState::Completed);
+        EXPECT_EQ(a().job("p", ids[i]).facts.metadata["payload"], "\"" + std::to_string(i) + "\"");
+    }
+    for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+        const auto completed = events_of(ids[i], "completed"), claimed = events_of(ids[i + 1], "claimed");
+        ASSERT_EQ(completed.size(), 1u);
+        ASSERT_EQ(claimed.size(), 1u);
+        EXPECT_EQ(claimed[0].seq, completed[0].seq + 1) << "nothing between the completion and the next claim";
+        EXPECT_EQ(claimed[0].worker.value_or(""), "cpp-loop");
+    }
+}
+
+TEST_P(WorkerLoop, AWorkerAtMaxJobsOrAfterAStopCompletesWithoutClaimingAnother) {
+    const std::vector<std::string> ids = request(4);
+    leases::WorkerOptions o = loop_options();
+    o.max_jobs = 2;
+    {
+        leases::Worker w(a(), o);
+        const leases::WorkerReport r = w.run([](leases::Lease &) { return std::string(); });
+        EXPECT_EQ(r.claimed, 2u);
+        EXPECT_EQ(r.completed, 2u);
+        EXPECT_EQ(r.claimed_in_completion, 1u) << "the second completion claimed nothing: max_jobs";
+    }
+    EXPECT_EQ(state(ids[1]), leases::JobState::Completed);
+    EXPECT_EQ(state(ids[2]), leases::JobState::Requested);
+    o.max_jobs = 0;
+    leases::Worker w(a(), o);
+    const leases::WorkerReport r = w.run([&w](leases::Lease &) {
+        w.request_stop();
+        return std::string();
+    });
+    EXPECT_EQ(r.claimed, 1u);
+    EXPECT_EQ(r.completed, 1u);
+    EXPECT_EQ(r.claimed_in_completion, 0u);
+    EXPECT_EQ(state(ids[2]), leases::JobState::Completed);
+    EXPECT_EQ(state(ids[3]), leases::JobState::Requested);
+    EXPECT_TRUE(events_of(ids[3], "claimed").empty()) << "claimed after the stop request";
+}
+
+TEST_P(WorkerLoop, AWorkerFailsAThrowingHandlersJobForARetryAndClaimsTheNextOnItsOwn) {
+    const std::vector<std::string> ids = request(3);
+    leases::WorkerOptions o = loop_options();
+    o.exit_when_empty = true;
+    leases::Worker w(a(), o);
+    const leases::WorkerReport r = w.run([&ids](leases::Lease &l) {
+        if (l.job_id() == ids[0]) {
+            throw std::runtime_error("bad input");
+        }
+        if (l.job_id() == ids[1]) {
+            l.complete(R"({"metadata": {"by": "handler"}})");
+        }
+        return std::string();
+    });
+    // The failed job waits out its backoff on the frozen clock.
+    EXPECT_EQ(r.claimed, 3u);
+    EXPECT_EQ(r.retried, 1u);
+    EXPECT_EQ(r.by_handler, 1u);
+    EXPECT_EQ(r.completed, 1u);
+    EXPECT_EQ(r.claimed_in_completion, 0u);
+    EXPECT_EQ(state(ids[0]), leases::JobState::Requested);
+    const leases::JobRecord failed = a().job("p", ids[0]);
+    ASSERT_EQ(failed.attempt_history.size(), 1u);
+    EXPECT_EQ(failed.attempt_history[0].ending, "retry");
+    EXPECT_EQ(failed.attempt_history[0].reason.value_or(""), "bad input");
+    EXPECT_EQ(events_of(ids[1], "completed").size(), 1u) << "completed twice";
+    EXPECT_EQ(a().job("p", ids[1]).facts.metadata["by"], "\"handler\"");
+    EXPECT_EQ(state(ids[2]), leases::JobState::Completed);
 }
 
 TEST_F(Waiting, AWorkerRefusesBadOptionsBeforeAnyStoreAccess) {

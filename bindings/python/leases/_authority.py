@@ -617,7 +617,11 @@ class Authority(Managed):
 
             for lease in auth.work("render", worker="w1", duration=timedelta(minutes=2)):
                 render(lease.payload)          # kept alive meanwhile
-                lease.complete(metadata=...)   # or leave it: the loop completes it
+                lease.complete(metadata=...)   # or leave it: the loop completes it,
+                                               # claiming the next job in the same commit
+
+        or ``auth.work(...).run(handler)``, which publishes the metadata the
+        handler returns and fails a raising handler's job for a retry.
 
         Each job is claimed as soon as one is claimable (no polling) and
         kept alive (renewed every ``interval``, default a third of

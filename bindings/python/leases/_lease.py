@@ -164,7 +164,7 @@ class Lease(Managed):
         _ffi.call(_ffi.lib.leases_lease_complete_and_claim_next, self._handle(), facts, us, ctypes.byref(out))
         if not out:
             return None
-        return Lease(out, self._authority)
+        return Lease(out, self._authority, us)
 
     def export_token(self) -> str:
         """The token of this active lease for another process. It is a

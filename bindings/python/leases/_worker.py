@@ -7,12 +7,26 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import traceback
 import weakref
 from datetime import timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, List, Optional, TypedDict, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Generator,
+    Iterator,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    TypedDict,
+    Union,
+)
 
 from . import _ffi
+from ._abi import MAX_REASON_LEN
 from ._durations import duration_us, wait_us
 from ._errors import (
     BusyError,
@@ -23,7 +37,7 @@ from ._errors import (
     OutcomeUnknownError,
     StorageError,
 )
-from ._lease import Lease
+from ._lease import Lease, facts_json
 from ._managed import Closing
 from ._waiting import SLICE_US, Canceller, in_slices
 
@@ -43,6 +57,10 @@ _RETRY_MAX = 1.0
 # production empty: a wait, not a bare claim, since on PostgreSQL a bare
 # claim passes over a job another transaction holds and may yet give back.
 _EMPTY_GRACE_US = 100_000
+
+# How the loop settles a job: give it back, complete it, or complete it and
+# claim the next job in the same commit.
+_Settle = Literal["release", "complete", "complete_next"]
 
 _Handler = Union[Callable[[int, Optional[FrameType]], Any], int, None]
 
@@ -71,9 +89,11 @@ class Worker(Closing):
     Iterating it claims jobs one at a time, waiting for each without
     polling, and yields each lease kept alive. When the body of the loop
     goes on to the next job without settling the lease (``complete``,
-    ``fail``, ``release``), the loop completes it (no facts); when the
-    loop is left early (an exception, ``break``) it releases it (claimable
-    again at once). Iterate it once.
+    ``fail``, ``release``), the loop completes it (no facts), claiming the
+    next job in the same commit when it would claim again anyway (not
+    when stopping or at ``max_jobs``); when the loop is left early (an
+    exception, ``break``) it releases it (claimable again at once).
+    Iterate it once.
 
     ``stop()`` (any thread) drains: no new claim, the running job finishes,
     the loop ends. In the main thread, SIGINT and SIGTERM call ``stop()``
@@ -124,6 +144,9 @@ class Worker(Closing):
         # (its job given back) only by the cycle collector, not at once.
         self._loop_gen: Optional["weakref.ref[Generator[Lease, None, None]]"] = None
         self._iterated = False
+        # What run()'s handler returned for the running job: the metadata
+        # the loop's completion publishes.
+        self._metadata: Optional[Mapping[str, Any]] = None
         self.drain_timed_out = False
 
     # ---- stopping ------------------------------------------------------------
@@ -239,12 +262,19 @@ class Worker(Closing):
 
     def _loop(self) -> Generator[Lease, None, None]:
         saved = self._install_signals()
+        nxt: Optional[Lease] = None
         try:
             claimed = 0
-            while not self._stopping.is_set() and (self._max_jobs is None or claimed < self._max_jobs):
-                lease = self._claim_next()
+            while True:
+                # The next job comes from the last completion when it could
+                # claim one (one commit for both), else from a waiting claim.
+                lease, nxt = nxt, None
                 if lease is None:
-                    break
+                    if not self._may_claim(claimed):
+                        break
+                    lease = self._claim_next()
+                    if lease is None:
+                        break
                 if not self._start(lease):
                     continue
                 claimed += 1
@@ -253,12 +283,19 @@ class Worker(Closing):
                     yield lease
                     body_done = True
                 finally:
-                    self._settle(lease, body_done)
+                    nxt = self._settle(lease, body_done, self._may_claim(claimed))
         finally:
+            if nxt is not None:  # claimed by a completion as the loop was left
+                self._settle_quietly(nxt, "release")
+                nxt.close()
             if self._timer is not None:
                 self._timer.cancel()
             self._restore_signals(saved)
             self._canceller.close()
+
+    def _may_claim(self, claimed: int) -> bool:
+        """Whether the loop claims another job after ``claimed`` of them."""
+        return not self._stopping.is_set() and (self._max_jobs is None or claimed < self._max_jobs)
 
     def _claim_next(self) -> Optional[Lease]:
         """The next lease, waiting for one; None once the loop must end
@@ -292,7 +329,7 @@ class Worker(Closing):
             lease.keep_alive(self._duration, interval=self._interval)
         except LeasesError as e:
             log.warning("worker: cannot keep %r alive; giving the job back: %s", lease, e)
-            self._settle_quietly(lease, release=True)
+            self._settle_quietly(lease, "release")
             lease.close()
             return False
         with self._lock:
@@ -300,33 +337,99 @@ class Worker(Closing):
             if not self._stopping.is_set():
                 self._current = lease
                 return True
-        self._settle_quietly(lease, release=True)
+        self._settle_quietly(lease, "release")
         lease.close()
         return False
 
-    def _settle(self, lease: Lease, body_done: bool) -> None:
+    def _settle(self, lease: Lease, body_done: bool, claim_next: bool) -> Optional[Lease]:
         """Completes (the body went on) or releases (the loop was left) a
-        job the body did not settle itself; then frees the lease."""
+        job the body did not settle itself; then frees the lease. A
+        completion when the loop would claim again anyway claims the next
+        job in the same commit and returns it (None: nothing was
+        claimable, or no claim was wanted)."""
         with self._lock:
             mine = self._current is lease
             self._current = None
-        if mine:
-            self._settle_quietly(lease, release=not body_done)
-        lease.close()
+        metadata, self._metadata = self._metadata, None  # this job's, whoever settles it
+        nxt = None
+        try:
+            if mine:
+                if not body_done:
+                    how: _Settle = "release"
+                elif claim_next and not self._stopping.is_set():
+                    how = "complete_next"
+                else:
+                    how = "complete"
+                nxt = self._settle_quietly(lease, how, metadata)
+        finally:
+            lease.close()
+        return nxt
 
-    def _settle_quietly(self, lease: Lease, release: bool) -> None:
+    def _settle_quietly(
+        self, lease: Lease, how: _Settle, metadata: Optional[Mapping[str, Any]] = None
+    ) -> Optional[Lease]:
+        """Releases, completes or completes-and-claims-next (``how``) a
+        lease unless it is over already; logs a failure, as the loop goes
+        on. Returns the next lease a complete_next claimed."""
         try:
             lost = lease.lost
             if lost is None:
-                if release:
+                if how == "release":
                     lease.release()
+                elif how == "complete":
+                    lease.complete(metadata)
                 else:
-                    lease.complete()
+                    return lease.complete_and_claim_next(metadata, duration=self._duration)
             elif not isinstance(lost, ClosedError):
                 log.warning("worker: %r ended before it was settled: %s", lease, lost)
         except LeasesError as e:
-            what = "given back" if release else "completed"
+            # An unknown outcome of complete_next is the completion's: the
+            # library returned no new lease, and names both jobs.
+            what = "given back" if how == "release" else "completed"
             log.warning("worker: %r was not %s: %s", lease, what, e)
+        return None
+
+    # ---- run -------------------------------------------------------------------
+
+    def run(self, handler: Callable[[Lease], Optional[Mapping[str, Any]]]) -> None:
+        """The loop with a handler: ``handler(lease)`` runs for each job.
+        What it returns (None, or a mapping of metadata) is published as
+        the job's completion, in the same commit as the next claim; an
+        ``Exception`` it raises (or metadata that is not JSON) fails the job
+        for a retry (``fail_retry``: back after the production's backoff,
+        dead after its last attempt) with the exception as the attempt's
+        reason, logged on the ``leases.worker`` logger, and the loop goes
+        on. A ``BaseException`` that is not an ``Exception``
+        (``KeyboardInterrupt``, ``DrainTimeout``) gives the job back and
+        ends the loop, as leaving ``for`` does. A handler may settle the
+        lease itself; the loop then leaves it as it is."""
+        for lease in self:
+            try:
+                metadata = handler(lease)
+            except Exception as e:
+                self._handler_failed(lease, e)
+                continue
+            self._handler_returned(lease, metadata)
+
+    def _handler_returned(self, lease: Lease, metadata: Optional[Mapping[str, Any]]) -> None:
+        """Hands what run()'s handler returned to the loop's completion;
+        metadata that is not JSON fails the job as a raising handler does."""
+        try:
+            facts_json(metadata, None)  # refused here, not by the completion
+        except (LeasesError, TypeError) as e:
+            self._handler_failed(lease, e)
+            return
+        self._metadata = metadata
+
+    def _handler_failed(self, lease: Lease, e: BaseException) -> None:
+        """Fails the job of a handler that raised for a retry, unless it is
+        over already (the handler settled it, a cancel)."""
+        log.warning("worker: the handler failed on %r; failing the job for a retry", lease, exc_info=e)
+        try:
+            if lease.lost is None:
+                lease.fail_retry(_failure_reason(e))
+        except LeasesError as fe:
+            log.warning("worker: %r was not failed for a retry: %s", lease, fe)
 
     # ---- with ------------------------------------------------------------------
 
@@ -347,3 +450,12 @@ class Worker(Closing):
     def __repr__(self) -> str:
         state = "stopping" if self.stopping else ("running" if self._iterated else "new")
         return f"<leases.Worker production={self.production!r} worker={self.worker!r} {state}>"
+
+
+def _failure_reason(e: BaseException) -> str:
+    """A handler's exception as an attempt's reason ("ValueError: bad
+    input"): valid UTF-8 without NUL, cut at a character boundary to
+    LEASES_MAX_REASON_LEN bytes."""
+    text = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\0", "")
+    raw = text.encode("utf-8", "replace")[:MAX_REASON_LEN]
+    return raw.decode("utf-8", "ignore")

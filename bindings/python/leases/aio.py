@@ -24,7 +24,22 @@ import asyncio
 import threading
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, Optional, Protocol, Set, Type, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Set,
+    Type,
+    TypeVar,
+    Union,
+)
 
 from ._authority import Authority, BytesLike, PathArg, RequestOptions
 from ._errors import LeasesError
@@ -349,6 +364,22 @@ class AsyncWorker(_AsyncHandle):
         if lease is None:
             raise StopAsyncIteration
         return AsyncLease(lease)
+
+    async def run(self, handler: Callable[[AsyncLease], Awaitable[Optional[Mapping[str, Any]]]]) -> None:
+        """``Worker.run`` for asyncio: ``await handler(lease)`` for each job;
+        the metadata it returns is published by the completion, in one
+        commit with the next claim; an ``Exception`` fails the job for a
+        retry and the loop goes on; a cancellation (or another
+        ``BaseException``) ends the loop and, once the worker is closed
+        (``async with``), gives the job back."""
+        async for lease in self:
+            try:
+                metadata = await handler(lease)
+            except Exception as e:
+                error = e
+                await _run(lambda: self.sync._handler_failed(lease.sync, error))
+                continue
+            await _run(lambda: self.sync._handler_returned(lease.sync, metadata))
 
     async def aclose(self) -> None:
         """Ends the loop, giving back a job the body left unsettled (as

@@ -65,6 +65,8 @@ def check_complete_and_claim_next(auth: leases.Authority) -> None:
     assert nxt.job_id == second and nxt.worker == "w7" and nxt.production == PRODUCTION
     assert auth.job(PRODUCTION, first).state == "completed"
     assert auth.job(PRODUCTION, second).state == "claimed"
+    with nxt.keep_alive():  # the duration it was claimed for is the default
+        pass
     with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
     third = auth.request_job(PRODUCTION)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
-from typing import List
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -191,6 +191,40 @@ def test_the_async_work_loop_keeps_jobs_alive_and_drains_on_stop(location: str) 
             states = [j.state for j in await auth.jobs(PRODUCTION)]
             assert states == ["completed", "completed"]
             assert "renewed" in [e.kind for e in await auth.events(PRODUCTION) if e.job_id == first]
+
+    asyncio.run(main())
+
+
+def test_the_async_work_loop_completes_and_claims_the_next_in_one_commit_and_run_fails_a_raising_handlers_job(
+    location: str,
+) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(
+                PRODUCTION, policy=leases.RetryPolicy(backoff_base=timedelta(hours=1), backoff_cap=timedelta(hours=1))
+            )
+            ids = [await auth.request_job(PRODUCTION) for _ in range(4)]
+            async with auth.work(PRODUCTION, worker="aio", duration=SECONDS_30, max_jobs=2) as jobs:
+                async for lease in jobs:
+                    pass
+            events = await auth.events(PRODUCTION)
+            seq = {(e.job_id, e.kind): e.seq for e in events}
+            # The first completion claimed the second job in its commit;
+            # at max_jobs the second claimed nothing.
+            assert seq[(ids[1], "claimed")] == seq[(ids[0], "completed")] + 1
+            assert (ids[2], "claimed") not in seq
+
+            async def handler(lease: AsyncLease) -> Optional[Dict[str, object]]:
+                if lease.job_id == ids[2]:
+                    raise ValueError("bad input")
+                return {"by": "handler"}
+
+            async with auth.work(PRODUCTION, worker="aio", duration=SECONDS_30, exit_when_empty=True) as worker:
+                await worker.run(handler)
+            failed = await auth.run(lambda a: a.job(PRODUCTION, ids[2]))
+            assert failed.state == "requested" and failed.attempt_history[-1].reason == "ValueError: bad input"
+            done = await auth.run(lambda a: a.job(PRODUCTION, ids[3]))
+            assert done.state == "completed" and done.facts.metadata == {"by": "handler"}
 
     asyncio.run(main())
 

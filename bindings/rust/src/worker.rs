@@ -310,6 +310,9 @@ impl StopHandle {
 pub struct WorkerReport {
     /// Leases claimed.
     pub claimed: u64,
+    /// Of `claimed`, those the previous job's completion claimed in its own
+    /// commit ([`Lease::complete_and_claim_next`]): one commit for both.
+    pub claimed_in_completion: u64,
     /// Jobs completed with the handler's facts.
     pub completed: u64,
     /// Jobs given back: the keep-alive could not start, or the drain timeout
@@ -332,7 +335,9 @@ pub struct WorkerReport {
 
 /// A worker loop on one production: claims one job at a time with a waiting
 /// claim, runs the handler on its own thread with the lease kept alive,
-/// completes the job with the [`Facts`] the handler returns, or fails it for a
+/// completes the job with the [`Facts`] the handler returns (claiming the
+/// next job in the same commit, [`Lease::complete_and_claim_next`], when the
+/// loop would claim again anyway: not after a stop or at `max_jobs`), or fails it for a
 /// retry ([`Lease::fail_retry`] with the production's backoff) when the
 /// handler returns `Err` or panics (the attempt's reason says which; the
 /// error itself is not shown, as `E` need not be `Display`). A handler may settle
@@ -430,34 +435,59 @@ impl<'a> Worker<'a> {
         let handler = Arc::new(handler);
         let mut report = WorkerReport::default();
         let mut pause = RETRY_MIN;
-        while !self.stop.is_stopped() {
-            if self.config.max_jobs != 0 && report.claimed >= self.config.max_jobs {
-                break;
-            }
-            let c = &self.config;
-            match self.authority.claim_wait(&c.production, &c.worker, c.duration, SLICE, None) {
-                Ok(Some(lease)) => {
-                    pause = RETRY_MIN;
+        // The next job, when the last completion claimed it in its commit.
+        let mut next: Option<Lease> = None;
+        loop {
+            let lease = match next.take() {
+                Some(lease) if self.stop.is_stopped() => {
+                    // Claimed by the completion as the stop came: no
+                    // handler starts after a stop, so the job goes back.
                     report.claimed += 1;
-                    if !self.handle(lease, &handler, &mut report) {
+                    release(&lease, &mut report);
+                    break;
+                }
+                Some(lease) => lease,
+                None => {
+                    if !self.may_claim(&report) {
                         break;
                     }
+                    let c = &self.config;
+                    match self.authority.claim_wait(&c.production, &c.worker, c.duration, SLICE, None) {
+                        Ok(Some(lease)) => {
+                            pause = RETRY_MIN;
+                            lease
+                        }
+                        Ok(None) if c.exit_when_empty => break,
+                        Ok(None) => continue,
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::Busy
+                                    | ErrorKind::Storage
+                                    | ErrorKind::OutcomeUnknown
+                                    | ErrorKind::ClockRegressed
+                            ) =>
+                        {
+                            self.pause(pause);
+                            pause = (pause * 2).min(RETRY_MAX);
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
-                Ok(None) if c.exit_when_empty => break,
-                Ok(None) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Busy | ErrorKind::Storage | ErrorKind::OutcomeUnknown | ErrorKind::ClockRegressed
-                    ) =>
-                {
-                    self.pause(pause);
-                    pause = (pause * 2).min(RETRY_MAX);
-                }
-                Err(e) => return Err(e),
+            };
+            report.claimed += 1;
+            if !self.handle(lease, &handler, &mut report, &mut next) {
+                break;
             }
         }
         Ok(report)
+    }
+
+    /// Whether the loop claims another job: no stop, and `max_jobs` leaves
+    /// a claim.
+    fn may_claim(&self, report: &WorkerReport) -> bool {
+        !self.stop.is_stopped() && (self.config.max_jobs == 0 || report.claimed < self.config.max_jobs)
     }
 
     /// Sleeps `d`, in slices, unless a stop comes first.
@@ -473,8 +503,10 @@ impl<'a> Worker<'a> {
     }
 
     /// Runs the handler on one lease, kept alive meanwhile, and settles the
-    /// job; false when the drain timeout passed (the job was released).
-    fn handle<F, E>(&self, lease: Lease, handler: &Arc<F>, report: &mut WorkerReport) -> bool
+    /// job; false when the drain timeout passed (the job was released). A
+    /// completion when the loop would claim again anyway claims the next job
+    /// in the same commit into `next`.
+    fn handle<F, E>(&self, lease: Lease, handler: &Arc<F>, report: &mut WorkerReport, next: &mut Option<Lease>) -> bool
     where
         F: Fn(&Lease) -> std::result::Result<Facts, E> + Send + Sync + 'static,
     {
@@ -520,6 +552,15 @@ impl<'a> Worker<'a> {
             Some(result) => {
                 let _ = thread.join();
                 let settled = match result {
+                    Ok(facts) if self.may_claim(report) => {
+                        lease.complete_and_claim_next(&facts, self.config.duration).map(|claimed| {
+                            if claimed.is_some() {
+                                report.claimed_in_completion += 1;
+                            }
+                            *next = claimed;
+                            &mut report.completed
+                        })
+                    }
                     Ok(facts) => lease.complete(&facts).map(|()| &mut report.completed),
                     Err(reason) => lease.fail_retry(reason, None).map(|()| &mut report.retried),
                 };

@@ -1,10 +1,12 @@
 //! The worker runtime on SQLite: waiting claims and their cancellers,
 //! keep-alive, check and wait_lost on a lease, and `Worker` (drain, drain
 //! timeout, stop from another thread, a real process stopped by SIGTERM
-//! mid-job). PostgreSQL: tests/postgres.rs. Timed assertions are upper
+//! mid-job). PostgreSQL: tests/postgres.rs; the worker's one commit per job
+//! runs on both stores here (`on_both_stores!`). Timed assertions are upper
 //! bounds generous by orders of magnitude; what makes each fail is a wait of
 //! an hour that the rule must cut short.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -247,6 +249,103 @@ fn a_worker_completes_each_job_with_the_facts_its_handler_returns() {
     for id in &ids {
         assert_eq!(job_state(&auth, id), JobState::Completed);
     }
+}
+
+// ---- one commit per job (both stores) --------------------------------------------
+
+on_both_stores!(
+    a_worker_completes_each_job_and_claims_the_next_in_one_commit,
+    a_worker_at_max_jobs_or_after_a_stop_completes_without_claiming_another,
+    a_worker_fails_a_failing_handlers_job_for_a_retry_and_claims_the_next_on_its_own,
+);
+
+fn loop_config() -> WorkerConfig {
+    WorkerConfig::new(PRODUCTION, "rs-loop", HOUR)
+}
+
+fn request(auth: &Authority, n: usize) -> Vec<String> {
+    (0..n).map(|i| auth.request_job(PRODUCTION, None, i.to_string().as_bytes()).unwrap()).collect()
+}
+
+fn events_of(auth: &Authority, id: &str, kind: &str) -> Vec<leases::Event> {
+    let all = auth.events(Some(PRODUCTION), 0).unwrap();
+    all.into_iter().filter(|e| e.job_id.as_deref() == Some(id) && e.kind == kind).collect()
+}
+
+fn a_worker_completes_each_job_and_claims_the_next_in_one_commit(s: &Store) {
+    let auth = &s.auth;
+    let ids = request(auth, 3);
+    let worker = Worker::new(auth, loop_config().exit_when_empty(true)).unwrap();
+    let report = worker
+        .run(|lease| {
+            let payload = String::from_utf8(lease.payload()?).unwrap();
+            Ok::<_, leases::Error>(Facts::new().metadata("payload", payload))
+        })
+        .unwrap();
+    assert_eq!((report.claimed, report.completed), (3, 3));
+    assert_eq!(report.claimed_in_completion, 2, "the last completion found nothing to claim");
+    for (i, id) in ids.iter().enumerate() {
+        let record = auth.job(PRODUCTION, id).unwrap();
+        assert_eq!(record.job.state, JobState::Completed);
+        assert_eq!(record.facts.metadata["payload"], i.to_string());
+    }
+    for pair in ids.windows(2) {
+        let (completed, claimed) = (events_of(auth, &pair[0], "completed"), events_of(auth, &pair[1], "claimed"));
+        assert_eq!((completed.len(), claimed.len()), (1, 1));
+        assert_eq!(claimed[0].seq, completed[0].seq + 1, "nothing between the completion and the next claim");
+        assert_eq!(claimed[0].worker.as_deref(), Some("rs-loop"));
+    }
+}
+
+fn a_worker_at_max_jobs_or_after_a_stop_completes_without_claiming_another(s: &Store) {
+    let auth = &s.auth;
+    let ids = request(auth, 4);
+    let report = Worker::new(auth, loop_config().max_jobs(2)).unwrap().run(|_| Ok::<_, ()>(Facts::new())).unwrap();
+    assert_eq!((report.claimed, report.completed), (2, 2));
+    assert_eq!(report.claimed_in_completion, 1, "the second completion claimed nothing: max_jobs");
+    assert_eq!(job_state(auth, &ids[1]), JobState::Completed);
+    assert_eq!(job_state(auth, &ids[2]), JobState::Requested);
+    let worker = Worker::new(auth, loop_config()).unwrap();
+    let stop = worker.stop_handle();
+    let report = worker
+        .run(move |_| {
+            stop.stop();
+            Ok::<_, ()>(Facts::new())
+        })
+        .unwrap();
+    assert_eq!((report.claimed, report.completed, report.claimed_in_completion), (1, 1, 0));
+    assert_eq!(job_state(auth, &ids[2]), JobState::Completed);
+    assert_eq!(job_state(auth, &ids[3]), JobState::Requested);
+    assert!(events_of(auth, &ids[3], "claimed").is_empty(), "claimed after the stop");
+}
+
+fn a_worker_fails_a_failing_handlers_job_for_a_retry_and_claims_the_next_on_its_own(s: &Store) {
+    let auth = &s.auth;
+    auth.set_retry_policy(PRODUCTION, &RetryPolicy::new().backoff_base(HOUR).backoff_cap(HOUR).jitter_percent(0))
+        .unwrap();
+    let ids = request(auth, 3);
+    let (first, second) = (ids[0].clone(), ids[1].clone());
+    let worker = Worker::new(auth, loop_config().exit_when_empty(true)).unwrap();
+    let report = worker
+        .run(move |lease| {
+            if lease.job_id() == first {
+                return Err("bad input");
+            }
+            if lease.job_id() == second {
+                lease.complete(&Facts::new().metadata("by", "handler")).unwrap();
+            }
+            Ok(Facts::new())
+        })
+        .unwrap();
+    // The failed job waits out its hour of backoff.
+    assert_eq!((report.claimed, report.retried, report.by_handler, report.completed), (3, 1, 1, 1));
+    assert_eq!(report.claimed_in_completion, 0);
+    let failed = auth.job(PRODUCTION, &ids[0]).unwrap();
+    assert_eq!(failed.job.state, JobState::Requested);
+    assert_eq!(failed.history[0].ending, AttemptEnding::Retry);
+    assert_eq!(events_of(auth, &ids[1], "completed").len(), 1, "completed twice");
+    assert_eq!(auth.job(PRODUCTION, &ids[1]).unwrap().facts.metadata["by"], "handler");
+    assert_eq!(job_state(auth, &ids[2]), JobState::Completed);
 }
 
 #[test]

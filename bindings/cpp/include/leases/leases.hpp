@@ -2065,6 +2065,9 @@ struct WorkerOptions {
 /// What Worker::run did.
 struct WorkerReport {
     std::uint64_t claimed = 0;    ///< leases claimed
+    /// Of claimed, those the previous job's completion claimed in its own
+    /// commit (Lease::complete_and_claim_next): one commit for both.
+    std::uint64_t claimed_in_completion = 0;
     std::uint64_t completed = 0;  ///< jobs completed with the handler's facts
     std::uint64_t released = 0;   ///< jobs given back: the keep-alive could not start, or the drain timeout passed
     std::uint64_t retried = 0;    ///< jobs failed for a retry (Lease::fail_retry, the production's backoff): the handler threw
@@ -2131,7 +2134,10 @@ inline std::string failure_reason(const std::string &what) {
 /// job with the facts_json the handler returns (empty: none), or fails it for
 /// a retry (Lease::fail_retry: it returns after the production's backoff, or
 /// is dead after its last attempt) when the handler throws, with what() of
-/// the exception as the attempt's reason. A handler may settle the lease
+/// the exception as the attempt's reason. When the loop would claim again
+/// anyway (no stop request, max_jobs not reached), the completion claims the
+/// next job in the same commit (Lease::complete_and_claim_next: one commit
+/// per job instead of two). A handler may settle the lease
 /// itself (Lease::execution then Execution::finish, fail, release); the
 /// worker then leaves it as it is.
 ///
@@ -2193,32 +2199,44 @@ public:
         const auto shared = std::make_shared<const Handler>(std::move(handler));
         WorkerReport report;
         std::chrono::milliseconds pause = retry_min;
-        while (!stop_requested()) {
-            if (opt_.max_jobs != 0 && report.claimed >= opt_.max_jobs) {
-                break;
-            }
-            std::optional<Lease> lease;
-            try {
-                lease = auth_.claim_wait(opt_.production, opt_.worker, opt_.duration, slice);
-            } catch (const Error &e) {
-                const leases_status st = e.status();
-                if (st != LEASES_BUSY && st != LEASES_STORAGE && st != LEASES_OUTCOME_UNKNOWN &&
-                    st != LEASES_CLOCK_REGRESSED) {
-                    throw;
-                }
-                pause_unless_stopped(pause);
-                pause = std::min(2 * pause, retry_max);
-                continue;
-            }
+        // The next job, when the last completion claimed it in its commit.
+        std::optional<Lease> next;
+        for (;;) {
+            std::optional<Lease> lease = std::move(next);
+            next.reset();
+            const bool by_completion = lease.has_value();
             if (!lease) {
-                if (opt_.exit_when_empty) {
+                if (!may_claim(report)) {
                     break;
                 }
-                continue;
+                try {
+                    lease = auth_.claim_wait(opt_.production, opt_.worker, opt_.duration, slice);
+                } catch (const Error &e) {
+                    const leases_status st = e.status();
+                    if (st != LEASES_BUSY && st != LEASES_STORAGE && st != LEASES_OUTCOME_UNKNOWN &&
+                        st != LEASES_CLOCK_REGRESSED) {
+                        throw;
+                    }
+                    pause_unless_stopped(pause);
+                    pause = std::min(2 * pause, retry_max);
+                    continue;
+                }
+                if (!lease) {
+                    if (opt_.exit_when_empty) {
+                        break;
+                    }
+                    continue;
+                }
+                pause = retry_min;
             }
-            pause = retry_min;
             ++report.claimed;
-            if (!handle(std::move(*lease), shared, report)) {
+            if (by_completion && stop_requested()) {
+                // Claimed by the completion as the stop came: no handler
+                // starts after a stop, so the job goes back.
+                settle_release(*lease, report);
+                break;
+            }
+            if (!handle(std::move(*lease), shared, report, next)) {
                 break;
             }
         }
@@ -2240,9 +2258,18 @@ private:
         }
     }
 
+    // Whether the loop claims another job: no stop request, and max_jobs
+    // leaves a claim.
+    bool may_claim(const WorkerReport &report) const noexcept {
+        return !stop_requested() && (opt_.max_jobs == 0 || report.claimed < opt_.max_jobs);
+    }
+
     // Runs the handler on one lease, kept alive meanwhile, and settles the
-    // job; false when the drain timeout passed (the job was released).
-    bool handle(Lease lease, const std::shared_ptr<const Handler> &handler, WorkerReport &report) {
+    // job; false when the drain timeout passed (the job was released). A
+    // completion when the loop would claim again anyway claims the next job
+    // in the same commit (Lease::complete_and_claim_next) into next.
+    bool handle(Lease lease, const std::shared_ptr<const Handler> &handler, WorkerReport &report,
+                std::optional<Lease> &next) {
         auto job = std::make_shared<detail::WorkerJob>(std::move(lease));
         try {
             job->lease.keep_alive(opt_.duration, opt_.keep_alive_interval);
@@ -2300,7 +2327,14 @@ private:
         thread.join();
         if (job->ok) {
             try {
-                job->lease.complete(job->facts);
+                if (may_claim(report)) {
+                    next = job->lease.complete_and_claim_next(opt_.duration, job->facts);
+                    if (next) {
+                        ++report.claimed_in_completion;
+                    }
+                } else {
+                    job->lease.complete(job->facts);
+                }
                 ++report.completed;
             } catch (const ClosedError &) {  // the handler settled it (an execution's finish, ...)
                 ++report.by_handler;
