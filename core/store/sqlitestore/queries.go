@@ -287,16 +287,31 @@ func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, e
 }
 
 // InsertAttempt appends to the history and drops what is older than the
-// newest keep entries of the job (attempts_by_job).
+// newest keep entries of the job (attempts_by_job). The insert returns the
+// job's history length (its own row included), so the trim runs only when
+// there is something to drop: most jobs end within keep attempts, and their
+// completions run no DELETE. The attempt's number cannot tell: a redrive
+// starts the numbers over while the older entries stay.
 func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
-	if _, err := q.exec(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
+	var n int
+	if err := q.queryRow(ctx, insertAttemptSQL, a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending,
+		a.Reason).Scan(&n); err != nil {
 		return classify(err)
 	}
-	_, err := q.exec(ctx, `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELECT id FROM attempts
-		WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)`, a.JobID, keep)
+	if n <= keep {
+		return nil
+	}
+	_, err := q.exec(ctx, trimAttemptsSQL, a.JobID, keep)
 	return classify(err)
 }
+
+// insertAttemptSQL's RETURNING counts the job's entries after the insert
+// (plan_test.go: a range of attempts_by_job, at most keep+1 entries).
+const insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+	RETURNING (SELECT count(*) FROM attempts WHERE job_id = ?1)`
+
+const trimAttemptsSQL = `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELECT id FROM attempts
+	WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)`
 
 // HasClaimable is claim-next's condition at now, read from the claim
 // path's partial indexes without a row: a due job, a delayed job whose time
