@@ -27,13 +27,11 @@ func sequenceRows(t *testing.T, db *sql.DB) int {
 func writeEventAndAttempt(t *testing.T, s *DB) int64 {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := s.BeginWrite(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback()
-	require.NoError(t, tx.InsertEvent(ctx, store.Event{At: 100, ProductionID: "pid", JobID: "j1", Kind: "released", Worker: "a"}))
-	require.NoError(t, tx.InsertAttempt(ctx, store.Attempt{JobID: "j1", Number: 1, Worker: "a", ClaimedAt: 90,
-		EndedAt: 100, Ending: store.EndReleased}, 20))
-	require.NoError(t, tx.Commit())
+	write(t, s, func(tx store.Tx) {
+		require.NoError(t, tx.InsertEvent(ctx, store.Event{At: 100, ProductionID: "pid", JobID: "j1", Kind: "released", Worker: "a"}))
+		require.NoError(t, tx.InsertAttempt(ctx, store.Attempt{JobID: "j1", Number: 1, Worker: "a", ClaimedAt: 90,
+			EndedAt: 100, Ending: store.EndReleased}, 20))
+	})
 	var seq int64
 	require.NoError(t, s.db.QueryRow(`SELECT max(seq) FROM events`).Scan(&seq))
 	return seq
@@ -91,16 +89,8 @@ func TestASchema5FileIsMigratedTo6AndNoCommitRewritesSqliteSequence(t *testing.T
 }
 
 func TestAnEventOrAttemptCommitOfANewFileWritesNoSqliteSequence(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "new.db"), Options{}, func() int64 { return 1 })
-	require.NoError(t, err)
-	defer s.Close()
-	ctx := context.Background()
-	tx, err := s.BeginWrite(ctx)
-	require.NoError(t, err)
-	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "pid", Name: "p", CreatedAt: 1}))
-	require.NoError(t, tx.InsertJob(ctx, store.Job{ID: "j1", ProductionID: "pid", Payload: []byte{}, State: store.StateRequested,
-		RequestedAt: 1, UpdatedAt: 1}))
-	require.NoError(t, tx.Commit())
+	s := newStore(t)
+	write(t, s, func(tx store.Tx) { require.NoError(t, tx.InsertJob(context.Background(), requested("j1", true, 1))) })
 	require.EqualValues(t, 1, writeEventAndAttempt(t, s))
 	require.EqualValues(t, 2, writeEventAndAttempt(t, s))
 	require.Equal(t, 0, sequenceRows(t, s.db))
