@@ -10,8 +10,9 @@ import (
 	"github.com/libleases/libleases/core/store"
 )
 
-// SchemaVersion is the schema this library writes; it matches the SQLite
-// store's version numbers. Version 1 is the pre-lease schema (jobs carried a
+// SchemaVersion is the schema this library writes; it uses the SQLite
+// store's version numbers, up to 5: SQLite's schema 6 (no AUTOINCREMENT)
+// changes nothing PostgreSQL has, so it stays at 5. Version 1 is the pre-lease schema (jobs carried a
 // plaintext claim id and a claim time); version 3 adds the indexes of the
 // paged listings (migrateV2toV3). The version is the schema_version row of
 // leases_meta. Version 4 adds retry policies, the dead state, priorities,

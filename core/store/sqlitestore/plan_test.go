@@ -19,13 +19,17 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 	}
 	defer s.Close()
 	args := map[string][]any{"next": {"p"}, "promote": {"p", 5, 1000}, "lapsed": {"p", 5, 64}, "next wake": {"p"},
-		"has claimable": {"p", 5}}
+		"has claimable": {"p", 5}, "insert attempt": {"j", 1, "w", 1, 2, "released", ""},
+		"next with looks": {"p", 5}}
 	plans := map[string]string{
 		"next":          `EXPLAIN QUERY PLAN ` + nextClaimableSQL,
 		"promote":       `EXPLAIN QUERY PLAN ` + promoteDueSQL,
 		"lapsed":        `EXPLAIN QUERY PLAN ` + lapsedClaimsSQL,
 		"next wake":     `EXPLAIN QUERY PLAN ` + nextWakeAtSQL,
 		"has claimable": `EXPLAIN QUERY PLAN ` + hasClaimableSQL,
+		// EXPLAIN runs nothing: no attempt of an unknown job is written.
+		"insert attempt":  `EXPLAIN QUERY PLAN ` + insertAttemptSQL,
+		"next with looks": `EXPLAIN QUERY PLAN ` + nextWithLooksSQL,
 	}
 	// The best due job is the first entry of jobs_due (no sort: delayed
 	// jobs and claims are not in it); promotion and lapses read a range of
@@ -38,6 +42,13 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 		"next wake": {"SEARCH jobs USING COVERING INDEX jobs_delayed (production_id=?)",
 			"SEARCH jobs USING COVERING INDEX jobs_claimed_ready (production_id=?)"},
 		"has claimable": {"USING COVERING INDEX jobs_due (production_id=?)",
+			"USING COVERING INDEX jobs_delayed (production_id=? AND ready_unix_us<?)",
+			"USING COVERING INDEX jobs_claimed_ready (production_id=? AND ready_unix_us<?)"},
+		// The history length the insert returns counts one job's entries.
+		"insert attempt": {"SEARCH attempts USING COVERING INDEX attempts_by_job (job_id=?)"},
+		// The claim's usual look: the first due job and a probe of each of
+		// the other two ranges, in one statement.
+		"next with looks": {"SEARCH jobs USING INDEX jobs_due (production_id=?)",
 			"USING COVERING INDEX jobs_delayed (production_id=? AND ready_unix_us<?)",
 			"USING COVERING INDEX jobs_claimed_ready (production_id=? AND ready_unix_us<?)"},
 	}

@@ -206,6 +206,17 @@ const (
 		ORDER BY ready_unix_us LIMIT ?)`
 	lapsedClaimsSQL = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_claimed_ready
 		WHERE production_id = ? AND state = 'claimed' AND ready_unix_us <= ? ORDER BY ready_unix_us LIMIT ?`
+	// nextWithLooksSQL is nextClaimableSQL with two more columns: whether a
+	// claim has lapsed, and whether a delayed job's time has come (the
+	// first entry of each range, as hasClaimableSQL probes them).
+	nextWithLooksSQL = `SELECT ` + jobColumns + `,
+			EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claimed_ready
+				WHERE production_id = ?1 AND state = 'claimed' AND ready_unix_us <= ?2),
+			EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_delayed
+				WHERE production_id = ?1 AND state = 'requested' AND due = 0 AND ready_unix_us <= ?2)
+		FROM jobs INDEXED BY jobs_due
+		WHERE production_id = ?1 AND state = 'requested' AND due = 1
+		ORDER BY priority DESC, claimable_unix_us, seq LIMIT 1`
 )
 
 // PromoteDue marks due the delayed jobs whose time has come: a range of
@@ -219,11 +230,23 @@ func (q queries) PromoteDue(ctx context.Context, productionID string, now int64,
 	return n, classify(err)
 }
 
-// ClaimScan runs the claim's three looks in turn: in process, a round trip
-// costs nothing.
+// ClaimScan first reads the first due job together with whether any claim
+// has lapsed or any delayed job's time has come (nextWithLooksSQL): usually
+// neither, and the claim's look is that one statement. Otherwise, or with no
+// due job, it runs the three looks in turn (in process, a round trip costs
+// nothing): lapsed claims, promotion, then the first due job again, which
+// a promoted job may now precede.
 func (q queries) ClaimScan(ctx context.Context, productionID string, now int64, lapseLimit, promoteLimit int) (store.ClaimScan, error) {
 	var sc store.ClaimScan
-	var err error
+	var lapsed, ready bool
+	next, err := scanJob(withExtra{q.queryRow(ctx, nextWithLooksSQL, productionID, now), []any{&lapsed, &ready}})
+	if err == nil && !lapsed && !ready {
+		sc.Next, sc.Found = next, true
+		return sc, nil
+	}
+	if err != nil && !errors.Is(err, store.ErrNoRow) {
+		return sc, err
+	}
 	if sc.Lapsed, err = q.LapsedClaims(ctx, productionID, now, lapseLimit); err != nil {
 		return sc, err
 	}
@@ -237,6 +260,15 @@ func (q queries) ClaimScan(ctx context.Context, productionID string, now int64, 
 	sc.Found = err == nil
 	return sc, err
 }
+
+// withExtra scans a row's first columns as its caller asks and the rest
+// into extra.
+type withExtra struct {
+	r     scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.r.Scan(append(dest, w.extra...)...) }
 
 // LapsedClaims reads claims whose expiry and backoff have passed: a range of
 // jobs_claimed_ready, so unexpired claims are never scanned.
@@ -287,16 +319,31 @@ func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, e
 }
 
 // InsertAttempt appends to the history and drops what is older than the
-// newest keep entries of the job (attempts_by_job).
+// newest keep entries of the job (attempts_by_job). The insert returns the
+// job's history length (its own row included), so the trim runs only when
+// there is something to drop: most jobs end within keep attempts, and their
+// completions run no DELETE. The attempt's number cannot tell: a redrive
+// starts the numbers over while the older entries stay.
 func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
-	if _, err := q.exec(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
+	var n int
+	if err := q.queryRow(ctx, insertAttemptSQL, a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending,
+		a.Reason).Scan(&n); err != nil {
 		return classify(err)
 	}
-	_, err := q.exec(ctx, `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELECT id FROM attempts
-		WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)`, a.JobID, keep)
+	if n <= keep {
+		return nil
+	}
+	_, err := q.exec(ctx, trimAttemptsSQL, a.JobID, keep)
 	return classify(err)
 }
+
+// insertAttemptSQL's RETURNING counts the job's entries after the insert
+// (plan_test.go: a range of attempts_by_job, at most keep+1 entries).
+const insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+	RETURNING (SELECT count(*) FROM attempts WHERE job_id = ?1)`
+
+const trimAttemptsSQL = `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELECT id FROM attempts
+	WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)`
 
 // HasClaimable is claim-next's condition at now, read from the claim
 // path's partial indexes without a row: a due job, a delayed job whose time

@@ -4,8 +4,9 @@ package sqlitestore
 // schema (jobs carried a plaintext claim id and a claim time); version 3 adds
 // the indexes of the paged listings (migrateV2toV3); version 4 adds retry
 // policies, the dead state, priorities, run-at and the attempt history
-// (migrateV3toV4); version 5 adds the index of workers seen (migrateV4toV5).
-const SchemaVersion = 5
+// (migrateV3toV4); version 5 adds the index of workers seen (migrateV4toV5);
+// version 6 numbers events and attempts without AUTOINCREMENT (migrateV5toV6).
+const SchemaVersion = 6
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -182,4 +183,27 @@ var migrateV4toV5 = []string{
 	`CREATE INDEX events_by_worker ON events (production_id, worker, at_unix_us)
 		WHERE kind IN ('claimed', 'renewed', 'released', 'failed', 'retry', 'completed')`,
 	`PRAGMA user_version = 5`,
+}
+
+// migrateV5toV6 drops AUTOINCREMENT from events and attempts: with it every
+// insert also rewrites sqlite_sequence, one more page in every commit that
+// writes an event (all of them). Neither table ever loses its newest row
+// (events are never deleted; the attempt trim keeps each job's newest), so
+// SQLite's plain choice, the largest rowid plus one, gives exactly the
+// numbers AUTOINCREMENT gave. AUTOINCREMENT is not stored in the table's
+// pages, only in its definition, so the definition is edited the way
+// SQLite's ALTER TABLE documentation describes for a change that leaves the
+// stored content valid: under writable_schema, then schema_version advanced
+// so every connection, of any process, reloads the schema. sqlite_sequence
+// itself stays (SQLite refuses to drop it), empty, in new files too: every
+// path that opens a file below version 6 runs this, a new file too.
+var migrateV5toV6 = []string{
+	`PRAGMA writable_schema = ON`,
+	`UPDATE sqlite_schema SET sql = replace(sql, 'seq INTEGER PRIMARY KEY AUTOINCREMENT', 'seq INTEGER PRIMARY KEY')
+		WHERE type = 'table' AND name = 'events'`,
+	`UPDATE sqlite_schema SET sql = replace(sql, 'id INTEGER PRIMARY KEY AUTOINCREMENT', 'id INTEGER PRIMARY KEY')
+		WHERE type = 'table' AND name = 'attempts'`,
+	`PRAGMA writable_schema = OFF`,
+	`DELETE FROM sqlite_sequence`,
+	`PRAGMA user_version = 6`,
 }

@@ -84,6 +84,7 @@ var commands = map[string]func(args []string){
 	"run":            cmdRun,
 	"floor":          cmdFloor,
 	"core":           cmdCore,
+	"frames":         cmdFrames,
 	"inline":         cmdInline,
 	"next":           cmdNext,
 	"edit":           cmdEdit,

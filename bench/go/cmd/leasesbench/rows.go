@@ -65,49 +65,66 @@ func cmdFloor(args []string) {
 	sync := fs.String("sync", "FULL", "synchronous level")
 	n := fs.Int("n", 200, "cycles")
 	must(fs.Parse(args))
-	d, err := sql.Open("sqlite", dsn(*db, *sync))
+	d := openFloor(*db, *sync, *n)
+	defer d.Close()
+
+	cpu0, start := cpuNS(), time.Now()
+	for i := 0; i < *n; i++ {
+		id, claim := floorClaim(d)
+		floorComplete(d, id, claim)
+	}
+	emit(result{Ops: *n, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(*n)})
+}
+
+// openFloor creates the floor's table and requests n jobs (setup only).
+func openFloor(path, sync string, n int) *sql.DB {
+	d, err := sql.Open("sqlite", dsn(path, sync))
 	must(err)
 	d.SetMaxOpenConns(1)
-	defer d.Close()
 	_, err = d.Exec(floorSchema)
 	must(err)
 	tx, err := d.Begin()
 	must(err)
-	for i := 0; i < *n; i++ {
+	for i := 0; i < n; i++ {
 		_, err := tx.Exec(`INSERT INTO jobs (id, production_id, seq, state, payload) VALUES (?, 'p', ?, 'requested', ?)`,
 			fmt.Sprintf("job-%08d", i), i, payload)
 		must(err)
 	}
 	must(tx.Commit())
+	return d
+}
 
-	cpu0, start := cpuNS(), time.Now()
-	for i := 0; i < *n; i++ {
-		var claim [16]byte
-		_, err := rand.Read(claim[:])
-		must(err)
-		// Claim: BEGIN IMMEDIATE, first requested row by the index, update.
-		tx, err := d.Begin()
-		must(err)
-		var id string
-		must(tx.QueryRow(`SELECT id FROM jobs WHERE production_id = 'p' AND state = 'requested' ORDER BY seq LIMIT 1`).Scan(&id))
-		expiry := time.Now().Add(leaseFor).UnixMicro()
-		_, err = tx.Exec(`UPDATE jobs SET state = 'claimed', claim = ?, expiry_unix_us = ? WHERE id = ?`, claim[:], expiry, id)
-		must(err)
-		must(tx.Commit())
-		// Complete: check the claim and the expiry, then complete.
-		tx, err = d.Begin()
-		must(err)
-		var got []byte
-		var exp int64
-		must(tx.QueryRow(`SELECT claim, expiry_unix_us FROM jobs WHERE id = ?`, id).Scan(&got, &exp))
-		if string(got) != string(claim[:]) || exp <= time.Now().UnixMicro() {
-			fail(errors.New("floor: claim lost"))
-		}
-		_, err = tx.Exec(`UPDATE jobs SET state = 'completed' WHERE id = ?`, id)
-		must(err)
-		must(tx.Commit())
+// floorClaim is the floor's claim commit: BEGIN IMMEDIATE, the first
+// requested row by the index, its update.
+func floorClaim(d *sql.DB) (string, []byte) {
+	claim := make([]byte, 16)
+	_, err := rand.Read(claim)
+	must(err)
+	tx, err := d.Begin()
+	must(err)
+	var id string
+	must(tx.QueryRow(`SELECT id FROM jobs WHERE production_id = 'p' AND state = 'requested' ORDER BY seq LIMIT 1`).Scan(&id))
+	expiry := time.Now().Add(leaseFor).UnixMicro()
+	_, err = tx.Exec(`UPDATE jobs SET state = 'claimed', claim = ?, expiry_unix_us = ? WHERE id = ?`, claim, expiry, id)
+	must(err)
+	must(tx.Commit())
+	return id, claim
+}
+
+// floorComplete is the floor's completion commit: check the claim and the
+// expiry, then complete.
+func floorComplete(d *sql.DB, id string, claim []byte) {
+	tx, err := d.Begin()
+	must(err)
+	var got []byte
+	var exp int64
+	must(tx.QueryRow(`SELECT claim, expiry_unix_us FROM jobs WHERE id = ?`, id).Scan(&got, &exp))
+	if string(got) != string(claim) || exp <= time.Now().UnixMicro() {
+		fail(errors.New("floor: claim lost"))
 	}
-	emit(result{Ops: *n, Secs: time.Since(start).Seconds(), CPUNS: float64(cpuNS()-cpu0) / float64(*n)})
+	_, err = tx.Exec(`UPDATE jobs SET state = 'completed' WHERE id = ?`, id)
+	must(err)
+	must(tx.Commit())
 }
 
 // ---- the core --------------------------------------------------------------

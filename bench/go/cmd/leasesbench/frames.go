@@ -1,0 +1,81 @@
+// The frames row: WAL frames (pages) written per claim commit and per
+// completion commit, for the core and the floor (docs/PERFORMANCE.md
+// section 1). Not timed: it counts what each commit writes.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"os"
+
+	"github.com/libleases/libleases/core"
+)
+
+// holdSnapshot opens a reader on path and keeps a snapshot until the
+// returned handle is closed: no writer can start the WAL over meanwhile, so
+// mxFrame (walFrames) grows by every frame a commit writes.
+func holdSnapshot(path string) *sql.DB {
+	r, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	must(err)
+	r.SetMaxOpenConns(1)
+	ctx := context.Background()
+	conn, err := r.Conn(ctx)
+	must(err)
+	_, err = conn.ExecContext(ctx, `BEGIN`)
+	must(err)
+	var n int
+	must(conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n))
+	return r
+}
+
+// framesOf runs commit and returns the WAL frames it wrote.
+func framesOf(db string, commit func()) int64 {
+	before := walFrames(db)
+	commit()
+	return walFrames(db) - before
+}
+
+func cmdFrames(args []string) {
+	fs := flag.NewFlagSet("frames", flag.ExitOnError)
+	db := fs.String("db", "", "database file (created)")
+	floor := fs.Bool("floor", false, "count the floor's commits instead of the core's")
+	n := fs.Int("n", 100, "cycles (at most a few hundred: the WAL cannot start over meanwhile)")
+	walCopy := fs.String("wal-copy", "", "copy the core's WAL here at the end (its frames name their pages: map them to b-trees with dbstat)")
+	must(fs.Parse(args))
+	var claims, completions int64
+	if *floor {
+		d := openFloor(*db, "NORMAL", *n)
+		defer d.Close()
+		defer holdSnapshot(*db).Close()
+		for i := 0; i < *n; i++ {
+			var id string
+			var claim []byte
+			claims += framesOf(*db, func() { id, claim = floorClaim(d) })
+			completions += framesOf(*db, func() { floorComplete(d, id, claim) })
+		}
+	} else {
+		fillCore(*db, *n)
+		a := openCore(*db, "NORMAL")
+		defer a.Close()
+		defer holdSnapshot(*db).Close()
+		for i := 0; i < *n; i++ {
+			var l *core.Lease
+			claims += framesOf(*db, func() {
+				var err error
+				l, err = a.Claim(prod, worker, leaseFor)
+				must(err)
+			})
+			completions += framesOf(*db, func() { must(l.Complete(core.Facts{})) })
+		}
+		if *walCopy != "" {
+			b, err := os.ReadFile(*db + "-wal")
+			must(err)
+			must(os.WriteFile(*walCopy, b, 0o644))
+		}
+	}
+	emit(result{Ops: *n, Extra: map[string]float64{
+		"claim_frames":    float64(claims) / float64(*n),
+		"complete_frames": float64(completions) / float64(*n),
+	}})
+}
