@@ -19,20 +19,6 @@
 #define LEASES_STR2(x) #x
 #define LEASES_STR(x) LEASES_STR2(x)
 
-// One message per thread, in static storage: never NULL, never allocated,
-// truncated (at a UTF-8 boundary) rather than failing.
-static __thread char last_error[1024];
-
-void leasesshim_set_error(const char *msg, size_t len) {
-	leasesshim_memcheck(LEASES_MC_MAKE_MEM_DEFINED, msg, len); /* Go's bytes (leasesshim_copy_out) */
-	if (len >= sizeof last_error) {
-		len = sizeof last_error - 1;
-		while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80) len--;
-	}
-	memcpy(last_error, msg, len);
-	last_error[len] = '\0';
-}
-
 // go_arg returns v, which Go passed in, as memcheck should see it: defined.
 // Go's values are always defined (Go zeroes what it allocates), but cgo hands
 // the arguments over in a frame on a goroutine stack, which memcheck may have
@@ -41,6 +27,22 @@ static uintptr_t go_arg(uintptr_t v) {
 	volatile uintptr_t a = v;
 	leasesshim_memcheck(LEASES_MC_MAKE_MEM_DEFINED, (const void *)&a, sizeof a);
 	return a;
+}
+
+// One message per thread, in static storage: never NULL, never allocated,
+// truncated (at a UTF-8 boundary) rather than failing.
+static __thread char last_error[1024];
+
+void leasesshim_set_error(const char *msg, size_t len) {
+	msg = (const char *)go_arg((uintptr_t)msg); /* Go's bytes, as in leasesshim_copy_out */
+	len = (size_t)go_arg((uintptr_t)len);
+	leasesshim_memcheck(LEASES_MC_MAKE_MEM_DEFINED, msg, len);
+	if (len >= sizeof last_error) {
+		len = sizeof last_error - 1;
+		while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80) len--;
+	}
+	memcpy(last_error, msg, len);
+	last_error[len] = '\0';
 }
 
 // leasesshim_copy_out is every string and byte buffer the library hands the

@@ -3,7 +3,8 @@
 frame is Go code or the Go runtime's own C glue. Valgrind does not understand
 goroutine stacks (they live in Go-managed anonymous memory and move), so every
 Go frame reads as invalid. Leaks are not suppressed: strings the library hands
-to C are malloc'd from Go frames, and a leak of one must fail the run. C frames (the shim, the tests, libc called on
+to C are malloc'd by the shim (capi/shim.c, called from Go), and a leak of one must
+fail the run. C frames (the shim, the tests, libc called on
 memory we passed) are never suppressed, so errors there still fail the run.
 Usage: valgrind_supp.py > tests/c/valgrind.supp"""
 
@@ -67,17 +68,3 @@ for frame in PARAM_FRAMES:
     name = frame.replace("*", "_").replace("/", "_")
     for param in PARAMS:
         print("{\n   go-%s-Param-%s\n   Memcheck:Param\n   %s\n   fun:%s\n}" % (name, param, param, frame))
-# C.CString and C.CBytes allocate through cgo's malloc glue with a size the
-# Go side computed: when that value sits in memory memcheck wrongly marked
-# undefined (above), malloc's own check of it reports. The glue is only ever
-# called from Go.
-for kind in KINDS:
-    print("{\n   go-cgo-malloc-%s\n   Memcheck:%s\n   fun:malloc\n   fun:_cgo_*_Cfunc__Cmalloc\n}" % (kind, kind))
-# The shim's last-error setter copies the message straight from the Go
-# string it was handed (a cgo call may pass Go memory to C for its duration);
-# memcheck may take that Go heap or stack memory for unaddressable like any
-# Go frame's. Only calls from Go (through asmcgocall) are suppressed: the
-# shim's own calls, with C strings, still fail the run.
-for kind in KINDS:
-    print("{\n   go-set-error-%s\n   Memcheck:%s\n   fun:leasesshim_set_error\n   fun:runtime.asmcgocall*\n}" % (kind, kind))
-
