@@ -7,6 +7,7 @@ package main
 #include <stdlib.h>
 #include <string.h>
 void leasesshim_set_error(const char *msg, size_t len);
+char *leasesshim_copy_out(const char *p, size_t n);
 */
 import "C"
 
@@ -83,8 +84,32 @@ func inStr(what string, p *C.char, max int, optional bool) (string, error) {
 	return s, nil
 }
 
-// cString hands out a copy in C memory; the caller frees it with leases_free.
-func cString(s string) *C.char { return C.CString(s) }
+// cString hands out a NUL-terminated copy in C memory; the caller frees it
+// with leases_free. The shim makes the copy (not C.CString) so that valgrind
+// sees its bytes defined (capi/shim.c says why).
+func cString(s string) *C.char {
+	return copyOut(unsafe.StringData(s), len(s))
+}
+
+// cBytes is cString for a byte buffer: n bytes and a NUL.
+func cBytes(b []byte) *C.char {
+	return copyOut(unsafe.SliceData(b), len(b))
+}
+
+func copyOut(p *byte, n int) *C.char {
+	s := C.leasesshim_copy_out((*C.char)(unsafe.Pointer(p)), C.size_t(n))
+	if s == nil {
+		panic(errOutOfMemory{})
+	}
+	return s
+}
+
+// errOutOfMemory is the panic of a failed malloc (C.CString would abort the
+// host instead); recoverTo turns it into LEASES_INTERNAL with this text.
+type errOutOfMemory struct{}
+
+func (errOutOfMemory) Error() string { return "out of memory for the result" }
+func (errOutOfMemory) RuntimeError() {}
 
 func durationOf(us C.int64_t) (int64, error) {
 	if _, err := core.ValidateDurationUS(int64(us)); err != nil {

@@ -336,7 +336,7 @@ func leasesgo_lease_payload(h C.uintptr_t, out **C.uint8_t, outLen *C.size_t) (s
 	}
 	// Always a fresh allocation, even for an empty payload, so the caller
 	// frees one pointer with leases_free in every success case.
-	*out = (*C.uint8_t)(C.CBytes(append(b[:len(b):len(b)], 0)))
+	*out = (*C.uint8_t)(unsafe.Pointer(cBytes(b)))
 	*outLen = C.size_t(len(b))
 	return 0
 }

@@ -8,6 +8,7 @@ package main
 /*
 #include <stddef.h>
 #include <stdint.h>
+void leasesshim_testing_undefined(const void *p, size_t n);
 */
 import "C"
 
@@ -100,5 +101,30 @@ func leasesgo_testing_panic() (st C.int) {
 	defer recoverTo(&st)
 	var m map[string]int
 	m["boom"] = 1 // a runtime error: assignment to entry in nil map
+	return 0
+}
+
+//export leasesgo_testing_lost_track
+func leasesgo_testing_lost_track(text *C.char, asError C.uint32_t, out **C.char) (st C.int) {
+	defer recoverTo(&st)
+	if out == nil {
+		return status(invalid("out_copy is NULL"))
+	}
+	*out = nil
+	t, err := inStr("text", text, core.MaxNameLen, false)
+	if err != nil {
+		return status(err)
+	}
+	b := []byte(t)
+	if len(b) > 0 {
+		C.leasesshim_testing_undefined(unsafe.Pointer(&b[0]), C.size_t(len(b)))
+	}
+	// Go's writes make the buffer defined again before the GC can reuse it.
+	defer clear(b)
+	if asError != 0 {
+		setError(unsafe.String(unsafe.SliceData(b), len(b)))
+		return C.int(core.KindInvalidArgument)
+	}
+	*out = cBytes(b)
 	return 0
 }

@@ -9,6 +9,7 @@
 
 #include "../include/leases.h"
 #include "_cgo_export.h"
+#include "memcheck.h"
 #include "shim.h"
 #include "status_names.h" /* generated from the header */
 
@@ -18,17 +19,51 @@
 #define LEASES_STR2(x) #x
 #define LEASES_STR(x) LEASES_STR2(x)
 
+// go_arg returns v, which Go passed in, as memcheck should see it: defined.
+// Go's values are always defined (Go zeroes what it allocates), but cgo hands
+// the arguments over in a frame on a goroutine stack, which memcheck may have
+// marked undefined (see leasesshim_copy_out).
+static uintptr_t go_arg(uintptr_t v) {
+	volatile uintptr_t a = v;
+	leasesshim_memcheck(LEASES_MC_MAKE_MEM_DEFINED, (const void *)&a, sizeof a);
+	return a;
+}
+
 // One message per thread, in static storage: never NULL, never allocated,
 // truncated (at a UTF-8 boundary) rather than failing.
 static __thread char last_error[1024];
 
 void leasesshim_set_error(const char *msg, size_t len) {
+	msg = (const char *)go_arg((uintptr_t)msg); /* Go's bytes, as in leasesshim_copy_out */
+	len = (size_t)go_arg((uintptr_t)len);
+	leasesshim_memcheck(LEASES_MC_MAKE_MEM_DEFINED, msg, len);
 	if (len >= sizeof last_error) {
 		len = sizeof last_error - 1;
 		while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80) len--;
 	}
 	memcpy(last_error, msg, len);
 	last_error[len] = '\0';
+}
+
+// leasesshim_copy_out is every string and byte buffer the library hands the
+// caller (freed with leases_free): a C copy of n bytes of Go memory and a
+// NUL, or NULL when malloc fails. Memcheck (valgrind) cannot follow the Go
+// runtime's switches between goroutine stacks: it takes some for a stack
+// frame being pushed or popped and marks the Go heap memory between the two
+// stacks undefined or unaddressable. A copy would carry "undefined" into the
+// caller's memory, reported at the caller's first read of it. Every byte of
+// a Go string or slice is defined, so the shim tells memcheck so, for exactly
+// the n bytes it copies (a read past the copy is still reported). Outside
+// valgrind this costs a few instructions that do nothing (memcheck.h).
+char *leasesshim_copy_out(const char *p, size_t n) {
+	p = (const char *)go_arg((uintptr_t)p);
+	n = (size_t)go_arg((uintptr_t)n);
+	leasesshim_memcheck(LEASES_MC_MAKE_MEM_DEFINED, p, n);
+	char *s = malloc(n + 1);
+	if (s == NULL) return NULL;
+	if (n > 0) memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
 }
 
 static pid_t load_pid;

@@ -3,6 +3,7 @@
 // Public names of include/leases_testing.h; only in the test build.
 #include "../include/leases_testing.h"
 #include "_cgo_export.h"
+#include "memcheck.h"
 
 int leasesshim_forked(void);
 
@@ -35,4 +36,15 @@ leases_status leases_testing_pragma(leases_authority *authority, const char *nam
 leases_status leases_testing_panic(void) {
 	if (leasesshim_forked()) return LEASES_FORKED;
 	return leasesgo_testing_panic();
+}
+
+leases_status leases_testing_lost_track(const char *text, uint32_t as_error, char **out_copy) {
+	if (leasesshim_forked()) return LEASES_FORKED;
+	return leasesgo_testing_lost_track((char *)text, as_error, out_copy);
+}
+
+// What memcheck does to Go memory when it takes a switch between goroutine
+// stacks for a stack frame (leasesshim_copy_out in shim.c).
+void leasesshim_testing_undefined(const void *p, size_t n) {
+	leasesshim_memcheck(LEASES_MC_MAKE_MEM_UNDEFINED, p, n);
 }

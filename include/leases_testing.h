@@ -38,6 +38,13 @@ leases_status leases_testing_pragma(leases_authority *authority, const char *nam
                                     char **out_value);
 /* Panics inside the library; returns LEASES_INTERNAL once recovered. */
 leases_status leases_testing_panic(void);
+/* Hands text back the way the library hands out every string, from Go memory
+ * that memcheck (valgrind) has first been told is undefined, as it wrongly
+ * believes of some Go memory: as_error 0 returns LEASES_OK and a copy in
+ * *out_copy (free with leases_free); otherwise LEASES_INVALID_ARGUMENT with
+ * text as the last error and *out_copy NULL. Outside valgrind the marking does
+ * nothing. text: at most LEASES_MAX_NAME_LEN bytes of UTF-8. */
+leases_status leases_testing_lost_track(const char *text, uint32_t as_error, char **out_copy);
 
 #ifdef __cplusplus
 }

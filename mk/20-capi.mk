@@ -60,7 +60,7 @@ $(CTEST_DIR)/test_capi_release: $(CTEST_SRCS) $(CTEST_DIR)/vectors.h $(CAPI_SO)
 # as an application does, and open the authority by URL: LEASES_TEST_PG_URL
 # plus a fresh schema per test. $(PG_RUN) starts a throwaway server when make
 # test has not; without a server under LEASES_REQUIRE_PG they fail.
-$(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h tests/c/go_defined.h tests/c/observe_tests.h tests/c/next_tests.h \
+$(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h tests/c/observe_tests.h tests/c/next_tests.h \
 		$(CTEST_DIR)/vectors.h include/leases.h $(CAPI_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
@@ -90,7 +90,7 @@ $(CTEST_DIR)/valgrind_canary: tests/c/valgrind_canary.c include/leases.h $(CAPI_
 # suppressions name Go functions, which the stripped release library no longer
 # carries, so under valgrind they link the test library (every release
 # function, with its symbols).
-$(CTEST_DIR)/test_capi_pg_symbols: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h tests/c/go_defined.h \
+$(CTEST_DIR)/test_capi_pg_symbols: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h \
 		tests/c/observe_tests.h tests/c/next_tests.h $(CTEST_DIR)/vectors.h include/leases.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \

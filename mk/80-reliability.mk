@@ -38,11 +38,11 @@ $(REL_DIR)/clock_faults: tests/reliability/c/clock_faults.c tests/c/pg.h include
 	@mkdir -p $(@D)
 	$(CC) $(REL_C_FLAGS) -Itests/c $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-$(REL_DIR)/abi_fuzz_asan: tests/reliability/c/abi_fuzz.c tests/c/json.h tests/c/go_defined.h include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
+$(REL_DIR)/abi_fuzz_asan: tests/reliability/c/abi_fuzz.c tests/c/json.h include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
 	$(CC) $(REL_C_FLAGS) $(REL_SAN_FLAGS) -Itests/c $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-$(REL_DIR)/abi_fuzz: tests/reliability/c/abi_fuzz.c tests/c/json.h tests/c/go_defined.h include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
+$(REL_DIR)/abi_fuzz: tests/reliability/c/abi_fuzz.c tests/c/json.h include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
 	$(CC) $(REL_C_FLAGS) -Itests/c $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 

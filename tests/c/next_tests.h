@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "go_defined.h"
 #include "leases.h"
 
 static leases_authority *fresh(const char *tag, char *loc, size_t cap);
@@ -23,7 +22,6 @@ static const char *next_job_of(leases_lease *l) {
 	id[0] = '\0';
 	CHECK_OK(leases_lease_job_id(l, &s));
 	if (s) {
-		go_defined(s);
 		snprintf(id, sizeof id, "%s", s);
 	}
 	leases_free(s);
@@ -44,12 +42,10 @@ static void test_complete_and_claim_next_completes_and_claims_the_next_job_in_on
 	CHECK_ST(leases_lease_renew(l, NEXT_SEC), LEASES_CLOSED); /* the completion closed it */
 	char *rec = NULL;
 	CHECK_OK(leases_job_json(a, "p", j1, &rec));
-	go_defined(rec);
 	CHECK(rec && strstr(rec, "\"frames\":2") != NULL); /* its facts were published */
 	leases_free(rec);
 	char *worker = NULL;
 	CHECK_OK(leases_lease_worker(next, &worker));
-	go_defined(worker);
 	CHECK(worker && strcmp(worker, "w") == 0); /* the same worker claims */
 	leases_free(worker);
 	/* Nothing left: the completion commits, and *out is NULL with OK. */

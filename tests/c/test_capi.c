@@ -1638,6 +1638,25 @@ static void test_panic_becomes_internal_status(void) {
 	CHECK(strstr(leases_last_error(), "panic") != NULL);
 	CHECK_ST(leases_lease_release(NULL), LEASES_INVALID_ARGUMENT); /* the library goes on */
 }
+
+/* Memcheck sometimes marks Go memory undefined (capi/shim.c says when); the
+ * seam does so on purpose before handing the text out. Under valgrind
+ * (make test-capi-valgrind) the strcmp below reads every byte of the copy and
+ * of the last error, so a copy carrying "undefined" fails the run; without
+ * valgrind it checks the copy's contents only. */
+static void test_strings_handed_out_are_defined_even_where_memcheck_lost_track_of_go_memory(void) {
+	const char *text = "{\"state\":\"dead\",\"reason\":\"attempts used up (2 of 2)\"}";
+	char *copy = NULL;
+	CHECK_OK(leases_testing_lost_track(text, 0, &copy));
+	CHECK(copy && strcmp(copy, text) == 0);
+	leases_free(copy);
+	copy = NULL;
+	CHECK_ST(leases_testing_lost_track(text, 1, &copy), LEASES_INVALID_ARGUMENT);
+	CHECK(copy == NULL && strcmp(leases_last_error(), text) == 0);
+	CHECK_OK(leases_testing_lost_track("", 0, &copy)); /* an empty one is "" */
+	CHECK(copy && copy[0] == '\0');
+	leases_free(copy);
+}
 #endif /* LEASES_TEST_BUILD */
 
 
@@ -1647,7 +1666,6 @@ static void test_panic_becomes_internal_status(void) {
 static int count_events(leases_authority *a, const char *kind) {
 	char *json = NULL;
 	CHECK_OK(leases_events_json(a, "p", 0, &json));
-	go_defined(json);
 	char needle[64];
 	snprintf(needle, sizeof needle, "\"kind\":\"%s\"", kind);
 	int n = 0;
@@ -1701,8 +1719,6 @@ static void test_claim_wait_with_nothing_to_claim_returns_after_its_wait_and_wri
 	CHECK_ST(leases_claim_wait(a, "p", "w", 30 * SEC, 0, NULL, &l), LEASES_NOTHING_TO_CLAIM); /* no wait: a claim */
 	CHECK_ST(leases_claim_wait(a, "nope", "w", 30 * SEC, 60 * SEC, NULL, &l), LEASES_NOT_FOUND); /* at once */
 	CHECK_OK(leases_events_json(a, NULL, 0, &after));
-	go_defined(before);
-	go_defined(after);
 	CHECK(before && after && strcmp(before, after) == 0);
 	leases_free(before);
 	leases_free(after);
@@ -2064,6 +2080,7 @@ int main(void) {
 	RUN(test_rejection_order_matches_the_documented_table);
 	RUN(test_busy_when_another_handle_holds_the_writer_lock);
 	RUN(test_panic_becomes_internal_status);
+	RUN(test_strings_handed_out_are_defined_even_where_memcheck_lost_track_of_go_memory);
 #else
 	printf("note: release build: the clock, busy and panic tests run against the test build\n");
 #endif

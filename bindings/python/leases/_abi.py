@@ -191,4 +191,5 @@ TESTING_SIGNATURES: Dict[str, Signature] = {
     "leases_testing_open": (c_status, [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(AuthorityPtr)]),
     "leases_testing_pragma": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_testing_panic": (c_status, []),
+    "leases_testing_lost_track": (c_status, [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
 }

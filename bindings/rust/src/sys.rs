@@ -180,5 +180,6 @@ pub mod testing {
         pub fn leases_testing_open(path: *const c_char, busy_timeout_us: i64, out: *mut *mut leases_authority) -> leases_status;
         pub fn leases_testing_pragma(authority: *mut leases_authority, name: *const c_char, out_value: *mut *mut c_char) -> leases_status;
         pub fn leases_testing_panic() -> leases_status;
+        pub fn leases_testing_lost_track(text: *const c_char, as_error: u32, out_copy: *mut *mut c_char) -> leases_status;
     }
 }
