@@ -127,6 +127,9 @@ func cmdRun(args []string) {
 }
 
 func (o *opts) want(section string) bool {
+	if section == "frames" {
+		section = "cycle" // the pages-per-commit rows are section 1's
+	}
 	if o.sections == "" {
 		return true
 	}
@@ -245,6 +248,17 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 				r.skip = "build/bench/peersbench not built"
 			}
 		}
+	}
+
+	// 1b. Pages per commit (not timed: what each commit writes, section 1).
+	for _, which := range []string{"floor", "core"} {
+		args := []string{lb, "frames", "-n", itoa(max(o.n(100), 5))}
+		if which == "floor" {
+			args = append(args, "-floor")
+		}
+		add(&row{section: "frames", name: which, run: func(dir string) (result, error) {
+			return child(append(args, "-db", filepath.Join(dir, "w.db")))
+		}})
 	}
 
 	// 2. One commit.
@@ -589,6 +603,23 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			"\"at its defaults\" is a plain `sql.Open` of the file (rollback journal, synchronous FULL) and the peer's own default settings.\n" +
 			"goqite cycle = Receive + Delete (two commits). River cycle = one job through a started client with a no-op worker,\n" +
 			"timed from Start until every job's completion event (River fetches and completes in batches).\n\n")
+		p("Pages per commit (`leasesbench frames`, synchronous=NORMAL, not timed): the WAL frames each commit appends, one per\n" +
+			"page it changed, while a reader holds the WAL back.\n\n")
+		p("| row | claim commit | completion commit |\n|---|---:|---:|\n")
+		for _, r := range rows {
+			if r.section != "frames" {
+				continue
+			}
+			if s := status(r); s != "" {
+				p("| %s | %s | |\n", r.name, s)
+				continue
+			}
+			frames := func(k string) string {
+				return strconv.FormatFloat(median(values(r, func(x result) float64 { return x.Extra[k] })), 'f', 1, 64)
+			}
+			p("| %s | %s | %s |\n", r.name, frames("claim_frames"), frames("complete_frames"))
+		}
+		p("\n")
 
 	}
 	if o.want("edit") {
