@@ -537,6 +537,24 @@ func status(r *row) string {
 	return ""
 }
 
+// measuredIn returns the rows of section that have figures, in order, and
+// writes the table line of each other one (its name, then why it has none,
+// then empty cells up to cols).
+func measuredIn(rows []*row, section string, cols int, p func(string, ...any)) []*row {
+	var out []*row
+	for _, r := range rows {
+		if r.section != section {
+			continue
+		}
+		if s := status(r); s != "" {
+			p("| %s | %s |%s\n", r.name, s, strings.Repeat(" |", cols-2))
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 func uniq(xs []string) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -571,14 +589,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("cycle") {
 		p("### 1. Cycle: claim → complete of one job, two commits (%s)\n\n", n)
 		p("| row | cycles/s | range | × floor (same sync) | CPU µs/cycle |\n|---|---:|---:|---:|---:|\n")
-		for _, r := range rows {
-			if r.section != "cycle" {
-				continue
-			}
-			if s := status(r); s != "" {
-				p("| %s | %s | | | |\n", r.name, s)
-				continue
-			}
+		for _, r := range measuredIn(rows, "cycle", 5, p) {
 			sync := "FULL"
 			if strings.Contains(r.name, "NORMAL") {
 				sync = "NORMAL"
@@ -606,14 +617,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		p("Pages per commit (`leasesbench frames`, synchronous=NORMAL, not timed): the WAL frames each commit appends, one per\n" +
 			"page it changed, while a reader holds the WAL back.\n\n")
 		p("| row | claim commit | completion commit |\n|---|---:|---:|\n")
-		for _, r := range rows {
-			if r.section != "frames" {
-				continue
-			}
-			if s := status(r); s != "" {
-				p("| %s | %s | |\n", r.name, s)
-				continue
-			}
+		for _, r := range measuredIn(rows, "frames", 3, p) {
 			frames := func(k string) string {
 				return strconv.FormatFloat(median(values(r, func(x result) float64 { return x.Extra[k] })), 'f', 1, 64)
 			}
@@ -625,14 +629,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("edit") {
 		p("### 2. One commit (%s, synchronous=FULL)\n\n", n)
 		p("| row | per s | range | ratio |\n|---|---:|---:|---:|\n")
-		for _, r := range rows {
-			if r.section != "edit" {
-				continue
-			}
-			if s := status(r); s != "" {
-				p("| %s | %s | | |\n", r.name, s)
-				continue
-			}
+		for _, r := range measuredIn(rows, "edit", 4, p) {
 			rt := rates(r)
 			rel := ""
 			switch {
@@ -677,14 +674,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("contention") {
 		p("\n### 4. Contention: worker processes on one file, claim → complete for %.1f s each, synchronous=FULL (%s)\n\n", max(2*o.scale, 0.3), n)
 		p("| processes | total cycles/s | range | claim p50 | claim p99 | BUSY (sum over repetitions) |\n|---|---:|---:|---:|---:|---:|\n")
-		for _, r := range rows {
-			if r.section != "contention" {
-				continue
-			}
-			if s := status(r); s != "" {
-				p("| %s | %s | | | | |\n", r.name, s)
-				continue
-			}
+		for _, r := range measuredIn(rows, "contention", 6, p) {
 			rt := rates(r)
 			busy := 0
 			for _, x := range r.res {
@@ -699,14 +689,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("boundary") {
 		p("\n### 5. Boundary cost: ns per call (%s)\n\n", n)
 		p("| caller | `leases_abi_version` | `leases_lease_expiry` |\n|---|---:|---:|\n")
-		for _, r := range rows {
-			if r.section != "boundary" {
-				continue
-			}
-			if s := status(r); s != "" {
-				p("| %s | %s | |\n", r.name, s)
-				continue
-			}
+		for _, r := range measuredIn(rows, "boundary", 3, p) {
 			p("| %s | %s | %s |\n", r.name, num(median(values(r, func(x result) float64 { return x.NSOp }))),
 				num(median(values(r, func(x result) float64 { return x.Extra["expiry_ns"] }))))
 		}

@@ -137,14 +137,7 @@ func renderObserve(o *opts, b *strings.Builder, rows []*row, jobs int, n string)
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("\n### 9. Observations: a page of %d from a file of %d jobs, and every job streamed (%s)\n\n", pageSize, jobs, n)
 	p("| row | page p50 | page p99 | first page | whole process | peak RSS |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		if r.section != "observe" {
-			continue
-		}
-		if s := status(r); s != "" {
-			p("| %s | %s | | | | |\n", r.name, s)
-			continue
-		}
+	for _, r := range measuredIn(rows, "observe", 6, p) {
 		if strings.HasPrefix(r.name, "CLI") {
 			wall := median(values(r, func(x result) float64 { return x.Secs }))
 			rss := median(values(r, func(x result) float64 { return x.Extra["maxrss_kb"] })) / 1024
