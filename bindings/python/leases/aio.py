@@ -15,7 +15,8 @@ running in its thread: a claim that succeeds after its caller was cancelled is
 released (the job is claimable again at once), every other call completes.
 Each method is the blocking method of the same name run by ``_run``, or by
 ``_claim`` when it returns a new claim, which is how a new blocking call gets
-its async twin.
+its async twin; each async iterator reads the blocking one's ``Pages`` through
+``_paged``, a page per thread hop.
 """
 
 from __future__ import annotations
