@@ -9,7 +9,7 @@ import os
 import re
 import urllib.parse
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar, Union
 
 from . import _ffi
 from ._abi import (
@@ -236,16 +236,31 @@ def _page_limit(limit: object) -> int:
 _T = TypeVar("_T")
 
 
-def _follow(fetch: Callable[[Optional[str]], "Page[_T]"]) -> Iterator[_T]:
-    """The items of every page, fetched one cursor at a time (a generator,
-    so nothing is read before the first next())."""
-    cursor: Optional[str] = None
-    while True:
-        page = fetch(cursor)
-        yield from page.items
-        cursor = page.next
-        if cursor is None:
-            return
+class Pages(Generic[_T]):
+    """A listing read a page at a time, each page starting where the last
+    one said the next starts (a cursor, an event seq). ``done`` says the
+    last page was read, so a reader stops without another call; iterating
+    gives the items, reading nothing before the first next()."""
+
+    def __init__(self, fetch: Callable[[Any], "Page[_T]"], start: Any, last: Callable[["Page[_T]"], bool]) -> None:
+        self._fetch = fetch
+        self._at = start
+        self._last = last
+        self.done = False
+
+    def read(self) -> "Page[_T]":
+        page = self._fetch(self._at)
+        self._at = page.next
+        self.done = self._last(page)
+        return page
+
+    def __iter__(self) -> Iterator[_T]:
+        while not self.done:
+            yield from self.read().items
+
+
+def _no_cursor(page: "Page[Any]") -> bool:
+    return page.next is None
 
 
 def _json_object(fn: Any, *args: Any) -> Dict[str, Any]:
@@ -525,11 +540,21 @@ class Authority(Managed):
         a page at a time: constant memory however many there are, and each
         job listed once even while states change (docs/c-api.md). Arguments
         are checked at the call, before any store access."""
+        return iter(self._job_pages(production, states, key, page_size))
+
+    def _job_pages(
+        self, production: str, states: Optional[Sequence[str]], key: Optional[str], page_size: int
+    ) -> Pages[Job]:
+        # iter_jobs's pages; leases.aio reads them a page per thread hop.
+        _ffi.encode(production, "production")
         _names(states, "states")
         _ffi.encode_optional(key, "key")
         _page_limit(page_size)
-
-        return _follow(lambda cursor: self.jobs_page(production, states=states, key=key, cursor=cursor, limit=page_size))
+        return Pages(
+            lambda cursor: self.jobs_page(production, states=states, key=key, cursor=cursor, limit=page_size),
+            None,
+            _no_cursor,
+        )
 
     def events_page(
         self,
@@ -563,20 +588,27 @@ class Authority(Managed):
         """The events with seq > after that can be read now, a page at a
         time, oldest first; it ends when no more can be read yet (continue
         later from the last event's ``seq``)."""
+        return iter(self._event_pages(production, job_id, kinds, after, page_size))
+
+    def _event_pages(
+        self,
+        production: Optional[str],
+        job_id: Optional[str],
+        kinds: Optional[Sequence[str]],
+        after: int,
+        page_size: int,
+    ) -> Pages[Event]:
+        # iter_events's pages; leases.aio reads them a page per thread hop.
+        _ffi.encode_optional(production, "production")
+        _ffi.encode_optional(job_id, "job_id")
         _names(kinds, "kinds")
         _ffi.int64_at_least_zero(after, "after")
         _page_limit(page_size)
-
-        def pages() -> Iterator[Event]:
-            start = after
-            while True:
-                page = self.events_page(production, job_id=job_id, kinds=kinds, after=start, limit=page_size)
-                yield from page.items
-                start = page.next
-                if not page.more:
-                    return
-
-        return pages()
+        return Pages(
+            lambda start: self.events_page(production, job_id=job_id, kinds=kinds, after=start, limit=page_size),
+            after,
+            lambda page: not page.more,
+        )
 
     def job(self, production: str, job_id: str) -> JobRecord:
         """One job read back: its listing fields, payload size, times and
@@ -600,9 +632,12 @@ class Authority(Managed):
 
     def iter_productions(self, *, page_size: int = 0) -> Iterator[Production]:
         """Every production, by name, a page at a time."""
-        _page_limit(page_size)
+        return iter(self._production_pages(page_size))
 
-        return _follow(lambda cursor: self.productions_page(cursor=cursor, limit=page_size))
+    def _production_pages(self, page_size: int) -> Pages[Production]:
+        # iter_productions's pages; leases.aio reads them a page per thread hop.
+        _page_limit(page_size)
+        return Pages(lambda cursor: self.productions_page(cursor=cursor, limit=page_size), None, _no_cursor)
 
     def job_counts(self, production: str) -> JobCounts:
         """The production's jobs by state at one moment of the authority's

@@ -15,7 +15,8 @@ running in its thread: a claim that succeeds after its caller was cancelled is
 released (the job is claimable again at once), every other call completes.
 Each method is the blocking method of the same name run by ``_run``, or by
 ``_claim`` when it returns a new claim, which is how a new blocking call gets
-its async twin.
+its async twin; each async iterator reads the blocking one's ``Pages`` through
+``_paged``, a page per thread hop.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from types import TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
+    AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
@@ -35,16 +37,17 @@ from typing import (
     Mapping,
     Optional,
     Protocol,
+    Sequence,
     Set,
     Type,
     TypeVar,
     Union,
 )
 
-from ._authority import Authority, BytesLike, PathArg, RequestOptions
+from ._authority import Authority, BytesLike, Pages, PathArg, RequestOptions
 from ._errors import LeasesError
 from ._lease import JSONMapping, Lease
-from ._records import Event, Job, JobState, RetryPolicy
+from ._records import Event, Job, JobCounts, JobRecord, JobState, Page, Production, RetryPolicy
 from ._waiting import Canceller
 from ._worker import WorkOptions, Worker
 
@@ -100,18 +103,37 @@ async def _claim(
         raise
 
 
+async def _run_to_the_end(call: Callable[[], _T], on_cancel: Optional[Callable[[], None]] = None) -> _T:
+    """Runs call in a thread. A cancellation of the awaiting task calls
+    on_cancel (which makes the call return soon), then waits for the
+    thread's call to return before it goes on: what the call holds (a
+    canceller, a generator, the store) is free again once the caller sees
+    the CancelledError."""
+    task = asyncio.ensure_future(_run(call))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if on_cancel is not None:
+            on_cancel()
+        await asyncio.wait([task])
+        raise
+
+
 async def _waiting(call: Callable[[Canceller], _T]) -> _T:
     """Runs a waiting call in a thread with a canceller of its own, which a
     cancellation of the awaiting task cancels: the thread's wait ends at
     once (InterruptedError, nobody awaits it) instead of running out."""
     with Canceller() as canceller:
-        task = asyncio.ensure_future(asyncio.to_thread(call, canceller))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            canceller.cancel()
-            await asyncio.wait([task])  # the canceller is freed only after the wait returned
-            raise
+        return await _run_to_the_end(lambda: call(canceller), canceller.cancel)
+
+
+async def _paged(pages: Pages[_T]) -> AsyncIterator[_T]:
+    """The items of a listing, one page read per thread hop. A cancelled
+    read ends the iteration once its page has arrived, so no thread still
+    reads it when the caller goes on."""
+    while not pages.done:
+        for item in (await _run_to_the_end(pages.read)).items:
+            yield item
 
 
 def _release_late_claim(task: "asyncio.Task[Optional[Lease]]") -> None:
@@ -307,6 +329,75 @@ class AsyncAuthority(_AsyncHandle):
     async def events(self, production: Optional[str] = None, after: int = 0) -> List[Event]:
         return await _run(lambda: self.sync.events(production, after))
 
+    # The paged observations: each awaitable is one page read in a thread;
+    # each async iterator reads one page per thread hop (never one per
+    # item, never the whole listing) and checks its arguments at the call.
+
+    async def jobs_page(
+        self,
+        production: str,
+        *,
+        states: Optional[Sequence[str]] = None,
+        key: Optional[str] = None,
+        job_id: Optional[str] = None,
+        cursor: Optional[str] = None,
+        limit: int = 0,
+    ) -> Page[Job]:
+        return await _run(
+            lambda: self.sync.jobs_page(production, states=states, key=key, job_id=job_id, cursor=cursor, limit=limit)
+        )
+
+    def iter_jobs(
+        self,
+        production: str,
+        *,
+        states: Optional[Sequence[str]] = None,
+        key: Optional[str] = None,
+        page_size: int = 0,
+    ) -> AsyncIterator[Job]:
+        """``async for job in auth.iter_jobs(production)``: ``Authority.iter_jobs``,
+        each job listed once even while states change."""
+        return _paged(self.sync._job_pages(production, states, key, page_size))
+
+    async def events_page(
+        self,
+        production: Optional[str] = None,
+        *,
+        job_id: Optional[str] = None,
+        kinds: Optional[Sequence[str]] = None,
+        after: int = 0,
+        limit: int = 0,
+    ) -> Page[Event]:
+        return await _run(
+            lambda: self.sync.events_page(production, job_id=job_id, kinds=kinds, after=after, limit=limit)
+        )
+
+    def iter_events(
+        self,
+        production: Optional[str] = None,
+        *,
+        job_id: Optional[str] = None,
+        kinds: Optional[Sequence[str]] = None,
+        after: int = 0,
+        page_size: int = 0,
+    ) -> AsyncIterator[Event]:
+        """``Authority.iter_events`` for ``async for``: the events with seq >
+        after that can be read now."""
+        return _paged(self.sync._event_pages(production, job_id, kinds, after, page_size))
+
+    async def job(self, production: str, job_id: str) -> JobRecord:
+        return await _run(lambda: self.sync.job(production, job_id))
+
+    async def productions_page(self, *, cursor: Optional[str] = None, limit: int = 0) -> Page[Production]:
+        return await _run(lambda: self.sync.productions_page(cursor=cursor, limit=limit))
+
+    def iter_productions(self, *, page_size: int = 0) -> AsyncIterator[Production]:
+        """``Authority.iter_productions`` for ``async for``."""
+        return _paged(self.sync._production_pages(page_size))
+
+    async def job_counts(self, production: str) -> JobCounts:
+        return await _run(lambda: self.sync.job_counts(production))
+
     def work(
         self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]
     ) -> "AsyncWorker":
@@ -354,13 +445,7 @@ class AsyncWorker(_AsyncHandle):
         if self._steps is None:
             self._steps = iter(self.sync)
         steps = self._steps
-        task = asyncio.ensure_future(asyncio.to_thread(next, steps, None))
-        try:
-            lease = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            self.sync.stop()
-            await asyncio.wait([task])
-            raise
+        lease = await _run_to_the_end(lambda: next(steps, None), self.sync.stop)
         if lease is None:
             raise StopAsyncIteration
         return AsyncLease(lease)

@@ -6,13 +6,15 @@ blocking API."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from datetime import timedelta
-from typing import Dict, List, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 
 import pytest
 
 import leases
+import leases.aio
 from leases.aio import AsyncAuthority, AsyncLease
 
 from conftest import PRODUCTION, SECONDS_30
@@ -276,5 +278,216 @@ def test_async_retries_priorities_and_redrive_are_those_of_the_blocking_api(loca
             assert [p.policy for p in auth.sync.iter_productions()] == [leases.RetryPolicy()]
             lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
             assert lease is not None and lease.job_id == high
+
+    asyncio.run(main())
+
+
+_T = TypeVar("_T")
+
+
+class Hops:
+    """Counts leases.aio's thread hops (its `_run`) and, per blocking page
+    call of an authority, the calls and the threads they ran on."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.hops = 0
+        self.pages: Dict[str, int] = {}
+        self.threads: List[int] = []
+        self.monkeypatch = monkeypatch
+        run = leases.aio._run
+
+        async def counted(call: Callable[[], _T]) -> _T:
+            self.hops += 1
+            return await run(call)
+
+        monkeypatch.setattr(leases.aio, "_run", counted)
+
+    def count_pages(self, auth: AsyncAuthority, name: str, before: Optional[Callable[[], None]] = None) -> None:
+        call = getattr(auth.sync, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.pages[name] = self.pages.get(name, 0) + 1
+            self.threads.append(threading.get_ident())
+            if before is not None:
+                before()
+            return call(*args, **kwargs)
+
+        self.monkeypatch.setattr(auth.sync, name, counted)
+
+
+async def collect(items: Any) -> List[Any]:
+    return [item async for item in items]
+
+
+def test_async_iter_jobs_walks_every_job_once_a_page_per_thread_hop(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            ids = [await auth.request_job(PRODUCTION, key=f"k{i}") for i in range(25)]
+            hops = Hops(monkeypatch)
+            hops.count_pages(auth, "jobs_page")
+            listed = []
+            async for job in auth.iter_jobs(PRODUCTION, page_size=10):
+                listed.append(job)
+                if len(listed) == 5:
+                    # States change under the cursor: a job already listed and
+                    # one of a later page are claimed (blocking, on purpose:
+                    # no hop of the iterator's).
+                    assert auth.sync.claim_job(PRODUCTION, ids[0], worker="w", duration=SECONDS_30)
+                    assert auth.sync.claim_job(PRODUCTION, ids[20], worker="w", duration=SECONDS_30)
+            assert [j.id for j in listed] == ids  # each once, in request order
+            # Read a page at a time: the later page saw the claim made meanwhile.
+            assert (listed[0].state, listed[20].state) == ("requested", "claimed")
+            assert hops.pages == {"jobs_page": 3} and hops.hops == 3
+            assert threading.get_ident() not in hops.threads, "a page was read on the event loop's thread"
+
+    asyncio.run(main())
+
+
+def test_async_iter_events_and_iter_productions_read_a_page_per_thread_hop(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            for name in ("a", "b", "c", "d", "e"):
+                await auth.create_production(name)
+            for _ in range(7):
+                await auth.request_job("c")
+            hops = Hops(monkeypatch)
+            hops.count_pages(auth, "events_page")
+            hops.count_pages(auth, "productions_page")
+            events = await collect(auth.iter_events("c", page_size=3))
+            assert events == auth.sync.events("c") and len(events) >= 7
+            assert hops.hops == hops.pages["events_page"] == -(-len(events) // 3)
+            later = await collect(auth.iter_events("c", after=events[4].seq, page_size=3))
+            assert later == events[5:]
+            before = hops.hops
+            productions = await collect(auth.iter_productions(page_size=2))
+            assert [p.name for p in productions] == ["a", "b", "c", "d", "e"]
+            assert hops.pages["productions_page"] == hops.hops - before == 3
+            assert threading.get_ident() not in hops.threads, "a page was read on the event loop's thread"
+            assert productions == list(auth.sync.iter_productions())
+
+    asyncio.run(main())
+
+
+def test_async_iterators_check_their_arguments_at_the_call_before_any_store_access(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            hops = Hops(monkeypatch)
+            calls: List[Callable[[], object]] = [
+                lambda: auth.iter_jobs(PRODUCTION, page_size=-1),
+                lambda: auth.iter_jobs(PRODUCTION, page_size=1001),
+                lambda: auth.iter_jobs(PRODUCTION, states=["no-such-state\0"]),
+                lambda: auth.iter_jobs(PRODUCTION, key="a\0b"),
+                lambda: auth.iter_jobs("a\0b"),
+                lambda: auth.iter_events(PRODUCTION, after=-1),
+                lambda: auth.iter_events(PRODUCTION, after=2**63),
+                lambda: auth.iter_events(PRODUCTION, job_id="a\0b"),
+                lambda: auth.iter_productions(page_size=1001),
+            ]
+            for call in calls:
+                with pytest.raises(leases.InvalidArgumentError):
+                    call()
+            with pytest.raises(TypeError):
+                auth.iter_jobs(PRODUCTION, states="requested")
+            with pytest.raises(TypeError):
+                auth.iter_events(PRODUCTION, kinds=[1])  # type: ignore[list-item]
+            with pytest.raises(TypeError):
+                auth.iter_productions(page_size=True)
+            # Nothing is read before the first step; a store's refusal comes from it.
+            missing = auth.iter_jobs("no-such-production")
+            assert hops.hops == 0
+            with pytest.raises(leases.NotFoundError):
+                await missing.__anext__()
+            assert hops.hops == 1
+            assert [p.name for p in await collect(auth.iter_productions())] == [PRODUCTION]
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_async_iteration_leaves_the_authority_usable(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            ids = [await auth.request_job(PRODUCTION) for _ in range(3)]
+            reading, returned = threading.Event(), threading.Event()
+            page = auth.sync.jobs_page
+
+            def slow_page(*args: Any, **kwargs: Any) -> Any:
+                reading.set()
+                time.sleep(0.3)
+                try:
+                    return page(*args, **kwargs)
+                finally:
+                    returned.set()
+
+            monkeypatch.setattr(auth.sync, "jobs_page", slow_page)
+            jobs = auth.iter_jobs(PRODUCTION, page_size=2)
+            first = asyncio.ensure_future(jobs.__anext__())
+            while not reading.is_set():
+                await asyncio.sleep(0.01)
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            # The page read in the thread had returned before the caller went on,
+            # and the cancelled iteration is over.
+            assert returned.is_set()
+            with pytest.raises(StopAsyncIteration):
+                await jobs.__anext__()
+            monkeypatch.setattr(auth.sync, "jobs_page", page)
+            assert [j.id for j in await collect(auth.iter_jobs(PRODUCTION, page_size=2))] == ids
+            lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+            assert lease is not None and lease.job_id == ids[0]
+            await lease.complete()
+            assert (await auth.job_counts(PRODUCTION))["completed"] == 1
+
+    asyncio.run(main())
+
+
+def test_async_paged_reads_and_records_are_those_of_the_blocking_api(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            await auth.create_production("other")
+            ids = [await auth.request_job(PRODUCTION, key=f"k{i}", payload=b"x" * i) for i in range(5)]
+            lease = await auth.claim_job(PRODUCTION, ids[1], worker="aio", duration=SECONDS_30)
+            await lease.complete(metadata={"frames": 2})
+            sync = auth.sync
+            reads: List[Callable[[Any], Any]] = [
+                lambda a: a.jobs_page(PRODUCTION, limit=2),
+                lambda a: a.jobs_page(PRODUCTION, states=[leases.JobState.REQUESTED], limit=2),
+                lambda a: a.jobs_page(PRODUCTION, key="k3"),
+                lambda a: a.jobs_page(PRODUCTION, job_id=ids[4]),
+                lambda a: a.events_page(PRODUCTION, kinds=["completed"]),
+                lambda a: a.events_page(job_id=ids[1], after=1, limit=1),
+                lambda a: a.productions_page(limit=1),
+                lambda a: a.job(PRODUCTION, ids[1]),
+            ]
+            for read in reads:
+                got = read(auth)
+                assert isinstance(got, Awaitable)
+                assert await got == read(sync)
+            first = await auth.jobs_page(PRODUCTION, limit=2)
+            assert isinstance(first, leases.Page) and first.next is not None
+            rest = await auth.jobs_page(PRODUCTION, cursor=first.next, limit=100)
+            assert [j.id for j in first.items + rest.items] == ids and rest.next is None
+            record = await auth.job(PRODUCTION, ids[1])
+            assert isinstance(record, leases.JobRecord) and record.facts.metadata == {"frames": 2}
+            counts = await auth.job_counts(PRODUCTION)
+            assert (counts["requested"], counts["completed"]) == (4, 1)
+            with pytest.raises(leases.NotFoundError):
+                await auth.job(PRODUCTION, "00000000-0000-0000-0000-000000000000")
+            with pytest.raises(leases.InvalidArgumentError):
+                await auth.jobs_page(PRODUCTION, limit=1001)
+            with pytest.raises(leases.NotFoundError):
+                await auth.job_counts("no-such-production")
 
     asyncio.run(main())
