@@ -224,6 +224,22 @@ class AsyncLease(_AsyncHandle):
     ) -> None:
         await _run(lambda: self.sync.complete(metadata, provenance))
 
+    async def complete_and_claim_next(
+        self,
+        metadata: Optional[JSONMapping] = None,
+        provenance: Optional[JSONMapping] = None,
+        *,
+        duration: timedelta,
+    ) -> Optional["AsyncLease"]:
+        """``Lease.complete_and_claim_next``: completes the job and claims the
+        production's next job in one commit (None when nothing was
+        claimable). If the awaiting task is cancelled, the completion stands
+        and the job it claimed is released when the call returns, as an
+        abandoned ``claim``'s is."""
+        return _wrap(
+            await _claim(lambda: self.sync.complete_and_claim_next(metadata, provenance, duration=duration))
+        )
+
     async def export_token(self) -> str:
         """The token of this active lease: a credential, never to be logged."""
         return await _run(self.sync.export_token)

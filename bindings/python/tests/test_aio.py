@@ -47,6 +47,28 @@ def test_async_claim_renew_and_complete_round_trip(location: str) -> None:
     asyncio.run(main())
 
 
+def test_async_complete_and_claim_next_completes_and_claims_the_next_job_in_one_call(location: str) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            first = await auth.request_job(PRODUCTION, payload=b"one")
+            second = await auth.request_job(PRODUCTION, payload=b"two")
+            lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+            assert lease is not None and lease.job_id == first
+            nxt = await lease.complete_and_claim_next(metadata={"n": 1}, duration=SECONDS_30)
+            assert isinstance(nxt, AsyncLease) and nxt.job_id == second
+            assert await nxt.payload() == b"two"
+            assert await nxt.complete_and_claim_next(duration=SECONDS_30) is None  # nothing left
+            jobs = await auth.jobs(PRODUCTION)
+            assert [(j.id, j.state, j.worker) for j in jobs] == [(first, "completed", "aio"), (second, "completed", "aio")]
+            record = await auth.job(PRODUCTION, first)
+            assert record.facts.metadata == {"n": 1}
+            with pytest.raises(leases.InvalidDurationError):  # checked before anything is sent
+                await nxt.complete_and_claim_next(duration=timedelta(0))
+
+    asyncio.run(main())
+
+
 def test_a_claim_waiting_for_a_lock_does_not_block_the_event_loop(location: str) -> None:
     async def main() -> None:
         auth = await AsyncAuthority.open(location)
