@@ -233,6 +233,12 @@ fn config() -> WorkerConfig {
     WorkerConfig::new(PRODUCTION, "rs-worker", Duration::from_secs(2))
 }
 
+// A handler that completes each job with its payload as the metadata "payload".
+fn payload_as_metadata(lease: &Lease) -> std::result::Result<Facts, leases::Error> {
+    let payload = String::from_utf8(lease.payload()?).unwrap();
+    Ok(Facts::new().metadata("payload", payload))
+}
+
 #[test]
 fn a_worker_completes_each_job_with_the_facts_its_handler_returns() {
     let (_dir, auth) = fresh("worker-complete");
@@ -240,10 +246,7 @@ fn a_worker_completes_each_job_with_the_facts_its_handler_returns() {
         [auth.request_job(PRODUCTION, None, b"one").unwrap(), auth.request_job(PRODUCTION, None, b"two").unwrap()];
     let worker = Worker::new(&auth, config().exit_when_empty(true)).unwrap();
     let report = worker
-        .run(|lease| {
-            let payload = String::from_utf8(lease.payload()?).unwrap();
-            Ok::<_, leases::Error>(Facts::new().metadata("payload", payload))
-        })
+        .run(payload_as_metadata)
         .unwrap();
     assert_eq!((report.claimed, report.completed), (2, 2));
     for id in &ids {
@@ -277,10 +280,7 @@ fn a_worker_completes_each_job_and_claims_the_next_in_one_commit(s: &Store) {
     let ids = request(auth, 3);
     let worker = Worker::new(auth, loop_config().exit_when_empty(true)).unwrap();
     let report = worker
-        .run(|lease| {
-            let payload = String::from_utf8(lease.payload()?).unwrap();
-            Ok::<_, leases::Error>(Facts::new().metadata("payload", payload))
-        })
+        .run(payload_as_metadata)
         .unwrap();
     assert_eq!((report.claimed, report.completed), (3, 3));
     assert_eq!(report.claimed_in_completion, 2, "the last completion found nothing to claim");
