@@ -79,7 +79,12 @@ test-capi: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_release $(CTEST_DIR)/te
 # Valgrind 3.19 warns that it cannot read some of Go's DWARF 5 debug info
 # ("unhandled DW_FORM"); it still reads the symbol table, which is all the
 # suppressions and the reports need.
-VALGRIND_ARGS := --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=definite \
+# Valgrind runs one thread at a time; --fair-sched=yes hands that turn out in
+# order (a ticket lock) instead of to whichever thread grabs it first. The Go
+# runtime has many threads, some spinning for work: with the default unfair
+# lock one of them can keep the turn while the thread that reads a database
+# answer waits, long enough to pass a statement's deadline on a loaded host.
+VALGRIND_ARGS := --quiet --fair-sched=yes --error-exitcode=1 --leak-check=full --show-leak-kinds=definite \
 	--errors-for-leak-kinds=definite --child-silent-after-fork=yes --suppressions=tests/c/valgrind.supp
 
 $(CTEST_DIR)/valgrind_canary: tests/c/valgrind_canary.c include/leases.h $(CAPI_TEST_SO)
@@ -98,7 +103,7 @@ $(CTEST_DIR)/test_capi_pg_symbols: tests/c/test_capi_pg.c tests/c/check.h tests/
 
 test-capi-valgrind: $(CTEST_DIR)/test_capi $(CTEST_DIR)/test_capi_pg_symbols $(CTEST_DIR)/valgrind_canary ## the C tests (SQLite and PostgreSQL) under valgrind: zero errors outside the Go runtime
 	GODEBUG=asyncpreemptoff=1 LEASES_UNDER_VALGRIND=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi
-	$(PG_RUN) env GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi_pg_symbols
+	$(PG_RUN) env GODEBUG=asyncpreemptoff=1 LEASES_UNDER_VALGRIND=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/test_capi_pg_symbols
 	@rm -f $(CTEST_DIR)/canary.db*
 	@if GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(CTEST_DIR)/valgrind_canary \
 		$(CTEST_DIR)/canary.db > $(CTEST_DIR)/canary.log 2>&1; then \

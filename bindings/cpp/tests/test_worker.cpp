@@ -25,10 +25,7 @@ using steady = std::chrono::steady_clock;
 // Real-time durations of the keep-alive tests; ten times longer under
 // valgrind (make test-cpp-valgrind sets LEASES_UNDER_VALGRIND), where the Go
 // runtime runs many times slower and a renewal could miss its window.
-std::chrono::milliseconds slow(std::chrono::milliseconds d) {
-    const char *v = std::getenv("LEASES_UNDER_VALGRIND");
-    return v && *v ? d * 10 : d;
-}
+std::chrono::milliseconds slow(std::chrono::milliseconds d) { return under_valgrind() ? d * 10 : d; }
 
 // A database on the real clock (keep-alive and expiry run in real time).
 class Waiting : public ::testing::Test {

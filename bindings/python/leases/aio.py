@@ -31,6 +31,7 @@ from typing import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Dict,
     Iterable,
     Iterator,
     List,
@@ -46,7 +47,7 @@ from typing import (
 
 from ._authority import Authority, BytesLike, Pages, PathArg, RequestOptions
 from ._errors import LeasesError
-from ._lease import JSONMapping, Lease
+from ._lease import Execution, JSONMapping, Lease
 from ._records import Event, Job, JobCounts, JobRecord, JobState, Page, Production, RetryPolicy
 from ._waiting import Canceller
 from ._worker import WorkOptions, Worker
@@ -54,7 +55,7 @@ from ._worker import WorkOptions, Worker
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations only, never evaluated
 
-__all__ = ["AsyncAuthority", "AsyncLease", "AsyncWorker"]
+__all__ = ["AsyncAuthority", "AsyncExecution", "AsyncLease", "AsyncWorker"]
 
 _T = TypeVar("_T")
 _H = TypeVar("_H", bound="_AsyncHandle")
@@ -244,6 +245,11 @@ class AsyncLease(_AsyncHandle):
         """The token of this active lease: a credential, never to be logged."""
         return await _run(self.sync.export_token)
 
+    async def execution(self, output_dir: PathArg) -> "AsyncExecution":
+        """Begins an execution of the reference executor in output_dir
+        (``Lease.execution``), creating its temporary file in a thread."""
+        return AsyncExecution(await _run(lambda: self.sync.execution(output_dir)), self)
+
     async def keep_alive(self, duration: Optional[timedelta] = None, *, interval: Optional[timedelta] = None) -> None:
         """Keeps the claim alive in the background (``Lease.keep_alive``)."""
         await _run(lambda: self.sync.keep_alive(duration, interval=interval))
@@ -268,6 +274,48 @@ class AsyncLease(_AsyncHandle):
 
     def __repr__(self) -> str:
         return f"<leases.aio.AsyncLease production={self.production!r} job_id={self.job_id!r} worker={self.worker!r}>"
+
+    __str__ = __repr__
+
+
+class AsyncExecution(_AsyncHandle):
+    """One execution of an AsyncLease by the reference executor, as
+    ``Execution``: write the output to ``temp_path`` (in a thread, or with
+    the loop's own file I/O), then ``await finish()``, which fsyncs it,
+    renames it to ``final_path`` and completes the lease in a thread.
+    ``async with`` finishes on success (publishing ``metadata`` and
+    ``provenance``, gathered meanwhile) and abandons on an exception,
+    removing only its own files. A cancelled ``finish`` still runs to its
+    end in its thread, as every call here but a claim does."""
+
+    sync: Execution
+
+    def __init__(self, execution: Execution, lease: AsyncLease) -> None:
+        self.sync = execution
+        self.lease = lease
+        self.temp_path: str = execution.temp_path
+        self.final_path: str = execution.final_path
+
+    @property
+    def metadata(self) -> Dict[str, Any]:
+        """What ``finish()`` without arguments publishes as metadata."""
+        return self.sync.metadata
+
+    @property
+    def provenance(self) -> Dict[str, Any]:
+        """What ``finish()`` without arguments publishes as provenance."""
+        return self.sync.provenance
+
+    async def finish(self, metadata: Optional[JSONMapping] = None, provenance: Optional[JSONMapping] = None) -> None:
+        """Publishes the output and completes the lease (``Execution.finish``)."""
+        await _run(lambda: self.sync.finish(metadata, provenance))
+
+    async def abandon(self) -> None:
+        """Removes this execution's files and consumes it; idempotent."""
+        await _run(self.sync.abandon)
+
+    def __repr__(self) -> str:
+        return "<leases.aio.AsyncExecution " + repr(self.sync)[len("<leases.Execution ") :]
 
     __str__ = __repr__
 

@@ -6,16 +6,18 @@ blocking API."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 
 import pytest
 
 import leases
 import leases.aio
-from leases.aio import AsyncAuthority, AsyncLease
+from leases.aio import AsyncAuthority, AsyncExecution, AsyncLease
 
 from conftest import PRODUCTION, SECONDS_30
 
@@ -511,5 +513,47 @@ def test_async_paged_reads_and_records_are_those_of_the_blocking_api(location: s
                 await auth.jobs_page(PRODUCTION, limit=1001)
             with pytest.raises(leases.NotFoundError):
                 await auth.job_counts("no-such-production")
+
+    asyncio.run(main())
+
+
+def test_an_async_execution_finishes_on_success_and_abandons_on_an_exception(
+    location: str, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(PRODUCTION)
+            done_id = await auth.request_job(PRODUCTION)
+            kept_id = await auth.request_job(PRODUCTION)
+            lease = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+            assert lease is not None and lease.job_id == done_id
+            async with await lease.execution(tmp_path) as run:
+                assert isinstance(run, AsyncExecution) and run.lease is lease
+                assert done_id in run.temp_path and os.path.dirname(run.final_path) == str(tmp_path)
+                assert repr(run) == "<leases.aio.AsyncExecution " + repr(run.sync)[len("<leases.Execution ") :]
+                assert repr(run).startswith(f"<leases.aio.AsyncExecution job_id='{done_id}'")
+                await asyncio.to_thread(Path(run.temp_path).write_bytes, b"frame")
+                run.metadata["frames"] = 1
+            assert run.closed and Path(run.final_path).read_bytes() == b"frame"
+            assert not Path(run.temp_path).exists()
+            record = await auth.job(PRODUCTION, done_id)
+            assert record.state == "completed" and record.facts.metadata == {"frames": 1}
+
+            other = await auth.claim(PRODUCTION, worker="aio", duration=SECONDS_30)
+            assert other is not None and other.job_id == kept_id
+            with pytest.raises(RuntimeError, match="render failed"):
+                async with await other.execution(tmp_path) as failed:
+                    Path(failed.temp_path).write_bytes(b"partial")
+                    raise RuntimeError("render failed")
+            assert failed.closed and not Path(failed.temp_path).exists()
+            assert not Path(failed.final_path).exists()
+            assert (await auth.job(PRODUCTION, kept_id)).state == "claimed"  # the lease is still held
+            explicit = await other.execution(tmp_path)
+            Path(explicit.temp_path).write_bytes(b"second")
+            await explicit.finish(metadata={"frames": 2})
+            assert (await auth.job(PRODUCTION, kept_id)).facts.metadata == {"frames": 2}
+            with pytest.raises(leases.ClosedError):  # consumed
+                await explicit.finish()
+            await explicit.abandon()  # idempotent once consumed
 
     asyncio.run(main())
