@@ -33,8 +33,8 @@ const memberSavepoint = "member"
 // group is one SQLite transaction on a handle's writer connection, run by
 // its members one after the other: the writer that sent BEGIN, then each
 // writer of the handle that was first in the queue when the one before it
-// ended its part. Each member's writes sit in a savepoint of its own, so a
-// member that rolls back undoes only its own. A member that commits
+// ended its part. Each member's writes but the first's sit in a savepoint
+// of its own, so a member that rolls back undoes only its own. A member that commits
 // releases its savepoint and waits for the group's outcome; the member that
 // finds no writer of the handle next in the queue (or the group past
 // groupMaxOpen) ends the group: COMMIT if any member released, then the turn
@@ -138,7 +138,8 @@ func (g *group) end() {
 		g.tx.Rollback() // SQLite has none open any more, or its state is unknown: the connection goes
 		failed = true
 	case g.released == 0:
-		failed = g.tx.Rollback() != nil
+		g.err = g.tx.Rollback() // nobody waits for it: the first member's Rollback reports it
+		failed = g.err != nil && !errors.Is(g.err, sql.ErrTxDone)
 	default:
 		if err := g.tx.Commit(); err != nil {
 			failed = true

@@ -324,14 +324,17 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		return nil, s.timedOut()
 	}
 	if g == nil {
-		var err error
-		if g, err = s.begin(ctx, deadline); err != nil {
+		g, err := s.begin(ctx, deadline)
+		if err != nil {
 			return nil, err
 		}
-	} else if ctx.Err() != nil {
+		return &Tx{g: g, ctx: ctx, first: true, queries: queries{st: s.st, tx: g.tx, g: g}}, nil
+	}
+	if ctx.Err() != nil {
 		g.pass()
 		return nil, abandoned(ctx)
-	} else if err := s.file.check(); err != nil {
+	}
+	if err := s.file.check(); err != nil {
 		// The path no longer names the group's file: the group goes on (its
 		// COMMIT's own check tells its members), without this writer.
 		g.pass()
@@ -397,6 +400,10 @@ type Tx struct {
 	g     *group
 	ctx   context.Context // BeginWrite's
 	ended bool            // Commit or Rollback ran
+	// first began the group. It needs no savepoint: nobody joins before it
+	// ends its part, so rolling its writes back is rolling back the
+	// transaction, and a writer alone runs BEGIN, its writes, COMMIT.
+	first bool
 	queries
 }
 
@@ -415,11 +422,12 @@ func (t *Tx) Commit() error {
 	t.ended = true
 	g := t.g
 	if t.ctx.Err() != nil {
-		g.undo()
-		g.pass()
+		t.undo()
 		return abandoned(t.ctx)
 	}
-	if err := g.release(); err != nil {
+	if t.first {
+		g.released++
+	} else if err := g.release(); err != nil {
 		g.pass() // the group is lost: this ends it, and err is its outcome
 		<-g.done
 		return g.err
@@ -447,6 +455,21 @@ func (t *Tx) Rollback() error {
 		return nil
 	}
 	t.ended = true
+	return t.undo()
+}
+
+// undo rolls back the member's writes and ends its part: the first member
+// rolls back the transaction, which ends the group (no other member has
+// joined it yet); any other rolls back to its savepoint and passes the
+// group on.
+func (t *Tx) undo() error {
+	if t.first {
+		t.g.end()
+		if errors.Is(t.g.err, sql.ErrTxDone) {
+			return nil
+		}
+		return classify(t.g.err)
+	}
 	err := t.g.undo()
 	t.g.pass()
 	return err
