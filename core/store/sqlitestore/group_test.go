@@ -96,12 +96,20 @@ func requireNotYet(t *testing.T, done <-chan error, what string) {
 	}
 }
 
-func TestWritersOfOneHandleQueuedBehindAHolderCommitInOneTransaction(t *testing.T) {
+// openGroup opens a handle of a fresh file whose groups stay open, and
+// begins the holder's write that the test queues writers behind; before is
+// the WAL's commit count before it.
+func openGroup(t *testing.T, file string) (s *DB, holder store.Tx, before int) {
+	t.Helper()
 	groupsStayOpen(t)
-	s := openWriters(t, filepath.Join(t.TempDir(), "group.db"), time.Minute)
+	s = openWriters(t, filepath.Join(t.TempDir(), file), time.Minute)
+	before = walCommits(t, s)
+	return s, holdWrite(t, s, "holder"), before
+}
+
+func TestWritersOfOneHandleQueuedBehindAHolderCommitInOneTransaction(t *testing.T) {
+	s, holder, before := openGroup(t, "group.db")
 	ctx := context.Background()
-	before := walCommits(t, s)
-	holder := holdWrite(t, s, "holder")
 	const n = 8
 	var results []<-chan error
 	for i := 0; i < n; i++ {
@@ -118,11 +126,8 @@ func TestWritersOfOneHandleQueuedBehindAHolderCommitInOneTransaction(t *testing.
 }
 
 func TestAGroupMemberThatRollsBackUndoesOnlyItsOwnWrites(t *testing.T) {
-	groupsStayOpen(t)
-	s := openWriters(t, filepath.Join(t.TempDir(), "member.db"), time.Minute)
+	s, holder, before := openGroup(t, "member.db")
 	ctx := context.Background()
-	before := walCommits(t, s)
-	holder := holdWrite(t, s, "holder")
 	first := writeProduction(s, ctx, "first")
 	untilQueued(t, s.writers, 1)
 	failing := make(chan error, 1)
@@ -160,11 +165,8 @@ func TestALostGroupTransactionTellsTheReleasedMembersNothingWasWritten(t *testin
 			name = "after a full disk"
 		}
 		t.Run(name, func(t *testing.T) {
-			groupsStayOpen(t)
-			s := openWriters(t, filepath.Join(t.TempDir(), "lost.db"), time.Minute)
+			s, holder, before := openGroup(t, "lost.db")
 			ctx := context.Background()
-			before := walCommits(t, s)
-			holder := holdWrite(t, s, "holder")
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			joined := queuedBegin(t, s, wctx)
@@ -278,11 +280,8 @@ func TestAGroupNeverJumpsAWriterOfAnotherHandleThatWaitsAhead(t *testing.T) {
 // A member whose context ends before its Commit is abandoned: its own
 // writes are rolled back, and the group's other members commit.
 func TestAGroupMemberWhoseContextEndsBeforeItsCommitIsAbandonedAndTheGroupGoesOn(t *testing.T) {
-	groupsStayOpen(t)
-	s := openWriters(t, filepath.Join(t.TempDir(), "abandoned.db"), time.Minute)
+	s, holder, before := openGroup(t, "abandoned.db")
 	ctx := context.Background()
-	before := walCommits(t, s)
-	holder := holdWrite(t, s, "holder")
 	wctx, cancel := context.WithCancel(ctx)
 	joined := queuedBegin(t, s, wctx)
 	untilQueued(t, s.writers, 1)
