@@ -428,9 +428,12 @@ func (t *Tx) Commit() error {
 	if t.first {
 		g.released++
 	} else if err := g.release(); err != nil {
-		g.pass() // the group is lost: this ends it, and err is its outcome
-		<-g.done
-		return g.err
+		// The transaction is gone (or in an unknown state): the group ends,
+		// nothing of the members before was written. This member's own
+		// outcome is unknown: a statement of its own that ran after SQLite
+		// had dropped the transaction ran, and committed, on its own.
+		g.pass()
+		return err
 	}
 	// The group's next member may hold it open (an edit runs the caller's
 	// code inside its transaction), and wait there for something this
