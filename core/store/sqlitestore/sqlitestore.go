@@ -328,7 +328,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Tx{g: g, ctx: ctx, first: true, queries: queries{st: s.st, tx: g.tx, g: g}}, nil
+		return s.member(ctx, g, true), nil
 	}
 	if ctx.Err() != nil {
 		g.pass()
@@ -345,7 +345,11 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		g.pass()
 		return nil, err
 	}
-	return &Tx{g: g, ctx: ctx, queries: queries{st: s.st, tx: g.tx, g: g}}, nil
+	return s.member(ctx, g, false), nil
+}
+
+func (s *DB) member(ctx context.Context, g *group, first bool) *Tx {
+	return &Tx{g: g, ctx: ctx, first: first, queries: queries{st: s.st, tx: g.tx, g: g}}
 }
 
 // begin sends BEGIN IMMEDIATE for a writer holding the turn alone, and
