@@ -356,3 +356,34 @@ func TestAGroupMemberWaitsForTheGroupsCommitAtMostItsBusyTimeout(t *testing.T) {
 	require.NoError(t, tx.Commit())
 	require.Equal(t, map[string]bool{"holder": true, "member": true}, productionNames(t, s))
 }
+
+// An edit's transaction runs its caller's code (store.HoldsCaller): a group
+// ends before an edit queued next in line, which begins a transaction of
+// its own, so no writer's commit waits on the edit.
+func TestAnEditNeverJoinsAGroupSoNoWritersCommitWaitsOnItsCallersCode(t *testing.T) {
+	s, holder, before := openGroup(t, "edit.db")
+	ctx := context.Background()
+	writer := writeProduction(s, ctx, "writer")
+	untilQueued(t, s.writers, 1)
+	edit := queuedBegin(t, s, store.HoldsCaller(ctx))
+	untilQueued(t, s.writers, 2)
+	held := commitAsync(holder)
+	tx, ok := <-edit
+	require.True(t, ok)
+	if !tx.(*Tx).first {
+		tx.Rollback() // ends the group, so that the handle closes
+		t.Fatal("the edit joined the group instead of beginning a transaction of its own")
+	}
+	require.NoError(t, <-held, "the holder's group ended before the edit's turn")
+	require.NoError(t, <-writer, "the writer joined the holder's group and committed with it")
+	require.Equal(t, 1, walCommits(t, s)-before, "holder and writer shared one COMMIT")
+	// The edit holds its transaction (its caller's code runs) while a
+	// writer queues behind it; that writer joins once the edit commits.
+	later := writeProduction(s, ctx, "later")
+	untilQueued(t, s.writers, 1)
+	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: "edit", CreatedAt: 1}))
+	require.NoError(t, tx.Commit())
+	require.NoError(t, <-later)
+	require.Equal(t, 2, walCommits(t, s)-before, "the edit and the writer after it shared the second COMMIT")
+	require.Len(t, productionNames(t, s), 4)
+}

@@ -439,10 +439,10 @@ func (t *Tx) Commit() error {
 		g.pass()
 		return err
 	}
-	// The group's next member may hold it open (an edit runs the caller's
-	// code inside its transaction), and wait there for something this
-	// member's caller holds: the wait ends at the busy timeout, and the
-	// outcome is then unknown, never reported done.
+	// No member runs its caller's code (an edit never joins a group:
+	// handOff), so the group ends within its members' statements. The wait
+	// is still bounded, by the busy timeout, in case a member is stalled:
+	// the outcome is then unknown, never reported done.
 	timer := time.NewTimer(g.s.busy)
 	defer timer.Stop()
 	g.pass()

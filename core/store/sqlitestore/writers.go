@@ -35,6 +35,7 @@ type writerQueue struct {
 type waiter struct {
 	turn  chan struct{} // closed when handed the turn
 	owner *writerConn
+	alone bool // an edit's (store.HoldsCaller): it never joins a group
 	grp   *group
 }
 
@@ -51,7 +52,7 @@ func (q *writerQueue) acquire(ctx context.Context, deadline time.Time, owner *wr
 		q.mu.Unlock()
 		return nil, true
 	}
-	w := &waiter{turn: make(chan struct{}), owner: owner}
+	w := &waiter{turn: make(chan struct{}), owner: owner, alone: store.IsHoldingCaller(ctx)}
 	q.waiters = append(q.waiters, w)
 	q.mu.Unlock()
 	timer := time.NewTimer(time.Until(deadline))
@@ -92,11 +93,14 @@ func (q *writerQueue) release() {
 // handOff hands the turn, with the open group g of owner's handle, to the
 // first waiter if it writes through that handle too, and reports whether
 // it did. A waiter of another handle ahead is never jumped: the group then
-// ends, and that waiter's turn comes next, in order.
+// ends, and that waiter's turn comes next, in order. Nor is the group
+// handed to an edit, whose transaction runs its caller's code: the members
+// would wait on that code for their COMMIT (and an edit that completes a
+// lease whose renewal waits in the group would wait for that renewal).
 func (q *writerQueue) handOff(owner *writerConn, g *group) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.waiters) == 0 || q.waiters[0].owner != owner {
+	if len(q.waiters) == 0 || q.waiters[0].owner != owner || q.waiters[0].alone {
 		return false
 	}
 	next := q.pop()
