@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,4 +224,56 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// Goroutines sharing one authority (on SQLite, writers of one handle that
+// queue behind each other share a transaction and its COMMIT) each get their
+// own outcome: a renewal the rules refuse (a shorter duration is not an
+// extension) rolls back only itself, between claims and completions of the
+// other goroutines that all commit.
+func TestGoroutinesOfOneAuthorityEachGetTheirOwnOutcome(t *testing.T) {
+	_, a, ids := sharedQueue(t, 96)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	var refused atomic.Int64
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("g%d", g)
+			for {
+				l, err := a.Claim("p", name, time.Minute)
+				if errors.Is(err, ErrNothingToClaim) {
+					errs <- nil
+					return
+				}
+				if err != nil {
+					errs <- fmt.Errorf("claim: %w", err)
+					return
+				}
+				if err := l.Renew(time.Second); !errors.Is(err, ErrNotExtended) {
+					errs <- fmt.Errorf("a shorter renewal was not refused as not extended: %v", err)
+					return
+				}
+				refused.Add(1)
+				f := Facts{Metadata: map[string]json.RawMessage{"by": json.RawMessage(strconv.Quote(name))}}
+				if err := l.Complete(f); err != nil {
+					errs <- fmt.Errorf("complete: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, len(ids), refused.Load())
+	checkExactlyOnce(t, a, ids)
+	evs, err := a.Events("p", 0)
+	require.NoError(t, err)
+	for _, e := range evs {
+		require.NotEqual(t, "renewed", e.Kind, "a refused renewal of job %s was recorded", e.JobID)
+	}
 }

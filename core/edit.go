@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/libleases/libleases/core/store"
 )
 
 // Edit is one write transaction holding its locks (SQLite's writer lock; on
@@ -32,7 +34,9 @@ func (a *Authority) begin(ctx context.Context) (*Edit, error) {
 	if err := a.usable(); err != nil {
 		return nil, err
 	}
-	g, err := a.beginGuard(ctx)
+	// The edit's transaction waits on the caller's code: no other writer's
+	// commit may wait on it (store.HoldsCaller).
+	g, err := a.beginGuard(store.HoldsCaller(ctx))
 	if err != nil {
 		return nil, ended(ctx, err)
 	}

@@ -321,3 +321,21 @@ type Backend interface {
 	BeginWrite(ctx context.Context) (Tx, error)
 	Close() error
 }
+
+type holdsCallerKey struct{}
+
+// HoldsCaller marks the context of a BeginWrite whose transaction runs the
+// caller's code between its statements (an edit) and so may stay open for
+// as long as that code takes. A store whose writers share a commit
+// (SQLite's group commit) never makes another writer's commit wait on such
+// a transaction: it begins one of its own, and nobody joins it before it
+// has committed its own writes.
+func HoldsCaller(ctx context.Context) context.Context {
+	return context.WithValue(ctx, holdsCallerKey{}, true)
+}
+
+// IsHoldingCaller reports whether ctx was marked by HoldsCaller.
+func IsHoldingCaller(ctx context.Context) bool {
+	v, _ := ctx.Value(holdsCallerKey{}).(bool)
+	return v
+}

@@ -47,6 +47,7 @@ func (c *stmtCache) close() {
 type queries struct {
 	st   *stmtCache
 	tx   *sql.Tx
+	g    *group        // tx's group, told of failed statements (group.note)
 	file *fileIdentity // checked before each read on the pool (BeginWrite checks a tx's)
 }
 
@@ -69,7 +70,15 @@ func (q queries) exec(ctx context.Context, text string, args ...any) (sql.Result
 	if err != nil {
 		return nil, err
 	}
-	return st.ExecContext(ctx, args...)
+	res, err := st.ExecContext(ctx, args...)
+	q.note(err)
+	return res, err
+}
+
+func (q queries) note(err error) {
+	if q.g != nil {
+		q.g.note(err)
+	}
 }
 
 func (q queries) query(ctx context.Context, text string, args ...any) (*sql.Rows, error) {
@@ -77,20 +86,25 @@ func (q queries) query(ctx context.Context, text string, args ...any) (*sql.Rows
 	if err != nil {
 		return nil, err
 	}
-	return st.QueryContext(ctx, args...)
+	rows, err := st.QueryContext(ctx, args...)
+	q.note(err)
+	return rows, err
 }
 
 // row is a *sql.Row that can also carry a preparation error.
 type row struct {
 	r   *sql.Row
 	err error
+	q   queries
 }
 
 func (r row) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
 	}
-	return r.r.Scan(dest...)
+	err := r.r.Scan(dest...)
+	r.q.note(err)
+	return err
 }
 
 func (q queries) queryRow(ctx context.Context, text string, args ...any) row {
@@ -98,7 +112,7 @@ func (q queries) queryRow(ctx context.Context, text string, args ...any) row {
 	if err != nil {
 		return row{err: err}
 	}
-	return row{r: st.QueryRowContext(ctx, args...)}
+	return row{r: st.QueryRowContext(ctx, args...), q: q}
 }
 
 const jobColumns = `id, production_id, key, payload, seq, state, claim_hash, worker,

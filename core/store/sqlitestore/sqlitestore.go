@@ -1,5 +1,6 @@
 // Package sqlitestore is the SQLite backend of the lease authority: one
-// database file in WAL mode, synchronous=FULL, BEGIN IMMEDIATE for every write.
+// database file in WAL mode, synchronous=FULL, BEGIN IMMEDIATE for every write
+// transaction (writers of one handle queued behind each other share one: group.go).
 // It holds all SQL for SQLite and none of the lease rules.
 package sqlitestore
 
@@ -42,6 +43,7 @@ type DB struct {
 	file    *fileIdentity
 	writers *writerQueue // this process's writers of the file, in order (writers.go)
 	writer  *writerConn  // the connection this handle's writes run on (writers.go)
+	closing atomic.Bool  // Close has begun: no writer joins an open group any more
 	busy    time.Duration
 	queries
 }
@@ -170,6 +172,7 @@ func (s *DB) Pragma(name string) (string, error) {
 // Close closes every connection. A file found gone only now has its WAL
 // emptied first (fileIdentity.release).
 func (s *DB) Close() error {
+	s.closing.Store(true)
 	if s.file.check() != nil {
 		s.file.release()
 	}
@@ -291,26 +294,67 @@ func execAll(ctx context.Context, tx *sql.Tx, stmts []string, args ...any) error
 // both waits together: a writer still queued at its end, or still waiting
 // in BEGIN, gets ErrBusy and nothing is written.
 //
+// A writer handed the turn by a writer of its own handle joins that
+// writer's open transaction instead (group.go): it opens a savepoint, and
+// its Commit waits for the group's COMMIT.
+//
 // database/sql ties a transaction to the context given to BeginTx: once it
 // ends, the transaction is rolled back, and the driver (modernc.org/sqlite)
 // interrupts a COMMIT in progress. A commit that has started must run to
-// its end (else a committed change could be reported as failed), so the
-// transaction gets a context of its own, which ends with ctx (or at the
-// busy timeout) only while BEGIN waits for the lock: the driver's busy
-// handler gives that wait up as soon as it ends. Every statement after
-// BEGIN runs on ctx itself (the driver interrupts it when ctx ends), and
-// Commit looks at ctx once, before it sends COMMIT.
+// its end (else a committed change could be reported as failed), and a
+// group outlives the writer that began it, so the transaction gets a
+// context of its own, which ends with ctx (or at the busy timeout) only
+// while BEGIN waits for the lock: the driver's busy handler gives that wait
+// up as soon as it ends. Every statement of a member runs on its ctx (the
+// driver interrupts it when ctx ends), and Commit looks at ctx once, before
+// it releases its savepoint.
 func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	if ctx.Err() != nil {
 		return nil, abandoned(ctx)
 	}
 	deadline := time.Now().Add(s.busy)
-	if !s.writers.acquire(ctx, deadline) {
+	g, ok := s.writers.acquire(ctx, deadline, s.writer)
+	if !ok {
+		if g != nil {
+			g.pass() // handed the open group as the wait ended: never strand it
+		}
 		if ctx.Err() != nil {
 			return nil, abandoned(ctx)
 		}
 		return nil, s.timedOut()
 	}
+	if g == nil {
+		g, err := s.begin(ctx, deadline)
+		if err != nil {
+			return nil, err
+		}
+		return s.member(ctx, g, true), nil
+	}
+	if ctx.Err() != nil {
+		g.pass()
+		return nil, abandoned(ctx)
+	}
+	if err := s.file.check(); err != nil {
+		// The path no longer names the group's file: the group goes on (its
+		// COMMIT's own check tells its members), without this writer.
+		g.pass()
+		s.file.release()
+		return nil, err
+	}
+	if err := g.join(); err != nil {
+		g.pass()
+		return nil, err
+	}
+	return s.member(ctx, g, false), nil
+}
+
+func (s *DB) member(ctx context.Context, g *group, first bool) *Tx {
+	return &Tx{g: g, ctx: ctx, first: first, queries: queries{st: s.st, tx: g.tx, g: g}}
+}
+
+// begin sends BEGIN IMMEDIATE for a writer holding the turn alone, and
+// opens the group that writers of the handle queued behind it may join.
+func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	timer := time.AfterFunc(time.Until(deadline), cancel)
@@ -341,8 +385,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 		s.file.release()
 		return nil, err
 	}
-	return &Tx{tx: tx, ctx: ctx, end: cancel, writers: s.writers, writer: s.writer, conn: conn, wal: s.wal,
-		file: s.file, queries: queries{st: s.st, tx: tx}}, nil
+	return &group{s: s, tx: tx, conn: conn, ctx: txCtx, stop: cancel, begun: time.Now(), done: make(chan struct{})}, nil
 }
 
 // timedOut is the busy error of a writer whose busy timeout passed before
@@ -356,73 +399,87 @@ func abandoned(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", store.ErrAbandoned, context.Cause(ctx))
 }
 
-// Tx is one write transaction.
+// Tx is one write transaction: one member of a group (group.go).
 type Tx struct {
-	tx       *sql.Tx
-	ctx      context.Context // BeginWrite's
-	end      context.CancelFunc
-	writers  *writerQueue
-	released atomic.Bool // the turn passed on (Commit and Rollback may both run)
-	writer   *writerConn
-	conn     *sql.Conn // the writer connection tx runs on
-	failed   bool      // COMMIT or ROLLBACK failed: conn may be left mid-transaction
-	wal      *walKeeper
-	file     *fileIdentity
+	g     *group
+	ctx   context.Context // BeginWrite's
+	ended bool            // Commit or Rollback ran
+	// first began the group. It needs no savepoint: nobody joins before it
+	// ends its part, so rolling its writes back is rolling back the
+	// transaction, and a writer alone runs BEGIN, its writes, COMMIT.
+	first bool
 	queries
 }
 
-// finish ends the transaction's context and passes this process's turn at
-// the writer lock to the next writer, once. A connection whose COMMIT or
-// ROLLBACK failed may still be inside the transaction (SQLite keeps it open
-// after some failed COMMITs), holding the file's writer lock: it is closed,
-// which rolls that back, before the next writer comes in.
-func (t *Tx) finish() {
-	t.end()
-	if !t.released.Swap(true) {
-		if t.failed {
-			t.writer.discard(t.conn)
-		}
-		t.writers.release()
-	}
-}
-
 // Commit commits, unless ctx has ended: then it rolls back (ErrAbandoned).
-// Once COMMIT is sent nothing interrupts it; an error then means the
-// outcome is unknown. A committed writer then lets a WAL that readers held
-// back start over (walKeeper).
+// It releases the member's savepoint, passes the open transaction on, and
+// returns once the group's COMMIT has returned: nothing is reported done
+// before it is durable. Once the savepoint is released nothing interrupts
+// the commit; an error then means the outcome is unknown, unless it is
+// ErrNotCommitted (SQLite rolled the whole transaction back). The member
+// that commits the group then lets a WAL that readers held back start over
+// (walKeeper), before the turn passes on.
 func (t *Tx) Commit() error {
-	// The turn passes on after the WAL keeper's checkpoint too: that takes
-	// the writer lock on a connection of its own, and the next writer had
-	// better wait for it in the queue than in SQLite's busy handler.
-	defer t.finish()
+	if t.ended {
+		return sql.ErrTxDone
+	}
+	t.ended = true
+	g := t.g
 	if t.ctx.Err() != nil {
-		t.failed = t.tx.Rollback() != nil
+		t.undo()
 		return abandoned(t.ctx)
 	}
-	if err := t.tx.Commit(); err != nil {
-		t.failed = true
-		return t.file.explain(classify(err))
-	}
-	// Committed, but into the file the path names? If it was removed or
-	// replaced meanwhile, the caller must not read this as done (core
-	// reports the outcome unknown).
-	if err := t.file.check(); err != nil {
-		t.file.release()
+	if t.first {
+		g.released++
+	} else if err := g.release(); err != nil {
+		// The transaction is gone (or in an unknown state): the group ends,
+		// nothing of the members before was written. This member's own
+		// outcome is unknown: a statement of its own that ran after SQLite
+		// had dropped the transaction ran, and committed, on its own.
+		g.pass()
 		return err
 	}
-	t.wal.yield()
-	return nil
+	// No member runs its caller's code (an edit never joins a group:
+	// handOff), so the group ends within its members' statements. The wait
+	// is still bounded, by the busy timeout, in case a member is stalled:
+	// the outcome is then unknown, never reported done.
+	timer := time.NewTimer(g.s.busy)
+	defer timer.Stop()
+	g.pass()
+	select {
+	case <-g.done:
+		return g.err
+	case <-timer.C:
+		return fmt.Errorf("%w: the transaction this write shares with other writers of the handle did not commit "+
+			"within the busy timeout (%s); the write may still commit with it", store.ErrBusy, g.s.busy)
+	}
 }
 
-// Rollback rolls back; rolling back a finished transaction is a no-op.
+// Rollback rolls back the member's own writes; the group goes on. Rolling
+// back a finished transaction is a no-op.
 func (t *Tx) Rollback() error {
-	defer t.finish()
-	err := t.tx.Rollback()
-	if errors.Is(err, sql.ErrTxDone) {
+	if t.ended {
 		return nil
 	}
-	t.failed = t.failed || err != nil
-	return classify(err)
+	t.ended = true
+	return t.undo()
+}
+
+// undo rolls back the member's writes and ends its part: the first member
+// rolls back the transaction, which ends the group (no other member has
+// joined it yet); any other rolls back to its savepoint and passes the
+// group on.
+func (t *Tx) undo() error {
+	if t.first {
+		t.g.end()
+		if errors.Is(t.g.err, sql.ErrTxDone) {
+			return nil
+		}
+		return classify(t.g.err)
+	}
+	err := t.g.undo()
+	t.g.pass()
+	return err
 }
 
 // classify maps SQLite errors onto the store's error values, keeping the

@@ -27,41 +27,56 @@ import (
 type writerQueue struct {
 	mu      sync.Mutex
 	held    bool
-	waiters []chan struct{} // in arrival order; closed when handed the turn
+	waiters []*waiter // in arrival order
+}
+
+// waiter is one queued writer: the handle it writes through, and, once it
+// is handed the turn, the open group it joins (nil: it begins its own).
+type waiter struct {
+	turn  chan struct{} // closed when handed the turn
+	owner *writerConn
+	alone bool // an edit's (store.HoldsCaller): it never joins a group
+	grp   *group
 }
 
 // acquire waits for this process's turn at the writer lock until ctx ends
-// or deadline passes (ok false: then nothing is held). A writer that is
-// handed the turn just as its wait ends passes it on.
-func (q *writerQueue) acquire(ctx context.Context, deadline time.Time) (ok bool) {
+// or deadline passes (ok false: then nothing is held). A writer handed the
+// turn with an open group of its handle gets that group (group.go). A
+// writer handed the turn just as its wait ends passes it on; handed a group
+// then, it returns the group with ok false, and the caller must pass the
+// group on (group.pass): only a writer of the handle can end it.
+func (q *writerQueue) acquire(ctx context.Context, deadline time.Time, owner *writerConn) (g *group, ok bool) {
 	q.mu.Lock()
 	if !q.held && len(q.waiters) == 0 {
 		q.held = true
 		q.mu.Unlock()
-		return true
+		return nil, true
 	}
-	turn := make(chan struct{})
-	q.waiters = append(q.waiters, turn)
+	w := &waiter{turn: make(chan struct{}), owner: owner, alone: store.IsHoldingCaller(ctx)}
+	q.waiters = append(q.waiters, w)
 	q.mu.Unlock()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case <-turn:
-		return true
+	case <-w.turn:
+		return w.grp, true
 	case <-ctx.Done():
 	case <-timer.C:
 	}
 	q.mu.Lock()
-	for i, w := range q.waiters {
-		if w == turn {
+	for i, x := range q.waiters {
+		if x == w {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 			q.mu.Unlock()
-			return false
+			return nil, false
 		}
 	}
+	g = w.grp
 	q.mu.Unlock()
-	q.release() // handed the turn meanwhile: it is ours to pass on
-	return false
+	if g == nil {
+		q.release() // handed the turn meanwhile: it is ours to pass on
+	}
+	return g, false
 }
 
 // release passes the turn to the first waiter, or frees it.
@@ -72,10 +87,34 @@ func (q *writerQueue) release() {
 		q.held = false
 		return
 	}
+	close(q.pop().turn)
+}
+
+// handOff hands the turn, with the open group g of owner's handle, to the
+// first waiter if it writes through that handle too, and reports whether
+// it did. A waiter of another handle ahead is never jumped: the group then
+// ends, and that waiter's turn comes next, in order. Nor is the group
+// handed to an edit, whose transaction runs its caller's code: the members
+// would wait on that code for their COMMIT (and an edit that completes a
+// lease whose renewal waits in the group would wait for that renewal).
+func (q *writerQueue) handOff(owner *writerConn, g *group) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiters) == 0 || q.waiters[0].owner != owner || q.waiters[0].alone {
+		return false
+	}
+	next := q.pop()
+	next.grp = g
+	close(next.turn)
+	return true
+}
+
+// pop removes the first waiter; q.mu is held.
+func (q *writerQueue) pop() *waiter {
 	next := q.waiters[0]
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
-	close(next)
+	return next
 }
 
 // waiting is how many writers wait behind the one holding the turn.

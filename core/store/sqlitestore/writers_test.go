@@ -194,7 +194,7 @@ func TestTheWriterQueueNeverLosesOrDoublesTheTurn(t *testing.T) {
 			case 1:
 				deadline = time.Now().Add(time.Duration(rand.IntN(2000)) * time.Microsecond)
 			}
-			if !q.acquire(ctx, deadline) {
+			if _, ok := q.acquire(ctx, deadline, nil); !ok {
 				gaveUp.Add(1)
 				return
 			}
@@ -212,7 +212,8 @@ func TestTheWriterQueueNeverLosesOrDoublesTheTurn(t *testing.T) {
 	require.EqualValues(t, n, served.Load()+gaveUp.Load())
 	require.Positive(t, served.Load())
 	require.Zero(t, q.waiting())
-	require.True(t, q.acquire(context.Background(), time.Now().Add(time.Second)), "the turn is free again")
+	_, ok := q.acquire(context.Background(), time.Now().Add(time.Second), nil)
+	require.True(t, ok, "the turn is free again")
 	q.release()
 }
 

@@ -1,0 +1,182 @@
+// Group commit: the writers of one handle that queue behind each other share
+// one SQLite transaction and its one COMMIT (docs/schema.md, "Writers of one
+// process", and docs/decisions.md, "Group commit").
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+)
+
+// groupMaxOpen is how long a group takes new members after its BEGIN. The
+// group holds the file's writer lock, so this bounds what other processes
+// (in SQLite's busy handler) and the writers of this process's other
+// handles (in the queue) wait beyond one write: time is what they wait, so
+// the cap is a time, not a member count (which would need a guess at a
+// member's length). A few milliseconds is several members' work at 16
+// goroutines, and well under one sleep of SQLite's busy handler (up to
+// 100 ms), so another process barely notices it.
+// A variable only so that tests can hold a group open while they queue
+// writers behind it.
+var groupMaxOpen = 5 * time.Millisecond
+
+// memberSavepoint is each member's savepoint. Members follow each other, so
+// at most one is open at a time and one name serves them all.
+const memberSavepoint = "member"
+
+// group is one SQLite transaction on a handle's writer connection, run by
+// its members one after the other: the writer that sent BEGIN, then each
+// writer of the handle that was first in the queue when the one before it
+// ended its part. Each member's writes but the first's sit in a savepoint
+// of its own, so a member that rolls back undoes only its own. A member that commits
+// releases its savepoint and waits for the group's outcome; the member that
+// finds no writer of the handle next in the queue (or the group past
+// groupMaxOpen) ends the group: COMMIT if any member released, then the turn
+// passes on. Only the member holding the turn touches the fields; the turn
+// passes through the queue's lock, and done publishes err.
+type group struct {
+	s     *DB
+	tx    *sql.Tx   // BEGIN IMMEDIATE on conn; ends with the group
+	conn  *sql.Conn // the handle's writer connection
+	ctx   context.Context
+	stop  context.CancelFunc // ends ctx, the transaction's own context
+	begun time.Time
+
+	released int   // members whose writes wait for the COMMIT
+	lost     error // SQLite rolled the whole transaction back (or its state is unknown)
+	cause    error // a statement's failure the released members must see if the transaction is lost
+
+	err  error         // the outcome for the released members, once done is closed
+	done chan struct{} // closed when the group has ended
+}
+
+// join opens the member's savepoint. The statement runs on the group's own
+// context: SQLite would roll back the whole transaction if it were
+// interrupted, and the member's context was looked at just before.
+func (g *group) join() error {
+	if _, err := g.tx.ExecContext(g.ctx, "SAVEPOINT "+memberSavepoint); err != nil {
+		g.lose(err)
+		return classify(err)
+	}
+	return nil
+}
+
+// release keeps the member's writes for the group's COMMIT.
+func (g *group) release() error {
+	if _, err := g.tx.ExecContext(g.ctx, "RELEASE "+memberSavepoint); err != nil {
+		g.lose(err)
+		return classify(err)
+	}
+	g.released++
+	return nil
+}
+
+// undo rolls back the member's savepoint. SQLite rolls back the whole
+// transaction after some failures (a full disk, an I/O error, an
+// interrupted write, out of memory): the savepoint is then gone, and with
+// it every write of the members before.
+func (g *group) undo() error {
+	_, err := g.tx.ExecContext(g.ctx, "ROLLBACK TO "+memberSavepoint)
+	if err == nil {
+		_, err = g.tx.ExecContext(g.ctx, "RELEASE "+memberSavepoint)
+	}
+	if err != nil {
+		g.lose(err)
+		return classify(err)
+	}
+	g.cause = nil // that member's failure is undone with it
+	return nil
+}
+
+func (g *group) lose(err error) {
+	if g.lost == nil {
+		g.lost = err
+	}
+}
+
+// note keeps a failed statement's error if it is one the released members
+// must see should it have cost the transaction: the disk is full, the file
+// is damaged or cannot be written. Running their writes again would only
+// meet it again.
+func (g *group) note(err error) {
+	if err == nil || g.cause != nil {
+		return
+	}
+	if c := classify(err); errors.Is(c, store.ErrFull) || errors.Is(c, store.ErrCorrupt) || errors.Is(c, store.ErrReadOnly) {
+		g.cause = c
+	}
+}
+
+// pass ends the holder's part: it hands the open group to the next writer
+// of the handle, if that writer is first in the queue and the group may
+// still grow, and otherwise ends the group.
+func (g *group) pass() {
+	if g.lost == nil && !g.s.closing.Load() && time.Since(g.begun) < groupMaxOpen &&
+		g.s.writers.handOff(g.s.writer, g) {
+		return
+	}
+	g.end()
+}
+
+// end commits the released members' writes (or rolls back a group with
+// none), tells every member the outcome, and passes the turn on. As for a
+// lone writer before, a connection whose COMMIT or ROLLBACK failed is
+// closed before the next writer comes in, and the WAL keeper's checkpoint
+// runs before the turn passes on.
+func (g *group) end() {
+	s := g.s
+	failed := false
+	switch {
+	case g.lost != nil:
+		g.err = g.lostErr()
+		g.tx.Rollback() // SQLite has none open any more, or its state is unknown: the connection goes
+		failed = true
+	case g.released == 0:
+		g.err = g.tx.Rollback() // nobody waits for it: the first member's Rollback reports it
+		failed = g.err != nil && !errors.Is(g.err, sql.ErrTxDone)
+	default:
+		if err := g.tx.Commit(); err != nil {
+			failed = true
+			g.err = s.file.explain(classify(err))
+		} else if err := s.file.check(); err != nil {
+			// Committed, but into the file the path names? If it was removed
+			// or replaced meanwhile, no member may read this as done (core
+			// reports the outcome unknown).
+			s.file.release()
+			g.err = err
+		} else {
+			s.wal.yield()
+		}
+	}
+	g.stop()
+	if failed {
+		s.writer.discard(g.conn)
+	}
+	s.writers.release()
+	close(g.done)
+}
+
+// lostErr is what the released members of a lost transaction get: nothing
+// of theirs was written (store.ErrNotCommitted), because of the failure
+// noted (a full disk ...), or else a broken connection (store.ErrReconnect)
+// or a failure another member met, which running their writes again
+// should not meet (store.ErrRetry).
+func (g *group) lostErr() error {
+	cause := g.cause
+	switch {
+	case cause != nil:
+	case errors.Is(g.lost, sql.ErrConnDone) || errors.Is(g.lost, driver.ErrBadConn):
+		cause = fmt.Errorf("%w: the writer connection broke while writers of this handle shared its transaction (%v)",
+			store.ErrReconnect, g.lost)
+	default:
+		cause = fmt.Errorf("%w: SQLite rolled back the transaction this write shared with other writers of the "+
+			"handle, after another writer's statement failed (%v)", store.ErrRetry, g.lost)
+	}
+	return fmt.Errorf("%w: %w", store.ErrNotCommitted, cause)
+}
