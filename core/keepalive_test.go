@@ -77,7 +77,9 @@ func TestKeepAliveRenewsBeforeExpiryForTenTimesItsDuration(t *testing.T) {
 	// seam are fast).
 	f := realFixture(t)
 	id := f.request(1)[0]
-	const d = time.Second // long enough for a claim to commit on a loaded machine
+	// Long enough for a claim to commit on a loaded machine; renewed every
+	// third of it, the claim survives a host stalled for over a second.
+	const d = 2 * time.Second
 	l := f.claim("w", d)
 	require.NoError(t, l.KeepAlive(d))
 	time.Sleep(10 * d)
