@@ -260,9 +260,10 @@ TEST_F(Postgres, ACoordinatorsCancelOnAnotherHandleReachesAKeptAliveLease) {
 
 TEST_F(Postgres, KeepAliveHoldsALeaseForManyOfItsDurations) {
     (void)a().request_job("p");
-    leases::Lease l = *a().claim("p", "w", 1s);
-    l.keep_alive(1s);
-    std::this_thread::sleep_for(3s);
+    // Renewed every third of 2 s: a host stalled for over a second keeps it.
+    leases::Lease l = *a().claim("p", "w", 2s);
+    l.keep_alive(2s);
+    std::this_thread::sleep_for(6s);
     EXPECT_TRUE(l.check().held());
     l.complete();
 }
