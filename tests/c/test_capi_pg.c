@@ -237,7 +237,9 @@ static void test_open_busy_timeout_bounds_a_row_lock_wait_on_postgres(void) {
 	int64_t t0 = wall_us();
 	CHECK_ST(leases_claim_job(b, "p", j, "waiter", 30 * SEC, &l), LEASES_BUSY);
 	int64_t waited = wall_us() - t0;
-	CHECK(waited >= 150000 && waited < 5 * SEC);
+	/* After this handle's 300 ms, well before the default 10 s; the upper
+	 * bound leaves seconds for a stalled CI host. */
+	CHECK(waited >= 150000 && waited < 9 * SEC);
 	CHECK(l == NULL);
 	leases_edit_abort(e);
 	leases_lease_free(held);
