@@ -656,7 +656,7 @@ func TestEventsFollowExitsOnAPermanentStorageError(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("--follow kept polling a corrupt database for 10 s:\n%s", errb.String())
+		t.Fatalf("--follow kept polling a corrupt database for 60 s:\n%s", errb.String())
 	}
 }
 
