@@ -644,3 +644,26 @@ func TestTheSafetyPollLooksAgainWhenNothingWokeAWaiter(t *testing.T) {
 	requireKind(t, err, KindNothingToClaim)
 	require.GreaterOrEqual(t, looks.looks.Load(), int64(5))
 }
+
+// closingBackend closes the authority as a waiter's look reads the store,
+// which the look then finds closed under it.
+type closingBackend struct {
+	store.Backend
+	a    *Authority
+	once sync.Once
+}
+
+func (b *closingBackend) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	b.once.Do(func() { _ = b.a.Close() })
+	return b.Backend.HasClaimable(ctx, productionID, now)
+}
+
+func TestClosingTheAuthorityDuringAWaitersLookEndsTheWaitAsClosed(t *testing.T) {
+	// A slow host makes this race likely: Close lands while a waiter reads.
+	// The read fails on the closed store; the wait still ends as closed.
+	f := newFixture(t)
+	f.a.b = &closingBackend{Backend: f.a.b, a: f.a}
+	_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, time.Hour)
+	requireKind(t, err, KindClosed)
+	require.ErrorIs(t, err, ErrClosed)
+}
