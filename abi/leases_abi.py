@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-SEAM_STRINGS = [b"leases_testing", b"leasesgo_testing", b"SetClockForTest", b"TestSeamPresent", b"LEASES_TESTING"]
+SEAM_STRINGS = [b"leases_testing", b"leasesgo_testing", b"SetClockForTest", b"SetSafetyPollForTest", b"TestSeamPresent", b"LEASES_TESTING"]
 TESTING_NODE = "LEASES_TESTING"
 QUALIFIERS = {"const", "volatile", "struct", "enum", "union", "unsigned", "signed"}
 # Macros that number the ABI itself rather than declare part of it.

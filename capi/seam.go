@@ -68,6 +68,20 @@ func leasesgo_testing_set_clock_sequence(h C.uintptr_t, samples *C.int64_t, coun
 	return 0
 }
 
+//export leasesgo_testing_set_safety_poll
+func leasesgo_testing_set_safety_poll(h C.uintptr_t, pollUS C.int64_t) (st C.int) {
+	defer recoverTo(&st)
+	a, err := authorityOf(uintptr(h))
+	if err != nil {
+		return status(err)
+	}
+	if pollUS <= 0 {
+		return status(invalid("poll_us must be positive"))
+	}
+	core.SetSafetyPollForTest(a, time.Duration(pollUS)*time.Microsecond)
+	return 0
+}
+
 //export leasesgo_testing_open
 func leasesgo_testing_open(path *C.char, busyUS C.int64_t, out *C.uintptr_t) (st C.int) {
 	defer recoverTo(&st)

@@ -27,6 +27,11 @@ leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,
 	return st;
 }
 
+leases_status leases_testing_set_safety_poll(leases_authority *authority, int64_t poll_us) {
+	if (leasesshim_forked()) return LEASES_FORKED;
+	return leasesgo_testing_set_safety_poll((uintptr_t)authority, poll_us);
+}
+
 leases_status leases_testing_pragma(leases_authority *authority, const char *name,
                                     char **out_value) {
 	if (leasesshim_forked()) return LEASES_FORKED;

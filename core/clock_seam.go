@@ -4,7 +4,9 @@ package core
 
 import (
 	"context"
+	"time"
 
+	"github.com/libleases/libleases/core/internal/wake"
 	"github.com/libleases/libleases/core/store"
 )
 
@@ -27,6 +29,15 @@ func PragmaForTest(a *Authority, name string) (string, error) {
 		return "", storageErr("read pragma "+name, err)
 	}
 	return v, nil
+}
+
+// SetSafetyPollForTest sets how often a's waiters look though nothing woke
+// them (d > 0), in place of the store's default: tests of other packages
+// make it an hour, so that a waiter woken within seconds was woken by the
+// change under test, however slow the host, never by the poll. Call it
+// before anyone waits on a. Test builds only.
+func SetSafetyPollForTest(a *Authority, d time.Duration) {
+	a.waits.hub = wake.New(d)
 }
 
 // TestSeamPresent marks a test build.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/core/internal/legacyfixture"
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -160,7 +161,7 @@ func waitForLockWait(t *testing.T, location, app string) {
 	c, err := pgx.Connect(ctx, location)
 	require.NoError(t, err)
 	defer c.Close(ctx)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.EventuallyBound); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		var waiting bool
 		require.NoError(t, c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting))

@@ -53,13 +53,11 @@ func (f *fixture) requireNoMoreRenewals(id string) {
 	require.Equal(f.t, n, f.renewals(id), "a renewal was written after the keep-alive stopped")
 }
 
-func requireDone(t *testing.T, l *Lease, within time.Duration, kind Kind) {
+// requireDone waits for l's Done, which must close eventually: how soon is
+// the business of the tests that time it, not of this bound.
+func requireDone(t *testing.T, l *Lease, kind Kind) {
 	t.Helper()
-	select {
-	case <-l.Done():
-	case <-time.After(within):
-		t.Fatalf("Done stayed open for %s", within)
-	}
+	testwait.Receive(t, l.Done(), testwait.EventuallyBound, "the lease's Done")
 	requireKind(t, l.Err(), kind)
 }
 
@@ -79,7 +77,9 @@ func TestKeepAliveRenewsBeforeExpiryForTenTimesItsDuration(t *testing.T) {
 	// seam are fast).
 	f := realFixture(t)
 	id := f.request(1)[0]
-	const d = time.Second // long enough for a claim to commit on a loaded machine
+	// Long enough for a claim to commit on a loaded machine; renewed every
+	// third of it, the claim survives a host stalled for over a second.
+	const d = 2 * time.Second
 	l := f.claim("w", d)
 	require.NoError(t, l.KeepAlive(d))
 	time.Sleep(10 * d)
@@ -87,7 +87,7 @@ func TestKeepAliveRenewsBeforeExpiryForTenTimesItsDuration(t *testing.T) {
 	require.NoError(t, l.Check(context.Background()), "still held after ten durations")
 	require.GreaterOrEqual(t, f.renewals(id), 10)
 	require.NoError(t, l.Complete(Facts{}))
-	requireDone(t, l, time.Second, KindClosed)
+	requireDone(t, l, KindClosed)
 	evs, err := f.a.Events("p", 0)
 	require.NoError(t, err)
 	for _, e := range evs {
@@ -110,7 +110,7 @@ func TestKeepAliveStopsWhenTheLeaseCloses(t *testing.T) {
 	f := realFixture(t)
 	l, id := f.keptAlive(1)
 	require.NoError(t, l.Release())
-	requireDone(t, l, time.Second, KindClosed)
+	requireDone(t, l, KindClosed)
 	require.Contains(t, l.Err().Error(), "released")
 	testwait.Eventually(t, func() bool { f.a.mu.Lock(); defer f.a.mu.Unlock(); return len(f.a.keepers) == 0 })
 	f.requireNoMoreRenewals(id)
@@ -124,10 +124,11 @@ func TestACoordinatorsCancelReachesAKeptAliveLeaseWithinOneInterval(t *testing.T
 	require.NoError(t, l.KeepAlive(time.Hour, KeepAliveInterval(interval)))
 	start := time.Now()
 	require.NoError(t, f.a.Cancel("p", id))
-	requireDone(t, l, 5*time.Second, KindCancelled)
-	// One interval, plus the renewal's own time on a busy machine: far
-	// below the hour the claim would otherwise have run.
-	require.Less(t, time.Since(start), interval+2*time.Second)
+	requireDone(t, l, KindCancelled)
+	// One interval, plus the renewal's own time on a busy or stalled CI
+	// host (seconds, not the milliseconds it takes): far below the hour the
+	// claim would otherwise have run.
+	require.Less(t, time.Since(start), interval+30*time.Second)
 	require.ErrorIs(t, l.Err(), ErrCancelled)
 }
 
@@ -139,7 +140,7 @@ func TestKeepAliveReportsExpiryWhenTheAuthoritysClockJumpsForward(t *testing.T) 
 	time.Sleep(60 * time.Millisecond)
 	requireNotDone(t, l)
 	f.clk.advance(2 * time.Minute)
-	requireDone(t, l, 5*time.Second, KindExpired)
+	requireDone(t, l, KindExpired)
 }
 
 func TestKeepAliveReportsAClockThatStaysBehindItsHighWaterMark(t *testing.T) {
@@ -151,7 +152,7 @@ func TestKeepAliveReportsAClockThatStaysBehindItsHighWaterMark(t *testing.T) {
 	f.clk.set(t0 - time.Hour.Microseconds())
 	// Renewals fail as clock_regressed, are retried while the claim may
 	// still hold, and then reported.
-	requireDone(t, l, 5*time.Second, KindClockRegressed)
+	requireDone(t, l, KindClockRegressed)
 }
 
 // flakyBackend fails the next fails write transactions as busy (at BEGIN).
@@ -225,7 +226,7 @@ func TestKeepAliveGivesUpOnceTheExpiryPassesWhileRenewalsFail(t *testing.T) {
 	f.a.b = flaky
 	flaky.fails.Store(1 << 40)
 	require.NoError(t, l.KeepAlive(d))
-	requireDone(t, l, 5*time.Second, KindExpired)
+	requireDone(t, l, KindExpired)
 	require.ErrorIs(t, l.Err(), ErrBusy, "the report carries the last failure")
 }
 
@@ -238,7 +239,7 @@ func TestClosingTheAuthorityStopsEveryKeepAlive(t *testing.T) {
 	}
 	require.NoError(t, f.a.Close())
 	for _, l := range []*Lease{a, b} {
-		requireDone(t, l, time.Second, KindClosed)
+		requireDone(t, l, KindClosed)
 	}
 	require.Empty(t, f.a.keepers)
 	requireKind(t, a.KeepAlive(time.Second), KindClosed)
@@ -262,7 +263,7 @@ func TestKeepAliveRejectsBadDurationsAndLeasesThatAreNotActive(t *testing.T) {
 	require.NoError(t, err)
 	requireKind(t, pending.KeepAlive(time.Minute), KindClosed)
 	e.Abort()
-	requireDone(t, pending, time.Second, KindClosed)
+	requireDone(t, pending, KindClosed)
 	require.NoError(t, l.Release())
 	requireKind(t, l.KeepAlive(time.Minute), KindClosed)
 }
@@ -293,7 +294,7 @@ func TestCheckAsksTheStoreWithoutWritingAndReportsTheVerdict(t *testing.T) {
 
 	require.NoError(t, f.a.Cancel("p", ids[1]))
 	requireKind(t, cancelled.Check(ctx), KindCancelled)
-	requireDone(t, cancelled, time.Second, KindCancelled)
+	requireDone(t, cancelled, KindCancelled)
 
 	// A clock behind the mark: clock_regressed, first, and not a verdict.
 	f.clk.set(t0 - time.Second.Microseconds())
@@ -303,7 +304,7 @@ func TestCheckAsksTheStoreWithoutWritingAndReportsTheVerdict(t *testing.T) {
 
 	f.clk.advance(2 * time.Minute)
 	requireKind(t, expiring.Check(ctx), KindExpired)
-	requireDone(t, expiring, time.Second, KindExpired)
+	requireDone(t, expiring, KindExpired)
 	taker := f.claim("other", time.Minute) // the expired claim's job, claimed again
 	require.Equal(t, ids[0], taker.JobID())
 	requireKind(t, held.Check(ctx), KindLeaseLost)
@@ -323,10 +324,10 @@ func TestDoneReportsWhatOperationsLearnWithoutAKeepAlive(t *testing.T) {
 	requireNotDone(t, l) // a renewal that would not extend says nothing about the claim
 	require.NoError(t, f.a.Cancel("p", ids[0]))
 	requireKind(t, l.Renew(time.Hour), KindCancelled)
-	requireDone(t, l, time.Second, KindCancelled)
+	requireDone(t, l, KindCancelled)
 
 	m := f.claim("w", time.Minute)
 	require.NoError(t, f.a.Close())
 	requireKind(t, m.Renew(time.Hour), KindClosed)
-	requireDone(t, m, time.Second, KindClosed)
+	requireDone(t, m, KindClosed)
 }

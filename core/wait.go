@@ -229,7 +229,7 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 		if look { // else nothing happened since the last look found nothing
 			found, err := a.look(ctx, p.ID, w)
 			if err != nil {
-				return nil, err
+				return nil, a.closedOr(err)
 			}
 			if found {
 				l, err := a.claimOne(ctx, production, "", worker, d)
@@ -244,7 +244,7 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 				// Another claimer took it first: wait again.
 				wakeIn, err := a.untilNextWake(ctx, p.ID)
 				if err != nil {
-					return nil, err
+					return nil, a.closedOr(err)
 				}
 				if wakeIn > 0 {
 					w.WakeIn(wakeIn)
@@ -265,6 +265,16 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 			return nil, errf(KindClosed, "authority is closed")
 		}
 	}
+}
+
+// closedOr is err of a waiter's read, or closed when the authority was
+// closed under it: the read then failed on a store Close had shut (a race a
+// slow host makes likely), and the wait ended because of the close.
+func (a *Authority) closedOr(err error) error {
+	if a.closed.Load() {
+		return errf(KindClosed, "authority is closed")
+	}
+	return err
 }
 
 // look reads, without writing, whether production has a claimable job now on

@@ -37,10 +37,12 @@ func TestEveryWritePathWaitsItsTurnInTheWriterQueue(t *testing.T) {
 	}{
 		{"claim, with promotion and a lapse", func() func() error {
 			f.request(1)
-			claim(20 * time.Millisecond) // lapses: the claim below ends it
+			// Lapses: the claim below ends it. 200 ms, so that it commits
+			// within its duration on a loaded host too.
+			claim(200 * time.Millisecond)
 			_, err := b.RequestJobWith("p", "", nil, RequestOptions{Delay: time.Millisecond})
 			require.NoError(t, err)
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond)
 			return func() error { _, err := b.Claim("p", "w", time.Minute); return err }
 		}},
 		{"waiting claim", func() func() error {

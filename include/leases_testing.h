@@ -23,6 +23,12 @@ leases_status leases_testing_set_clock(leases_authority *authority, int64_t now_
  * commits, so two samples model a jump between them. */
 leases_status leases_testing_set_clock_sequence(leases_authority *authority,
                                                 const int64_t *samples_unix_us, size_t count);
+/* Sets how often the authority's waiting claims look though nothing woke them
+ * (poll_us > 0; the default is 1 s on PostgreSQL, 10 s on SQLite), for the
+ * waits that start after it: tests make it an hour, so that a waiter woken
+ * within seconds was woken by the change under test, never by the poll,
+ * however slow the machine. Call it before anyone waits on the authority. */
+leases_status leases_testing_set_safety_poll(leases_authority *authority, int64_t poll_us);
 /* leases_authority_open with a writer-lock busy timeout (> 0, microseconds,
  * used at millisecond resolution) instead of the default 10 s. path is a
  * location as for leases_authority_open (a SQLite path or a postgres:// URL;

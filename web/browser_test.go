@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -167,10 +168,13 @@ func textOf(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // waitFor polls a JavaScript predicate on the open page (never reloading
-// it). An evaluation that fails because the page is navigating counts as
-// false: the next one runs in the new document.
-func waitFor(t *testing.T, ctx context.Context, predicate string, within time.Duration) {
+// it), which must come to hold eventually: it fails only after
+// testwait.EventuallyBound, which a loaded or stalled CI host does not reach.
+// An evaluation that fails because the page is navigating counts as false:
+// the next one runs in the new document.
+func waitFor(t *testing.T, ctx context.Context, predicate string) {
 	t.Helper()
+	within := testwait.EventuallyBound
 	deadline := time.Now().Add(within)
 	var last error
 	for time.Now().Before(deadline) {
@@ -191,7 +195,7 @@ func clickAndLoad(t *testing.T, ctx context.Context, sel string) {
 	// Clicked from inside the page, in one task: a live update may swap
 	// the element between a protocol-level query and its click.
 	run(t, ctx, chromedp.Evaluate[chromedp.Void](`window.__leaving = true; document.querySelector(`+strconv.Quote(sel)+`).click()`))
-	waitFor(t, ctx, `window.__leaving === undefined && document.readyState === "complete"`, 20*time.Second)
+	waitFor(t, ctx, `window.__leaving === undefined && document.readyState === "complete"`)
 }
 
 // demo fills a store the way a small farm looks mid-run: two productions,
@@ -312,7 +316,7 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			// A mark on this document: a reload would lose it.
 			run(t, ctx, chromedp.Evaluate[chromedp.Void](`window.__sameDocument = true`))
 			complete()
-			waitFor(t, ctx, `document.getElementById("job-state").textContent === "completed"`, 20*time.Second)
+			waitFor(t, ctx, `document.getElementById("job-state").textContent === "completed"`)
 			require.True(t, run(t, ctx, chromedp.Evaluate[bool](`window.__sameDocument === true`)), "the page was reloaded")
 			require.Contains(t, textOf(t, ctx, "#metadata"), "240")
 			screenshot(t, ctx, "live-"+store)
@@ -328,11 +332,11 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			require.Equal(t, newest, run(t, ctx, chromedp.Evaluate[string](`document.querySelector("tr.event").dataset.seq`)),
 				"the page updated while paused")
 			do(t, ctx, chromedp.Click("#pause"))
-			waitFor(t, ctx, `document.querySelector("tr.event").textContent.includes("`+id+`")`, 20*time.Second)
+			waitFor(t, ctx, `document.querySelector("tr.event").textContent.includes("`+id+`")`)
 			require.Contains(t, textOf(t, ctx, "#live-status"), "live")
 			// Paused stays paused across pages of this tab, then resumes.
 			do(t, ctx, chromedp.Click("#pause"), chromedp.Navigate(st.srv.URL+"/"), chromedp.WaitVisible("#pause"))
-			waitFor(t, ctx, `document.getElementById("live-status").textContent !== ""`, 10*time.Second)
+			waitFor(t, ctx, `document.getElementById("live-status").textContent !== ""`)
 			require.Equal(t, "paused", textOf(t, ctx, "#live-status"))
 			do(t, ctx, chromedp.Click("#pause"))
 		})
@@ -407,7 +411,7 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			// The watch must see an injection, or its silence proves nothing.
 			run(t, ctx, chromedp.Evaluate[chromedp.Void](`document.body.insertAdjacentHTML("beforeend",
 			  '<img src="/nope" onerror="window.__pwned=1">')`))
-			waitFor(t, ctx, `window.__csp.length > 0`, 10*time.Second)
+			waitFor(t, ctx, `window.__csp.length > 0`)
 			require.Equal(t, "undefined", run(t, ctx, chromedp.Evaluate[string](`typeof window.__pwned`)))
 		})
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/internal/testwait"
 )
 
 var (
@@ -420,10 +421,18 @@ func listDir(t *testing.T, dir string) []string {
 	return names
 }
 
-// waitFor polls until cond holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+// promptly bounds what must happen at once (a wait ended by a signal, a
+// cancel seen): it takes milliseconds, and seconds leave room for a loaded or
+// stalled CI host while staying far below the minute-long waits and claims
+// the tests would otherwise sit through.
+const promptly = 10 * time.Second
+
+// waitFor polls until cond holds, which must come to pass eventually: it
+// fails only after testwait.EventuallyBound, which a loaded or stalled CI host
+// does not reach.
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(testwait.EventuallyBound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

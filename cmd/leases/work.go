@@ -115,6 +115,7 @@ func runWork(cc *cmdContext) error {
 	finished := make(chan struct{})
 	defer close(finished)
 	go w.onSignals(sigs, finished, stopNow)
+	pausePoint("work-listening") // a test's signal from here on is handled
 
 	err = worker.Run(runCtx, a, worker.Config{
 		Production: *prod, Worker: *workerName, Duration: dur.d, Concurrency: *concurrency,

@@ -114,7 +114,7 @@ func (e *env) started(id string) bool { return exists(filepath.Join(e.dir, "star
 func (e *env) pids(id string) []int {
 	e.t.Helper()
 	var out []int
-	waitFor(e.t, "the program to record its pids", 10*time.Second, func() bool {
+	waitFor(e.t, "the program to record its pids", func() bool {
 		b, err := os.ReadFile(filepath.Join(e.dir, "pids."+id))
 		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
 			return false
@@ -133,7 +133,7 @@ func (e *env) pids(id string) []int {
 // zombie until its new parent reaps it).
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("the processes %v of a stopped program to die", pids), 5*time.Second, func() bool {
+	waitFor(t, fmt.Sprintf("the processes %v of a stopped program to die", pids), func() bool {
 		for _, pid := range pids {
 			if pidAlive(pid) {
 				return false
@@ -242,12 +242,13 @@ func TestWorkWaitsForAJobRequestedAfterItStarted(t *testing.T) {
 	onBothStores(t, func(t *testing.T, e *env) {
 		e.must("production", "create", prod)
 		p := e.startProc(opts{}, append(workArgs("--max-jobs", "1"), e.script()...)...)
-		time.Sleep(300 * time.Millisecond) // let it start waiting
+		time.Sleep(300 * time.Millisecond) // let it start waiting (a request before that is claimed too)
 		requested := time.Now()
 		id := strings.TrimSpace(e.must("job", "request", "--production", prod).stdout)
-		r := p.wait(30 * time.Second)
+		r := p.wait(60 * time.Second)
 		wantExit(t, r, 0, "1 completed")
-		if took := time.Since(requested); took > 10*time.Second {
+		// Seconds for a stalled host; the claims wait a minute each.
+		if took := time.Since(requested); took > 30*time.Second {
 			t.Fatalf("the waiting worker took %v to run a new job", took)
 		}
 		wantStates(t, e, map[string]string{id: "completed"})
@@ -262,14 +263,14 @@ func TestASignalDrainsWorkLettingTheRunningProgramFinishAndClaimingNothingMore(t
 			onBothStores(t, func(t *testing.T, e *env) {
 				ids := e.requestPayloads("gate", "next", "next")
 				p := e.startProc(opts{}, append(workArgs("--output-dir", e.outDir()), e.script()...)...)
-				waitFor(t, "the first program to start", 20*time.Second, func() bool { return e.started(ids[0]) })
+				waitFor(t, "the first program to start", func() bool { return e.started(ids[0]) })
 				p.signal(sig)
-				waitFor(t, "the worker to report the drain", 10*time.Second, func() bool {
+				waitFor(t, "the worker to report the drain", func() bool {
 					return strings.Contains(p.errb.String(), "draining")
 				})
 				time.Sleep(200 * time.Millisecond) // a worker that went on claiming would claim now
 				os.WriteFile(filepath.Join(e.dir, "gate"), nil, 0o600)
-				r := p.wait(30 * time.Second)
+				r := p.wait(60 * time.Second)
 				wantExit(t, r, 0, "draining", "work stopped: 1 completed, 0 failed, 0 given back, 0 lost")
 				wantStates(t, e, map[string]string{ids[0]: "completed", ids[1]: "requested", ids[2]: "requested"})
 				for _, id := range ids[1:] {
@@ -292,14 +293,25 @@ func TestASignalEndsAnIdleWorkersWaitAtOnce(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			onBothStores(t, func(t *testing.T, e *env) {
 				e.must("production", "create", prod)
-				p := e.startProc(opts{}, append(workArgs("--concurrency", "4"), e.script()...)...)
+				pauses := t.TempDir()
+				p := e.startProc(opts{env: []string{"LEASES_TEST_PAUSE=work-listening", "LEASES_TEST_PAUSE_DIR=" + pauses}},
+					append(workArgs("--concurrency", "4"), e.script()...)...)
+				// A signal before the worker listens would kill it: wait
+				// until it listens, then give it time to start waiting (a
+				// signal before that drains it all the same).
+				waitFor(t, "the worker to listen for signals", func() bool { return exists(filepath.Join(pauses, "work-listening.paused")) })
+				if err := os.WriteFile(filepath.Join(pauses, "work-listening.resume"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
 				time.Sleep(500 * time.Millisecond) // into the wait
 				p.signal(sig)
 				signalled := time.Now()
-				r := p.wait(10 * time.Second)
+				r := p.wait(60 * time.Second)
 				took := time.Since(signalled)
 				wantExit(t, r, 0, "draining", "work stopped: 0 completed")
-				if took > time.Second {
+				// It takes milliseconds; seconds leave room for a stalled host,
+				// and are nothing like the minute each waiting claim lasts.
+				if took > promptly {
 					t.Fatalf("the idle worker took %v to stop after %v", took, sig)
 				}
 				t.Logf("stopped %v after %v", took, sig)
@@ -318,7 +330,7 @@ func TestTheDrainTimeoutStopsRunningProgramsAndReleasesTheirJobs(t *testing.T) {
 		pids := append(e.pids(ids[0]), e.pids(ids[1])...)
 		p.signal(syscall.SIGTERM)
 		signalled := time.Now()
-		r := p.wait(30 * time.Second)
+		r := p.wait(60 * time.Second)
 		wantExit(t, r, 0, "stopped at the drain timeout", "0 completed, 0 failed, 2 given back, 0 lost")
 		if took := time.Since(signalled); took < 300*time.Millisecond {
 			t.Fatalf("the worker stopped %v after the signal, before the drain timeout", took)
@@ -338,11 +350,11 @@ func TestASecondSignalStopsTheRunningProgramsAndGivesTheirJobsBack(t *testing.T)
 		p := e.startProc(opts{}, append(workArgs(), e.script()...)...)
 		pids := e.pids(ids[0])
 		p.signal(syscall.SIGINT)
-		waitFor(t, "the worker to report the drain", 10*time.Second, func() bool {
+		waitFor(t, "the worker to report the drain", func() bool {
 			return strings.Contains(p.errb.String(), "draining")
 		})
 		p.signal(syscall.SIGINT)
-		r := p.wait(10 * time.Second)
+		r := p.wait(60 * time.Second)
 		wantExit(t, r, 0, "stopped by a second signal", "1 given back")
 		waitGone(t, pids)
 		wantStates(t, e, map[string]string{ids[0]: "requested"})
@@ -356,16 +368,19 @@ func TestACoordinatorsCancelStopsTheRunningProgram(t *testing.T) {
 	onBothStores(t, func(t *testing.T, e *env) {
 		ids := e.requestPayloads("hang", "after")
 		out := e.outDir()
-		p := e.startProc(opts{}, append([]string{"work", "--production", prod, "--worker", "w-work", "--duration", "1500ms",
+		// 3 s: the next job's claim, kept alive every second, survives a
+		// host stalled for over a second.
+		p := e.startProc(opts{}, append([]string{"work", "--production", prod, "--worker", "w-work", "--duration", "3s",
 			"--output-dir", out, "--exit-when-empty"}, e.script()...)...)
 		pids := e.pids(ids[0])
 		e.must("cancel", "--production", prod, "--job", ids[0])
 		cancelled := time.Now()
 		waitGone(t, pids)
-		if took := time.Since(cancelled); took > 5*time.Second {
-			t.Fatalf("the cancel reached the program after %v (one renewal interval is 500ms)", took)
+		// One renewal interval (1 s), with seconds to spare for a stalled host.
+		if took := time.Since(cancelled); took > 1*time.Second+promptly {
+			t.Fatalf("the cancel reached the program after %v (one renewal interval is 1s)", took)
 		}
-		r := p.wait(30 * time.Second)
+		r := p.wait(60 * time.Second)
 		wantExit(t, r, 0, "was lost", "cancelled", "1 completed, 0 failed, 0 given back, 1 lost")
 		wantStates(t, e, map[string]string{ids[0]: "cancelled", ids[1]: "completed"})
 		if f := e.facts(ids[0]); len(f.Outputs) != 0 {
@@ -431,9 +446,10 @@ func TestClaimWaitTakesAJobRequestedWhileItWaits(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		requested := time.Now()
 		id := strings.TrimSpace(e.must("job", "request", "--production", prod).stdout)
-		r := p.wait(30 * time.Second)
+		r := p.wait(60 * time.Second)
 		wantExit(t, r, 0)
-		if took := time.Since(requested); took > 10*time.Second {
+		// Seconds for a stalled host; the claim waits a minute.
+		if took := time.Since(requested); took > 30*time.Second {
 			t.Fatalf("the waiting claim took %v", took)
 		}
 		e.register(tok)
@@ -471,12 +487,12 @@ func TestASignalEndsAWaitingClaimClaimingNothing(t *testing.T) {
 				e.must("production", "create", prod)
 				tok := filepath.Join(e.dir, "t")
 				p := e.startProc(opts{}, "claim", "--production", prod, "--worker", "w", "--duration", "1m", "--token-out", tok, "--wait", "1m")
-				waitFor(t, "the token file to be reserved", 10*time.Second, func() bool { return exists(tok) })
+				waitFor(t, "the token file to be reserved", func() bool { return exists(tok) })
 				time.Sleep(500 * time.Millisecond) // into the wait
 				p.signal(sig)
 				signalled := time.Now()
-				r := p.wait(10 * time.Second)
-				if took := time.Since(signalled); took > 2*time.Second {
+				r := p.wait(60 * time.Second)
+				if took := time.Since(signalled); took > promptly {
 					t.Fatalf("the wait ended %v after the signal", took)
 				}
 				ws := p.cmd.ProcessState.Sys().(syscall.WaitStatus)

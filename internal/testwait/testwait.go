@@ -20,10 +20,16 @@ func Receive[T any](t testing.TB, c <-chan T, d time.Duration, what string) T {
 	return zero
 }
 
-// Eventually waits until cond holds, failing t after ten seconds.
+// EventuallyBound is how long Eventually waits: something that must happen
+// eventually takes milliseconds, but a loaded or stalled CI host can hold
+// a test up for seconds, and a bound that is hit on a slow day is a flaky
+// test, not a caught bug.
+const EventuallyBound = 60 * time.Second
+
+// Eventually waits until cond holds, failing t after EventuallyBound.
 func Eventually(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(EventuallyBound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("the condition never held")

@@ -245,7 +245,9 @@ static void test_open_busy_timeout_bounds_a_row_lock_wait_on_postgres(void) {
 	int64_t t0 = wall_us();
 	CHECK_ST(leases_claim_job(b, "p", j, "waiter", 30 * SEC, &l), LEASES_BUSY);
 	int64_t waited = wall_us() - t0;
-	CHECK(waited >= 150000 && waited < 5 * SEC);
+	/* After this handle's 300 ms, well before the default 10 s; the upper
+	 * bound leaves seconds for a stalled CI host. */
+	CHECK(waited >= 150000 && waited < 9 * SEC);
 	CHECK(l == NULL);
 	leases_edit_abort(e);
 	leases_lease_free(held);
@@ -387,7 +389,11 @@ static void test_a_waiting_claim_takes_a_job_another_handle_requests_on_postgres
 	struct timespec t0 = mono_now();
 	leases_lease *l = NULL;
 	CHECK_OK(leases_claim_wait(a, "p", "w", 30 * SEC, 60 * SEC, NULL, &l));
-	CHECK(seconds_since(t0) < 5.0);
+	/* Within the wait, with seconds to spare for a stalled CI host. The
+	 * release library keeps PostgreSQL's 1 s safety poll, so this cannot
+	 * tell the notice from the poll: core's
+	 * TestACommitThroughAnotherHandleWakesAWaiter does, with an hour's poll. */
+	CHECK(seconds_since(t0) < 30.0);
 	CHECK(pthread_join(t, NULL) == 0);
 	char *id = NULL;
 	CHECK_OK(leases_lease_job_id(l, &id));

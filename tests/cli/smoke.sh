@@ -69,7 +69,8 @@ LEASES_TEST_WORK_TOKENS=$work/hook "$leases" work --production batch --worker sm
   -- sh -c 'touch "$0/started"; while [ ! -e "$0/go" ]; do sleep 0.02; done; tr a-z A-Z > "$LEASES_OUTPUT"' "$work" \
   >>"$log" 2>"$work/work.err" &
 pid=$!
-until_true() { for _ in $(seq 500); do eval "$1" && return 0; sleep 0.02; done; fail "timed out: $1: $(cat "$work/work.err")"; }
+# What must happen eventually gets 60 s: a loaded or stalled CI host can take seconds.
+until_true() { for _ in $(seq 3000); do eval "$1" && return 0; sleep 0.02; done; fail "timed out: $1: $(cat "$work/work.err")"; }
 until_true '[ -e "$work/started" ]'
 kill -TERM "$pid"
 until_true 'grep -q draining "$work/work.err"'

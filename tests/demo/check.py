@@ -40,7 +40,8 @@ expect(k["claim_expired_events"] == 1 and k["state"] == "completed" and k["worke
        and k["attempts"] >= 2, "the killed worker's claim expired and another worker completed the job")
 expect(summary["cancelled"]["state"] == "cancelled", "the coordinator's job is cancelled")
 r = summary["cancelled_running"]
-expect(r["held_before_cancel"] and r["reached"] and r["state"] == "cancelled" and r["latency_s"] < 5,
+# Within one renewal interval (1 s); the bound leaves seconds for a stalled CI host.
+expect(r["held_before_cancel"] and r["reached"] and r["state"] == "cancelled" and r["latency_s"] < 30,
        "a coordinator's cancel reached a running, kept-alive Python worker")
 d = summary.get("cli_drain", {})
 expect(d.get("exit") == 0 and d.get("given_back") == 0 and "SIGTERM to cli-1" in output,
@@ -58,7 +59,9 @@ expect(re.search(r"status page: http://127\.0\.0\.1:\d+/ ", output) is not None,
 expect(summary.get("status_page_stopped") is True, "the status page stopped with the demo")
 for needle in ("claim_expired", "== summary ==", "== event log"):
     expect(needle in output, f"the output shows {needle!r}")
-expect(summary["elapsed_s"] < 60, f"the quick demo finished in under a minute ({summary['elapsed_s']}s)")
+# Not a speed check (make bench measures speed): a demo that hangs or crawls.
+# It takes well under a minute; a loaded or stalled CI host may take longer.
+expect(summary["elapsed_s"] < 300, f"the quick demo finished in under five minutes ({summary['elapsed_s']}s)")
 
 if failures:
     print(f"test-demo: {len(failures)} check(s) failed", file=sys.stderr)

@@ -16,6 +16,7 @@ import (
 
 	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -189,8 +190,10 @@ func TestHostileFilesGetAClearErrorAndLoseNothing(t *testing.T) {
 		db := filepath.Join(dir, "wal.db")
 		seedJobs(t, db, 5)
 		r := startWorker(t, dir, db, "walw", 1, time.Minute)
-		time.Sleep(300 * time.Millisecond)
-		r.kill() // leaves a WAL behind
+		// Killed once it has committed a few transitions (a loaded host may
+		// take seconds to start it), so that it leaves a WAL behind.
+		testwait.Eventually(t, func() bool { return len(readAcks(t, r.log)) >= 5 })
+		r.kill()
 		acks := readAcks(t, r.log)
 		wal, err := os.Stat(db + "-wal")
 		require.NoError(t, err)

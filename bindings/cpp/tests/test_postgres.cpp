@@ -203,7 +203,7 @@ TEST_F(Postgres, PagesRecordsAndOpenOptionsWorkOnPostgres) {
     EXPECT_THROW((void)leases::Authority::open(url, o), leases::InvalidArgumentError);
     o = LEASES_OPEN_OPTIONS_INIT;
     o.flags = LEASES_OPEN_MUST_EXIST;
-    o.busy_timeout_us = 1000000;
+    o.busy_timeout_us = 30000000;  // not the default, and no bound a loaded host's connect could pass
     leases::Authority again = leases::Authority::open(url, o);
     EXPECT_EQ(again.jobs("p").size(), 2u);
     const std::string empty_schema = unique_schema();
@@ -260,9 +260,10 @@ TEST_F(Postgres, ACoordinatorsCancelOnAnotherHandleReachesAKeptAliveLease) {
 
 TEST_F(Postgres, KeepAliveHoldsALeaseForManyOfItsDurations) {
     (void)a().request_job("p");
-    leases::Lease l = *a().claim("p", "w", 1s);
-    l.keep_alive(1s);
-    std::this_thread::sleep_for(3s);
+    // Renewed every third of 2 s: a host stalled for over a second keeps it.
+    leases::Lease l = *a().claim("p", "w", 2s);
+    l.keep_alive(2s);
+    std::this_thread::sleep_for(6s);
     EXPECT_TRUE(l.check().held());
     l.complete();
 }

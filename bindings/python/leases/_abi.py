@@ -188,6 +188,7 @@ SIGNATURES: Dict[str, Signature] = {
 TESTING_SIGNATURES: Dict[str, Signature] = {
     "leases_testing_set_clock": (c_status, [AuthorityPtr, ctypes.c_int64]),
     "leases_testing_set_clock_sequence": (c_status, [AuthorityPtr, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]),
+    "leases_testing_set_safety_poll": (c_status, [AuthorityPtr, ctypes.c_int64]),
     "leases_testing_open": (c_status, [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(AuthorityPtr)]),
     "leases_testing_pragma": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_testing_panic": (c_status, []),

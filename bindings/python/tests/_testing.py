@@ -35,6 +35,12 @@ def set_clock(auth: Authority, when: Union[datetime, None]) -> None:
     _ffi.call(_ffi.lib.leases_testing_set_clock, auth._handle(), us)
 
 
+def set_safety_poll(auth: Authority, poll: timedelta) -> None:
+    """How often the authority's waiters look though nothing woke them (the
+    default is 1 s on PostgreSQL, 10 s on SQLite); call it before waiting."""
+    _ffi.call(_ffi.lib.leases_testing_set_safety_poll, auth._handle(), poll // timedelta(microseconds=1))
+
+
 def open_with_busy_timeout(path: str, timeout: timedelta) -> Authority:
     out = _ffi.AuthorityPtr()
     us = timeout // timedelta(microseconds=1)

@@ -145,8 +145,10 @@ def test_completing_a_cancelled_job_raises_Cancelled(
 
 
 def test_completing_after_the_expiry_raises_Expired(auth: leases.Authority, job_id: str) -> None:
-    lease = auth.claim_job(PRODUCTION, job_id, worker="w", duration=timedelta(milliseconds=20))
-    time.sleep(0.05)
+    # Real time: the claim must commit within its duration, on a loaded host
+    # too (a claim born expired is refused).
+    lease = auth.claim_job(PRODUCTION, job_id, worker="w", duration=timedelta(milliseconds=500))
+    time.sleep(0.6)
     with pytest.raises(leases.ExpiredError):
         lease.complete()
 
@@ -154,8 +156,8 @@ def test_completing_after_the_expiry_raises_Expired(auth: leases.Authority, job_
 def test_a_lease_whose_job_was_claimed_again_raises_LeaseLost(
     auth: leases.Authority, job_id: str
 ) -> None:
-    old = auth.claim_job(PRODUCTION, job_id, worker="w1", duration=timedelta(milliseconds=20))
-    time.sleep(1.3)  # past the expiry and the default policy's first backoff (at most 1.2 s)
+    old = auth.claim_job(PRODUCTION, job_id, worker="w1", duration=timedelta(milliseconds=500))
+    time.sleep(1.8)  # past the expiry and the default policy's first backoff (at most 1.2 s)
     auth.claim_job(PRODUCTION, job_id, worker="w2", duration=SECONDS_30)
     with pytest.raises(leases.LeaseLostError):
         old.renew(SECONDS_30)

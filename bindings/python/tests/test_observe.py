@@ -197,7 +197,8 @@ def test_open_options_on_postgres_refuse_synchronous() -> None:
             leases.Authority(schema.url, must_exist=True)
         with pytest.raises(leases.InvalidArgumentError, match="synchronous"):
             leases.Authority(schema.url, synchronous="FULL")
-        with leases.Authority(schema.url, busy_timeout=timedelta(seconds=1)) as a:
+        # Not the default (10 s), and no bound a loaded host's connect could pass.
+        with leases.Authority(schema.url, busy_timeout=timedelta(seconds=30)) as a:
             a.create_production(PRODUCTION)
         with leases.Authority(schema.url, must_exist=True) as a:
             assert a.jobs(PRODUCTION) == []

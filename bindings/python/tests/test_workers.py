@@ -27,6 +27,26 @@ from conftest import PRODUCTION, SECONDS_30, T0
 HERE = Path(__file__).resolve().parent
 MS_100 = timedelta(milliseconds=100)
 
+# How soon something that must happen promptly (a wait ended by a signal, a
+# cancel, a stop or a close; a lost claim seen) must happen, in seconds. It
+# takes milliseconds; the bound is seconds so that a loaded or stalled CI host
+# does not fail it, and is still nothing like the hour the waits would last.
+PROMPT = 10.0
+# How long something that must happen eventually is awaited.
+EVENTUALLY = 60.0
+
+
+def wake_bound(auth: leases.Authority) -> Optional[float]:
+    """How soon a waiter on auth must be woken by the change under test. The
+    test library's safety poll is made an hour long, so a generous bound
+    still proves the change woke it; the release library keeps its 1 s
+    (PostgreSQL) poll, where no time bound can tell the two apart (None:
+    only the wake is checked there)."""
+    if not _testing.has_seam():
+        return None
+    _testing.set_safety_poll(auth, timedelta(hours=1))
+    return 30.0
+
 
 @pytest.fixture
 def store(location: str) -> Iterator[leases.Authority]:
@@ -54,30 +74,31 @@ def kinds(auth: leases.Authority, job_id: str) -> List[str]:
 
 
 def test_a_waiting_claim_wakes_when_a_job_is_requested_meanwhile(store: leases.Authority) -> None:
+    bound = wake_bound(store)
     after(0.2, lambda: store.request_job(PRODUCTION, payload=b"late"))
     start = time.monotonic()
     lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(minutes=5))
     took = time.monotonic() - start
     assert lease is not None and lease.payload == b"late"
-    # Woken by the request's commit, well before any safety poll (1 s on
-    # PostgreSQL, 10 s on SQLite).
-    assert took < 0.9, f"the waiter held the lease {took:.3f} s after it started"
+    # Woken by the request's commit, well before the (hour-long) safety poll.
+    assert bound is None or took < bound, f"the waiter held the lease {took:.3f} s after it started"
 
 
 def test_a_waiting_claim_wakes_for_a_request_through_another_handle(location: str, store: leases.Authority) -> None:
+    bound = wake_bound(store)
     with leases.Authority(location) as other:
         after(0.2, lambda: other.request_job(PRODUCTION))
         start = time.monotonic()
         lease = store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(minutes=5))
     assert lease is not None
-    assert time.monotonic() - start < 0.9 + 0.2
+    assert bound is None or time.monotonic() - start < bound
 
 
 def test_a_waiting_claim_returns_none_once_its_bound_passes(store: leases.Authority) -> None:
     start = time.monotonic()
     assert store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(milliseconds=350)) is None
     took = time.monotonic() - start
-    assert 0.3 <= took < 5, took
+    assert 0.3 <= took < EVENTUALLY, took
     assert store.events(PRODUCTION) == [] or all(e.kind != "claimed" for e in store.events(PRODUCTION))
 
 
@@ -95,7 +116,7 @@ def test_a_canceller_from_another_thread_ends_a_wait_at_once_with_interrupted_er
             store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(hours=1), canceller=canceller)
         took = time.monotonic() - start
         assert isinstance(e.value, leases.LeasesError) and e.value.status == 19
-        assert took < 0.2 + 0.2, f"the wait ended {took - 0.2:.3f} s after the cancel"
+        assert took < 0.2 + PROMPT, f"the wait ended {took - 0.2:.3f} s after the cancel"
         assert canceller.cancelled
         # It stays cancelled: a later wait ends at once, and nothing is claimed.
         store.request_job(PRODUCTION)
@@ -119,7 +140,7 @@ def test_closing_the_authority_ends_a_wait_in_another_thread_with_closed_error(l
     waiter.start()
     time.sleep(0.3)
     auth.close()
-    waiter.join(5)
+    waiter.join(EVENTUALLY)
     assert not waiter.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], leases.ClosedError), errors
 
@@ -148,11 +169,13 @@ def test_other_threads_run_while_a_claim_waits(store: leases.Authority) -> None:
     ticker = threading.Thread(target=tick)
     ticker.start()
     try:
-        store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(milliseconds=500))
+        store.claim(PRODUCTION, worker="w", duration=SECONDS_30, wait=timedelta(seconds=1))
     finally:
         stop.set()
         ticker.join()
-    assert ticks[0] >= 10, f"another thread ran {ticks[0]} times in 0.5 s of waiting"
+    # A ticker that may run ticks ~100 times a second; a held GIL would let
+    # it tick once or twice. Ten leaves room for a host ten times slower.
+    assert ticks[0] >= 10, f"another thread ran {ticks[0]} times in 1 s of waiting"
 
 
 def spawn(location: str, *args: str) -> "subprocess.Popen[str]":
@@ -176,16 +199,17 @@ def read_line(p: "subprocess.Popen[str]", prefix: str) -> str:
     return line.strip()
 
 
-def test_ctrl_c_raises_keyboard_interrupt_within_200ms_during_a_wait(store: leases.Authority, location: str) -> None:
+def test_ctrl_c_raises_keyboard_interrupt_promptly_during_a_wait(store: leases.Authority, location: str) -> None:
     p = spawn(location, "w-wait", "wait")
     read_line(p, "waiting")
     time.sleep(0.5)  # well inside the hour-long wait
     sent = time.monotonic()
     p.send_signal(signal.SIGINT)
     line = read_line(p, "interrupted")
-    assert p.wait(30) == 0
+    assert p.wait(EVENTUALLY) == 0
+    # The 100 ms slices make it ~100 ms; the bound allows a stalled host.
     latency = float(line.split()[1]) - sent
-    assert latency < 0.2, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    assert latency < PROMPT, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
     store.request_job(PRODUCTION)
     assert states(store) == ["requested"]
 
@@ -195,11 +219,13 @@ def test_ctrl_c_raises_keyboard_interrupt_within_200ms_during_a_wait(store: leas
 
 def test_keep_alive_keeps_a_lease_held_for_many_times_its_duration(store: leases.Authority) -> None:
     job = store.request_job(PRODUCTION)
-    duration = timedelta(milliseconds=600)
+    # Real time: a host stalled for longer than a duration less an interval
+    # (1.8 s here) would lose the claim however well keep-alive works.
+    duration = timedelta(seconds=2)
     lease = store.claim(PRODUCTION, worker="w", duration=duration)
     assert lease is not None
-    with lease.keep_alive(interval=timedelta(milliseconds=150)):
-        time.sleep(6 * 0.6)
+    with lease.keep_alive(interval=timedelta(milliseconds=200)):
+        time.sleep(3 * 2)
         assert lease.check() is None and lease.lost is None
     lease.complete()
     assert states(store) == ["completed"]
@@ -211,7 +237,9 @@ def test_leaving_keep_alive_stops_the_renewals(store: leases.Authority) -> None:
     lease = store.claim(PRODUCTION, worker="w", duration=timedelta(seconds=1))
     assert lease is not None
     with lease.keep_alive(interval=timedelta(milliseconds=100)):
-        time.sleep(0.35)
+        until = time.monotonic() + EVENTUALLY
+        while kinds(store, job).count("renewed") < 1 and time.monotonic() < until:
+            time.sleep(0.05)
     renewed = kinds(store, job).count("renewed")
     assert renewed >= 1
     time.sleep(0.5)
@@ -239,10 +267,12 @@ def test_a_coordinators_cancel_reaches_a_kept_alive_lease_within_one_interval(st
     assert lease.lost is None
     store.cancel(PRODUCTION, job)
     start = time.monotonic()
-    why = lease.wait_lost(timedelta(seconds=10))
+    why = lease.wait_lost(timedelta(seconds=EVENTUALLY))
     took = time.monotonic() - start
     assert isinstance(why, leases.CancelledError) and isinstance(why, leases.NotHeldError), why
-    assert took < 0.2 + 0.5, f"the cancel reached the lease after {took:.3f} s"
+    # One 200 ms interval; the bound allows a stalled host, and is far below
+    # what a lease not kept alive would take to learn it (never).
+    assert took < 0.2 + PROMPT, f"the cancel reached the lease after {took:.3f} s"
     assert isinstance(lease.lost, leases.CancelledError)
     with pytest.raises(leases.CancelledError):
         lease.complete()
@@ -278,7 +308,7 @@ def test_wait_lost_returns_none_when_its_timeout_passes_and_a_canceller_ends_it(
     assert lease is not None
     start = time.monotonic()
     assert lease.wait_lost(timedelta(milliseconds=250)) is None
-    assert 0.2 <= time.monotonic() - start < 5
+    assert 0.2 <= time.monotonic() - start < EVENTUALLY
     with leases.Canceller() as c:
         after(0.1, c.cancel)
         with pytest.raises(leases.InterruptedError):
@@ -311,7 +341,7 @@ def test_keep_alive_reports_expiry_when_the_authoritys_clock_jumps_forward(auth:
     assert lease is not None
     lease.keep_alive(interval=timedelta(milliseconds=100))
     _testing.set_clock(auth, T0 + timedelta(minutes=1))
-    why = lease.wait_lost(timedelta(seconds=10))
+    why = lease.wait_lost(timedelta(seconds=EVENTUALLY))
     assert isinstance(why, leases.ExpiredError), why
 
 
@@ -321,10 +351,12 @@ def test_keep_alive_reports_expiry_when_the_authoritys_clock_jumps_forward(auth:
 def test_the_work_loop_keeps_each_job_alive_and_completes_what_the_body_leaves(store: leases.Authority) -> None:
     ids = [store.request_job(PRODUCTION, payload=str(i).encode()) for i in range(3)]
     seen = []
-    for lease in store.work(PRODUCTION, worker="loop", duration=timedelta(milliseconds=600), exit_when_empty=True):
+    # 2 s: a real-time claim kept alive every third of it survives a host
+    # stalled for a second.
+    for lease in store.work(PRODUCTION, worker="loop", duration=timedelta(seconds=2), exit_when_empty=True):
         seen.append(lease.payload)
         if lease.job_id == ids[0]:
-            time.sleep(1.5)  # longer than the claim's duration: kept alive
+            time.sleep(3.0)  # longer than the claim's duration: kept alive
             assert lease.lost is None
         if lease.job_id == ids[1]:
             lease.complete(metadata={"by": "body"})
@@ -355,7 +387,7 @@ def test_a_coordinators_cancel_reaches_the_body_of_the_work_loop(store: leases.A
     job = store.request_job(PRODUCTION)
     for lease in store.work(PRODUCTION, worker="loop", duration=timedelta(seconds=1), max_jobs=1):
         store.cancel(PRODUCTION, job)
-        assert isinstance(lease.wait_lost(timedelta(seconds=10)), leases.CancelledError)
+        assert isinstance(lease.wait_lost(timedelta(seconds=EVENTUALLY)), leases.CancelledError)
     assert states(store) == ["cancelled"]
 
 
@@ -364,7 +396,7 @@ def test_stop_from_another_thread_ends_a_waiting_work_loop_at_once(store: leases
     after(0.2, worker.stop)
     start = time.monotonic()
     assert list(worker) == []
-    assert time.monotonic() - start < 0.2 + 0.2
+    assert time.monotonic() - start < 0.2 + PROMPT
     assert worker.stopping
 
 
@@ -386,9 +418,9 @@ def test_a_work_loop_in_a_thread_drains_then_gives_the_job_back_after_the_drain_
 
     t = threading.Thread(target=run)
     t.start()
-    assert started.wait(10)
+    assert started.wait(EVENTUALLY)
     worker.stop()
-    t.join(10)
+    t.join(EVENTUALLY)
     assert not t.is_alive()
     assert worker.drain_timed_out
     assert len(outcome) == 1 and isinstance(outcome[0], leases.ClosedError), outcome
@@ -580,7 +612,7 @@ def test_signal_handling_needs_the_main_thread(store: leases.Authority) -> None:
 
     t = threading.Thread(target=run)
     t.start()
-    t.join(10)
+    t.join(EVENTUALLY)
     assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
 
 
@@ -590,6 +622,7 @@ def test_signal_handling_needs_the_main_thread(store: leases.Authority) -> None:
 def test_sigterm_mid_job_lets_the_job_finish_and_claims_nothing_more(store: leases.Authority, location: str) -> None:
     ids = [store.request_job(PRODUCTION) for _ in range(3)]
     p = spawn(location, "w-term", "work", "1.0")
+    read_line(p, "looping")
     started = read_line(p, "started").split()[1]
     assert started == ids[0]
     p.send_signal(signal.SIGTERM)
@@ -603,6 +636,7 @@ def test_sigterm_mid_job_lets_the_job_finish_and_claims_nothing_more(store: leas
 def test_sigterm_mid_job_past_the_drain_timeout_gives_the_job_back(store: leases.Authority, location: str) -> None:
     job = store.request_job(PRODUCTION)
     p = spawn(location, "w-drain", "work", "600", "0.3")
+    read_line(p, "looping")
     read_line(p, "started")
     sent = time.monotonic()
     p.send_signal(signal.SIGTERM)
@@ -610,16 +644,19 @@ def test_sigterm_mid_job_past_the_drain_timeout_gives_the_job_back(store: leases
     ended = float(out.split("ended ")[1].split()[0])
     assert p.returncode == 1, (out, err)
     assert "drain timeout passed" in err and job in err
-    assert 0.3 <= ended - sent < 0.3 + 1.0, ended - sent
+    # After the 0.3 s drain timeout, not the 600 s body: seconds for a
+    # stalled host.
+    assert 0.3 <= ended - sent < 0.3 + PROMPT, ended - sent
     assert states(store) == ["requested"]
     assert kinds(store, job)[-1] == "released"
     # Claimable again at once by another worker.
     assert store.claim(PRODUCTION, worker="next", duration=SECONDS_30) is not None
 
 
-def test_ctrl_c_while_the_work_loop_waits_ends_it_within_200ms(store: leases.Authority, location: str) -> None:
+def test_ctrl_c_while_the_work_loop_waits_ends_it_promptly(store: leases.Authority, location: str) -> None:
     p = spawn(location, "w-int", "work", "0")
-    time.sleep(1.0)  # the loop is waiting for a job
+    read_line(p, "looping")
+    time.sleep(0.5)  # the loop is waiting for a job
     sent = time.monotonic()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
@@ -627,8 +664,9 @@ def test_ctrl_c_while_the_work_loop_waits_ends_it_within_200ms(store: leases.Aut
     assert "drained 0" in out
     noticed = float(out.split("noticed ")[1].split()[0])
     ended = float(out.split("ended ")[1].split()[0])
-    assert noticed - sent < 0.2, f"the waiting loop noticed SIGINT after {noticed - sent:.3f} s"
-    assert ended - sent < 2, f"the loop ended {ended - sent:.3f} s after SIGINT"
+    # The 100 ms slices make it ~100 ms; the bounds allow a stalled host.
+    assert noticed - sent < PROMPT, f"the waiting loop noticed SIGINT after {noticed - sent:.3f} s"
+    assert ended - sent < PROMPT, f"the loop ended {ended - sent:.3f} s after SIGINT"
 
 
 def test_a_second_ctrl_c_gives_the_running_job_back_and_raises_keyboard_interrupt(
@@ -636,9 +674,11 @@ def test_a_second_ctrl_c_gives_the_running_job_back_and_raises_keyboard_interrup
 ) -> None:
     job = store.request_job(PRODUCTION)
     p = spawn(location, "w-int2", "work", "600")
+    read_line(p, "looping")
     read_line(p, "started")
     p.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    read_line(p, "noticed")
+    read_line(p, "stopping")  # the first is taken in: the next one is a second
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode != 0 and "KeyboardInterrupt" in err, (out, err)
@@ -649,11 +689,12 @@ def test_a_second_ctrl_c_gives_the_running_job_back_and_raises_keyboard_interrup
 def test_a_killed_worker_process_leaves_a_claim_that_expires(store: leases.Authority, location: str) -> None:
     job = store.request_job(PRODUCTION)
     p = spawn(location, "w-kill", "work", "600")
+    read_line(p, "looping")
     read_line(p, "started")
     p.kill()
     p.wait(30)
     # Nothing renews it any more: it expires within its 1 s duration, and a
     # waiting claim gets the job as soon as it does.
-    lease = store.claim(PRODUCTION, worker="next", duration=SECONDS_30, wait=timedelta(seconds=20))
+    lease = store.claim(PRODUCTION, worker="next", duration=SECONDS_30, wait=timedelta(seconds=EVENTUALLY))
     assert lease is not None and lease.job_id == job
     assert "claim_expired" in kinds(store, job)

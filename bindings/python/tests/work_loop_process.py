@@ -4,10 +4,12 @@ script by test_workers.py, killed with signals there).
     work_loop_process.py LOCATION PRODUCTION WORKER MODE [SECONDS] [DRAIN_SECONDS]
 
 MODE wait: one waiting claim of an hour; on Ctrl-C print "interrupted
-<monotonic time>" and exit 0. MODE work: the work loop; each job's body
+<monotonic time>" and exit 0. MODE work: "looping" as the work loop starts;
+the work loop; each job's body
 prints "started <job id>", sleeps SECONDS and completes the job; the loop
 ends on SIGTERM/SIGINT (drain timeout DRAIN_SECONDS, if given); "noticed
-<monotonic time>" is printed when a signal reaches the loop, "drained <jobs>"
+<monotonic time>" is printed when a signal reaches the loop, "stopping" once
+the loop has taken it in (a further signal is a second one), "drained <jobs>"
 when it ends, "ended <monotonic time>" on any exit.
 Nothing printed here is a secret.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 import time
 from datetime import timedelta
 
@@ -38,8 +41,10 @@ def main() -> int:
     drain = timedelta(seconds=float(sys.argv[6])) if len(sys.argv) > 6 else None
     with leases.Authority(location) as auth:
         if mode == "wait":
-            print("waiting", flush=True)
             try:
+                # Inside the try: a Ctrl-C however soon after this line is
+                # caught (a stalled host may deliver it before the wait).
+                print("waiting", flush=True)
                 auth.claim(production, worker=worker, duration=timedelta(minutes=1), wait=timedelta(hours=1))
             except KeyboardInterrupt:
                 print(f"interrupted {time.monotonic()}", flush=True)
@@ -50,8 +55,17 @@ def main() -> int:
         log.setLevel(logging.INFO)
         log.addHandler(Noticed())
         jobs = 0
+        loop = auth.work(production, worker=worker, duration=timedelta(seconds=1), drain_timeout=drain)
+
+        def report_stopping() -> None:
+            while not loop.stopping:
+                time.sleep(0.01)
+            print("stopping", flush=True)
+
+        threading.Thread(target=report_stopping, daemon=True).start()
         try:
-            for lease in auth.work(production, worker=worker, duration=timedelta(seconds=1), drain_timeout=drain):
+            print("looping", flush=True)
+            for lease in loop:
                 print(f"started {lease.job_id}", flush=True)
                 time.sleep(seconds)
                 lease.complete(metadata={"slept": seconds})

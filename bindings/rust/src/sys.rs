@@ -177,6 +177,7 @@ pub mod testing {
     extern "C" {
         pub fn leases_testing_set_clock(authority: *mut leases_authority, now_unix_us: i64) -> leases_status;
         pub fn leases_testing_set_clock_sequence(authority: *mut leases_authority, samples_unix_us: *const i64, count: usize) -> leases_status;
+        pub fn leases_testing_set_safety_poll(authority: *mut leases_authority, poll_us: i64) -> leases_status;
         pub fn leases_testing_open(path: *const c_char, busy_timeout_us: i64, out: *mut *mut leases_authority) -> leases_status;
         pub fn leases_testing_pragma(authority: *mut leases_authority, name: *const c_char, out_value: *mut *mut c_char) -> leases_status;
         pub fn leases_testing_panic() -> leases_status;

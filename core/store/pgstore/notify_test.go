@@ -24,7 +24,7 @@ func watch(t *testing.T, db *DB) <-chan string {
 
 func next(t *testing.T, c <-chan string) string {
 	t.Helper()
-	return testwait.Receive(t, c, 10*time.Second, "the watcher")
+	return testwait.Receive(t, c, testwait.EventuallyBound, "the watcher")
 }
 
 func quiet(t *testing.T, c <-chan string) {

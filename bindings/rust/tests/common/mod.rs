@@ -19,6 +19,16 @@ pub const HOUR: Duration = Duration::from_secs(3600);
 /// to wait out.
 pub const SHORT: Duration = Duration::from_millis(400);
 
+/// How soon what must happen promptly (a wait ended by a cancel or a stop)
+/// must happen: it takes ~100 ms (the slices); seconds leave room for a
+/// stalled CI host, and are still nothing like the hour-long wait.
+pub const PROMPT: Duration = Duration::from_secs(10);
+
+/// The duration of a claim kept alive in real time for several durations:
+/// renewed every third of it, it survives a host stalled for two thirds of
+/// it (over a second).
+pub const KEPT_ALIVE: Duration = Duration::from_secs(2);
+
 /// Sleeps until a SHORT claim made just before has expired.
 pub fn past_short_expiry() {
     std::thread::sleep(SHORT + Duration::from_millis(300));
@@ -153,12 +163,12 @@ pub fn expect_a_request_to_wake_a_waiting_claim(waiter: &Authority, requester: &
     assert_eq!(job_state(waiter, lease.job_id()), leases::JobState::Claimed);
 }
 
-/// A kept-alive lease of one second is still held after three seconds,
-/// and completes: the renewals keep two thirds of each duration as slack,
-/// for a loaded machine.
+/// A kept-alive lease is still held after three of its durations, and
+/// completes: the renewals keep two thirds of each duration as slack, for a
+/// loaded or stalled machine.
 pub fn expect_keep_alive_to_hold_a_lease_for_many_of_its_durations(auth: &Authority) {
     auth.request_job(PRODUCTION, None, b"").unwrap();
-    let d = Duration::from_secs(1);
+    let d = KEPT_ALIVE;
     let lease = auth.claim(PRODUCTION, "w", d).unwrap().unwrap();
     lease.keep_alive(d, None).unwrap();
     std::thread::sleep(d * 3);
