@@ -53,7 +53,7 @@ bench-bindings: $(CAPI_SO) $(CAPI_A)
 
 bench-tools: $(BENCH_LB) $(BENCH_PB) $(BENCH_CB) $(CAPI_SO) $(CLI_BIN)
 
-bench: bench-tools bench-bindings ## benchmarks: one table with the 1M-job scaling row, bench/results/latest.md (BENCH_SCALE=1, BENCH_REPS=5; ~15 min)
+bench: bench-tools bench-bindings ## benchmarks: one table with the 1M-job scaling row, bench/results/latest.md (BENCH_SCALE=1, BENCH_REPS=5; ~18 min)
 	$(BENCH_PG_RUN) $(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -full -out bench/results/latest.md
 
 bench-full: bench ## the same as bench (kept for scripts that name it)
