@@ -124,6 +124,29 @@ func (g *group) pass() {
 	g.end()
 }
 
+// outcome is the group's outcome for a member that released, once the group
+// has ended. The member that ended it (a writer alone, every time) has it at
+// once, with no timer. No member runs its caller's code (an edit never
+// joins a group: handOff), so the group ends within its members'
+// statements; the wait is still bounded, by the busy timeout, in case a
+// member is stalled: the outcome is then unknown, never reported done.
+func (g *group) outcome() error {
+	select {
+	case <-g.done:
+		return g.err
+	default:
+	}
+	timer := time.NewTimer(g.s.busy)
+	defer timer.Stop()
+	select {
+	case <-g.done:
+		return g.err
+	case <-timer.C:
+		return fmt.Errorf("%w: the transaction this write shares with other writers of the handle did not commit "+
+			"within the busy timeout (%s); the write may still commit with it", store.ErrBusy, g.s.busy)
+	}
+}
+
 // end commits the released members' writes (or rolls back a group with
 // none), tells every member the outcome, and passes the turn on. As for a
 // lone writer before, a connection whose COMMIT or ROLLBACK failed is

@@ -439,20 +439,8 @@ func (t *Tx) Commit() error {
 		g.pass()
 		return err
 	}
-	// No member runs its caller's code (an edit never joins a group:
-	// handOff), so the group ends within its members' statements. The wait
-	// is still bounded, by the busy timeout, in case a member is stalled:
-	// the outcome is then unknown, never reported done.
-	timer := time.NewTimer(g.s.busy)
-	defer timer.Stop()
 	g.pass()
-	select {
-	case <-g.done:
-		return g.err
-	case <-timer.C:
-		return fmt.Errorf("%w: the transaction this write shares with other writers of the handle did not commit "+
-			"within the busy timeout (%s); the write may still commit with it", store.ErrBusy, g.s.busy)
-	}
+	return g.outcome()
 }
 
 // Rollback rolls back the member's own writes; the group goes on. Rolling
