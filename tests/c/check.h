@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -64,6 +65,13 @@ static inline double seconds_since(struct timespec t0) {
 static inline void sleep_ms(int ms) {
 	struct timespec d = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	nanosleep(&d, NULL);
+}
+
+/* Whether the tests run under valgrind (make test-capi-valgrind sets
+ * LEASES_UNDER_VALGRIND), where the Go runtime runs many times slower. */
+static inline int under_valgrind(void) {
+	const char *v = getenv("LEASES_UNDER_VALGRIND");
+	return v != NULL && *v != '\0';
 }
 
 /* Helpers of the tests on production "p". */

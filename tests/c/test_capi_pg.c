@@ -40,8 +40,7 @@ static leases_authority *fresh(const char *tag, char *loc_out, size_t cap) {
 	if (loc_out) snprintf(loc_out, cap, "%s", loc);
 	leases_authority *a = NULL;
 	leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
-	const char *vg = getenv("LEASES_UNDER_VALGRIND");
-	if (vg != NULL && *vg != '\0') o.busy_timeout_us = 60 * SEC;
+	if (under_valgrind()) o.busy_timeout_us = 60 * SEC;
 	CHECK_OK(leases_authority_open_v2(loc, &o, &a));
 	CHECK(a != NULL);
 	if (a == NULL) exit(1);
