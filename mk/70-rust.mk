@@ -39,7 +39,7 @@ TEST_TARGETS += test-rust-install
 
 rust-crate: ## cargo package: build/rust-crate/package/leases-VERSION.crate, the crate with its Go sources
 	rm -rf $(RUST_CRATE_DIR) && mkdir -p $(RUST_CRATE_DIR)/leases
-	cp -r $(RUST_DIR)/Cargo.toml $(RUST_DIR)/Cargo.lock $(RUST_DIR)/build.rs $(RUST_DIR)/src $(RUST_CRATE_DIR)/leases/
+	cp -r $(RUST_DIR)/Cargo.toml $(RUST_DIR)/Cargo.lock $(RUST_DIR)/build.rs $(RUST_DIR)/src LICENSE $(RUST_CRATE_DIR)/leases/
 	python3 mk/golib_sources.py $(ROOT) $(RUST_CRATE_DIR)/leases/golib
 	cd $(RUST_CRATE_DIR)/leases && env -u LEASES_LIB_DIR $(CARGO) package --locked --allow-dirty -j 2 \
 		--target-dir $(ROOT)/$(RUST_CRATE_DIR)
