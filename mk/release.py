@@ -14,6 +14,7 @@ Usage:
 """
 import ctypes
 import hashlib
+import platform
 import re
 import subprocess
 import sys
@@ -138,7 +139,7 @@ def text_of(path: Path) -> str:
 def dist(folder: Path, version: str) -> None:
     p = Problems()
     files = sorted(f.name for f in folder.iterdir())
-    arch = "x86_64"
+    arch = platform.machine()  # as make dist names them (uname -m)
     wheels = [f for f in files if re.fullmatch(rf"libleases-{re.escape(version)}-py3-none-manylinux_\d+_\d+_\w+\.whl", f)]
     expected = {
         "sdist": f"libleases-{version}.tar.gz",
