@@ -17,7 +17,6 @@ Usage: licenses.py ROOT PYTHON OUT             write OUT
        licenses.py ROOT PYTHON --check FILE    fail if FILE is not what would be written
 """
 import json
-import os
 import re
 import subprocess
 import sys
@@ -136,8 +135,7 @@ Row = Tuple[str, str, str, str]  # name, version, license, where it ends up
 
 
 def go_rows(root: Path) -> List[Row]:
-    env = dict(os.environ, GOFLAGS="-mod=mod")
-    mods = list(json_stream(run(["go", "mod", "download", "-json"], root, env)))
+    mods = list(json_stream(run(["go", "mod", "download", "-json"], root)))
     where: Dict[str, List[str]] = {}
     for pkg, label in (("./capi", "libleases.so"), ("./cmd/leases", "leases CLI")):
         out = run(["go", "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", pkg], root)
