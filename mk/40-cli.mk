@@ -27,5 +27,5 @@ test-cli: $(CLI_BIN) ## shell smoke test of the release CLI binary, as an operat
 .PHONY: install-cli
 install: install-cli
 
-install-cli: $(CLI_BIN)
+install-cli: $(CLI_BIN) install-preflight
 	install -D -m 0755 $(CLI_BIN) $(DESTDIR)$(abspath $(PREFIX))/bin/leases

@@ -68,8 +68,16 @@ test-cpp-install: $(CAPI_SO) $(CAPI_A) cpp-tools ## make install into a temporar
 # A prerequisite only, so another component can add its own install steps.
 install: install-cpp ## install libleases.so.N (+ libleases.so link), leases.h, leases.hpp, CMake package, leases.pc and the leases CLI (PREFIX=/usr/local)
 
-install-cpp: $(CAPI_SO) $(CAPI_A)
-	@if ! command -v cmake >/dev/null; then $(MAKE) --no-print-directory cpp-tools; fi
+# Installing never installs system packages: without cmake or ninja, install
+# stops before it has installed anything and names `make deps`.
+.PHONY: install-preflight
+install-preflight:
+	@for tool in cmake ninja; do command -v $$tool >/dev/null || { \
+		echo "make install: $$tool not found; installing libleases installs no system packages." \
+			"Install $$tool yourself, or run 'make deps' (as root: Debian's packages of the build and test tools)" >&2; \
+		exit 1; }; done
+
+install-cpp: $(CAPI_SO) $(CAPI_A) install-preflight
 	rm -rf $(CPP_PKG_BUILD)
 	$(CPP_CMAKE) -S $(CPP_DIR) -B $(CPP_PKG_BUILD) -DLEASES_BUILD_TESTS=OFF \
 		-DCMAKE_INSTALL_PREFIX=$(abspath $(PREFIX)) >/dev/null

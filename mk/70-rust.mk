@@ -29,8 +29,9 @@ test-rust: $(CAPI_A) $(CAPI_TEST_SO) $(CLI_BIN) ## Rust crate: tests (release an
 
 # The crate as a user gets it: `cargo package` of a staged copy of the crate
 # with golib/ (the library's Go sources, mk/golib_sources.py) beside it, so
-# the packaged crate builds libleases.a by itself. cargo verifies the package
-# by building it, outside the repository's layout, with no LEASES_LIB_DIR.
+# the packaged crate builds libleases.a by itself with the `bundled` feature.
+# cargo verifies the package by building it so, outside the repository's
+# layout, with no LEASES_LIB_DIR and no pkg-config path.
 RUST_CRATE_DIR := $(BUILD)/rust-crate
 RUST_CRATE     := $(RUST_CRATE_DIR)/package/leases-$(VERSION).crate
 
@@ -39,14 +40,17 @@ TEST_TARGETS += test-rust-install
 
 rust-crate: ## cargo package: build/rust-crate/package/leases-VERSION.crate, the crate with its Go sources
 	rm -rf $(RUST_CRATE_DIR) && mkdir -p $(RUST_CRATE_DIR)/leases
-	cp -r $(RUST_DIR)/Cargo.toml $(RUST_DIR)/Cargo.lock $(RUST_DIR)/build.rs $(RUST_DIR)/src $(RUST_CRATE_DIR)/leases/
+	cp -r $(RUST_DIR)/Cargo.toml $(RUST_DIR)/Cargo.lock $(RUST_DIR)/build.rs $(RUST_DIR)/src LICENSE $(RUST_CRATE_DIR)/leases/
 	python3 mk/golib_sources.py $(ROOT) $(RUST_CRATE_DIR)/leases/golib
-	cd $(RUST_CRATE_DIR)/leases && env -u LEASES_LIB_DIR $(CARGO) package --locked --allow-dirty -j 2 \
-		--target-dir $(ROOT)/$(RUST_CRATE_DIR)
+	cd $(RUST_CRATE_DIR)/leases && env -u LEASES_LIB_DIR -u PKG_CONFIG_PATH $(CARGO) package --locked --allow-dirty -j 2 \
+		--features bundled --target-dir $(ROOT)/$(RUST_CRATE_DIR)
 	@ls -l $(RUST_CRATE)
 
-# A fresh cargo project outside the repository depends on the packaged crate
-# and builds and runs the README's example twice, with no LEASES_* variable:
-# build.rs builds libleases.a from golib/ with Go; nothing is needed at run time.
-test-rust-install: rust-crate ## a fresh cargo project outside the repository builds on the packaged crate (no environment) and runs
+# Fresh cargo projects outside the repository depend on the packaged crate
+# and build and run the README's example twice, with no LEASES_* variable:
+# first offline and without Go, against a libleases installed by `make
+# install PREFIX=<tmp>` and found by pkg-config (the default); then with the
+# `bundled` feature, which builds libleases.a from golib/ with Go. Nothing is
+# needed at run time.
+test-rust-install: rust-crate $(CAPI_SO) $(CAPI_A) $(CLI_BIN) ## the packaged crate in fresh projects: offline against an installed libleases (pkg-config), and `bundled` (Go)
 	bash $(RUST_DIR)/tests/install_test.sh $(ROOT) $(ROOT)/$(RUST_CRATE)

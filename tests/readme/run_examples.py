@@ -7,6 +7,8 @@ build/libleases.a), runs it twice in one empty directory (a first program
 must survive a rerun on the database it left), and fails if one does not
 build, exits non-zero, prints anything that looks like a token, or names no
 new job the second time (each run requests and finishes a job of its own).
+The Go program is built the way section "Installing" tells a user to: its sh
+block, run in a new module outside the repository (`replace` by the checkout).
 
 Usage: run_examples.py ROOT
 """
@@ -23,6 +25,8 @@ BUILD = ROOT / "build"
 OUT = BUILD / "readme"
 SECTION = "## A first program in each language"
 LANGUAGES = ["go", "c", "python", "cpp", "rust", "sh"]
+INSTALLING = "## Installing"
+CHECKOUT_PLACEHOLDER = "/path/to/libleases"
 JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -42,6 +46,20 @@ def blocks() -> dict:
     return found
 
 
+def go_route() -> str:
+    """README.md's Go route (section "Installing"): the sh block that
+    replaces the module by a checkout, with the checkout's path filled in."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(INSTALLING)
+    end = text.find("\n## ", start + len(INSTALLING))
+    found = [b for b in re.findall(r"^```sh\n(.*?)^```$", text[start:end], flags=re.S | re.M)
+             if "go mod edit -replace" in b]
+    if len(found) != 1 or CHECKOUT_PLACEHOLDER not in found[0]:
+        sys.exit(f"README.md: '{INSTALLING}' needs one sh block with `go mod edit -replace "
+                 f"github.com/libleases/libleases={CHECKOUT_PLACEHOLDER}`")
+    return found[0].replace(CHECKOUT_PLACEHOLDER, str(ROOT))
+
+
 def run(cmd, cwd, env=None):
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
@@ -58,10 +76,19 @@ def main() -> None:
                LEASES_LIBRARY=str(BUILD / "libleases.so"), PATH=f"{BUILD}:{os.environ['PATH']}")
     env.pop("LEASES_DB", None)
 
-    # Go: inside the module (it imports the module root, package leases); a "_" directory is outside ./... patterns.
-    (OUT / "_go").mkdir()
-    (OUT / "_go" / "main.go").write_text(src["go"])
-    run(["go", "build", "-o", str(OUT / "go-example"), "./build/readme/_go"], ROOT)
+    # Go: the way README's "Installing" gives until the module is published,
+    # in a new module outside the repository (its block, run as written with
+    # this checkout as the path).
+    with tempfile.TemporaryDirectory(prefix="leases-readme-go-module-") as d:
+        (Path(d) / "main.go").write_text(src["go"])
+        (Path(d) / "route.sh").write_text(go_route())
+        out = run(["bash", "-euo", "pipefail", "route.sh"], d)
+        gomod = (Path(d) / "go.mod").read_text()
+        if f"github.com/libleases/libleases => {ROOT}" not in gomod:
+            sys.exit(f"README's Go route: go.mod does not replace the module by the checkout\n{gomod}\n{out}")
+        if not (Path(d) / "nightly").is_file():
+            sys.exit(f"README's Go route built no ./nightly\n{out}")
+        shutil.copy2(Path(d) / "nightly", OUT / "go-example")
     (OUT / "example.c").write_text(src["c"])
     run([os.environ.get("CC", "cc"), "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic",
          "-I" + str(ROOT / "include"), str(OUT / "example.c"), "-o", str(OUT / "c-example"), *lib], ROOT)
