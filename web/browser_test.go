@@ -377,6 +377,31 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			require.Equal(t, core.StateRequested, jobState(t, st, "flaky", id))
 		})
 
+		// Control and direction-override characters show escaped in the
+		// real page: a U+202E does not make the reason read reversed.
+		t.Run("ControlAndDirectionCharactersShowEscaped", func(t *testing.T) {
+			_, err := st.writer.CreateProduction("sneaky")
+			require.NoError(t, err)
+			id, err := st.writer.RequestJob("sneaky", "k", nil)
+			require.NoError(t, err)
+			l, err := st.writer.ClaimJob("sneaky", id, "w", time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, l.Fail(sneaky))
+			for _, c := range []struct{ path, sel string }{
+				{jobPath("sneaky", id), "#job-reason"},
+				{jobPath("sneaky", id), "#history td.reason"},
+				{"/production?name=sneaky", "tr.job td.reason"},
+			} {
+				do(t, ctx, chromedp.Navigate(st.srv.URL+c.path), chromedp.WaitVisible("main"))
+				require.Equal(t, sneakyShown, textOf(t, ctx, c.sel), "%s %s", c.path, c.sel)
+				shown := textOf(t, ctx, "body")
+				for _, raw := range rawControls {
+					require.NotContains(t, shown, raw, "%s shows %U raw", c.path, []rune(raw)[0])
+				}
+			}
+			screenshot(t, ctx, "escaped-"+store)
+		})
+
 		t.Run("HostileDataRendersAsText", func(t *testing.T) {
 			p := "x" + hostile
 			_, err := st.writer.CreateProduction(p)

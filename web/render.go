@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/internal/textesc"
 )
 
 // handlerFunc builds one page's data from the request and the common view.
@@ -169,6 +170,13 @@ func parseTemplates() (map[string]*template.Template, error) {
 // from escaped parts); html/template escapes it for where it lands.
 var funcs = template.FuncMap{
 	"name": core.DisplayName,
+	// Free text (reasons, event details, paths) and facts' JSON values show
+	// control and invisible characters escaped, as the CLI's text output
+	// does (internal/textesc): a U+202E cannot reverse a reason, an ESC or
+	// a CR cannot hide part of one.
+	"text":  textesc.Text,
+	"lines": textesc.Lines,
+	"json":  func(s string) string { return textesc.JSON([]byte(s)) },
 	"time": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/libleases/libleases/core"
 )
@@ -144,12 +143,6 @@ func timeText(t time.Time) string {
 // invisible characters escaped, so two names never print alike (JSON output
 // keeps every name's exact bytes).
 func nameText(s string) string { return core.DisplayName(s) }
-
-// needsEscape: control and format characters, line and paragraph
-// separators, and spaces other than U+0020.
-func needsEscape(r rune) bool {
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) || (unicode.Is(unicode.Zs, r) && r != ' ')
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -35,7 +35,10 @@ to --retry-exit, with a retry (back in the queue after the production's backoff;
 was the last attempt). If the claim is lost while PROGRAM
 runs (expired, cancelled, taken), PROGRAM's process group is killed and its files removed.
 SIGINT and SIGTERM are forwarded to PROGRAM (a second one kills it); the output is then
-discarded and the claim left as it is, until its expiry or 'leases release'.`,
+discarded and the claim left as it is, until its expiry or 'leases release'.
+PROGRAM's process group never outlives exec, however exec ends (kill -9 included); a later
+exec or work on DIR removes the temporary output so left once the job is no longer claimed.
+A closed standard output or error (| head) kills neither exec nor PROGRAM.`,
 		examples: []string{
 			`leases exec --token-file job.token --output-dir out -- sh -c 'render < /dev/stdin > "$LEASES_OUTPUT"'`,
 			"leases exec --token-file job.token --output-dir out --metadata frames=12 -- ./render.sh",
@@ -45,6 +48,7 @@ discarded and the claim left as it is, until its expiry or 'leases release'.`,
 }
 
 func runExec(cc *cmdContext) error {
+	survivingClosedLogs()
 	tf := tokenFileFlag(cc)
 	outDir := cc.fs.String("output-dir", "", "`DIR` for the output files")
 	var dur durationFlag
@@ -102,8 +106,11 @@ func runExec(cc *cmdContext) error {
 	// signal before the program starts runs nothing); while it runs they
 	// are forwarded to it.
 	held.start()
-	return execute(ctx, job{a: a, l: l, argv: prog, outDir: *outDir,
+	sweepTemporaries(a, l.Production(), *outDir) // what earlier runs left behind (supervise.go)
+	err = execute(ctx, job{a: a, l: l, argv: prog, outDir: *outDir,
 		facts: core.Facts{Metadata: md.m, Provenance: pv.m}, hold: held, retryExit: retryExit.codes})
+	sweepTemporaries(a, l.Production(), *outDir) // this job is settled now: its earlier claims' files go too
+	return err
 }
 
 // job is one run of the reference executor.
@@ -149,6 +156,9 @@ func execute(ctx context.Context, j job) error {
 		if x, err = l.BeginExecution(j.outDir); err != nil {
 			return err
 		}
+		if lock := lockTemporary(x.TempPath()); lock != nil {
+			defer lock.Close() // after Finish or Abandon
+		}
 	}
 	abandon := func() {
 		if x != nil {
@@ -158,14 +168,27 @@ func execute(ctx context.Context, j job) error {
 	pausePoint("exec-reserved")
 
 	cmd := exec.Command(name, j.argv[1:]...)
-	cmd.Env = append(os.Environ(), "LEASES_JOB_ID="+l.JobID(), "LEASES_PRODUCTION="+l.Production())
+	vars := []string{"LEASES_JOB_ID=" + l.JobID(), "LEASES_PRODUCTION=" + l.Production()}
 	if x != nil {
-		cmd.Env = append(cmd.Env, "LEASES_OUTPUT="+x.TempPath())
+		vars = append(vars, "LEASES_OUTPUT="+x.TempPath())
 	}
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = programEnv(vars...)
+	stdout, err := newProgramLog(os.Stdout)
+	if err != nil {
+		abandon()
+		return fmt.Errorf("output pipe: %w", err)
+	}
+	stderr, err := newProgramLog(os.Stderr)
+	if err != nil {
+		stdout.closeChildEnd()
+		abandon()
+		return fmt.Errorf("output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = stdout.child, stderr.child
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		stdout.closeChildEnd()
+		stderr.closeChildEnd()
 		abandon()
 		return fmt.Errorf("payload pipe: %w", err)
 	}
@@ -176,13 +199,18 @@ func execute(ctx context.Context, j job) error {
 		if s := j.hold.interrupted(); s != nil {
 			pr.Close()
 			pw.Close()
+			stdout.closeChildEnd()
+			stderr.closeChildEnd()
 			abandon()
 			return fmt.Errorf("interrupted (%v) before %s started: nothing was run, its output file was removed, and the claim is unchanged",
 				s, name)
 		}
 		signals = j.hold.signals()
 	}
-	if err := cmd.Start(); err != nil {
+	waited, err := startSupervised(cmd)
+	stdout.closeChildEnd()
+	stderr.closeChildEnd()
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		abandon()
@@ -193,8 +221,6 @@ func execute(ctx context.Context, j job) error {
 		pw.Write(payload) // a program that ignores its input gets EPIPE here, harmlessly
 		pw.Close()
 	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
 	pgid := cmd.Process.Pid
 	killGroup := func(sig syscall.Signal) { syscall.Kill(-pgid, sig) }
 
@@ -221,6 +247,9 @@ loop:
 	}
 	// Nothing of PROGRAM's group may keep writing the output once it is judged.
 	killGroup(syscall.SIGKILL)
+	reaper.release(pgid)
+	stdout.drained()
+	stderr.drained()
 	state := cmd.ProcessState
 
 	switch {

@@ -15,9 +15,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf16"
 
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/internal/textesc"
 )
 
 // ---- output formats ---------------------------------------------------------
@@ -205,49 +205,14 @@ func splitNames(s string) []string {
 
 // ---- text forms -----------------------------------------------------------------
 
-// escapeControls writes every control and invisible format character, and
-// every line or paragraph separator, as \uXXXX (a backslash as \\), so that
-// free text in a table can neither move the terminal's cursor nor hide
-// part of itself.
-func escapeControls(s string) string {
-	if !strings.ContainsFunc(s, needsEscape) && !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case needsEscape(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// escapeControls and jsonText write free text and a fact's JSON for a table
+// (internal/textesc, the rule the status page shares): every control and
+// invisible format character, and every line or paragraph separator, as
+// \uXXXX (a backslash as \\ in free text), so that nothing in them can move
+// the terminal's cursor or hide part of itself; JSON stays the same value.
+func escapeControls(s string) string { return textesc.Text(s) }
 
-// jsonText is a fact's JSON value for a table: the JSON as published, with
-// control and invisible characters (which JSON allows unescaped in strings,
-// beyond the ASCII controls) written as JSON's own \uXXXX escapes, so it
-// stays the same JSON value and shows every character.
-func jsonText(raw json.RawMessage) string {
-	s := string(raw)
-	if !strings.ContainsFunc(s, needsEscape) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if !needsEscape(r) {
-			b.WriteRune(r)
-			continue
-		}
-		for _, u := range utf16.Encode([]rune{r}) {
-			fmt.Fprintf(&b, `\u%04x`, u)
-		}
-	}
-	return b.String()
-}
+func jsonText(raw json.RawMessage) string { return textesc.JSON(raw) }
 
 const (
 	jobFormat        = "%-36s  %-16s  %-9s  %-16s  %-27s  %8s  %s\n"

@@ -143,6 +143,9 @@ Run 'leases COMMAND --help' for a command's flags and examples.
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == reaperArg {
+		os.Exit(reap()) // supervise.go: this process was started as a worker's reaper
+	}
 	code := run(os.Args[1:])
 	held.deliver() // a signal held over a window that must not be cut short (signals.go)
 	os.Exit(code)

@@ -29,7 +29,11 @@ and with --output-dir a private LEASES_OUTPUT file that is registered on exit 0.
 completes the job; any other exit fails it (reason: the exit status), for good or, for an exit
 status given to --retry-exit, with a retry (back in the queue after the production's backoff;
 dead on its last attempt). A worker killed outright leaves its claims to lapse at their
-expiry, each costing an attempt, so a job that kills every worker ends dead. A coordinator's cancel
+expiry, each costing an attempt, so a job that kills every worker ends dead; its programs and
+their process groups die with it, and their temporary outputs are removed by a later worker
+on the directory once their jobs are no longer claimed. A closed standard output or error
+(| head) kills neither the worker nor a program. PROGRAM gets only its own job's LEASES_*
+variables. A coordinator's cancel
 or a lost claim kills PROGRAM's process group within one renewal interval. Between jobs the
 worker waits for the next one without polling and without writing.
 SIGTERM or SIGINT drains: nothing new is claimed, running programs finish and their jobs are
@@ -58,6 +62,7 @@ const maxConcurrency = 1024
 var errStopNow = errors.New("a second signal stopped the drain")
 
 func runWork(cc *cmdContext) error {
+	survivingClosedLogs()
 	prod := cc.fs.String("production", "", "production `NAME`")
 	workerName := cc.fs.String("worker", "", "worker `NAME` recorded as every claim's attribution")
 	var dur, drain durationFlag
@@ -101,6 +106,9 @@ func runWork(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
+	if *outDir != "" {
+		sweepTemporaries(a, *prod, *outDir) // what earlier workers left behind (supervise.go)
+	}
 
 	w := &workRun{a: a, argv: prog, outDir: *outDir, facts: core.Facts{Metadata: md.m, Provenance: pv.m}, retryExit: retryExit.codes}
 	runCtx, stopClaiming := context.WithCancel(context.Background())
@@ -181,6 +189,9 @@ func (w *workRun) handle(ctx context.Context, l *core.Lease) (core.Facts, error)
 	stop := context.AfterFunc(w.now, func() { cancel(errStopNow) })
 	defer stop()
 	err := execute(ctx, job{a: w.a, l: l, argv: w.argv, outDir: w.outDir, facts: w.facts, retryExit: w.retryExit})
+	if w.outDir != "" {
+		sweepTemporaries(w.a, l.Production(), w.outDir) // this job is settled now: its earlier claims' files go too
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var pf *programFailed

@@ -83,6 +83,32 @@ grep -q "work stopped: 1 completed, 0 failed, 0 given back, 0 lost" "$work/work.
 run 0 job list --production batch --state requested --jsonl
 [ "$(wc -l <"$work/out")" = 1 ] || fail "the drained worker claimed a second job: $(cat "$work/out")"
 
+# A worker killed outright takes its program and the program's child with it (the release
+# binary's reaper is the binary itself, re-executed); a closed log (a reader that exited)
+# kills neither the worker nor a program, and the job completes.
+running() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]; }
+run 0 production create crash
+"$leases" job request --production crash --key c1 >>"$log"
+mkdir "$work/crash.d"
+"$leases" work --production crash --worker smoke-kill --duration 30s --output-dir "$work/crash.d" \
+  -- sh -c 'sleep 60 & echo "$$ $!" > "$0/crash.pids"; wait' "$work" >>"$log" 2>>"$log" &
+pid=$!
+until_true '[ -n "$(sed -n "/ [0-9]/p" "$work/crash.pids" 2>/dev/null)" ]'
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+read -r p1 p2 <"$work/crash.pids"
+gone() { ! running "$p1" && ! running "$p2"; }
+for _ in $(seq 500); do gone && break; sleep 0.02; done
+gone || { kill -KILL "$p1" "$p2" 2>/dev/null; fail "the program of a killed leases work still runs"; }
+run 0 production create piped
+printf 'frame-5' | "$leases" job request --production piped --key p1 --payload-file - >>"$log"
+( rc=0; "$leases" work --production piped --worker smoke-pipe --duration 30s --output-dir "$work/out.d" --exit-when-empty \
+    -- sh -c 'i=0; while [ $i -lt 100 ]; do echo "noise $i" >&2; echo "out $i"; i=$((i+1)); done; tr a-z A-Z > "$LEASES_OUTPUT"' \
+    2>&1 || rc=$?; echo "$rc" >"$work/piped.rc" ) | head -c 0
+[ "$(cat "$work/piped.rc")" = 0 ] || fail "leases work with its log closed: exit $(cat "$work/piped.rc")"
+run 0 job list --production piped --state completed --jsonl
+[ "$(wc -l <"$work/out")" = 1 ] || fail "the job of a worker whose log closed did not complete: $(cat "$work/out")"
+
 # Tokens never come from arguments; durations need units.
 run 2 release "$(cat "$work/t1")"
 run 2 renew --token-file "$work/t1" --duration 30
