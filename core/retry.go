@@ -457,10 +457,13 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 }
 
 // redrive returns j to the queue, claimable at once, and wakes waiting
-// claims through w.
+// claims through w. The job starts afresh: no claim it had before is its
+// claim any more, so a handle of one is lease_lost (not wrong_state, which
+// says the job's last claim finished through another handle).
 func redrive(ctx context.Context, tx store.Tx, w *wakes, p store.Production, j *store.Job, now int64) error {
 	from := j.State
 	j.State, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason = store.StateRequested, "", 0, 0, 0, ""
+	j.ClaimHash = nil
 	j.ClaimableAt, j.ReadyAt, j.Due, j.UpdatedAt = now, now, true, now
 	if err := tx.UpdateJob(ctx, *j); err != nil {
 		return storageErr("redrive", err)
