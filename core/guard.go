@@ -65,6 +65,18 @@ func (g *guard) sample() (int64, error) {
 	return now, nil
 }
 
+// unguardedNow is the time of an unguarded operation inside the
+// transaction (an edit's request): the clock's sample, never earlier than
+// the mark read when the transaction began, nor than a sample the
+// transaction already acted on. It checks nothing and moves no mark.
+func (g *guard) unguardedNow() (int64, error) {
+	now, err := g.a.sampleIn(g.ctx, g.tx)
+	if err != nil {
+		return 0, err
+	}
+	return max(now, g.hwm, g.observed), nil
+}
+
 // locked is the operation's time once it holds the rows it decides on. Under
 // SQLite's writer lock that is the first sample. A store with a server clock
 // locks rows as it reads them (PostgreSQL), so a transaction may have started

@@ -439,7 +439,7 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 				return storageErr("redrive", err)
 			}
 			for i := range js {
-				if err := redrive(ctx, tx, w, p, &js[i], now); err != nil {
+				if err := redrive(ctx, tx, w, p, &js[i], afterLastChange(now, js[i])); err != nil {
 					return err
 				}
 			}
