@@ -1,5 +1,5 @@
-// The clock rules of the times unguarded writes record, on the fake
-// authority clock; every test runs on SQLite and
+// The clock rules of claim-next and of the times unguarded writes record,
+// on the fake authority clock; every test runs on SQLite and
 // (LEASES_TEST_STORE=postgres) on PostgreSQL.
 package core
 
@@ -13,6 +13,126 @@ import (
 )
 
 const ms = int64(1000) // µs
+
+// aheadOfTheClaims leaves the fixture with the mark at t0 (a claim of the
+// first job, whose lease it returns), a job requested while the clock read
+// t0+10ms (a request does not move the mark), and the clock stepped back to
+// t0+5ms: behind that job's time, still not behind the mark.
+func aheadOfTheClaims(f *fixture) (l *Lease, ahead string) {
+	f.t.Helper()
+	f.request(1)
+	l = f.claim("w", time.Hour)
+	require.Equal(f.t, t0, f.hwm())
+	f.clk.set(t0 + 10*ms)
+	ahead = f.request(1)[0]
+	require.Equal(f.t, t0, f.hwm(), "a request does not move the mark")
+	f.clk.set(t0 + 5*ms)
+	return l, ahead
+}
+
+func TestAClaimOfTheNextJobNeverFailsBecauseOfAJobItMayNotTake(t *testing.T) {
+	t.Run("a job requested just before a small step back", func(t *testing.T) {
+		f := newFixture(t)
+		_, ahead := aheadOfTheClaims(f)
+		f.nothing()
+		e, err := f.a.Begin()
+		require.NoError(t, err)
+		_, err = e.Claim("p", "w", time.Minute)
+		requireKind(t, err, KindNothingToClaim)
+		e.Abort()
+		_, err = f.a.ClaimJob("p", ahead, "w", time.Minute)
+		requireKind(t, err, KindWrongState) // by id, before its time: as documented
+		// Once the clock reaches the job's time, it is claimed.
+		f.clk.set(t0 + 10*ms)
+		require.Equal(t, ahead, f.claim("w2", time.Minute).JobID())
+	})
+	t.Run("a higher-priority job requested while the clock ran a day ahead", func(t *testing.T) {
+		f := newFixture(t)
+		f.request(1)
+		f.claim("w", time.Hour) // the mark: t0
+		f.clk.set(t0 + 24*hour())
+		high := f.requestWith(RequestOptions{Priority: 5})
+		f.clk.set(t0 + 5*ms)
+		low := f.requestWith(RequestOptions{})
+		require.Equal(t, low, f.claim("w2", time.Minute).JobID(), "the claimable job is taken")
+		f.nothing()
+		// A delayed job whose time comes is promoted past it, and the job
+		// requested ahead is claimable at its own time.
+		delayed := f.requestWith(RequestOptions{Delay: time.Second})
+		f.clk.advance(time.Second)
+		require.Equal(t, delayed, f.claim("w3", time.Minute).JobID())
+		f.clk.set(t0 + 24*hour())
+		require.Equal(t, high, f.claim("w4", time.Minute).JobID())
+	})
+}
+
+func TestAClaimOfTheNextJobTakesAClaimableJobBehindMoreJobsItMayNotTakeThanOneTransactionSetsBack(t *testing.T) {
+	for _, via := range []string{"claim", "edit", "complete and claim next"} {
+		t.Run(via, func(t *testing.T) {
+			f := newFixture(t)
+			f.request(1)
+			l := f.claim("w", time.Hour) // the mark: t0
+			f.clk.set(t0 + hour())
+			ahead := map[string]bool{}
+			for range demoteBatch + 3 {
+				ahead[f.requestWith(RequestOptions{Priority: 5})] = true
+			}
+			f.clk.set(t0 + 5*ms)
+			low := f.requestWith(RequestOptions{})
+			var got *Lease
+			switch via {
+			case "claim":
+				got = f.claim("w2", time.Minute)
+			case "edit":
+				e, err := f.a.Begin()
+				require.NoError(t, err)
+				got, err = e.Claim("p", "w2", time.Minute)
+				require.NoError(t, err)
+				require.NoError(t, e.Commit())
+			case "complete and claim next":
+				var err error
+				got, err = l.CompleteAndClaimNext(Facts{}, time.Minute)
+				require.NoError(t, err)
+				require.NotNil(t, got)
+			}
+			require.Equal(t, low, got.JobID())
+			f.nothing()
+			f.clk.set(t0 + hour())
+			for range ahead {
+				require.True(t, ahead[f.claim("w3", time.Minute).JobID()], "each job is claimable at its own time")
+			}
+		})
+	}
+}
+
+func TestCompleteAndClaimNextNeverFailsBecauseOfAJobItMayNotTake(t *testing.T) {
+	f := newFixture(t)
+	l, ahead := aheadOfTheClaims(f)
+	next, err := l.CompleteAndClaimNext(Facts{}, time.Minute)
+	require.NoError(t, err)
+	require.Nil(t, next, "nothing is claimable at the claim's time")
+	require.Equal(t, StateCompleted, f.job(l.JobID()).State, "the completion committed")
+	require.Equal(t, StateRequested, f.job(ahead).State)
+}
+
+func TestAWaitingClaimWaitsForAJobItMayNotTakeYet(t *testing.T) {
+	f := ownCommitsOnly(t)
+	_, ahead := aheadOfTheClaims(f)
+	c := make(chan waitResult, 1)
+	go func() {
+		l, err := f.a.ClaimWait(context.Background(), "p", "w2", time.Minute, time.Hour)
+		c <- waitResult{l, err, time.Now()}
+	}()
+	select {
+	case r := <-c:
+		t.Fatalf("the waiting claim returned before the job's time: %v, %v", r.l, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	start := time.Now()
+	f.clk.set(t0 + 10*ms)
+	f.a.setClock(f.clk.Now) // wakes every waiter, as a moved clock does
+	requireWokenBy(t, c, ahead, start)
+}
 
 type recorded struct {
 	what string

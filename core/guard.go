@@ -31,6 +31,10 @@ type guard struct {
 	// granted by the transaction comes no earlier, locally, than started
 	// plus the time granted.
 	started time.Time
+	// setBackLimit bounds the jobs due too early that a claim sets back
+	// (readyIn; 0: no bound); more reports that a claim stopped at it.
+	setBackLimit int
+	more         bool
 }
 
 func (a *Authority) beginGuard(ctx context.Context) (*guard, error) {

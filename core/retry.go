@@ -32,6 +32,10 @@ const (
 	// next claims, earliest first).
 	promoteBatch = 1000
 	lapseBatch   = 64
+	// demoteBatch bounds how many jobs due too early (requested while the
+	// clock read later than the claim's time) one claim transaction sets
+	// back before it looks on in another (readyIn).
+	demoteBatch = 64
 	// redriveBatch is how many jobs one transaction of Redrive returns.
 	redriveBatch = 500
 )
@@ -277,6 +281,48 @@ func promoteAndFind(g *guard, p store.Production, now int64) (j store.Job, found
 		return j, false, storageErr("find claimable job", err)
 	}
 	return j, true, nil
+}
+
+// readyIn is claim-next's choice once promoteAndFind found j: the operation
+// is timed once it holds j's row (guard.locked), and j is taken if it is
+// claimable then. A due job is not always: one requested (or redriven)
+// while the clock read later than this claim's time — the clock then
+// stepped back, not behind the mark, which unguarded writes do not move —
+// is due by its own time but not yet by this claim's. Such a job is set
+// back to delayed (promotion marks it due again when its time comes, and a
+// waiting claim sleeps until then) and the next job is looked for. It
+// never fails because of a job it may not take. A job set back sets g.keep:
+// that write stands even if nothing is claimed. A transaction of its own
+// (Claim's: g.setBackLimit) sets back at most demoteBatch jobs, then
+// reports none found and asks the caller to look on in another (g.more);
+// a claim in a transaction it shares (an edit's, complete-and-claim-next's)
+// sets back as many as it meets.
+func readyIn(g *guard, p store.Production, j store.Job, first int64) (store.Job, int64, bool, error) {
+	for demoted := 0; ; demoted++ {
+		now, err := g.locked(first)
+		if err != nil {
+			return j, 0, false, err
+		}
+		if j.ReadyAt <= now {
+			return j, now, true, nil
+		}
+		if g.setBackLimit > 0 && demoted == g.setBackLimit {
+			g.more = true
+			return j, now, false, nil
+		}
+		j.Due = false
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
+			return j, 0, false, storageErr("set back a job not yet claimable", err)
+		}
+		g.keep = true
+		j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
+		if errors.Is(err, store.ErrNoRow) {
+			return j, now, false, nil
+		}
+		if err != nil {
+			return j, 0, false, storageErr("find claimable job", err)
+		}
+	}
 }
 
 // ---- productions ------------------------------------------------------------
