@@ -232,3 +232,31 @@ func TestNoRecordedTimeIsEverEarlierThanTheMark(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Complete(Facts{}))
 }
+
+func TestACoordinatorsWriteToAJobIsNeverTimedBeforeTheJobsLastChange(t *testing.T) {
+	f := newFixture(t)
+	f.request(1)
+	f.claim("w", time.Hour) // the mark: t0
+	// Requested while the clock ran two hours ahead (a request does not move
+	// the mark), then cancelled and redriven after it stepped back.
+	f.clk.set(t0 + 2*hour())
+	id := f.request(1)[0]
+	f.clk.set(t0 + 1)
+	require.NoError(t, f.a.Cancel("p", id))
+	require.NoError(t, f.a.RetryJob("p", id))
+	require.NoError(t, f.a.Cancel("p", id))
+	n, err := f.a.Redrive("p", StateCancelled)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	es, err := f.a.b.Events(context.Background(), "", 0, 0)
+	require.NoError(t, err)
+	var times []int64
+	for _, e := range es {
+		if e.JobID == id {
+			times = append(times, e.At)
+		}
+	}
+	require.Equal(t, []int64{t0 + 2*hour(), t0 + 2*hour(), t0 + 2*hour(), t0 + 2*hour(), t0 + 2*hour()}, times,
+		"requested, cancelled, redriven, cancelled, redriven: never before the request")
+	require.Equal(t, t0+2*hour(), f.job(id).ClaimableAt.UnixMicro())
+}
