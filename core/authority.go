@@ -392,9 +392,16 @@ func (a *Authority) coordinate(ctx context.Context, production, jobID string,
 		if err != nil {
 			return err
 		}
-		return fn(tx, w, p, j, now)
+		return fn(tx, w, p, j, afterLastChange(now, j))
 	}), jobID)
 }
+
+// afterLastChange is the time of an unguarded write that changes j: now,
+// but never before j's last change, so that a job's own times never run
+// backwards (an attempt a cancel ends never ends before it was claimed,
+// even on a store that locks the job's row only after the mark was read,
+// while a claim of it was committing).
+func afterLastChange(now int64, j store.Job) int64 { return max(now, j.UpdatedAt) }
 
 func jobIn(ctx context.Context, r store.Reader, p store.Production, jobID string) (store.Job, error) {
 	j, err := r.JobByID(ctx, jobID)
@@ -416,7 +423,8 @@ func event(ctx context.Context, tx store.Tx, e store.Event) error {
 
 // write runs an unguarded writing transaction (no clock policy): creating
 // productions, requesting jobs, cancelling. A transaction the store aborted
-// over a concurrent conflict is run again (retrying).
+// over a concurrent conflict is run again (retrying). Its time is
+// unguardedNow's.
 func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w *wakes) error) error {
 	return a.retrying(ctx, func() error {
 		tx, err := a.b.BeginWrite(ctx)
@@ -424,7 +432,7 @@ func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w
 			return storageErr("begin", err)
 		}
 		var w wakes
-		now, err := a.sampleIn(ctx, tx)
+		now, err := a.unguardedNow(ctx, tx)
 		if err == nil {
 			err = fn(tx, now, &w)
 		}
@@ -440,6 +448,27 @@ func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w
 		a.waits.committed(nil, w)
 		return nil
 	})
+}
+
+// unguardedNow is the time of an unguarded write (docs/CLOCK.md): the
+// clock's sample, but never earlier than the durable mark, so that nothing
+// it records — an event, a creation or request time, a run-at, a delay's
+// start, the end of an attempt it cancels — comes before a time a guarded
+// operation already acted on. A clock behind the mark blocks nothing here
+// (cancel is the recovery tool): the write records the mark instead. The
+// mark is read first, and on a store with a server clock the sample comes
+// from the same statement; the read takes no lock, so no guarded commit
+// waits for it, and the mark is never written here.
+func (a *Authority) unguardedNow(ctx context.Context, tx store.Tx) (int64, error) {
+	hwm, err := tx.HWM(ctx)
+	if err != nil {
+		return 0, storageErr("read high-water mark", err)
+	}
+	now, err := a.sampleIn(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	return max(now, hwm), nil
 }
 
 // ---- observations ----------------------------------------------------------

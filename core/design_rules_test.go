@@ -103,9 +103,9 @@ func TestSecretsAreComparedInConstantTimeOverHashes(t *testing.T) {
 		})
 	}
 	require.Equal(t, 1, matches, "exactly one Secret.matches")
-	// One read (checkHeld passes it to matches) and two writes (claimIn sets
-	// it; a noticed lapse clears it).
-	require.Equal(t, 3, hashUses, "a claim hash is read outside Secret.matches")
+	// One read (checkHeld passes it to matches) and three writes (claimIn
+	// sets it; a noticed lapse and a redrive clear it).
+	require.Equal(t, 4, hashUses, "a claim hash is read outside Secret.matches")
 }
 
 // bytesOperand: an operand made of hash or secret bytes: string(x) or a

@@ -118,7 +118,7 @@ func (e *Edit) RequestJobWith(production, key string, payload []byte, o RequestO
 	if err := e.check(); err != nil {
 		return "", err
 	}
-	now, err := e.a.sampleIn(e.g.ctx, e.g.tx)
+	now, err := e.g.unguardedNow()
 	if err != nil {
 		return "", e.afterOp(err)
 	}

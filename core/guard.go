@@ -31,6 +31,10 @@ type guard struct {
 	// granted by the transaction comes no earlier, locally, than started
 	// plus the time granted.
 	started time.Time
+	// setBackLimit bounds the jobs due too early that a claim sets back
+	// (readyIn; 0: no bound); more reports that a claim stopped at it.
+	setBackLimit int
+	more         bool
 }
 
 func (a *Authority) beginGuard(ctx context.Context) (*guard, error) {
@@ -63,6 +67,18 @@ func (g *guard) sample() (int64, error) {
 	g.observed = now
 	g.guarded = true
 	return now, nil
+}
+
+// unguardedNow is the time of an unguarded operation inside the
+// transaction (an edit's request): the clock's sample, never earlier than
+// the mark read when the transaction began, nor than a sample the
+// transaction already acted on. It checks nothing and moves no mark.
+func (g *guard) unguardedNow() (int64, error) {
+	now, err := g.a.sampleIn(g.ctx, g.tx)
+	if err != nil {
+		return 0, err
+	}
+	return max(now, g.hwm, g.observed), nil
 }
 
 // locked is the operation's time once it holds the rows it decides on. Under

@@ -291,26 +291,35 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 		return nil, err
 	}
 	var l *Lease
-	err = a.retrying(ctx, func() error {
-		g, err := a.beginGuard(ctx)
-		if err != nil {
-			return err
-		}
-		if l, err = claimIn(g, production, jobID, worker, us); err != nil {
-			if g.keep && (KindOf(err) == KindNothingToClaim || KindOf(err) == KindWrongState) {
-				// The claim found nothing, but noticed lapsed claims on the
-				// way (jobs that went back to the queue or died): those
-				// transitions stand.
-				if cerr := g.commit(); cerr != nil {
-					return cerr
-				}
+	for more := true; more; {
+		more = false
+		err = a.retrying(ctx, func() error {
+			g, err := a.beginGuard(ctx)
+			if err != nil {
 				return err
 			}
-			g.rollback()
-			return err
-		}
-		return g.commit()
-	})
+			g.setBackLimit = demoteBatch
+			if l, err = claimIn(g, production, jobID, worker, us); err != nil {
+				if g.keep && (KindOf(err) == KindNothingToClaim || KindOf(err) == KindWrongState) {
+					// The claim found nothing, but noticed lapsed claims on
+					// the way (jobs that went back to the queue or died), or
+					// jobs not yet claimable that were due too early: those
+					// transitions stand.
+					if cerr := g.commit(); cerr != nil {
+						return cerr
+					}
+					more = g.more
+					return err
+				}
+				g.rollback()
+				return err
+			}
+			return g.commit()
+		})
+		// A claim that stopped at its bound of jobs set back (readyIn)
+		// looks on in a transaction of its own.
+		more = more && KindOf(err) == KindNothingToClaim
+	}
 	if err == nil {
 		l.state = LeaseActive
 		return l, nil
@@ -347,10 +356,17 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 	if jobID == "" {
 		// Promotion decides on the first sample: a lapse it ends became
 		// due after every transition of that claim (a renewal moves the
-		// lapse), and the claim below is timed once it holds its row.
+		// lapse), and the claim is timed once it holds its row (readyIn).
+		// A claim of the next job never fails because of a job it may not
+		// take: it takes another, or there is nothing to claim.
 		var found bool
 		if j, found, err = promoteAndFind(g, p, now); err != nil {
 			return nil, err
+		}
+		if found {
+			if j, now, found, err = readyIn(g, p, j, now); err != nil {
+				return nil, err
+			}
 		}
 		if !found {
 			return nil, errf(KindNothingToClaim, "production %q has no claimable job", production)
@@ -367,12 +383,12 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		case j.State != store.StateRequested && j.State != store.StateClaimed:
 			return nil, errf(KindWrongState, "job %s is already %s", jobID, j.State)
 		}
-	}
-	if now, err = g.locked(now); err != nil {
-		return nil, err
-	}
-	if now < j.ReadyAt {
-		return nil, errNotReady(j.ID, j.ReadyAt)
+		if now, err = g.locked(now); err != nil {
+			return nil, err
+		}
+		if now < j.ReadyAt {
+			return nil, errNotReady(j.ID, j.ReadyAt)
+		}
 	}
 	if j.State == store.StateClaimed {
 		dead, err := lapse(g.ctx, g.tx, p, &j, now)

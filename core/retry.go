@@ -32,6 +32,10 @@ const (
 	// next claims, earliest first).
 	promoteBatch = 1000
 	lapseBatch   = 64
+	// demoteBatch bounds how many jobs due too early (requested while the
+	// clock read later than the claim's time) one claim transaction sets
+	// back before it looks on in another (readyIn).
+	demoteBatch = 64
 	// redriveBatch is how many jobs one transaction of Redrive returns.
 	redriveBatch = 500
 )
@@ -279,6 +283,48 @@ func promoteAndFind(g *guard, p store.Production, now int64) (j store.Job, found
 	return j, true, nil
 }
 
+// readyIn is claim-next's choice once promoteAndFind found j: the operation
+// is timed once it holds j's row (guard.locked), and j is taken if it is
+// claimable then. A due job is not always: one requested (or redriven)
+// while the clock read later than this claim's time — the clock then
+// stepped back, not behind the mark, which unguarded writes do not move —
+// is due by its own time but not yet by this claim's. Such a job is set
+// back to delayed (promotion marks it due again when its time comes, and a
+// waiting claim sleeps until then) and the next job is looked for. It
+// never fails because of a job it may not take. A job set back sets g.keep:
+// that write stands even if nothing is claimed. A transaction of its own
+// (Claim's: g.setBackLimit) sets back at most demoteBatch jobs, then
+// reports none found and asks the caller to look on in another (g.more);
+// a claim in a transaction it shares (an edit's, complete-and-claim-next's)
+// sets back as many as it meets.
+func readyIn(g *guard, p store.Production, j store.Job, first int64) (store.Job, int64, bool, error) {
+	for demoted := 0; ; demoted++ {
+		now, err := g.locked(first)
+		if err != nil {
+			return j, 0, false, err
+		}
+		if j.ReadyAt <= now {
+			return j, now, true, nil
+		}
+		if g.setBackLimit > 0 && demoted == g.setBackLimit {
+			g.more = true
+			return j, now, false, nil
+		}
+		j.Due = false
+		if err := g.tx.UpdateJob(g.ctx, j); err != nil {
+			return j, 0, false, storageErr("set back a job not yet claimable", err)
+		}
+		g.keep = true
+		j, err = g.tx.NextClaimable(g.ctx, p.ID, now)
+		if errors.Is(err, store.ErrNoRow) {
+			return j, now, false, nil
+		}
+		if err != nil {
+			return j, 0, false, storageErr("find claimable job", err)
+		}
+	}
+}
+
 // ---- productions ------------------------------------------------------------
 
 // CreateProductionWithPolicy creates a production with a retry policy, or
@@ -439,7 +485,7 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 				return storageErr("redrive", err)
 			}
 			for i := range js {
-				if err := redrive(ctx, tx, w, p, &js[i], now); err != nil {
+				if err := redrive(ctx, tx, w, p, &js[i], afterLastChange(now, js[i])); err != nil {
 					return err
 				}
 			}
@@ -457,10 +503,13 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 }
 
 // redrive returns j to the queue, claimable at once, and wakes waiting
-// claims through w.
+// claims through w. The job starts afresh: no claim it had before is its
+// claim any more, so a handle of one is lease_lost (not wrong_state, which
+// says the job's last claim finished through another handle).
 func redrive(ctx context.Context, tx store.Tx, w *wakes, p store.Production, j *store.Job, now int64) error {
 	from := j.State
 	j.State, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason = store.StateRequested, "", 0, 0, 0, ""
+	j.ClaimHash = nil
 	j.ClaimableAt, j.ReadyAt, j.Due, j.UpdatedAt = now, now, true, now
 	if err := tx.UpdateJob(ctx, *j); err != nil {
 		return storageErr("redrive", err)

@@ -282,7 +282,7 @@ func TestRetryJobReturnsEachTerminalStateToTheQueueWithAttemptsReset(t *testing.
 			kinds := f.kinds(id)
 			require.Equal(t, "redriven", kinds[len(kinds)-1])
 			_, err = f.a.Import(tok)
-			requireKind(t, err, KindWrongState) // the old claim is over
+			requireKind(t, err, KindLeaseLost) // the old claim is no longer the job's
 			l2 := f.claim("w", time.Minute)
 			require.Equal(t, id, l2.JobID())
 			require.EqualValues(t, 1, f.job(id).Attempts)
@@ -325,6 +325,61 @@ func TestRedriveReturnsEveryDeadJobOfAProduction(t *testing.T) {
 	require.Zero(t, n)
 	for _, want := range ids[:6] {
 		require.Equal(t, want, f.claim("w", time.Minute).JobID(), "redriven jobs keep their request order")
+	}
+}
+
+// A redrive starts a job afresh: every claim it had before is over and no
+// longer the job's, so a handle of one is lease_lost, as when another claim
+// has taken the job (wrong_state would say the claim finished through
+// another handle).
+func TestAHandleOfAClaimFromBeforeARedriveIsLeaseLost(t *testing.T) {
+	for _, how := range []string{"release of the last attempt", "retryable failure of the last attempt",
+		"failure", "cancel", "lapse of the last attempt"} {
+		for _, redrive := range []string{"job retry", "production redrive"} {
+			t.Run(how+", "+redrive, func(t *testing.T) {
+				f := newFixture(t)
+				f.policy(fixed(1, 0))
+				id := f.request(1)[0]
+				l := f.claim("w", time.Minute)
+				tok, err := l.Export()
+				require.NoError(t, err)
+				other, err := f.a.Import(tok) // a second handle of the same claim
+				require.NoError(t, err)
+				state := StateDead
+				switch how {
+				case "release of the last attempt":
+					require.NoError(t, l.Release())
+				case "retryable failure of the last attempt":
+					require.NoError(t, l.FailRetry("no", 0))
+				case "failure":
+					require.NoError(t, l.Fail("no"))
+					state = StateFailed
+				case "cancel":
+					require.NoError(t, f.a.Cancel("p", id))
+					state = StateCancelled
+				case "lapse of the last attempt":
+					f.clk.advance(time.Minute)
+					f.nothing() // notices the lapse: the job is dead
+				}
+				require.Equal(t, state, f.job(id).State)
+				if redrive == "job retry" {
+					require.NoError(t, f.a.RetryJob("p", id))
+				} else {
+					n, err := f.a.Redrive("p", state)
+					require.NoError(t, err)
+					require.EqualValues(t, 1, n)
+				}
+				require.Equal(t, StateRequested, f.job(id).State)
+				requireKind(t, other.Renew(time.Hour), KindLeaseLost)
+				requireKind(t, other.Complete(Facts{}), KindLeaseLost)
+				_, err = f.a.Import(tok)
+				requireKind(t, err, KindLeaseLost)
+				again := f.claim("w2", time.Minute)
+				require.Equal(t, id, again.JobID())
+				requireKind(t, other.Release(), KindLeaseLost)
+				require.NoError(t, again.Complete(Facts{}))
+			})
+		}
 	}
 }
 

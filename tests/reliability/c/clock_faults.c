@@ -2,8 +2,11 @@
  * clock_faults.c: the clock policy under clock faults, through the C test
  * library (build/test/libleases.so, include/leases_testing.h): forward and
  * backward jumps, a jump between the two samples of one operation, and a
- * backward jump across a reopen. Every rejection must change nothing that a
- * listing shows; the high-water mark must keep every observed sample.
+ * backward jump across a reopen, a small step back that stays after the
+ * mark, and writes under a clock behind the mark. Every rejection must change
+ * nothing that a listing shows; the high-water mark must keep every observed
+ * sample; a claim of the next job never fails because of a job it may not
+ * take; no time a write records is earlier than the mark.
  *
  * Usage: clock_faults DIR        SQLite: one database file per test in DIR
  *        clock_faults postgres   PostgreSQL: one fresh schema per test on
@@ -49,6 +52,7 @@ static const char *current;
 #define T0 INT64_C(1900000000000000) /* 2030-03-17, ahead of any real clock */
 #define SEC INT64_C(1000000)
 #define HOUR (3600 * SEC)
+#define MS INT64_C(1000)
 
 static char dir[256];
 static const char *pg_base; /* non-NULL: the PostgreSQL run */
@@ -262,6 +266,89 @@ static void test_a_backward_jump_across_a_reopen_is_still_rejected(void) {
 	leases_authority_close(a);
 }
 
+static int lease_is_job(leases_lease *l, const char *job) {
+	char *id = NULL;
+	int same = leases_lease_job_id(l, &id) == LEASES_OK && strcmp(id, job) == 0;
+	leases_free(id);
+	return same;
+}
+
+/* A job requested while the clock read T0+10ms (requests do not move the
+ * mark, T0), then a step back of 5 ms, still after the mark: the job is not
+ * claimable before its time, and no claim of the next job fails because of
+ * it, nor because of a higher-priority job requested a day ahead. */
+static void test_a_small_step_back_after_the_mark_never_fails_a_claim_of_the_next_job(void) {
+	current = __func__;
+	char path[1024];
+	leases_authority *a = fresh("step", 1, path, sizeof path);
+	leases_lease *l = NULL, *l2 = NULL;
+	char *ahead = NULL, *high = NULL, *low = NULL;
+	leases_request_options urgent = LEASES_REQUEST_OPTIONS_INIT;
+	urgent.priority = 5;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w1", HOUR, &l)); /* the mark: T0 */
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + 10 * MS));
+	EXPECT_STATUS(LEASES_OK, leases_job_request(a, "p", NULL, NULL, 0, &ahead));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + 24 * HOUR));
+	EXPECT_STATUS(LEASES_OK, leases_job_request_v2(a, "p", NULL, NULL, 0, &urgent, &high));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + 5 * MS));
+	EXPECT_STATUS(LEASES_NOTHING_TO_CLAIM, leases_claim(a, "p", "w2", HOUR, &l2));
+	EXPECT_STATUS(LEASES_NOTHING_TO_CLAIM, leases_claim_wait(a, "p", "w2", HOUR, 20 * MS, NULL, &l2));
+	EXPECT_STATUS(LEASES_WRONG_STATE, leases_claim_job(a, "p", ahead, "w2", HOUR, &l2));
+	EXPECT_STATUS(LEASES_OK, leases_job_request(a, "p", NULL, NULL, 0, &low));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w2", HOUR, &l2));
+	EXPECT(lease_is_job(l2, low), "the claimable job is taken");
+	leases_lease_free(l2);
+	l2 = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + 10 * MS));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w3", HOUR, &l2));
+	EXPECT(lease_is_job(l2, ahead), "a job is claimable at its own time");
+	leases_free(ahead);
+	leases_free(high);
+	leases_free(low);
+	leases_lease_free(l);
+	leases_lease_free(l2);
+	leases_authority_close(a);
+}
+
+/* Under a clock an hour behind the mark, unguarded writes work and record
+ * the mark: a 30-minute delay counts from it. */
+static void test_writes_under_a_clock_behind_the_mark_record_the_mark(void) {
+	current = __func__;
+	char path[1024];
+	leases_authority *a = fresh("behind", 2, path, sizeof path);
+	leases_lease *l = NULL, *l2 = NULL, *l3 = NULL;
+	char *delayed = NULL, *job = NULL;
+	leases_request_options later = LEASES_REQUEST_OPTIONS_INIT;
+	later.delay_us = 30 * 60 * SEC;
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w1", 2 * HOUR, &l));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + HOUR));
+	EXPECT_STATUS(LEASES_OK, leases_claim(a, "p", "w2", 2 * HOUR, &l2)); /* the mark: T0+1h */
+	EXPECT_STATUS(LEASES_OK, leases_lease_job_id(l2, &job));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0));
+	EXPECT_STATUS(LEASES_OK, leases_job_request_v2(a, "p", NULL, NULL, 0, &later, &delayed));
+	EXPECT_STATUS(LEASES_OK, leases_cancel(a, "p", job));
+	char *events = NULL;
+	EXPECT_STATUS(LEASES_OK, leases_events_json(a, "p", 0, &events));
+	char early[64];
+	snprintf(early, sizeof early, "\"at_unix_us\":%lld,", (long long)T0);
+	char *first = strstr(events, early), *second = first ? strstr(first + 1, early) : NULL;
+	int behind = second != NULL; /* the creation, request and first claim were at T0 */
+	leases_free(events);
+	EXPECT(!behind, "an event recorded the clock behind the mark");
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + HOUR + 30 * 60 * SEC - 1));
+	EXPECT_STATUS(LEASES_WRONG_STATE, leases_claim_job(a, "p", delayed, "w3", HOUR, &l3));
+	EXPECT_STATUS(LEASES_OK, leases_testing_set_clock(a, T0 + HOUR + 30 * 60 * SEC));
+	EXPECT_STATUS(LEASES_OK, leases_claim_job(a, "p", delayed, "w3", HOUR, &l3));
+	leases_free(delayed);
+	leases_free(job);
+	leases_lease_free(l);
+	leases_lease_free(l2);
+	leases_lease_free(l3);
+	leases_authority_close(a);
+}
+
 static void test_the_clock_sequence_rejects_bad_arguments(void) {
 	current = __func__;
 	char path[1024];
@@ -285,13 +372,18 @@ int main(int argc, char **argv) {
 		}
 	}
 	snprintf(dir, sizeof dir, "%s", where);
-	test_forward_jump_expires_a_claim_at_once();
-	test_backward_jump_rejects_guarded_operations_and_changes_nothing();
-	test_a_backward_jump_between_the_two_samples_commits_nothing();
-	test_a_forward_jump_between_the_two_samples_past_the_expiry_publishes_nothing();
-	test_a_backward_jump_across_a_reopen_is_still_rejected();
-	test_the_clock_sequence_rejects_bad_arguments();
+	int ran = 0;
+#define RUN(test) (ran++, test())
+	RUN(test_forward_jump_expires_a_claim_at_once);
+	RUN(test_backward_jump_rejects_guarded_operations_and_changes_nothing);
+	RUN(test_a_backward_jump_between_the_two_samples_commits_nothing);
+	RUN(test_a_forward_jump_between_the_two_samples_past_the_expiry_publishes_nothing);
+	RUN(test_a_backward_jump_across_a_reopen_is_still_rejected);
+	RUN(test_a_small_step_back_after_the_mark_never_fails_a_claim_of_the_next_job);
+	RUN(test_writes_under_a_clock_behind_the_mark_record_the_mark);
+	RUN(test_the_clock_sequence_rejects_bad_arguments);
 	if (pg_base != NULL) pg_drop_schemas(pg_base);
-	printf("clock faults (%s): %d passed, %d failed\n", pg_base ? "PostgreSQL" : "SQLite", 6 - failures, failures);
+	/* Each test stops at its first failure: it counts once. */
+	printf("clock faults (%s): %d passed, %d failed\n", pg_base ? "PostgreSQL" : "SQLite", ran - failures, failures);
 	return failures ? 1 : 0;
 }
