@@ -306,8 +306,7 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 				}
 				return err
 			}
-			g.rollback()
-			return err
+			return g.abort(err)
 		}
 		return g.commit()
 	})
@@ -424,8 +423,7 @@ func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard)
 			return err
 		}
 		if err := fn(g); err != nil {
-			g.rollback()
-			return err
+			return g.abort(err)
 		}
 		return g.commit()
 	})
@@ -643,8 +641,7 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 		}
 		local = g.started
 		if j, now, err = checkHeld(g, l); err != nil {
-			g.rollback()
-			return err
+			return g.abort(err)
 		}
 		return g.commit()
 	})
