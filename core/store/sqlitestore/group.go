@@ -35,7 +35,10 @@ const memberSavepoint = "member"
 // writer of the handle that was first in the queue when the one before it
 // ended its part. Each member's writes but the first's sit in a savepoint
 // of its own, so a member that rolls back undoes only its own. A member that commits
-// releases its savepoint and waits for the group's outcome; the member that
+// releases its savepoint and waits for the group's outcome; so does one
+// after the first that rolls back, whose answer (a refusal) may rest on
+// what the members before it wrote: no answer comes from a write that is
+// not durable (Tx.Rollback). The member that
 // finds no writer of the handle next in the queue (or the group past
 // groupMaxOpen) ends the group: COMMIT if any member released, then the turn
 // passes on. Only the member holding the turn touches the fields; the turn
