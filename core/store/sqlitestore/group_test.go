@@ -210,6 +210,37 @@ func TestAMemberThatRollsBackAfterAnotherReleasedAnswersOnlyOnTheGroupsOutcome(t
 	}
 }
 
+// A member that rolls back after others released waits for its group at
+// most its busy timeout, as one that commits does: a group still open then
+// has not committed what the member read, so it is told busy (what it read
+// may never be written), not that it may go by what it read.
+func TestAMemberThatRollsBackWaitsForItsGroupAtMostItsBusyTimeout(t *testing.T) {
+	groupsStayOpen(t)
+	const busy = 100 * time.Millisecond
+	s := openWriters(t, filepath.Join(t.TempDir(), "stalled-refusal.db"), busy)
+	ctx := context.Background()
+	holder := holdWrite(t, s, "holder")
+	refusing := queuedBegin(t, s, ctx)
+	untilQueued(t, s.writers, 1)
+	last := queuedBegin(t, s, ctx)
+	untilQueued(t, s.writers, 2)
+	held := commitAsync(holder)
+	tx := <-refusing
+	start := time.Now()
+	refused := make(chan error, 1)
+	go func() { refused <- tx.Rollback() }()
+	w := <-last // holds the group past the refusing member's busy timeout
+	err := <-refused
+	waited := time.Since(start)
+	require.ErrorIs(t, <-held, store.ErrBusy)
+	require.NoError(t, w.Commit())
+	require.GreaterOrEqual(t, waited, busy, "the Rollback returned (%v) while the group was open", err)
+	require.ErrorIs(t, err, store.ErrReadUncommitted)
+	require.ErrorIs(t, err, store.ErrBusy)
+	require.NotErrorIs(t, err, store.ErrRetry, "running again would only queue behind the open group")
+	require.Equal(t, map[string]bool{"holder": true}, productionNames(t, s))
+}
+
 // SQLite rolls back the whole transaction when a write inside it is
 // interrupted: the members that had released their savepoints lose their
 // writes too, and learn that nothing was written and that running again may
