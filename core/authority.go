@@ -437,8 +437,7 @@ func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w
 			err = fn(tx, now, &w)
 		}
 		if err != nil {
-			tx.Rollback()
-			return err
+			return aborted(tx.Rollback(), err)
 		}
 		if err := tx.Commit(); err != nil {
 			err = commitErr(err)

@@ -265,7 +265,7 @@ func (e *Edit) abortLocked() {
 		return
 	}
 	e.done = true
-	e.g.rollback()
+	e.g.abort(nil) // an edit is the first of its transaction: it read only what was durable
 	e.forget()
 	for _, l := range append(e.pending, e.finishing...) {
 		l.mu.Lock()

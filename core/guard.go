@@ -111,7 +111,23 @@ func wentBack(now, observed int64) error {
 // expiry: the pre-commit sample must be before it.
 func (g *guard) mustOutlive(expiry int64) { g.deadlines = append(g.deadlines, expiry) }
 
-func (g *guard) rollback() { g.tx.Rollback() }
+// abort rolls back a transaction that will not commit and returns what the
+// operation answers: verdict (a rule's refusal, a failed statement), unless
+// the store says the transaction may have read writes that never became
+// durable (store.ErrReadUncommitted: writes of other writers it shared a
+// transaction with, SQLite group commit). No answer may rest on those: the
+// operation is then run again (retrying), on what is durable, or reports
+// busy.
+func (g *guard) abort(verdict error) error { return aborted(g.tx.Rollback(), verdict) }
+
+// aborted is the answer of a transaction rolled back (rollback is the
+// Rollback's result) after verdict.
+func aborted(rollback, verdict error) error {
+	if errors.Is(rollback, store.ErrReadUncommitted) {
+		return storageErr("roll back", rollback)
+	}
+	return verdict
+}
 
 // commit applies the pre-commit checks and commits; then waiting claims
 // learn what it may have made claimable.
@@ -148,7 +164,10 @@ func (g *guard) commitTx() error {
 	if err := g.tx.Commit(); err != nil {
 		// An abandoned commit never started, and one refused before COMMIT
 		// ran failed as a write of the operation does: nothing to record.
-		if !errors.Is(err, store.ErrAbandoned) && !errors.Is(err, store.ErrNotCommitted) {
+		// A commit shared with other writers and lost through another's
+		// failure is a failed commit of this operation: it records.
+		refused := errors.Is(err, store.ErrNotCommitted) && !errors.Is(err, store.ErrLostWithOthers)
+		if !errors.Is(err, store.ErrAbandoned) && !refused {
 			g.a.recordHWM(g.ctx, now)
 		}
 		return commitErr(err)
@@ -160,9 +179,9 @@ func (g *guard) commitTx() error {
 // commit: roll it back first (nothing is published), then store the observed
 // sample as the mark in a transaction of its own.
 func (g *guard) fail(observed int64, err error) error {
-	g.tx.Rollback()
+	rollback := g.tx.Rollback()
 	g.a.recordHWM(g.ctx, observed)
-	return err
+	return aborted(rollback, err)
 }
 
 // commitErr reports a failed commit. A store that aborted the commit over a

@@ -311,8 +311,7 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 					more = g.more
 					return err
 				}
-				g.rollback()
-				return err
+				return g.abort(err)
 			}
 			return g.commit()
 		})
@@ -440,8 +439,7 @@ func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard)
 			return err
 		}
 		if err := fn(g); err != nil {
-			g.rollback()
-			return err
+			return g.abort(err)
 		}
 		return g.commit()
 	})
@@ -659,8 +657,7 @@ func (a *Authority) importToken(ctx context.Context, token string) (*Lease, erro
 		}
 		local = g.started
 		if j, now, err = checkHeld(g, l); err != nil {
-			g.rollback()
-			return err
+			return g.abort(err)
 		}
 		return g.commit()
 	})

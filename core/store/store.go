@@ -79,6 +79,22 @@ var (
 	// the server refused one of them). Nothing was written. It wraps the
 	// refusal, classified as a statement's error is (ErrRetry, ErrBusy, ...).
 	ErrNotCommitted = errors.New("the transaction was refused before it committed")
+	// ErrLostWithOthers: Commit handed this transaction's writes to a commit
+	// it shared with other writers (SQLite group commit), and that commit
+	// was lost through a failure that was not this transaction's. Nothing
+	// was written; it always comes with ErrNotCommitted. Unlike a refusal
+	// of one of its own writes, this transaction's statements and checks
+	// had all succeeded and its commit had begun: core stores the clock
+	// sample it observed as the mark (docs/CLOCK.md, rule 3).
+	ErrLostWithOthers = errors.New("the commit this transaction shared with other writers was lost")
+	// ErrReadUncommitted: Rollback of a transaction that may have read
+	// writes which were not durable yet (another writer's, sharing its
+	// transaction: SQLite group commit) and which then did not commit, or
+	// whose commit did not end within the busy timeout. Nothing the
+	// transaction read may be reported: a refusal it led to may rest on a
+	// write that never happened. It wraps ErrRetry (running the transaction
+	// again reads what is durable) or, after the busy timeout, ErrBusy.
+	ErrReadUncommitted = errors.New("the transaction read writes of others that did not commit")
 )
 
 // Clock is implemented by a Tx whose store owns the authority clock: a

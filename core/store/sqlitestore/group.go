@@ -35,7 +35,10 @@ const memberSavepoint = "member"
 // writer of the handle that was first in the queue when the one before it
 // ended its part. Each member's writes but the first's sit in a savepoint
 // of its own, so a member that rolls back undoes only its own. A member that commits
-// releases its savepoint and waits for the group's outcome; the member that
+// releases its savepoint and waits for the group's outcome; so does one
+// after the first that rolls back, whose answer (a refusal) may rest on
+// what the members before it wrote: no answer comes from a write that is
+// not durable (Tx.Rollback). The member that
 // finds no writer of the handle next in the queue (or the group past
 // groupMaxOpen) ends the group: COMMIT if any member released, then the turn
 // passes on. Only the member holding the turn touches the fields; the turn
@@ -124,19 +127,23 @@ func (g *group) pass() {
 	g.end()
 }
 
-// outcome is the group's outcome for a member that released, once the group
-// has ended. The member that ended it (a writer alone, every time) has it at
-// once, with no timer. No member runs its caller's code (an edit never
-// joins a group: handOff), so the group ends within its members'
-// statements; the wait is still bounded, by the busy timeout, in case a
-// member is stalled: the outcome is then unknown, never reported done.
-func (g *group) outcome() error {
+// outcome is the group's outcome for a member that released (or rolled
+// back after others released), once the group has ended. The member that
+// ended it (a writer alone, every time) has it at once, with no timer. No
+// member runs its caller's code (an edit never joins a group: handOff), so
+// the group ends within its members' statements; the wait is still bounded,
+// to the busy timeout since the member's Commit or Rollback began (since),
+// in case a member is stalled: the outcome is then unknown, never reported
+// done. That bounds the time from a member's last clock sample (core's, just
+// before its Commit: then only the mark's write) to a durable COMMIT it
+// reports done (docs/CLOCK.md, "Group commit").
+func (g *group) outcome(since time.Time) error {
 	select {
 	case <-g.done:
 		return g.err
 	default:
 	}
-	timer := time.NewTimer(g.s.busy)
+	timer := time.NewTimer(time.Until(since.Add(g.s.busy)))
 	defer timer.Stop()
 	select {
 	case <-g.done:
@@ -144,6 +151,16 @@ func (g *group) outcome() error {
 	case <-timer.C:
 		return fmt.Errorf("%w: the transaction this write shares with other writers of the handle did not commit "+
 			"within the busy timeout (%s); the write may still commit with it", store.ErrBusy, g.s.busy)
+	}
+}
+
+// ended reports whether the group has ended (its outcome is known).
+func (g *group) ended() bool {
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -186,7 +203,8 @@ func (g *group) end() {
 }
 
 // lostErr is what the released members of a lost transaction get: nothing
-// of theirs was written (store.ErrNotCommitted), because of the failure
+// of theirs was written (store.ErrNotCommitted), though their own writes
+// had all succeeded (store.ErrLostWithOthers), because of the failure
 // noted (a full disk ...), or else a broken connection (store.ErrReconnect)
 // or a failure another member met, which running their writes again
 // should not meet (store.ErrRetry).
@@ -201,5 +219,5 @@ func (g *group) lostErr() error {
 		cause = fmt.Errorf("%w: SQLite rolled back the transaction this write shared with other writers of the "+
 			"handle, after another writer's statement failed (%v)", store.ErrRetry, g.lost)
 	}
-	return fmt.Errorf("%w: %w", store.ErrNotCommitted, cause)
+	return fmt.Errorf("%w: %w: %w", store.ErrNotCommitted, store.ErrLostWithOthers, cause)
 }

@@ -154,6 +154,93 @@ func TestAGroupMemberThatRollsBackUndoesOnlyItsOwnWrites(t *testing.T) {
 	require.Equal(t, 1, walCommits(t, s)-before)
 }
 
+// A member after the first reads the writes of the members before it,
+// which are not durable until the group's COMMIT: whatever it then answers
+// rests on them. So a member that rolls back (a rule's refusal) is
+// answered, like one that commits, only once the group has ended: nil if
+// the group committed, and if it did not, an error that says what it read
+// may never have been written and that running it again may succeed.
+func TestAMemberThatRollsBackAfterAnotherReleasedAnswersOnlyOnTheGroupsOutcome(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		name := "the group commits"
+		if lost {
+			name = "the group is lost"
+		}
+		t.Run(name, func(t *testing.T) {
+			s, holder, _ := openGroup(t, "refusal.db")
+			ctx := context.Background()
+			refusing := queuedBegin(t, s, ctx)
+			untilQueued(t, s.writers, 1)
+			lctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			last := queuedBegin(t, s, lctx)
+			untilQueued(t, s.writers, 2)
+			held := commitAsync(holder)
+			tx := <-refusing
+			_, err := tx.ProductionByName(ctx, "holder")
+			require.NoError(t, err, "the member reads the holder's released write")
+			refused := make(chan error, 1)
+			go func() { refused <- tx.Rollback() }()
+			w := (<-last).(*Tx) // the refusing member has passed the group on
+			time.Sleep(50 * time.Millisecond)
+			early := false
+			select {
+			case err = <-refused:
+				early = true
+			default:
+			}
+			if lost {
+				loseGroup(t, w, lctx, cancel, false)
+				require.ErrorIs(t, <-held, store.ErrNotCommitted)
+			} else {
+				require.NoError(t, w.Commit())
+				require.NoError(t, <-held)
+			}
+			require.False(t, early, "the refusing member's Rollback returned (%v) before the group ended", err)
+			err = <-refused
+			if lost {
+				require.ErrorIs(t, err, store.ErrReadUncommitted, "the refusal read a write that was lost")
+				require.ErrorIs(t, err, store.ErrRetry, "running it again reads what is durable")
+				require.Empty(t, productionNames(t, s))
+			} else {
+				require.NoError(t, err, "what the refusal read was committed")
+				require.Equal(t, map[string]bool{"holder": true}, productionNames(t, s))
+			}
+		})
+	}
+}
+
+// A member that rolls back after others released waits for its group at
+// most its busy timeout, as one that commits does: a group still open then
+// has not committed what the member read, so it is told busy (what it read
+// may never be written), not that it may go by what it read.
+func TestAMemberThatRollsBackWaitsForItsGroupAtMostItsBusyTimeout(t *testing.T) {
+	groupsStayOpen(t)
+	const busy = 100 * time.Millisecond
+	s := openWriters(t, filepath.Join(t.TempDir(), "stalled-refusal.db"), busy)
+	ctx := context.Background()
+	holder := holdWrite(t, s, "holder")
+	refusing := queuedBegin(t, s, ctx)
+	untilQueued(t, s.writers, 1)
+	last := queuedBegin(t, s, ctx)
+	untilQueued(t, s.writers, 2)
+	held := commitAsync(holder)
+	tx := <-refusing
+	start := time.Now()
+	refused := make(chan error, 1)
+	go func() { refused <- tx.Rollback() }()
+	w := <-last // holds the group past the refusing member's busy timeout
+	err := <-refused
+	waited := time.Since(start)
+	require.ErrorIs(t, <-held, store.ErrBusy)
+	require.NoError(t, w.Commit())
+	require.GreaterOrEqual(t, waited, busy, "the Rollback returned (%v) while the group was open", err)
+	require.ErrorIs(t, err, store.ErrReadUncommitted)
+	require.ErrorIs(t, err, store.ErrBusy)
+	require.NotErrorIs(t, err, store.ErrRetry, "running again would only queue behind the open group")
+	require.Equal(t, map[string]bool{"holder": true}, productionNames(t, s))
+}
+
 // SQLite rolls back the whole transaction when a write inside it is
 // interrupted: the members that had released their savepoints lose their
 // writes too, and learn that nothing was written and that running again may
@@ -174,30 +261,8 @@ func TestALostGroupTransactionTellsTheReleasedMembersNothingWasWritten(t *testin
 			behind := writeProduction(s, ctx, "behind")
 			untilQueued(t, s.writers, 2)
 			held := commitAsync(holder)
-			w := (<-joined).(*Tx)
-			require.NoError(t, w.InsertProduction(wctx, store.Production{ID: uuid.NewString(), Name: "lost", CreatedAt: 1}))
-			if full {
-				// The file may not grow: the next page the member needs fails
-				// with SQLITE_FULL, a failure the released members must see.
-				var pages int
-				require.NoError(t, w.tx.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages))
-				_, err := w.tx.ExecContext(ctx, `PRAGMA max_page_count = `+strconv.Itoa(pages))
-				require.NoError(t, err)
-				for i := 0; ; i++ {
-					err = w.InsertProduction(wctx, store.Production{ID: uuid.NewString(), Name: "filler" + strconv.Itoa(i), CreatedAt: 1})
-					if err != nil {
-						break
-					}
-				}
-				require.ErrorIs(t, err, store.ErrFull)
-			}
-			_, err := w.tx.ExecContext(wctx, `CREATE TEMP TABLE endless (x INTEGER)`)
-			require.NoError(t, err)
-			time.AfterFunc(20*time.Millisecond, cancel)
-			_, err = w.tx.ExecContext(wctx, `INSERT INTO endless WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c`)
-			require.Error(t, err, "the endless INSERT ended without its interrupt")
-			require.Error(t, w.Rollback(), "SQLite had rolled the whole transaction back already")
-			err = <-held
+			loseGroup(t, (<-joined).(*Tx), wctx, cancel, full)
+			err := <-held
 			require.ErrorIs(t, err, store.ErrNotCommitted)
 			if full {
 				require.ErrorIs(t, err, store.ErrFull)
@@ -211,6 +276,36 @@ func TestALostGroupTransactionTellsTheReleasedMembersNothingWasWritten(t *testin
 			require.Zero(t, s.writers.waiting())
 		})
 	}
+}
+
+// loseGroup makes SQLite roll back the whole transaction of w's group, as
+// an interrupted write does: w, a member holding the group and begun on
+// wctx, writes, then has a write of its own interrupted (cancel ends wctx),
+// and rolls back. full first fills the file: the next page w needs fails
+// with SQLITE_FULL, a failure the released members must see.
+func loseGroup(t *testing.T, w *Tx, wctx context.Context, cancel context.CancelFunc, full bool) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, w.InsertProduction(wctx, store.Production{ID: uuid.NewString(), Name: "lost", CreatedAt: 1}))
+	if full {
+		var pages int
+		require.NoError(t, w.tx.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages))
+		_, err := w.tx.ExecContext(ctx, `PRAGMA max_page_count = `+strconv.Itoa(pages))
+		require.NoError(t, err)
+		for i := 0; ; i++ {
+			err = w.InsertProduction(wctx, store.Production{ID: uuid.NewString(), Name: "filler" + strconv.Itoa(i), CreatedAt: 1})
+			if err != nil {
+				break
+			}
+		}
+		require.ErrorIs(t, err, store.ErrFull)
+	}
+	_, err := w.tx.ExecContext(wctx, `CREATE TEMP TABLE endless (x INTEGER)`)
+	require.NoError(t, err)
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err = w.tx.ExecContext(wctx, `INSERT INTO endless WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c`)
+	require.Error(t, err, "the endless INSERT ended without its interrupt")
+	require.Error(t, w.Rollback(), "SQLite had rolled the whole transaction back already")
 }
 
 func TestNothingAGroupMemberWroteIsVisibleBeforeTheGroupCommits(t *testing.T) {

@@ -414,7 +414,8 @@ type Tx struct {
 // Commit commits, unless ctx has ended: then it rolls back (ErrAbandoned).
 // It releases the member's savepoint, passes the open transaction on, and
 // returns once the group's COMMIT has returned: nothing is reported done
-// before it is durable. Once the savepoint is released nothing interrupts
+// before it is durable, nor later than the busy timeout after Commit began
+// (ErrBusy then: the outcome is unknown). Once the savepoint is released nothing interrupts
 // the commit; an error then means the outcome is unknown, unless it is
 // ErrNotCommitted (SQLite rolled the whole transaction back). The member
 // that commits the group then lets a WAL that readers held back start over
@@ -424,9 +425,10 @@ func (t *Tx) Commit() error {
 		return sql.ErrTxDone
 	}
 	t.ended = true
+	since := time.Now()
 	g := t.g
 	if t.ctx.Err() != nil {
-		t.undo()
+		t.undo(time.Time{}) // abandoned says nothing of what it read: no wait
 		return abandoned(t.ctx)
 	}
 	if t.first {
@@ -440,34 +442,64 @@ func (t *Tx) Commit() error {
 		return err
 	}
 	g.pass()
-	return g.outcome()
+	return g.outcome(since)
 }
 
 // Rollback rolls back the member's own writes; the group goes on. Rolling
 // back a finished transaction is a no-op.
+//
+// A member after the first read the writes the members before it released,
+// which are not durable before the group's COMMIT: whatever its caller is
+// told (a rule's refusal, most often) may rest on them. So its Rollback, like
+// a Commit, returns only once the group has ended: nil if the group
+// committed, else store.ErrReadUncommitted (with store.ErrRetry: running the
+// transaction again reads what is durable; with store.ErrBusy if the group
+// did not end within the busy timeout). The first member read only what
+// was durable before its BEGIN, and returns at once.
 func (t *Tx) Rollback() error {
 	if t.ended {
 		return nil
 	}
 	t.ended = true
-	return t.undo()
+	return t.undo(time.Now())
 }
 
 // undo rolls back the member's writes and ends its part: the first member
 // rolls back the transaction, which ends the group (no other member has
 // joined it yet); any other rolls back to its savepoint and passes the
-// group on.
-func (t *Tx) undo() error {
+// group on, then, unless since is zero, waits for the group's outcome
+// (Rollback, begun at since).
+func (t *Tx) undo(since time.Time) error {
+	g := t.g
 	if t.first {
-		t.g.end()
-		if errors.Is(t.g.err, sql.ErrTxDone) {
+		g.end()
+		if errors.Is(g.err, sql.ErrTxDone) {
 			return nil
 		}
-		return classify(t.g.err)
+		return classify(g.err)
 	}
-	err := t.g.undo()
-	t.g.pass()
+	err := g.undo()
+	g.pass()
+	if since.IsZero() {
+		return err
+	}
+	if gerr := g.outcome(since); gerr != nil {
+		return readUncommitted(gerr, g.ended())
+	}
 	return err
+}
+
+// readUncommitted is a later member's Rollback once its group did not
+// commit (outcome, the group's error for its released members), or did not
+// end (ended false: the wait ran out): what the member read may never have
+// been written.
+func readUncommitted(outcome error, ended bool) error {
+	next := store.ErrRetry
+	if !ended {
+		next = store.ErrBusy // running again would queue behind the group
+	}
+	return fmt.Errorf("%w: %w: the writes of other writers of the handle that this transaction shared and "+
+		"may have read did not commit (%v)", store.ErrReadUncommitted, next, outcome)
 }
 
 // classify maps SQLite errors onto the store's error values, keeping the
