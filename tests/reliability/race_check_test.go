@@ -48,7 +48,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -182,26 +181,22 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 // init holds each job's state at its request (order: request order).
 func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []string, r leaseRules) (int, error) {
 	byJob := map[string][]*raceOp{}
-	var unknownClaimCalls []int64
+	var unknownClaims []*raceOp
 	for _, o := range hist {
 		switch {
 		case !isClaim(o.Op):
 			byJob[o.Job] = append(byJob[o.Job], o)
 		case unknownOutcome(o):
-			unknownClaimCalls = append(unknownClaimCalls, o.Call)
+			unknownClaims = append(unknownClaims, o)
 		case o.Kind == "ok":
 			byJob[o.RJob] = append(byJob[o.RJob], o)
 		}
 	}
-	sort.Slice(unknownClaimCalls, func(i, j int) bool { return unknownClaimCalls[i] < unknownClaimCalls[j] })
 	maxPassed := 0
 	for _, c := range hist {
 		if !isClaim(c.Op) || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
 			continue
 		}
-		// A claim of unknown outcome called by the time c returned could
-		// be linearized before c and have taken one of the counted jobs.
-		mayHaveTaken := sort.Search(len(unknownClaimCalls), func(i int) bool { return unknownClaimCalls[i] > c.Ret })
 		ti, at := -1, c.Call // nothing_to_claim: every job, at the call
 		var target mJob
 		if c.Kind == "ok" {
@@ -213,6 +208,7 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 			target = orderKey(init[p], byJob[c.RJob], c)
 		}
 		var certain []string
+		var claims []int // of each certain job, the claims that may precede c
 		for i, k := range order {
 			if i == ti || !certainlyClaimable(byJob[k], init[i], c, at, r.maxAttempts) {
 				continue
@@ -221,7 +217,9 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 				continue
 			}
 			certain = append(certain, k)
+			claims = append(claims, mayPrecede(byJob[k], init[i], c))
 		}
+		mayHaveTaken := hiddenByUnknownClaims(unknownClaims, claims, c, at, r.maxAttempts)
 		passed := len(certain) - mayHaveTaken
 		maxPassed = max(maxPassed, passed)
 		if passed >= r.window {
@@ -234,6 +232,47 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 		}
 	}
 	return maxPassed, nil
+}
+
+// hiddenByUnknownClaims bounds how many of the jobs counted for claim c
+// (claims: each one's claims that may precede c) the claims of unknown
+// outcome may have made unclaimable at c's sample at. Such a claim u may
+// come first only when it was called by c's return; it took at most one
+// job, at a sample no later than its return, so its lease lived at most
+// until its return plus its duration. One that may still live at at may
+// hold a counted job; one that lapsed before at left its job claimable,
+// unless it used the job's last attempt (then the job is dead): the lapsed
+// ones count only when, all of them on one counted job, they could use up
+// its attempts.
+func hiddenByUnknownClaims(unknown []*raceOp, claims []int, c *raceOp, at int64, maxAttempts int) int {
+	live, lapsed := 0, 0
+	for _, u := range unknown {
+		switch {
+		case u.Call > c.Ret:
+		case addSat(u.Ret, u.DurUS) > at:
+			live++
+		default:
+			lapsed++
+		}
+	}
+	for _, n := range claims {
+		if lapsed > 0 && n+lapsed >= maxAttempts {
+			return live + lapsed
+		}
+	}
+	return live
+}
+
+// mayPrecede counts the claims of a job (its state at its request j, its
+// operations ops) that may precede claim c: its attempts by then, at most.
+func mayPrecede(ops []*raceOp, j mJob, c *raceOp) int {
+	n := j.att
+	for _, y := range ops {
+		if isClaim(y.Op) && y.Call <= c.Ret {
+			n++
+		}
+	}
+	return n
 }
 
 // orderKey bounds a job's place in claim order at claim c's linearization
@@ -273,13 +312,7 @@ func orderKey(j mJob, ops []*raceOp, c *raceOp) mJob {
 // A job whose claims that may precede c reach maxAttempts may be dead: it
 // is never counted.
 func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts int) bool {
-	claims := j.att
-	for _, y := range ops {
-		if isClaim(y.Op) && y.Call <= c.Ret {
-			claims++
-		}
-	}
-	if claims >= maxAttempts {
+	if mayPrecede(ops, j, c) >= maxAttempts {
 		return false
 	}
 	harmless := func(y *raceOp) bool { // leaves the job claimable at at, or unchanged

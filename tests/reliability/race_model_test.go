@@ -27,8 +27,8 @@ package reliability
 // returns the job with its claimable time somewhere in the call's window. A
 // claim may notice (and end) any lapsed claim, invisibly: the lapsed
 // claim's holder may then be told lease_lost instead of expired. A claim of
-// unknown outcome that may have taken a job leaves its attempts uncertain
-// (mJob.unsure).
+// unknown outcome that may have taken a job leaves its attempts known only
+// within bounds (mJob.att..amax).
 //
 // A claim itself can end "expired", having committed nothing: born expired,
 // when its pre-commit sample reached its own new expiry (a call at least its
@@ -59,10 +59,12 @@ package reliability
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
 // nondeterministic: the change happened or it did not, by the return; a call
 // a kill cut short returns when its worker was gone (dead, and on PostgreSQL
-// its sessions ended too). A claim of unknown
-// outcome may have taken any job that could have been first in line, with an
-// expiry known only from below (call + duration); [lo, hi] bounds every
-// expiry, hi = MaxInt64 when unknown.
+// its sessions ended too). A claim of unknown outcome may have taken only a
+// job that could have been first in line at some sample while it ran
+// (claimable then: requested and ready, or claimed and expired), and its
+// expiry is that sample plus its duration: within [earliest such sample +
+// duration, return + duration]. [lo, hi] bounds every expiry, hi = MaxInt64
+// when unknown (a renewal of unknown outcome, a keep-alive).
 //
 // race_check_test.go checks a history against this model per job, and the
 // claim order across jobs apart, so that the check always decides.
@@ -90,15 +92,17 @@ type mJob struct {
 	olo, ohi int64  // bounds of the claimable time, the claim order's key
 	prio     int    // the job's priority (fixed at its request)
 	att      int    // claims known to have taken it
-	// unsure: a claim of unknown outcome may have taken it, so its attempts
-	// may be more than att. Counting such a claim exactly would make the
-	// state depend on the order the search tries unknown claims in (which
-	// one took it last, after how many), and the search would then never
-	// meet a state twice; instead the job is never certainly claimable
-	// again, and a release or fail_retry below max_attempts may have left it
-	// dead or requested (the model keeps it requested: a claim of a dead job
-	// never happens, nothing_to_claim does not count it).
-	unsure bool
+	// amax bounds the attempts from above: a claim of unknown outcome may
+	// have taken the job, so its attempts may be more than att (amax stops
+	// at max_attempts, a job's last). Counting such a claim exactly would
+	// make the state depend on the order the search tries unknown claims in
+	// (which one took it last, after how many), and the search would then
+	// never meet a state twice; the bound keeps the states few. A job whose
+	// amax reached max_attempts is never certainly claimable, and a release
+	// or fail_retry below max_attempts may have left it dead or requested
+	// (the model keeps it requested: a claim of a dead job never happens,
+	// nothing_to_claim does not count it).
+	amax int
 }
 
 // raceMaxAttempts is the race production's max_attempts; its backoff is 0,
@@ -120,7 +124,7 @@ func (r leaseRules) claimable(j mJob, t int64, certainly bool) bool {
 	bound := j.lo
 	if certainly {
 		bound = j.hi
-		if j.unsure {
+		if j.amax >= r.maxAttempts {
 			return false
 		}
 	}
@@ -238,7 +242,7 @@ func leaseModel(init mState, r leaseRules) porcupine.NondeterministicModel {
 			h := fnv.New64a()
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d:%t;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att, j.unsure)
+					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d:%d;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att, j.amax)
 				}
 			}
 			return h.Sum64()
@@ -251,8 +255,8 @@ func leaseModel(init mState, r leaseRules) porcupine.NondeterministicModel {
 			var b strings.Builder
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d unsure %t\n", i, j.st, j.holder, j.lo, j.hi,
-						j.olo, j.ohi, j.prio, j.att, j.unsure)
+					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d..%d\n", i, j.st, j.holder, j.lo, j.hi,
+						j.olo, j.ohi, j.prio, j.att, j.amax)
 				}
 			}
 			return b.String()
@@ -388,18 +392,31 @@ func (r leaseRules) applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 	if unknown {
 		// Any job that could have been first in line: claimable at some
-		// sample after the call, and behind fewer than window jobs that
-		// were certainly claimable then and certainly before it.
-		out := []mState{s}
+		// sample t while the call ran (call <= t <= return), and behind
+		// fewer than window jobs that were certainly claimable then and
+		// certainly before it (fewest at the earliest such t). Its expiry
+		// is t + duration: at most the return's, and at least the call's
+		// (t is at least the job's ready time or previous expiry as well,
+		// but a bound that depended on the previous holder would make the
+		// states depend on the order the search tries unknown claims in).
+		// Either way, each job it may have taken may have one attempt
+		// more (amax): raised in every branch, so that the states do not
+		// depend on the order in which the search tries unknown claims.
+		var took []int
 		for i, j := range s {
-			if j.st == jTerminal || (j.st == jClaimed && j.att >= r.maxAttempts) {
-				continue
+			if r.claimable(j, o.Ret, false) && r.passedOver(s, i, max(o.Call, j.lo)) < r.window {
+				took = append(took, i)
 			}
-			if r.passedOver(s, i, o.Call) >= r.window {
-				continue
-			}
-			out = append(out, s.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: math.MaxInt64,
-				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att, unsure: true}))
+		}
+		base := append(mState{}, s...)
+		for _, i := range took {
+			base[i].amax = min(base[i].amax+1, r.maxAttempts)
+		}
+		out := []mState{base}
+		for _, i := range took {
+			j := base[i]
+			out = append(out, base.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: addSat(o.Ret, o.DurUS),
+				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att, amax: j.amax}))
 		}
 		return out
 	}
@@ -418,7 +435,7 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 			return nil
 		}
 		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry,
-			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1, unsure: j.unsure})}
+			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1, amax: min(j.amax+1, r.maxAttempts)})}
 	case "nothing_to_claim":
 		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {
@@ -441,6 +458,15 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 		return []mState{s}
 	}
 	return nil
+}
+
+// addSat is a + b, or MaxInt64 where that overflows (a pending call's
+// return is MaxInt64).
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // passedOver counts the jobs a claim of job ji at sample t passes over:

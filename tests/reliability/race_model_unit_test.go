@@ -170,3 +170,34 @@ func TestLeaseModelAcceptsAClaimBornExpiredOnlyAfterItsDuration(t *testing.T) {
 		require.Equal(t, porcupine.Illegal, checkModelOf(window, bornExpired(0, 49)))
 	}
 }
+
+// A claim of unknown outcome may have taken only a job that was claimable
+// at some sample while it ran (between its call and its return), and the
+// lease it may have taken lives at most its duration past its return. So it
+// cannot have taken a job another lease holds beyond its return, and the
+// holder's lease_lost is then wrong.
+func TestLeaseModelLetsAClaimOfUnknownOutcomeTakeOnlyAJobClaimableWhileItRan(t *testing.T) {
+	killed := &raceOp{W: "k", Op: "claim", DurUS: 50, Call: 20, Ret: 30, Kind: "killed"}
+	lost := complete("a", "j0", 40, 50, "lease_lost")
+	for _, window := range []int{fifo, skipLockedWindow} {
+		require.Equal(t, porcupine.Illegal, checkModelOf(window, claimOp("a", "j0", 0, 10, 5, 100), killed, lost), "window %d", window)
+		require.Equal(t, porcupine.Illegal, checkSplitOf(window, claimOp("a", "j0", 0, 10, 5, 100), killed, lost).Result, "window %d: the checker", window)
+	}
+	// After a's expiry (105) it may have taken the job.
+	late := &raceOp{W: "k", Op: "claim", DurUS: 50, Call: 100, Ret: 110, Kind: "killed"}
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), late, complete("a", "j0", 120, 130, "lease_lost")))
+	require.Equal(t, porcupine.Ok, checkSplitOf(fifo, claimOp("a", "j0", 0, 10, 5, 100), late, complete("a", "j0", 120, 130, "lease_lost")).Result)
+}
+
+// A claim of unknown outcome that returned long ago holds nothing any
+// more: its lease lived at most its duration past its return. So it does
+// not explain a nothing_to_claim after that.
+func TestLeaseModelCountsAClaimOfUnknownOutcomeOnlyWhileItsLeaseCanLive(t *testing.T) {
+	one := make(mState, 1)
+	killed := &raceOp{W: "k", Op: "claim", DurUS: 50, Call: 0, Ret: 10, Kind: "killed"}
+	require.Equal(t, porcupine.Illegal, checkJobsOf(fifo, one, killed, nothingToClaim("b", 1000, 1010)))
+	require.Equal(t, porcupine.Illegal, checkSplitJobs(fifo, one, killed, nothingToClaim("b", 1000, 1010)).Result, "the checker")
+	// While it may still hold the job, nothing to claim is right.
+	require.Equal(t, porcupine.Ok, checkJobsOf(fifo, one, killed, nothingToClaim("b", 40, 50)))
+	require.Equal(t, porcupine.Ok, checkSplitJobs(fifo, one, killed, nothingToClaim("b", 40, 50)).Result, "the checker")
+}
