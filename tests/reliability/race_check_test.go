@@ -75,7 +75,19 @@ type raceCheck struct {
 func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
 	k.Ops = splitCompleteNext(k.Ops)
 	init, idx := k.initial()
-	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts()}
+	// A job the history requests joins the request order after the others
+	// (its place among them is unknown: mJob.late), absent until then.
+	order := append([]string{}, k.Order...)
+	for _, o := range k.Ops {
+		if _, ok := idx[o.RJob]; o.Op == "request" && o.RJob != "" && !ok {
+			idx[o.RJob] = len(order)
+			order = append(order, o.RJob)
+			j := requestedJob(o)
+			j.st = jAbsent
+			init = append(init, j)
+		}
+	}
+	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts(), backoff: k.Backoff}
 	var ops []porcupine.Operation
 	clients := map[string]int{}
 	for _, o := range k.Ops {
@@ -109,7 +121,7 @@ func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
 		}
 	}
 	c.Result = porcupine.Ok
-	c.MaxPassed, c.Order = checkClaimOrder(k.Ops, init, idx, k.Order, rules)
+	c.MaxPassed, c.Order = checkClaimOrder(k.Ops, init, idx, order, rules)
 	if c.Order != nil {
 		c.Result = porcupine.Illegal
 	}
@@ -130,7 +142,7 @@ type jobPartition struct {
 func partitionByJob(history []porcupine.Operation) []jobPartition {
 	byJob := map[string][]porcupine.Operation{}
 	var jobs []string
-	var unknownClaims, jobless []porcupine.Operation
+	var unknownClaims, jobless, redrives []porcupine.Operation
 	add := func(job string, op porcupine.Operation) {
 		if _, ok := byJob[job]; !ok {
 			jobs = append(jobs, job)
@@ -140,6 +152,12 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 	for _, op := range history {
 		o := op.Input.(*raceOp)
 		switch {
+		case o.Op == "request":
+			if o.RJob != "" { // else it never happened: no job has its key
+				add(o.RJob, op)
+			}
+		case o.Op == "redrive": // it may touch every job
+			redrives = append(redrives, op)
 		case !isClaim(o.Op): // a waiting claim is a claim: its job is known at its return
 			add(o.Job, op)
 		case unknownOutcome(o):
@@ -153,16 +171,23 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 	var out []jobPartition
 	for _, j := range jobs {
 		// A claim called after the job surely finished cannot have taken
-		// it: the model keeps a finished job finished. (A dead job is not
+		// it: the model keeps a finished job finished. Only a completion
+		// finishes it for good: a failed or cancelled job may be redriven
+		// (so only without any retry_job or redrive). (A dead job is not
 		// surely dead from one call: a claim of unknown outcome may have
 		// counted an attempt, so its claims stay in.)
+		redriven := len(redrives) > 0
+		for _, op := range byJob[j] {
+			redriven = redriven || op.Input.(*raceOp).Op == "retry_job"
+		}
 		finished := int64(math.MaxInt64)
 		for _, op := range byJob[j] {
-			if o := op.Input.(*raceOp); (o.Op == "complete" || o.Op == "fail") && o.Kind == "ok" {
+			o := op.Input.(*raceOp)
+			if o.Kind == "ok" && (o.Op == "complete" || (!redriven && (o.Op == "fail" || o.Op == "cancel"))) {
 				finished = min(finished, o.Ret)
 			}
 		}
-		part := byJob[j]
+		part := append(byJob[j], redrives...)
 		for _, u := range unknownClaims {
 			if u.Call <= finished {
 				part = append(part, u)
@@ -181,9 +206,13 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 // init holds each job's state at its request (order: request order).
 func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []string, r leaseRules) (int, error) {
 	byJob := map[string][]*raceOp{}
-	var unknownClaims []*raceOp
+	var unknownClaims, redrives []*raceOp
 	for _, o := range hist {
 		switch {
+		case o.Op == "request":
+			byJob[o.RJob] = append(byJob[o.RJob], o)
+		case o.Op == "redrive":
+			redrives = append(redrives, o)
 		case !isClaim(o.Op):
 			byJob[o.Job] = append(byJob[o.Job], o)
 		case unknownOutcome(o):
@@ -205,21 +234,21 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 				return maxPassed, fmt.Errorf("%s claim #%d returned job %s, which was never requested", c.W, c.N, c.RJob)
 			}
 			ti, at = p, c.Expiry-c.DurUS // the claim's exact sample
-			target = orderKey(init[p], byJob[c.RJob], c)
+			target = orderKey(init[p], byJob[c.RJob], redrives, c, r)
 		}
 		var certain []string
 		var claims []int // of each certain job, the claims that may precede c
 		for i, k := range order {
-			if i == ti || !certainlyClaimable(byJob[k], init[i], c, at, r.maxAttempts) {
+			if i == ti || !certainlyClaimable(byJob[k], init[i], c, at, r) {
 				continue
 			}
-			if ti >= 0 && !before(orderKey(init[i], byJob[k], c), i, target, ti) {
+			if ti >= 0 && !before(orderKey(init[i], byJob[k], redrives, c, r), i, target, ti) {
 				continue
 			}
 			certain = append(certain, k)
 			claims = append(claims, mayPrecede(byJob[k], init[i], c))
 		}
-		mayHaveTaken := hiddenByUnknownClaims(unknownClaims, claims, c, at, r.maxAttempts)
+		mayHaveTaken := hiddenByUnknownClaims(unknownClaims, claims, c, at, r)
 		passed := len(certain) - mayHaveTaken
 		maxPassed = max(maxPassed, passed)
 		if passed >= r.window {
@@ -244,12 +273,14 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 // unless it used the job's last attempt (then the job is dead): the lapsed
 // ones count only when, all of them on one counted job, they could use up
 // its attempts.
-func hiddenByUnknownClaims(unknown []*raceOp, claims []int, c *raceOp, at int64, maxAttempts int) int {
+func hiddenByUnknownClaims(unknown []*raceOp, claims []int, c *raceOp, at int64, r leaseRules) int {
+	maxAttempts := r.maxAttempts
+	_, wait := r.backoff.bounds(1, maxAttempts) // a lapse's backoff
 	live, lapsed := 0, 0
 	for _, u := range unknown {
 		switch {
 		case u.Call > c.Ret:
-		case addSat(u.Ret, u.DurUS) > at:
+		case addSat(addSat(u.Ret, u.DurUS), wait) > at:
 			live++
 		default:
 			lapsed++
@@ -276,25 +307,47 @@ func mayPrecede(ops []*raceOp, j mJob, c *raceOp) int {
 }
 
 // orderKey bounds a job's place in claim order at claim c's linearization
-// point, given its operations ops: its priority never changes; its claimable
-// time is its request's, or the sample of its latest retry (no backoff in
-// the race), so olo is the latest call of a retry that surely precedes c and
-// ohi the latest return of a retry that may (unbounded for one of unknown
-// outcome). A release and a lapse keep the claimable time.
-func orderKey(j mJob, ops []*raceOp, c *raceOp) mJob {
+// point, given its operations ops: its priority never changes; its
+// claimable time is its request's, or that of its latest retry (the
+// sample plus the delay or the backoff) or redrive (the sample), so olo is
+// the least a retry that surely precedes c sets it to, and ohi the latest
+// one that may (unbounded for one of unknown outcome). A release and a
+// lapse keep the claimable time. A redrive of every job in a state may have
+// returned any job that had been claimed or failed by then.
+func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
+	_, wait := r.backoff.bounds(1, r.maxAttempts)
 	for _, y := range ops {
-		if y.Op != "fail_retry" {
+		lo, hi := int64(0), int64(0)
+		switch y.Op {
+		case "fail_retry":
+			lo, hi = y.DurUS, y.DurUS
+			if y.DurUS == 0 {
+				lo, hi = 0, wait
+			}
+		case "retry_job":
+		default:
 			continue
 		}
 		if y.Kind == "ok" && y.Ret < c.Call {
-			j.olo = max(j.olo, y.Call)
+			j.olo = max(j.olo, y.Call+lo)
 		}
 		switch {
 		case y.Call > c.Ret:
 		case unknownOutcome(y):
 			j.ohi = math.MaxInt64
 		case y.Kind == "ok":
-			j.ohi = max(j.ohi, y.Ret)
+			j.ohi = max(j.ohi, addSat(y.Ret, hi))
+		}
+	}
+	for _, y := range redrives {
+		if y.Call > c.Ret {
+			continue
+		}
+		for _, x := range ops {
+			if x.Op != "request" && x.Call <= y.Ret {
+				j.ohi = max(j.ohi, y.Ret)
+				break
+			}
 		}
 	}
 	return j
@@ -311,9 +364,22 @@ func orderKey(j mJob, ops []*raceOp, c *raceOp) mJob {
 // job's request is such an x for every operation once the job is ready.
 // A job whose claims that may precede c reach maxAttempts may be dead: it
 // is never counted.
-func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts int) bool {
-	if mayPrecede(ops, j, c) >= maxAttempts {
+func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, r leaseRules) bool {
+	if mayPrecede(ops, j, c) >= r.maxAttempts {
 		return false
+	}
+	_, wait := r.backoff.bounds(1, r.maxAttempts) // the most a lapse or a retry waits
+	readyBy := func(y *raceOp) bool {             // a retry or a request of y is ready by at
+		switch y.Op {
+		case "request":
+			return requestedJob(y).hi <= at
+		case "fail_retry":
+			if y.DurUS == 0 {
+				return addSat(y.Ret, wait) <= at
+			}
+			return addSat(y.Ret, y.DurUS) <= at
+		}
+		return y.Ret <= at // retry_job
 	}
 	harmless := func(y *raceOp) bool { // leaves the job claimable at at, or unchanged
 		if y.Ret != math.MaxInt64 && !raceUnknown[y.Kind] && y.Kind != "ok" {
@@ -322,13 +388,13 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 		switch y.Op {
 		case "release":
 			return true
-		case "fail_retry":
-			return y.Kind == "ok" && y.Ret <= at
+		case "fail_retry", "retry_job", "request":
+			return y.Kind == "ok" && readyBy(y)
 		case "claim", "claim_wait", "renew":
-			return y.Kind == "ok" && y.Expiry <= at
+			return y.Kind == "ok" && addSat(y.Expiry, wait) <= at
 		}
-		// Completion or failure: finished; a renewal of unknown expiry; a
-		// keep-alive, whose renewals the history does not see.
+		// Completion, failure or cancel: finished; a renewal of unknown
+		// expiry; a keep-alive, whose renewals the history does not see.
 		return false
 	}
 	leavesClaimable := func(x *raceOp) bool {
@@ -336,10 +402,12 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 			return false
 		}
 		switch x.Op {
-		case "release", "fail_retry":
+		case "release":
 			return true
+		case "fail_retry", "retry_job", "request":
+			return readyBy(x)
 		case "claim", "claim_wait", "renew":
-			return x.Expiry <= at
+			return addSat(x.Expiry, wait) <= at
 		}
 		return false
 	}
@@ -354,7 +422,7 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 		}
 		return true
 	}
-	if j.hi <= at && noneBetween(nil) {
+	if j.st != jAbsent && j.hi <= at && noneBetween(nil) {
 		return true
 	}
 	for _, x := range ops {
@@ -379,11 +447,12 @@ func shortAll(ids []string) []string {
 // retries has no MaxAttempts (no limit) and no Jobs (every job priority 0,
 // claimable from the start: request order).
 type keptHistory struct {
-	Window      int       `json:"window"`
-	MaxAttempts int       `json:"max_attempts,omitempty"`
-	Order       []string  `json:"order"`          // job ids in request order
-	Jobs        []keptJob `json:"jobs,omitempty"` // each job of Order at its request
-	Ops         []*raceOp `json:"ops"`
+	Window      int         `json:"window"`
+	MaxAttempts int         `json:"max_attempts,omitempty"`
+	Backoff     raceBackoff `json:"backoff,omitempty"`
+	Order       []string    `json:"order"`          // job ids in request order
+	Jobs        []keptJob   `json:"jobs,omitempty"` // each job of Order at its request
+	Ops         []*raceOp   `json:"ops"`
 }
 
 // keptJob is a job's place in claim order at its request.

@@ -20,11 +20,25 @@ package reliability
 // complete need the claim unexpired at some sample in the window; "expired"
 // needs the expiry reachable by the return time.
 //
-// Retries (the race production's policy: raceMaxAttempts, no backoff): a
-// claim counts an attempt; a release or a fail_retry of the last attempt
-// makes the job dead (terminal), and an expired claim of the last attempt is
-// never claimable again (it dies when a claim notices it). A fail_retry
-// returns the job with its claimable time somewhere in the call's window. A
+// Requests in the history (request: a priority, a delay in DurUS or a
+// run-at) make a job that was absent requested, ready and claimable at its
+// sample plus its delay, or at its run-at when later; such a job's place in
+// request order among other jobs is unknown (mJob.late).
+//
+// Retries (the production's policy: max_attempts and backoff, raceBackoff):
+// a claim counts an attempt; a release or a fail_retry of the last attempt
+// makes the job dead, and an expired claim of the last attempt is never
+// claimable again (it dies when a claim notices it). A fail_retry returns
+// the job claimable at its sample plus its delay, or without one plus the
+// backoff of its attempt; a lapsed claim is claimable again its backoff
+// after its expiry.
+//
+// Coordinator calls: cancel (a requested or claimed job becomes cancelled;
+// every lease of it is then told cancelled; a finished job is
+// wrong_state), retry_job (a failed, dead or cancelled job is requested
+// again at its sample with fresh attempts and no holder, so the lease that
+// had it is told lease_lost) and redrive (the same for every job in one
+// state, in batches: each job of that state may be returned). A
 // claim may notice (and end) any lapsed claim, invisibly: the lapsed
 // claim's holder may then be told lease_lost instead of expired. A claim of
 // unknown outcome that may have taken a job leaves its attempts known only
@@ -82,8 +96,19 @@ import (
 const (
 	jRequested byte = iota
 	jClaimed
-	jTerminal
+	jTerminal // completed
+	jFailed
+	jDead
+	jCancelled
+	jAbsent // not yet requested (a job the history requests)
 )
+
+// finished: completed, failed, dead or cancelled (the last three can be
+// redriven).
+func finished(st byte) bool { return st >= jTerminal && st != jAbsent }
+
+// redrivable maps the state a redrive names to the model's.
+var redrivable = map[string]byte{"failed": jFailed, "dead": jDead, "cancelled": jCancelled}
 
 type mJob struct {
 	st       byte
@@ -91,6 +116,7 @@ type mJob struct {
 	lo, hi   int64  // bounds of the expiry while claimed; of the ready time while requested
 	olo, ohi int64  // bounds of the claimable time, the claim order's key
 	prio     int    // the job's priority (fixed at its request)
+	late     bool   // requested in the history: its place in request order is unknown
 	att      int    // claims known to have taken it
 	// amax bounds the attempts from above: a claim of unknown outcome may
 	// have taken the job, so its attempts may be more than att (amax stops
@@ -116,6 +142,39 @@ type leaseRules struct {
 	idx         map[string]int
 	window      int
 	maxAttempts int
+	backoff     raceBackoff
+}
+
+// raceBackoff is a production's backoff (core.RetryPolicy): after attempt n
+// a job waits base·2^(n-1), jittered by ±jitter percent, capped at cap.
+type raceBackoff struct {
+	BaseUS, CapUS int64
+	Jitter        int
+}
+
+// bounds is the least and the most the wait after attempt n..m can be.
+func (b raceBackoff) bounds(n, m int) (int64, int64) {
+	if b.BaseUS <= 0 {
+		return 0, 0
+	}
+	one := func(n int, sign float64) int64 {
+		d := float64(b.BaseUS) * math.Pow(2, float64(max(n-1, 0))) * (1 + sign*float64(b.Jitter)/100)
+		if d >= float64(b.CapUS) {
+			return b.CapUS
+		}
+		if sign > 0 {
+			return int64(math.Ceil(d))
+		}
+		return max(int64(d)-1, 0) // the store truncates; -1 for float rounding
+	}
+	return one(max(n, 1), -1), one(max(m, 1), 1)
+}
+
+// lapseBounds bounds when a lapsed claim of j (its expiry within [lo, hi])
+// becomes claimable again: after the backoff of its attempt.
+func (r leaseRules) lapseBounds(j mJob) (int64, int64) {
+	bl, bh := r.backoff.bounds(j.att, j.amax)
+	return addSat(j.lo, bl), addSat(j.hi, bh)
 }
 
 // claimable reports whether job j may be (possibly) or must be (certainly)
@@ -132,7 +191,11 @@ func (r leaseRules) claimable(j mJob, t int64, certainly bool) bool {
 	case jRequested:
 		return bound <= t
 	case jClaimed:
-		return j.att < r.maxAttempts && bound <= t
+		lo, hi := r.lapseBounds(j)
+		if certainly {
+			return j.att < r.maxAttempts && hi <= t
+		}
+		return j.att < r.maxAttempts && lo <= t
 	}
 	return false
 }
@@ -147,15 +210,19 @@ func before(k mJob, ki int, j mJob, ji int) bool {
 	if k.ohi < j.olo {
 		return true
 	}
-	return k.olo == k.ohi && j.olo == j.ohi && k.ohi == j.olo && ki < ji
+	return k.olo == k.ohi && j.olo == j.ohi && k.ohi == j.olo && ki < ji && !k.late && !j.late
 }
 
 type mState []mJob
 
 var raceRejections = map[string]bool{ // a fail_retry answers like release
 	"nothing_to_claim": true, "expired": true, "lease_lost": true, "wrong_state": true,
-	"not_extended": true, "busy": true, "clock_regressed": true, "interrupted": true,
+	"not_extended": true, "busy": true, "clock_regressed": true, "interrupted": true, "cancelled": true,
 }
+
+// isCoordinator reports whether op is a coordinator's call on a job (no
+// lease): cancel, retry_job (the redrive of one job), or request.
+func isCoordinator(op string) bool { return op == "cancel" || op == "retry_job" || op == "request" }
 
 // isClaim reports whether op takes a job: a claim, or a waiting claim.
 func isClaim(op string) bool { return op == "claim" || op == "claim_wait" }
@@ -177,6 +244,22 @@ type raceOp struct {
 	// Next marks the completion split from a complete_next, whose DurUS is
 	// the duration of the claim that came with it.
 	Next bool `json:",omitempty"`
+	// A request's priority and run-at (unix µs; 0: none; its delay is
+	// DurUS); a redrive's state (failed, dead or cancelled).
+	Prio  int    `json:",omitempty"`
+	RunAt int64  `json:",omitempty"`
+	State string `json:",omitempty"`
+}
+
+// requestedJob is the job a request o makes: its priority, and its ready
+// (and claimable) time bounded by the call's window: the sample plus the
+// delay, or the run-at if that is later than the sample.
+func requestedJob(o *raceOp) mJob {
+	lo, hi := o.Call+o.DurUS, addSat(o.Ret, o.DurUS)
+	if o.RunAt != 0 {
+		lo, hi = max(o.RunAt, o.Call), max(o.RunAt, o.Ret)
+	}
+	return mJob{st: jRequested, lo: lo, hi: hi, olo: lo, ohi: hi, prio: o.Prio, late: true}
 }
 
 // splitCompleteNext replaces each complete_next of hist by its completion
@@ -285,11 +368,21 @@ func (r leaseRules) step(s mState, o *raceOp) []mState {
 	if isClaim(o.Op) {
 		return r.stepClaim(s, o, unknown)
 	}
-	ji, ok := r.idx[o.Job]
+	if o.Op == "redrive" {
+		return r.stepRedrive(s, o)
+	}
+	job := o.Job
+	if o.Op == "request" {
+		job = o.RJob
+	}
+	ji, ok := r.idx[job]
 	if !ok {
 		return nil
 	}
 	j := s[ji]
+	if isCoordinator(o.Op) {
+		return r.stepCoordinator(s, o, ji, unknown)
+	}
 	held := j.st == jClaimed && j.holder == o.Lease
 	if o.Op == "keep_alive" || o.Op == "stop_keep_alive" {
 		return stepKeepAlive(s, o, ji, held, pending)
@@ -322,19 +415,87 @@ func (r leaseRules) step(s mState, o *raceOp) []mState {
 		if held && o.Op == "renew" && o.Call+o.DurUS <= j.hi {
 			return []mState{s}
 		}
+	case "cancelled":
+		// The coordinator cancelled the job: every lease is told so first.
+		if j.st == jCancelled {
+			return []mState{s}
+		}
 	case "lease_lost":
-		// Another claim took the job, or a claim noticed this one's lapse.
-		if j.holder != o.Lease || (held && o.Ret >= j.lo) {
+		// Another claim took the job, a redrive returned it, or a claim
+		// noticed this one's lapse.
+		if j.st != jCancelled && (j.holder != o.Lease || (held && o.Ret >= j.lo)) {
 			return []mState{s}
 		}
 	case "wrong_state":
-		if j.holder == o.Lease && j.st != jClaimed {
+		if j.holder == o.Lease && j.st != jClaimed && j.st != jCancelled {
 			return []mState{s}
 		}
 	case "busy", "clock_regressed":
 		return []mState{s}
 	}
 	return nil
+}
+
+// stepCoordinator: a request (the job appears, ready and claimable within
+// the call's window plus its delay, or at its run-at), a cancel (a
+// requested or claimed job is cancelled, whoever holds it; a cancelled one
+// stays so; a finished one is wrong_state) and a retry_job (a failed, dead
+// or cancelled job is requested again, claimable from its sample, its
+// attempts back to 0 and no lease holding it; anything else wrong_state).
+func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) []mState {
+	j := s[ji]
+	var next mJob
+	var can bool
+	switch o.Op {
+	case "request":
+		can, next = j.st == jAbsent, requestedJob(o)
+	case "cancel":
+		can = j.st == jRequested || j.st == jClaimed || j.st == jCancelled
+		next = j
+		next.st = jCancelled
+	case "retry_job":
+		can = j.st == jFailed || j.st == jDead || j.st == jCancelled
+		next = redriven(j, o)
+	}
+	switch {
+	case unknown && can:
+		return []mState{s, s.with(ji, next)}
+	case unknown:
+		return []mState{s}
+	case o.Kind == "ok" && can:
+		return []mState{s.with(ji, next)}
+	case o.Kind == "wrong_state" && !can && j.st != jAbsent:
+		return []mState{s}
+	case o.Kind == "busy":
+		return []mState{s}
+	}
+	return nil
+}
+
+// redriven is job j returned to the queue by a redrive or retry_job o.
+func redriven(j mJob, o *raceOp) mJob {
+	return mJob{st: jRequested, lo: o.Call, hi: o.Ret, olo: o.Call, ohi: o.Ret, prio: j.prio, late: j.late}
+}
+
+// stepRedrive: a redrive of every job in one state works in batches, each
+// job's return atomic but not the whole, so a job in that state may be
+// returned by it (or not, had it entered the state after its batch); a
+// job in any other state is never touched. Its count is not checked.
+func (r leaseRules) stepRedrive(s mState, o *raceOp) []mState {
+	st, ok := redrivable[o.State]
+	if !ok {
+		return nil
+	}
+	if !unknownOutcome(o) && o.Kind != "ok" && o.Kind != "busy" {
+		return nil
+	}
+	out := []mState{s}
+	for i, j := range s {
+		if j.st == st {
+			out = append(out, s.with(i, redriven(j, o)))
+		}
+	}
+	return out
 }
 
 // stepKeepAlive: neither call writes, but renewals run in the background
@@ -360,6 +521,10 @@ func stepKeepAlive(s mState, o *raceOp, ji int, held, pending bool) []mState {
 // fail_retry or complete; for a renewal of unknown outcome the new expiry is
 // bounded only from below.
 func (r leaseRules) applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
+	ret := o.Ret
+	if unknown {
+		ret = math.MaxInt64
+	}
 	switch o.Op {
 	case "renew":
 		if unknown {
@@ -369,20 +534,24 @@ func (r leaseRules) applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 		}
 	case "release", "fail_retry":
 		// Ended without completion: back in line, or dead after the last
-		// attempt. A release keeps the claimable time; a retry (no backoff)
-		// is claimable from its own sample on.
+		// attempt. A release keeps the claimable time; a retry is
+		// claimable from its sample plus its delay (DurUS), or without
+		// one the backoff of its attempt.
 		switch {
 		case j.att >= r.maxAttempts:
-			j.st, j.lo, j.hi = jTerminal, 0, 0
+			j.st, j.lo, j.hi = jDead, 0, 0
 		case o.Op == "release":
 			j.st, j.lo, j.hi = jRequested, 0, 0
 		default:
-			ret := o.Ret
-			if unknown {
-				ret = math.MaxInt64
+			lo, hi := o.DurUS, o.DurUS
+			if o.DurUS == 0 {
+				lo, hi = r.backoff.bounds(j.att, j.amax)
 			}
-			j.st, j.lo, j.hi, j.olo, j.ohi = jRequested, o.Call, ret, o.Call, ret
+			j.st, j.lo, j.hi = jRequested, o.Call+lo, addSat(ret, hi)
+			j.olo, j.ohi = j.lo, j.hi
 		}
+	case "fail":
+		j.st, j.lo, j.hi = jFailed, 0, 0
 	default:
 		j.st, j.lo, j.hi = jTerminal, 0, 0
 	}
