@@ -249,6 +249,7 @@ type raceOp struct {
 	Prio  int    `json:",omitempty"`
 	RunAt int64  `json:",omitempty"`
 	State string `json:",omitempty"`
+	Key   string `json:",omitempty"` // a request's key: names its job when its outcome is unknown
 }
 
 // requestedJob is the job a request o makes: its priority, and its ready
@@ -445,16 +446,19 @@ func (r leaseRules) step(s mState, o *raceOp) []mState {
 func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) []mState {
 	j := s[ji]
 	var next mJob
-	var can bool
+	var can, refuse bool
+	dead := r.mayBeDead(j, o.Ret)
 	switch o.Op {
 	case "request":
 		can, next = j.st == jAbsent, requestedJob(o)
 	case "cancel":
 		can = j.st == jRequested || j.st == jClaimed || j.st == jCancelled
+		refuse = finished(j.st) && j.st != jCancelled || dead
 		next = j
 		next.st = jCancelled
 	case "retry_job":
-		can = j.st == jFailed || j.st == jDead || j.st == jCancelled
+		can = j.st == jFailed || j.st == jDead || j.st == jCancelled || dead
+		refuse = j.st != jAbsent && (!can || dead)
 		next = redriven(j, o)
 	}
 	switch {
@@ -464,12 +468,19 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 		return []mState{s}
 	case o.Kind == "ok" && can:
 		return []mState{s.with(ji, next)}
-	case o.Kind == "wrong_state" && !can && j.st != jAbsent:
+	case o.Kind == "wrong_state" && refuse:
 		return []mState{s}
 	case o.Kind == "busy":
 		return []mState{s}
 	}
 	return nil
+}
+
+// mayBeDead reports whether job j may be dead by sample t though the model
+// does not say so: its attempts may be used up (amax) and it was left
+// requested, or its last claim lapsed (it dies when a claim notices it).
+func (r leaseRules) mayBeDead(j mJob, t int64) bool {
+	return j.amax >= r.maxAttempts && (j.st == jRequested || (j.st == jClaimed && j.lo <= t))
 }
 
 // redriven is job j returned to the queue by a redrive or retry_job o.
@@ -491,7 +502,7 @@ func (r leaseRules) stepRedrive(s mState, o *raceOp) []mState {
 	}
 	out := []mState{s}
 	for i, j := range s {
-		if j.st == st {
+		if j.st == st || (st == jDead && r.mayBeDead(j, o.Ret)) {
 			out = append(out, s.with(i, redriven(j, o)))
 		}
 	}

@@ -367,6 +367,13 @@ func TestLeaseModelRedrivesOnlyAFailedDeadOrCancelledJobWithFreshAttempts(t *tes
 	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a dead job redriven claimed max_attempts times", again...)
 	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a dead job claimed without a redrive",
 		append(dead, claimOp("b", "j0", 2000, 2010, 2005, 50))...)
+	// A lapsed last attempt is dead once a claim notices it: a redrive of
+	// the dead jobs may return it.
+	lapsed := append(append([]*raceOp{}, dead[:2*raceMaxAttempts-1]...),
+		&raceOp{W: "c", Op: "redrive", State: "dead", Call: 1000, Ret: 1010, Kind: "ok"}, claimOp("b", "j0", 2000, 2010, 2005, 50))
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a lapsed last attempt redriven", lapsed...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a lapsed last attempt claimed without a redrive",
+		append(append([]*raceOp{}, dead[:2*raceMaxAttempts-1]...), claimOp("b", "j0", 2000, 2010, 2005, 50))...)
 	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a redrive of failed jobs returning a dead one",
 		append(dead, &raceOp{W: "c", Op: "redrive", State: "failed", Call: 1000, Ret: 1010, Kind: "ok"},
 			claimOp("b", "j0", 2000, 2010, 2005, 50))...)

@@ -39,6 +39,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// racePolicy is the race production's: few attempts, so jobs go dead, and
+// a short backoff, so retried and lapsed jobs wait a little.
+var racePolicy = core.RetryPolicy{MaxAttempts: raceMaxAttempts, BackoffBase: 2 * time.Millisecond,
+	BackoffCap: 16 * time.Millisecond, JitterPercent: 20}
+
 type raceWorker struct {
 	lang string
 	argv []string
@@ -231,7 +236,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "tokens"), 0o700))
 	a, err := leases.Open(db)
 	require.NoError(t, err)
-	_, err = a.CreateProductionWithPolicy(raceProduction, core.RetryPolicy{MaxAttempts: raceMaxAttempts})
+	_, err = a.CreateProductionWithPolicy(raceProduction, racePolicy)
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(round)))
 	// A few priorities, and one job in ten due only a while into the run.
@@ -299,6 +304,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	if onPG {
 		window = skipLockedWindow
 	}
+	keyedRequests(t, a, hist)
 	ops, pending, unknown := checkLinearizable(t, dir, hist, initial, window)
 	drain(t, a)
 	checkEventInvariants(t, a, hist)
@@ -339,7 +345,7 @@ func readRaceHistories(t *testing.T, dir string) []*raceOp {
 			switch x.Ev {
 			case "call":
 				calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS,
-					Call: x.T, Ret: math.MaxInt64}
+					Call: x.T, Ret: math.MaxInt64, Key: x.Key, Prio: x.Prio, RunAt: x.RunAt, State: x.State}
 				order = append(order, x.N)
 			case "ret":
 				c := calls[x.N]
@@ -358,6 +364,26 @@ func readRaceHistories(t *testing.T, dir string) []*raceOp {
 		}
 	}
 	return all
+}
+
+// keyedRequests names the job of each request whose outcome is unknown by
+// its key: a job with the key exists when the request happened (no
+// job: it did not, and it is in no job's partition).
+func keyedRequests(t *testing.T, a *core.Authority, hist []*raceOp) {
+	js, err := a.Jobs(raceProduction)
+	require.NoError(t, err)
+	byKey := map[string]string{}
+	for _, j := range js {
+		byKey[j.Key] = j.ID
+	}
+	for _, o := range hist {
+		if o.Op == "request" && o.RJob == "" && unknownOutcome(o) {
+			o.RJob = byKey[o.Key]
+		}
+		if o.Op == "request" && o.Kind == "ok" {
+			require.Equal(t, byKey[o.Key], o.RJob, "the request with key %s", o.Key)
+		}
+	}
 }
 
 // endKilledCalls gives each call a kill cut short (a call without a return)
@@ -487,12 +513,23 @@ func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 		case "claim_expired":
 			require.True(t, o != nil && o.live && at >= o.exp, "job %s: claim_expired before the expiry: %+v at %d", e.JobID, o, at)
 			o.live, o.end = false, o.exp
+		case "cancelled":
+			// The coordinator's: it ends whatever claim is live.
+			require.Zero(t, terminal[e.JobID], "job %s cancelled after it finished", e.JobID)
+			if o != nil && o.live {
+				o.live, o.end = false, at
+			}
+			terminal[e.JobID]++
+		case "redriven":
+			// Back from failed, dead or cancelled: its end is undone.
+			require.Equal(t, 1, terminal[e.JobID], "job %s redriven while not finished", e.JobID)
+			terminal[e.JobID]--
 		}
 	}
 	js, err := a.Jobs(raceProduction)
 	require.NoError(t, err)
 	for _, j := range js {
-		require.Contains(t, []string{core.StateCompleted, core.StateFailed, core.StateDead}, j.State, "job %s ends %s", j.ID, j.State)
+		require.Contains(t, []string{core.StateCompleted, core.StateFailed, core.StateDead, core.StateCancelled}, j.State, "job %s ends %s", j.ID, j.State)
 		require.Equal(t, 1, terminal[j.ID], "job %s has %d terminal events", j.ID, terminal[j.ID])
 	}
 }
@@ -513,7 +550,8 @@ func dumpListings(t *testing.T, a *core.Authority, dir string) {
 // check keeps the histories, history.json (replay it with
 // LEASES_RACE_REPLAY, race_check_unit_test.go) and the visualization.
 func checkLinearizable(t *testing.T, dir string, hist []*raceOp, initial []core.Job, window int) (ops, pending, unknown int) {
-	k := keptHistory{Window: window, MaxAttempts: raceMaxAttempts, Ops: hist}
+	k := keptHistory{Window: window, MaxAttempts: raceMaxAttempts, Ops: hist, Backoff: raceBackoff{
+		BaseUS: racePolicy.BackoffBase.Microseconds(), CapUS: racePolicy.BackoffCap.Microseconds(), Jitter: racePolicy.JitterPercent}}
 	for _, j := range initial {
 		k.Order = append(k.Order, j.ID)
 		k.Jobs = append(k.Jobs, keptJob{Priority: j.Priority, ClaimableUS: j.ClaimableAt.UnixMicro()})
