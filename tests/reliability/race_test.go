@@ -590,11 +590,15 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, initial []core.
 }
 
 // requireEveryLanguageWorked: each language acknowledged claims and
-// completions, so the race really mixed them.
+// completions and made coordinator calls, so the race really mixed them.
 func requireEveryLanguageWorked(t *testing.T, hist []*raceOp, workers []raceWorker) {
 	done := map[string]map[string]int{}
+	coordinated := map[string]int{}
 	for _, o := range hist {
 		lang := strings.TrimRight(o.W, "0123456789")
+		if isCoordinator(o.Op) || o.Op == "redrive" {
+			coordinated[lang]++
+		}
 		if done[lang] == nil {
 			done[lang] = map[string]int{}
 		}
@@ -612,6 +616,7 @@ func requireEveryLanguageWorked(t *testing.T, hist []*raceOp, workers []raceWork
 		if w.lang == "go" {
 			require.Positive(t, done[w.lang]["complete_next"], "the Go worker never completed and claimed in one commit: %v", done[w.lang])
 		}
+		require.Positive(t, coordinated[w.lang], "the %s worker made no coordinator call (request, cancel, retry_job, redrive)", w.lang)
 		t.Logf("%s: %v", w.lang, done[w.lang])
 	}
 }

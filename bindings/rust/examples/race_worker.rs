@@ -2,14 +2,17 @@
 //! Same loop and history schema as every other worker
 //! (tests/reliability/race_worker_test.go): one JSON line per call and per
 //! return, written unbuffered so a kill -9 loses at most the line in flight.
-//! Built by `make test-reliability`; it needs the environment the race sets.
+//! It also fails retryably (after a delay or the backoff) half of its
+//! failures, and one time in five before a claim acts as a coordinator
+//! (request with a priority and a delay or run-at, cancel, retry one job,
+//! redrive). Built by `make test-reliability`; it needs the environment the race sets.
 use std::env;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use leases::{Authority, Error, Facts, Lease};
+use leases::{Authority, Error, Facts, JobState, Lease, RequestOptions};
 
 type Outcome<'a> = Result<(), &'a Error>;
 
@@ -28,6 +31,9 @@ struct Worker {
     log: File,
     n: u64,
     rng: u64,
+    // The jobs it requested and failed, for its coordinator calls.
+    mine: Vec<String>,
+    failed: Vec<String>,
 }
 
 impl Worker {
@@ -75,6 +81,78 @@ impl Worker {
     }
 }
 
+impl Worker {
+    fn pick(&mut self, failed: bool) -> Option<String> {
+        let pool = if failed && !self.failed.is_empty() { &self.failed } else { &self.mine };
+        if pool.is_empty() {
+            return None;
+        }
+        let len = pool.len() as u64;
+        let i = self.rnd(0, len - 1) as usize;
+        let pool = if failed && !self.failed.is_empty() { &self.failed } else { &self.mine };
+        Some(pool[i].clone())
+    }
+
+    fn coordinate(&mut self, auth: &Authority) {
+        let r = self.rnd(0, 9);
+        if r < 5 {
+            self.n += 1;
+            let id = self.n;
+            let key = format!("{}-{id}", self.name);
+            let prio = self.rnd(0, 2);
+            let mut o = RequestOptions::new().priority(prio as u32);
+            let (mut delay, mut run_at) = (0u64, 0i64);
+            match self.rnd(0, 11) {
+                0..=3 => {
+                    delay = self.rnd(1, 200) * 1000;
+                    o = o.delay(Duration::from_micros(delay));
+                }
+                4..=6 => {
+                    run_at = now_us() + self.rnd(0, 200) as i64 * 1000;
+                    o = o.run_at(UNIX_EPOCH + Duration::from_micros(run_at as u64));
+                }
+                _ => {}
+            }
+            let line = format!(
+                "{{\"w\":{},\"n\":{id},\"ev\":\"call\",\"op\":\"request\",\"key\":{},\"prio\":{prio},\"dur_us\":{delay},\"run_at_us\":{run_at},\"t\":{}}}\n",
+                quote(&self.name),
+                quote(&key),
+                now_us()
+            );
+            self.write(line);
+            match auth.request_job_with(PRODUCTION, Some(&key), key.as_bytes(), &o) {
+                Ok(job) => {
+                    self.ret(id, Ok(()), &job, 0);
+                    self.mine.push(job);
+                }
+                Err(e) => self.ret(id, Err(&e), "", 0),
+            }
+        } else if r < 9 {
+            let cancel = r < 7;
+            let Some(job) = self.pick(!cancel) else { return };
+            let id = self.call(if cancel { "cancel" } else { "retry_job" }, "", &job, 0);
+            let res = if cancel { auth.cancel(PRODUCTION, &job) } else { auth.retry_job(PRODUCTION, &job) };
+            self.ret(id, res.as_ref().copied(), &job, 0);
+        } else {
+            let (state, st) = match self.rnd(0, 2) {
+                0 => ("failed", JobState::Failed),
+                1 => ("dead", JobState::Dead),
+                _ => ("cancelled", JobState::Cancelled),
+            };
+            self.n += 1;
+            let id = self.n;
+            let line = format!(
+                "{{\"w\":{},\"n\":{id},\"ev\":\"call\",\"op\":\"redrive\",\"state\":\"{state}\",\"t\":{}}}\n",
+                quote(&self.name),
+                now_us()
+            );
+            self.write(line);
+            let res = auth.redrive(PRODUCTION, &st).map(|_| ());
+            self.ret(id, res.as_ref().copied(), "", 0);
+        }
+    }
+}
+
 fn expiry_us(lease: &Lease) -> i64 {
     lease.expiry().ok().and_then(|e| e.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_micros() as i64)
 }
@@ -86,6 +164,8 @@ fn main() {
         name: var("LEASES_RACE_WORKER"),
         log: append(var("LEASES_RACE_LOG")),
         n: 0,
+        mine: Vec::new(),
+        failed: Vec::new(),
         rng: var("LEASES_RACE_SEED").parse::<u64>().unwrap_or(1).wrapping_mul(2654435761) | 1,
     };
     let mut tokens = append(var("LEASES_RACE_TOKENS"));
@@ -98,6 +178,9 @@ fn main() {
         if it.is_multiple_of(25) {
             println!("jobs: {:?}", auth.jobs(PRODUCTION));
             println!("events: {:?}", auth.events(Some(PRODUCTION), 0));
+        }
+        if w.rnd(0, 4) == 0 {
+            w.coordinate(&auth);
         }
         let d = w.rnd(30, 150);
         let waiting = w.rnd(0, 1) == 0; // one claim in two waits, 0-300 ms
@@ -153,17 +236,26 @@ fn main() {
         let r = w.rnd(0, 9);
         let op = if r < 2 {
             "release"
+        } else if r < 3 && w.rnd(0, 1) == 0 {
+            "fail_retry"
         } else if r < 3 {
             "fail"
         } else {
             "complete"
         };
-        let id = w.call(op, &label, &job, 0);
+        let delay = if op == "fail_retry" && w.rnd(0, 1) == 0 { w.rnd(1, 50) * 1000 } else { 0 };
+        let id = w.call(op, &label, &job, delay);
         let res = match op {
             "release" => lease.release(),
+            "fail_retry" => {
+                lease.fail_retry(&format!("race retry by {name}"), (delay > 0).then(|| Duration::from_micros(delay)))
+            }
             "fail" => lease.fail(&format!("race failure by {name}")),
             _ => lease.complete(&Facts::new().metadata("by", name.as_str()).metadata("lease", label.as_str())),
         };
+        if op == "fail" && res.is_ok() {
+            w.failed.push(job.clone());
+        }
         w.ret(id, res.as_ref().copied(), &job, 0);
     }
 }

@@ -2,7 +2,10 @@
  * race_worker.c: the C worker of the multi-language race
  * (tests/reliability/race_test.go), straight on include/leases.h. Same loop
  * and history schema as every other worker (race_worker_test.go); like the
- * Go worker it also fails retryably (leases_lease_fail_retry).
+ * Go worker it also fails retryably (leases_lease_fail_retry, half of them
+ * with a delay) and, one time in five before a claim, acts as a coordinator
+ * (coordinate: request with a priority and a delay or run-at, cancel,
+ * retry one job, redrive).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -80,6 +83,61 @@ static void ret(int id, leases_status st, const char *job, long long expiry) {
 	write_line(b);
 }
 
+/* The jobs this worker requested and failed, for its coordinator calls. */
+#define MAX_MINE 4096
+static char *mine[MAX_MINE], *failed_jobs[MAX_MINE];
+static int n_mine, n_failed;
+
+static void remember(char **list, int *count, const char *job) {
+	if (*count < MAX_MINE) list[(*count)++] = strdup(job);
+}
+
+static void coordinate(leases_authority *a) {
+	unsigned r = rnd(0, 9);
+	char b[1024];
+	if (r < 5) {
+		leases_request_options o = LEASES_REQUEST_OPTIONS_INIT;
+		char key[300];
+		n++;
+		snprintf(key, sizeof key, "%s-%d", name, n);
+		o.priority = (int32_t)rnd(0, 2);
+		unsigned how = rnd(0, 11);
+		if (how < 4) o.delay_us = rnd(1, 200) * 1000LL;
+		else if (how < 7) o.run_at_unix_us = now_us() + rnd(0, 200) * 1000LL;
+		snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"request\",\"key\":\"%s\",\"prio\":%d,"
+		         "\"dur_us\":%lld,\"run_at_us\":%lld,\"t\":%lld}\n",
+		         name, n, key, (int)o.priority, (long long)o.delay_us, (long long)o.run_at_unix_us, now_us());
+		write_line(b);
+		int id = n;
+		char *job = NULL;
+		leases_status st = leases_job_request_v2(a, PRODUCTION, key, (const uint8_t *)key, strlen(key), &o, &job);
+		ret(id, st, st == LEASES_OK ? job : "", 0);
+		if (st == LEASES_OK) remember(mine, &n_mine, job);
+		leases_free(job);
+	} else if (r < 7) {
+		if (n_mine == 0) return;
+		const char *job = mine[rnd(0, (unsigned)n_mine - 1)];
+		int id = call("cancel", "", job, 0);
+		ret(id, leases_cancel(a, PRODUCTION, job), job, 0);
+	} else if (r < 9) {
+		const char *job = n_failed > 0 ? failed_jobs[rnd(0, (unsigned)n_failed - 1)]
+		                  : n_mine > 0 ? mine[rnd(0, (unsigned)n_mine - 1)] : NULL;
+		if (!job) return;
+		int id = call("retry_job", "", job, 0);
+		ret(id, leases_job_retry(a, PRODUCTION, job), job, 0);
+	} else {
+		static const char *states[] = {"failed", "dead", "cancelled"};
+		const char *state = states[rnd(0, 2)];
+		n++;
+		snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"redrive\",\"state\":\"%s\",\"t\":%lld}\n",
+		         name, n, state, now_us());
+		write_line(b);
+		int id = n;
+		int64_t count = 0;
+		ret(id, leases_production_redrive(a, PRODUCTION, state, &count), "", 0);
+	}
+}
+
 int main(void) {
 	name = getenv("LEASES_RACE_WORKER");
 	log_fd = open(getenv("LEASES_RACE_LOG"), O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -103,6 +161,7 @@ int main(void) {
 			leases_free(jobs);
 			leases_free(events);
 		}
+		if (rnd(0, 4) == 0) coordinate(a);
 		long long d = rnd(30, 150) * 1000LL;
 		int waiting = rnd(0, 1) == 0; /* one claim in two waits, 0-300 ms */
 		int id = call(waiting ? "claim_wait" : "claim", "", "", d);
@@ -151,16 +210,19 @@ int main(void) {
 		if (r < 2) {
 			id = call("release", label, job, 0);
 			ret(id, leases_lease_release(l), job, 0);
-		} else if (r < 3 && rnd(0, 1) == 0) { /* a retryable failure, retried at once (the race's policy) */
+		} else if (r < 3 && rnd(0, 1) == 0) { /* a retryable failure: after a delay, or the backoff */
 			char reason[300];
 			snprintf(reason, sizeof reason, "race retry by %s", name);
-			id = call("fail_retry", label, job, 0);
-			ret(id, leases_lease_fail_retry(l, reason, 0), job, 0);
+			long long delay = rnd(0, 1) == 0 ? rnd(1, 50) * 1000LL : 0;
+			id = call("fail_retry", label, job, delay);
+			ret(id, leases_lease_fail_retry(l, reason, delay), job, 0);
 		} else if (r < 3) {
 			char reason[300];
 			snprintf(reason, sizeof reason, "race failure by %s", name);
 			id = call("fail", label, job, 0);
-			ret(id, leases_lease_fail(l, reason), job, 0);
+			st = leases_lease_fail(l, reason);
+			ret(id, st, job, 0);
+			if (st == LEASES_OK) remember(failed_jobs, &n_failed, job);
 		} else {
 			char facts[600];
 			snprintf(facts, sizeof facts, "{\"metadata\":{\"by\":\"%s\",\"lease\":\"%s\"}}", name, label);

@@ -1,6 +1,10 @@
 // race_worker.cpp: the C++ worker of the multi-language race
 // (tests/reliability/race_test.go), on the header-only bindings/cpp wrapper.
-// Same loop and history schema as every other worker (race_worker_test.go).
+// Same loop and history schema as every other worker (race_worker_test.go):
+// it also fails retryably (after a delay or the backoff) half of its
+// failures, and one time in five before a claim acts as a coordinator
+// (request with a priority and a delay or run-at, cancel, retry one job,
+// redrive).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -11,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <leases/leases.hpp>
 
@@ -65,6 +70,72 @@ void ret(int id, const std::string &kind, const std::string &job, long long expi
 
 std::string kind_of(const leases::Error &e) { return leases_status_name(e.status()); }
 
+// The jobs this worker requested and failed, for its coordinator calls.
+std::vector<std::string> mine, failed;
+
+template <typename Rnd>
+void coordinate(leases::Authority &a, Rnd &rnd) {
+    const int r = rnd(0, 9);
+    if (r < 5) {
+        const int id = ++n;
+        const std::string key = name + "-" + std::to_string(id);
+        leases::RequestOptions o;
+        o.priority = rnd(0, 2);
+        long long delay = 0, run_at = 0;
+        const int how = rnd(0, 11);
+        if (how < 4) {
+            delay = rnd(1, 200) * 1000LL;
+            o.delay = std::chrono::microseconds(delay);
+        } else if (how < 7) {
+            run_at = now_us() + rnd(0, 200) * 1000LL;
+            o.run_at = leases::time_point(std::chrono::microseconds(run_at));
+        }
+        write_all(log_fd, "{\"w\":" + quote(name) + ",\"n\":" + std::to_string(id) +
+                              ",\"ev\":\"call\",\"op\":\"request\",\"key\":" + quote(key) +
+                              ",\"prio\":" + std::to_string(o.priority) + ",\"dur_us\":" + std::to_string(delay) +
+                              ",\"run_at_us\":" + std::to_string(run_at) + ",\"t\":" + std::to_string(now_us()) + "}\n");
+        try {
+            const std::string job = a.request_job(kProduction, key, key, o);
+            ret(id, "ok", job, 0, "");
+            mine.push_back(job);
+        } catch (const leases::Error &e) {
+            ret(id, kind_of(e), "", 0, e.what());
+        }
+    } else if (r < 9) {
+        const bool cancel = r < 7;
+        const std::vector<std::string> &pool = !cancel && !failed.empty() ? failed : mine;
+        if (pool.empty()) {
+            return;
+        }
+        const std::string job = pool[static_cast<std::size_t>(rnd(0, static_cast<int>(pool.size()) - 1))];
+        const int id = call(cancel ? "cancel" : "retry_job", "", job, 0);
+        try {
+            if (cancel) {
+                a.cancel(kProduction, job);
+            } else {
+                a.retry_job(kProduction, job);
+            }
+            ret(id, "ok", job, 0, "");
+        } catch (const leases::Error &e) {
+            ret(id, kind_of(e), job, 0, e.what());
+        }
+    } else {
+        const leases::JobState states[] = {leases::JobState::Failed, leases::JobState::Dead,
+                                           leases::JobState::Cancelled};
+        const leases::JobState st = states[rnd(0, 2)];
+        const int id = ++n;
+        write_all(log_fd, "{\"w\":" + quote(name) + ",\"n\":" + std::to_string(id) +
+                              ",\"ev\":\"call\",\"op\":\"redrive\",\"state\":" + quote(leases::to_string(st)) +
+                              ",\"t\":" + std::to_string(now_us()) + "}\n");
+        try {
+            (void)a.redrive(kProduction, st);
+            ret(id, "ok", "", 0, "");
+        } catch (const leases::Error &e) {
+            ret(id, kind_of(e), "", 0, e.what());
+        }
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -82,6 +153,9 @@ int main() {
         if (it % 25 == 0) {
             std::cout << "{\"jobs\":" << a.jobs_json(kProduction) << ",\"events\":" << a.events_json(kProduction, 0)
                       << "}" << std::endl;
+        }
+        if (rnd(0, 4) == 0) {
+            coordinate(a, rnd);
         }
         auto d = std::chrono::milliseconds(rnd(30, 150));
         const bool waiting = rnd(0, 1) == 0;  // one claim in two waits, 0-300 ms
@@ -138,13 +212,20 @@ int main() {
         }
         sleep_ms(rnd(0, 40));
         const int r = rnd(0, 9);
-        const char *op = r < 2 ? "release" : r < 3 ? "fail" : "complete";
-        id = call(op, label, job, 0);
+        const bool retry = r == 2 && rnd(0, 1) == 0;
+        const long long delay = retry && rnd(0, 1) == 0 ? rnd(1, 50) * 1000LL : 0;
+        const char *op = r < 2 ? "release" : retry ? "fail_retry" : r < 3 ? "fail" : "complete";
+        id = call(op, label, job, delay);
         try {
             if (r < 2) {
                 lease->release();
+            } else if (retry && delay > 0) {
+                lease->fail_retry("race retry by " + name, std::chrono::microseconds(delay));
+            } else if (retry) {
+                lease->fail_retry("race retry by " + name);
             } else if (r < 3) {
                 lease->fail("race failure by " + name);
+                failed.push_back(job);
             } else {
                 lease->complete("{\"metadata\":{\"by\":" + quote(name) + ",\"lease\":" + quote(label) + "}}");
             }

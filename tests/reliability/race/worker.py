@@ -3,7 +3,10 @@
 Same loop and history schema as every other worker (race_worker_test.go):
 one JSON line per call and per return, written unbuffered; it claims with a
 wait one time in two and keeps a lease alive one time in three, as the
-workers that can do both.
+workers that can do both, fails retryably (after a delay or the backoff)
+half of its failures, and one time in five before a claim acts as a
+coordinator (request with a priority and a delay or run-at, cancel, retry
+one job, redrive).
 """
 
 import json
@@ -62,10 +65,63 @@ def main() -> int:
         e = lease.expiry
         return (e - EPOCH) // timedelta(microseconds=1)
 
+    mine: list = []  # the jobs it requested
+    failed: list = []  # and those it failed
+
+    def coordinate() -> None:
+        nonlocal n
+        r = rng.randrange(10)
+        if r < 5:
+            n += 1
+            key = f"{name}-{n}"
+            line = {"w": name, "n": n, "ev": "call", "op": "request", "key": key, "prio": rng.randint(0, 2)}
+            opts = {"priority": line["prio"]}
+            how = rng.randrange(12)
+            if how < 4:
+                line["dur_us"] = rng.randint(1, 200) * 1000
+                opts["delay"] = timedelta(microseconds=line["dur_us"])
+            elif how < 7:
+                line["run_at_us"] = now_us() + rng.randint(0, 200) * 1000
+                opts["run_at"] = EPOCH + timedelta(microseconds=line["run_at_us"])
+            line["t"] = now_us()
+            write(line)
+            try:
+                job = auth.request_job(PRODUCTION, key, key.encode(), **opts)
+                ret(line["n"], None, job)
+                mine.append(job)
+            except leases.LeasesError as e:
+                ret(line["n"], e)
+        elif r < 9:
+            op = "cancel" if r < 7 else "retry_job"
+            pool = failed if op == "retry_job" and failed else mine
+            if not pool:
+                return
+            job = rng.choice(pool)
+            i = call(op, job=job)
+            try:
+                if op == "cancel":
+                    auth.cancel(PRODUCTION, job)
+                else:
+                    auth.retry_job(PRODUCTION, job)
+                ret(i, None, job)
+            except leases.LeasesError as e:
+                ret(i, e, job)
+        else:
+            n += 1
+            state = rng.choice(["failed", "dead", "cancelled"])
+            write({"w": name, "n": n, "ev": "call", "op": "redrive", "state": state, "t": now_us()})
+            try:
+                auth.redrive(PRODUCTION, states=[state])
+                ret(n, None)
+            except leases.LeasesError as e:
+                ret(n, e)
+
     deadline = time.monotonic() + run_ms / 1000
     it = 0
     while time.monotonic() < deadline:
         it += 1
+        if rng.randrange(5) == 0:
+            coordinate()
         if it % 25 == 0:
             print(json.dumps({"jobs": [repr(j) for j in auth.jobs(PRODUCTION)],
                               "events": [repr(e) for e in auth.events(PRODUCTION)]}), flush=True)
@@ -112,12 +168,19 @@ def main() -> int:
         time.sleep(rng.randint(0, 40) / 1000)
         r = rng.randrange(10)
         op = "release" if r < 2 else "fail" if r < 3 else "complete"
-        i = call(op, label, job)
+        delay = 0
+        if op == "fail" and rng.randrange(2) == 0:
+            op = "fail_retry"
+            delay = rng.choice([0, rng.randint(1, 50) * 1000])
+        i = call(op, label, job, delay)
         try:
             if op == "release":
                 lease.release()
+            elif op == "fail_retry":
+                lease.fail_retry(f"race retry by {name}", delay=timedelta(microseconds=delay) if delay else None)
             elif op == "fail":
                 lease.fail(f"race failure by {name}")
+                failed.append(job)
             else:
                 lease.complete(metadata={"by": name, "lease": label})
             ret(i, None, job)
