@@ -75,6 +75,7 @@ type raceCheck struct {
 func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
 	k.Ops = splitCompleteNext(k.Ops)
 	init, idx := k.initial()
+	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts(), backoff: k.Backoff, mark: markSkew(k.Ops)}
 	// A job the history requests joins the request order after the others
 	// (its place among them is unknown: mJob.late), absent until then.
 	order := append([]string{}, k.Order...)
@@ -82,12 +83,11 @@ func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
 		if _, ok := idx[o.RJob]; o.Op == "request" && o.RJob != "" && !ok {
 			idx[o.RJob] = len(order)
 			order = append(order, o.RJob)
-			j := requestedJob(o)
+			j := requestedJob(o, rules.mark)
 			j.st = jAbsent
 			init = append(init, j)
 		}
 	}
-	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts(), backoff: k.Backoff}
 	var ops []porcupine.Operation
 	clients := map[string]int{}
 	for _, o := range k.Ops {
@@ -226,7 +226,7 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 		if !isClaim(c.Op) || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
 			continue
 		}
-		ti, at := -1, c.Call // nothing_to_claim: every job, at the call
+		ti, at := -1, c.from() // nothing_to_claim: every job, at the call
 		var target mJob
 		if c.Kind == "ok" {
 			p, ok := idx[c.RJob]
@@ -280,7 +280,7 @@ func hiddenByUnknownClaims(unknown []*raceOp, claims []int, c *raceOp, at int64,
 	for _, u := range unknown {
 		switch {
 		case u.Call > c.Ret:
-		case addSat(addSat(u.Ret, u.DurUS), wait) > at:
+		case addSat(addSat(u.to(), u.DurUS), wait) > at:
 			live++
 		default:
 			lapsed++
@@ -329,14 +329,14 @@ func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
 			continue
 		}
 		if y.Kind == "ok" && y.Ret < c.Call {
-			j.olo = max(j.olo, y.Call+lo)
+			j.olo = max(j.olo, y.from()+lo)
 		}
 		switch {
 		case y.Call > c.Ret:
 		case unknownOutcome(y):
 			j.ohi = math.MaxInt64
 		case y.Kind == "ok":
-			j.ohi = max(j.ohi, addSat(y.Ret, hi))
+			j.ohi = max(j.ohi, addSat(y.to(), hi))
 		}
 	}
 	for _, y := range redrives {
@@ -345,7 +345,7 @@ func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
 		}
 		for _, x := range ops {
 			if x.Op != "request" && x.Call <= y.Ret {
-				j.ohi = max(j.ohi, y.Ret)
+				j.ohi = max(j.ohi, addSat(y.Ret, max(y.Skew, r.mark)))
 				break
 			}
 		}
@@ -372,14 +372,14 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, r leaseRules
 	readyBy := func(y *raceOp) bool {             // a retry or a request of y is ready by at
 		switch y.Op {
 		case "request":
-			return requestedJob(y).hi <= at
+			return requestedJob(y, r.mark).hi <= at
 		case "fail_retry":
 			if y.DurUS == 0 {
-				return addSat(y.Ret, wait) <= at
+				return addSat(y.to(), wait) <= at
 			}
-			return addSat(y.Ret, y.DurUS) <= at
+			return addSat(y.to(), y.DurUS) <= at
 		}
-		return y.Ret <= at // retry_job
+		return addSat(y.Ret, max(y.Skew, r.mark)) <= at // retry_job
 	}
 	harmless := func(y *raceOp) bool { // leaves the job claimable at at, or unchanged
 		if y.Ret != math.MaxInt64 && !raceUnknown[y.Kind] && y.Kind != "ok" {

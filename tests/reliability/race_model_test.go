@@ -143,6 +143,7 @@ type leaseRules struct {
 	window      int
 	maxAttempts int
 	backoff     raceBackoff
+	mark        int64 // markSkew of the history
 }
 
 // raceBackoff is a production's backoff (core.RetryPolicy): after attempt n
@@ -250,15 +251,54 @@ type raceOp struct {
 	RunAt int64  `json:",omitempty"`
 	State string `json:",omitempty"`
 	Key   string `json:",omitempty"` // a request's key: names its job when its outcome is unknown
+	// Skew is how far the authority's clock of this call's worker ran
+	// ahead of the wall clock the history is written in (a clock fault:
+	// negative when behind), the same from call to return.
+	Skew int64 `json:",omitempty"`
+}
+
+// from and to bound the authority's samples during call o: its call and
+// return on the authority's clock.
+func (o *raceOp) from() int64 { return o.Call + o.Skew }
+
+func (o *raceOp) to() int64 {
+	if o.Ret == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return o.Ret + o.Skew
+}
+
+// guarded: the operation checks and moves the mark (docs/CLOCK.md).
+func guarded(op string) bool {
+	switch op {
+	case "request", "cancel", "retry_job", "redrive", "keep_alive", "stop_keep_alive":
+		return false
+	}
+	return true
+}
+
+// markSkew is how far ahead of the wall clock the mark may be: the most
+// any guarded call's clock ran ahead (0 without clock faults). A time an
+// unguarded call records is its sample, or the mark if that is later.
+func markSkew(ops []*raceOp) int64 {
+	var m int64
+	for _, o := range ops {
+		if guarded(o.Op) {
+			m = max(m, o.Skew)
+		}
+	}
+	return m
 }
 
 // requestedJob is the job a request o makes: its priority, and its ready
-// (and claimable) time bounded by the call's window: the sample plus the
-// delay, or the run-at if that is later than the sample.
-func requestedJob(o *raceOp) mJob {
-	lo, hi := o.Call+o.DurUS, addSat(o.Ret, o.DurUS)
+// (and claimable) time bounded by the call's window: the sample (or the
+// mark, if later; it is at most mark skew ahead of the wall clock) plus
+// the delay, or the run-at if that is later.
+func requestedJob(o *raceOp, mark int64) mJob {
+	to := addSat(o.Ret, max(o.Skew, mark))
+	lo, hi := o.from()+o.DurUS, addSat(to, o.DurUS)
 	if o.RunAt != 0 {
-		lo, hi = max(o.RunAt, o.Call), max(o.RunAt, o.Ret)
+		lo, hi = max(o.RunAt, o.from()), max(o.RunAt, to)
 	}
 	return mJob{st: jRequested, lo: lo, hi: hi, olo: lo, ohi: hi, prio: o.Prio, late: true}
 }
@@ -278,7 +318,7 @@ func splitCompleteNext(hist []*raceOp) []*raceOp {
 		done.Op, done.Next, done.RJob, done.Expiry = "complete", true, "", 0
 		out = append(out, &done)
 		claim := &raceOp{W: o.W, N: o.N, Op: "claim", Lease: o.W + ":" + strconv.Itoa(o.N), DurUS: o.DurUS,
-			Call: o.Call, Ret: o.Ret, Kind: o.Kind, RJob: o.RJob, Expiry: o.Expiry, Msg: o.Msg}
+			Call: o.Call, Ret: o.Ret, Kind: o.Kind, RJob: o.RJob, Expiry: o.Expiry, Msg: o.Msg, Skew: o.Skew}
 		switch {
 		case o.Kind == "ok" && o.RJob == "":
 			claim.Kind = "nothing_to_claim"
@@ -401,19 +441,19 @@ func (r leaseRules) step(s mState, o *raceOp) []mState {
 		}
 		if o.Op == "renew" {
 			t := o.Expiry - o.DurUS
-			if t < o.Call || t > o.Ret || t >= j.hi || o.Expiry <= j.lo {
+			if t < o.from() || t > o.to() || t >= j.hi || o.Expiry <= j.lo {
 				return nil
 			}
-		} else if o.Call >= j.hi {
+		} else if o.from() >= j.hi {
 			return nil // the claim had expired before the call began
 		}
 		return []mState{s.with(ji, r.applyClaimant(j, o, false))}
 	case "expired":
-		if held && (o.Ret >= j.lo || (o.Next && o.Ret-o.Call >= o.DurUS)) {
+		if held && (o.to() >= j.lo || (o.Next && o.Ret-o.Call >= o.DurUS)) {
 			return []mState{s}
 		}
 	case "not_extended":
-		if held && o.Op == "renew" && o.Call+o.DurUS <= j.hi {
+		if held && o.Op == "renew" && o.from()+o.DurUS <= j.hi {
 			return []mState{s}
 		}
 	case "cancelled":
@@ -424,7 +464,7 @@ func (r leaseRules) step(s mState, o *raceOp) []mState {
 	case "lease_lost":
 		// Another claim took the job, a redrive returned it, or a claim
 		// noticed this one's lapse.
-		if j.st != jCancelled && (j.holder != o.Lease || (held && o.Ret >= j.lo)) {
+		if j.st != jCancelled && (j.holder != o.Lease || (held && o.to() >= j.lo)) {
 			return []mState{s}
 		}
 	case "wrong_state":
@@ -447,10 +487,10 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 	j := s[ji]
 	var next mJob
 	var can, refuse bool
-	dead := r.mayBeDead(j, o.Ret)
+	dead := r.mayBeDead(j, o.to())
 	switch o.Op {
 	case "request":
-		can, next = j.st == jAbsent, requestedJob(o)
+		can, next = j.st == jAbsent, requestedJob(o, r.mark)
 	case "cancel":
 		can = j.st == jRequested || j.st == jClaimed || j.st == jCancelled
 		refuse = finished(j.st) && j.st != jCancelled || dead
@@ -459,7 +499,7 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 	case "retry_job":
 		can = j.st == jFailed || j.st == jDead || j.st == jCancelled || dead
 		refuse = j.st != jAbsent && (!can || dead)
-		next = redriven(j, o)
+		next = r.redriven(j, o)
 	}
 	switch {
 	case unknown && can:
@@ -483,9 +523,11 @@ func (r leaseRules) mayBeDead(j mJob, t int64) bool {
 	return j.amax >= r.maxAttempts && (j.st == jRequested || (j.st == jClaimed && j.lo <= t))
 }
 
-// redriven is job j returned to the queue by a redrive or retry_job o.
-func redriven(j mJob, o *raceOp) mJob {
-	return mJob{st: jRequested, lo: o.Call, hi: o.Ret, olo: o.Call, ohi: o.Ret, prio: j.prio, late: j.late}
+// redriven is job j returned to the queue by a redrive or retry_job o:
+// claimable at its sample (or the mark, if later).
+func (r leaseRules) redriven(j mJob, o *raceOp) mJob {
+	hi := addSat(o.Ret, max(o.Skew, r.mark))
+	return mJob{st: jRequested, lo: o.from(), hi: hi, olo: o.from(), ohi: hi, prio: j.prio, late: j.late}
 }
 
 // stepRedrive: a redrive of every job in one state works in batches, each
@@ -502,8 +544,8 @@ func (r leaseRules) stepRedrive(s mState, o *raceOp) []mState {
 	}
 	out := []mState{s}
 	for i, j := range s {
-		if j.st == st || (st == jDead && r.mayBeDead(j, o.Ret)) {
-			out = append(out, s.with(i, redriven(j, o)))
+		if j.st == st || (st == jDead && r.mayBeDead(j, o.to())) {
+			out = append(out, s.with(i, r.redriven(j, o)))
 		}
 	}
 	return out
@@ -532,14 +574,14 @@ func stepKeepAlive(s mState, o *raceOp, ji int, held, pending bool) []mState {
 // fail_retry or complete; for a renewal of unknown outcome the new expiry is
 // bounded only from below.
 func (r leaseRules) applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
-	ret := o.Ret
+	ret := o.to()
 	if unknown {
 		ret = math.MaxInt64
 	}
 	switch o.Op {
 	case "renew":
 		if unknown {
-			j.lo, j.hi = max(j.lo+1, o.Call+o.DurUS), math.MaxInt64
+			j.lo, j.hi = max(j.lo+1, o.from()+o.DurUS), math.MaxInt64
 		} else {
 			j.lo, j.hi = o.Expiry, o.Expiry
 		}
@@ -558,7 +600,7 @@ func (r leaseRules) applyClaimant(j mJob, o *raceOp, unknown bool) mJob {
 			if o.DurUS == 0 {
 				lo, hi = r.backoff.bounds(j.att, j.amax)
 			}
-			j.st, j.lo, j.hi = jRequested, o.Call+lo, addSat(ret, hi)
+			j.st, j.lo, j.hi = jRequested, o.from()+lo, addSat(ret, hi)
 			j.olo, j.ohi = j.lo, j.hi
 		}
 	case "fail":
@@ -584,7 +626,7 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 		// depend on the order in which the search tries unknown claims.
 		var took []int
 		for i, j := range s {
-			if r.claimable(j, o.Ret, false) && r.passedOver(s, i, max(o.Call, j.lo)) < r.window {
+			if r.claimable(j, o.to(), false) && r.passedOver(s, i, max(o.from(), j.lo)) < r.window {
 				took = append(took, i)
 			}
 		}
@@ -595,7 +637,7 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 		out := []mState{base}
 		for _, i := range took {
 			j := base[i]
-			out = append(out, base.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.Call + o.DurUS, hi: addSat(o.Ret, o.DurUS),
+			out = append(out, base.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.from() + o.DurUS, hi: addSat(o.to(), o.DurUS),
 				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att, amax: j.amax}))
 		}
 		return out
@@ -607,7 +649,7 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 			return nil
 		}
 		t := o.Expiry - o.DurUS
-		if t < o.Call || t > o.Ret {
+		if t < o.from() || t > o.to() {
 			return nil
 		}
 		j := s[ji]
@@ -619,7 +661,7 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 	case "nothing_to_claim":
 		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {
-			if r.claimable(j, o.Call, true) {
+			if r.claimable(j, o.from(), true) {
 				if claimable++; claimable >= r.window {
 					return nil
 				}

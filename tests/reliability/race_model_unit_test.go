@@ -212,13 +212,14 @@ func checkBothWays(window int, init mState, b raceBackoff, ops ...*raceOp) (porc
 		idx[id] = i
 	}
 	all := append(mState{}, init...)
+	mark := markSkew(ops)
 	for _, o := range ops {
 		if isClaim(o.Op) && o.Lease == "" {
 			o.Lease = o.W
 		}
 		if _, ok := idx[o.RJob]; o.Op == "request" && !ok {
 			idx[o.RJob] = len(all)
-			j := requestedJob(o)
+			j := requestedJob(o, mark)
 			j.st = jAbsent
 			all = append(all, j)
 		}
@@ -227,7 +228,7 @@ func checkBothWays(window int, init mState, b raceBackoff, ops ...*raceOp) (porc
 	for i, o := range splitCompleteNext(ops) {
 		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
 	}
-	m := leaseModel(all, leaseRules{idx: idx, window: window, maxAttempts: raceMaxAttempts, backoff: b})
+	m := leaseModel(all, leaseRules{idx: idx, window: window, maxAttempts: raceMaxAttempts, backoff: b, mark: mark})
 	whole := porcupine.CheckOperationsTimeout(m.ToModel(), h, 10*time.Second)
 	k := keptHistory{Window: window, MaxAttempts: raceMaxAttempts, Backoff: b, Order: names, Ops: ops}
 	for _, j := range init {
@@ -380,4 +381,35 @@ func TestLeaseModelRedrivesOnlyAFailedDeadOrCancelledJobWithFreshAttempts(t *tes
 	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a redrive returning a completed job",
 		claimOp("a", "j0", 0, 10, 5, 500), complete("a", "j0", 20, 30, "ok"),
 		&raceOp{W: "c", Op: "redrive", State: "failed", Call: 40, Ret: 50, Kind: "ok"}, claimOp("b", "j0", 60, 70, 65, 50))
+}
+
+// skewed is o on a worker whose authority clock runs skew µs ahead of the
+// wall clock of the history (behind when negative).
+func skewed(o *raceOp, skew int64) *raceOp {
+	o.Skew = skew
+	return o
+}
+
+// Under a clock fault a call's samples lie in its window on its own
+// worker's clock: a claim 50 µs behind returns an expiry the wall clock
+// would call too early; a request sampled a long way ahead is not ready
+// until its clock's time; and a claim of the next job never fails because
+// of a job it may not take yet (it takes another, or finds nothing).
+func TestLeaseModelReadsEachCallsSamplesOnItsWorkersClock(t *testing.T) {
+	one := make(mState, 1)
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a claim on a clock behind",
+		skewed(claimOp("a", "j0", 100, 110, 55, 100), -50))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "the same claim on the wall clock",
+		claimOp("a", "j0", 100, 110, 55, 100))
+	ahead := skewed(requestOp("c", "r0", 0, 10, 5, 0, 0), 1000000)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a job sampled ahead claimed before its clock's time",
+		ahead, claimOp("a", "r0", 500, 510, 505, 50))
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a job sampled ahead passed over",
+		ahead, claimOp("a", "j0", 500, 510, 505, 50))
+	requireBoth(t, porcupine.Ok, mState{}, raceBackoff{}, "nothing to claim but a job sampled ahead",
+		ahead, nothingToClaim("a", 500, 510))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a claim refused because of a job sampled ahead",
+		ahead, &raceOp{W: "a", Op: "claim", DurUS: 50, Call: 500, Ret: 510, Kind: "wrong_state"})
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a waiting claim refused because of a job sampled ahead",
+		ahead, &raceOp{W: "a", Op: "claim_wait", DurUS: 50, Call: 500, Ret: 510, Kind: "wrong_state"})
 }
