@@ -62,8 +62,9 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 	GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(REL_DIR)/abi_fuzz \
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
-test-race: reliability-workers ## the six-language race and the full-scenario leak scan (short)
-	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+# leasestest gives the Go race worker the clock seam: its clock faults.
+test-race: reliability-workers ## the six-language race (with clock faults) and the full-scenario leak scan (short)
+	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
 test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
 

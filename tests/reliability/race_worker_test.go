@@ -43,6 +43,15 @@ package reliability
 // in four), cancels one of the jobs it requested, retries one it requested
 // or failed (retry_job), or redrives the failed, dead or cancelled jobs
 // (one time in ten).
+//
+// Clock faults (the Go worker, in a test build: raceSetClock): its
+// authority reads the wall clock plus a skew, which it changes one
+// iteration in eight, between calls: a small step back (1-5 ms, behind
+// the others), a forward jump (5-30 ms: its commits move the mark ahead of
+// everyone else's clock) or back to none; and its first request, and one
+// in four after it, is sampled a day ahead, with priority 5 (ahead of every other job in claim
+// order, and not claimable during the run). Each call line carries the
+// skew ("skew_us"), so the model reads its samples on that clock.
 
 import (
 	"context"
@@ -51,6 +60,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	leases "github.com/libleases/libleases"
@@ -72,10 +82,18 @@ type raceLine struct {
 	Msg    string `json:"msg,omitempty"`
 	T      int64  `json:"t"`
 	Key    string `json:"key,omitempty"`
+	Skew   int64  `json:"skew_us,omitempty"`
 	Prio   int    `json:"prio,omitempty"`
 	RunAt  int64  `json:"run_at_us,omitempty"`
 	State  string `json:"state,omitempty"`
 }
+
+// raceSetClock is core.SetClockForTest in a test build (the leasestest
+// tag), else nil: then the Go worker makes no clock faults.
+var raceSetClock func(*core.Authority, func() int64)
+
+// raceAheadUS is how far ahead a request sampled ahead reads the clock.
+const raceAheadUS = int64(24 * time.Hour / time.Microsecond)
 
 // raceCoordinator is what a worker knows for its coordinator calls: the
 // jobs it requested and those it failed.
@@ -119,6 +137,11 @@ func raceWorkerMain(name string) int {
 		return 2
 	}
 	defer a.Close()
+	var skew atomic.Int64 // the clock fault in force, µs
+	faults := raceSetClock != nil
+	if faults {
+		raceSetClock(a, func() int64 { return time.Now().UnixMicro() + skew.Load() })
+	}
 	kind := func(err error) (string, string) {
 		if err == nil {
 			return "ok", ""
@@ -128,7 +151,7 @@ func raceWorkerMain(name string) int {
 	n := 0
 	call := func(op, lease, job string, dur time.Duration) int {
 		n++
-		write(raceLine{W: name, N: n, Ev: "call", Op: op, Lease: lease, Job: job, DurUS: dur.Microseconds(), T: time.Now().UnixMicro()})
+		write(raceLine{W: name, N: n, Ev: "call", Op: op, Lease: lease, Job: job, DurUS: dur.Microseconds(), Skew: skew.Load(), T: time.Now().UnixMicro()})
 		return n
 	}
 	ret := func(id int, err error, job string, expiry int64) {
@@ -148,6 +171,12 @@ func raceWorkerMain(name string) int {
 			n++
 			key := name + "-" + strconv.Itoa(n)
 			x := raceLine{W: name, N: n, Ev: "call", Op: "request", Key: key, Prio: rng.IntN(3)}
+			if faults && (len(co.mine) == 0 || rng.IntN(4) == 0) { // sampled a day ahead
+				was := skew.Swap(raceAheadUS)
+				defer skew.Store(was)
+				x.Prio = 5
+			}
+			x.Skew = skew.Load()
 			o := core.RequestOptions{Priority: x.Prio}
 			switch rng.IntN(12) {
 			case 0, 1, 2, 3:
@@ -188,6 +217,16 @@ func raceWorkerMain(name string) int {
 			evs, _ := a.Events(raceProduction, 0)
 			out, _ := json.Marshal(map[string]any{"jobs": js, "events": evs})
 			fmt.Println(string(out))
+		}
+		if faults && rng.IntN(8) == 0 {
+			switch rng.IntN(3) {
+			case 0: // a small step back
+				skew.Store(-ms(1, 5).Microseconds())
+			case 1: // a forward jump
+				skew.Store(ms(5, 30).Microseconds())
+			default:
+				skew.Store(0)
+			}
 		}
 		if l == nil && rng.IntN(5) == 0 {
 			coordinate()
