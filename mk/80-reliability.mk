@@ -19,9 +19,10 @@ REL_FUZZ_VG_CALLS ?= 1000
 .PHONY: soak test-reliability test-race test-clock-faults test-abi-fuzz reliability-workers
 TEST_TARGETS += test-reliability
 
-$(REL_DIR)/race_worker_c: tests/reliability/race/race_worker.c include/leases.h $(CAPI_SO)
+# The C worker links the test library: it makes clock faults through the seam.
+$(REL_DIR)/race_worker_c: tests/reliability/race/race_worker.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
-	$(CC) $(REL_C_FLAGS) $< -o $@ -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+	$(CC) $(REL_C_FLAGS) -DLEASES_RACE_CLOCK $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
 $(REL_DIR)/race_worker_cpp: tests/reliability/race/race_worker.cpp include/leases.h $(CPP_DIR)/include/leases/leases.hpp $(CAPI_SO)
 	@mkdir -p $(@D)

@@ -6,6 +6,16 @@
  * with a delay) and, one time in five before a claim, acts as a coordinator
  * (coordinate: request with a priority and a delay or run-at, cancel,
  * retry one job, redrive).
+ *
+ * Built with LEASES_RACE_CLOCK against the test library (make builds
+ * race_worker_c so), it also makes clock faults through the clock seam:
+ * one iteration in eight its clock moves a little back (1-5 ms), jumps
+ * forward (5-30 ms) or goes right again, and one request in four is sampled
+ * a day ahead with priority 5. Under a fault the seam freezes the clock at
+ * the wall clock plus the skew, set just after each call line (so every
+ * sample of the call lies in its window on that clock), and the call line
+ * carries the skew (skew_us); a lease is not kept alive under a fault (its
+ * renewals would read the frozen clock).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -16,6 +26,9 @@
 #include <unistd.h>
 
 #include "leases.h"
+#ifdef LEASES_RACE_CLOCK
+#include "leases_testing.h"
+#endif
 
 #define PRODUCTION "race"
 
@@ -23,6 +36,8 @@ static int log_fd, tok_fd;
 static const char *name;
 static int n;
 static unsigned long long rng_state;
+static leases_authority *auth;
+static long long skew; /* the clock fault in force, µs */
 
 static unsigned rnd(unsigned lo, unsigned hi) {
 	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -64,12 +79,20 @@ static void write_line(const char *line) {
 	if (write(log_fd, line, strlen(line)) < 0) _exit(3);
 }
 
+/* Sets the authority's clock for the call whose line was just written. */
+static void set_clock(void) {
+#ifdef LEASES_RACE_CLOCK
+	if (leases_testing_set_clock(auth, skew ? now_us() + skew : 0) != LEASES_OK) _exit(4);
+#endif
+}
+
 static int call(const char *op, const char *lease, const char *job, long long dur_us) {
 	char b[1024];
 	n++;
-	snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"%s\",\"lease\":\"%s\",\"job\":\"%s\",\"dur_us\":%lld,\"t\":%lld}\n",
-	         name, n, op, lease, job, dur_us, now_us());
+	snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"%s\",\"lease\":\"%s\",\"job\":\"%s\",\"dur_us\":%lld,\"skew_us\":%lld,\"t\":%lld}\n",
+	         name, n, op, lease, job, dur_us, skew, now_us());
 	write_line(b);
+	set_clock();
 	return n;
 }
 
@@ -101,17 +124,26 @@ static void coordinate(leases_authority *a) {
 		n++;
 		snprintf(key, sizeof key, "%s-%d", name, n);
 		o.priority = (int32_t)rnd(0, 2);
+		long long was = skew;
+#ifdef LEASES_RACE_CLOCK
+		if (rnd(0, 3) == 0) { /* sampled a day ahead */
+			skew = 24LL * 3600 * 1000000;
+			o.priority = 5;
+		}
+#endif
 		unsigned how = rnd(0, 11);
 		if (how < 4) o.delay_us = rnd(1, 200) * 1000LL;
 		else if (how < 7) o.run_at_unix_us = now_us() + rnd(0, 200) * 1000LL;
 		snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"request\",\"key\":\"%s\",\"prio\":%d,"
-		         "\"dur_us\":%lld,\"run_at_us\":%lld,\"t\":%lld}\n",
-		         name, n, key, (int)o.priority, (long long)o.delay_us, (long long)o.run_at_unix_us, now_us());
+		         "\"dur_us\":%lld,\"run_at_us\":%lld,\"skew_us\":%lld,\"t\":%lld}\n",
+		         name, n, key, (int)o.priority, (long long)o.delay_us, (long long)o.run_at_unix_us, skew, now_us());
 		write_line(b);
+		set_clock();
 		int id = n;
 		char *job = NULL;
 		leases_status st = leases_job_request_v2(a, PRODUCTION, key, (const uint8_t *)key, strlen(key), &o, &job);
 		ret(id, st, st == LEASES_OK ? job : "", 0);
+		skew = was;
 		if (st == LEASES_OK) remember(mine, &n_mine, job);
 		leases_free(job);
 	} else if (r < 7) {
@@ -129,9 +161,10 @@ static void coordinate(leases_authority *a) {
 		static const char *states[] = {"failed", "dead", "cancelled"};
 		const char *state = states[rnd(0, 2)];
 		n++;
-		snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"redrive\",\"state\":\"%s\",\"t\":%lld}\n",
-		         name, n, state, now_us());
+		snprintf(b, sizeof b, "{\"w\":\"%s\",\"n\":%d,\"ev\":\"call\",\"op\":\"redrive\",\"state\":\"%s\",\"skew_us\":%lld,\"t\":%lld}\n",
+		         name, n, state, skew, now_us());
 		write_line(b);
+		set_clock();
 		int id = n;
 		int64_t count = 0;
 		ret(id, leases_production_redrive(a, PRODUCTION, state, &count), "", 0);
@@ -150,6 +183,7 @@ int main(void) {
 		fprintf(stderr, "open: %s\n", leases_last_error());
 		return 2;
 	}
+	auth = a;
 	long long deadline = now_us() + run_ms * 1000;
 	for (int it = 1; now_us() < deadline; it++) {
 		if (it % 25 == 0) {
@@ -161,6 +195,12 @@ int main(void) {
 			leases_free(jobs);
 			leases_free(events);
 		}
+#ifdef LEASES_RACE_CLOCK
+		if (rnd(0, 7) == 0) {
+			unsigned f = rnd(0, 2);
+			skew = f == 0 ? -(long long)rnd(1, 5) * 1000 : f == 1 ? (long long)rnd(5, 30) * 1000 : 0;
+		}
+#endif
 		if (rnd(0, 4) == 0) coordinate(a);
 		long long d = rnd(30, 150) * 1000LL;
 		int waiting = rnd(0, 1) == 0; /* one claim in two waits, 0-300 ms */
@@ -185,7 +225,7 @@ int main(void) {
 			leases_free(tok);
 		}
 		sleep_ms(rnd(0, 60));
-		if (rnd(0, 2) == 0) {
+		if (rnd(0, 2) == 0 && skew == 0) {
 			/* Kept alive while it works; its renewals are not in the history,
 			 * and stopping it reports the last confirmed expiry. */
 			id = call("keep_alive", label, job, d);
