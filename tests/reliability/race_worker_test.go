@@ -44,7 +44,8 @@ package reliability
 // or failed (retry_job), or redrives the failed, dead or cancelled jobs
 // (one time in ten).
 //
-// Clock faults (the Go worker, in a test build: raceSetClock): its
+// Clock faults (the Go worker, in a test build: raceSetClock, unless
+// LEASES_RACE_CLOCK_FAULTS=0): its
 // authority reads the wall clock plus a skew, which it changes one
 // iteration in eight, between calls: a small step back (1-5 ms, behind
 // the others), a forward jump (5-30 ms: its commits move the mark ahead of
@@ -138,7 +139,7 @@ func raceWorkerMain(name string) int {
 	}
 	defer a.Close()
 	var skew atomic.Int64 // the clock fault in force, µs
-	faults := raceSetClock != nil
+	faults := raceSetClock != nil && os.Getenv("LEASES_RACE_CLOCK_FAULTS") != "0"
 	if faults {
 		raceSetClock(a, func() int64 { return time.Now().UnixMicro() + skew.Load() })
 	}
