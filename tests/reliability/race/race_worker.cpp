@@ -5,6 +5,15 @@
 // failures, and one time in five before a claim acts as a coordinator
 // (request with a priority and a delay or run-at, cancel, retry one job,
 // redrive).
+//
+// Linked with the test library (make builds it so), it also makes clock
+// faults through the clock seam, as the C worker does: one iteration in
+// eight its clock steps a little back (1-5 ms), jumps forward (5-30 ms) or
+// goes right again, and one request in four is sampled a day ahead with
+// priority 5. Under a fault the seam freezes the clock at the wall clock
+// plus the skew, set just after each call line (which carries the skew,
+// skew_us), and no lease is kept alive. LEASES_RACE_CLOCK_FAULTS=0 turns
+// the faults off.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,12 +28,17 @@
 
 #include <leases/leases.hpp>
 
+#include "leases_testing.h"
+
 namespace {
 
 const char *const kProduction = "race";
 int log_fd = -1, tok_fd = -1;
 std::string name;
 int n = 0;
+leases_authority *raw = nullptr;  // for the clock seam
+bool faults = false;
+long long skew = 0;  // the clock fault in force, µs
 
 long long now_us() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -53,11 +67,16 @@ void write_all(int fd, const std::string &s) {
     if (::write(fd, s.data(), s.size()) < 0) std::_Exit(3);
 }
 
+// Writes a call line (with the skew in force) and sets the clock for the call.
+void write_call(const std::string &head) {
+    write_all(log_fd, head + ",\"skew_us\":" + std::to_string(skew) + ",\"t\":" + std::to_string(now_us()) + "}\n");
+    if (faults && leases_testing_set_clock(raw, skew ? now_us() + skew : 0) != LEASES_OK) std::_Exit(4);
+}
+
 int call(const std::string &op, const std::string &lease, const std::string &job, long long dur_us) {
     ++n;
-    write_all(log_fd, "{\"w\":" + quote(name) + ",\"n\":" + std::to_string(n) + ",\"ev\":\"call\",\"op\":" +
-                          quote(op) + ",\"lease\":" + quote(lease) + ",\"job\":" + quote(job) +
-                          ",\"dur_us\":" + std::to_string(dur_us) + ",\"t\":" + std::to_string(now_us()) + "}\n");
+    write_call("{\"w\":" + quote(name) + ",\"n\":" + std::to_string(n) + ",\"ev\":\"call\",\"op\":" + quote(op) +
+               ",\"lease\":" + quote(lease) + ",\"job\":" + quote(job) + ",\"dur_us\":" + std::to_string(dur_us));
     return n;
 }
 
@@ -81,6 +100,11 @@ void coordinate(leases::Authority &a, Rnd &rnd) {
         const std::string key = name + "-" + std::to_string(id);
         leases::RequestOptions o;
         o.priority = rnd(0, 2);
+        const long long was = skew;
+        if (faults && rnd(0, 3) == 0) {  // sampled a day ahead
+            skew = 24LL * 3600 * 1000000;
+            o.priority = 5;
+        }
         long long delay = 0, run_at = 0;
         const int how = rnd(0, 11);
         if (how < 4) {
@@ -90,10 +114,10 @@ void coordinate(leases::Authority &a, Rnd &rnd) {
             run_at = now_us() + rnd(0, 200) * 1000LL;
             o.run_at = leases::time_point(std::chrono::microseconds(run_at));
         }
-        write_all(log_fd, "{\"w\":" + quote(name) + ",\"n\":" + std::to_string(id) +
-                              ",\"ev\":\"call\",\"op\":\"request\",\"key\":" + quote(key) +
-                              ",\"prio\":" + std::to_string(o.priority) + ",\"dur_us\":" + std::to_string(delay) +
-                              ",\"run_at_us\":" + std::to_string(run_at) + ",\"t\":" + std::to_string(now_us()) + "}\n");
+        write_call("{\"w\":" + quote(name) + ",\"n\":" + std::to_string(id) +
+                   ",\"ev\":\"call\",\"op\":\"request\",\"key\":" + quote(key) + ",\"prio\":" +
+                   std::to_string(o.priority) + ",\"dur_us\":" + std::to_string(delay) +
+                   ",\"run_at_us\":" + std::to_string(run_at));
         try {
             const std::string job = a.request_job(kProduction, key, key, o);
             ret(id, "ok", job, 0, "");
@@ -101,6 +125,7 @@ void coordinate(leases::Authority &a, Rnd &rnd) {
         } catch (const leases::Error &e) {
             ret(id, kind_of(e), "", 0, e.what());
         }
+        skew = was;
     } else if (r < 9) {
         const bool cancel = r < 7;
         const std::vector<std::string> &pool = !cancel && !failed.empty() ? failed : mine;
@@ -124,9 +149,8 @@ void coordinate(leases::Authority &a, Rnd &rnd) {
                                            leases::JobState::Cancelled};
         const leases::JobState st = states[rnd(0, 2)];
         const int id = ++n;
-        write_all(log_fd, "{\"w\":" + quote(name) + ",\"n\":" + std::to_string(id) +
-                              ",\"ev\":\"call\",\"op\":\"redrive\",\"state\":" + quote(leases::to_string(st)) +
-                              ",\"t\":" + std::to_string(now_us()) + "}\n");
+        write_call("{\"w\":" + quote(name) + ",\"n\":" + std::to_string(id) +
+                   ",\"ev\":\"call\",\"op\":\"redrive\",\"state\":" + quote(leases::to_string(st)));
         try {
             (void)a.redrive(kProduction, st);
             ret(id, "ok", "", 0, "");
@@ -148,11 +172,18 @@ int main() {
     auto rnd = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     auto sleep_ms = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
     leases::Authority a = leases::Authority::open(std::getenv("LEASES_RACE_DB"));
+    raw = a.capi();
+    const char *off = std::getenv("LEASES_RACE_CLOCK_FAULTS");
+    faults = !off || std::string(off) != "0";
     const long long deadline = now_us() + run_ms * 1000;
     for (int it = 1; now_us() < deadline; ++it) {
         if (it % 25 == 0) {
             std::cout << "{\"jobs\":" << a.jobs_json(kProduction) << ",\"events\":" << a.events_json(kProduction, 0)
                       << "}" << std::endl;
+        }
+        if (faults && rnd(0, 7) == 0) {
+            const int f = rnd(0, 2);
+            skew = f == 0 ? -rnd(1, 5) * 1000LL : f == 1 ? rnd(5, 30) * 1000LL : 0;
         }
         if (rnd(0, 4) == 0) {
             coordinate(a, rnd);
@@ -180,7 +211,7 @@ int main() {
         ret(id, "ok", job, lease->expiry_unix_us(), "");
         write_all(tok_fd, lease->export_token() + "\n");
         sleep_ms(rnd(0, 60));
-        if (rnd(0, 2) == 0) {
+        if (rnd(0, 2) == 0 && skew == 0) {
             // Kept alive while it works; its renewals are not in the history,
             // and stopping it reports the last confirmed expiry.
             id = call("keep_alive", label, job, d.count() * 1000);

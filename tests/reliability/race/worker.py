@@ -7,6 +7,15 @@ workers that can do both, fails retryably (after a delay or the backoff)
 half of its failures, and one time in five before a claim acts as a
 coordinator (request with a priority and a delay or run-at, cancel, retry
 one job, redrive).
+
+Loaded from the test library (LEASES_LIBRARY=build/test/libleases.so), it
+also makes clock faults through the clock seam, as the C worker does: one
+iteration in eight its clock steps a little back (1-5 ms), jumps forward
+(5-30 ms) or goes right again, and one request in four is sampled a day
+ahead with priority 5. Under a fault the seam freezes the clock at the wall
+clock plus the skew, set just after each call line (which carries the
+skew, skew_us), and no lease is kept alive. LEASES_RACE_CLOCK_FAULTS=0
+turns the faults off.
 """
 
 import json
@@ -17,8 +26,10 @@ import time
 from datetime import timedelta
 
 import leases
+from leases import _ffi
 
 PRODUCTION = "race"
+AHEAD_US = 24 * 3600 * 1_000_000
 
 
 def now_us() -> int:
@@ -33,9 +44,16 @@ def main() -> int:
     rng = random.Random(int(os.environ["LEASES_RACE_SEED"]))
     auth = leases.Authority(os.environ["LEASES_RACE_DB"])
     n = 0
+    faults = hasattr(_ffi.lib, "leases_testing_set_clock") and os.environ.get("LEASES_RACE_CLOCK_FAULTS") != "0"
+    skew = 0  # the clock fault in force, µs
 
     def write(obj: dict) -> None:
+        if obj["ev"] == "call":
+            obj["skew_us"] = skew
         os.write(log, (json.dumps(obj) + "\n").encode())
+        if obj["ev"] == "call" and faults:
+            # The seam freezes the clock for this call (0: the real clock).
+            _ffi.call(_ffi.lib.leases_testing_set_clock, auth._handle(), now_us() + skew if skew else 0)
 
     def call(op: str, lease: str = "", job: str = "", dur_us: int = 0) -> int:
         nonlocal n
@@ -69,12 +87,15 @@ def main() -> int:
     failed: list = []  # and those it failed
 
     def coordinate() -> None:
-        nonlocal n
+        nonlocal n, skew
         r = rng.randrange(10)
         if r < 5:
             n += 1
             key = f"{name}-{n}"
             line = {"w": name, "n": n, "ev": "call", "op": "request", "key": key, "prio": rng.randint(0, 2)}
+            was = skew
+            if faults and rng.randrange(4) == 0:  # sampled a day ahead
+                skew, line["prio"] = AHEAD_US, 5
             opts = {"priority": line["prio"]}
             how = rng.randrange(12)
             if how < 4:
@@ -91,6 +112,7 @@ def main() -> int:
                 mine.append(job)
             except leases.LeasesError as e:
                 ret(line["n"], e)
+            skew = was
         elif r < 9:
             op = "cancel" if r < 7 else "retry_job"
             pool = failed if op == "retry_job" and failed else mine
@@ -120,6 +142,9 @@ def main() -> int:
     it = 0
     while time.monotonic() < deadline:
         it += 1
+        if faults and rng.randrange(8) == 0:
+            f = rng.randrange(3)
+            skew = -rng.randint(1, 5) * 1000 if f == 0 else rng.randint(5, 30) * 1000 if f == 1 else 0
         if rng.randrange(5) == 0:
             coordinate()
         if it % 25 == 0:
@@ -144,7 +169,7 @@ def main() -> int:
         ret(i, None, job, expiry_us(lease))
         os.write(tokens, (lease.export_token() + "\n").encode())
         time.sleep(rng.randint(0, 60) / 1000)
-        if rng.randrange(3) == 0:
+        if rng.randrange(3) == 0 and skew == 0:
             # Kept alive while it works; its renewals are not in the history,
             # and stopping it reports the last confirmed expiry.
             i = call("keep_alive", label, job, d)
