@@ -19,17 +19,19 @@ REL_FUZZ_VG_CALLS ?= 1000
 .PHONY: soak test-reliability test-race test-clock-faults test-abi-fuzz reliability-workers
 TEST_TARGETS += test-reliability
 
-$(REL_DIR)/race_worker_c: tests/reliability/race/race_worker.c include/leases.h $(CAPI_SO)
+# The C, C++ and Rust workers link the test library: they make clock faults
+# through its seam (so does the Python worker, which loads it).
+$(REL_DIR)/race_worker_c: tests/reliability/race/race_worker.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
-	$(CC) $(REL_C_FLAGS) $< -o $@ -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+	$(CC) $(REL_C_FLAGS) -DLEASES_RACE_CLOCK $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-$(REL_DIR)/race_worker_cpp: tests/reliability/race/race_worker.cpp include/leases.h $(CPP_DIR)/include/leases/leases.hpp $(CAPI_SO)
+$(REL_DIR)/race_worker_cpp: tests/reliability/race/race_worker.cpp include/leases.h include/leases_testing.h $(CPP_DIR)/include/leases/leases.hpp $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -g -O1 -Wall -Wextra -Werror -Iinclude -I$(CPP_DIR)/include $< -o $@ \
-		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+		-L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-$(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(wildcard $(RUST_DIR)/src/*.rs) $(CAPI_A)
-	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) build $(RUST_FLAGS) --example race_worker
+$(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(wildcard $(RUST_DIR)/src/*.rs) $(CAPI_TEST_SO)
+	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD)/test $(CARGO) build $(RUST_FLAGS) --example race_worker --features testing
 
 # The clock-fault test and the ABI fuzzer link the test library (clock seam,
 # short busy timeout, panic); the fuzzer twice: with ASan+UBSan, and plain
@@ -62,8 +64,9 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 	GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(REL_DIR)/abi_fuzz \
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
-test-race: reliability-workers ## the six-language race and the full-scenario leak scan (short)
-	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+# leasestest gives the Go race worker the clock seam: its clock faults.
+test-race: reliability-workers ## the six-language race (with clock faults) and the full-scenario leak scan (short)
+	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
 test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
 

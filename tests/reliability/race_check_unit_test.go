@@ -120,6 +120,14 @@ var raceCases = []struct {
 	{"a lease lost to a killed claim", porcupine.Ok, porcupine.Ok, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), pendingClaim("k", 20, 1000), complete("a", "j0", 200, 210, "lease_lost")}
 	}, nil},
+	{"a lease lost to a killed claim that returned before its expiry", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), {W: "k", Op: "claim", DurUS: 50, Call: 20, Ret: 30, Kind: "killed"},
+			complete("a", "j0", 40, 50, "lease_lost")}
+	}, nil},
+	{"nothing to claim long after a killed claim's lease ended", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100000), {W: "k", Op: "claim", DurUS: 50, Call: 20, Ret: 30, Kind: "killed"},
+			nothingToClaim("b", 1000, 1010)}
+	}, nil},
 	{"a killed claim cannot take a finished job", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), complete("a", "j0", 20, 30, "ok"),
 			pendingClaim("k", 40, 1000), complete("k", "j0", 2000, 2010, "ok")}
