@@ -206,7 +206,7 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	if err := l.holds(j, now); err != nil {
 		return j, 0, err
 	}
-	g.mustOutlive(j.Expiry)
+	g.mustOutlive(j.ID, j.Expiry)
 	return j, now, nil
 }
 
@@ -401,7 +401,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		Worker: worker, Expiry: expiry}); err != nil {
 		return nil, err
 	}
-	g.mustOutlive(expiry)
+	g.mustOutlive(j.ID, expiry)
 	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
 		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending,
 		heldUntil: g.started.Add(time.Duration(us) * time.Microsecond)}, nil
@@ -414,6 +414,15 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 // on any failure the lease stays active locally and its next use asks the
 // store again. A verdict that the claim is over is reported by Done.
 func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard) error) error {
+	return l.transitionOf(ctx, closes, fn, nil)
+}
+
+// transitionOf is transition for an operation that does more than act on
+// this lease (complete-and-claim-next also claims): notAbout says whether
+// its failure is about something else (the new claim), and then it is no
+// verdict about this lease: it closes no Done, and is not attributed to
+// this lease's job. A verdict about a lease must be true of that lease.
+func (l *Lease) transitionOf(ctx context.Context, closes string, fn func(g *guard) error, notAbout func(error) bool) error {
 	if err := l.localCheck(); err != nil {
 		l.reportEnd(err)
 		return err
@@ -430,6 +439,9 @@ func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard)
 		return g.commit()
 	})
 	if err != nil {
+		if notAbout != nil && notAbout(err) {
+			return err
+		}
 		err = aboutJob(err, l.jobID)
 		l.reportEnd(err)
 		return err
