@@ -108,8 +108,23 @@ func (l *Lease) reportEnd(err error) {
 
 // closeHere closes the lease locally; l.mu is held. what says what happened.
 func (l *Lease) closeHere(what string) {
-	l.state = LeaseClosed
+	l.setState(LeaseClosed)
 	l.markLost(errf(KindClosed, "lease for job %s %s", l.jobID, what))
+}
+
+// setState sets the local state; l.mu is held (type Lease: the lock order).
+func (l *Lease) setState(s LeaseState) {
+	l.smu.Lock()
+	l.state = s
+	l.smu.Unlock()
+}
+
+// leftEdit ends the lease's membership of its edit, in state s; l.mu is
+// held.
+func (l *Lease) leftEdit(s LeaseState) {
+	l.smu.Lock()
+	l.state, l.edit = s, nil
+	l.smu.Unlock()
 }
 
 // KeepAlive starts renewing the lease in the background, by the rules of

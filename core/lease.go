@@ -42,6 +42,14 @@ func (s LeaseState) String() string {
 // expiry. It is safe for concurrent use; operations on one lease are
 // serialized. Dropping a Lease writes nothing: an unreleased claim lasts until
 // its expiry or a coordinator cancel.
+//
+// Lock order: an operation on the lease holds mu while it waits for the
+// writer (SQLite's writer lock, in this process's queue; PostgreSQL's row
+// locks), so nothing that holds the writer may wait for mu: an edit holds
+// the writer from Begin to Commit, and its caller's code runs meanwhile.
+// state, edit and expiry are therefore written under mu and smu together
+// and read under either; smu is never held while waiting for anything, and
+// the edit and the accessors read them under smu.
 type Lease struct {
 	a            *Authority
 	mu           sync.Mutex
@@ -63,8 +71,9 @@ type Lease struct {
 	// keep-alive renews before it and gives up after it.
 	heldUntil time.Time
 
-	// smu guards the loss report and the renewer. It is taken inside l.mu,
-	// never the other way round (keepalive.go).
+	// smu guards the loss report and the renewer, and with mu the local
+	// state, edit and expiry. It is taken inside l.mu, never the other way
+	// round (keepalive.go), and held only briefly, never while waiting.
 	smu     sync.Mutex
 	lost    chan struct{} // closed once the lease is known to be over (Done)
 	lostErr error
@@ -86,15 +95,15 @@ func (l *Lease) Worker() string { return l.worker }
 
 // Expiry is the expiry last confirmed by the authority.
 func (l *Lease) Expiry() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return time.UnixMicro(l.expiry).UTC()
 }
 
 // ExpiryUnixUS is Expiry in unix microseconds.
 func (l *Lease) ExpiryUnixUS() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return l.expiry
 }
 
@@ -105,9 +114,9 @@ func (l *Lease) Payload() ([]byte, error) {
 	if err := l.nilCheck(); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
+	l.smu.Lock()
 	closed := l.state == LeaseClosed
-	l.mu.Unlock()
+	l.smu.Unlock()
 	if closed {
 		return nil, errf(KindClosed, "lease for job %s is closed", l.jobID)
 	}
@@ -126,8 +135,8 @@ func (l *Lease) Payload() ([]byte, error) {
 
 // State is the local state.
 func (l *Lease) State() LeaseState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return l.state
 }
 
@@ -153,8 +162,8 @@ type leaseJSON struct {
 }
 
 func (l *Lease) public() leaseJSON {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return leaseJSON{l.production, l.productionID, l.jobID, l.worker, l.expiry, l.state.String()}
 }
 
@@ -497,7 +506,10 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 			Worker: l.worker, Expiry: newExpiry})
 	})
 	if err == nil {
-		l.expiry, l.heldUntil = newExpiry, heldUntil
+		l.heldUntil = heldUntil
+		l.smu.Lock()
+		l.expiry = newExpiry
+		l.smu.Unlock()
 	}
 	return err
 }
