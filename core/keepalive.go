@@ -154,10 +154,7 @@ func (l *Lease) KeepAlive(d time.Duration, opts ...KeepAliveOption) error {
 		return errf(KindInvalidDuration, "keep-alive interval %s must be at least %s and shorter than the duration %s",
 			cfg.interval, MinKeepAliveInterval, d)
 	}
-	l.mu.Lock()
-	err := l.localCheck()
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.localCheck(); err != nil {
 		return err
 	}
 	if err := l.Err(); err != nil {
@@ -300,9 +297,7 @@ func (l *Lease) Check(ctx context.Context) error {
 	if ctx == nil {
 		return errf(KindInvalidArgument, "context is nil")
 	}
-	l.mu.Lock()
 	err := l.localCheck()
-	l.mu.Unlock()
 	if err == nil {
 		err = l.checkStore(ctx)
 	}

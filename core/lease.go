@@ -178,9 +178,13 @@ func (l *Lease) LogValue() slog.Value {
 }
 
 // localCheck is rule 3 of the rejection order: closed or pending locally.
-// Callers hold l.mu.
+// It reads the state under smu, so a caller need not hold l.mu (one that
+// may hold the writer must not wait for it: type Lease, the lock order).
 func (l *Lease) localCheck() error {
-	switch l.state {
+	l.smu.Lock()
+	state := l.state
+	l.smu.Unlock()
+	switch state {
 	case LeaseClosed:
 		return errf(KindClosed, "lease for job %s is closed", l.jobID)
 	case LeasePending:
@@ -630,8 +634,6 @@ func (l *Lease) Export() (string, error) {
 	if err := l.nilCheck(); err != nil {
 		return "", err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := l.localCheck(); err != nil {
 		return "", err
 	}

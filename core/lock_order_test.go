@@ -6,6 +6,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -61,10 +62,17 @@ func completeInEdit(t *testing.T, f *fixture, l *Lease, wait func()) error {
 		time.Sleep(20 * time.Millisecond) // PostgreSQL: row locks, no writer to queue for
 	}
 	start := time.Now()
-	// What the edit's caller may read of the lease, then its completion.
+	// What the edit's caller may do with the lease without writing, then
+	// its completion.
 	_ = l.State()
 	_ = l.Expiry()
 	_, _ = l.Payload()
+	_, _ = l.MarshalJSON()
+	_, _ = l.Export()
+	_ = l.Check(context.Background())
+	if x, err := l.BeginExecution(t.TempDir()); err == nil {
+		x.Abandon()
+	}
 	cerr := e.Complete(l, Facts{})
 	if cerr == nil {
 		require.NoError(t, e.Commit())
