@@ -21,6 +21,12 @@ import (
 // closed and next is the new, active lease. If the commit's outcome is
 // unknown the lease stays active (its next use asks the store) and no new
 // lease is returned; the error names the job the claim chose.
+//
+// It is one commit: when only the claim half fails, nothing commits, the
+// completion neither, and the lease still holds its claim, so the failure
+// is no verdict about the lease (its Done stays open, its keep-alive runs
+// on). A new claim that would be born expired (d shorter than the commit
+// took) is KindInvalidDuration, not KindExpired.
 func (l *Lease) CompleteAndClaimNext(f Facts, d time.Duration) (next *Lease, err error) {
 	return l.completeAndClaimNext(context.Background(), f, d)
 }
