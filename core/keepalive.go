@@ -108,8 +108,23 @@ func (l *Lease) reportEnd(err error) {
 
 // closeHere closes the lease locally; l.mu is held. what says what happened.
 func (l *Lease) closeHere(what string) {
-	l.state = LeaseClosed
+	l.setState(LeaseClosed)
 	l.markLost(errf(KindClosed, "lease for job %s %s", l.jobID, what))
+}
+
+// setState sets the local state; l.mu is held (type Lease: the lock order).
+func (l *Lease) setState(s LeaseState) {
+	l.smu.Lock()
+	l.state = s
+	l.smu.Unlock()
+}
+
+// leftEdit ends the lease's membership of its edit, in state s; l.mu is
+// held.
+func (l *Lease) leftEdit(s LeaseState) {
+	l.smu.Lock()
+	l.state, l.edit = s, nil
+	l.smu.Unlock()
 }
 
 // KeepAlive starts renewing the lease in the background, by the rules of
@@ -139,10 +154,7 @@ func (l *Lease) KeepAlive(d time.Duration, opts ...KeepAliveOption) error {
 		return errf(KindInvalidDuration, "keep-alive interval %s must be at least %s and shorter than the duration %s",
 			cfg.interval, MinKeepAliveInterval, d)
 	}
-	l.mu.Lock()
-	err := l.localCheck()
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.localCheck(); err != nil {
 		return err
 	}
 	if err := l.Err(); err != nil {
@@ -285,9 +297,7 @@ func (l *Lease) Check(ctx context.Context) error {
 	if ctx == nil {
 		return errf(KindInvalidArgument, "context is nil")
 	}
-	l.mu.Lock()
 	err := l.localCheck()
-	l.mu.Unlock()
 	if err == nil {
 		err = l.checkStore(ctx)
 	}

@@ -172,8 +172,14 @@ var raceCases = []struct {
 			completeNext("b", 1, "j1", 200, 210, "expired", "", 0), complete("a", "j0", 40, 50, "ok")}
 	}, nil},
 	{"a complete_next whose claim was born expired", porcupine.Ok, porcupine.Ok, func() []*raceOp {
-		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 80, "expired", "", 0),
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 80, "invalid_duration", "", 0),
 			complete("a", "j0", 85, 90, "ok")}
+	}, nil},
+	{"a complete_next whose claim was born expired before its duration", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 40, "invalid_duration", "", 0)}
+	}, nil},
+	{"a complete_next calling a lease expired while it held", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 80, "expired", "", 0)}
 	}, nil},
 	{"a complete_next expired before either claim could", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 40, "expired", "", 0)}

@@ -67,8 +67,9 @@ package reliability
 // claims the next one in one commit. The checker splits it in two
 // (splitCompleteNext): the completion, on its job, and a claim of the same
 // call, labelled like a claim call (W:N); the claim is there only when the
-// completion committed or may have. A completion that came back "expired"
-// may also be the claim's verdict: born expired, nothing committed.
+// completion committed or may have. When only its claim would have been born
+// expired nothing committed, the lease still holds, and the call says
+// "invalid_duration" (never "expired", a verdict about the lease).
 //
 // Unknown outcomes (a kill mid-call, outcome_unknown, storage) are
 // nondeterministic: the change happened or it did not, by the return; a call
@@ -449,7 +450,15 @@ func (r leaseRules) step(s mState, o *raceOp) []mState {
 		}
 		return []mState{s.with(ji, r.applyClaimant(j, o, false))}
 	case "expired":
-		if held && (o.to() >= j.lo || (o.Next && o.Ret-o.Call >= o.DurUS)) {
+		// A verdict about the lease: its own claim's expiry was reachable.
+		if held && o.to() >= j.lo {
+			return []mState{s}
+		}
+	case "invalid_duration":
+		// A complete_next whose claim half would be born expired (a call
+		// at least the claim's duration long): nothing committed, and the
+		// lease still holds its claim.
+		if held && o.Next && o.Ret-o.Call >= o.DurUS {
 			return []mState{s}
 		}
 	case "not_extended":
