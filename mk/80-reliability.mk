@@ -77,7 +77,7 @@ test-reliability: test-race test-sim test-clock-faults test-abi-fuzz ## race, si
 
 # Soak budgets: the Go suite with LEASES_SOAK=1 (500 kill -9 iterations, 120
 # kills at a write, 120 I/O-fault runs, 3 race rounds of 30 s), the seeded
-# simulation (4 seeds of 8000 actions per store), the ABI fuzzer, the clock
+# simulation (8 seeds of 3000 actions per store), the ABI fuzzer, the clock
 # faults on both stores, and every Go fuzz target by execution count. Every
 # figure is written by the program that did the work: the Go tests, the
 # simulation, clock_faults and abi_fuzz append their own counts to
