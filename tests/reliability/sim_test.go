@@ -81,6 +81,7 @@ import (
 	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/internal/pgtest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -362,7 +363,7 @@ func simLoop(a *core.Authority, g *simG, rng *rand.Rand) {
 type simFigures struct {
 	seeds, actions, operations, regressedCalls, pending, unknown       int
 	steps, jumps, regressions, requests, refused, ackLost, kills, jobs int
-	acknowledged, histories, waitingNothing                            int
+	acknowledged, lost, histories, waitingNothing                      int
 }
 
 func (f simFigures) figures() map[string]int {
@@ -371,7 +372,7 @@ func (f simFigures) figures() map[string]int {
 		"waiting_claims_nothing_to_claim_behind_the_mark": f.waitingNothing, "pending_at_a_kill": f.pending, "outcome_unknown": f.unknown,
 		"clock_steps": f.steps, "clock_jumps": f.jumps, "clock_behind_the_mark": f.regressions, "requests": f.requests,
 		"commits_refused": f.refused, "acks_lost": f.ackLost, "kills": f.kills, "jobs": f.jobs,
-		"acknowledged_outcomes_found": f.acknowledged, "histories_checked": f.histories, "lost": 0}
+		"acknowledged_outcomes_found": f.acknowledged, "histories_checked": f.histories, "lost": f.lost}
 }
 
 // simSeeds are the seeds to run: LEASES_SIM_SEED alone, or n new ones.
@@ -686,8 +687,11 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 	for _, j := range js {
 		require.NotContains(t, []string{core.StateRequested, core.StateClaimed}, j.State, "the drain left job %s %s", j.ID, j.State)
 	}
+	found, lost := checkAcknowledgedEnds(t, a, hist)
+	fig.acknowledged += found
+	fig.lost += lost
+	require.Zero(t, lost, "acknowledged outcomes lost")
 	checkEventInvariants(t, a, hist)
-	fig.acknowledged += checkAcknowledgedEnds(t, a, hist)
 }
 
 // readSimHistories reads every goroutine's history: the calls made while
@@ -778,33 +782,37 @@ func checkCallsBehindTheMark(t *testing.T, calls []*raceOp) (answered, waitingNo
 
 // checkAcknowledgedEnds: every acknowledged completion left its job
 // completed with the facts of its lease, every acknowledged failure left
-// its job failed. It returns how many it found.
-func checkAcknowledgedEnds(t *testing.T, a *core.Authority, hist []*raceOp) int {
+// its job failed. It returns how many it found, and how many it did not
+// (each reported as an error).
+func checkAcknowledgedEnds(t *testing.T, a *core.Authority, hist []*raceOp) (found, lost int) {
 	js, err := a.Jobs(raceProduction)
 	require.NoError(t, err)
 	state := map[string]string{}
 	for _, j := range js {
 		state[j.ID] = j.State
 	}
-	found := 0
 	for _, o := range hist {
 		if o.Kind != "ok" || (o.Op != "complete" && o.Op != "fail") {
 			continue
 		}
-		if o.Op == "fail" {
-			require.Equal(t, core.StateFailed, state[o.Job], "%s's acknowledged failure of job %s", o.Lease, o.Job)
-			found++
-			continue
+		ok := false
+		switch {
+		case o.Op == "fail":
+			ok = assert.Equal(t, core.StateFailed, state[o.Job], "%s's acknowledged failure of job %s", o.Lease, o.Job)
+		case assert.Equal(t, core.StateCompleted, state[o.Job], "%s's acknowledged completion of job %s", o.Lease, o.Job):
+			f, err := a.FactsOf(raceProduction, o.Job)
+			require.NoError(t, err)
+			var label string
+			require.NoError(t, json.Unmarshal(f.Metadata["lease"], &label))
+			ok = assert.Equal(t, o.Lease, label, "job %s: the facts of another lease than the acknowledged one", o.Job)
 		}
-		require.Equal(t, core.StateCompleted, state[o.Job], "%s's acknowledged completion of job %s", o.Lease, o.Job)
-		f, err := a.FactsOf(raceProduction, o.Job)
-		require.NoError(t, err)
-		var label string
-		require.NoError(t, json.Unmarshal(f.Metadata["lease"], &label))
-		require.Equal(t, o.Lease, label, "job %s: the facts of another lease than the acknowledged one", o.Job)
-		found++
+		if ok {
+			found++
+		} else {
+			lost++
+		}
 	}
-	return found
+	return found, lost
 }
 
 // TestAnInjectedRefusedCommitWritesNothingAndALostAcknowledgementKeepsTheWrite
