@@ -459,6 +459,17 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 	core.SetClockForTest(a, sh.now)
 	_, err = a.CreateProductionWithPolicy(raceProduction, core.RetryPolicy{MaxAttempts: raceMaxAttempts})
 	require.NoError(t, err)
+	// A guarded commit sets the mark at the start, so that a clock a day
+	// back is behind it from the first spell on (requests and the creation
+	// of productions do not move it). It is made in a production of its
+	// own, which the model does not see.
+	_, err = a.CreateProduction("mark")
+	require.NoError(t, err)
+	_, err = a.RequestJob("mark", "", nil)
+	require.NoError(t, err)
+	ml, err := a.Claim("mark", "controller", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, ml.Complete(core.Facts{}))
 
 	k := keptHistory{Window: fifo, MaxAttempts: raceMaxAttempts}
 	if onPG {
