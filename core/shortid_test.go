@@ -128,14 +128,14 @@ func TestAJobIDPrefixThatIsShortOrNotHexOrNotUTF8IsAClearErrorBeforeAnyStoreAcce
 	require.NoError(t, f.a.Close())
 	ctx := context.Background()
 	for bad, msg := range map[string]string{
-		"":                 `job id "" must be a lowercase hyphenated UUID or a prefix of one of at least 8 characters`,
-		"0a1b2c3":          `job id "0a1b2c3" must be a lowercase hyphenated UUID or a prefix of one of at least 8 characters`,
-		"0A1B2C3D":         `job id "0A1B2C3D" must be`,
-		"0a1b2c3d0":        `job id "0a1b2c3d0" must be`,
-		"0a1b2c3g":         `job id "0a1b2c3g" must be`,
-		"0a1b2c3d%":        `job id "0a1b2c3d%" must be`,
-		"0a1b2c3d\x00":     `job id "0a1b2c3d\x00" must be`,
-		"0a1b2c3d\xff\xfe": `job id is not valid UTF-8`,
+		"":                                      `job id "" must be a lowercase hyphenated UUID or a prefix of one of at least 8 characters`,
+		"0a1b2c3":                               `job id "0a1b2c3" must be a lowercase hyphenated UUID or a prefix of one of at least 8 characters`,
+		"0A1B2C3D":                              `job id "0A1B2C3D" must be`,
+		"0a1b2c3d0":                             `job id "0a1b2c3d0" must be`,
+		"0a1b2c3g":                              `job id "0a1b2c3g" must be`,
+		"0a1b2c3d%":                             `job id "0a1b2c3d%" must be`,
+		"0a1b2c3d\x00":                          `job id "0a1b2c3d\x00" must be`,
+		"0a1b2c3d\xff\xfe":                      `job id is not valid UTF-8`,
 		"0a1b2c3d-0000-4000-8000-0000000000011": `must be a lowercase hyphenated UUID or a prefix`,
 		"0a1b2c3d-0000-4000-8000-00000000000\u00e9": `must be a lowercase hyphenated UUID or a prefix`,
 	} {
