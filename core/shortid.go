@@ -89,10 +89,11 @@ func (a *Authority) ResolveJobID(ctx context.Context, production, id string) (st
 // lowercase hex, hyphens at 8, 13, 18 and 23, at least MinJobIDPrefix
 // characters. The message quotes what it refuses, escaped.
 func checkIDPrefix(s string) error {
+	const rule = "must be a lowercase hyphenated UUID or a prefix of one of at least %d characters"
 	if !utf8.ValidString(s) {
-		return errf(KindInvalidArgument, "job id is not valid UTF-8")
+		return errf(KindInvalidArgument, "job id is not valid UTF-8: it "+rule, MinJobIDPrefix)
 	}
-	shape := "job id %q must be a lowercase hyphenated UUID or a prefix of one of at least %d characters"
+	shape := "job id %q " + rule
 	if len(s) < MinJobIDPrefix || len(s) > 36 {
 		return errf(KindInvalidArgument, shape, s, MinJobIDPrefix)
 	}
