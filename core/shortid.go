@@ -85,6 +85,11 @@ func (a *Authority) ResolveJobID(ctx context.Context, production, id string) (st
 		id, strings.Join(list, ", "))
 }
 
+// IsJobIDPrefix reports whether s is a job id or a prefix of one that
+// ResolveJobID would look up (at least MinJobIDPrefix characters): a search
+// box that takes a key or an id asks it before looking s up as an id.
+func IsJobIDPrefix(s string) bool { return checkIDPrefix(s) == nil }
+
 // checkIDPrefix accepts a prefix of a job id's one spelling (parseUUID):
 // lowercase hex, hyphens at 8, 13, 18 and 23, at least MinJobIDPrefix
 // characters. The message quotes what it refuses, escaped.
