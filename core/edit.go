@@ -179,7 +179,7 @@ func (e *Edit) Complete(l *Lease, f Facts) error {
 	var err error
 	switch {
 	case l.state == LeaseClosed:
-		err = errf(KindClosed, "lease for job %s is closed", l.jobID)
+		err = l.closedErr()
 	case l.state == LeasePending && l.edit != e:
 		err = errf(KindClosed, "lease for job %s is pending in another edit", l.jobID)
 	default:

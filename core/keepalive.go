@@ -109,7 +109,24 @@ func (l *Lease) reportEnd(err error) {
 // closeHere closes the lease locally; l.mu is held. what says what happened.
 func (l *Lease) closeHere(what string) {
 	l.state = LeaseClosed
+	l.closedHow = what
 	l.markLost(errf(KindClosed, "lease for job %s %s", l.jobID, what))
+}
+
+// closedErr is the error of a use of a closed lease: what ended it, and
+// that a settled lease stays closed, so a second complete says it was
+// already completed, and by this lease. l.mu is held.
+func (l *Lease) closedErr() error {
+	const settled = "; a lease is closed once it has completed, released or failed its claim"
+	switch l.closedHow {
+	case "completed", "released", "failed":
+		return errf(KindClosed, "lease for job %s is closed: this lease already %s the job%s", l.jobID, l.closedHow, settled)
+	case "failed (retryable)":
+		return errf(KindClosed, "lease for job %s is closed: this lease already failed the job (retryable)%s", l.jobID, settled)
+	case "":
+		return errf(KindClosed, "lease for job %s is closed", l.jobID)
+	}
+	return errf(KindClosed, "lease for job %s is closed: it %s", l.jobID, l.closedHow)
 }
 
 // KeepAlive starts renewing the lease in the background, by the rules of

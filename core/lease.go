@@ -56,7 +56,8 @@ type Lease struct {
 	claimedAt int64
 	expiry    int64
 	state     LeaseState
-	edit      *Edit // while pending
+	closedHow string // what closed it (closeHere): "completed", …
+	edit      *Edit  // while pending
 	// heldUntil is when, on this host's monotonic clock, the expiry last
 	// confirmed comes at the earliest: the local start of the operation
 	// that set it plus the time it granted on the authority's clock. A
@@ -106,10 +107,13 @@ func (l *Lease) Payload() ([]byte, error) {
 		return nil, err
 	}
 	l.mu.Lock()
-	closed := l.state == LeaseClosed
+	var closed error
+	if l.state == LeaseClosed {
+		closed = l.closedErr()
+	}
 	l.mu.Unlock()
-	if closed {
-		return nil, errf(KindClosed, "lease for job %s is closed", l.jobID)
+	if closed != nil {
+		return nil, closed
 	}
 	if err := l.a.usable(); err != nil {
 		return nil, err
@@ -173,7 +177,7 @@ func (l *Lease) LogValue() slog.Value {
 func (l *Lease) localCheck() error {
 	switch l.state {
 	case LeaseClosed:
-		return errf(KindClosed, "lease for job %s is closed", l.jobID)
+		return l.closedErr()
 	case LeasePending:
 		return errf(KindClosed, "lease for job %s is pending until its edit commits", l.jobID)
 	}
