@@ -51,7 +51,8 @@ fn error_kinds_match_the_shared_status_vectors_and_the_library() {
 #[test]
 fn a_settled_lease_says_how_this_lease_ended_its_claim_and_that_a_settled_lease_is_closed() {
     let (_dir, auth) = fresh("e-settled");
-    let endings: [(&str, fn(&leases::Lease) -> Result<(), Error>); 3] = [
+    type Settle = fn(&leases::Lease) -> Result<(), Error>;
+    let endings: [(&str, Settle); 3] = [
         ("completed", |l| l.complete(&Facts::new())),
         ("released", |l| l.release()),
         ("failed", |l| l.fail("broken")),
