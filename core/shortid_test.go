@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libleases/libleases/core/store"
 	"github.com/stretchr/testify/require"
@@ -145,4 +146,26 @@ func TestAJobIDPrefixThatIsShortOrNotHexOrNotUTF8IsAClearErrorBeforeAnyStoreAcce
 			require.Contains(t, err.Error(), msg, "%q", bad)
 		}
 	}
+}
+
+func TestAMissingProductionIsReportedByNameSoThatACallerCanSuggestAnother(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(1)
+	_, err := f.a.Claim("nightyl", "w", time.Minute)
+	requireKind(t, err, KindNotFound)
+	name, ok := MissingProduction(err)
+	require.True(t, ok)
+	require.Equal(t, "nightyl", name)
+	_, err = f.a.ListJobs(context.Background(), "q\x01", JobQuery{})
+	name, ok = MissingProduction(err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, "q\x01", name)
+	// A missing job of an existing production is no missing production.
+	_, err = f.a.Job("p", "00000000-0000-4000-8000-000000000000")
+	requireKind(t, err, KindNotFound)
+	_, ok = MissingProduction(err)
+	require.False(t, ok)
+	_, ok = MissingProduction(nil)
+	require.False(t, ok)
+	require.NoError(t, f.a.Cancel("p", ids[0]))
 }
