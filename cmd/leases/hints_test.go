@@ -19,6 +19,8 @@ func TestAMissingProductionSuggestsTheNearestNameOrCreatingIt(t *testing.T) {
 			`not_found: production "weekly" does not exist; create it with: leases production create weekly`)
 		wantExit(t, e.run("job", "show", "--production", "new batch", "--job", ids[0]), 1,
 			`create it with: leases production create 'new batch'`)
+		wantExit(t, e.run("production", "policy", "nightli"), 1,
+			`not_found: production "nightli" does not exist (did you mean "nightly"?`)
 		r := e.run("cancel", "--production", "nightly2", "--job", ids[0])
 		wantExit(t, r, 1, `did you mean "nightly"?`)
 		if strings.Count(r.stderr, "leases: ") != 1 {
