@@ -88,8 +88,10 @@ def describe_ns(ns: int) -> str:
     return "".join(parts)
 
 
-def duration_text(value: timedelta) -> str:
+def duration_text(value: object) -> str:
     """A timedelta (with a subclass's nanoseconds) as describe_ns writes it."""
+    if not isinstance(value, timedelta):
+        return str(value)
     nanos = getattr(value, "nanoseconds", 0)
     extra = nanos if isinstance(nanos, int) else 0
     us = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
