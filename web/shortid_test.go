@@ -32,7 +32,7 @@ func TestThePageSearchFindsAJobByAUniqueIDPrefixAndListsTheCandidatesOfAnAmbiguo
 		ids := st.seed("p", 6)
 		type page struct {
 			Jobs   []map[string]any `json:"jobs"`
-			Notice string           `json:"notice"`
+			Notice string           `json:"search_notice"`
 		}
 		search := func(q string) page {
 			var pv page

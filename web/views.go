@@ -231,10 +231,12 @@ type productionView struct {
 	Jobs    []core.Job        `json:"jobs"`
 	Next    string            `json:"next"`
 	Filter  jobFilter         `json:"filter"`
-	Notice  string            `json:"notice,omitempty"` // why a search found nothing (an ambiguous id prefix)
-	States  []stateOption     `json:"-"`
-	NextURL string            `json:"-"`
-	First   string            `json:"-"`
+	// SearchNotice: why a search found nothing (an ambiguous id prefix);
+	// view.Notice is the line an action's redirect shows.
+	SearchNotice string        `json:"search_notice,omitempty"`
+	States       []stateOption `json:"-"`
+	NextURL      string        `json:"-"`
+	First        string        `json:"-"`
 }
 
 type jobFilter struct {
@@ -312,7 +314,7 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &productionView{view: *v, Jobs: jobs.Jobs, Next: jobs.Next, Filter: f, Notice: notice}
+	out := &productionView{view: *v, Jobs: jobs.Jobs, Next: jobs.Next, Filter: f, SearchNotice: notice}
 	if out.Summary, err = s.summary(ctx, p, v.Clock); err != nil {
 		return nil, err
 	}
@@ -358,7 +360,6 @@ func (s *Server) productionNamed(ctx context.Context, name string) (core.Product
 		q.After = page.Next
 	}
 }
-
 
 // ---- one job ------------------------------------------------------------------------
 
