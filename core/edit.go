@@ -185,7 +185,7 @@ func (e *Edit) Complete(l *Lease, f Facts) error {
 	var err error
 	switch {
 	case state == LeaseClosed:
-		err = errf(KindClosed, "lease for job %s is closed", l.jobID)
+		err = l.closedErr()
 	case state == LeasePending && edit != e:
 		err = errf(KindClosed, "lease for job %s is pending in another edit", l.jobID)
 	default:

@@ -64,7 +64,8 @@ type Lease struct {
 	claimedAt int64
 	expiry    int64
 	state     LeaseState
-	edit      *Edit // while pending
+	closedHow string // what closed it (closeHere): "completed", …
+	edit      *Edit  // while pending
 	// heldUntil is when, on this host's monotonic clock, the expiry last
 	// confirmed comes at the earliest: the local start of the operation
 	// that set it plus the time it granted on the authority's clock. A
@@ -118,7 +119,7 @@ func (l *Lease) Payload() ([]byte, error) {
 	closed := l.state == LeaseClosed
 	l.smu.Unlock()
 	if closed {
-		return nil, errf(KindClosed, "lease for job %s is closed", l.jobID)
+		return nil, l.closedErr()
 	}
 	if err := l.a.usable(); err != nil {
 		return nil, err
@@ -186,7 +187,7 @@ func (l *Lease) localCheck() error {
 	l.smu.Unlock()
 	switch state {
 	case LeaseClosed:
-		return errf(KindClosed, "lease for job %s is closed", l.jobID)
+		return l.closedErr()
 	case LeasePending:
 		return errf(KindClosed, "lease for job %s is pending until its edit commits", l.jobID)
 	}

@@ -209,6 +209,102 @@ using time_point = std::chrono::time_point<std::chrono::system_clock, std::chron
 /// The longest claim or renewal, inclusive (24 h).
 inline constexpr std::chrono::microseconds max_duration{LEASES_MAX_DURATION_US};
 
+/// Writes d as people write a duration, the spelling of every surface's
+/// messages (tests/vectors/durations.json, "shown"): the hours, minutes and
+/// seconds that are not zero, largest first, then the rest under a second
+/// in the largest of ms, us and ns that states it whole: `48h`, `1h30m`,
+/// `250ms`, `1500us`, `1s500ms`; zero is `0s`, a negative duration starts
+/// with `-`. A period that is not a whole number of nanoseconds (thirds of
+/// a second), or a count beyond std::uintmax_t in those units, is written
+/// exactly as `COUNT x NUM/DEN s`. Integral counts only.
+template <class Rep, class Period>
+[[nodiscard]] std::string format_duration(std::chrono::duration<Rep, Period> d) {
+    static_assert(std::is_integral_v<Rep> && !std::is_same_v<Rep, bool>,
+                  "leases::format_duration writes integral durations only");
+    static_assert(Period::num > 0 && Period::den > 0, "leases: the duration period must be positive");
+    using umax = std::uintmax_t;
+    constexpr umax umax_max = std::numeric_limits<umax>::max();
+    const Rep count = d.count();
+    auto exact = [&] {
+        std::string shown;
+        if constexpr (std::is_signed_v<Rep>) {
+            shown = count < Rep(0) ? "-" + std::to_string(static_cast<unsigned long long>(
+                                              umax(0) - static_cast<umax>(count)))
+                                   : std::to_string(static_cast<unsigned long long>(count));
+        } else {
+            shown = std::to_string(static_cast<unsigned long long>(count));
+        }
+        return shown + " x " + std::to_string(Period::num) + "/" + std::to_string(Period::den) + " s";
+    };
+    // Nanoseconds per tick: Period in microseconds (as whole_us reads it),
+    // times 1000, when that is whole and fits.
+    using r = std::ratio_divide<Period, std::micro>;
+    constexpr bool whole_ns = 1000 % r::den == 0;
+    constexpr umax ns_mul = whole_ns ? umax(1000 / r::den) : 1;
+    constexpr bool fits = whole_ns && umax(r::num) <= umax_max / ns_mul;
+    if constexpr (!fits || std::numeric_limits<Rep>::digits > std::numeric_limits<umax>::digits) {
+        return exact();
+    } else {
+        constexpr umax ns_per_tick = umax(r::num) * ns_mul;
+        bool negative = false;
+        umax mag = static_cast<umax>(count);
+        if constexpr (std::is_signed_v<Rep>) {
+            negative = count < Rep(0);
+            if (negative) {
+                mag = umax(0) - mag;
+            }
+        }
+        umax hours = 0;
+        umax secs = 0;  // under an hour
+        umax frac_ns = 0;
+        if constexpr (ns_per_tick % 1'000'000'000 == 0) {
+            // Count in the largest of h, m and s that divides a tick, so
+            // that hours::max() is written in hours, not overflowed.
+            constexpr umax secs_per_tick = ns_per_tick / 1'000'000'000;
+            constexpr umax base = secs_per_tick % 3600 == 0 ? 3600 : secs_per_tick % 60 == 0 ? 60 : 1;
+            constexpr umax bases_per_tick = secs_per_tick / base;
+            if (mag > umax_max / bases_per_tick) {
+                return exact();
+            }
+            const umax v = mag * bases_per_tick;
+            hours = v / (3600 / base);
+            secs = v % (3600 / base) * base;
+        } else {
+            // Count in the largest of ms, us and ns that divides a tick.
+            constexpr umax unit = ns_per_tick % 1'000'000 == 0 ? 1'000'000 : ns_per_tick % 1000 == 0 ? 1000 : 1;
+            constexpr umax units_per_tick = ns_per_tick / unit;
+            constexpr umax units_per_sec = 1'000'000'000 / unit;
+            if (mag > umax_max / units_per_tick) {
+                return exact();
+            }
+            const umax v = mag * units_per_tick;
+            hours = v / units_per_sec / 3600;
+            secs = v / units_per_sec % 3600;
+            frac_ns = v % units_per_sec * unit;
+        }
+        if (hours == 0 && secs == 0 && frac_ns == 0) {
+            return "0s";
+        }
+        std::string out = negative ? "-" : "";
+        const auto part = [&out](umax n, const char *name) {
+            if (n != 0) {
+                out += std::to_string(static_cast<unsigned long long>(n)) + name;
+            }
+        };
+        part(hours, "h");
+        part(secs / 60, "m");
+        part(secs % 60, "s");
+        if (frac_ns % 1'000'000 == 0) {
+            part(frac_ns / 1'000'000, "ms");
+        } else if (frac_ns % 1000 == 0) {
+            part(frac_ns / 1000, "us");
+        } else {
+            part(frac_ns, "ns");
+        }
+        return out;
+    }
+}
+
 namespace detail {
 
 // Throws AbiMismatch unless the loaded library has the compiled ABI number
@@ -278,14 +374,7 @@ inline constexpr bool valid_rep_v = std::is_integral_v<Rep> && !std::is_same_v<R
 
 template <class Rep, class Period>
 [[noreturn]] void reject_duration(Rep count, const char *why) {
-    std::string shown;
-    if constexpr (std::is_signed_v<Rep>) {
-        shown = std::to_string(static_cast<long long>(count));
-    } else {
-        shown = std::to_string(static_cast<unsigned long long>(count));
-    }
-    throw InvalidDurationError("duration " + shown + " x " + std::to_string(Period::num) + "/" +
-                        std::to_string(Period::den) + " s is " + why +
+    throw InvalidDurationError("duration " + format_duration(std::chrono::duration<Rep, Period>(count)) + " is " + why +
                         "; a claim or renewal needs a positive whole number of microseconds "
                         "up to 24 h (nothing is rounded)");
 }
@@ -362,7 +451,7 @@ std::int64_t to_bounded_us(std::chrono::duration<Rep, Period> d, std::int64_t ma
     if constexpr (valid_rep_v<Rep>) {
         std::int64_t us = 0;
         if (const char *why = whole_us(d, 0, static_cast<std::uintmax_t>(max_us), &us)) {
-            throw InvalidArgumentError(std::string(what) + " is " + why + ": " + bounds);
+            throw InvalidArgumentError(std::string(what) + " " + format_duration(d) + " is " + why + ": " + bounds);
         }
         return us;
     } else {
