@@ -137,3 +137,31 @@ func TestAWaitingClaimWakesSoonAfterAForwardClockStepMadeAJobClaimable(t *testin
 		})
 	}
 }
+
+func TestWaitingInShortSlicesOnARunningClockReadsTheStoreOnlyAfterItStepped(t *testing.T) {
+	// The check of the clock against this host's monotonic clock costs no
+	// read while the clock runs right: a step costs one look, then the
+	// slices are quiet again.
+	longSafetyPoll(t)
+	f := newFixture(t)
+	clk := newRunningClock()
+	f.a.setClock(clk.Now)
+	_, err := f.a.RequestJobWith("p", "", nil, RequestOptions{Delay: time.Hour})
+	require.NoError(t, err)
+	looks := &lookCounter{Backend: f.a.b}
+	f.a.b = looks
+	bg := context.Background()
+	slices := func() {
+		t.Helper()
+		for i := 0; i < 20; i++ {
+			_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
+			requireKind(t, err, KindNothingToClaim)
+		}
+	}
+	slices()
+	require.LessOrEqual(t, looks.looks.Load(), int64(3), "the first slice looks, and the watcher's start may ask once more")
+	clk.jump(10 * time.Minute) // a step, still before the job's time
+	before := looks.looks.Load()
+	slices()
+	require.Equal(t, before+1, looks.looks.Load(), "one look after the step, none after it")
+}
