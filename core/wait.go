@@ -72,6 +72,7 @@ type waitroom struct {
 	watcher store.Watcher // nil: the store has none
 
 	mu     sync.Mutex
+	quiet  map[string]quietClock // per production, its last look that found nothing
 	users  int
 	stop   func() // the running watcher's
 	linger *time.Timer
@@ -84,8 +85,68 @@ func newWaitroom(b store.Backend) *waitroom {
 	if w != nil && !w.MissesChanges() {
 		safety *= reliableSafetyPolls
 	}
-	return &waitroom{hub: wake.New(safety), watcher: w}
+	return &waitroom{hub: wake.New(safety), watcher: w, quiet: map[string]quietClock{}}
 }
+
+// quietClock is when a look found nothing: on this host's monotonic clock,
+// on the authority's, and the authority's time at which a job becomes
+// claimable by itself (hasWake false: none).
+type quietClock struct {
+	mono    time.Time
+	clock   int64
+	wakeAt  int64
+	hasWake bool
+}
+
+func (r *waitroom) remember(productionID string, q quietClock) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.quiet[productionID]; !ok || !q.mono.Before(old.mono) {
+		r.quiet[productionID] = q
+	}
+}
+
+func (r *waitroom) forget(productionID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.quiet, productionID)
+}
+
+// stale reports whether the last look at productionID that found nothing
+// may no longer stand for the present as far as the clock goes, now being
+// a sample of the authority's clock read on this host: there was none; the
+// clock reached the time a job becomes claimable by itself; it stepped
+// back (it may be behind the mark); or it ran ahead of this host's
+// monotonic clock by more than clockDrift allows (a forward step, which a
+// monotonic timer does not see). A clock that stands still is not stale:
+// nothing becomes claimable by it.
+func (r *waitroom) stale(productionID string, now int64) bool {
+	r.mu.Lock()
+	q, ok := r.quiet[productionID]
+	r.mu.Unlock()
+	if !ok {
+		return true
+	}
+	if q.hasWake && now >= q.wakeAt {
+		return true
+	}
+	if now < q.clock {
+		return true
+	}
+	elapsed := time.Since(q.mono)
+	return time.Duration(now-q.clock)*time.Microsecond > elapsed+clockDrift(elapsed)
+}
+
+// clockDrift is how far the authority's clock may run ahead of this host's
+// monotonic clock over elapsed without counting as a step: 1 ms, and 0.1%
+// (twice the 500 ppm an NTP slew may reach).
+func clockDrift(elapsed time.Duration) time.Duration {
+	return time.Millisecond + elapsed/1000
+}
+
+// clockCheck is how often a waiter whose authority clock is this host's
+// checks it against the monotonic clock (no store read unless it stepped).
+var clockCheck = 100 * time.Millisecond
 
 // committed wakes the first waiter of every production a transaction may
 // have made claimable, once it committed, or may have (outcome unknown).
@@ -224,8 +285,15 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 	defer func() { w.Leave(passOn) }()
 	bound := time.NewTimer(wait)
 	defer bound.Stop()
+	var check <-chan time.Time // the clock check, when the clock is this host's
+	if a.clockIsLocal() {
+		t := time.NewTicker(clockCheck)
+		defer t.Stop()
+		check = t.C
+	}
+	look = look || (check != nil && a.waits.stale(p.ID, a.now()))
 	relook := lostRaceRelook
-	for ; ; look = true {
+	for {
 		if look { // else nothing happened since the last look found nothing
 			found, err := a.look(ctx, p.ID, w)
 			if err != nil {
@@ -255,16 +323,60 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 				relook = lostRaceRelook
 			}
 		}
+		look = true
 		select {
 		case <-w.C():
+		case <-check:
+			look = a.waits.stale(p.ID, a.now())
 		case <-bound.C:
-			return nil, errf(KindNothingToClaim, "production %q had no claimable job within %s", production, wait)
+			return a.lastLook(ctx, p.ID, w, production, worker, d, wait)
 		case <-ctx.Done():
 			return nil, interrupted(ctx)
 		case <-a.waits.hub.Done():
 			return nil, errf(KindClosed, "authority is closed")
 		}
 	}
+}
+
+// lastLook ends a wait that passed: its answer must be one a claim could
+// give now. It looks once more unless the last look that found nothing
+// still stands for the present: nobody woke this waiter since, and the
+// authority's clock is this host's and ran with its monotonic clock (a
+// store whose clock is a server's is asked, as it cannot be checked here).
+// A look that finds a job, or a clock behind the mark, claims: the claim's
+// answer (a lease, clock_regressed, nothing_to_claim when another claimer
+// won) is the wait's.
+func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.Waiter, production, worker string, d, wait time.Duration) (*Lease, error) {
+	nothing := errf(KindNothingToClaim, "production %q had no claimable job within %s", production, wait)
+	woken := false
+	select {
+	case <-w.C():
+		woken = true
+	default:
+	}
+	if !woken && a.clockIsLocal() && !a.waits.stale(productionID, a.now()) {
+		return nil, nothing
+	}
+	found, err := a.look(ctx, productionID, w)
+	if err != nil {
+		return nil, a.closedOr(err)
+	}
+	if !found {
+		return nil, nothing
+	}
+	l, err := a.claimOne(ctx, production, "", worker, d)
+	if err != nil && KindOf(err) == KindNothingToClaim {
+		return nil, nothing
+	}
+	return l, err
+}
+
+// clockIsLocal reports whether the authority's clock is read on this host
+// (SQLite, or the test seam), so that a waiter can check it against this
+// host's monotonic clock without reading the store.
+func (a *Authority) clockIsLocal() bool {
+	_, server := a.b.(store.Clock)
+	return !server || a.seam.Load() != nil
 }
 
 // closedOr is err of a waiter's read, or closed when the authority was
@@ -284,36 +396,48 @@ func (a *Authority) closedOr(err error) error {
 func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waiter) (bool, error) {
 	epoch := w.Arm()
 	started := time.Now()
-	var now, at int64
+	var now, mark, at int64
 	var found, ok bool
 	var err error
 	if lk, isLooker := a.b.(store.Looker); isLooker && a.seam.Load() == nil {
 		// One round trip; the seam, when set, replaces the store's clock,
 		// which this path cannot.
-		now, found, at, ok, err = lk.Look(ctx, productionID)
+		now, mark, found, at, ok, err = lk.Look(ctx, productionID)
 		if err != nil {
 			return false, storageErr("look for a claimable job", err)
 		}
 	} else {
+		// The mark is read before the clock: a mark read after the sample
+		// could hold a later commit's sample, and the look would take a
+		// clock that runs right for one behind the mark.
+		if mark, err = a.b.HWM(ctx); err != nil {
+			return false, storageErr("read the high-water mark", err)
+		}
 		if now, err = a.observedNow(ctx); err != nil {
 			return false, err
 		}
-		if found, err = a.b.HasClaimable(ctx, productionID, now); err != nil {
-			return false, storageErr("look for a claimable job", err)
+		if now >= mark {
+			if found, err = a.b.HasClaimable(ctx, productionID, now); err != nil {
+				return false, storageErr("look for a claimable job", err)
+			}
 		}
-		if !found {
+		if !found && now >= mark {
 			if at, ok, err = a.b.NextWakeAt(ctx, productionID); err != nil {
 				return false, storageErr("look for the next claim expiry", err)
 			}
 		}
 	}
-	if found {
+	if found || now < mark {
+		// A claim answers: it takes the job, or, behind the mark, it is
+		// clock_regressed as every guarded operation is.
+		a.waits.forget(productionID)
 		return true, nil
 	}
 	var until time.Duration // exact: how long after the clock was read something expires
 	if ok {
 		until = max(time.Duration(at-now)*time.Microsecond, time.Microsecond)
 	}
+	a.waits.remember(productionID, quietClock{mono: started, clock: now, wakeAt: at, hasWake: ok})
 	w.FoundNothing(epoch, started, until, minWakeIn)
 	return false, nil
 }

@@ -125,9 +125,10 @@ type Watcher interface {
 
 // Looker is implemented by a Backend whose clock is a server's: it answers
 // a waiting claim's whole look in one round trip — a sample of its clock,
-// HasClaimable at that time, and NextWakeAt.
+// the mark as it stood before that sample, HasClaimable at that time, and
+// NextWakeAt.
 type Looker interface {
-	Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error)
+	Look(ctx context.Context, productionID string) (now, mark int64, claimable bool, wakeAt int64, hasWake bool, err error)
 }
 
 // Run runs fn on a goroutine of its own until the returned stop is called;

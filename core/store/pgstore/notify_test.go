@@ -98,8 +98,11 @@ func TestALookInOneRoundTripAgreesWithItsParts(t *testing.T) {
 	pid, ids := seed(t, db, 3)
 	check := func(wantClaimable bool, wantWake int64) {
 		t.Helper()
-		now, claimable, at, ok, err := db.Look(ctx, pid)
+		now, mark, claimable, at, ok, err := db.Look(ctx, pid)
 		require.NoError(t, err)
+		hwm, err := db.HWM(ctx)
+		require.NoError(t, err)
+		require.Equal(t, hwm, mark)
 		has, err := db.HasClaimable(ctx, pid, now)
 		require.NoError(t, err)
 		require.Equal(t, has, claimable)

@@ -343,20 +343,22 @@ func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bo
 
 // lookSQL is a whole look in one statement: the server's clock, then
 // HasClaimable and NextWakeAt at that time.
-var lookSQL = `SELECT c.now, ` + hasClaimableAt("c.now") + `, (` + nextWakeAtSQL + `)
+// The mark is read from the statement's snapshot, taken before the clock
+// is sampled: it holds no commit's sample later than that one.
+var lookSQL = `SELECT c.now, (SELECT COALESCE(max(v), 0) FROM leases_hwm), ` + hasClaimableAt("c.now") + `, (` + nextWakeAtSQL + `)
 	FROM (SELECT ` + clockSQL + ` AS now) c`
 
 // Look answers a waiting claim's look in one round trip.
-func (db *DB) Look(ctx context.Context, productionID string) (now int64, claimable bool, wakeAt int64, hasWake bool, err error) {
+func (db *DB) Look(ctx context.Context, productionID string) (now, mark int64, claimable bool, wakeAt int64, hasWake bool, err error) {
 	var at *int64
-	err = poolQ{db}.QueryRow(ctx, lookSQL, productionID).Scan(&now, &claimable, &at)
+	err = poolQ{db}.QueryRow(ctx, lookSQL, productionID).Scan(&now, &mark, &claimable, &at)
 	if err != nil {
-		return 0, false, 0, false, classify(err)
+		return 0, 0, false, 0, false, classify(err)
 	}
 	if at != nil {
 		wakeAt, hasWake = *at, true
 	}
-	return now, claimable, wakeAt, hasWake, nil
+	return now, mark, claimable, wakeAt, hasWake, nil
 }
 
 // eventHorizon is the seq below which every event's writer has finished:

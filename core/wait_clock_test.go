@@ -1,0 +1,167 @@
+// A waiting claim's answer is one a plain claim could give at its return:
+// behind the mark it is clock_regressed, and a job that a forward step of
+// the authority's clock made claimable is claimed, whatever the host's
+// monotonic timers say.
+package core
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runningClock is an authority clock that runs with this host's monotonic
+// clock from t0, and that a test can step by any amount.
+type runningClock struct {
+	start time.Time
+	step  atomic.Int64 // µs added to the running time
+}
+
+func newRunningClock() *runningClock { return &runningClock{start: time.Now()} }
+
+func (c *runningClock) Now() int64 {
+	return t0 + time.Since(c.start).Microseconds() + c.step.Load()
+}
+
+func (c *runningClock) jump(d time.Duration) { c.step.Add(d.Microseconds()) }
+
+func TestAWaitingClaimBehindTheMarkAnswersClockRegressedAsAClaimDoes(t *testing.T) {
+	f := newFixture(t)
+	f.request(1)
+	f.clk.set(t0 + hour())
+	l := f.claim("w", time.Minute) // the mark is now t0 + 1 h
+	require.NoError(t, l.Complete(Facts{}))
+	_, err := f.a.RequestJobWith("p", "", nil, RequestOptions{Delay: time.Minute})
+	require.NoError(t, err) // claimable at t0 + 1 h + 1 min: nothing to claim at t0
+	f.clk.set(t0)           // behind the mark
+	_, err = f.a.Claim("p", "w", time.Minute)
+	requireKind(t, err, KindClockRegressed)
+	before := f.snapshot()
+	start := time.Now()
+	_, err = f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 2*time.Second)
+	requireKind(t, err, KindClockRegressed)
+	require.Less(t, time.Since(start), 2*time.Second, "a waiting claim behind the mark answers at once, as a claim does")
+	require.Equal(t, before, f.snapshot())
+	// A slice that joins after a quiet look answers the same.
+	f.clk.set(t0 + hour() + 1)
+	_, err = f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 5*time.Millisecond)
+	requireKind(t, err, KindNothingToClaim)
+	f.clk.set(t0)
+	_, err = f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 5*time.Millisecond)
+	requireKind(t, err, KindClockRegressed)
+}
+
+// jumpCases are the ways a forward step of the clock makes a job
+// claimable with no write: a delayed job's time, and a lapsed claim.
+var jumpCases = map[string]func(f *fixture) string{
+	"a delayed job": func(f *fixture) string {
+		id, err := f.a.RequestJobWith("p", "", nil, RequestOptions{Delay: time.Hour})
+		require.NoError(f.t, err)
+		return id
+	},
+	"a lapsed claim": func(f *fixture) string {
+		id := f.request(1)[0]
+		f.claim("holder", time.Hour)
+		return id
+	},
+}
+
+func TestAWaitingClaimTakesAJobAForwardClockStepMadeClaimable(t *testing.T) {
+	for name, setUp := range jumpCases {
+		t.Run(name, func(t *testing.T) {
+			longSafetyPoll(t)
+			f := newFixture(t)
+			clk := newRunningClock()
+			f.a.setClock(clk.Now)
+			id := setUp(f)
+			bg := context.Background()
+			// A quiet wait: the next wake is an hour away on this host's
+			// timers.
+			_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 20*time.Millisecond)
+			requireKind(t, err, KindNothingToClaim)
+			clk.jump(2 * time.Hour)
+			// A claim at the return would take the job: so must a waiting
+			// claim that joins after the quiet look, however short its wait.
+			l, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
+			require.NoError(t, err)
+			require.Equal(t, id, l.JobID())
+		})
+	}
+}
+
+func TestAWaitingClaimTakesAJobAForwardClockStepMadeClaimableWhileItWaited(t *testing.T) {
+	for name, setUp := range jumpCases {
+		t.Run(name, func(t *testing.T) {
+			longSafetyPoll(t)
+			f := newFixture(t)
+			clk := newRunningClock()
+			f.a.setClock(clk.Now)
+			id := setUp(f)
+			// Only the end of the wait may see the step: no clock check
+			// during it, and a quiet look before it, so that the waiter
+			// need not look when it starts.
+			old := clockCheck
+			clockCheck = time.Hour
+			t.Cleanup(func() { clockCheck = old })
+			_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 20*time.Millisecond)
+			requireKind(t, err, KindNothingToClaim)
+			c := startWaiting(t, context.Background(), f.a, "w", time.Minute, 300*time.Millisecond)
+			clk.jump(2 * time.Hour)
+			r := receive(t, c)
+			require.NoError(t, r.err, "the wait ended with nothing though a claim at its return takes the job")
+			require.Equal(t, id, r.l.JobID())
+		})
+	}
+}
+
+func TestAWaitingClaimWakesSoonAfterAForwardClockStepMadeAJobClaimable(t *testing.T) {
+	// A sleeping waiter's timers run on this host's monotonic clock, which a
+	// step of the wall clock does not move: it checks the clock against
+	// them, without reading the store.
+	for name, setUp := range jumpCases {
+		t.Run(name, func(t *testing.T) {
+			longSafetyPoll(t)
+			f := newFixture(t)
+			clk := newRunningClock()
+			f.a.setClock(clk.Now)
+			id := setUp(f)
+			_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 20*time.Millisecond)
+			requireKind(t, err, KindNothingToClaim) // a quiet look: the waiter need not look when it starts
+			c := startWaiting(t, context.Background(), f.a, "w", time.Minute, time.Hour)
+			start := time.Now()
+			clk.jump(2 * time.Hour)
+			requireWokenBy(t, c, id, start)
+		})
+	}
+}
+
+func TestWaitingInShortSlicesOnARunningClockReadsTheStoreOnlyAfterItStepped(t *testing.T) {
+	// The check of the clock against this host's monotonic clock costs no
+	// read while the clock runs right: a step costs one look, then the
+	// slices are quiet again.
+	longSafetyPoll(t)
+	f := newFixture(t)
+	clk := newRunningClock()
+	f.a.setClock(clk.Now)
+	_, err := f.a.RequestJobWith("p", "", nil, RequestOptions{Delay: time.Hour})
+	require.NoError(t, err)
+	looks := &lookCounter{Backend: f.a.b}
+	f.a.b = looks
+	bg := context.Background()
+	slices := func() {
+		t.Helper()
+		for i := 0; i < 20; i++ {
+			_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
+			requireKind(t, err, KindNothingToClaim)
+		}
+	}
+	slices()
+	require.LessOrEqual(t, looks.looks.Load(), int64(3), "the first slice looks, and the watcher's start may ask once more")
+	clk.jump(10 * time.Minute) // a step, still before the job's time
+	before := looks.looks.Load()
+	slices()
+	require.Equal(t, before+1, looks.looks.Load(), "one look after the step, none after it")
+}
