@@ -402,7 +402,8 @@ type Tx struct {
 	startAt  time.Time
 	hasStart bool
 	// The clock sample a locking read took once it held its row, for the
-	// sample the rules take then (core's guard.locked): it serves only the
+	// sample the rules take then (core's guard.locked), or the one a
+	// production's read took (a claim's first sample): it serves only the
 	// next Now, only if no statement came between (lockedAt is the
 	// connection's count of statements when it was read), and only within
 	// startFresh of it.
@@ -465,6 +466,25 @@ func (t *Tx) lockedRead(ctx context.Context, sql string, args ...any) (store.Job
 		t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
 	}
 	return j, err
+}
+
+// ProductionByName reads the production with the server's clock in the
+// same statement, for the sample the next Now takes (as lockedRead's: only
+// if no statement came between, and only within startFresh): a claim reads
+// its production first and takes its first sample from that read, so that
+// a claim following a completion in one transaction sends the read with
+// the completion's held writes and needs no round trip for the sample.
+func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	var p store.Production
+	var now int64
+	err := t.conn.QueryRow(ctx, `SELECT `+productionColumns+`, `+clockSQL+` FROM leases_productions WHERE name = $1`, name).
+		Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
+			&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &now)
+	if err != nil {
+		return store.Production{}, classify(err)
+	}
+	t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
+	return p, nil
 }
 
 // JobByID reads the job's row locked, with the clock once it is held.
