@@ -67,12 +67,13 @@ func cmdPGLoop(args []string) {
 		proxy, loc = newTripCounter(loc)
 	}
 	var run func()
+	var closeAll func() // ends the row's connections: their server processes then report their counts
 	switch *mode {
 	case "loop":
 		fillCore(loc, *n)
 		a, err := leases.Open(loc)
 		must(err)
-		defer a.Close()
+		closeAll = func() { a.Close() }
 		run = func() {
 			must(workerloop.Run(context.Background(), a, workerloop.Config{Production: prod, Worker: worker,
 				Duration: 30 * time.Second, Concurrency: *w, MaxJobs: *n},
@@ -81,7 +82,7 @@ func cmdPGLoop(args []string) {
 	case "floor":
 		var pool *pgxpool.Pool
 		run, pool = floorLoop(loc, *n, *w)
-		defer pool.Close() // after the server's CPU is read: its processes end with the connections
+		closeAll = pool.Close
 	default:
 		fail(fmt.Errorf("unknown mode %q", *mode))
 	}
@@ -103,8 +104,13 @@ func cmdPGLoop(args []string) {
 		}
 		r.Extra["server_cpu_ns"] = float64(ns) / float64(*n)
 	}
+	// After the server's CPU is read: its processes end with the connections.
+	closeAll()
 	if *profile {
 		trips := proxy.stop()
+		// A server process reports its commits when it ends (or at most
+		// every second): wait for the closed connections' to end.
+		time.Sleep(1500 * time.Millisecond)
 		after := readServerCounts(*db)
 		per := func(x float64) float64 { return x / float64(*n) }
 		r.Extra["round_trips"] = per(float64(trips))
@@ -149,26 +155,28 @@ func floorLoop(loc string, n, w int) (func(), *pgxpool.Pool) {
 	warm.Wait()
 	return func() {
 		var claimIDs atomic.Int64
-		var done atomic.Int64
+		var claimed atomic.Int64
 		var wg sync.WaitGroup
 		for i := 0; i < w; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for done.Load() < int64(n) {
+				for claimed.Load() < int64(n) {
 					claim := claimIDs.Add(1)
 					var id int64
 					err := pool.QueryRow(ctx, floorClaimSQL, claim).Scan(&id)
 					if err == pgx.ErrNoRows {
-						continue // the others hold the last jobs
+						// A row another claimer changed under its lock is
+						// not returned: look again while jobs are left.
+						continue
 					}
 					must(err)
+					claimed.Add(1)
 					tag, err := pool.Exec(ctx, floorCompleteSQL, id, claim)
 					must(err)
 					if tag.RowsAffected() != 1 {
 						fail(fmt.Errorf("floor: the completion of job %d changed %d rows", id, tag.RowsAffected()))
 					}
-					done.Add(1)
 				}
 			}()
 		}
