@@ -20,7 +20,8 @@ type guard struct {
 	a         *Authority
 	ctx       context.Context // the operation's (an edit's: its Begin's)
 	tx        store.Tx
-	hwm       int64 // durable mark read inside this write transaction
+	hwm       int64 // durable mark read inside this write transaction (once marked)
+	marked    bool  // hwm was read: on the first need, not at begin (mark)
 	observed  int64 // greatest sample taken so far
 	guarded   bool  // at least one guarded operation ran
 	keep      bool  // a failed claim made transitions that must commit (lapsed claims)
@@ -43,22 +44,36 @@ func (a *Authority) beginGuard(ctx context.Context) (*guard, error) {
 	if err != nil {
 		return nil, storageErr("begin", err)
 	}
-	hwm, err := tx.HWM(ctx)
-	if err != nil {
-		tx.Rollback()
-		return nil, storageErr("read high-water mark", err)
+	return &guard{a: a, ctx: ctx, tx: tx, started: started}, nil
+}
+
+// mark reads the durable mark inside the transaction, once, when a sample
+// first needs it: always before that sample, as at the transaction's
+// begin, and then a store may answer it from a read the operation made
+// first (PostgreSQL reads it with a claim's production, in one statement).
+func (g *guard) mark() (int64, error) {
+	if !g.marked {
+		hwm, err := g.tx.HWM(g.ctx)
+		if err != nil {
+			return 0, storageErr("read high-water mark", err)
+		}
+		g.hwm, g.marked = hwm, true
 	}
-	return &guard{a: a, ctx: ctx, tx: tx, hwm: hwm, started: started}, nil
+	return g.hwm, nil
 }
 
 // sample is the first sample of a guarded operation: a clock behind the mark
 // (or behind an earlier sample of this transaction) rejects it.
 func (g *guard) sample() (int64, error) {
+	hwm, err := g.mark()
+	if err != nil {
+		return 0, err
+	}
 	now, err := g.a.sampleIn(g.ctx, g.tx)
 	if err != nil {
 		return 0, err
 	}
-	floor := max(g.hwm, g.observed)
+	floor := max(hwm, g.observed)
 	if now < floor {
 		return 0, errf(KindClockRegressed,
 			"the authority clock (%s) is behind its high-water mark (%s); guarded operations resume when it catches up",
@@ -74,11 +89,15 @@ func (g *guard) sample() (int64, error) {
 // the mark read when the transaction began, nor than a sample the
 // transaction already acted on. It checks nothing and moves no mark.
 func (g *guard) unguardedNow() (int64, error) {
+	hwm, err := g.mark()
+	if err != nil {
+		return 0, err
+	}
 	now, err := g.a.sampleIn(g.ctx, g.tx)
 	if err != nil {
 		return 0, err
 	}
-	return max(now, g.hwm, g.observed), nil
+	return max(now, hwm, g.observed), nil
 }
 
 // locked is the operation's time once it holds the rows it decides on. Under

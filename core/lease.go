@@ -357,13 +357,21 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 // time, request order. When it ended lapsed claims but fails, g.keep asks
 // the caller to commit those transitions anyway.
 func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, error) {
+	// The production is read before the first sample: a store with a
+	// server clock samples it in that read (one statement where there
+	// were two), and the sample is still taken before the claim decides.
+	// A clock behind its mark still comes before a production not found
+	// (docs/errors.md): that answer waits for the sample.
+	p, perr := productionByName(g.ctx, g.tx, production)
+	if perr != nil && KindOf(perr) != KindNotFound {
+		return nil, perr
+	}
 	now, err := g.sample()
 	if err != nil {
 		return nil, err
 	}
-	p, err := productionByName(g.ctx, g.tx, production)
-	if err != nil {
-		return nil, err
+	if perr != nil {
+		return nil, perr
 	}
 	var j store.Job
 	if jobID == "" {

@@ -667,3 +667,46 @@ func TestClosingTheAuthorityDuringAWaitersLookEndsTheWaitAsClosed(t *testing.T) 
 	requireKind(t, err, KindClosed)
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// A waiter is woken by what may make its own production's jobs claimable,
+// not by every commit to the store: claims, completions and requests of
+// another production, committed through another handle (another process on
+// the same SQLite file), cost the waiter no look.
+func TestAWaiterIsNotWokenByCommitsToAnotherProduction(t *testing.T) {
+	longSafetyPoll(t)
+	f := newFixture(t)
+	_, err := f.a.CreateProduction("busy")
+	require.NoError(t, err)
+	other, err := Open(f.path)
+	require.NoError(t, err)
+	defer other.Close()
+	other.setClock(f.clk.Now)
+	looks := &lookCounter{Backend: f.a.b}
+	f.a.b = looks
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.a.ClaimWait(ctx, "p", "w", time.Minute, time.Hour)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return looks.looks.Load() > 0 }, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the watcher's start has been reported
+	settled := looks.looks.Load()
+	began := time.Now()
+	const commits = 20
+	for i := 0; i < commits; i++ {
+		_, err := other.RequestJob("busy", "", nil)
+		require.NoError(t, err)
+		l, err := other.Claim("busy", "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Complete(Facts{}))
+	}
+	time.Sleep(200 * time.Millisecond) // a wake on the way is counted
+	cancel()
+	requireKind(t, <-done, KindInterrupted)
+	// SQLite reads the WAL for the commits that ring no production's
+	// doorbell at most once a second: each such reading may cost a look.
+	allowed := 1 + int64(time.Since(began)/time.Second)
+	require.LessOrEqual(t, looks.looks.Load()-settled, allowed,
+		"looks of a waiter of p while another handle made %d commits of each kind to production busy", commits)
+}

@@ -3,9 +3,11 @@
 # `make bench` for claim latency at 1M jobs against 1k); `make bench-quick`
 # leaves that row out (filling 1M jobs takes about 2 minutes).
 # Not part of `make test`: test-bench-smoke only proves the harness still runs.
-# bench/go (floor, core rows, driver) and bench/peers (goqite, River) are Go
-# modules of their own, so the library's go.mod carries neither the peers nor
-# the harness.
+# bench/go (floor, core rows, driver) and bench/peers (goqite, River on SQLite
+# and on PostgreSQL) are Go modules of their own, so the library's go.mod
+# carries neither the peers nor the harness.
+# Section 11 (the worker loop on PostgreSQL) runs worker.Run next to River
+# (riverpgxv5) and a hand-written floor on the same server, 1 to 64 handlers.
 # Section 10 (the status page) serves a busy production of 100,000 jobs of its
 # own on SQLite and on PostgreSQL with the CLI's `leases serve`, and runs
 # section 7's 4 workers with the page open and without.

@@ -1,9 +1,11 @@
 // Command peersbench runs the peer queues' rows of `make bench`: goqite v0.4.0
 // (Receive + Delete, two commits per job) and River v0.51.2 with its SQLite
-// driver (one job through a started client with a no-op worker). It lives in
+// driver (one job through a started client with a no-op worker), and River
+// v0.51.2 with its PostgreSQL driver riverpgxv5 (river-pg.go). It lives in
 // its own module so the library's go.mod does not carry the peers.
 //
 //	peersbench goqite|river -db FILE -n N -mode FULL|NORMAL|defaults
+//	peersbench river-pg -db postgres://… -n N -w W -mode bench|defaults
 //
 // FULL and NORMAL open the file with our pragmas (WAL, that synchronous
 // level, busy_timeout, foreign keys, BEGIN IMMEDIATE); "defaults" is a plain
@@ -39,14 +41,22 @@ var goqiteSchema string
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: peersbench goqite|river -db FILE -n N -mode FULL|NORMAL|defaults")
+		fmt.Fprintln(os.Stderr, "usage: peersbench goqite|river -db FILE -n N -mode FULL|NORMAL|defaults, or river-pg -db URL -n N -w W -mode bench|defaults")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dbPath := fs.String("db", "", "database file (created)")
 	n := fs.Int("n", 200, "jobs")
 	mode := fs.String("mode", "FULL", "FULL, NORMAL (our pragmas) or defaults")
+	w := fs.Int("w", 16, "handlers (river-pg: MaxWorkers)")
 	must(fs.Parse(os.Args[2:]))
+	if os.Args[1] == "river-pg" {
+		secs, serverNS := runRiverPG(*dbPath, *n, *w, *mode)
+		b, _ := json.Marshal(map[string]any{"ops": *n, "secs": secs, "cpu_ns": float64(timedCPU) / float64(*n),
+			"extra": map[string]float64{"server_cpu_ns": serverNS / float64(*n)}})
+		fmt.Println(string(b))
+		return
+	}
 	db := open(*dbPath, *mode)
 	defer db.Close()
 	var secs float64

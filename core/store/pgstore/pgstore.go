@@ -402,7 +402,8 @@ type Tx struct {
 	startAt  time.Time
 	hasStart bool
 	// The clock sample a locking read took once it held its row, for the
-	// sample the rules take then (core's guard.locked): it serves only the
+	// sample the rules take then (core's guard.locked), or the one a
+	// production's read took (a claim's first sample): it serves only the
 	// next Now, only if no statement came between (lockedAt is the
 	// connection's count of statements when it was read), and only within
 	// startFresh of it.
@@ -410,6 +411,13 @@ type Tx struct {
 	lockedAt   int
 	lockedTime time.Time
 	hasLocked  bool
+	// The mark a production's read took with it, for the next HWM, under
+	// the same condition (no statement came between); markRead: the
+	// transaction read the mark already, so a read need not take it.
+	stashedMark int64
+	markAt      int
+	hasMark     bool
+	markRead    bool
 }
 
 var _ store.Clock = (*Tx)(nil)
@@ -420,8 +428,17 @@ const startFresh = 5 * time.Millisecond
 
 const clockSQL = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
-// HWM reads the durable mark, and the server's clock in the same statement.
+// HWM reads the durable mark, and the server's clock in the same statement;
+// right after a production's read that took the mark (ProductionByName),
+// it is that statement's.
 func (t *Tx) HWM(ctx context.Context) (int64, error) {
+	t.markRead = true
+	if t.hasMark {
+		t.hasMark = false
+		if t.markAt == t.conn.sent {
+			return t.stashedMark, nil
+		}
+	}
 	var v int64
 	err := t.conn.QueryRow(ctx, `SELECT COALESCE(max(v), 0), `+clockSQL+` FROM leases_hwm`).Scan(&v, &t.startUS)
 	if err == nil {
@@ -465,6 +482,38 @@ func (t *Tx) lockedRead(ctx context.Context, sql string, args ...any) (store.Job
 		t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
 	}
 	return j, err
+}
+
+// ProductionByName reads the production with the server's clock in the
+// same statement, for the sample the next Now takes (as lockedRead's: only
+// if no statement came between, and only within startFresh): a claim reads
+// its production first and takes its first sample from that read, so that
+// a claim following a completion in one transaction sends the read with
+// the completion's held writes and needs no round trip for the sample.
+//
+// Until the transaction has read the durable mark, the same statement reads
+// it too (before the clock, as HWM does), for the HWM that comes next: a
+// lone claim's first statement is then its production's read.
+func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	var p store.Production
+	var now, mark int64
+	dest := []any{&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &now}
+	withMark := !t.markRead
+	sql := `SELECT ` + productionColumns + `, ` + clockSQL + ` FROM leases_productions WHERE name = $1`
+	if withMark {
+		sql = `SELECT ` + productionColumns + `, (SELECT COALESCE(max(v), 0) FROM leases_hwm), ` + clockSQL + `
+			FROM leases_productions WHERE name = $1`
+		dest = append(dest[:len(dest)-1], &mark, &now)
+	}
+	if err := t.conn.QueryRow(ctx, sql, name).Scan(dest...); err != nil {
+		return store.Production{}, classify(err)
+	}
+	t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
+	if withMark {
+		t.stashedMark, t.markAt, t.hasMark = mark, t.conn.sent, true
+	}
+	return p, nil
 }
 
 // JobByID reads the job's row locked, with the clock once it is held.

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -249,4 +250,18 @@ func TestOnlyAProductionNameOrJobKeyRefusalIsAConflict(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrConstraint, name)
 		require.NotErrorIs(t, err, store.ErrConflict, name)
 	}
+}
+
+// Advancing the mark, in every commit, finds its shard by the primary key:
+// it never reads and sorts every shard row (a table whose dead row versions
+// pile up between vacuums).
+func TestAdvancingTheMarkFindsOneShardByItsKeyWithoutReadingEveryShard(t *testing.T) {
+	_, u := open(t, time.Second)
+	c := connect(t, strings.Replace(u, "&pool_max_conns=80", "", 1)) // a pool's setting, not the server's
+	_, err := c.Exec(ctx, `BEGIN`)
+	require.NoError(t, err)
+	defer c.Exec(ctx, `ROLLBACK`)
+	p := plan(t, c, "SetHWM", setHWMSQL, []any{int64(5), 37})
+	require.NotContains(t, p, "Sort", "the shard is chosen without sorting the shards:\n%s", p)
+	require.Contains(t, p, "Index Scan using leases_hwm_pkey", "the shard is found by its key:\n%s", p)
 }

@@ -120,12 +120,20 @@ func (q queries) HWM(ctx context.Context) (int64, error) {
 // does it wait for one (the random shard of the COALESCE). One statement,
 // so that a transaction holds it back and sends it with its COMMIT.
 func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
-	// The scalar subquery runs once (an InitPlan): a join could rescan it and
-	// lock several rows.
-	return q.write(ctx, hwmSet, `UPDATE leases_hwm SET v = greatest(v, $1)
-		WHERE shard = COALESCE((SELECT shard FROM leases_hwm ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED), $2)`,
-		unixUS, rand.IntN(hwmShards))
+	// The shard is the first one from a random shard on, in the primary
+	// key's order and round to the start, that no transaction holds: one
+	// index probe and one row lock, where a sort of every shard by random()
+	// cost a read of all of them. Each scalar subquery runs once (an
+	// InitPlan; COALESCE runs the second only when the first found none): a
+	// join could rescan it and lock several rows.
+	return q.write(ctx, hwmSet, setHWMSQL, unixUS, rand.IntN(hwmShards))
 }
+
+const setHWMSQL = `UPDATE leases_hwm SET v = greatest(v, $1)
+	WHERE shard = COALESCE(
+		(SELECT shard FROM leases_hwm WHERE shard >= $2 ORDER BY shard LIMIT 1 FOR UPDATE SKIP LOCKED),
+		(SELECT shard FROM leases_hwm WHERE shard < $2 ORDER BY shard LIMIT 1 FOR UPDATE SKIP LOCKED),
+		$2)`
 
 func hwmSet(tag pgconn.CommandTag) error {
 	if tag.RowsAffected() != 1 {

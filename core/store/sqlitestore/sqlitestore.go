@@ -349,7 +349,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 }
 
 func (s *DB) member(ctx context.Context, g *group, first bool) *Tx {
-	return &Tx{g: g, ctx: ctx, first: first, queries: queries{st: s.st, tx: g.tx, g: g}}
+	return &Tx{g: g, ctx: ctx, first: first, path: s.path, queries: queries{st: s.st, tx: g.tx, g: g}}
 }
 
 // begin sends BEGIN IMMEDIATE for a writer holding the turn alone, and
@@ -408,6 +408,8 @@ type Tx struct {
 	// ends its part, so rolling its writes back is rolling back the
 	// transaction, and a writer alone runs BEGIN, its writes, COMMIT.
 	first bool
+	path  string   // the database's, for its doorbells (bells.go)
+	rings []string // productions whose doorbells ring once it committed
 	queries
 }
 
@@ -439,10 +441,22 @@ func (t *Tx) Commit() error {
 		// outcome is unknown: a statement of its own that ran after SQLite
 		// had dropped the transaction ran, and committed, on its own.
 		g.pass()
+		t.ringUnlessRolledBack(err)
 		return err
 	}
 	g.pass()
-	return g.outcome(since)
+	err := g.outcome(since)
+	t.ringUnlessRolledBack(err)
+	return err
+}
+
+// ringUnlessRolledBack rings the transaction's doorbells after a commit, or
+// after one whose outcome is unknown (a waiter that looks and finds nothing
+// waits again), never after SQLite rolled it back.
+func (t *Tx) ringUnlessRolledBack(err error) {
+	if len(t.rings) > 0 && !errors.Is(err, store.ErrNotCommitted) {
+		ring(t.path, t.rings)
+	}
 }
 
 // Rollback rolls back the member's own writes; the group goes on. Rolling

@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libleases/libleases/core/store"
@@ -51,14 +53,24 @@ func pollInterval(quiet time.Duration) time.Duration {
 	return min(pollSlow, max(pollFast, quiet/8))
 }
 
+// foreignEvery is how often, at most, the watcher reads the header after
+// writes to the -wal file once it hears doorbells (bells.go): the commits
+// that ring reach their production's waiters at once through their bells,
+// so the WAL is left only the commits that ring nothing (claims,
+// completions, other writers' transactions), and those wake a process at
+// most this often, however busy the file is.
+var foreignEvery = time.Second
+
 // MissesChanges: every commit rewrites the header, and every commit's
 // write to the -wal file is reported (or, without inotify, the header is
 // polled all the time). A commit whose sync outlasts activeFor is the one
 // case left to core's safety poll.
 func (s *DB) MissesChanges() bool { return false }
 
-// Watch watches for commits until stop is called. The production of a
-// change is unknown: changed gets "".
+// Watch watches for commits until stop is called. A commit that rang a
+// production's doorbell (bells.go) is reported as that production's; any
+// other commit as "" (any production), at most every foreignEvery while
+// doorbells are heard.
 func (s *DB) Watch(changed func(productionID string)) (stop func()) {
 	return store.Run(func(ctx context.Context) { s.watch(ctx, changed) })
 }
@@ -75,6 +87,8 @@ func (s *DB) watch(ctx context.Context, changed func(string)) {
 	}
 	// Events first, then the first reading: a commit in between is both.
 	// From the first reading on, every commit is seen: "" says so.
+	deaf, stopBells := s.hearBells(ctx, changed)
+	defer stopBells()
 	ev, err := watchWrites(s.path)
 	r := shmReader{path: s.path + "-shm", db: s.file.key}
 	defer r.close()
@@ -87,6 +101,10 @@ func (s *DB) watch(ctx context.Context, changed func(string)) {
 	stop := context.AfterFunc(ctx, ev.close)
 	defer stop()
 	defer ev.close()
+	if !deaf.Load() && !unrung(ctx, ev, &r, changed, deaf) {
+		return
+	}
+	// No doorbells are heard: every write is followed at once.
 	var lastWrite, lastChange time.Time
 	for {
 		now := time.Now()
@@ -108,6 +126,130 @@ func (s *DB) watch(ctx context.Context, changed func(string)) {
 		if r.read(now) {
 			changed("")
 			lastChange = now
+		}
+	}
+}
+
+// hearBells reports the productions whose doorbells ring (bells.go), on a
+// goroutine of its own, until stop is called. It makes the doorbells'
+// directory if it is missing. When it cannot (or cannot watch it), or the
+// directory goes away and cannot be watched again, deaf becomes true: the
+// watcher then follows every write to the WAL at once, as it did before
+// there were doorbells.
+func (s *DB) hearBells(ctx context.Context, changed func(string)) (deaf *atomic.Bool, stop func()) {
+	deaf = new(atomic.Bool)
+	listen := func() (bellEvents, error) {
+		if err := makeBells(s.path); err != nil {
+			return nil, err
+		}
+		return watchBells(bellsDir(s.path))
+	}
+	b, err := listen()
+	if err != nil {
+		deaf.Store(true)
+		return deaf, func() {}
+	}
+	var mu sync.Mutex // guards b against stop while it is replaced
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			mu.Lock()
+			cur := b
+			mu.Unlock()
+			names, err := cur.next()
+			for _, n := range names {
+				changed(n)
+			}
+			if err == nil {
+				continue
+			}
+			cur.close()
+			if ctx.Err() != nil {
+				return
+			}
+			nb, lerr := listen() // the directory was removed or moved: hear the new one
+			mu.Lock()
+			if lerr != nil || ctx.Err() != nil {
+				deaf.Store(true)
+				mu.Unlock()
+				if nb != nil {
+					nb.close()
+				}
+				changed("") // whatever rang meanwhile is any production's
+				return
+			}
+			b = nb
+			mu.Unlock()
+			changed("") // what rang before the new watch began is any production's
+		}
+	}()
+	return deaf, func() {
+		cancel()
+		mu.Lock()
+		b.close()
+		mu.Unlock()
+		<-done
+	}
+}
+
+// unrung reads the header after writes to the -wal file, at most every
+// foreignEvery, and reports a change as any production's: the commits that
+// rang their doorbells were reported already; this finds the others. A
+// write wakes it; it then waits foreignEvery (writes meanwhile are
+// gathered, not each a wake-up), and reads the header. A write whose header
+// change it has not yet seen (the commit still syncing) makes it look again
+// a foreignEvery later, for up to activeFor. It returns true when the
+// doorbells went deaf (the caller then follows every write at once), false
+// when ctx ended or the events failed (it polled instead until ctx ended).
+func unrung(ctx context.Context, ev writeEvents, r *shmReader, changed func(string), deaf *atomic.Bool) bool {
+	pending := false
+	var lastWrite time.Time
+	for {
+		if !pending {
+			wrote, err := ev.wait(time.Time{})
+			if err != nil {
+				if ctx.Err() == nil {
+					poll(ctx, r, changed) // inotify gave up on us: poll instead
+				}
+				return false
+			}
+			if !wrote {
+				continue
+			}
+			lastWrite = time.Now()
+		}
+		if deaf.Load() {
+			return true
+		}
+		slept := time.Now()
+		t := time.NewTimer(foreignEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		for { // the writes reported meanwhile
+			wrote, err := ev.wait(time.Now().Add(time.Millisecond))
+			if err != nil {
+				if ctx.Err() == nil {
+					poll(ctx, r, changed)
+				}
+				return false
+			}
+			if !wrote {
+				break
+			}
+			lastWrite = time.Now()
+		}
+		now := time.Now()
+		if r.read(now) {
+			changed("")
+			pending = lastWrite.After(slept) // a commit of those may still be syncing
+		} else {
+			pending = now.Sub(lastWrite) < activeFor
 		}
 	}
 }
@@ -138,6 +280,12 @@ func poll(ctx context.Context, r *shmReader, changed func(string)) {
 		}
 		t.Reset(pollInterval(now.Sub(lastChange)))
 	}
+}
+
+// bellEvents reports rung doorbells (bells.go).
+type bellEvents interface {
+	next() ([]string, error)
+	close()
 }
 
 // writeEvents reports writes to a database's -wal file, and anything else

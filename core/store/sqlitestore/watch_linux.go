@@ -66,3 +66,52 @@ func (e *inotifyEvents) wait(deadline time.Time) (bool, error) {
 }
 
 func (e *inotifyEvents) close() { e.f.Close() }
+
+// inotifyBells reports the doorbells rung in a database's doorbells
+// directory (bells.go): the names of the files closed there.
+type inotifyBells struct {
+	f   *os.File
+	buf []byte
+}
+
+func watchBells(dir string) (bellEvents, error) {
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := syscall.InotifyAddWatch(fd, dir, syscall.IN_CLOSE_NOWRITE|syscall.IN_CLOSE_WRITE|syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "inotify-bells")
+	return &inotifyBells{f: f, buf: make([]byte, 64*(syscall.SizeofInotifyEvent+syscall.NAME_MAX+1))}, nil
+}
+
+// next blocks until doorbells ring and returns their names (those of one
+// read: a ring rung twice before it is read may be named twice); an
+// overflow of the kernel's queue is reported as the name "" (any
+// production). An error once closed, or once the directory went away.
+func (b *inotifyBells) next() ([]string, error) {
+	n, err := b.f.Read(b.buf)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+		mask := binary.NativeEndian.Uint32(b.buf[off+4:])
+		nameLen := int(binary.NativeEndian.Uint32(b.buf[off+12:]))
+		name := strings.TrimRight(string(b.buf[off+syscall.SizeofInotifyEvent:off+syscall.SizeofInotifyEvent+nameLen]), "\x00")
+		off += syscall.SizeofInotifyEvent + nameLen
+		switch {
+		case mask&syscall.IN_IGNORED != 0, mask&(syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF) != 0:
+			return names, errors.New("the doorbells' directory is no longer watched")
+		case mask&syscall.IN_Q_OVERFLOW != 0:
+			names = append(names, "")
+		case mask&(syscall.IN_CLOSE_NOWRITE|syscall.IN_CLOSE_WRITE) != 0 && name != "":
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+func (b *inotifyBells) close() { b.f.Close() }

@@ -8,3 +8,7 @@ import "errors"
 func watchWrites(string) (writeEvents, error) {
 	return nil, errors.New("no file-change notifications here: the watcher polls")
 }
+
+func watchBells(string) (bellEvents, error) {
+	return nil, errors.New("no file-change notifications here: no doorbells are heard")
+}

@@ -160,3 +160,36 @@ func TestPollingFindsACommitWithoutFileEvents(t *testing.T) {
 	require.NoError(t, tx.Commit())
 	testwait.Receive(t, changes, testwait.EventuallyBound, "the commit")
 }
+
+// A commit that may make a production's job claimable reaches the watchers
+// of other handles and processes as that production's, so that only its
+// waiters are woken; a commit that makes nothing claimable rings no
+// production's doorbell.
+func TestACommitThatMayMakeAJobClaimableIsReportedAsItsProductions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.db")
+	watched, writer := openAt(t, path), openAt(t, path)
+	changes, stop := watching(t, watched)
+	defer stop()
+	ctx := context.Background()
+	tx, err := writer.BeginWrite(ctx)
+	require.NoError(t, err)
+	first := tx
+	t.Cleanup(func() { _ = first.Rollback() }) // a failure below must not leave the writer lock held
+	n, ok := tx.(store.Notifier)
+	require.True(t, ok, "a SQLite transaction tells the other processes which production it may make claimable")
+	require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "p1", Name: "p1", CreatedAt: 1}))
+	require.NoError(t, n.Claimable(ctx, "p1"))
+	require.NoError(t, tx.Commit())
+	require.Equal(t, "p1", testwait.Receive(t, changes, testwait.EventuallyBound, "the commit's doorbell"))
+	// Rolled back: no doorbell rings.
+	tx, err = writer.BeginWrite(ctx)
+	require.NoError(t, err)
+	second := tx
+	t.Cleanup(func() { _ = second.Rollback() })
+	require.NoError(t, tx.(store.Notifier).Claimable(ctx, "p2"))
+	require.NoError(t, tx.Rollback())
+	time.Sleep(50 * time.Millisecond)
+	for len(changes) > 0 {
+		require.NotEqual(t, "p2", <-changes, "a transaction that did not commit rang")
+	}
+}

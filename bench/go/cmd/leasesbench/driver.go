@@ -58,7 +58,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web,pgloop); empty: all")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
@@ -111,7 +111,7 @@ func cmdRun(args []string) {
 	if o.smoke {
 		bad := rssErr != nil
 		for _, r := range rows {
-			if (r.section == "workers" || r.section == "waiting") && r.skip != "" {
+			if (r.section == "workers" || r.section == "waiting" || r.section == "pgloop") && r.skip != "" {
 				fmt.Fprintf(os.Stderr, "bench smoke: %s / %s did not run: %s\n", r.section, r.name, r.skip)
 				bad = true
 			}
@@ -359,6 +359,11 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 	// 8. Waiting: wake latency, idle waiters, the worker loop. Numbered 8
 	// in the table, run here so its rows interleave with the others.
 	for _, r := range waitingRows(o, lb, pgEnv) {
+		add(r)
+	}
+
+	// 11. The worker loop on PostgreSQL next to River and the floor.
+	for _, r := range pgLoopRows(o, lb, pgEnv) {
 		add(r)
 	}
 
@@ -721,6 +726,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("web") {
 		renderWeb(o, &b, rows, o.webJobs, n)
 	}
+	if o.want("pgloop") {
+		renderPGLoop(o, &b, rows, n)
+	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
 	target := func(name string, got float64, want float64, ok bool, have bool) {
@@ -793,6 +801,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	}
 	observeTargets(p, rows, o.observeJobs)
 	webTargets(p, rows, o.webJobs)
+	pgLoopTargets(p, rows)
 	if rss != nil && rssErr == nil {
 		g := (rss.Extra["after_hwm_kb"] - rss.Extra["warm_hwm_kb"]) / 1024
 		p("| RSS growth after warm-up | %+.1f MiB (want ≈ 0; < 2 MiB counts as none) | %s |\n", g, met(g < 2))
@@ -839,7 +848,7 @@ func machine(o *opts, began time.Time, load0 string) string {
 	fmt.Fprintf(&b, "| Go | %s |\n", run("go", "version"))
 	fmt.Fprintf(&b, "| gcc | %s |\n", run("gcc", "--version"))
 	fmt.Fprintf(&b, "| libleases | %s (commit %s) |\n", run(o.cli, "version"), run("git", "-C", o.repo, "rev-parse", "--short", "HEAD"))
-	fmt.Fprintf(&b, "| peers | maragu.dev/goqite v0.4.0, github.com/riverqueue/river v0.51.2 + riversqlite, modernc.org/sqlite v1.62.0 |\n")
+	fmt.Fprintf(&b, "| peers | maragu.dev/goqite v0.4.0, github.com/riverqueue/river v0.51.2 + riversqlite + riverpgxv5, modernc.org/sqlite v1.62.0 |\n")
 	if o.want("workers") {
 		fmt.Fprintf(&b, "| PostgreSQL (section 7) | %s |\n", pgInfo(o.pg))
 	}

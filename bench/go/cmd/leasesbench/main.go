@@ -98,6 +98,7 @@ var commands = map[string]func(args []string){
 	"wake-waiter":    cmdWakeWaiter,
 	"idle":           cmdIdle,
 	"workloop":       cmdWorkloop,
+	"pgloop":         cmdPGLoop,
 	"page":           cmdPage,
 	"webpage":        cmdWebPage,
 }
@@ -111,7 +112,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|next|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|page|webpage [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|next|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|pgloop|page|webpage [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])
