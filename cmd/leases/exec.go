@@ -257,7 +257,7 @@ loop:
 		abandon()
 		return fmt.Errorf("%s for job %s was stopped at the drain timeout; its process group was killed, its output removed, "+
 			"and the job given back", name, l.JobID())
-	case errors.Is(stopped, errStopNow):
+	case errors.Is(stopped, worker.ErrGivenBack):
 		abandon()
 		return fmt.Errorf("%s for job %s was stopped by a second signal; its process group was killed, its output removed, "+
 			"and the job given back", name, l.JobID())
