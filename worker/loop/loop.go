@@ -134,7 +134,7 @@ const (
 	FailRetry
 	// Fail fails the job for good.
 	Fail
-	// Release gives the job back at once, costing no attempt.
+	// Release gives the job back: it is claimable again at once.
 	Release
 	// Settled: the handler closed the lease itself (completed, failed or
 	// released it); the loop leaves the job as the handler left it.
@@ -263,8 +263,8 @@ func (w *Loop) overLocked() bool {
 //     which); end its loop;
 //   - nil, ErrSlice: wait passed and the loop goes on: call again;
 //   - nil, an error of kind KindInterrupted: ctx ended;
-//   - nil, the error that ended the loop (once, to the caller that met it;
-//     the others get nil, nil).
+//   - nil, the error that ended the loop (an unknown production, a closed
+//     authority), to every caller from then on.
 //
 // A claim that fails and may succeed later is retried after the back-off.
 func (w *Loop) Next(ctx context.Context, wait time.Duration) (*core.Lease, error) {
@@ -279,8 +279,9 @@ func (w *Loop) Next(ctx context.Context, wait time.Duration) (*core.Lease, error
 			return l, nil
 		}
 		if !w.claiming() {
+			fatal := w.fatal
 			w.mu.Unlock()
-			return nil, nil
+			return nil, fatal
 		}
 		now := time.Now()
 		var until time.Time // when to look again, if not claiming now
