@@ -217,16 +217,16 @@ func TestALoopWhoseClaimsFailBacksOffByTheSharedSequence(t *testing.T) {
 	}
 	v := readLoopVectors(t)
 	path := filepath.Join(t.TempDir(), "leases.db")
-	a, err := leases.OpenWith(path, leases.Options{BusyTimeout: time.Millisecond})
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
-	_, err = a.RequestJob("p", "", []byte("x"))
-	require.NoError(t, err)
 	holder, err := leases.Open(path)
 	require.NoError(t, err)
 	defer holder.Close()
+	_, err = holder.CreateProduction("p")
+	require.NoError(t, err)
+	_, err = holder.RequestJob("p", "", []byte("x"))
+	require.NoError(t, err)
+	a, err := leases.OpenWith(path, leases.Options{BusyTimeout: time.Millisecond})
+	require.NoError(t, err)
+	defer a.Close()
 	e, err := holder.Begin()
 	require.NoError(t, err)
 	_, err = e.Claim("p", "holder", time.Minute) // takes the writer lock
@@ -254,4 +254,24 @@ func TestALoopWhoseClaimsFailBacksOffByTheSharedSequence(t *testing.T) {
 	require.NotNil(t, l, "once the lock is free the loop claims")
 	require.Zero(t, w.Stats().BackoffUS, "a claim that succeeds starts the sequence again")
 	require.NoError(t, w.Settle(l, loop.Result{Outcome: loop.Release}))
+}
+
+// A completion the core refuses (facts with a bad key) changes nothing; the
+// loop must not leave the job claimed until its expiry, nor hang: the
+// attempt fails for a retry with why.
+func TestAHandlersRefusedFactsFailItsAttemptForARetryWithWhy(t *testing.T) {
+	a := authority(t)
+	ids := request(t, a, 1)
+	cfg := config()
+	cfg.ExitWhenEmpty = true
+	err := result(t, runAsync(context.Background(), a, cfg, func(ctx context.Context, l *core.Lease) (core.Facts, error) {
+		return core.Facts{Metadata: map[string]json.RawMessage{" padded": json.RawMessage("1")}}, nil
+	}))
+	require.NoError(t, err)
+	r, err := a.JobDetail(context.Background(), "p", ids[0])
+	require.NoError(t, err)
+	require.NotEmpty(t, r.History)
+	got := r.History[len(r.History)-1]
+	require.Equal(t, "retry", got.Ending)
+	require.Contains(t, got.Reason, "the handler's facts were refused")
 }

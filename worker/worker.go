@@ -215,7 +215,17 @@ func (r *runner) handle(l *core.Lease) {
 		// claims nothing more.
 		r.w.Stop(loop.Drain)
 	}
-	if serr := r.w.Settle(l, res); serr != nil && serr != loop.ErrGivenBack {
+	serr := r.w.Settle(l, res)
+	if core.KindOf(serr) == core.KindInvalidArgument && res.Outcome == loop.Complete {
+		// The completion was refused before anything was written (facts
+		// the core rejects): the job would otherwise stay claimed, so its
+		// attempt fails for a retry, with why.
+		serr = r.w.Settle(l, loop.Result{Outcome: loop.FailRetry, Reason: "worker: the handler's facts were refused: " + serr.Error()})
+	}
+	if core.KindOf(serr) == core.KindInvalidArgument {
+		serr = r.w.Settle(l, loop.Result{Outcome: loop.Release}) // nothing else can take it back
+	}
+	if serr != nil && serr != loop.ErrGivenBack {
 		r.log.Warn("worker: the job was not settled", "lease", l, "error", serr)
 	}
 }

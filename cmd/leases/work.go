@@ -23,7 +23,8 @@ func init() {
 		summary: "wait for jobs and run PROGRAM for each (as exec does), N at a time, until stopped",
 		detail: `Each job is claimed for D and kept alive (renewed every D/3) while PROGRAM runs, exactly
 as 'leases exec' runs it: payload on standard input, LEASES_JOB_ID and LEASES_PRODUCTION set,
-and with --output-dir a private LEASES_OUTPUT file that is registered on exit 0. Exit 0
+a private LEASES_FACTS file whose JSON facts are published with the completion, and with
+--output-dir a private LEASES_OUTPUT file that is registered on exit 0. Exit 0
 completes the job; any other exit fails it (reason: the exit status), for good or, for an exit
 status given to --retry-exit, with a retry (back in the queue after the production's backoff;
 dead on its last attempt). A worker killed outright leaves its claims to lapse at their

@@ -607,17 +607,19 @@ func (w *Loop) giveBackRunning() {
 		w.givenBack = map[*core.Lease]bool{}
 	}
 	var wg sync.WaitGroup
+	n := len(w.running)
 	for l := range w.running {
 		delete(w.running, l)
 		w.givenBack[l] = true
-		w.out--
 		wg.Add(1)
 		go func() { defer wg.Done(); w.giveBack(l) }()
 	}
-	// Released before Stop returns: a handler's Done has closed by then.
+	// Released before Stop returns (a handler's Done has closed by then),
+	// and before the loop counts as ended: their slots free up after.
 	w.mu.Unlock()
 	wg.Wait()
 	w.mu.Lock()
+	w.out -= n
 	w.signal()
 }
 
