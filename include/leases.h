@@ -719,12 +719,12 @@ leases_status leases_worker_new(leases_authority *authority, const char *product
 leases_status leases_worker_next(leases_worker *worker, int64_t wait_us, leases_lease **out);
 
 /* outcome of leases_worker_settle: what became of a job. */
-#define LEASES_OUTCOME_COMPLETE 1   /* complete it with text: facts JSON as leases_lease_complete's */
-#define LEASES_OUTCOME_FAIL_RETRY 2 /* fail the attempt (text: the reason): it comes back after the
+#define LEASES_RESULT_COMPLETE 1   /* complete it with text: facts JSON as leases_lease_complete's */
+#define LEASES_RESULT_FAIL_RETRY 2 /* fail the attempt (text: the reason): it comes back after the
                                        production's backoff, or is dead after its last attempt */
-#define LEASES_OUTCOME_FAIL 3       /* fail the job for good (text: the reason) */
-#define LEASES_OUTCOME_RELEASE 4    /* give it back: claimable again at once (text ignored) */
-#define LEASES_OUTCOME_SETTLED 5    /* the handler closed the lease itself (text ignored) */
+#define LEASES_RESULT_FAIL 3       /* fail the job for good (text: the reason) */
+#define LEASES_RESULT_RELEASE 4    /* give it back: claimable again at once (text ignored) */
+#define LEASES_RESULT_SETTLED 5    /* the handler closed the lease itself (text ignored) */
 
 /* Records the result of a job leases_worker_next handed out, and frees its
  * slot. text is text_len bytes (NULL when text_len is 0). A reason is any

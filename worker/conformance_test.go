@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,4 +275,41 @@ func TestAHandlersRefusedFactsFailItsAttemptForARetryWithWhy(t *testing.T) {
 	got := r.History[len(r.History)-1]
 	require.Equal(t, "retry", got.Ending)
 	require.Contains(t, got.Reason, "the handler's facts were refused")
+}
+
+// The signal rule of every face: the first SIGTERM or SIGINT drains (Run's
+// context ends), a second gives the running jobs back at once.
+func TestTheFirstSignalDrainsAndASecondGivesTheRunningJobsBackAtOnce(t *testing.T) {
+	a := authority(t)
+	ids := request(t, a, 2)
+	var got []int
+	var mu sync.Mutex
+	ctx, giveBack, stop := NotifySignals(context.Background(), func(n int, s os.Signal) {
+		mu.Lock()
+		got = append(got, n)
+		mu.Unlock()
+	})
+	defer stop()
+	cfg := config()
+	cfg.GiveBack = giveBack
+	started := make(chan struct{}, 2)
+	causes := make(chan error, 2)
+	res := runAsync(ctx, a, cfg, func(hctx context.Context, l *core.Lease) (core.Facts, error) {
+		started <- struct{}{}
+		<-hctx.Done()
+		causes <- context.Cause(hctx)
+		return core.Facts{}, context.Cause(hctx)
+	})
+	testwait.Receive(t, started, testwait.EventuallyBound, "the first job to start")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	testwait.Receive(t, ctx.Done(), testwait.EventuallyBound, "the drain")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	require.ErrorIs(t, result(t, res), ErrGivenBack)
+	require.ErrorIs(t, testwait.Receive(t, causes, testwait.EventuallyBound, "the handler's end"), ErrGivenBack)
+	s := states(t, a)
+	require.Equal(t, core.StateRequested, s[ids[0]], "given back: claimable again at once")
+	require.Equal(t, core.StateRequested, s[ids[1]], "nothing new was claimed after the drain began")
+	mu.Lock()
+	require.Equal(t, []int{1, 2}, got)
+	mu.Unlock()
 }

@@ -2102,7 +2102,7 @@ static void test_a_workers_failed_claims_back_off_by_the_shared_sequence(void) {
 	leases_lease *l = NULL;
 	CHECK_OK(leases_worker_next(w, 10 * SEC, &l)); /* the lock is free: the loop claims */
 	CHECK(l != NULL);
-	CHECK_OK(leases_worker_settle(w, l, LEASES_OUTCOME_COMPLETE, NULL, 0));
+	CHECK_OK(leases_worker_settle(w, l, LEASES_RESULT_COMPLETE, NULL, 0));
 	CHECK(strcmp(job_state(a, id), "completed") == 0);
 	leases_worker_free(w);
 	leases_free(id);

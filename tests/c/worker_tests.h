@@ -71,26 +71,26 @@ static void *scenario_thread(void *arg) {
 		leases_free(payload);
 		const char *arg2 = strchr(action, ':') ? strchr(action, ':') + 1 : "";
 		if (strcmp(action, "complete") == 0) {
-			CHECK_OK(leases_worker_settle(r->w, l, LEASES_OUTCOME_COMPLETE, WFACTS, strlen(WFACTS)));
+			CHECK_OK(leases_worker_settle(r->w, l, LEASES_RESULT_COMPLETE, WFACTS, strlen(WFACTS)));
 		} else if (strncmp(action, "error:", 6) == 0) {
-			CHECK_OK(leases_worker_settle(r->w, l, LEASES_OUTCOME_FAIL_RETRY, arg2, strlen(arg2)));
+			CHECK_OK(leases_worker_settle(r->w, l, LEASES_RESULT_FAIL_RETRY, arg2, strlen(arg2)));
 		} else if (strncmp(action, "fail:", 5) == 0) {
-			CHECK_OK(leases_worker_settle(r->w, l, LEASES_OUTCOME_FAIL, arg2, strlen(arg2)));
+			CHECK_OK(leases_worker_settle(r->w, l, LEASES_RESULT_FAIL, arg2, strlen(arg2)));
 		} else if (strcmp(action, "release") == 0) {
-			CHECK_OK(leases_worker_settle(r->w, l, LEASES_OUTCOME_RELEASE, NULL, 0));
+			CHECK_OK(leases_worker_settle(r->w, l, LEASES_RESULT_RELEASE, NULL, 0));
 		} else if (strcmp(action, "settle") == 0) {
 			CHECK_OK(leases_lease_complete(l, WFACTS));
-			CHECK_OK(leases_worker_settle(r->w, l, LEASES_OUTCOME_SETTLED, NULL, 0));
+			CHECK_OK(leases_worker_settle(r->w, l, LEASES_RESULT_SETTLED, NULL, 0));
 		} else if (strcmp(action, "wait") == 0) {
 			while (!r->stopped) sleep_ms(5);
-			CHECK_OK(leases_worker_settle(r->w, l, LEASES_OUTCOME_COMPLETE, WFACTS, strlen(WFACTS)));
+			CHECK_OK(leases_worker_settle(r->w, l, LEASES_RESULT_COMPLETE, WFACTS, strlen(WFACTS)));
 		} else if (strcmp(action, "hang") == 0) {
 			/* The handler's "done" signal: the lease's end (here, the worker
 			 * giving it back) ends the wait with LEASES_CLOSED. */
 			leases_status why = LEASES_OK;
 			CHECK_OK(leases_lease_wait_lost(l, 60 * WSEC, NULL, &why));
 			CHECK(why == LEASES_CLOSED);
-			CHECK_ST(leases_worker_settle(r->w, l, LEASES_OUTCOME_COMPLETE, WFACTS, strlen(WFACTS)), LEASES_CLOSED);
+			CHECK_ST(leases_worker_settle(r->w, l, LEASES_RESULT_COMPLETE, WFACTS, strlen(WFACTS)), LEASES_CLOSED);
 		} else {
 			fprintf(stderr, "unknown action %s\n", action);
 			CHECK(0);
@@ -173,7 +173,7 @@ static void test_a_failure_reason_follows_the_one_rule_of_the_shared_vectors(voi
 		leases_lease *l = NULL;
 		CHECK_OK(leases_worker_next(w, 10 * WSEC, &l));
 		CHECK(l != NULL);
-		CHECK_OK(leases_worker_settle(w, l, LEASES_OUTCOME_FAIL, v->error, v->error_len));
+		CHECK_OK(leases_worker_settle(w, l, LEASES_RESULT_FAIL, v->error, v->error_len));
 		char *rec = NULL;
 		CHECK_OK(leases_job_json(a, "p", id, &rec));
 		snprintf(want, sizeof want, "\"reason\":\"%.*s\"", (int)v->reason_len, v->reason);
@@ -204,19 +204,19 @@ static void test_a_worker_hands_out_at_most_its_concurrency_at_once(void) {
 	CHECK(strcmp(job_state(a, ids[2]), "requested") == 0);
 	/* A completion claims the next job in its own commit: it is claimed
 	 * before anyone asks for it, and the next call hands it out. */
-	CHECK_OK(leases_worker_settle(w, l1, LEASES_OUTCOME_COMPLETE, NULL, 0));
+	CHECK_OK(leases_worker_settle(w, l1, LEASES_RESULT_COMPLETE, NULL, 0));
 	CHECK(strcmp(job_state(a, ids[2]), "claimed") == 0);
 	CHECK_OK(leases_worker_next(w, 0, &l3));
 	CHECK(l3 != NULL);
 	/* A lease settled already, or not the worker's, is refused and changes nothing. */
-	CHECK_ST(leases_worker_settle(w, l1, LEASES_OUTCOME_COMPLETE, NULL, 0), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_worker_settle(w, l1, LEASES_RESULT_COMPLETE, NULL, 0), LEASES_INVALID_ARGUMENT);
 	CHECK_ST(leases_worker_settle(w, l2, 0, NULL, 0), LEASES_INVALID_ARGUMENT);
-	CHECK_ST(leases_worker_settle(w, l2, LEASES_OUTCOME_COMPLETE, "{bad", 4), LEASES_INVALID_ARGUMENT);
-	CHECK_ST(leases_worker_settle(w, l2, LEASES_OUTCOME_SETTLED, NULL, 0), LEASES_INVALID_ARGUMENT);
-	CHECK_ST(leases_worker_settle(w, l2, LEASES_OUTCOME_FAIL, NULL, 3), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_worker_settle(w, l2, LEASES_RESULT_COMPLETE, "{bad", 4), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_worker_settle(w, l2, LEASES_RESULT_SETTLED, NULL, 0), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_worker_settle(w, l2, LEASES_RESULT_FAIL, NULL, 3), LEASES_INVALID_ARGUMENT);
 	CHECK(strcmp(job_state(a, ids[1]), "claimed") == 0);
-	CHECK_OK(leases_worker_settle(w, l2, LEASES_OUTCOME_COMPLETE, NULL, 0));
-	CHECK_OK(leases_worker_settle(w, l3, LEASES_OUTCOME_COMPLETE, NULL, 0));
+	CHECK_OK(leases_worker_settle(w, l2, LEASES_RESULT_COMPLETE, NULL, 0));
+	CHECK_OK(leases_worker_settle(w, l3, LEASES_RESULT_COMPLETE, NULL, 0));
 	char *stats = NULL;
 	CHECK_OK(leases_worker_stats_json(w, &stats));
 	CHECK(stats && strstr(stats, "\"completed\":3") != NULL && strstr(stats, "\"out\":0") != NULL);
@@ -295,7 +295,7 @@ static void test_a_coordinators_cancel_reaches_the_running_job_of_a_worker(void)
 	leases_status why = LEASES_OK;
 	CHECK_OK(leases_lease_wait_lost(l, 30 * WSEC, NULL, &why));
 	CHECK(why == LEASES_CANCELLED);
-	CHECK_ST(leases_worker_settle(w, l, LEASES_OUTCOME_COMPLETE, NULL, 0), LEASES_CANCELLED);
+	CHECK_ST(leases_worker_settle(w, l, LEASES_RESULT_COMPLETE, NULL, 0), LEASES_CANCELLED);
 	CHECK(strcmp(job_state(a, id), "cancelled") == 0);
 	leases_free(id);
 	leases_worker_free(w);
