@@ -122,6 +122,8 @@ func goAction(action string, stopped <-chan struct{}) Handler {
 			return core.Facts{}, l.Fail(arg)
 		case "release":
 			return core.Facts{}, l.Release()
+		case "panic":
+			panic(arg)
 		case "settle":
 			return core.Facts{}, l.Complete(facts)
 		case "wait":

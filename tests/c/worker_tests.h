@@ -103,6 +103,12 @@ static void test_every_scenario_of_the_shared_loop_suite_holds_for_the_c_handle(
 	if (under_valgrind()) count = 2;
 	for (size_t i = 0; i < count; i++) {
 		const struct worker_scenario *sc = &worker_scenarios[i];
+		if (sc->njobs > 0 && strncmp(sc->jobs[0], "panic:", 6) == 0) {
+			/* C has no panic or exception: a binding maps its own (a C++ throw,
+			 * a Rust panic, a Python raise) to LEASES_RESULT_FAIL_RETRY. */
+			printf("     skipped for C: %s\n", sc->name);
+			continue;
+		}
 		char tag[32];
 		snprintf(tag, sizeof tag, "wscenario%zu", i);
 		leases_authority *a = fresh(tag, NULL, 0);
