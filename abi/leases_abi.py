@@ -324,7 +324,8 @@ def limits(root):
 # Integer constants of the header that are neither statuses nor limits (the
 # values a caller puts in an options struct or a parameter), by name prefix,
 # with the Rust type of what they fill. Defines matching none stay C only.
-CONSTANTS = {"LEASES_OPEN_": "i32", "LEASES_SYNCHRONOUS_": "i32", "LEASES_DEFAULT_PAGE_SIZE": "u32"}
+CONSTANTS = {"LEASES_OPEN_": "i32", "LEASES_SYNCHRONOUS_": "i32", "LEASES_DEFAULT_PAGE_SIZE": "u32",
+             "LEASES_WORKER_": "i32", "LEASES_RESULT_": "i32", "LEASES_STOP_": "i32"}
 
 
 def constants(root):
@@ -339,7 +340,7 @@ def constants(root):
 
 
 HANDLES = {"leases_authority": "AuthorityPtr", "leases_edit": "EditPtr", "leases_lease": "LeasePtr",
-           "leases_execution": "ExecutionPtr", "leases_canceller": "CancellerPtr"}
+           "leases_execution": "ExecutionPtr", "leases_canceller": "CancellerPtr", "leases_worker": "WorkerPtr"}
 
 
 def parse_structs(path):
@@ -374,6 +375,7 @@ def ctypes_of(c_type, where):
     fixed = {
         "void": "None", "void*": "ctypes.c_void_p", "uint32_t": "ctypes.c_uint32", "leases_status": "c_status",
         "int64_t": "ctypes.c_int64", "int64_t*": "ctypes.POINTER(ctypes.c_int64)", "size_t": "ctypes.c_size_t",
+        "int32_t": "ctypes.c_int32", "int32_t*": "ctypes.POINTER(ctypes.c_int32)",
         "leases_status*": "ctypes.POINTER(c_status)",
         "size_t*": "ctypes.POINTER(ctypes.c_size_t)", "uint8_t*": "ctypes.POINTER(ctypes.c_uint8)",
         # Owned outputs are read as addresses so they can go back to leases_free.
@@ -400,7 +402,7 @@ def rust_of(c_type, where):
     const = c_type.startswith("const ")
     base = c_type.replace("const ", "")
     stars = len(base) - len(base.rstrip("*"))
-    scalar = {"void": "c_void", "char": "c_char", "uint32_t": "u32", "int64_t": "i64", "size_t": "usize",
+    scalar = {"void": "c_void", "char": "c_char", "uint32_t": "u32", "int64_t": "i64", "int32_t": "i32", "size_t": "usize",
               "uint8_t": "u8", "leases_status": "leases_status"}
     name = base.rstrip("*")
     inner = scalar.get(name) or (name if name in HANDLES or name in STRUCTS else None)
@@ -654,6 +656,13 @@ WRAPPERS = {
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
 }
+# The worker loop's handle is new: the bindings' own loops move onto it in a
+# later change (docs/workers.md); until then they do not call it.
+NOT_WRAPPED.update({(lang, name): "the binding's worker loop moves onto the leases_worker handle next"
+                    for lang in ("Python", "C++", "Rust")
+                    for name in ("leases_worker_new", "leases_worker_next", "leases_worker_settle",
+                                 "leases_worker_stop", "leases_worker_wait", "leases_worker_stats_json",
+                                 "leases_worker_free")})
 
 
 def check_wrapped(root):

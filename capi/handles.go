@@ -16,6 +16,7 @@ const (
 	kindLease
 	kindExecution
 	kindCanceller
+	kindWorker
 )
 
 func (k handleKind) String() string {
@@ -30,6 +31,8 @@ func (k handleKind) String() string {
 		return "leases_execution"
 	case kindCanceller:
 		return "leases_canceller"
+	case kindWorker:
+		return "leases_worker"
 	}
 	return "handle"
 }

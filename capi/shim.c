@@ -393,3 +393,54 @@ leases_status leases_lease_complete_and_claim_next(leases_lease *lease, const ch
 	OUT_HANDLE(leases_lease, out,
 	           leasesgo_lease_complete_and_claim_next(H(lease), (char *)facts_json, duration_us, hp_));
 }
+
+leases_status leases_worker_new(leases_authority *authority, const char *production,
+                                const char *worker, int64_t duration_us,
+                                const leases_worker_options *options, leases_worker **out) {
+	CHECK_FORK();
+	leases_worker_options o = LEASES_WORKER_OPTIONS_INIT;
+	int bad = leasesshim_opts_check(options, sizeof o);
+	if (options != NULL && bad == 0) {
+		size_t size = options->size;
+		if (FIELD_IN(leases_worker_options, flags, size)) o.flags = options->flags;
+		if (FIELD_IN(leases_worker_options, concurrency, size)) o.concurrency = options->concurrency;
+		if (FIELD_IN(leases_worker_options, max_jobs, size)) o.max_jobs = options->max_jobs;
+		if (FIELD_IN(leases_worker_options, interval_us, size)) o.interval_us = options->interval_us;
+		if (FIELD_IN(leases_worker_options, drain_timeout_us, size)) o.drain_timeout_us = options->drain_timeout_us;
+	}
+	OUT_HANDLE(leases_worker, out,
+	           leasesgo_worker_new(H(authority), (char *)production, (char *)worker, duration_us, bad, o.flags,
+	                               o.concurrency, o.max_jobs, o.interval_us, o.drain_timeout_us, hp_));
+}
+
+leases_status leases_worker_next(leases_worker *worker, int64_t wait_us, leases_lease **out) {
+	CHECK_FORK();
+	OUT_HANDLE(leases_lease, out, leasesgo_worker_next(H(worker), wait_us, hp_));
+}
+
+leases_status leases_worker_settle(leases_worker *worker, leases_lease *lease, int32_t outcome,
+                                   const char *text, size_t text_len) {
+	CHECK_FORK();
+	return leasesgo_worker_settle(H(worker), H(lease), outcome, (char *)text, text_len);
+}
+
+leases_status leases_worker_stop(leases_worker *worker, int32_t mode) {
+	CHECK_FORK();
+	return leasesgo_worker_stop(H(worker), mode);
+}
+
+leases_status leases_worker_wait(leases_worker *worker, int64_t timeout_us,
+                                 leases_canceller *canceller, int32_t *out_end) {
+	CHECK_FORK();
+	return leasesgo_worker_wait(H(worker), timeout_us, H(canceller), out_end);
+}
+
+leases_status leases_worker_stats_json(leases_worker *worker, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_worker_stats_json(H(worker), out_json);
+}
+
+void leases_worker_free(leases_worker *worker) {
+	if (worker == NULL || forked()) return;
+	leasesgo_worker_free(H(worker));
+}

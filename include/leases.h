@@ -32,7 +32,9 @@
  *   - Handle outputs are owned by the caller and released with their own
  *     function: leases_authority_close, leases_lease_free, leases_edit_commit
  *     or leases_edit_abort, leases_execution_finish or
- *     leases_execution_abandon, leases_canceller_free. Releasing functions
+ *     leases_execution_abandon, leases_canceller_free, leases_worker_free.
+ *     The leases leases_worker_next hands out are the worker's: never free
+ *     them; leases_worker_settle releases them. Releasing functions
  *     accept NULL and a handle that was already released (nothing happens).
  *   - leases_version(), leases_status_name() and leases_last_error() return
  *     strings the library owns; never free them.
@@ -50,6 +52,10 @@
  *     the rows it takes); use it from one thread at a time and keep it short.
  *   - leases_execution: use from one thread at a time.
  *   - leases_canceller: safe to share; cancel it from any thread.
+ *   - leases_worker: safe to share; N threads call leases_worker_next and
+ *     leases_worker_settle on one worker at once (N: its concurrency), and
+ *     any thread may call leases_worker_stop, leases_worker_wait and
+ *     leases_worker_stats_json meanwhile.
  *   - A waiting call (leases_claim_wait, leases_lease_wait_lost) blocks only
  *     its own thread, holding nothing another thread needs.
  *   - leases_last_error() is per thread.
@@ -104,6 +110,7 @@ typedef struct leases_edit leases_edit;
 typedef struct leases_lease leases_lease;
 typedef struct leases_execution leases_execution;
 typedef struct leases_canceller leases_canceller; /* since revision 1 */
+typedef struct leases_worker leases_worker;       /* since revision 1 */
 
 /*
  * Status codes. When several rejections apply, the first of this order is
@@ -652,6 +659,137 @@ leases_status leases_authority_open_v2(const char *location, const leases_open_o
  * reported before anything is written. Since revision 1. */
 leases_status leases_lease_complete_and_claim_next(leases_lease *lease, const char *facts_json,
                                                    int64_t duration_us, leases_lease **out);
+
+/* ---- the worker loop (since revision 1) ---------------------------------- */
+
+/* The worker loop's policy, the one every face of libleases runs on
+ * (docs/workers.md): a leases_worker hands out leases already kept alive,
+ * takes each job's result, completes and claims the next job in one commit
+ * when it would claim again anyway, and owns the back-off after a failed
+ * claim, the concurrency bound, max jobs, exit-when-empty, drain and the
+ * drain timeout. The caller runs the handler on its own threads: each
+ * thread calls leases_worker_next, runs the job, and calls
+ * leases_worker_settle, until leases_worker_next hands out nothing more.
+ *
+ * Back-off: after a claim fails with LEASES_BUSY, LEASES_STORAGE,
+ * LEASES_OUTCOME_UNKNOWN or LEASES_CLOCK_REGRESSED the worker claims again
+ * after 50 ms, doubling after each further consecutive failure up to 5 s
+ * (tests/vectors/worker_loop.json); a claim that succeeds or finds nothing
+ * starts the sequence again. Such failures are never returned. */
+
+/* flags of leases_worker_options (bits, combined with |). */
+#define LEASES_WORKER_EXIT_WHEN_EMPTY 1 /* end claiming once a claim finds nothing (within 100 ms) */
+
+/* Options of leases_worker_new; the size rule of leases_open_options.
+ * Zero is every field's default. */
+typedef struct leases_worker_options {
+    size_t size;              /* sizeof(leases_worker_options) */
+    int32_t flags;            /* LEASES_WORKER_* bits; an unknown bit is INVALID_ARGUMENT */
+    int32_t concurrency;      /* leases out at once; 0: 1; at most 1024 */
+    int64_t max_jobs;         /* claims in all, then claiming ends; 0: no limit */
+    int64_t interval_us;      /* keep-alive interval; 0: a third of duration_us; else as
+                                 leases_lease_keep_alive's */
+    int64_t drain_timeout_us; /* how long a drain lets the jobs out go on before giving them
+                                 back; 0: as long as they take; else 1 .. LEASES_MAX_WAIT_US */
+} leases_worker_options;
+#define LEASES_WORKER_OPTIONS_INIT {sizeof(leases_worker_options), 0, 0, 0, 0, 0}
+
+/* Creates a worker loop for production, claiming as worker (the
+ * attribution of every claim) for duration_us, each claim kept alive while
+ * its job is out. options NULL: the defaults. Nothing is claimed before
+ * leases_worker_next. An unknown production is reported by
+ * leases_worker_next (LEASES_NOT_FOUND). *out: release with
+ * leases_worker_free. Since revision 1. */
+leases_status leases_worker_new(leases_authority *authority, const char *production,
+                                const char *worker, int64_t duration_us,
+                                const leases_worker_options *options, leases_worker **out);
+/* Hands out the next job, waiting up to wait_us (0 .. LEASES_MAX_WAIT_US;
+ * 0: only a job claimable now) while fewer than concurrency leases are out
+ * (else it waits for a settle). Wait in slices (say 100 ms to 1 s) when
+ * signals must reach the calling program between calls (Python).
+ *   LEASES_OK, *out a lease: run the job, then call leases_worker_settle
+ *     exactly once. The lease is kept alive and belongs to the worker: use
+ *     every leases_lease_* function on it (payload, job id, complete or fail
+ *     it yourself), but never free it. Its end while the job runs (a
+ *     coordinator's cancel, an expiry, the drain timeout or
+ *     LEASES_STOP_GIVE_BACK giving it back) is what leases_lease_wait_lost
+ *     and leases_lease_check report (LEASES_CANCELLED, ..., LEASES_CLOSED
+ *     when the worker gave it back): the handler's "done" signal.
+ *   LEASES_OK, *out NULL: no more jobs for this caller (the worker was
+ *     stopped, max_jobs are claimed, or exit-when-empty found nothing):
+ *     return from the thread's loop. leases_worker_wait says how it ended.
+ *   LEASES_NOTHING_TO_CLAIM (*out NULL): wait_us passed; call again.
+ *   Another status: the loop cannot go on (LEASES_NOT_FOUND: an unknown
+ *     production; LEASES_CLOSED: the authority was closed); every later
+ *     call returns it too; claiming has stopped.
+ * A call waiting here returns (LEASES_OK, NULL) at leases_worker_stop.
+ * Since revision 1. */
+leases_status leases_worker_next(leases_worker *worker, int64_t wait_us, leases_lease **out);
+
+/* outcome of leases_worker_settle: what became of a job. */
+#define LEASES_RESULT_COMPLETE 1   /* complete it with text: facts JSON as leases_lease_complete's */
+#define LEASES_RESULT_FAIL_RETRY 2 /* fail the attempt (text: the reason): it comes back after the
+                                       production's backoff, or is dead after its last attempt */
+#define LEASES_RESULT_FAIL 3       /* fail the job for good (text: the reason) */
+#define LEASES_RESULT_RELEASE 4    /* give it back: claimable again at once (text ignored) */
+#define LEASES_RESULT_SETTLED 5    /* the handler closed the lease itself (text ignored) */
+
+/* Records the result of a job leases_worker_next handed out, and frees its
+ * slot. text is text_len bytes (NULL when text_len is 0). A reason is any
+ * bytes: the one rule turns it into the attempt's reason (invalid UTF-8
+ * becomes U+FFFD, NUL bytes are dropped, the text is cut at a character
+ * boundary to LEASES_MAX_REASON_LEN). A completion claims the next job in
+ * the same commit when the worker would claim again anyway (not stopped,
+ * max_jobs not reached); that lease goes to the next leases_worker_next.
+ * LEASES_OK: settled; the lease handle is released. LEASES_INVALID_ARGUMENT
+ * (nothing changed; the job is still the caller's to settle): a lease this
+ * worker did not hand out or that was settled already, an outcome out of
+ * range, bad facts JSON, SETTLED for a lease that is still active.
+ * LEASES_CLOSED: the worker had given the job back already (drain timeout,
+ * LEASES_STOP_GIVE_BACK); the result was not recorded. Any other status:
+ * the operation failed (the job's claim was lost, the store failed); the
+ * lease handle is released either way. Since revision 1. */
+leases_status leases_worker_settle(leases_worker *worker, leases_lease *lease, int32_t outcome,
+                                   const char *text, size_t text_len);
+
+/* mode of leases_worker_stop. */
+#define LEASES_STOP_DRAIN 1     /* claim nothing more; the jobs out finish, up to the drain timeout */
+#define LEASES_STOP_GIVE_BACK 2 /* claim nothing more; give every job out back at once (released) */
+
+/* Stops the loop: every waiting leases_worker_next returns (LEASES_OK,
+ * NULL), and so does every later one. A lease claimed for the next caller
+ * is given back. With LEASES_STOP_DRAIN the jobs out finish and are
+ * settled; when the drain timeout passes first they are given back. With
+ * LEASES_STOP_GIVE_BACK (after a drain too: the second Ctrl-C) they are
+ * given back before it returns. Returns at once; callable repeatedly and
+ * from any thread, not from a signal handler. Since revision 1. */
+leases_status leases_worker_stop(leases_worker *worker, int32_t mode);
+
+/* *out_end of leases_worker_wait: how the loop ended. */
+#define LEASES_WORKER_RUNNING 0   /* it has not ended (the timeout passed) */
+#define LEASES_WORKER_STOPPED 1   /* stopped as asked, max_jobs claimed, or empty; every job settled */
+#define LEASES_WORKER_GAVE_BACK 2 /* it gave the jobs still out back (drain timeout, STOP_GIVE_BACK) */
+#define LEASES_WORKER_FAILED 3    /* it could not go on: leases_worker_next returns why */
+
+/* Waits until the loop has ended (claiming has stopped and every job it
+ * handed out is settled or given back), at most timeout_us (0 ..
+ * LEASES_MAX_WAIT_US; 0: do not wait), or until canceller (NULL: none) is
+ * cancelled (LEASES_INTERRUPTED, *out_end 0). LEASES_OK with *out_end one
+ * of LEASES_WORKER_*. Since revision 1. */
+leases_status leases_worker_wait(leases_worker *worker, int64_t timeout_us,
+                                 leases_canceller *canceller, int32_t *out_end);
+/* The loop's counters now, as JSON: {"state": "running" | "stopped" |
+ * "gave_back" | "failed", "out": N (leases out or being claimed), "claimed",
+ * "completed", "failed", "released", "settled" (by the handler itself),
+ * "failed_claims": N consecutive failed claims, "backoff_us": the pause
+ * they set (0 after a claim that succeeded or found nothing)}. No secret.
+ * *out_json: free with leases_free. Since revision 1. */
+leases_status leases_worker_stats_json(leases_worker *worker, char **out_json);
+/* Stops the loop giving every job still out back (LEASES_STOP_GIVE_BACK)
+ * and releases the worker and the lease handles it handed out. Call it
+ * once the threads using the worker have returned from its calls. Accepts
+ * NULL and a released handle. Since revision 1. */
+void leases_worker_free(leases_worker *worker);
 
 #ifdef __cplusplus
 }

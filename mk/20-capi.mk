@@ -8,7 +8,7 @@ CAPI_SO       := $(BUILD)/libleases.so
 CAPI_A        := $(BUILD)/libleases.a
 CAPI_TEST_SO  := $(BUILD)/test/libleases.so
 CAPI_CGO_DIR  := $(BUILD)/cgo
-CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.h capi/*.map leases.go core/*.go core/*/*.go core/*/*/*.go) \
+CAPI_SRCS     := $(wildcard capi/*.go capi/*.c capi/*.h capi/*.map leases.go core/*.go core/*/*.go core/*/*/*.go worker/loop/*.go) \
                  go.mod go.sum VERSION abi/VERSION abi/REVISION include/leases.h include/leases_testing.h \
                  mk/20-capi.mk mk/golib.sh
 CAPI_CGO_CFLAGS := -g -O2 -DLEASES_RELEASE_VERSION=$(VERSION)
@@ -43,7 +43,7 @@ $(CAPI_A): $(CAPI_SRCS)
 $(CAPI_TEST_SO): $(CAPI_SRCS)
 	$(GOLIB) test $@
 
-$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json tests/vectors/durations.json tests/vectors/facts.json VERSION abi/VERSION abi/REVISION
+$(CTEST_DIR)/vectors.h: tests/c/gen_vectors.py tests/vectors/tokens.json tests/vectors/statuses.json tests/vectors/durations.json tests/vectors/facts.json tests/vectors/worker_loop.json VERSION abi/VERSION abi/REVISION
 	python3 tests/c/gen_vectors.py $(ROOT) $@
 
 # The same C test program runs against the test library (every test) and the
@@ -60,7 +60,7 @@ $(CTEST_DIR)/test_capi_release: $(CTEST_SRCS) $(CTEST_DIR)/vectors.h $(CAPI_SO)
 # as an application does, and open the authority by URL: LEASES_TEST_PG_URL
 # plus a fresh schema per test. $(PG_RUN) starts a throwaway server when make
 # test has not; without a server under LEASES_REQUIRE_PG they fail.
-$(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h tests/c/observe_tests.h tests/c/next_tests.h \
+$(CTEST_DIR)/test_capi_pg: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h tests/c/observe_tests.h tests/c/next_tests.h tests/c/worker_tests.h \
 		$(CTEST_DIR)/vectors.h include/leases.h $(CAPI_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
@@ -96,7 +96,7 @@ $(CTEST_DIR)/valgrind_canary: tests/c/valgrind_canary.c include/leases.h $(CAPI_
 # carries, so under valgrind they link the test library (every release
 # function, with its symbols).
 $(CTEST_DIR)/test_capi_pg_symbols: tests/c/test_capi_pg.c tests/c/check.h tests/c/pg.h tests/c/json.h \
-		tests/c/observe_tests.h tests/c/next_tests.h $(CTEST_DIR)/vectors.h include/leases.h $(CAPI_TEST_SO)
+		tests/c/observe_tests.h tests/c/next_tests.h tests/c/worker_tests.h $(CTEST_DIR)/vectors.h include/leases.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) tests/c/test_capi_pg.c -o $@ \
 		-L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test

@@ -13,7 +13,7 @@ from pathlib import Path
 # authority through it.
 FILES = ["go.mod", "go.sum", "VERSION", "abi/VERSION", "abi/REVISION", "leases.go",
          "include/leases.h", "include/leases_testing.h", "mk/golib.sh"]
-TREES = ["capi", "core"]
+TREES = ["capi", "core", "worker/loop"]
 # The module root's package (package leases: it opens the stores capi
 # opens through), without its tests.
 ROOT_PACKAGE = "*.go"

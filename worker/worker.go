@@ -8,11 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/worker/loop"
 )
 
 // Handler does one job. Its context ends when the lease is over (a
@@ -36,16 +37,21 @@ type Config struct {
 	// Concurrency is how many handlers run at once (default 1).
 	Concurrency int
 	// DrainTimeout bounds how long running handlers may go on once Run's
-	// context has ended (0: as long as they take). When it passes, their
+	// context has ended (0: as long as they take, in every face). When it passes, their
 	// contexts are cancelled, their jobs released, and Run returns
 	// ErrDrainTimeout without waiting for them further.
 	DrainTimeout time.Duration
 	// MaxJobs stops claiming after this many claims (0: no limit).
 	MaxJobs int
 	// ExitWhenEmpty stops claiming once the production has nothing to
-	// claim (each of the Concurrency claimers stops when a claim finds
-	// nothing within a short grace), instead of waiting for more.
+	// claim (once a claim finds nothing within a short grace, no claimer
+	// claims again), instead of waiting for more.
 	ExitWhenEmpty bool
+	// GiveBack, once closed, stops the loop at once: claiming stops and the
+	// jobs still running are given back (released; their handlers'
+	// contexts end with ErrGivenBack) and Run returns ErrGivenBack. It is
+	// the second Ctrl-C (NotifySignals). nil: never.
+	GiveBack <-chan struct{}
 	// Logger receives what the loop cannot return: a completion or release
 	// that failed, a handler's panic, a claim retried after a storage error.
 	// nil: slog.Default().
@@ -53,54 +59,65 @@ type Config struct {
 }
 
 // ErrDrainTimeout is Run's result when the drain timeout passed with
-// handlers still running (their jobs were released).
+// handlers still running (their jobs were given back, released); it is also
+// the cause that ends those handlers' contexts.
 var ErrDrainTimeout = errors.New("worker: the drain timeout passed; the jobs still running were released")
 
-// claimWait is how long one waiting claim lasts before the loop claims
-// again; the context ends a wait at once.
-const claimWait = time.Minute
-
-// emptyGrace is the wait of a claim that decides whether the production is
-// empty (ExitWhenEmpty). A wait rather than a bare claim: on PostgreSQL a
-// bare claim passes over a job another claimer's transaction holds, and
-// that transaction may yet give it up; the wait looks again when it ends.
-const emptyGrace = 100 * time.Millisecond
-
-// Retrying a claim after a failure that may pass (busy, storage, a clock
-// behind its mark) backs off from retryMin to retryMax.
-const (
-	retryMin = 50 * time.Millisecond
-	retryMax = 5 * time.Second
-)
+// ErrGivenBack is Run's result when GiveBack closed with handlers still
+// running (their jobs were given back at once, released); it is also the
+// cause that ends those handlers' contexts.
+var ErrGivenBack = errors.New("worker: stopped at once; the jobs still running were released")
 
 // Run claims jobs of cfg.Production and runs h for each, cfg.Concurrency at
 // a time, until ctx ends, MaxJobs are claimed, or (ExitWhenEmpty) there is
 // nothing to claim; then it stops claiming, waits for running handlers (up
 // to DrainTimeout after ctx ended) and returns. A job whose handler returns
 // facts is completed with them; one whose handler fails or panics is failed
-// for a retry (FailRetry with the error as the reason: it comes back after
-// the production's backoff, or is dead after its last attempt). Run returns nil after a clean stop,
-// ErrDrainTimeout, or the error that made it stop: a bad Config, an unknown
-// production, a closed authority.
+// for a retry (FailRetry with the error as the reason, by the rule of
+// loop.Reason: it comes back after the production's backoff, or is dead
+// after its last attempt). Run returns nil after a clean stop,
+// ErrDrainTimeout, ErrGivenBack, or the error that made it stop: a bad
+// Config, an unknown production, a closed authority.
+//
+// The policy (claims, back-off, max jobs, exit when empty, drain) is
+// package loop's, the one every face of libleases runs on; Run only calls
+// the handler on goroutines.
 func Run(ctx context.Context, a *core.Authority, cfg Config, h Handler) error {
-	if err := cfg.check(a, h); err != nil {
+	if h == nil {
+		return invalid("handler is nil")
+	}
+	w, err := loop.New(a, loop.Config{Production: cfg.Production, Worker: cfg.Worker, Duration: cfg.Duration,
+		Interval: cfg.Interval, Concurrency: cfg.Concurrency, MaxJobs: cfg.MaxJobs, ExitWhenEmpty: cfg.ExitWhenEmpty,
+		DrainTimeout: cfg.DrainTimeout, Logger: cfg.Logger})
+	if err != nil {
 		return err
 	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 1
+	defer w.Close()
+	r := &runner{w: w, h: h, ctx: ctx, base: context.WithoutCancel(ctx), log: w.Config().Logger}
+	stopDrain := context.AfterFunc(ctx, func() { w.Stop(loop.Drain) })
+	defer stopDrain()
+	if cfg.GiveBack != nil {
+		quit := make(chan struct{})
+		defer close(quit)
+		go func() {
+			select {
+			case <-cfg.GiveBack:
+				r.givingBack.Store(true)
+				w.Stop(loop.GiveBack)
+			case <-quit:
+			}
+		}()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	r := &runner{a: a, cfg: cfg, h: h, base: context.WithoutCancel(ctx), running: map[*core.Lease]context.CancelCauseFunc{}}
-	claimCtx, stopClaiming := context.WithCancel(ctx)
-	defer stopClaiming()
 	var slots sync.WaitGroup
-	for i := 0; i < cfg.Concurrency; i++ {
+	var fatal error
+	var fatalOnce sync.Once
+	for i := 0; i < w.Config().Concurrency; i++ {
 		slots.Add(1)
 		go func() {
 			defer slots.Done()
-			r.slot(claimCtx, stopClaiming)
+			if err := r.slot(); err != nil {
+				fatalOnce.Do(func() { fatal = err })
+			}
 		}()
 	}
 	done := make(chan struct{})
@@ -108,276 +125,121 @@ func Run(ctx context.Context, a *core.Authority, cfg Config, h Handler) error {
 		slots.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-		return r.fatalErr()
-	case <-ctx.Done():
-	}
-	stopClaiming()
-	if cfg.DrainTimeout <= 0 {
+	for {
+		end, werr := w.Wait(context.Background(), loop.ClaimWait)
+		switch end {
+		case loop.Running:
+			continue
+		case loop.EndGaveBack:
+			// The jobs still running were released; their handlers' contexts
+			// have ended, and Run does not wait for them further.
+			if r.givingBack.Load() {
+				return ErrGivenBack
+			}
+			return ErrDrainTimeout
+		case loop.EndFailed:
+			<-done
+			return werr
+		}
 		<-done
-		return r.fatalErr()
+		return fatal
 	}
-	t := time.NewTimer(cfg.DrainTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-		return r.fatalErr()
-	case <-t.C:
-	}
-	if r.abandonRunning() == 0 {
-		<-done // the last handler was settling
-		return r.fatalErr()
-	}
-	return ErrDrainTimeout
-}
-
-func (c Config) check(a *core.Authority, h Handler) error {
-	switch {
-	case a == nil:
-		return invalid("authority is nil")
-	case h == nil:
-		return invalid("handler is nil")
-	case c.Concurrency < 0:
-		return invalid("concurrency %d is negative", c.Concurrency)
-	case c.MaxJobs < 0:
-		return invalid("max jobs %d is negative", c.MaxJobs)
-	case c.DrainTimeout < 0:
-		return invalid("drain timeout %s is negative", c.DrainTimeout)
-	}
-	if _, err := core.ValidateDuration(c.Duration); err != nil {
-		return err
-	}
-	if c.Interval != 0 && (c.Interval < core.MinKeepAliveInterval || c.Interval >= c.Duration) {
-		return &core.Error{Kind: core.KindInvalidDuration, Msg: fmt.Sprintf(
-			"keep-alive interval %s must be at least %s and shorter than the duration %s",
-			c.Interval, core.MinKeepAliveInterval, c.Duration)}
-	}
-	return nil
 }
 
 func invalid(format string, args ...any) error {
 	return &core.Error{Kind: core.KindInvalidArgument, Msg: "worker: " + fmt.Sprintf(format, args...)}
 }
 
+// runner calls the handler for the jobs a loop hands out.
 type runner struct {
-	a    *core.Authority
-	cfg  Config
-	h    Handler
-	base context.Context // Run's values, never its cancellation
-
-	mu      sync.Mutex
-	claimed int
-	fatal   error
-	running map[*core.Lease]context.CancelCauseFunc
+	w          *loop.Loop
+	h          Handler
+	ctx        context.Context // Run's: its end drains
+	base       context.Context // Run's values, never its cancellation
+	log        *slog.Logger
+	givingBack atomic.Bool
 }
 
-func (r *runner) fatalErr() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.fatal
-}
-
-// reserve takes one of MaxJobs before a claim; false when none is left.
-func (r *runner) reserve() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cfg.MaxJobs > 0 && r.claimed >= r.cfg.MaxJobs {
-		return false
-	}
-	r.claimed++
-	return true
-}
-
-func (r *runner) unreserve() {
-	r.mu.Lock()
-	r.claimed--
-	r.mu.Unlock()
-}
-
-// slot claims and handles jobs one after the other until claiming stops. A
-// completion that claimed the slot's next job in its commit (settle) saves
-// the claim at the top of the loop.
-func (r *runner) slot(ctx context.Context, stopClaiming context.CancelFunc) {
-	pause := retryMin
-	var next *core.Lease
+// slot takes jobs from the loop and handles them one after the other until
+// the loop hands out no more.
+func (r *runner) slot() error {
 	for {
-		l := next
-		next = nil
-		if l != nil && ctx.Err() != nil {
-			// Claiming stopped while the completion claimed this one: no
-			// handler starts after the stop, so the job goes back.
-			r.unreserve()
-			r.giveBack(l)
-			return
+		l, err := r.w.Next(context.Background(), loop.ClaimWait)
+		switch {
+		case err == loop.ErrSlice:
+			continue
+		case err != nil:
+			return err
+		case l == nil:
+			return nil
 		}
-		if l == nil {
-			if ctx.Err() != nil || !r.reserve() { // stopped, or the others hold the last claims
-				return
-			}
-			wait := claimWait
-			if r.cfg.ExitWhenEmpty {
-				wait = emptyGrace
-			}
-			var err error
-			l, err = r.a.ClaimWait(ctx, r.cfg.Production, r.cfg.Worker, r.cfg.Duration, wait)
-			if err != nil {
-				r.unreserve()
-			}
-			switch kind := core.KindOf(err); {
-			case err == nil:
-			case kind == core.KindInterrupted:
-				return
-			case kind == core.KindNothingToClaim:
-				if r.cfg.ExitWhenEmpty { // the other slots stop when they find nothing too
-					return
-				}
-				continue
-			case kind == core.KindBusy, kind == core.KindStorage, kind == core.KindOutcomeUnknown, kind == core.KindClockRegressed:
-				r.cfg.Logger.Warn("worker: claim failed; trying again", "production", r.cfg.Production,
-					"worker", r.cfg.Worker, "error", err, "in", pause)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(pause):
-				}
-				pause = min(2*pause, retryMax)
-				continue
-			default:
-				r.mu.Lock()
-				if r.fatal == nil {
-					r.fatal = err
-				}
-				r.mu.Unlock()
-				stopClaiming()
-				return
-			}
-		}
-		pause = retryMin
-		next = r.handle(ctx, l)
+		r.handle(l)
 	}
 }
 
-// handle runs the handler for one lease, kept alive meanwhile, and settles
-// the job with what it returned; it returns the next lease when the
-// settlement claimed one (claimCtx: whether the loop still claims).
-func (r *runner) handle(claimCtx context.Context, l *core.Lease) *core.Lease {
-	var opts []core.KeepAliveOption
-	if r.cfg.Interval != 0 {
-		opts = append(opts, core.KeepAliveInterval(r.cfg.Interval))
-	}
-	if err := l.KeepAlive(r.cfg.Duration, opts...); err != nil {
-		r.cfg.Logger.Warn("worker: cannot keep the lease alive; giving the job back", "lease", l, "error", err)
-		return r.settle(claimCtx, l, core.Facts{}, err)
-	}
+// handle runs the handler for one lease, kept alive by the loop, and
+// settles the job with what it returned.
+func (r *runner) handle(l *core.Lease) {
 	ctx, cancel := context.WithCancelCause(r.base)
 	defer cancel(nil)
 	go func() { // the lease's end reaches the handler
 		select {
 		case <-l.Done():
-			cancel(l.Err())
+			cause := l.Err()
+			if r.w.GivenBack(l) {
+				cause = ErrDrainTimeout
+				if r.givingBack.Load() {
+					cause = ErrGivenBack
+				}
+			}
+			cancel(cause)
 		case <-ctx.Done():
 		}
 	}()
-	r.mu.Lock()
-	r.running[l] = cancel
-	r.mu.Unlock()
 	facts, err := r.call(ctx, l)
-	r.mu.Lock()
-	_, mine := r.running[l]
-	delete(r.running, l)
-	r.mu.Unlock()
-	if !mine { // the drain timeout released it already
-		return nil
+	res := loop.Result{Outcome: loop.Complete, Facts: facts}
+	switch {
+	case core.KindOf(l.Err()) == core.KindClosed:
+		// The handler closed the lease itself (completed it through an
+		// execution request with its output, or failed it: the CLI's
+		// reference executor), or the loop gave the job back.
+		res = loop.Result{Outcome: loop.Settled}
+	case err != nil:
+		// A failing handler is a failed attempt: the job comes back after
+		// the production's backoff (dead once its attempts are used up),
+		// with the error as the attempt's reason, rather than at once.
+		res = loop.Result{Outcome: loop.FailRetry, Reason: err.Error()}
 	}
-	return r.settle(claimCtx, l, facts, err)
+	if r.ctx.Err() != nil {
+		// Draining already (AfterFunc may not have run yet): a completion
+		// claims nothing more.
+		r.w.Stop(loop.Drain)
+	}
+	serr := r.w.Settle(l, res)
+	if core.KindOf(serr) == core.KindInvalidArgument && res.Outcome == loop.Complete {
+		// The completion was refused before anything was written (facts
+		// the core rejects): the job would otherwise stay claimed, so its
+		// attempt fails for a retry, with why.
+		serr = r.w.Settle(l, loop.Result{Outcome: loop.FailRetry, Reason: "worker: the handler's facts were refused: " + serr.Error()})
+	}
+	if core.KindOf(serr) == core.KindInvalidArgument {
+		serr = r.w.Settle(l, loop.Result{Outcome: loop.Release}) // nothing else can take it back
+	}
+	if serr != nil && serr != loop.ErrGivenBack {
+		r.log.Warn("worker: the job was not settled", "lease", l, "error", serr)
+	}
 }
 
 // call runs the handler; a panic is the handler's failure, not the process's.
 func (r *runner) call(ctx context.Context, l *core.Lease) (f core.Facts, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.cfg.Logger.Error("worker: the handler panicked; failing the job for a retry", "lease", l, "panic", fmt.Sprint(p))
+			r.log.Error("worker: the handler panicked; failing the job for a retry", "lease", l, "panic", fmt.Sprint(p))
 			err = fmt.Errorf("worker: the handler panicked: %v", p)
 		}
 	}()
 	return r.h(ctx, l)
 }
 
-// settle completes the job with the handler's facts, or, when the handler
-// failed, fails it for a retry. This is the one place that decides what a failed
-// job becomes. A handler that closed the lease itself (completed it through
-// an execution request with its output, or failed it: the CLI's reference
-// executor) leaves nothing to settle.
-//
-// When the loop would claim again anyway (claimCtx has not ended and
-// MaxJobs leaves a claim), the completion claims the production's next job
-// in the same commit (Lease.CompleteAndClaimNext: one commit per job instead
-// of two) and returns it; nil when nothing was claimable, or when draining
-// or at MaxJobs, where a plain completion claims nothing.
-func (r *runner) settle(claimCtx context.Context, l *core.Lease, f core.Facts, handlerErr error) *core.Lease {
-	defer l.StopKeepAlive()
-	if core.KindOf(l.Err()) == core.KindClosed {
-		return nil
-	}
-	if handlerErr != nil {
-		// A failing handler is a failed attempt: the job comes back after
-		// the production's backoff (dead once its attempts are used up), with
-		// the error as the attempt's reason, rather than at once.
-		if err := l.FailRetry(failureReason(handlerErr), 0); err != nil && l.Err() == nil {
-			r.cfg.Logger.Warn("worker: the job was not failed for a retry", "lease", l, "error", err)
-		}
-		return nil
-	}
-	if claimCtx.Err() != nil || !r.reserve() {
-		if err := l.Complete(f); err != nil {
-			r.cfg.Logger.Warn("worker: the job was not completed", "lease", l, "error", err)
-		}
-		return nil
-	}
-	next, err := completeNext(l, f, r.cfg.Duration)
-	if next == nil {
-		r.unreserve()
-	}
-	if err != nil {
-		r.cfg.Logger.Warn("worker: the job was not completed", "lease", l, "error", err)
-	}
-	return next
-}
-
-// failureReason is a handler's error as an attempt's reason: valid UTF-8
-// without NUL bytes, cut at a character boundary to core.MaxReasonLen.
-func failureReason(err error) string {
-	s := strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "")
-	if len(s) > core.MaxReasonLen {
-		s = strings.ToValidUTF8(s[:core.MaxReasonLen], "") // drops a character cut in two
-	}
-	return s
-}
-
-// completeNext is Lease.CompleteAndClaimNext; the tests count its calls.
-var completeNext = (*core.Lease).CompleteAndClaimNext
-
-// giveBack releases a job the loop will not finish.
-func (r *runner) giveBack(l *core.Lease) {
-	if err := l.Release(); err != nil && l.Err() == nil {
-		r.cfg.Logger.Warn("worker: the job was not given back", "lease", l, "error", err)
-	}
-}
-
-// abandonRunning cancels every running handler and releases its job (the
-// drain timeout passed); it returns how many it abandoned.
-func (r *runner) abandonRunning() int {
-	r.mu.Lock()
-	running := r.running
-	r.running = map[*core.Lease]context.CancelCauseFunc{}
-	r.mu.Unlock()
-	for l, cancel := range running {
-		cancel(ErrDrainTimeout)
-		l.StopKeepAlive()
-		if err := l.Release(); err != nil {
-			r.cfg.Logger.Warn("worker: a job still running at the drain timeout was not given back", "lease", l, "error", err)
-		}
-	}
-	return len(running)
-}
+// failureReason is a handler's error as an attempt's reason (loop.Reason).
+func failureReason(err error) string { return loop.Reason(err.Error()) }

@@ -21,6 +21,7 @@ import (
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/libleases/libleases/internal/testwait"
+	"github.com/libleases/libleases/worker/loop"
 	"github.com/stretchr/testify/require"
 )
 
@@ -393,8 +394,8 @@ func TestClosingTheAuthorityEndsRunWithClosed(t *testing.T) {
 // leases they returned, until the test ends.
 func countCompleteNext(t *testing.T) (calls, claimed *atomic.Int64) {
 	calls, claimed = new(atomic.Int64), new(atomic.Int64)
-	orig := completeNext
-	completeNext = func(l *core.Lease, f core.Facts, d time.Duration) (*core.Lease, error) {
+	orig := loop.CompleteNext
+	loop.CompleteNext = func(l *core.Lease, f core.Facts, d time.Duration) (*core.Lease, error) {
 		calls.Add(1)
 		next, err := orig(l, f, d)
 		if next != nil {
@@ -402,7 +403,7 @@ func countCompleteNext(t *testing.T) (calls, claimed *atomic.Int64) {
 		}
 		return next, err
 	}
-	t.Cleanup(func() { completeNext = orig })
+	t.Cleanup(func() { loop.CompleteNext = orig })
 	return calls, claimed
 }
 

@@ -110,9 +110,18 @@ fn build_from_source(manifest: &Path) -> PathBuf {
             manifest.display()
         );
     };
-    for watched in
-        ["go.mod", "go.sum", "VERSION", "abi/VERSION", "include/leases.h", "mk/golib.sh", "leases.go", "capi", "core"]
-    {
+    for watched in [
+        "go.mod",
+        "go.sum",
+        "VERSION",
+        "abi/VERSION",
+        "include/leases.h",
+        "mk/golib.sh",
+        "leases.go",
+        "capi",
+        "core",
+        "worker/loop",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let go = env::var("GO").unwrap_or_else(|_| "go".to_string());

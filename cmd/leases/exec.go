@@ -4,18 +4,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/worker"
+	"github.com/libleases/libleases/worker/loop"
 )
 
 func init() {
@@ -25,11 +31,15 @@ func init() {
 		detail: `PROGRAM runs in its own process group with:
   LEASES_OUTPUT      a fresh private file in DIR to write the output to
   LEASES_JOB_ID      the job id (LEASES_PRODUCTION: the production name)
+  LEASES_FACTS       an empty private file: JSON written to it, {"metadata": {...},
+                     "provenance": {...}}, is published with the completion
   standard input     the job's payload
 The token never reaches PROGRAM. While it runs, the claim is kept alive: renewed to now+D
 every third of D (D defaults to the claim's current span; sooner when less time is left).
 On exit 0 the output is fsynced and renamed to DIR/<job>.<nonce>.out and the job completes,
-registering its path, size, SHA-256 and nonce with the given metadata/provenance. A non-zero
+registering its path, size, SHA-256 and nonce with the given metadata/provenance and the
+facts PROGRAM wrote to LEASES_FACTS, in one commit; facts that are not valid JSON of that form,
+not UTF-8, over 1 MiB or set by a flag too fail the job instead, with why. A non-zero
 exit fails the job with the exit status as its reason: for good, or, for an exit status given
 to --retry-exit, with a retry (back in the queue after the production's backoff; dead if it
 was the last attempt). If the claim is lost while PROGRAM
@@ -167,8 +177,15 @@ func execute(ctx context.Context, j job) error {
 	}
 	pausePoint("exec-reserved")
 
+	factsFile, err := newFactsFile()
+	if err != nil {
+		abandon()
+		return fmt.Errorf("facts file: %w", err)
+	}
+	defer os.Remove(factsFile)
+
 	cmd := exec.Command(name, j.argv[1:]...)
-	vars := []string{"LEASES_JOB_ID=" + l.JobID(), "LEASES_PRODUCTION=" + l.Production()}
+	vars := []string{"LEASES_JOB_ID=" + l.JobID(), "LEASES_PRODUCTION=" + l.Production(), "LEASES_FACTS=" + factsFile}
 	if x != nil {
 		vars = append(vars, "LEASES_OUTPUT="+x.TempPath())
 	}
@@ -257,7 +274,7 @@ loop:
 		abandon()
 		return fmt.Errorf("%s for job %s was stopped at the drain timeout; its process group was killed, its output removed, "+
 			"and the job given back", name, l.JobID())
-	case errors.Is(stopped, errStopNow):
+	case errors.Is(stopped, worker.ErrGivenBack):
 		abandon()
 		return fmt.Errorf("%s for job %s was stopped by a second signal; its process group was killed, its output removed, "+
 			"and the job given back", name, l.JobID())
@@ -270,6 +287,18 @@ loop:
 		return fmt.Errorf("interrupted (%v forwarded to %s); its output was removed; the claim is unchanged and lasts until "+
 			"its expiry (leases release --token-file FILE gives the job back)", interrupted, name)
 	case state.Success():
+		f, err := programFacts(factsFile, j.facts)
+		if err != nil {
+			// The program's facts cannot be published: the job fails (for
+			// good: the same program would write them again) with why.
+			abandon()
+			reason := loop.Reason(err.Error())
+			if ferr := l.Fail(reason); ferr != nil {
+				return fmt.Errorf("%s exited 0 but %s, and the failure could not be recorded: %v; its output was removed", name, reason, ferr)
+			}
+			return &programFailed{fmt.Sprintf("%s exited 0 but %s; job %s is marked failed and its output was removed", name, reason, l.JobID())}
+		}
+		j.facts = f
 		return complete(j, x)
 	case j.retryExit[state.ExitCode()]: // -1 (killed by a signal) is never one
 		abandon()
@@ -287,6 +316,76 @@ loop:
 		}
 		return &programFailed{fmt.Sprintf("%s failed (%s); job %s is marked failed and its output was removed", name, reason, l.JobID())}
 	}
+}
+
+// newFactsFile makes the empty private file a program may write its job's
+// facts to (LEASES_FACTS).
+func newFactsFile() (string, error) {
+	f, err := os.CreateTemp("", "leases-facts-*.json")
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+// programFacts reads the facts a program wrote to its LEASES_FACTS file
+// (nothing written: none) and adds them to the command line's: the same
+// JSON as leases_lease_complete's facts, valid UTF-8, at most
+// core.MaxFactsLen bytes, no fact the command line sets too.
+func programFacts(path string, flags core.Facts) (core.Facts, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return flags, fmt.Errorf("its facts file (LEASES_FACTS) cannot be read: %v", unwrapPath(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, core.MaxFactsLen+1))
+	if err != nil {
+		return flags, fmt.Errorf("its facts file (LEASES_FACTS) cannot be read: %v", unwrapPath(err))
+	}
+	if len(b) > core.MaxFactsLen {
+		return flags, fmt.Errorf("its facts file (LEASES_FACTS) is over the limit of %d bytes", core.MaxFactsLen)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return flags, nil
+	}
+	if !utf8.Valid(b) {
+		return flags, errors.New("its facts file (LEASES_FACTS) is not valid UTF-8")
+	}
+	got, err := core.ParseFacts(string(b))
+	if err != nil {
+		return flags, fmt.Errorf("its facts file (LEASES_FACTS) is not valid: %v", err)
+	}
+	out := core.Facts{Metadata: map[string]json.RawMessage{}, Provenance: map[string]json.RawMessage{}}
+	for _, m := range []struct {
+		what        string
+		flag, given map[string]json.RawMessage
+		into        map[string]json.RawMessage
+	}{{"metadata", flags.Metadata, got.Metadata, out.Metadata}, {"provenance", flags.Provenance, got.Provenance, out.Provenance}} {
+		for k, v := range m.flag {
+			m.into[k] = v
+		}
+		for k, v := range m.given {
+			if _, dup := m.flag[k]; dup {
+				return flags, fmt.Errorf("its facts file (LEASES_FACTS) sets %s %q, which --%s sets too", m.what, k, m.what)
+			}
+			m.into[k] = v
+		}
+	}
+	return out, nil
+}
+
+// unwrapPath drops the path from a file error (it is a temporary name).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // complete records a successful run: with an output, the execution request

@@ -29,7 +29,7 @@ import (
 // worker itself inherited (another job's output path, say) never reaches a
 // program, also when this job sets no value for it (no --output-dir: no
 // LEASES_OUTPUT at all).
-var jobVariables = []string{"LEASES_OUTPUT", "LEASES_JOB_ID", "LEASES_PRODUCTION"}
+var jobVariables = []string{"LEASES_OUTPUT", "LEASES_JOB_ID", "LEASES_PRODUCTION", "LEASES_FACTS"}
 
 // programEnv is the worker's environment without any of jobVariables, then
 // set (NAME=VALUE each).

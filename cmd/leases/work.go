@@ -10,9 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"sync"
-	"syscall"
 
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/worker"
@@ -25,7 +23,8 @@ func init() {
 		summary: "wait for jobs and run PROGRAM for each (as exec does), N at a time, until stopped",
 		detail: `Each job is claimed for D and kept alive (renewed every D/3) while PROGRAM runs, exactly
 as 'leases exec' runs it: payload on standard input, LEASES_JOB_ID and LEASES_PRODUCTION set,
-and with --output-dir a private LEASES_OUTPUT file that is registered on exit 0. Exit 0
+a private LEASES_FACTS file whose JSON facts are published with the completion, and with
+--output-dir a private LEASES_OUTPUT file that is registered on exit 0. Exit 0
 completes the job; any other exit fails it (reason: the exit status), for good or, for an exit
 status given to --retry-exit, with a retry (back in the queue after the production's backoff;
 dead on its last attempt). A worker killed outright leaves its claims to lapse at their
@@ -56,10 +55,6 @@ claimed, running programs finish); 2 usage error.`,
 // maxConcurrency bounds --concurrency: each slot is a claimer, a waiting
 // claim and a program at once, so a mistyped count must not start millions.
 const maxConcurrency = 1024
-
-// errStopNow is the cause that ends a running program when a second signal
-// cuts the drain short.
-var errStopNow = errors.New("a second signal stopped the drain")
 
 func runWork(cc *cmdContext) error {
 	survivingClosedLogs()
@@ -111,26 +106,27 @@ func runWork(cc *cmdContext) error {
 	}
 
 	w := &workRun{a: a, argv: prog, outDir: *outDir, facts: core.Facts{Metadata: md.m, Provenance: pv.m}, retryExit: retryExit.codes}
-	runCtx, stopClaiming := context.WithCancel(context.Background())
+	// The first SIGTERM or SIGINT drains, a second gives the jobs back at
+	// once: the rule of every face of the loop (worker.NotifySignals).
+	runCtx, giveBack, stopSignals := worker.NotifySignals(context.Background(), func(n int, s os.Signal) {
+		if n == 1 {
+			fmt.Fprintf(os.Stderr, "leases: %v: draining: claiming nothing more; running programs finish (a second signal stops them)\n", s)
+		} else {
+			fmt.Fprintf(os.Stderr, "leases: %v again: stopping the running programs and giving their jobs back\n", s)
+		}
+	})
+	defer stopSignals()
+	runCtx, stopClaiming := context.WithCancel(runCtx)
 	defer stopClaiming()
 	w.stopClaiming = stopClaiming
-	var stopNow context.CancelFunc
-	w.now, stopNow = context.WithCancel(context.Background())
-	defer stopNow()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	finished := make(chan struct{})
-	defer close(finished)
-	go w.onSignals(sigs, finished, stopNow)
 	pausePoint("work-listening") // a test's signal from here on is handled
 
 	err = worker.Run(runCtx, a, worker.Config{
 		Production: *prod, Worker: *workerName, Duration: dur.d, Concurrency: *concurrency,
-		DrainTimeout: drain.d, MaxJobs: *maxJobs, ExitWhenEmpty: *exitWhenEmpty,
+		DrainTimeout: drain.d, MaxJobs: *maxJobs, ExitWhenEmpty: *exitWhenEmpty, GiveBack: giveBack,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime})),
 	}, w.handle)
-	if errors.Is(err, worker.ErrDrainTimeout) {
+	if errors.Is(err, worker.ErrDrainTimeout) || errors.Is(err, worker.ErrGivenBack) {
 		// Run has released the jobs still running; their programs are
 		// being killed, and nothing of theirs may outlive the worker.
 		w.running.Wait()
@@ -150,31 +146,12 @@ type workRun struct {
 	outDir       string
 	facts        core.Facts
 	retryExit    map[int]bool
-	now          context.Context // ends at a second signal: stop the programs
 	stopClaiming context.CancelFunc
 	running      sync.WaitGroup
 
 	mu                                 sync.Mutex
 	completed, failed, givenBack, lost int
 	fatal                              error
-}
-
-// onSignals drains at the first signal and stops the programs at the second.
-func (w *workRun) onSignals(sigs <-chan os.Signal, finished <-chan struct{}, stopNow context.CancelFunc) {
-	for n := 0; n < 2; n++ {
-		select {
-		case s := <-sigs:
-			if n == 0 {
-				fmt.Fprintf(os.Stderr, "leases: %v: draining: claiming nothing more; running programs finish (a second signal stops them)\n", s)
-				w.stopClaiming()
-			} else {
-				fmt.Fprintf(os.Stderr, "leases: %v again: stopping the running programs and giving their jobs back\n", s)
-				stopNow()
-			}
-		case <-finished:
-			return
-		}
-	}
 }
 
 // handle runs one job through the reference executor, which settles it
@@ -184,10 +161,6 @@ func (w *workRun) handle(ctx context.Context, l *core.Lease) (core.Facts, error)
 	w.running.Add(1)
 	defer w.running.Done()
 	workLeaseHook(l)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(w.now, func() { cancel(errStopNow) })
-	defer stop()
 	err := execute(ctx, job{a: w.a, l: l, argv: w.argv, outDir: w.outDir, facts: w.facts, retryExit: w.retryExit})
 	if w.outDir != "" {
 		sweepTemporaries(w.a, l.Production(), w.outDir) // this job is settled now: its earlier claims' files go too
@@ -209,7 +182,7 @@ func (w *workRun) handle(ctx context.Context, l *core.Lease) (core.Facts, error)
 			w.fatal = err
 		}
 		w.stopClaiming()
-	case errors.Is(context.Cause(ctx), worker.ErrDrainTimeout), errors.Is(context.Cause(ctx), errStopNow):
+	case errors.Is(context.Cause(ctx), worker.ErrDrainTimeout), errors.Is(context.Cause(ctx), worker.ErrGivenBack):
 		w.givenBack++ // by the loop: at the drain timeout, or below
 	case l.Err() != nil:
 		w.lost++

@@ -21,6 +21,51 @@ def c_string(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def c_bytes(b: bytes) -> str:
+    out = []
+    for x in b:
+        c = chr(x)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif 0x20 <= x < 0x7F and c != "?":
+            out.append(c)
+        else:
+            out.append("\\%03o" % x)
+    return '"' + "".join(out) + '"'
+
+
+def segments(segs) -> bytes:
+    return b"".join(bytes.fromhex(s["hex"]) * s.get("times", 1) for s in segs)
+
+
+def worker_loop(root: pathlib.Path):
+    """The worker loop's vectors: back-off, reasons, scenarios."""
+    v = json.loads((root / "tests/vectors/worker_loop.json").read_text())
+    lines = ["static const int64_t backoff_vectors_us[] = {" + ", ".join("INT64_C(%d)" % n for n in v["backoff_us"]) + "};",
+             "struct reason_vector { const char *name; const char *error; size_t error_len; const char *reason; size_t reason_len; };",
+             "static const struct reason_vector reason_vectors[] = {"]
+    for r in v["reasons"]:
+        e, w = segments(r["error"]), segments(r["reason"])
+        lines.append("    {%s, %s, %d, %s, %d}," % (c_string(r["name"]), c_bytes(e), len(e), c_bytes(w), len(w)))
+    lines += ["};", "#define SCENARIO_MAX_JOBS 8",
+              "struct worker_scenario { const char *name; int32_t concurrency; int64_t max_jobs; int64_t drain_timeout_ms;",
+              "    const char *stop; int njobs; const char *jobs[SCENARIO_MAX_JOBS]; const char *states[SCENARIO_MAX_JOBS];",
+              "    const char *end; const char *attempt_ending; const char *attempt_reason; };",
+              "static const struct worker_scenario worker_scenarios[] = {"]
+    for sc in v["scenarios"]:
+        o = sc["options"]
+        assert len(sc["jobs"]) <= 8
+        jobs = "{" + ", ".join(c_string(j) for j in sc["jobs"]) + "}" if sc["jobs"] else "{0}"
+        states = "{" + ", ".join(c_string(j) for j in sc["states"]) + "}" if sc["states"] else "{0}"
+        at = sc.get("attempt") or {}
+        lines.append("    {%s, %d, INT64_C(%d), INT64_C(%d), %s, %d, %s, %s, %s, %s, %s}," % (
+            c_string(sc["name"]), o.get("concurrency", 0), o.get("max_jobs", 0), o.get("drain_timeout_ms", 0),
+            c_string(sc.get("stop", "")), len(sc["jobs"]), jobs, states, c_string(sc["end"]),
+            c_string(at.get("ending", "")), c_string(at.get("reason", ""))))
+    lines.append("};")
+    return lines
+
+
 def main() -> None:
     root, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     tokens = json.loads((root / "tests/vectors/tokens.json").read_text())
@@ -67,6 +112,7 @@ def main() -> None:
               "#define FACTS_VECTOR_OUTPUT_CONTENT_LEN %d" % len(content),
               "#define FACTS_VECTOR_OUTPUT_SIZE INT64_C(%d)" % int(facts["output"]["size"]),
               "#define FACTS_VECTOR_OUTPUT_SHA256 " + c_string(facts["output"]["sha256"])]
+    lines += worker_loop(root)
     lines += ["#endif", ""]
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text("\n".join(lines))

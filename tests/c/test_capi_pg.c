@@ -27,6 +27,7 @@ static const char *scratch_dir(void) { return tmpdir; }
 
 #include "observe_tests.h"
 #include "next_tests.h"
+#include "worker_tests.h"
 
 /* A fresh schema's location and an authority on it with production "p".
  * Under valgrind (make test-capi-valgrind sets LEASES_UNDER_VALGRIND) a loaded
@@ -443,6 +444,7 @@ int main(void) {
 	RUN(test_a_coordinators_cancel_reaches_a_kept_alive_lease_on_postgres);
 	RUN_OBSERVE_TESTS();
 	RUN_NEXT_TESTS();
+	RUN_WORKER_TESTS();
 	RUN(test_open_must_exist_on_a_schema_without_an_authority_creates_no_tables);
 	RUN(test_synchronous_is_refused_on_postgres_without_showing_the_password);
 	RUN(test_open_busy_timeout_bounds_a_row_lock_wait_on_postgres);

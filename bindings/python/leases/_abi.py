@@ -32,6 +32,18 @@ SYNCHRONOUS_DEFAULT = 0
 SYNCHRONOUS_NORMAL = 1
 SYNCHRONOUS_FULL = 2
 SYNCHRONOUS_EXTRA = 3
+WORKER_EXIT_WHEN_EMPTY = 1
+RESULT_COMPLETE = 1
+RESULT_FAIL_RETRY = 2
+RESULT_FAIL = 3
+RESULT_RELEASE = 4
+RESULT_SETTLED = 5
+STOP_DRAIN = 1
+STOP_GIVE_BACK = 2
+WORKER_RUNNING = 0
+WORKER_STOPPED = 1
+WORKER_GAVE_BACK = 2
+WORKER_FAILED = 3
 
 # (code, status name, exception class) of every failure status, in code order.
 STATUSES: Tuple[Tuple[int, str, str], ...] = (
@@ -80,11 +92,16 @@ class leases_canceller(ctypes.Structure):
     pass
 
 
+class leases_worker(ctypes.Structure):
+    pass
+
+
 AuthorityPtr = ctypes.POINTER(leases_authority)
 EditPtr = ctypes.POINTER(leases_edit)
 LeasePtr = ctypes.POINTER(leases_lease)
 ExecutionPtr = ctypes.POINTER(leases_execution)
 CancellerPtr = ctypes.POINTER(leases_canceller)
+WorkerPtr = ctypes.POINTER(leases_worker)
 
 
 # The header's structs, field for field (set size to ctypes.sizeof).
@@ -115,6 +132,17 @@ class leases_open_options(ctypes.Structure):
         ("flags", ctypes.c_int32),
         ("synchronous", ctypes.c_int32),
         ("busy_timeout_us", ctypes.c_int64),
+    ]
+
+
+class leases_worker_options(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_int32),
+        ("concurrency", ctypes.c_int32),
+        ("max_jobs", ctypes.c_int64),
+        ("interval_us", ctypes.c_int64),
+        ("drain_timeout_us", ctypes.c_int64),
     ]
 
 
@@ -182,6 +210,13 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_job_counts_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_authority_open_v2": (c_status, [ctypes.c_char_p, ctypes.POINTER(leases_open_options), ctypes.POINTER(AuthorityPtr)]),
     "leases_lease_complete_and_claim_next": (c_status, [LeasePtr, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
+    "leases_worker_new": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(leases_worker_options), ctypes.POINTER(WorkerPtr)]),
+    "leases_worker_next": (c_status, [WorkerPtr, ctypes.c_int64, ctypes.POINTER(LeasePtr)]),
+    "leases_worker_settle": (c_status, [WorkerPtr, LeasePtr, ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]),
+    "leases_worker_stop": (c_status, [WorkerPtr, ctypes.c_int32]),
+    "leases_worker_wait": (c_status, [WorkerPtr, ctypes.c_int64, CancellerPtr, ctypes.POINTER(ctypes.c_int32)]),
+    "leases_worker_stats_json": (c_status, [WorkerPtr, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_worker_free": (None, [WorkerPtr]),
 }
 
 # Every function of include/leases_testing.h: name -> (restype, argtypes).

@@ -32,6 +32,18 @@ pub const LEASES_SYNCHRONOUS_DEFAULT: i32 = 0;
 pub const LEASES_SYNCHRONOUS_NORMAL: i32 = 1;
 pub const LEASES_SYNCHRONOUS_FULL: i32 = 2;
 pub const LEASES_SYNCHRONOUS_EXTRA: i32 = 3;
+pub const LEASES_WORKER_EXIT_WHEN_EMPTY: i32 = 1;
+pub const LEASES_RESULT_COMPLETE: i32 = 1;
+pub const LEASES_RESULT_FAIL_RETRY: i32 = 2;
+pub const LEASES_RESULT_FAIL: i32 = 3;
+pub const LEASES_RESULT_RELEASE: i32 = 4;
+pub const LEASES_RESULT_SETTLED: i32 = 5;
+pub const LEASES_STOP_DRAIN: i32 = 1;
+pub const LEASES_STOP_GIVE_BACK: i32 = 2;
+pub const LEASES_WORKER_RUNNING: i32 = 0;
+pub const LEASES_WORKER_STOPPED: i32 = 1;
+pub const LEASES_WORKER_GAVE_BACK: i32 = 2;
+pub const LEASES_WORKER_FAILED: i32 = 3;
 
 /// Opaque handle types: each object has its own, so a lease can never be
 /// passed where an authority is expected.
@@ -53,6 +65,10 @@ pub struct leases_execution {
 }
 #[repr(C)]
 pub struct leases_canceller {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct leases_worker {
     _private: [u8; 0],
 }
 
@@ -81,6 +97,16 @@ pub struct leases_open_options {
     pub flags: i32,
     pub synchronous: i32,
     pub busy_timeout_us: i64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_worker_options {
+    pub size: usize,
+    pub flags: i32,
+    pub concurrency: i32,
+    pub max_jobs: i64,
+    pub interval_us: i64,
+    pub drain_timeout_us: i64,
 }
 
 pub type leases_status = c_int;
@@ -165,6 +191,13 @@ extern "C" {
     pub fn leases_job_counts_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_authority_open_v2(location: *const c_char, options: *const leases_open_options, out: *mut *mut leases_authority) -> leases_status;
     pub fn leases_lease_complete_and_claim_next(lease: *mut leases_lease, facts_json: *const c_char, duration_us: i64, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_worker_new(authority: *mut leases_authority, production: *const c_char, worker: *const c_char, duration_us: i64, options: *const leases_worker_options, out: *mut *mut leases_worker) -> leases_status;
+    pub fn leases_worker_next(worker: *mut leases_worker, wait_us: i64, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_worker_settle(worker: *mut leases_worker, lease: *mut leases_lease, outcome: i32, text: *const c_char, text_len: usize) -> leases_status;
+    pub fn leases_worker_stop(worker: *mut leases_worker, mode: i32) -> leases_status;
+    pub fn leases_worker_wait(worker: *mut leases_worker, timeout_us: i64, canceller: *mut leases_canceller, out_end: *mut i32) -> leases_status;
+    pub fn leases_worker_stats_json(worker: *mut leases_worker, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_worker_free(worker: *mut leases_worker);
 }
 
 /// `include/leases_testing.h`: present only in the test build of the library
