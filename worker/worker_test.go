@@ -429,6 +429,33 @@ func TestRunCompletesAndClaimsTheNextJobInOneCommitWhenItWouldClaimAgain(t *test
 	}
 }
 
+func TestAJobWhoseNextClaimWouldBeBornExpiredIsStillCompleted(t *testing.T) {
+	a := authority(t)
+	ids := request(t, a, 3)
+	orig := loop.CompleteNext
+	var refused atomic.Int64
+	loop.CompleteNext = func(l *core.Lease, f core.Facts, d time.Duration) (*core.Lease, error) {
+		// What the core answers when the next claim would not outlive the
+		// commit: nothing written, the lease still held.
+		refused.Add(1)
+		return nil, &core.Error{Kind: core.KindInvalidDuration, JobID: l.JobID(),
+			Msg: "the next claim would expire before its commit"}
+	}
+	t.Cleanup(func() { loop.CompleteNext = orig })
+	cfg := config()
+	cfg.ExitWhenEmpty = true
+	var handled atomic.Int64
+	require.NoError(t, Run(context.Background(), a, cfg, func(ctx context.Context, l *core.Lease) (core.Facts, error) {
+		handled.Add(1)
+		return core.Facts{}, nil
+	}))
+	require.Positive(t, refused.Load(), "the loop tried to claim the next job in the completion's commit")
+	require.EqualValues(t, 3, handled.Load(), "each job once")
+	for _, id := range ids {
+		require.Equal(t, core.StateCompleted, states(t, a)[id], "the held job was completed, not left to lapse")
+	}
+}
+
 func TestRunCompletesWithoutClaimingAtMaxJobs(t *testing.T) {
 	a := authority(t)
 	ids := request(t, a, 5)

@@ -498,6 +498,13 @@ func (w *Loop) Settle(l *core.Lease, r Result) error {
 	case Complete:
 		if again {
 			next, err = CompleteNext(l, r.Facts, w.cfg.Duration)
+			if core.KindOf(err) == core.KindInvalidDuration && l.Err() == nil {
+				// The next claim would have been born expired (the commit
+				// took longer than a claim lasts): nothing was written and
+				// this lease still holds its job, so complete it alone
+				// rather than let it lapse; the next Next claims afresh.
+				next, err = nil, l.Complete(r.Facts)
+			}
 		} else {
 			err = l.Complete(r.Facts)
 		}
