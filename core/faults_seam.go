@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/libleases/libleases/core/store"
 )
@@ -24,6 +25,15 @@ const (
 	// lost after the commit reached the disk (or the server) does: the
 	// write is durable, the caller cannot know it.
 	CommitAckLost
+	// CommitGroupLost loses the whole transaction the commit is part of, as
+	// a statement failure that makes SQLite roll back a group commit's
+	// transaction (an I/O error, an interrupted write) does: nothing of any
+	// member is written. The member that meets it is told its commit was
+	// refused; the members that released into the group before it are told
+	// they were lost with another's failure (and their operations run
+	// again). On a store whose transactions are not shared it is
+	// CommitRefused.
+	CommitGroupLost
 )
 
 // ErrInjectedFault is what the failures InjectCommitFaultsForTest injects
@@ -99,8 +109,37 @@ type faultTx struct {
 	decide func() CommitFault
 }
 
+// groupLoser is a store transaction that can lose the whole transaction
+// it shares with others (sqlitestore's group member).
+type groupLoser interface {
+	LoseGroupForTest() (released int, err error)
+}
+
+// groupMembersLost counts the members that CommitGroupLost faults lost
+// with the member that met them, in this process.
+var groupMembersLost atomic.Int64
+
+// GroupMembersLostForTest is how many members, besides the one that met
+// it, the CommitGroupLost faults of this process lost with their group.
+func GroupMembersLostForTest() int64 { return groupMembersLost.Load() }
+
 func (t faultTx) Commit() error {
-	switch t.decide() {
+	f := t.decide()
+	if f == CommitGroupLost {
+		g, ok := t.Tx.(groupLoser)
+		if !ok {
+			f = CommitRefused // no shared transaction: it is refused
+		} else {
+			released, err := g.LoseGroupForTest()
+			if err != nil {
+				return fmt.Errorf("%w: %w: the group's transaction could not be lost (%v)", store.ErrNotCommitted, ErrInjectedFault, err)
+			}
+			groupMembersLost.Add(int64(released))
+			return fmt.Errorf("%w: %w: the whole transaction was lost, with the writes of %d other members", store.ErrNotCommitted,
+				ErrInjectedFault, released)
+		}
+	}
+	switch f {
 	case CommitRefused:
 		t.Tx.Rollback()
 		return fmt.Errorf("%w: %w: the commit was refused", store.ErrNotCommitted, ErrInjectedFault)
