@@ -41,13 +41,16 @@ const (
 var ErrInjectedFault = errors.New("injected store fault")
 
 // InjectCommitFaultsForTest makes decide choose, for every later commit of
-// a's write transactions, whether it runs, is refused, or commits and loses
-// its acknowledgement. Unlike FailCommitsForTest it decides commit by commit,
+// a's write transactions, whether it runs, is refused, commits and loses
+// its acknowledgement, or loses its whole group. decide is told whether the
+// transaction is shared: it holds the writes of other members of a SQLite
+// group commit, which released into it before this one (only then can a
+// group loss lose more than this commit). Unlike FailCommitsForTest it decides commit by commit,
 // so a test can inject faults into a live authority shared by goroutines
 // (decide is called concurrently). Call it once, before a is used. The
 // store's optional abilities (its clock, watcher, look, notices, pragmas)
 // stay as they were. Test builds only.
-func InjectCommitFaultsForTest(a *Authority, decide func() CommitFault) error {
+func InjectCommitFaultsForTest(a *Authority, decide func(shared bool) CommitFault) error {
 	fb := faultBackend{Backend: a.b, decide: decide}
 	w, isWatcher := a.b.(store.Watcher)
 	c, isClock := a.b.(store.Clock)
@@ -70,7 +73,7 @@ type pragmas interface {
 
 type faultBackend struct {
 	store.Backend
-	decide func() CommitFault
+	decide func(shared bool) CommitFault
 }
 
 func (b faultBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
@@ -106,12 +109,13 @@ type faultServerBackend struct {
 
 type faultTx struct {
 	store.Tx
-	decide func() CommitFault
+	decide func(shared bool) CommitFault
 }
 
 // groupLoser is a store transaction that can lose the whole transaction
 // it shares with others (sqlitestore's group member).
 type groupLoser interface {
+	SharedForTest() bool
 	LoseGroupForTest() (released int, err error)
 }
 
@@ -124,10 +128,10 @@ var groupMembersLost atomic.Int64
 func GroupMembersLostForTest() int64 { return groupMembersLost.Load() }
 
 func (t faultTx) Commit() error {
-	f := t.decide()
+	g, isGroup := t.Tx.(groupLoser)
+	f := t.decide(isGroup && g.SharedForTest())
 	if f == CommitGroupLost {
-		g, ok := t.Tx.(groupLoser)
-		if !ok {
+		if !isGroup {
 			f = CommitRefused // no shared transaction: it is refused
 		} else {
 			released, err := g.LoseGroupForTest()

@@ -4,6 +4,10 @@ package sqlitestore
 
 import "database/sql"
 
+// SharedForTest reports whether t's transaction holds the writes of
+// members that released into it before t. Test builds only.
+func (t *Tx) SharedForTest() bool { return !t.first && t.g.released > 0 }
+
 // LoseGroupForTest ends t as a member whose failure made SQLite roll back
 // the whole transaction of its group, as an I/O error or an interrupted
 // write does: nothing of any member is written. It rolls the transaction
