@@ -8,10 +8,10 @@
 package reliability
 
 // The seeded simulation. One seed fixes a schedule: the controller's
-// sequence of actions (clock steps forward, clock jumps, spells of a clock
-// behind the mark, requests, injected store faults, kill -9 of a worker
-// process) and every worker goroutine's sequence of operations and
-// durations. Several worker processes (this test binary run again with
+// sequence of actions (clock steps forward, clock jumps, small steps back,
+// spells of a clock behind the mark, requests, injected store faults, kill
+// -9 of a worker process) and every worker goroutine's sequence of
+// operations and durations. Several worker processes (this test binary run again with
 // LEASES_SIM_WORKER set) each share ONE authority handle among several
 // goroutines, so SQLite's group commit is in play; on PostgreSQL they all
 // open the same schema.
@@ -33,15 +33,33 @@ package reliability
 // clock_regressed and change nothing; the simulation checks that directly,
 // and leaves them out of the history the model checks, whose times must not
 // go back. Every move is told to each process's waiting claims as setting
-// the seam tells them (tellMoves). Requests made during the run are made
-// behind the barrier, after a step forward, so that each job is, to the
-// model, a job that existed from the start and was not claimable before its
-// request.
+// the seam tells them (tellMoves).
+//
+// Small steps back. The workers' authorities read the shared clock plus a
+// skew (simSkew), which the controller moves 1-5 ms back (or, once 15 ms
+// behind, back to none) behind the barrier, opening it only once the clock
+// reads later than when it closed: later than every sample taken before,
+// so ahead of the mark, and no call answers clock_regressed for it. The
+// histories stay on the shared clock, whose time never goes back; each call
+// line carries the skew, so the model reads the call's samples on its
+// worker's clock (raceOp.Skew), as it does in the race.
+//
+// Requests. 40 jobs exist at the start; the others are requests of the
+// history: the workers' goroutines act as coordinators now and then, as the
+// race's workers do (request with a key, priority, delay or run-at; cancel;
+// retry_job; redrive), and the controller requests too, half of its
+// requests sampled while its own authority's clock runs 0.1 to 2 s ahead.
+// A request a kill cut short names its job by its key (keyedRequests).
+// Coordinator calls write without the guard, so they, like keep-alives, wait
+// for the clock to be ahead of the mark.
 //
 // Faults. Each worker's authority has core.InjectCommitFaultsForTest: the
 // controller arms one fault at a time in the shared file (a commit refused;
-// or a commit that reached the disk and lost its acknowledgement), and the
-// first commit of any worker takes it and counts it there. Kills: the
+// a commit that reached the disk and lost its acknowledgement; or, on
+// SQLite, a whole group commit lost, as SQLite rolling back the transaction
+// the writers of a handle share does), and the first commit of any worker
+// takes it (a group loss: the first that shares its transaction with
+// members before it) and counts it there. Kills: the
 // controller kill -9s a worker process's group at random and starts the next
 // generation; a call the kill cut short ends when the process (and on
 // PostgreSQL its sessions) are gone, with an unknown outcome.
@@ -50,7 +68,8 @@ package reliability
 // format: race_worker_test.go) goes through checkRaceHistory, the race's
 // check against the lease model; then the controller drains the production
 // and checks the event log (checkEventInvariants) and that every
-// acknowledged completion and failure is in the store with its facts.
+// acknowledged completion, failure and cancel is in the store
+// (checkAcknowledgedEnds).
 //
 // Replay: a failing run prints its seed; LEASES_SIM_SEED=N replays it (the
 // same schedule of operations and clock steps; the interleaving of the
@@ -94,13 +113,16 @@ func init() {
 
 // The shared file's words.
 const (
-	simOffset     = iota // µs added to the host's clock
-	simRegressed         // 1 while the clock is behind the mark
-	simGate              // 1 while the controller wants the barrier
-	simArmed             // the armed fault: a core.CommitFault, 0 for none
-	simRefused           // commits refused, counted by the worker that refused one
-	simAckLost           // commits whose acknowledgement was lost, counted likewise
-	simClockMoves        // counts the controller's moves of the clock
+	simOffset      = iota // µs added to the host's clock
+	simRegressed          // 1 while the clock is behind the mark
+	simGate               // 1 while the controller wants the barrier
+	simArmed              // the armed fault: a core.CommitFault, 0 for none
+	simRefused            // commits refused, counted by the worker that refused one
+	simAckLost            // commits whose acknowledgement was lost, counted likewise
+	simClockMoves         // counts the controller's moves of the clock
+	simSkew               // µs the workers' authority clocks run ahead of the shared clock (a clock fault)
+	simGroupLost          // whole group commits lost, counted like simRefused
+	simMembersLost        // members lost with the member that met a group loss
 )
 
 // simProcesses worker processes of simGoroutines goroutines each.
@@ -133,19 +155,29 @@ func (s *simShared) store(i int, v int64) {
 	atomic.StoreInt64(s.word(i), v)
 }
 
-// now is the simulation's clock, in unix µs.
+// now is the simulation's clock, in unix µs: the histories' time.
 func (s *simShared) now() int64 { return time.Now().UnixMicro() + s.load(simOffset) }
 
+// clock is what the workers' authorities read: now plus the skew, which
+// the controller changes only behind the barrier (no call in flight), so
+// each call's samples are on one clock, its skew from call to return.
+func (s *simShared) clock() int64 { return s.now() + s.load(simSkew) }
+
 // takeFault is a worker authority's commit hook: the first commit after the
-// controller armed a fault takes it.
-func (s *simShared) takeFault() core.CommitFault {
+// controller armed a fault takes it; a group loss, the first commit that
+// shares its transaction with other members (so that it loses more than
+// itself).
+func (s *simShared) takeFault(shared bool) core.CommitFault {
 	f := s.load(simArmed)
-	if f == 0 || !atomic.CompareAndSwapInt64(s.word(simArmed), f, 0) {
+	if f == 0 || (core.CommitFault(f) == core.CommitGroupLost && !shared) || !atomic.CompareAndSwapInt64(s.word(simArmed), f, 0) {
 		return core.CommitNormally
 	}
-	if core.CommitFault(f) == core.CommitRefused {
+	switch core.CommitFault(f) {
+	case core.CommitRefused:
 		atomic.AddInt64(s.word(simRefused), 1)
-	} else {
+	case core.CommitGroupLost:
+		atomic.AddInt64(s.word(simGroupLost), 1)
+	default:
 		atomic.AddInt64(s.word(simAckLost), 1)
 	}
 	return core.CommitFault(f)
@@ -162,7 +194,7 @@ func (s *simShared) tellMoves(a *core.Authority) {
 	for {
 		if m := s.load(simClockMoves); m != seen {
 			seen = m
-			core.SetClockForTest(a, s.now)
+			core.SetClockForTest(a, s.clock)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -218,9 +250,18 @@ func (g *simG) write(x raceLine) {
 }
 
 func (g *simG) call(op, lease, job string, dur time.Duration) int {
-	g.enter(op == "keep_alive" || op == "stop_keep_alive")
+	return g.callWith(raceLine{Op: op, Lease: lease, Job: job, DurUS: dur.Microseconds()})
+}
+
+// callWith writes x as the call line of the next call, with its worker,
+// number, time and skew. A coordinator's call (unguarded: nothing answers
+// it clock_regressed) waits, as a keep-alive does, for the clock to be
+// ahead of the mark.
+func (g *simG) callWith(x raceLine) int {
+	g.enter(!guarded(x.Op))
 	g.n++
-	g.write(raceLine{W: g.w, N: g.n, Ev: "call", Op: op, Lease: lease, Job: job, DurUS: dur.Microseconds(), T: g.sh.now()})
+	x.W, x.N, x.Ev, x.T, x.Skew = g.w, g.n, "call", g.sh.now(), g.sh.load(simSkew)
+	g.write(x)
 	return g.n
 }
 
@@ -232,7 +273,18 @@ func (g *simG) ret(id int, err error, job string, expiry int64) {
 	}
 	g.write(raceLine{W: g.w, N: id, Ev: "ret", Kind: k, Job: job, Expiry: expiry, Msg: m, T: t})
 	g.leave()
+	// The members the group losses of this process lost, told to the
+	// controller as they are known.
+	if n := core.GroupMembersLostForTest(); n > simLostTold.Load() {
+		if was := simLostTold.Swap(n); n > was {
+			atomic.AddInt64(g.sh.word(simMembersLost), n-was)
+		}
+	}
 }
+
+// simLostTold is how many of core.GroupMembersLostForTest this worker
+// process has told the controller.
+var simLostTold atomic.Int64
 
 func simWorkerMain(name string) int {
 	fail := func(what string, err error) int {
@@ -249,7 +301,7 @@ func simWorkerMain(name string) int {
 	if err != nil {
 		return fail("open", err)
 	}
-	core.SetClockForTest(a, sh.now)
+	core.SetClockForTest(a, sh.clock)
 	if err := core.InjectCommitFaultsForTest(a, sh.takeFault); err != nil {
 		return fail("faults", err)
 	}
@@ -281,17 +333,23 @@ func simWorkerMain(name string) int {
 }
 
 // simLoop is the race's Go worker loop (race_worker_test.go) on a shared
-// handle: claim (or claim with a wait), keep alive or renew now and then,
-// then release, fail, fail retryably, complete, or complete and claim the
-// next job in one commit. It runs until the process is killed (a bound of
-// ten minutes guards against a controller that died).
+// handle: now and then, between leases, a coordinator's call (simCoordinate);
+// claim (or claim with a wait), keep alive or renew now and then, then
+// release, fail, fail retryably (after a delay, or the production's
+// backoff), complete, or complete and claim the next job in one commit. It
+// runs until the process is killed (a bound of ten minutes guards against a
+// controller that died).
 func simLoop(a *core.Authority, g *simG, rng *rand.Rand) {
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	deadline := time.Now().Add(10 * time.Minute)
 	var l *core.Lease
 	var label string
 	var d time.Duration
+	var co raceCoordinator
 	for time.Now().Before(deadline) {
+		if l == nil && rng.IntN(5) == 0 {
+			simCoordinate(a, g, rng, &co)
+		}
 		if l == nil {
 			d = ms(20, 150)
 			waiting := rng.IntN(3) == 0
@@ -343,12 +401,20 @@ func simLoop(a *core.Authority, g *simG, rng *rand.Rand) {
 		case r < 4:
 			id := g.call("release", label, job, 0)
 			g.ret(id, l.Release(), job, 0)
-		case r < 5:
-			id := g.call("fail_retry", label, job, 0)
-			g.ret(id, l.FailRetry("sim retry by "+g.w, 0), job, 0)
 		case r < 6:
+			var delay time.Duration // half of them after a delay, else the backoff
+			if rng.IntN(2) == 0 {
+				delay = ms(1, 50)
+			}
+			id := g.call("fail_retry", label, job, delay)
+			g.ret(id, l.FailRetry("sim retry by "+g.w, delay), job, 0)
+		case r < 7:
 			id := g.call("fail", label, job, 0)
-			g.ret(id, l.Fail("sim failure by "+g.w), job, 0)
+			err := l.Fail("sim failure by " + g.w)
+			g.ret(id, err, job, 0)
+			if err == nil {
+				co.failed = append(co.failed, job)
+			}
 		case r < 12:
 			id := g.call("complete", label, job, 0)
 			g.ret(id, l.Complete(facts), job, 0)
@@ -368,6 +434,50 @@ func simLoop(a *core.Authority, g *simG, rng *rand.Rand) {
 	}
 }
 
+// simCoordinate is a coordinator's call, as the race's workers make them
+// (race_worker_test.go): half the time a request (key "W-N", priority 0-2,
+// a delay of 1-200 ms one time in three, a run-at 0-200 ms ahead one time
+// in four), else a cancel of one of the goroutine's jobs, a retry_job of one
+// it failed (or requested), or a redrive of the failed, dead or cancelled
+// jobs (one time in ten).
+func simCoordinate(a *core.Authority, g *simG, rng *rand.Rand, co *raceCoordinator) {
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
+	switch r := rng.IntN(10); {
+	case r < 5:
+		x := raceLine{Op: "request", Key: g.w + "-" + strconv.Itoa(g.n+1), Prio: rng.IntN(3)}
+		o := core.RequestOptions{Priority: x.Prio}
+		switch rng.IntN(12) {
+		case 0, 1, 2, 3:
+			o.Delay = ms(1, 200)
+			x.DurUS = o.Delay.Microseconds()
+		case 4, 5, 6:
+			x.RunAt = g.sh.clock() + ms(0, 200).Microseconds()
+			o.RunAt = time.UnixMicro(x.RunAt)
+		}
+		id := g.callWith(x)
+		job, err := a.RequestJobWith(raceProduction, x.Key, []byte("sim-"+x.Key), o)
+		g.ret(id, err, job, 0)
+		if err == nil {
+			co.mine = append(co.mine, job)
+		}
+	case r < 7:
+		if job := co.pick(rng, false); job != "" {
+			id := g.call("cancel", "", job, 0)
+			g.ret(id, a.Cancel(raceProduction, job), job, 0)
+		}
+	case r < 9:
+		if job := co.pick(rng, true); job != "" {
+			id := g.call("retry_job", "", job, 0)
+			g.ret(id, a.RetryJob(raceProduction, job), job, 0)
+		}
+	default:
+		st := []string{core.StateFailed, core.StateDead, core.StateCancelled}[rng.IntN(3)]
+		id := g.callWith(raceLine{Op: "redrive", State: st})
+		_, err := a.Redrive(raceProduction, st)
+		g.ret(id, err, "", 0)
+	}
+}
+
 // ---- the controller ---------------------------------------------------------
 
 // simFigures are counted by the simulation as it runs, for
@@ -376,6 +486,9 @@ type simFigures struct {
 	seeds, actions, operations, regressedCalls, pending, unknown       int
 	steps, jumps, regressions, requests, refused, ackLost, kills, jobs int
 	acknowledged, lost, histories                                      int
+	stepsBack, skewed, requestsAhead, workerRequests, groupLost        int
+	membersLost, cancels, retries, redrives                            int
+	failRetryDelay, failRetryBackoff                                   int
 }
 
 func (f simFigures) figures() map[string]int {
@@ -383,7 +496,12 @@ func (f simFigures) figures() map[string]int {
 		"calls_behind_the_mark": f.regressedCalls, "pending_at_a_kill": f.pending, "outcome_unknown": f.unknown,
 		"clock_steps": f.steps, "clock_jumps": f.jumps, "clock_behind_the_mark": f.regressions, "requests": f.requests,
 		"commits_refused": f.refused, "acks_lost": f.ackLost, "kills": f.kills, "jobs": f.jobs,
-		"acknowledged_outcomes_found": f.acknowledged, "histories_checked": f.histories, "lost": f.lost}
+		"acknowledged_outcomes_found": f.acknowledged, "histories_checked": f.histories, "lost": f.lost,
+		"clock_steps_back": f.stepsBack, "operations_on_a_skewed_clock": f.skewed,
+		"requests_sampled_ahead": f.requestsAhead, "worker_requests": f.workerRequests,
+		"group_commits_lost": f.groupLost, "members_lost_with_a_group": f.membersLost, "cancels": f.cancels,
+		"retry_jobs": f.retries, "redrives": f.redrives, "fail_retries_after_a_delay": f.failRetryDelay,
+		"fail_retries_after_the_backoff": f.failRetryBackoff}
 }
 
 // simSeeds are the seeds to run: LEASES_SIM_SEED alone, or n new ones.
@@ -467,8 +585,11 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 	a, err := leases.Open(db)
 	require.NoError(t, err)
 	defer func() { a.Close() }()
-	core.SetClockForTest(a, sh.now)
-	_, err = a.CreateProductionWithPolicy(raceProduction, core.RetryPolicy{MaxAttempts: raceMaxAttempts})
+	// The controller's authority reads the workers' clock, or that clock
+	// further ahead (ahead, µs) for a request sampled while it runs ahead.
+	var ahead atomic.Int64
+	core.SetClockForTest(a, func() int64 { return sh.clock() + ahead.Load() })
+	_, err = a.CreateProductionWithPolicy(raceProduction, racePolicy)
 	require.NoError(t, err)
 	// A guarded commit sets the mark at the start, so that a clock a day
 	// back is behind it from the first spell on (requests and the creation
@@ -482,7 +603,8 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 	require.NoError(t, err)
 	require.NoError(t, ml.Complete(core.Facts{}))
 
-	k := keptHistory{Window: fifo, MaxAttempts: raceMaxAttempts}
+	k := keptHistory{Window: fifo, MaxAttempts: raceMaxAttempts, Backoff: raceBackoff{
+		BaseUS: racePolicy.BackoffBase.Microseconds(), CapUS: racePolicy.BackoffCap.Microseconds(), Jitter: racePolicy.JitterPercent}}
 	if onPG {
 		k.Window = skipLockedWindow
 	}
@@ -508,7 +630,6 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 			}
 			_, err := a.RequestJobWith(raceProduction, "", []byte("sim"), o)
 			require.NoError(t, err)
-			fig.jobs++
 		}
 		// Each new job as it was at its request: nobody can have touched it.
 		js, err := a.Jobs(raceProduction)
@@ -522,6 +643,46 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 		}
 	}
 	request(40)
+
+	// The controller's own requests during the run are operations of the
+	// history, like the workers' (its calls are never cut short).
+	ctl := &simG{w: "ctl", sh: sh}
+	ctl.hist, err = os.Create(filepath.Join(dir, "ctl.hist"))
+	require.NoError(t, err)
+	defer ctl.hist.Close()
+	ctlRequest := func(aheadUS int64) {
+		ahead.Store(aheadUS)
+		defer ahead.Store(0)
+		ctl.n++
+		x := raceLine{W: ctl.w, N: ctl.n, Ev: "call", Op: "request", Key: "ctl-" + strconv.Itoa(ctl.n), Prio: rng.IntN(3),
+			Skew: sh.load(simSkew) + aheadUS}
+		o := core.RequestOptions{Priority: x.Prio}
+		var runAt int64
+		switch rng.IntN(4) {
+		case 0:
+			o.Delay = time.Duration(rng.IntN(2000)) * time.Millisecond
+			x.DurUS = o.Delay.Microseconds()
+		case 1:
+			runAt = int64(rng.IntN(2_000_000))
+			x.RunAt = sh.clock() + runAt
+			o.RunAt = time.UnixMicro(x.RunAt)
+		}
+		note("request %d ahead %d delay %d run-at %d", x.Prio, aheadUS, x.DurUS, runAt)
+		x.T = sh.now()
+		ctl.out = ctl.hist
+		ctl.write(x)
+		id, err := a.RequestJobWith(raceProduction, x.Key, []byte("sim-"+x.Key), o)
+		k := "ok"
+		if err != nil {
+			k = core.KindOf(err).String()
+		}
+		ctl.write(raceLine{W: ctl.w, N: x.N, Ev: "ret", Kind: k, Job: id, T: sh.now()})
+		require.NoError(t, err, "the controller's request")
+		fig.requests++
+		if aheadUS != 0 {
+			fig.requestsAhead++
+		}
+	}
 
 	gen := map[int]int{}
 	var all []*simProc
@@ -620,19 +781,47 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 			})
 			note("behind %d", behind)
 			fig.regressions++
+		case r < 830:
+			// Requests, half of them sampled while the controller's clock
+			// runs 0.1 to 2 s ahead of the workers'.
+			n := 1 + rng.IntN(3)
+			for i := 0; i < n; i++ {
+				var us int64
+				if rng.IntN(2) == 0 {
+					us = int64(100_000 + rng.IntN(1_900_000))
+				}
+				ctlRequest(us)
+			}
 		case r < 860:
-			us, n := int64(1000+rng.IntN(5000)), 1+rng.IntN(5)
+			// The workers' clock steps back 1-5 ms (or, once 15 ms behind,
+			// comes back to the shared clock) behind the barrier, and the
+			// barrier opens only once it reads later than when it closed:
+			// later than every sample taken before, so still ahead of the
+			// mark. The histories' clock does not move: the calls after it
+			// sample a clock behind their call and return times (Skew).
+			us := int64(1000 + rng.IntN(4000))
 			barrier(func() {
-				step(us)
-				request(n)
+				before := sh.clock()
+				if sh.load(simSkew) < -15_000 {
+					sh.store(simSkew, 0)
+				} else {
+					sh.store(simSkew, sh.load(simSkew)-us)
+				}
+				atomic.AddInt64(sh.word(simClockMoves), 1)
+				for sh.clock() <= before {
+					time.Sleep(100 * time.Microsecond)
+				}
 			})
-			note("request %d after %d", n, us)
-			fig.requests++
+			note("back %d", us)
+			fig.stepsBack++
 		case r < 900:
-			// Armed unless one is still armed (then it is this one).
-			f := core.CommitRefused
-			if rng.IntN(2) == 0 {
-				f = core.CommitAckLost
+			// Armed unless one is still armed (then it is this one): a
+			// commit refused, one whose acknowledgement is lost, or (on
+			// SQLite, whose writers of one handle share a transaction) a
+			// whole group commit lost.
+			f := []core.CommitFault{core.CommitRefused, core.CommitAckLost, core.CommitGroupLost}[rng.IntN(3)]
+			if onPG && f == core.CommitGroupLost {
+				f = core.CommitRefused
 			}
 			sh.store(simArmed, int64(f))
 			note("fault %d", f)
@@ -658,19 +847,39 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 	fig.actions += actions
 	fig.refused += int(sh.load(simRefused))
 	fig.ackLost += int(sh.load(simAckLost))
+	fig.groupLost += int(sh.load(simGroupLost))
+	fig.membersLost += int(sh.load(simMembersLost))
 
 	hist, regressed := readSimHistories(t, dir, all)
+	keyedRequests(t, a, hist)
 	fig.regressedCalls += checkCallsBehindTheMark(t, regressed)
 	hist = splitCompleteNext(hist)
 	k.Ops = hist
 	for _, o := range hist {
+		switch {
+		case o.Op == "cancel":
+			fig.cancels++
+		case o.Op == "retry_job":
+			fig.retries++
+		case o.Op == "redrive":
+			fig.redrives++
+		case o.Op == "fail_retry" && o.DurUS != 0:
+			fig.failRetryDelay++
+		case o.Op == "fail_retry":
+			fig.failRetryBackoff++
+		case o.Op == "request" && o.W != "ctl":
+			fig.workerRequests++
+		}
+		if o.Skew != 0 {
+			fig.skewed++
+		}
 		switch {
 		case o.Kind == "killed":
 			fig.pending++
 		case raceUnknown[o.Kind]:
 			fig.unknown++
 		default:
-			require.True(t, raceRejections[o.Kind] || o.Kind == "ok", "%s %s returned %q: %s", o.W, o.Op, o.Kind, o.Msg)
+			require.True(t, simAnswer(o), "%s %s returned %q: %s", o.W, o.Op, o.Kind, o.Msg)
 		}
 	}
 	checkStart := time.Now()
@@ -707,11 +916,31 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 	for _, j := range js {
 		require.NotContains(t, []string{core.StateRequested, core.StateClaimed}, j.State, "the drain left job %s %s", j.ID, j.State)
 	}
+	fig.jobs += len(js)
 	found, lost := checkAcknowledgedEnds(t, a, hist)
 	fig.acknowledged += found
 	fig.lost += lost
 	require.Zero(t, lost, "acknowledged outcomes lost")
 	checkEventInvariants(t, a, hist)
+}
+
+// simAnswer reports whether o's answer is one the lease model decides:
+// success or a rule's verdict.
+func simAnswer(o *raceOp) bool {
+	return o.Kind == "ok" || raceRejections[o.Kind] || (o.Kind == "invalid_duration" && o.Next)
+}
+
+// The completion half of a complete-and-claim-next whose claim would have
+// been born expired answers invalid_duration (the lease still holds), a
+// verdict the model decides (a call at least the claim's duration long);
+// an invalid_duration of anything else, or an internal error, is not.
+func TestTheSimulationLeavesACompleteAndClaimNextBornExpiredToTheModel(t *testing.T) {
+	done := &raceOp{W: "w", N: 2, Op: "complete_next", Lease: "w:1", Job: "j0", DurUS: 30, Call: 10, Ret: 50, Kind: "invalid_duration"}
+	split := splitCompleteNext([]*raceOp{done})
+	require.Len(t, split, 1, "nothing was claimed")
+	require.True(t, simAnswer(split[0]), "the completion half's invalid_duration")
+	require.False(t, simAnswer(&raceOp{Op: "complete", Kind: "invalid_duration"}), "a plain completion's invalid_duration")
+	require.False(t, simAnswer(&raceOp{Op: "claim", Kind: "internal"}))
 }
 
 // readSimHistories reads every goroutine's history: the calls made while
@@ -740,7 +969,8 @@ func readSimHistories(t *testing.T, dir string, procs []*simProc) (hist, regress
 				}
 				switch x.Ev {
 				case "call":
-					calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS, Call: x.T, Ret: math.MaxInt64}
+					calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS, Call: x.T, Ret: math.MaxInt64,
+						Key: x.Key, Prio: x.Prio, RunAt: x.RunAt, State: x.State, Skew: x.Skew}
 					order = append(order, x.N)
 				case "ret":
 					c := calls[x.N]
@@ -785,9 +1015,12 @@ func checkCallsBehindTheMark(t *testing.T, calls []*raceOp) (answered int) {
 }
 
 // checkAcknowledgedEnds: every acknowledged completion left its job
-// completed with the facts of its lease, every acknowledged failure left
-// its job failed. It returns how many it found, and how many it did not
-// (each reported as an error).
+// completed with the facts of its lease; every acknowledged failure and
+// cancel left its job failed or cancelled, or else in the event log (a
+// failed event of its worker, a cancelled event) with a retry_job of that
+// job or a redrive of that state called after it, which may have returned
+// the job to the queue. It returns how many it found, and how many it did
+// not (each reported as an error).
 func checkAcknowledgedEnds(t *testing.T, a *core.Authority, hist []*raceOp) (found, lost int) {
 	js, err := a.Jobs(raceProduction)
 	require.NoError(t, err)
@@ -795,14 +1028,38 @@ func checkAcknowledgedEnds(t *testing.T, a *core.Authority, hist []*raceOp) (fou
 	for _, j := range js {
 		state[j.ID] = j.State
 	}
+	evs, err := a.Events(raceProduction, 0)
+	require.NoError(t, err)
+	logged := map[string]bool{} // job|kind|worker
+	for _, e := range evs {
+		logged[e.JobID+"|"+e.Kind+"|"+e.Worker] = true
+		logged[e.JobID+"|"+e.Kind+"|"] = true
+	}
+	// returnedAfter: a retry_job of the job, or a redrive of st, that may
+	// have happened after o.
+	returnedAfter := func(o *raceOp, st string) bool {
+		for _, y := range hist {
+			if y.Ret >= o.Call && (y.Kind == "ok" || unknownOutcome(y)) &&
+				((y.Op == "retry_job" && y.Job == o.Job) || (y.Op == "redrive" && y.State == st)) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, o := range hist {
-		if o.Kind != "ok" || (o.Op != "complete" && o.Op != "fail") {
+		if o.Kind != "ok" || (o.Op != "complete" && o.Op != "fail" && o.Op != "cancel") {
 			continue
 		}
 		ok := false
 		switch {
+		case o.Op == "fail" && state[o.Job] != core.StateFailed && returnedAfter(o, core.StateFailed):
+			ok = assert.True(t, logged[o.Job+"|failed|"+o.W], "%s's acknowledged failure of job %s is not in the event log", o.Lease, o.Job)
 		case o.Op == "fail":
 			ok = assert.Equal(t, core.StateFailed, state[o.Job], "%s's acknowledged failure of job %s", o.Lease, o.Job)
+		case o.Op == "cancel" && state[o.Job] != core.StateCancelled && returnedAfter(o, core.StateCancelled):
+			ok = assert.True(t, logged[o.Job+"|cancelled|"], "%s's acknowledged cancel of job %s is not in the event log", o.W, o.Job)
+		case o.Op == "cancel":
+			ok = assert.Equal(t, core.StateCancelled, state[o.Job], "%s's acknowledged cancel of job %s", o.W, o.Job)
 		case assert.Equal(t, core.StateCompleted, state[o.Job], "%s's acknowledged completion of job %s", o.Lease, o.Job):
 			f, err := a.FactsOf(raceProduction, o.Job)
 			require.NoError(t, err)
@@ -838,7 +1095,7 @@ func TestAnInjectedRefusedCommitWritesNothingAndALostAcknowledgementKeepsTheWrit
 			id, err := a.RequestJob("p", "", nil)
 			require.NoError(t, err)
 			var next atomic.Int64
-			require.NoError(t, core.InjectCommitFaultsForTest(a, func() core.CommitFault {
+			require.NoError(t, core.InjectCommitFaultsForTest(a, func(bool) core.CommitFault {
 				return core.CommitFault(next.Swap(int64(core.CommitNormally)))
 			}))
 
