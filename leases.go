@@ -7,6 +7,11 @@
 //	auth, err := leases.Open("jobs.db")
 //	lease, err := auth.Claim("nightly", "worker-1", 30*time.Second)
 //	if errors.Is(err, leases.ErrNothingToClaim) { ... }
+//
+// Every write has a form that takes a context.Context, as the waits and
+// the observations do (ClaimContext, CompleteContext, RequestJobContext,
+// ...: the names database/sql uses): a context that ends before the write
+// commits ends it and nothing is written.
 package leases
 
 import (
@@ -58,6 +63,31 @@ type (
 	RetryPolicy    = core.RetryPolicy
 	RequestOptions = core.RequestOptions
 	Attempt        = core.Attempt
+)
+
+// The observations (docs/observing.md): paged listings, one job's record,
+// counts, the events of a timeline and the authority's clock.
+type (
+	ProductionQuery = core.ProductionQuery
+	ProductionPage  = core.ProductionPage
+	JobQuery        = core.JobQuery
+	JobPage         = core.JobPage
+	JobRecord       = core.JobRecord
+	EventQuery      = core.EventQuery
+	EventPage       = core.EventPage
+	RecentPage      = core.RecentPage
+	JobCounts       = core.JobCounts
+	MinuteCount     = core.MinuteCount
+	WorkerActivity  = core.WorkerActivity
+	ClockReading    = core.ClockReading
+)
+
+// Bounds of the observations.
+const (
+	DefaultPageSize   = core.DefaultPageSize
+	MaxPageSize       = core.MaxPageSize
+	MaxCursorLen      = core.MaxCursorLen
+	MaxObservedWindow = core.MaxObservedWindow
 )
 
 // Local states of a lease handle.
