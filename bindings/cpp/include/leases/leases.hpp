@@ -51,16 +51,23 @@ namespace leases {
 /// of the failed call (docs/errors.md).
 class Error : public std::runtime_error {
 public:
-    Error(leases_status status, const std::string &message)
-        : std::runtime_error(message), status_(status) {}
+    Error(leases_status status, const std::string &message, const std::string &job_id = std::string())
+        : std::runtime_error(message), status_(status), job_id_(job_id) {}
 
     /// The C status code (LEASES_EXPIRED, ...).
     [[nodiscard]] leases_status status() const noexcept { return status_; }
     /// The status name of tests/vectors/statuses.json ("expired", ...).
     [[nodiscard]] const char *name() const noexcept { return leases_status_name(status_); }
+    /// The id of the job the failure names (leases_last_error_job_id), or
+    /// empty. After OutcomeUnknownError from a claim (Authority::claim,
+    /// claim_job, Lease::complete_and_claim_next) it is the job the claim
+    /// chose, whose lease was not returned: observe it, and cancel it or let
+    /// it expire. Never a secret.
+    [[nodiscard]] const std::string &job_id() const noexcept { return job_id_; }
 
 private:
     leases_status status_;
+    std::string job_id_;
 };
 
 /// Base of the statuses that mean the claim is no longer held: another claim
@@ -78,7 +85,8 @@ public:
     class Name : public Base {                                                        \
     public:                                                                           \
         static constexpr leases_status code = Status;                                 \
-        explicit Name(const std::string &message) : Base(Status, message) {}          \
+        explicit Name(const std::string &message, const std::string &job_id = std::string()) \
+            : Base(Status, message, job_id) {}                                        \
     }
 
 /// The loaded libleases.so has another ABI number than the leases.h this
@@ -123,36 +131,38 @@ LEASES_HPP_ERROR_CLASS(ClosedError, Error, LEASES_CLOSED);  // the lease, edit, 
 LEASES_HPP_ERROR_CLASS(BadTokenError, Error, LEASES_BAD_TOKEN);  // the token is malformed, too long, non-canonical, of another version, or fails its checksum
 LEASES_HPP_ERROR_CLASS(BusyError, Error, LEASES_BUSY);  // a lock (SQLite's writer lock or a PostgreSQL row lock) was not obtained within the busy timeout, or the server kept aborting the operation over conflicts; nothing was written
 LEASES_HPP_ERROR_CLASS(StorageError, Error, LEASES_STORAGE);  // the database could not be opened, read or written (on PostgreSQL also an unreachable server or a lost connection); nothing changed
-LEASES_HPP_ERROR_CLASS(OutcomeUnknownError, Error, LEASES_OUTCOME_UNKNOWN);  // the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and the message names the job
+LEASES_HPP_ERROR_CLASS(OutcomeUnknownError, Error, LEASES_OUTCOME_UNKNOWN);  // the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and names the job (leases_last_error_job_id)
 LEASES_HPP_ERROR_CLASS(SchemaTooNewError, Error, LEASES_SCHEMA_TOO_NEW);  // the database was written by a newer library
 LEASES_HPP_ERROR_CLASS(ForkedError, Error, LEASES_FORKED);  // called in a fork()ed child of the process that loaded the library
 LEASES_HPP_ERROR_CLASS(InternalError, Error, LEASES_INTERNAL);  // a bug, reported instead of crashing the host; the process goes on
 LEASES_HPP_ERROR_CLASS(InterruptedError, Error, LEASES_INTERRUPTED);  // a wait was ended by its canceller (returned only by the waiting functions of revision 1)
 
-/// Throws the Error subclass of status with message (status must not be
-/// LEASES_OK). An unknown status (a newer library) throws the base Error.
-[[noreturn]] inline void throw_status(leases_status status, const std::string &message) {
+/// Throws the Error subclass of status with message and the job id the
+/// failure names (empty: none); status must not be LEASES_OK. An unknown
+/// status (a newer library) throws the base Error.
+[[noreturn]] inline void throw_status(leases_status status, const std::string &message,
+                                      const std::string &job_id = std::string()) {
     switch (status) {
-    case LEASES_INVALID_ARGUMENT: throw InvalidArgumentError(message);
-    case LEASES_INVALID_DURATION: throw InvalidDurationError(message);
-    case LEASES_NOT_FOUND: throw NotFoundError(message);
-    case LEASES_NOTHING_TO_CLAIM: throw NothingToClaimError(message);
-    case LEASES_WRONG_STATE: throw WrongStateError(message);
-    case LEASES_LEASE_LOST: throw LeaseLostError(message);
-    case LEASES_EXPIRED: throw ExpiredError(message);
-    case LEASES_CANCELLED: throw CancelledError(message);
-    case LEASES_NOT_EXTENDED: throw NotExtendedError(message);
-    case LEASES_CLOCK_REGRESSED: throw ClockRegressedError(message);
-    case LEASES_CLOSED: throw ClosedError(message);
-    case LEASES_BAD_TOKEN: throw BadTokenError(message);
-    case LEASES_BUSY: throw BusyError(message);
-    case LEASES_STORAGE: throw StorageError(message);
-    case LEASES_OUTCOME_UNKNOWN: throw OutcomeUnknownError(message);
-    case LEASES_SCHEMA_TOO_NEW: throw SchemaTooNewError(message);
-    case LEASES_FORKED: throw ForkedError(message);
-    case LEASES_INTERNAL: throw InternalError(message);
-    case LEASES_INTERRUPTED: throw InterruptedError(message);
-    default: throw Error(status, message);
+    case LEASES_INVALID_ARGUMENT: throw InvalidArgumentError(message, job_id);
+    case LEASES_INVALID_DURATION: throw InvalidDurationError(message, job_id);
+    case LEASES_NOT_FOUND: throw NotFoundError(message, job_id);
+    case LEASES_NOTHING_TO_CLAIM: throw NothingToClaimError(message, job_id);
+    case LEASES_WRONG_STATE: throw WrongStateError(message, job_id);
+    case LEASES_LEASE_LOST: throw LeaseLostError(message, job_id);
+    case LEASES_EXPIRED: throw ExpiredError(message, job_id);
+    case LEASES_CANCELLED: throw CancelledError(message, job_id);
+    case LEASES_NOT_EXTENDED: throw NotExtendedError(message, job_id);
+    case LEASES_CLOCK_REGRESSED: throw ClockRegressedError(message, job_id);
+    case LEASES_CLOSED: throw ClosedError(message, job_id);
+    case LEASES_BAD_TOKEN: throw BadTokenError(message, job_id);
+    case LEASES_BUSY: throw BusyError(message, job_id);
+    case LEASES_STORAGE: throw StorageError(message, job_id);
+    case LEASES_OUTCOME_UNKNOWN: throw OutcomeUnknownError(message, job_id);
+    case LEASES_SCHEMA_TOO_NEW: throw SchemaTooNewError(message, job_id);
+    case LEASES_FORKED: throw ForkedError(message, job_id);
+    case LEASES_INTERNAL: throw InternalError(message, job_id);
+    case LEASES_INTERRUPTED: throw InterruptedError(message, job_id);
+    default: throw Error(status, message, job_id);
     }
 }
 // END GENERATED
@@ -184,13 +194,14 @@ inline void check(leases_status status) {
     if (status == LEASES_OK) {
         return;
     }
-    // Copied at once: the text is valid only until this thread's next call.
+    // Copied at once: the texts are valid only until this thread's next call.
     std::string message = leases_last_error();
+    std::string job_id = leases_last_error_job_id();
     if (message.empty()) {
         message = std::string(leases_status_name(status)) + " (status " +
                   std::to_string(status) + ")";
     }
-    throw_status(status, message);
+    throw_status(status, message, job_id);
 }
 
 // ---- library -----------------------------------------------------------------
