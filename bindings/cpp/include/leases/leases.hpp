@@ -1431,22 +1431,37 @@ public:
     void complete(const std::string &facts_json = std::string()) {
         leases::check(leases_lease_complete(handle_.get(), detail::c_str(facts_json, "facts_json")));
     }
-    /// Completes the job as complete() does and claims the production's next
-    /// claimable job for the same worker for duration, in one commit. Returns
-    /// the new lease, or std::nullopt when nothing was claimable (the
-    /// completion committed all the same). A refused completion throws its
-    /// error and claims nothing; this lease is closed once it succeeds.
+    /// Completes the job as complete(facts_json) does and claims the
+    /// production's next claimable job for the same worker for duration, in
+    /// one commit; the arguments in the order of every face (C, Go, Python,
+    /// Rust): facts, then duration. Returns the new lease, or std::nullopt
+    /// when nothing was claimable (the completion committed all the same). A
+    /// refused completion throws its error and claims nothing; this lease is
+    /// closed once it succeeds. OutcomeUnknownError: no new lease, this one
+    /// stays active, and the error's job_id() is the job the claim chose.
     template <class Rep, class Period>
-    [[nodiscard]] std::optional<Lease> complete_and_claim_next(std::chrono::duration<Rep, Period> duration,
-                                                               const std::string &facts_json = std::string()) {
+    [[nodiscard]] std::optional<Lease> complete_and_claim_next(const std::string &facts_json,
+                                                               std::chrono::duration<Rep, Period> duration) {
         const std::int64_t us = detail::to_us(duration);
         leases_lease *out = nullptr;
         leases::check(leases_lease_complete_and_claim_next(handle_.get(), detail::c_str(facts_json, "facts_json"), us,
-                                                   &out));
+                                                           &out));
         if (out == nullptr) {
             return std::nullopt;
         }
         return Lease(out);
+    }
+    /// complete_and_claim_next publishing no facts.
+    template <class Rep, class Period>
+    [[nodiscard]] std::optional<Lease> complete_and_claim_next(std::chrono::duration<Rep, Period> duration) {
+        return complete_and_claim_next(std::string(), duration);
+    }
+    /// The order of 0.1.0, duration before facts, kept for one release.
+    template <class Rep, class Period>
+    [[deprecated("pass the facts first, as every face does: complete_and_claim_next(facts_json, duration)")]]
+    [[nodiscard]] std::optional<Lease> complete_and_claim_next(std::chrono::duration<Rep, Period> duration,
+                                                               const std::string &facts_json) {
+        return complete_and_claim_next(facts_json, duration);
     }
 
     /// The expiry last confirmed by the authority (local, no store access).
@@ -1703,6 +1718,33 @@ inline std::string productions_page_json(leases_authority *a, const std::string 
 
 }  // namespace detail
 
+/// SQLite's PRAGMA synchronous (OpenOptions::synchronous), with its meaning:
+/// Normal can lose the last acknowledged operations on power loss or an
+/// operating system crash (not on a crash of the process); Full, the
+/// default, and Extra do not. SQLite only: anything but Default with a
+/// PostgreSQL location throws InvalidArgumentError.
+enum class Synchronous : std::int32_t {
+    Default = LEASES_SYNCHRONOUS_DEFAULT,  ///< Full
+    Normal = LEASES_SYNCHRONOUS_NORMAL,
+    Full = LEASES_SYNCHRONOUS_FULL,
+    Extra = LEASES_SYNCHRONOUS_EXTRA,
+};
+
+/// How Authority::open(path, options) opens; every member's default is the
+/// library's (Authority::open(path) exactly).
+struct OpenOptions {
+    /// Refuse to create: a location that holds no authority throws
+    /// NotFoundError and nothing is created (an older schema still migrates).
+    bool must_exist = false;
+    /// SQLite's synchronous mode.
+    Synchronous synchronous = Synchronous::Default;
+    /// How long an operation waits for a lock (SQLite's writer lock; on
+    /// PostgreSQL row locks and connections) before BusyError; zero: 10 s.
+    /// Used at millisecond resolution (rounded up), at most
+    /// LEASES_MAX_DURATION_US.
+    std::chrono::microseconds busy_timeout{0};
+};
+
 /// An open authority database. Safe to share between threads. Leases that
 /// outlive it report ClosedError.
 class Authority {
@@ -1735,17 +1777,41 @@ public:
         return Authority(out);
     }
 
-    /// Opens with options (leases_authority_open_v2): start from
-    /// LEASES_OPEN_OPTIONS_INIT and set the fields to change. With
-    /// LEASES_OPEN_MUST_EXIST a missing authority throws NotFoundError and
-    /// nothing is created.
-    [[nodiscard]] static Authority open(const std::string &path, const leases_open_options &options) {
+    /// Opens with options (OpenOptions; leases_authority_open_v2):
+    ///
+    ///     auto a = leases::Authority::open(path, {/*must_exist=*/true});
+    ///     leases::OpenOptions o;
+    ///     o.synchronous = leases::Synchronous::Normal;
+    ///     o.busy_timeout = 250ms;
+    ///     auto b = leases::Authority::open(path, o);
+    ///
+    /// With must_exist a missing authority throws NotFoundError and nothing
+    /// is created; a bad option throws InvalidArgumentError before anything
+    /// is opened.
+    [[nodiscard]] static Authority open(const std::string &path, const OpenOptions &options) {
+        leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+        o.flags = options.must_exist ? LEASES_OPEN_MUST_EXIST : 0;
+        o.synchronous = static_cast<std::int32_t>(options.synchronous);
+        o.busy_timeout_us = static_cast<std::int64_t>(options.busy_timeout.count());
+        return open_v2(path, o);
+    }
+
+    /// The raw C struct of 0.1.0, kept for one release: use OpenOptions.
+    template <class Options, std::enable_if_t<std::is_same_v<Options, leases_open_options>, int> = 0>
+    [[deprecated("open with leases::OpenOptions (must_exist, synchronous, busy_timeout), not leases_open_options")]]
+    [[nodiscard]] static Authority open(const std::string &path, const Options &options) {
+        return open_v2(path, options);
+    }
+
+private:
+    static Authority open_v2(const std::string &path, const leases_open_options &options) {
         detail::check_loaded_abi();
         leases_authority *out = nullptr;
         check(leases_authority_open_v2(detail::c_str(path, "path"), &options, &out));
         return Authority(out);
     }
 
+public:
     [[nodiscard]] leases_authority *capi() const noexcept { return handle_.get(); }
     /// Closes the database now (the destructor does it otherwise).
     void close() noexcept { handle_.reset(); }
@@ -2339,7 +2405,7 @@ private:
         if (job->ok) {
             try {
                 if (may_claim(report)) {
-                    next = job->lease.complete_and_claim_next(opt_.duration, job->facts);
+                    next = job->lease.complete_and_claim_next(job->facts, opt_.duration);
                     if (next) {
                         ++report.claimed_in_completion;
                     }
