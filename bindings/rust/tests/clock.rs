@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use leases::testing::{lose_commit_acks, open_with_busy_timeout, panic_in_library, set_clock};
-use leases::{Authority, ErrorKind, Facts, JobState};
+use leases::{Authority, ErrorKind, Facts, JobState, OpenOptions, Synchronous};
 
 /// A whole-microsecond instant near now.
 fn t0() -> SystemTime {
@@ -151,3 +151,34 @@ fn an_outcome_unknown_claim_names_the_job_it_chose_in_job_id(store: &Store) {
 }
 
 on_both_stores!(an_outcome_unknown_claim_names_the_job_it_chose_in_job_id);
+
+/// What `OpenOptions` sets reaches SQLite: its synchronous mode and busy
+/// timeout (rounded up to whole milliseconds); nothing set is the default.
+#[test]
+fn rust_open_options_reach_sqlite_as_synchronous_and_busy_timeout() {
+    let dir = TempDir::new("typedpragma");
+    let pragma = |auth: &Authority, name: &str| {
+        let name = std::ffi::CString::new(name).unwrap();
+        let mut out = std::ptr::null_mut();
+        // SAFETY: live handle, C string, out pointer; the string is ours to free.
+        let st = unsafe { leases::sys::testing::leases_testing_pragma(auth.as_raw(), name.as_ptr(), &mut out) };
+        assert_eq!(st, leases::sys::LEASES_OK);
+        // SAFETY: a library string on success.
+        let v = unsafe { std::ffi::CStr::from_ptr(out) }.to_str().unwrap().to_owned();
+        // SAFETY: handed out by the library.
+        unsafe { leases::sys::leases_free(out.cast()) };
+        v
+    };
+    let auth = OpenOptions::new().open(dir.db()).unwrap();
+    assert_eq!((pragma(&auth, "synchronous"), pragma(&auth, "busy_timeout")), ("2".into(), "10000".into()));
+    drop(auth);
+    let auth = OpenOptions::new()
+        .synchronous(Synchronous::Normal)
+        .busy_timeout(Duration::from_micros(1500))
+        .open(dir.db())
+        .unwrap();
+    assert_eq!((pragma(&auth, "synchronous"), pragma(&auth, "busy_timeout")), ("1".into(), "2".into()));
+    drop(auth);
+    let auth = OpenOptions::new().must_exist(true).synchronous(Synchronous::Extra).open(dir.db()).unwrap();
+    assert_eq!(pragma(&auth, "synchronous"), "3");
+}
