@@ -219,3 +219,22 @@ func DisplayName(name string) string { return core.DisplayName(name) }
 
 // NewSecret makes a claim secret of 16 bytes.
 func NewSecret(b [16]byte) Secret { return core.NewSecret(b) }
+
+// FormatDuration writes d as people write durations: 48h, 1h30m, 250ms,
+// 1500us; the CLI reads back every whole-µs text.
+func FormatDuration(d time.Duration) string { return core.FormatDuration(d) }
+
+// MissingProduction reports whether err is not_found because a production
+// does not exist, and its name.
+func MissingProduction(err error) (name string, ok bool) { return core.MissingProduction(err) }
+
+// Job id prefixes: the shortest prefix accepted in place of a whole id,
+// and how many ids an ambiguous prefix's error lists.
+const (
+	MinJobIDPrefix     = core.MinJobIDPrefix
+	MaxJobIDCandidates = core.MaxJobIDCandidates
+)
+
+// IsJobIDPrefix reports whether s is a job id or a prefix of one long
+// enough to look up (at least MinJobIDPrefix characters).
+func IsJobIDPrefix(s string) bool { return core.IsJobIDPrefix(s) }

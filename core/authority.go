@@ -328,7 +328,9 @@ func requestIn(ctx context.Context, tx store.Tx, w *wakes, now int64, production
 func productionByName(ctx context.Context, r store.Reader, name string) (store.Production, error) {
 	p, err := r.ProductionByName(ctx, name)
 	if errors.Is(err, store.ErrNoRow) {
-		return p, errf(KindNotFound, "production %q does not exist", name)
+		e := errf(KindNotFound, "production %q does not exist", name)
+		e.missingProduction = name
+		return p, e
 	}
 	if err != nil {
 		return p, storageErr("look up production", err)

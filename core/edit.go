@@ -175,17 +175,22 @@ func (e *Edit) Complete(l *Lease, f Facts) error {
 	if l.a != e.a {
 		return errf(KindInvalidArgument, "lease belongs to another authority handle")
 	}
-	l.mu.Lock()
+	// The edit holds the writer: it never waits for l.mu, which an
+	// operation on l (its keep-alive's renewal, a Release, ...) holds while
+	// it waits for that writer (type Lease: the lock order). The local
+	// state is read under smu; completeIn reads only what never changes.
+	l.smu.Lock()
+	state, edit := l.state, l.edit
+	l.smu.Unlock()
 	var err error
 	switch {
-	case l.state == LeaseClosed:
-		err = errf(KindClosed, "lease for job %s is closed", l.jobID)
-	case l.state == LeasePending && l.edit != e:
+	case state == LeaseClosed:
+		err = l.closedErr()
+	case state == LeasePending && edit != e:
 		err = errf(KindClosed, "lease for job %s is pending in another edit", l.jobID)
 	default:
 		err = completeIn(e.g, l, f)
 	}
-	l.mu.Unlock()
 	if err != nil {
 		return aboutJob(e.afterOp(err), l.jobID)
 	}
@@ -224,10 +229,10 @@ func (e *Edit) Commit() error {
 	for _, l := range e.pending {
 		if l != nil && !finished[l] {
 			l.mu.Lock()
-			l.edit = nil
 			if err == nil || unknown {
-				l.state = LeaseActive
+				l.leftEdit(LeaseActive)
 			} else {
+				l.leftEdit(l.state)
 				l.closeHere("was claimed in an edit that did not commit")
 			}
 			l.mu.Unlock()
@@ -235,10 +240,10 @@ func (e *Edit) Commit() error {
 	}
 	for _, l := range e.finishing {
 		l.mu.Lock()
-		l.edit = nil
+		l.leftEdit(l.state)
 		switch {
 		case unknown:
-			l.state = LeaseActive
+			l.setState(LeaseActive)
 		case err == nil:
 			l.closeHere("completed")
 		case l.state == LeasePending:
@@ -272,7 +277,7 @@ func (e *Edit) abortLocked() {
 		if l.state == LeasePending {
 			l.closeHere("was claimed in an edit that was aborted")
 		}
-		l.edit = nil
+		l.leftEdit(l.state)
 		l.mu.Unlock()
 	}
 }

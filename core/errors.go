@@ -90,6 +90,20 @@ type Error struct {
 	// the next one. Empty for every other error. Never a secret.
 	ClaimedJobID string
 	Err          error // underlying cause (storage errors); never holds a secret
+	// missingProduction names the production a not_found is about, when
+	// the production itself does not exist (MissingProduction).
+	missingProduction string
+}
+
+// MissingProduction reports whether err is not_found because a production
+// does not exist, and its name: a caller can then suggest a name that does
+// exist, or creating it (the CLI does).
+func MissingProduction(err error) (name string, ok bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindNotFound && e.missingProduction != "" {
+		return e.missingProduction, true
+	}
+	return "", false
 }
 
 func (e *Error) Error() string {

@@ -49,10 +49,7 @@ func (l *Lease) BeginExecution(outputDir string) (*Execution, error) {
 	if err := checkText("output directory", outputDir, MaxPathLen, false); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	err := l.localCheck()
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.localCheck(); err != nil {
 		return nil, err
 	}
 	dir, err := filepath.Abs(outputDir)
@@ -151,10 +148,7 @@ func (x *Execution) finish(ctx context.Context, f Facts) error {
 		x.removeTemp()
 		return err
 	}
-	x.l.mu.Lock()
-	err := x.l.localCheck()
-	x.l.mu.Unlock()
-	if err != nil {
+	if err := x.l.localCheck(); err != nil {
 		x.removeTemp()
 		return err
 	}

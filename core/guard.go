@@ -24,7 +24,7 @@ type guard struct {
 	observed  int64 // greatest sample taken so far
 	guarded   bool  // at least one guarded operation ran
 	keep      bool  // a failed claim made transitions that must commit (lapsed claims)
-	deadlines []int64
+	deadlines []deadline
 	wakes     wakes // productions this transaction may make claimable
 	// started is this host's monotonic time before the transaction began:
 	// every clock sample of the transaction is taken after it, so an expiry
@@ -107,9 +107,19 @@ func wentBack(now, observed int64) error {
 		describeUS(now), describeUS(observed))
 }
 
-// mustOutlive records that the transaction relies on a claim expiring at
-// expiry: the pre-commit sample must be before it.
-func (g *guard) mustOutlive(expiry int64) { g.deadlines = append(g.deadlines, expiry) }
+// deadline is a claim the transaction relies on: its job and its expiry.
+type deadline struct {
+	jobID  string
+	expiry int64
+}
+
+// mustOutlive records that the transaction relies on the claim on jobID
+// expiring at expiry: the pre-commit sample must be before it. The
+// rejection names that job, so that a transaction relying on two claims
+// (complete-and-claim-next) tells which one would not outlive it.
+func (g *guard) mustOutlive(jobID string, expiry int64) {
+	g.deadlines = append(g.deadlines, deadline{jobID, expiry})
+}
 
 // abort rolls back a transaction that will not commit and returns what the
 // operation answers: verdict (a rule's refusal, a failed statement), unless
@@ -152,10 +162,11 @@ func (g *guard) commitTx() error {
 		return g.fail(g.observed, wentBack(now, g.observed))
 	}
 	for _, d := range g.deadlines {
-		if now >= d {
-			return g.fail(now, errf(KindExpired,
-				"the claim expired at %s, before the operation could commit at %s; nothing was committed",
-				describeUS(d), describeUS(now)))
+		if now >= d.expiry {
+			e := errf(KindExpired, "the claim expired at %s, before the operation could commit at %s; nothing was committed",
+				describeUS(d.expiry), describeUS(now))
+			e.JobID = d.jobID
+			return g.fail(now, e)
 		}
 	}
 	if err := g.tx.SetHWM(g.ctx, now); err != nil {

@@ -108,8 +108,44 @@ func (l *Lease) reportEnd(err error) {
 
 // closeHere closes the lease locally; l.mu is held. what says what happened.
 func (l *Lease) closeHere(what string) {
-	l.state = LeaseClosed
+	l.smu.Lock()
+	l.state, l.closedHow = LeaseClosed, what
+	l.smu.Unlock()
 	l.markLost(errf(KindClosed, "lease for job %s %s", l.jobID, what))
+}
+
+// setState sets the local state; l.mu is held (type Lease: the lock order).
+func (l *Lease) setState(s LeaseState) {
+	l.smu.Lock()
+	l.state = s
+	l.smu.Unlock()
+}
+
+// leftEdit ends the lease's membership of its edit, in state s; l.mu is
+// held.
+func (l *Lease) leftEdit(s LeaseState) {
+	l.smu.Lock()
+	l.state, l.edit = s, nil
+	l.smu.Unlock()
+}
+
+// closedErr is the error of a use of a closed lease: what ended it, and
+// that a settled lease stays closed, so a second complete says it was
+// already completed, and by this lease. The caller must not hold l.smu.
+func (l *Lease) closedErr() error {
+	const settled = "; a lease is closed once it has completed, released or failed its claim"
+	l.smu.Lock()
+	how := l.closedHow
+	l.smu.Unlock()
+	switch how {
+	case "completed", "released", "failed":
+		return errf(KindClosed, "lease for job %s is closed: this lease already %s the job%s", l.jobID, how, settled)
+	case "failed (retryable)":
+		return errf(KindClosed, "lease for job %s is closed: this lease already failed the job (retryable)%s", l.jobID, settled)
+	case "":
+		return errf(KindClosed, "lease for job %s is closed", l.jobID)
+	}
+	return errf(KindClosed, "lease for job %s is closed: it %s", l.jobID, how)
 }
 
 // KeepAlive starts renewing the lease in the background, by the rules of
@@ -139,10 +175,7 @@ func (l *Lease) KeepAlive(d time.Duration, opts ...KeepAliveOption) error {
 		return errf(KindInvalidDuration, "keep-alive interval %s must be at least %s and shorter than the duration %s",
 			cfg.interval, MinKeepAliveInterval, d)
 	}
-	l.mu.Lock()
-	err := l.localCheck()
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.localCheck(); err != nil {
 		return err
 	}
 	if err := l.Err(); err != nil {
@@ -285,9 +318,7 @@ func (l *Lease) Check(ctx context.Context) error {
 	if ctx == nil {
 		return errf(KindInvalidArgument, "context is nil")
 	}
-	l.mu.Lock()
 	err := l.localCheck()
-	l.mu.Unlock()
 	if err == nil {
 		err = l.checkStore(ctx)
 	}

@@ -42,6 +42,14 @@ func (s LeaseState) String() string {
 // expiry. It is safe for concurrent use; operations on one lease are
 // serialized. Dropping a Lease writes nothing: an unreleased claim lasts until
 // its expiry or a coordinator cancel.
+//
+// Lock order: an operation on the lease holds mu while it waits for the
+// writer (SQLite's writer lock, in this process's queue; PostgreSQL's row
+// locks), so nothing that holds the writer may wait for mu: an edit holds
+// the writer from Begin to Commit, and its caller's code runs meanwhile.
+// state, edit and expiry are therefore written under mu and smu together
+// and read under either; smu is never held while waiting for anything, and
+// the edit and the accessors read them under smu.
 type Lease struct {
 	a            *Authority
 	mu           sync.Mutex
@@ -56,15 +64,17 @@ type Lease struct {
 	claimedAt int64
 	expiry    int64
 	state     LeaseState
-	edit      *Edit // while pending
+	closedHow string // what closed it (closeHere): "completed", …
+	edit      *Edit  // while pending
 	// heldUntil is when, on this host's monotonic clock, the expiry last
 	// confirmed comes at the earliest: the local start of the operation
 	// that set it plus the time it granted on the authority's clock. A
 	// keep-alive renews before it and gives up after it.
 	heldUntil time.Time
 
-	// smu guards the loss report and the renewer. It is taken inside l.mu,
-	// never the other way round (keepalive.go).
+	// smu guards the loss report and the renewer, and with mu the local
+	// state, edit and expiry. It is taken inside l.mu, never the other way
+	// round (keepalive.go), and held only briefly, never while waiting.
 	smu     sync.Mutex
 	lost    chan struct{} // closed once the lease is known to be over (Done)
 	lostErr error
@@ -86,15 +96,15 @@ func (l *Lease) Worker() string { return l.worker }
 
 // Expiry is the expiry last confirmed by the authority.
 func (l *Lease) Expiry() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return time.UnixMicro(l.expiry).UTC()
 }
 
 // ExpiryUnixUS is Expiry in unix microseconds.
 func (l *Lease) ExpiryUnixUS() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return l.expiry
 }
 
@@ -105,11 +115,11 @@ func (l *Lease) Payload() ([]byte, error) {
 	if err := l.nilCheck(); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
+	l.smu.Lock()
 	closed := l.state == LeaseClosed
-	l.mu.Unlock()
+	l.smu.Unlock()
 	if closed {
-		return nil, errf(KindClosed, "lease for job %s is closed", l.jobID)
+		return nil, l.closedErr()
 	}
 	if err := l.a.usable(); err != nil {
 		return nil, err
@@ -126,8 +136,8 @@ func (l *Lease) Payload() ([]byte, error) {
 
 // State is the local state.
 func (l *Lease) State() LeaseState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return l.state
 }
 
@@ -153,8 +163,8 @@ type leaseJSON struct {
 }
 
 func (l *Lease) public() leaseJSON {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	return leaseJSON{l.production, l.productionID, l.jobID, l.worker, l.expiry, l.state.String()}
 }
 
@@ -169,11 +179,15 @@ func (l *Lease) LogValue() slog.Value {
 }
 
 // localCheck is rule 3 of the rejection order: closed or pending locally.
-// Callers hold l.mu.
+// It reads the state under smu, so a caller need not hold l.mu (one that
+// may hold the writer must not wait for it: type Lease, the lock order).
 func (l *Lease) localCheck() error {
-	switch l.state {
+	l.smu.Lock()
+	state := l.state
+	l.smu.Unlock()
+	switch state {
 	case LeaseClosed:
-		return errf(KindClosed, "lease for job %s is closed", l.jobID)
+		return l.closedErr()
 	case LeasePending:
 		return errf(KindClosed, "lease for job %s is pending until its edit commits", l.jobID)
 	}
@@ -206,7 +220,7 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	if err := l.holds(j, now); err != nil {
 		return j, 0, err
 	}
-	g.mustOutlive(j.Expiry)
+	g.mustOutlive(j.ID, j.Expiry)
 	return j, now, nil
 }
 
@@ -416,7 +430,7 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		Worker: worker, Expiry: expiry}); err != nil {
 		return nil, err
 	}
-	g.mustOutlive(expiry)
+	g.mustOutlive(j.ID, expiry)
 	return &Lease{a: g.a, productionID: p.ID, production: p.Name, jobID: j.ID, worker: worker,
 		secret: secret, claimedAt: now, expiry: expiry, state: LeasePending,
 		heldUntil: g.started.Add(time.Duration(us) * time.Microsecond)}, nil
@@ -429,6 +443,15 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 // on any failure the lease stays active locally and its next use asks the
 // store again. A verdict that the claim is over is reported by Done.
 func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard) error) error {
+	return l.transitionOf(ctx, closes, fn, nil)
+}
+
+// transitionOf is transition for an operation that does more than act on
+// this lease (complete-and-claim-next also claims): notAbout says whether
+// its failure is about something else (the new claim), and then it is no
+// verdict about this lease: it closes no Done, and is not attributed to
+// this lease's job. A verdict about a lease must be true of that lease.
+func (l *Lease) transitionOf(ctx context.Context, closes string, fn func(g *guard) error, notAbout func(error) bool) error {
 	if err := l.localCheck(); err != nil {
 		l.reportEnd(err)
 		return err
@@ -444,6 +467,9 @@ func (l *Lease) transition(ctx context.Context, closes string, fn func(g *guard)
 		return g.commit()
 	})
 	if err != nil {
+		if notAbout != nil && notAbout(err) {
+			return err
+		}
 		err = aboutJob(err, l.jobID)
 		l.reportEnd(err)
 		return err
@@ -499,7 +525,10 @@ func (l *Lease) renew(ctx context.Context, d time.Duration) error {
 			Worker: l.worker, Expiry: newExpiry})
 	})
 	if err == nil {
-		l.expiry, l.heldUntil = newExpiry, heldUntil
+		l.heldUntil = heldUntil
+		l.smu.Lock()
+		l.expiry = newExpiry
+		l.smu.Unlock()
 	}
 	return err
 }
@@ -620,8 +649,6 @@ func (l *Lease) Export() (string, error) {
 	if err := l.nilCheck(); err != nil {
 		return "", err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := l.localCheck(); err != nil {
 		return "", err
 	}

@@ -22,6 +22,12 @@ import (
 // unknown the lease stays active (its next use asks the store) and no new
 // lease is returned; the error names the job the claim chose (its
 // ClaimedJobID).
+//
+// It is one commit: when only the claim half fails, nothing commits, the
+// completion neither, and the lease still holds its claim, so the failure
+// is no verdict about the lease (its Done stays open, its keep-alive runs
+// on). A new claim that would be born expired (d shorter than the commit
+// took) is KindInvalidDuration, not KindExpired.
 func (l *Lease) CompleteAndClaimNext(f Facts, d time.Duration) (next *Lease, err error) {
 	return l.completeAndClaimNext(context.Background(), f, d)
 }
@@ -40,8 +46,9 @@ func (l *Lease) completeAndClaimNext(ctx context.Context, f Facts, d time.Durati
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var next *Lease
-	err = l.transition(ctx, "completed", func(g *guard) error {
-		next = nil // a retried transaction chooses again
+	var claimErr error // the claim half's refusal, in the last attempt
+	err = l.transitionOf(ctx, "completed", func(g *guard) error {
+		next, claimErr = nil, nil // a retried transaction chooses again
 		if err := completeIn(g, l, f); err != nil {
 			return err
 		}
@@ -49,14 +56,28 @@ func (l *Lease) completeAndClaimNext(ctx context.Context, f Facts, d time.Durati
 		if KindOf(err) == KindNothingToClaim {
 			return nil
 		}
+		if err != nil {
+			claimErr = err
+			return err
+		}
 		next = n
-		return err
+		return nil
+	}, func(err error) bool {
+		// The claim half failed: nothing committed, the completion neither,
+		// and this lease still holds its claim.
+		return (claimErr != nil && err == claimErr) || bornExpired(err, next)
 	})
 	if err == nil {
 		if next != nil {
 			next.state = LeaseActive
 		}
 		return next, nil
+	}
+	if bornExpired(err, next) {
+		return nil, &Error{Kind: KindInvalidDuration, JobID: l.jobID,
+			Msg: fmt.Sprintf("the claim of job %s for %s would have been born expired (the commit took longer than its "+
+				"duration): nothing was committed, the completion of job %s neither, and this lease still holds its "+
+				"claim; complete it, or complete and claim the next job for longer", next.jobID, d, l.jobID)}
 	}
 	if next != nil && KindOf(err) == KindOutcomeUnknown {
 		err = &Error{Kind: KindOutcomeUnknown, JobID: l.jobID, ClaimedJobID: next.jobID, Err: errors.Unwrap(err),
@@ -65,4 +86,12 @@ func (l *Lease) completeAndClaimNext(ctx context.Context, f Facts, d time.Durati
 				"(worker, attempts), and cancel it or let it expire", l.jobID, next.jobID, l.production, next.jobID)}
 	}
 	return nil, err
+}
+
+// bornExpired reports whether err is the pre-commit rejection of the new
+// claim next (its expiry passed before the commit), not of the lease
+// being completed.
+func bornExpired(err error, next *Lease) bool {
+	var e *Error
+	return next != nil && errors.As(err, &e) && e.Kind == KindExpired && e.JobID == next.jobID
 }

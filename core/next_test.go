@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -194,14 +195,17 @@ func TestCompleteAndClaimNextRefusesBadInputAndWritesNothing(t *testing.T) {
 
 // Both claims the commit relies on must outlive it: the completed one and
 // the new one. A new claim that would be born expired (its duration is over
-// by the pre-commit sample) fails the whole commit, completion included.
+// by the pre-commit sample) fails the whole commit, completion included:
+// invalid_duration, as the completed claim still holds (expired is the
+// verdict on the completed claim only when it is the one that expired).
 func TestCompleteAndClaimNextCommitsNothingWhenEitherClaimWouldNotOutliveTheCommit(t *testing.T) {
 	for name, c := range map[string]struct {
 		d         time.Duration
 		preCommit int64 // µs after the operation's first sample
+		kind      Kind
 	}{
-		"the new claim would be born expired":   {time.Millisecond, 2_000},
-		"the completed claim expired meanwhile": {time.Hour, time.Minute.Microseconds()},
+		"the new claim would be born expired":   {time.Millisecond, 2_000, KindInvalidDuration},
+		"the completed claim expired meanwhile": {time.Hour, time.Minute.Microseconds(), KindExpired},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
@@ -219,7 +223,7 @@ func TestCompleteAndClaimNextCommitsNothingWhenEitherClaimWouldNotOutliveTheComm
 				f.clk.then(now, now, now+c.preCommit)
 			}
 			next, err := l.CompleteAndClaimNext(Facts{}, c.d)
-			requireKind(t, err, KindExpired)
+			requireKind(t, err, c.kind)
 			require.Nil(t, next)
 			after := f.snapshot()
 			require.Equal(t, before.jobs, after.jobs)
@@ -369,4 +373,87 @@ func TestAnOutcomeUnknownClaimNamesTheJobItChoseInItsOwnField(t *testing.T) {
 	_, err = f.a.ClaimJob("p", ids[3], "w", time.Minute)
 	_, chosen = claimed(err)
 	require.Equal(t, ids[3], chosen)
+}
+
+// A verdict about a lease must be true of that lease. When only the claim
+// half of complete-and-claim-next fails (the new claim would be born
+// expired: its duration is shorter than the commit took), nothing commits,
+// the completion neither, and the lease being completed still holds its
+// claim: the call reports invalid_duration (no "not held" verdict), its
+// Done stays open, its keep-alive goes on renewing, and a later Complete
+// succeeds. Only when the completed claim is itself the one that expired is
+// it reported expired, and its Done closes.
+func TestAVerdictOfCompleteAndClaimNextIsTrueOfTheLeaseItIsAbout(t *testing.T) {
+	t.Run("the new claim would be born expired", func(t *testing.T) {
+		f := newFixture(t)
+		ids := f.request(2)
+		l := f.claim("w", time.Minute)
+		// Renewals come every 20 s of real time: none during the test.
+		require.NoError(t, l.KeepAlive(time.Minute))
+		before := f.snapshot()
+		now := t0 + 1
+		f.clk.set(now)
+		if testingPostgres() {
+			f.clk.then(now, now, now, now, now+2_000)
+		} else {
+			f.clk.then(now, now, now+2_000)
+		}
+		next, err := l.CompleteAndClaimNext(Facts{}, time.Millisecond)
+		requireNotDone(t, l)
+		requireKind(t, err, KindInvalidDuration)
+		require.Nil(t, next)
+		require.False(t, errors.Is(err, ErrNotHeld), "no verdict that the lease is not held: %v", err)
+		require.Equal(t, ids[0], err.(*Error).JobID, "the error is the call's on this lease")
+		require.Contains(t, err.Error(), ids[1], "the message names the job the claim chose")
+		after := f.snapshot()
+		require.Equal(t, before.jobs, after.jobs)
+		require.Equal(t, before.events, after.events)
+		requireNotDone(t, l)
+		require.Equal(t, LeaseActive, l.State())
+		l.smu.Lock()
+		kept := l.keeper != nil
+		l.smu.Unlock()
+		require.True(t, kept, "the keep-alive still runs")
+		f.clk.set(now + 2_000) // the failed commit recorded the mark it observed
+		require.NoError(t, l.Check(context.Background()), "the claim is held")
+		require.NoError(t, l.Complete(Facts{}), "the lease still completes")
+		require.Equal(t, StateCompleted, f.job(ids[0]).State)
+		requireDone(t, l, KindClosed)
+	})
+	t.Run("the new claim would be born expired, on the real clock", func(t *testing.T) {
+		f := realFixture(t)
+		ids := f.request(2)
+		l := f.claim("w", time.Minute)
+		require.NoError(t, l.KeepAlive(time.Minute, KeepAliveInterval(5*time.Millisecond)))
+		testwait.Eventually(t, func() bool { return f.renewals(ids[0]) >= 1 })
+		next, err := l.CompleteAndClaimNext(Facts{}, time.Microsecond)
+		requireNotDone(t, l)
+		requireKind(t, err, KindInvalidDuration)
+		require.Nil(t, next)
+		n := f.renewals(ids[0])
+		testwait.Eventually(t, func() bool { return f.renewals(ids[0]) > n })
+		requireNotDone(t, l)
+		require.Equal(t, StateRequested, f.job(ids[1]).State, "nothing claimed")
+		require.NoError(t, l.Complete(Facts{}))
+		require.Equal(t, StateCompleted, f.job(ids[0]).State)
+	})
+	t.Run("the completed claim expired meanwhile", func(t *testing.T) {
+		f := newFixture(t)
+		f.request(2)
+		l := f.claim("w", time.Minute)
+		now := t0 + 1
+		f.clk.set(now)
+		late := now + time.Minute.Microseconds()
+		if testingPostgres() {
+			f.clk.then(now, now, now, now, late)
+		} else {
+			f.clk.then(now, now, late)
+		}
+		_, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
+		requireKind(t, err, KindExpired)
+		require.Equal(t, l.JobID(), err.(*Error).JobID)
+		requireDone(t, l, KindExpired)
+		f.clk.set(late)
+		requireKind(t, l.Check(context.Background()), KindExpired)
+	})
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 var updateVectors = flag.Bool("update-vectors", false, "rewrite tests/vectors/*.json")
@@ -118,6 +121,13 @@ type durationVectors struct {
 	MaxUS    int64            `json:"max_us"`
 	Accepted []durationVector `json:"accepted"`
 	Rejected []durationVector `json:"rejected"`
+	// Shown: how every surface's messages write a duration (FormatDuration).
+	Shown []shownDuration `json:"shown"`
+}
+
+type shownDuration struct {
+	Nanoseconds string `json:"nanoseconds"`
+	Shown       string `json:"shown"`
 }
 
 type durationVector struct {
@@ -138,7 +148,23 @@ func buildDurationVectors() durationVectors {
 			{"86400000001000", "86400000001us"}, {"86400000000001", ""}, {"172800000000000", "48h"},
 			{"9223372036854775807", ""}, {"-9223372036854775808", ""},
 		},
+		Shown: shownDurations(),
 	}
+}
+
+// shownDurations are FormatDuration's texts of durations people write and
+// of every rejected kind: the vector every surface's formatter must match.
+func shownDurations() []shownDuration {
+	var out []shownDuration
+	for _, ns := range []int64{
+		0, 1, 999, 1000, 1500, 1_000_000, 1_500_000, 250_000_000, 1_000_000_000, 1_500_000_000,
+		30_000_000_000, 90_000_000_000, 3_600_000_000_000, 5_400_000_000_000, 5_401_000_000_000,
+		86_399_999_999_000, 86_400_000_000_000, 86_400_000_001_000, 86_400_000_000_001, 172_800_000_000_000,
+		-1000, -90_000_000_000, math.MaxInt64, math.MinInt64,
+	} {
+		out = append(out, shownDuration{strconv.FormatInt(ns, 10), FormatDuration(time.Duration(ns))})
+	}
+	return out
 }
 
 func writeOrCompare(t *testing.T, name string, v any) {

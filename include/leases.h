@@ -123,7 +123,11 @@ typedef int leases_status;
  * policy out of its bounds, an options struct of a bad size, a redrive of a
  * state other than failed, dead or cancelled */
 #define LEASES_INVALID_ARGUMENT 1
-#define LEASES_INVALID_DURATION 2 /* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US */
+/* not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US; or a
+ * complete-and-claim-next whose new claim would be born expired (a duration
+ * shorter than the commit took): nothing was written, and the lease being
+ * completed still holds its claim */
+#define LEASES_INVALID_DURATION 2
 /* the production or job does not exist, or the lease or token belongs to
  * another production; or the database does not exist and was opened not to
  * be created */
@@ -653,7 +657,11 @@ leases_status leases_authority_open_v2(const char *location, const leases_open_o
  * with leases_lease_free), or NULL when the production had nothing to
  * claim. LEASES_OUTCOME_UNKNOWN: no new lease; the lease stays active (its
  * next use asks the store) and leases_last_error_job_id() is the job the
- * claim chose (leases_last_error() names both). Bad input (out NULL, a bad handle, facts_json, duration_us) is
+ * claim chose (leases_last_error() names both). LEASES_INVALID_DURATION also when the new claim would be born
+ * expired (duration_us shorter than the commit took): nothing was written,
+ * the completion neither, and the lease still holds its claim (its keep-alive
+ * runs on, leases_lease_wait_lost reports nothing); complete it, or try again
+ * with a longer duration. Bad input (out NULL, a bad handle, facts_json, duration_us) is
  * reported before anything is written. Since revision 1. */
 leases_status leases_lease_complete_and_claim_next(leases_lease *lease, const char *facts_json,
                                                    int64_t duration_us, leases_lease **out);

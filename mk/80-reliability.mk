@@ -16,20 +16,22 @@ REL_FUZZ_SEED ?= $(shell date +%s)
 REL_FUZZ_CALLS ?= 5000
 REL_FUZZ_VG_CALLS ?= 1000
 
-.PHONY: soak test-reliability test-race test-clock-faults test-abi-fuzz reliability-workers
+.PHONY: soak test-reliability test-race test-sim test-clock-faults test-abi-fuzz reliability-workers
 TEST_TARGETS += test-reliability
 
-$(REL_DIR)/race_worker_c: tests/reliability/race/race_worker.c include/leases.h $(CAPI_SO)
+# The C, C++ and Rust workers link the test library: they make clock faults
+# through its seam (so does the Python worker, which loads it).
+$(REL_DIR)/race_worker_c: tests/reliability/race/race_worker.c include/leases.h include/leases_testing.h $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
-	$(CC) $(REL_C_FLAGS) $< -o $@ -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+	$(CC) $(REL_C_FLAGS) -DLEASES_RACE_CLOCK $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-$(REL_DIR)/race_worker_cpp: tests/reliability/race/race_worker.cpp include/leases.h $(CPP_DIR)/include/leases/leases.hpp $(CAPI_SO)
+$(REL_DIR)/race_worker_cpp: tests/reliability/race/race_worker.cpp include/leases.h include/leases_testing.h $(CPP_DIR)/include/leases/leases.hpp $(CAPI_TEST_SO)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -g -O1 -Wall -Wextra -Werror -Iinclude -I$(CPP_DIR)/include $< -o $@ \
-		-L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+		-L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-$(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(wildcard $(RUST_DIR)/src/*.rs) $(CAPI_A)
-	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD) $(CARGO) build $(RUST_FLAGS) --example race_worker
+$(BUILD)/rust/debug/examples/race_worker: $(RUST_DIR)/examples/race_worker.rs $(wildcard $(RUST_DIR)/src/*.rs) $(CAPI_TEST_SO)
+	cd $(RUST_DIR) && $(RUST_ENV) LEASES_LIB_DIR=$(ROOT)/$(BUILD)/test $(CARGO) build $(RUST_FLAGS) --example race_worker --features testing
 
 # The clock-fault test and the ABI fuzzer link the test library (clock seam,
 # short busy timeout, panic); the fuzzer twice: with ASan+UBSan, and plain
@@ -62,14 +64,29 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 	GODEBUG=asyncpreemptoff=1 $(VALGRIND) $(VALGRIND_ARGS) $(REL_DIR)/abi_fuzz \
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
-test-race: reliability-workers ## the six-language race and the full-scenario leak scan (short)
-	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+# leasestest gives the Go race worker the clock seam: its clock faults.
+test-race: reliability-workers ## the six-language race (with clock faults) and the full-scenario leak scan (short)
+	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
-test-reliability: test-race test-clock-faults test-abi-fuzz ## race, C ABI fuzz (ASan, valgrind), clock faults via the test library
+# The seeded simulation (tests/reliability/sim_test.go) needs the test seams
+# (tag leasestest): one seed per store, a few seconds each; LEASES_SIM_SEED=N
+# replays a seed it printed.
+SIM_GO_TEST = $(GO) test -tags leasesworkers,leasestest -count=1 -v -run 'TestSimulation' ./tests/reliability/
 
-# Soak budgets: the Go suite with LEASES_SOAK=1 (500 kill -9 iterations, 120
-# kills at a write, 120 I/O-fault runs, 3 race rounds of 30 s), the ABI
-# fuzzer, the clock faults, and every Go fuzz target by execution count.
+test-sim: ## seeded simulation: processes, goroutines, clock steps, store faults, kill -9, on SQLite and PostgreSQL (short)
+	$(PG_RUN) env LEASES_REQUIRE_PG=1 $(SIM_GO_TEST) -timeout 10m | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+
+test-reliability: test-race test-sim test-clock-faults test-abi-fuzz ## race, simulation, C ABI fuzz (ASan, valgrind), clock faults via the test library
+
+# Soak budgets: the Go suite (with the test seams, so every race worker makes
+# clock faults) with LEASES_SOAK=1 (500 kill -9 iterations, 120
+# kills at a write, 120 I/O-fault runs, 3 race rounds of 30 s), the seeded
+# simulation (8 seeds of 3000 actions per store), the ABI fuzzer, the clock
+# faults on both stores, and every Go fuzz target by execution count. Every
+# figure is written by the program that did the work: the Go tests, the
+# simulation, clock_faults and abi_fuzz append their own counts to
+# $(SOAK_FIGURES); mk/fuzz_figure.sh records the inputs each fuzz target
+# executed, read from go test's own report.
 SOAK_FUZZ_CALLS    ?= 100000
 SOAK_FUZZ_VG_CALLS ?= 10000
 SOAK_GO_FUZZ       ?= FuzzDecodeToken:300000x FuzzParseFacts:300000x FuzzMigrateLegacy:2000x
@@ -79,17 +96,18 @@ soak: reliability-workers $(REL_DIR)/clock_faults $(REL_DIR)/abi_fuzz_asan $(REL
 	mkdir -p $(REL_DIR)
 	rm -f $(REL_DIR)/figures.jsonl
 	$(PG_RUN) env LEASES_SOAK=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_RACE_ENV) \
-		$(GO) test -tags leasesworkers -count=1 -timeout 90m -v -run . ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+		$(GO) test -tags leasesworkers,leasestest -count=1 -timeout 90m -v -run . -skip TestSimulation ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+	$(PG_RUN) env LEASES_SOAK=1 LEASES_REQUIRE_PG=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) \
+		$(SIM_GO_TEST) -timeout 60m | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
 	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
-	$(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock
-	echo '{"test":"clock_faults","figures":{"scenarios":6,"failed":0}}' >> $(SOAK_FIGURES)
+	LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock
+	$(PG_RUN) env LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_DIR)/clock_faults postgres
 	rm -rf $(REL_DIR)/fuzz && mkdir -p $(REL_DIR)/fuzz/asan $(REL_DIR)/fuzz/vg
 	ASAN_OPTIONS=detect_leaks=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_DIR)/abi_fuzz_asan \
 		$(ROOT)/$(REL_DIR)/fuzz/asan $(REL_FUZZ_SEED) $(SOAK_FUZZ_CALLS)
 	GODEBUG=asyncpreemptoff=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(VALGRIND) $(VALGRIND_ARGS) $(REL_DIR)/abi_fuzz \
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(SOAK_FUZZ_VG_CALLS)
 	for t in $(SOAK_GO_FUZZ); do \
-		$(GO) test -count=1 -run='^$$' -fuzz="^$${t%%:*}$$" -fuzztime=$${t##*:} ./core || exit 1; \
-		echo "{\"test\":\"go_fuzz\",\"target\":\"$${t%%:*}\",\"figures\":{\"inputs\":$${t##*:}}}" | sed 's/x}}$$/}}/' >> $(SOAK_FIGURES); \
+		mk/fuzz_figure.sh $(SOAK_FIGURES) "$${t%%:*}" "$${t##*:}" $(GO) || exit 1; \
 	done
 	@cat $(REL_DIR)/figures.jsonl

@@ -304,6 +304,12 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			clickAndLoad(t, ctx, "#apply")
 			keys := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.key")].map(td => td.textContent)`))
 			require.Equal(t, []string{"shot-031"}, keys)
+			// The 8 characters of an id a person copies find its job.
+			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly"), chromedp.WaitVisible("#search"),
+				chromedp.SendKeys("#search", render[12][:8]))
+			clickAndLoad(t, ctx, "#apply")
+			found := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job a.job-link")].map(a => a.textContent)`))
+			require.Equal(t, []string{render[12]}, found)
 			screenshot(t, ctx, "filter-"+store)
 		})
 

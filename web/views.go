@@ -231,9 +231,12 @@ type productionView struct {
 	Jobs    []core.Job        `json:"jobs"`
 	Next    string            `json:"next"`
 	Filter  jobFilter         `json:"filter"`
-	States  []stateOption     `json:"-"`
-	NextURL string            `json:"-"`
-	First   string            `json:"-"`
+	// SearchNotice: why a search found nothing (an ambiguous id prefix);
+	// view.Notice is the line an action's redirect shows.
+	SearchNotice string        `json:"search_notice,omitempty"`
+	States       []stateOption `json:"-"`
+	NextURL      string        `json:"-"`
+	First        string        `json:"-"`
 }
 
 type jobFilter struct {
@@ -276,13 +279,25 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 		f.States = []string{}
 	}
 	jq := core.JobQuery{States: f.States, After: f.After, Limit: limit}
-	// The search box takes a key or a job id: an id-shaped text is looked
-	// up as both (a key may look like an id).
+	// The search box takes a key, a job id or a unique prefix of one of at
+	// least 8 characters (core.ResolveJobID): an id-shaped text is looked up
+	// as both (a key may look like an id). An ambiguous prefix that is no
+	// key says so, with its candidates.
 	var jobs core.JobPage
-	if f.Search != "" && looksLikeID(f.Search) {
-		byID := jq
-		byID.ID = f.Search
-		if jobs, err = s.a.ListJobs(ctx, name, byID); err != nil {
+	var notice string
+	if f.Search != "" && core.IsJobIDPrefix(f.Search) {
+		id, err := s.a.ResolveJobID(ctx, name, f.Search)
+		switch core.KindOf(err) {
+		case 0:
+			byID := jq
+			byID.ID = id
+			if jobs, err = s.a.ListJobs(ctx, name, byID); err != nil {
+				return nil, err
+			}
+		case core.KindInvalidArgument: // ambiguous: the text is well formed
+			notice = err.Error()
+		case core.KindNotFound: // no such job, or no such production (below)
+		default:
 			return nil, err
 		}
 	}
@@ -292,11 +307,14 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 			return nil, err
 		}
 	}
+	if len(jobs.Jobs) > 0 {
+		notice = ""
+	}
 	p, err := s.productionNamed(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	out := &productionView{view: *v, Jobs: jobs.Jobs, Next: jobs.Next, Filter: f}
+	out := &productionView{view: *v, Jobs: jobs.Jobs, Next: jobs.Next, Filter: f, SearchNotice: notice}
 	if out.Summary, err = s.summary(ctx, p, v.Clock); err != nil {
 		return nil, err
 	}
@@ -341,23 +359,6 @@ func (s *Server) productionNamed(ctx context.Context, name string) (core.Product
 		}
 		q.After = page.Next
 	}
-}
-
-func looksLikeID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case (c < '0' || c > '9') && (c < 'a' || c > 'f'):
-			return false
-		}
-	}
-	return true
 }
 
 // ---- one job ------------------------------------------------------------------------

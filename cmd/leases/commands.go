@@ -310,7 +310,7 @@ func runClaim(cc *cmdContext) error {
 	var dur durationFlag
 	cc.fs.Var(&dur, "duration", "claim `DURATION` with a unit: us, ms, s, m, h (e.g. 30s)")
 	tokenOut := cc.fs.String("token-out", "", "create `FILE` (exclusively, mode 0600) and write the token to it")
-	jobID := cc.fs.String("job", "", "claim this job `ID` instead of the next one")
+	jobID := cc.fs.String("job", "", "claim this job `ID` (or a unique prefix of 8 or more characters) instead of the next one")
 	wait := durationFlag{rule: spanRule{max: core.MaxWait}}
 	cc.fs.Var(&wait, "wait", "when nothing is claimable, wait up to `DURATION` for a job (at most 24h)")
 	if done, err := parseOnly(cc, "production", "worker", "duration", "token-out"); done || err != nil {
@@ -365,7 +365,11 @@ func runClaim(cc *cmdContext) error {
 	var l *core.Lease
 	switch {
 	case *jobID != "":
-		l, err = a.ClaimJob(*prod, *jobID, *worker, dur.d)
+		// A unique prefix of the id names the job (core.ResolveJobID).
+		var id string
+		if id, err = a.ResolveJobID(context.Background(), *prod, *jobID); err == nil {
+			l, err = a.ClaimJob(*prod, id, *worker, dur.d)
+		}
 	case wait.set:
 		ctx, stop := held.context()
 		l, err = a.ClaimWait(ctx, *prod, *worker, dur.d, wait.d)
@@ -561,16 +565,24 @@ func runComplete(cc *cmdContext) error {
 }
 
 // openJob parses a command on one job named by --production P --job ID
-// (no token: a coordinator's or an observer's) and opens the authority;
-// done reports that --help was shown.
+// (no token: a coordinator's or an observer's), opens the authority and
+// reads the id, which may be a unique prefix of at least 8 characters
+// (core.ResolveJobID); done reports that --help was shown.
 func openJob(cc *cmdContext) (a *core.Authority, production, jobID string, done bool, err error) {
 	prod := cc.fs.String("production", "", "production `NAME`")
-	job := cc.fs.String("job", "", "job `ID`")
+	job := cc.fs.String("job", "", "job `ID` (or a unique prefix of 8 or more characters)")
 	if done, err = parseOnly(cc, "production", "job"); done || err != nil {
 		return nil, "", "", done, err
 	}
-	a, err = cc.open()
-	return a, *prod, *job, false, err
+	if a, err = cc.open(); err != nil {
+		return nil, "", "", false, err
+	}
+	id, err := a.ResolveJobID(context.Background(), *prod, *job)
+	if err != nil {
+		a.Close()
+		return nil, "", "", false, err
+	}
+	return a, *prod, id, false, nil
 }
 
 // onJob runs a coordinator's act on one job (cancel, job retry) and prints

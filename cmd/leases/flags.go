@@ -328,12 +328,7 @@ func quoteIfOdd(text string) string {
 }
 
 // spanText writes a bound as a person would: 24h, 8784h.
-func spanText(d time.Duration) string {
-	if d%time.Hour == 0 {
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return d.String()
-}
+func spanText(d time.Duration) string { return core.FormatDuration(d) }
 
 // durationFlag is a flag.Value using parseSpan with its rule (the zero
 // rule: a claim's duration).
@@ -347,7 +342,7 @@ func (f *durationFlag) String() string {
 	if f == nil || !f.set {
 		return ""
 	}
-	return f.d.String()
+	return core.FormatDuration(f.d)
 }
 
 func (f *durationFlag) Set(s string) error {

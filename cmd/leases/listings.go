@@ -286,10 +286,18 @@ func runJobList(cc *cmdContext) error {
 	prod := cc.fs.String("production", "", "production `NAME`")
 	states := cc.fs.String("state", "", "only jobs in one of these states: `STATE[,STATE]`")
 	key := cc.fs.String("key", "", "only the job with this `KEY`")
-	job := cc.fs.String("job", "", "only the job with this `ID`")
+	job := cc.fs.String("job", "", "only the job with this `ID` (or a unique prefix of 8 or more characters)")
 	header := fmt.Sprintf(jobFormat, "ID", "KEY", "STATE", "WORKER", "EXPIRY", "ATTEMPTS", "REASON")
+	resolved := false
 	return runListing(cc, "jobs", header, []string{"production"},
 		func(a *core.Authority, out *itemWriter, after string, size int) (int, string, error) {
+			if *job != "" && !resolved {
+				id, err := a.ResolveJobID(context.Background(), *prod, *job)
+				if err != nil {
+					return 0, "", err
+				}
+				*job, resolved = id, true
+			}
 			q := core.JobQuery{States: splitNames(*states), Key: *key, ID: *job, After: after, Limit: size}
 			page, err := a.ListJobs(context.Background(), *prod, q)
 			if err != nil {
@@ -385,7 +393,7 @@ func runJobCounts(cc *cmdContext) error {
 
 func runEvents(cc *cmdContext) error {
 	prod := cc.fs.String("production", "", "only events of production `NAME`")
-	job := cc.fs.String("job", "", "only events of the job with this `ID`")
+	job := cc.fs.String("job", "", "only events of the job with this `ID` (or a unique prefix of 8 or more characters)")
 	kinds := cc.fs.String("kind", "", "only events of these kinds: `KIND[,KIND]` (with --production or --job)")
 	after := cc.fs.String("after", "0", "only events with a sequence number greater than `SEQ`")
 	follow := cc.fs.Bool("follow", false, "keep printing new events until SIGINT or SIGTERM")
@@ -410,6 +418,12 @@ func runEvents(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
+	if *job != "" {
+		// A unique prefix names the job: in --production, or in any.
+		if *job, err = a.ResolveJobID(context.Background(), *prod, *job); err != nil {
+			return err
+		}
+	}
 	// A follower ends on SIGINT or SIGTERM with status 0; a listing that
 	// ends by itself keeps the default action (the shell sees the signal).
 	ctx := context.Background()

@@ -236,7 +236,7 @@ func dispatch(args []string) error {
 	}
 	cc := newCmdContext(c, db)
 	cc.args = rest
-	return c.run(cc)
+	return withProductionHint(cc, c.run(cc))
 }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }

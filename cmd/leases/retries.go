@@ -163,6 +163,11 @@ func findProduction(a *core.Authority, name string) (core.Production, error) {
 			}
 		}
 		if page.Next == "" {
+			// The core names the missing production the way every call
+			// does (core.MissingProduction: the CLI's hint reads it).
+			if _, err := a.Counts(context.Background(), name); err != nil {
+				return core.Production{}, err
+			}
 			return core.Production{}, &core.Error{Kind: core.KindNotFound, Msg: fmt.Sprintf("production %q does not exist", name)}
 		}
 		q.After = page.Next

@@ -24,6 +24,21 @@ type JobRow struct {
 	PayloadSize int64
 }
 
+// JobIDFilter selects the ids of jobs with From <= id < To, in id order, at
+// most Limit of them: one range of the primary key. To "" has no upper
+// bound; ProductionID "" is every production.
+type JobIDFilter struct {
+	ProductionID string
+	From, To     string
+	Limit        int
+}
+
+// JobIDRow is a job id and its production's id.
+type JobIDRow struct {
+	ID           string
+	ProductionID string
+}
+
 // EventFilter selects one page of events in seq order: seq > AfterSeq and
 // seq < Before, at most Limit. ProductionID, JobID and Kind are exact; ""
 // leaves one out. With a JobID the production is not consulted (a job's
@@ -96,6 +111,8 @@ type Observer interface {
 	// ListProductions lists productions with name > after, by name.
 	ListProductions(ctx context.Context, after string, limit int) ([]Production, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]JobRow, error)
+	// JobIDs lists job ids in a range of the primary key (JobIDFilter).
+	JobIDs(ctx context.Context, f JobIDFilter) ([]JobIDRow, error)
 	// CountJobs counts a production's jobs; claims with expiry <= now are
 	// the expired ones.
 	CountJobs(ctx context.Context, productionID string, now int64) (JobCounts, error)

@@ -48,7 +48,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -76,7 +75,19 @@ type raceCheck struct {
 func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
 	k.Ops = splitCompleteNext(k.Ops)
 	init, idx := k.initial()
-	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts()}
+	rules := leaseRules{window: k.Window, maxAttempts: k.maxAttempts(), backoff: k.Backoff, mark: markSkew(k.Ops)}
+	// A job the history requests joins the request order after the others
+	// (its place among them is unknown: mJob.late), absent until then.
+	order := append([]string{}, k.Order...)
+	for _, o := range k.Ops {
+		if _, ok := idx[o.RJob]; o.Op == "request" && o.RJob != "" && !ok {
+			idx[o.RJob] = len(order)
+			order = append(order, o.RJob)
+			j := requestedJob(o, rules.mark)
+			j.st = jAbsent
+			init = append(init, j)
+		}
+	}
 	var ops []porcupine.Operation
 	clients := map[string]int{}
 	for _, o := range k.Ops {
@@ -110,7 +121,7 @@ func checkRaceHistory(k keptHistory, timeout time.Duration) raceCheck {
 		}
 	}
 	c.Result = porcupine.Ok
-	c.MaxPassed, c.Order = checkClaimOrder(k.Ops, init, idx, k.Order, rules)
+	c.MaxPassed, c.Order = checkClaimOrder(k.Ops, init, idx, order, rules)
 	if c.Order != nil {
 		c.Result = porcupine.Illegal
 	}
@@ -131,7 +142,7 @@ type jobPartition struct {
 func partitionByJob(history []porcupine.Operation) []jobPartition {
 	byJob := map[string][]porcupine.Operation{}
 	var jobs []string
-	var unknownClaims, jobless []porcupine.Operation
+	var unknownClaims, jobless, redrives []porcupine.Operation
 	add := func(job string, op porcupine.Operation) {
 		if _, ok := byJob[job]; !ok {
 			jobs = append(jobs, job)
@@ -141,6 +152,12 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 	for _, op := range history {
 		o := op.Input.(*raceOp)
 		switch {
+		case o.Op == "request":
+			if o.RJob != "" { // else it never happened: no job has its key
+				add(o.RJob, op)
+			}
+		case o.Op == "redrive": // it may touch every job
+			redrives = append(redrives, op)
 		case !isClaim(o.Op): // a waiting claim is a claim: its job is known at its return
 			add(o.Job, op)
 		case unknownOutcome(o):
@@ -154,16 +171,23 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 	var out []jobPartition
 	for _, j := range jobs {
 		// A claim called after the job surely finished cannot have taken
-		// it: the model keeps a finished job finished. (A dead job is not
+		// it: the model keeps a finished job finished. Only a completion
+		// finishes it for good: a failed or cancelled job may be redriven
+		// (so only without any retry_job or redrive). (A dead job is not
 		// surely dead from one call: a claim of unknown outcome may have
 		// counted an attempt, so its claims stay in.)
+		redriven := len(redrives) > 0
+		for _, op := range byJob[j] {
+			redriven = redriven || op.Input.(*raceOp).Op == "retry_job"
+		}
 		finished := int64(math.MaxInt64)
 		for _, op := range byJob[j] {
-			if o := op.Input.(*raceOp); (o.Op == "complete" || o.Op == "fail") && o.Kind == "ok" {
+			o := op.Input.(*raceOp)
+			if o.Kind == "ok" && (o.Op == "complete" || (!redriven && (o.Op == "fail" || o.Op == "cancel"))) {
 				finished = min(finished, o.Ret)
 			}
 		}
-		part := byJob[j]
+		part := append(byJob[j], redrives...)
 		for _, u := range unknownClaims {
 			if u.Call <= finished {
 				part = append(part, u)
@@ -182,27 +206,27 @@ func partitionByJob(history []porcupine.Operation) []jobPartition {
 // init holds each job's state at its request (order: request order).
 func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []string, r leaseRules) (int, error) {
 	byJob := map[string][]*raceOp{}
-	var unknownClaimCalls []int64
+	var unknownClaims, redrives []*raceOp
 	for _, o := range hist {
 		switch {
+		case o.Op == "request":
+			byJob[o.RJob] = append(byJob[o.RJob], o)
+		case o.Op == "redrive":
+			redrives = append(redrives, o)
 		case !isClaim(o.Op):
 			byJob[o.Job] = append(byJob[o.Job], o)
 		case unknownOutcome(o):
-			unknownClaimCalls = append(unknownClaimCalls, o.Call)
+			unknownClaims = append(unknownClaims, o)
 		case o.Kind == "ok":
 			byJob[o.RJob] = append(byJob[o.RJob], o)
 		}
 	}
-	sort.Slice(unknownClaimCalls, func(i, j int) bool { return unknownClaimCalls[i] < unknownClaimCalls[j] })
 	maxPassed := 0
 	for _, c := range hist {
 		if !isClaim(c.Op) || unknownOutcome(c) || (c.Kind != "ok" && c.Kind != "nothing_to_claim") {
 			continue
 		}
-		// A claim of unknown outcome called by the time c returned could
-		// be linearized before c and have taken one of the counted jobs.
-		mayHaveTaken := sort.Search(len(unknownClaimCalls), func(i int) bool { return unknownClaimCalls[i] > c.Ret })
-		ti, at := -1, c.Call // nothing_to_claim: every job, at the call
+		ti, at := -1, c.from() // nothing_to_claim: every job, at the call
 		var target mJob
 		if c.Kind == "ok" {
 			p, ok := idx[c.RJob]
@@ -210,18 +234,21 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 				return maxPassed, fmt.Errorf("%s claim #%d returned job %s, which was never requested", c.W, c.N, c.RJob)
 			}
 			ti, at = p, c.Expiry-c.DurUS // the claim's exact sample
-			target = orderKey(init[p], byJob[c.RJob], c)
+			target = orderKey(init[p], byJob[c.RJob], redrives, c, r)
 		}
 		var certain []string
+		var claims []int // of each certain job, the claims that may precede c
 		for i, k := range order {
-			if i == ti || !certainlyClaimable(byJob[k], init[i], c, at, r.maxAttempts) {
+			if i == ti || !certainlyClaimable(byJob[k], init[i], c, at, r) {
 				continue
 			}
-			if ti >= 0 && !before(orderKey(init[i], byJob[k], c), i, target, ti) {
+			if ti >= 0 && !before(orderKey(init[i], byJob[k], redrives, c, r), i, target, ti) {
 				continue
 			}
 			certain = append(certain, k)
+			claims = append(claims, mayPrecede(byJob[k], init[i], c))
 		}
+		mayHaveTaken := hiddenByUnknownClaims(unknownClaims, claims, c, at, r)
 		passed := len(certain) - mayHaveTaken
 		maxPassed = max(maxPassed, passed)
 		if passed >= r.window {
@@ -236,26 +263,91 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 	return maxPassed, nil
 }
 
-// orderKey bounds a job's place in claim order at claim c's linearization
-// point, given its operations ops: its priority never changes; its claimable
-// time is its request's, or the sample of its latest retry (no backoff in
-// the race), so olo is the latest call of a retry that surely precedes c and
-// ohi the latest return of a retry that may (unbounded for one of unknown
-// outcome). A release and a lapse keep the claimable time.
-func orderKey(j mJob, ops []*raceOp, c *raceOp) mJob {
+// hiddenByUnknownClaims bounds how many of the jobs counted for claim c
+// (claims: each one's claims that may precede c) the claims of unknown
+// outcome may have made unclaimable at c's sample at. Such a claim u may
+// come first only when it was called by c's return; it took at most one
+// job, at a sample no later than its return, so its lease lived at most
+// until its return plus its duration. One that may still live at at may
+// hold a counted job; one that lapsed before at left its job claimable,
+// unless it used the job's last attempt (then the job is dead): the lapsed
+// ones count only when, all of them on one counted job, they could use up
+// its attempts.
+func hiddenByUnknownClaims(unknown []*raceOp, claims []int, c *raceOp, at int64, r leaseRules) int {
+	maxAttempts := r.maxAttempts
+	_, wait := r.backoff.bounds(1, maxAttempts) // a lapse's backoff
+	live, lapsed := 0, 0
+	for _, u := range unknown {
+		switch {
+		case u.Call > c.Ret:
+		case addSat(addSat(u.to(), u.DurUS), wait) > at:
+			live++
+		default:
+			lapsed++
+		}
+	}
+	for _, n := range claims {
+		if lapsed > 0 && n+lapsed >= maxAttempts {
+			return live + lapsed
+		}
+	}
+	return live
+}
+
+// mayPrecede counts the claims of a job (its state at its request j, its
+// operations ops) that may precede claim c: its attempts by then, at most.
+func mayPrecede(ops []*raceOp, j mJob, c *raceOp) int {
+	n := j.att
 	for _, y := range ops {
-		if y.Op != "fail_retry" {
+		if isClaim(y.Op) && y.Call <= c.Ret {
+			n++
+		}
+	}
+	return n
+}
+
+// orderKey bounds a job's place in claim order at claim c's linearization
+// point, given its operations ops: its priority never changes; its
+// claimable time is its request's, or that of its latest retry (the
+// sample plus the delay or the backoff) or redrive (the sample), so olo is
+// the least a retry that surely precedes c sets it to, and ohi the latest
+// one that may (unbounded for one of unknown outcome). A release and a
+// lapse keep the claimable time. A redrive of every job in a state may have
+// returned any job that had been claimed or failed by then.
+func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
+	_, wait := r.backoff.bounds(1, r.maxAttempts)
+	for _, y := range ops {
+		lo, hi := int64(0), int64(0)
+		switch y.Op {
+		case "fail_retry":
+			lo, hi = y.DurUS, y.DurUS
+			if y.DurUS == 0 {
+				lo, hi = 0, wait
+			}
+		case "retry_job":
+		default:
 			continue
 		}
 		if y.Kind == "ok" && y.Ret < c.Call {
-			j.olo = max(j.olo, y.Call)
+			j.olo = max(j.olo, y.from()+lo)
 		}
 		switch {
 		case y.Call > c.Ret:
 		case unknownOutcome(y):
 			j.ohi = math.MaxInt64
 		case y.Kind == "ok":
-			j.ohi = max(j.ohi, y.Ret)
+			j.ohi = max(j.ohi, addSat(y.to(), hi))
+		}
+	}
+	for _, y := range redrives {
+		if y.Call > c.Ret {
+			continue
+		}
+		for _, x := range ops {
+			if x.Op != "request" && x.Call <= y.Ret {
+				j.ohi = max(j.ohi, addSat(y.Ret, max(y.Skew, r.mark)))
+				break
+			}
 		}
 	}
 	return j
@@ -272,15 +364,22 @@ func orderKey(j mJob, ops []*raceOp, c *raceOp) mJob {
 // job's request is such an x for every operation once the job is ready.
 // A job whose claims that may precede c reach maxAttempts may be dead: it
 // is never counted.
-func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts int) bool {
-	claims := j.att
-	for _, y := range ops {
-		if isClaim(y.Op) && y.Call <= c.Ret {
-			claims++
-		}
-	}
-	if claims >= maxAttempts {
+func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, r leaseRules) bool {
+	if mayPrecede(ops, j, c) >= r.maxAttempts {
 		return false
+	}
+	_, wait := r.backoff.bounds(1, r.maxAttempts) // the most a lapse or a retry waits
+	readyBy := func(y *raceOp) bool {             // a retry or a request of y is ready by at
+		switch y.Op {
+		case "request":
+			return requestedJob(y, r.mark).hi <= at
+		case "fail_retry":
+			if y.DurUS == 0 {
+				return addSat(y.to(), wait) <= at
+			}
+			return addSat(y.to(), y.DurUS) <= at
+		}
+		return addSat(y.Ret, max(y.Skew, r.mark)) <= at // retry_job
 	}
 	harmless := func(y *raceOp) bool { // leaves the job claimable at at, or unchanged
 		if y.Ret != math.MaxInt64 && !raceUnknown[y.Kind] && y.Kind != "ok" {
@@ -289,13 +388,13 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 		switch y.Op {
 		case "release":
 			return true
-		case "fail_retry":
-			return y.Kind == "ok" && y.Ret <= at
+		case "fail_retry", "retry_job", "request":
+			return y.Kind == "ok" && readyBy(y)
 		case "claim", "claim_wait", "renew":
-			return y.Kind == "ok" && y.Expiry <= at
+			return y.Kind == "ok" && addSat(y.Expiry, wait) <= at
 		}
-		// Completion or failure: finished; a renewal of unknown expiry; a
-		// keep-alive, whose renewals the history does not see.
+		// Completion, failure or cancel: finished; a renewal of unknown
+		// expiry; a keep-alive, whose renewals the history does not see.
 		return false
 	}
 	leavesClaimable := func(x *raceOp) bool {
@@ -303,10 +402,12 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 			return false
 		}
 		switch x.Op {
-		case "release", "fail_retry":
+		case "release":
 			return true
+		case "fail_retry", "retry_job", "request":
+			return readyBy(x)
 		case "claim", "claim_wait", "renew":
-			return x.Expiry <= at
+			return addSat(x.Expiry, wait) <= at
 		}
 		return false
 	}
@@ -321,7 +422,7 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, maxAttempts 
 		}
 		return true
 	}
-	if j.hi <= at && noneBetween(nil) {
+	if j.st != jAbsent && j.hi <= at && noneBetween(nil) {
 		return true
 	}
 	for _, x := range ops {
@@ -346,11 +447,12 @@ func shortAll(ids []string) []string {
 // retries has no MaxAttempts (no limit) and no Jobs (every job priority 0,
 // claimable from the start: request order).
 type keptHistory struct {
-	Window      int       `json:"window"`
-	MaxAttempts int       `json:"max_attempts,omitempty"`
-	Order       []string  `json:"order"`          // job ids in request order
-	Jobs        []keptJob `json:"jobs,omitempty"` // each job of Order at its request
-	Ops         []*raceOp `json:"ops"`
+	Window      int         `json:"window"`
+	MaxAttempts int         `json:"max_attempts,omitempty"`
+	Backoff     raceBackoff `json:"backoff,omitempty"`
+	Order       []string    `json:"order"`          // job ids in request order
+	Jobs        []keptJob   `json:"jobs,omitempty"` // each job of Order at its request
+	Ops         []*raceOp   `json:"ops"`
 }
 
 // keptJob is a job's place in claim order at its request.

@@ -120,6 +120,14 @@ var raceCases = []struct {
 	{"a lease lost to a killed claim", porcupine.Ok, porcupine.Ok, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), pendingClaim("k", 20, 1000), complete("a", "j0", 200, 210, "lease_lost")}
 	}, nil},
+	{"a lease lost to a killed claim that returned before its expiry", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), {W: "k", Op: "claim", DurUS: 50, Call: 20, Ret: 30, Kind: "killed"},
+			complete("a", "j0", 40, 50, "lease_lost")}
+	}, nil},
+	{"nothing to claim long after a killed claim's lease ended", porcupine.Illegal, porcupine.Ok, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100000), {W: "k", Op: "claim", DurUS: 50, Call: 20, Ret: 30, Kind: "killed"},
+			nothingToClaim("b", 1000, 1010)}
+	}, nil},
 	{"a killed claim cannot take a finished job", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), complete("a", "j0", 20, 30, "ok"),
 			pendingClaim("k", 40, 1000), complete("k", "j0", 2000, 2010, "ok")}
@@ -164,8 +172,14 @@ var raceCases = []struct {
 			completeNext("b", 1, "j1", 200, 210, "expired", "", 0), complete("a", "j0", 40, 50, "ok")}
 	}, nil},
 	{"a complete_next whose claim was born expired", porcupine.Ok, porcupine.Ok, func() []*raceOp {
-		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 80, "expired", "", 0),
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 80, "invalid_duration", "", 0),
 			complete("a", "j0", 85, 90, "ok")}
+	}, nil},
+	{"a complete_next whose claim was born expired before its duration", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 40, "invalid_duration", "", 0)}
+	}, nil},
+	{"a complete_next calling a lease expired while it held", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
+		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 80, "expired", "", 0)}
 	}, nil},
 	{"a complete_next expired before either claim could", porcupine.Illegal, porcupine.Illegal, func() []*raceOp {
 		return []*raceOp{claimOp("a", "j0", 0, 10, 5, 100), completeNext("a", 1, "j0", 20, 40, "expired", "", 0)}

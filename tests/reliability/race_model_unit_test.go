@@ -170,3 +170,246 @@ func TestLeaseModelAcceptsAClaimBornExpiredOnlyAfterItsDuration(t *testing.T) {
 		require.Equal(t, porcupine.Illegal, checkModelOf(window, bornExpired(0, 49)))
 	}
 }
+
+// A claim of unknown outcome may have taken only a job that was claimable
+// at some sample while it ran (between its call and its return), and the
+// lease it may have taken lives at most its duration past its return. So it
+// cannot have taken a job another lease holds beyond its return, and the
+// holder's lease_lost is then wrong.
+func TestLeaseModelLetsAClaimOfUnknownOutcomeTakeOnlyAJobClaimableWhileItRan(t *testing.T) {
+	killed := &raceOp{W: "k", Op: "claim", DurUS: 50, Call: 20, Ret: 30, Kind: "killed"}
+	lost := complete("a", "j0", 40, 50, "lease_lost")
+	for _, window := range []int{fifo, skipLockedWindow} {
+		require.Equal(t, porcupine.Illegal, checkModelOf(window, claimOp("a", "j0", 0, 10, 5, 100), killed, lost), "window %d", window)
+		require.Equal(t, porcupine.Illegal, checkSplitOf(window, claimOp("a", "j0", 0, 10, 5, 100), killed, lost).Result, "window %d: the checker", window)
+	}
+	// After a's expiry (105) it may have taken the job.
+	late := &raceOp{W: "k", Op: "claim", DurUS: 50, Call: 100, Ret: 110, Kind: "killed"}
+	require.Equal(t, porcupine.Ok, checkModel(claimOp("a", "j0", 0, 10, 5, 100), late, complete("a", "j0", 120, 130, "lease_lost")))
+	require.Equal(t, porcupine.Ok, checkSplitOf(fifo, claimOp("a", "j0", 0, 10, 5, 100), late, complete("a", "j0", 120, 130, "lease_lost")).Result)
+}
+
+// A claim of unknown outcome that returned long ago holds nothing any
+// more: its lease lived at most its duration past its return. So it does
+// not explain a nothing_to_claim after that.
+func TestLeaseModelCountsAClaimOfUnknownOutcomeOnlyWhileItsLeaseCanLive(t *testing.T) {
+	one := make(mState, 1)
+	killed := &raceOp{W: "k", Op: "claim", DurUS: 50, Call: 0, Ret: 10, Kind: "killed"}
+	require.Equal(t, porcupine.Illegal, checkJobsOf(fifo, one, killed, nothingToClaim("b", 1000, 1010)))
+	require.Equal(t, porcupine.Illegal, checkSplitJobs(fifo, one, killed, nothingToClaim("b", 1000, 1010)).Result, "the checker")
+	// While it may still hold the job, nothing to claim is right.
+	require.Equal(t, porcupine.Ok, checkJobsOf(fifo, one, killed, nothingToClaim("b", 40, 50)))
+	require.Equal(t, porcupine.Ok, checkSplitJobs(fifo, one, killed, nothingToClaim("b", 40, 50)).Result, "the checker")
+}
+
+// checkBothWays checks ops with the whole model and with the race's checker
+// from the initial jobs init ("j0", "j1", ...) and the jobs the history
+// requests, under backoff b; it returns both verdicts.
+func checkBothWays(window int, init mState, b raceBackoff, ops ...*raceOp) (porcupine.CheckResult, porcupine.CheckResult) {
+	idx := map[string]int{}
+	names := jobNames(len(init))
+	for i, id := range names {
+		idx[id] = i
+	}
+	all := append(mState{}, init...)
+	mark := markSkew(ops)
+	for _, o := range ops {
+		if isClaim(o.Op) && o.Lease == "" {
+			o.Lease = o.W
+		}
+		if _, ok := idx[o.RJob]; o.Op == "request" && !ok {
+			idx[o.RJob] = len(all)
+			j := requestedJob(o, mark)
+			j.st = jAbsent
+			all = append(all, j)
+		}
+	}
+	var h []porcupine.Operation
+	for i, o := range splitCompleteNext(ops) {
+		h = append(h, porcupine.Operation{ClientId: i, Input: o, Call: o.Call, Return: o.Ret})
+	}
+	m := leaseModel(all, leaseRules{idx: idx, window: window, maxAttempts: raceMaxAttempts, backoff: b, mark: mark})
+	whole := porcupine.CheckOperationsTimeout(m.ToModel(), h, 10*time.Second)
+	k := keptHistory{Window: window, MaxAttempts: raceMaxAttempts, Backoff: b, Order: names, Ops: ops}
+	for _, j := range init {
+		k.Jobs = append(k.Jobs, keptJob{Priority: j.prio, ClaimableUS: j.olo})
+	}
+	return whole, checkRaceHistory(k, time.Minute).Result
+}
+
+// requireBoth: the whole model and the checker both give want.
+func requireBoth(t *testing.T, want porcupine.CheckResult, init mState, b raceBackoff, what string, ops ...*raceOp) {
+	t.Helper()
+	whole, split := checkBothWays(fifo, init, b, ops...)
+	require.Equal(t, want, whole, "%s: the whole model", what)
+	require.Equal(t, want, split, "%s: the checker", what)
+}
+
+func requestOp(w, job string, call, ret int64, prio int, delay, runAt int64) *raceOp {
+	return &raceOp{W: w, Op: "request", Call: call, Ret: ret, Kind: "ok", RJob: job, Prio: prio, DurUS: delay, RunAt: runAt}
+}
+
+func coordOp(w, op, job string, call, ret int64, kind string) *raceOp {
+	return &raceOp{W: w, Op: op, Job: job, Call: call, Ret: ret, Kind: kind}
+}
+
+// A job requested in the history is claimable from its sample plus its
+// delay, or from its run-at, never before; and it is claimed before jobs
+// of lower priority once it is.
+func TestLeaseModelMakesARequestedJobClaimableFromItsDelayOrRunAtAndByItsPriority(t *testing.T) {
+	none := mState{}
+	requireBoth(t, porcupine.Ok, none, raceBackoff{}, "claimed after its delay",
+		requestOp("c", "r0", 0, 10, 0, 100, 0), claimOp("a", "r0", 200, 210, 205, 50))
+	requireBoth(t, porcupine.Illegal, none, raceBackoff{}, "claimed before its delay",
+		requestOp("c", "r0", 0, 10, 0, 100, 0), claimOp("a", "r0", 50, 60, 55, 50))
+	requireBoth(t, porcupine.Ok, none, raceBackoff{}, "claimed after its run-at",
+		requestOp("c", "r0", 0, 10, 0, 0, 500), claimOp("a", "r0", 600, 610, 605, 50))
+	requireBoth(t, porcupine.Illegal, none, raceBackoff{}, "claimed before its run-at",
+		requestOp("c", "r0", 0, 10, 0, 0, 500), claimOp("a", "r0", 400, 410, 405, 50))
+	requireBoth(t, porcupine.Illegal, none, raceBackoff{}, "claimed before it was requested",
+		claimOp("a", "r0", 0, 10, 5, 50), requestOp("c", "r0", 20, 30, 0, 0, 0))
+	requireBoth(t, porcupine.Ok, none, raceBackoff{}, "nothing to claim before its delay",
+		requestOp("c", "r0", 0, 10, 0, 100, 0), nothingToClaim("a", 50, 60))
+	requireBoth(t, porcupine.Illegal, none, raceBackoff{}, "nothing to claim after its delay",
+		requestOp("c", "r0", 0, 10, 0, 100, 0), nothingToClaim("a", 200, 210))
+	one := make(mState, 1)
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "the higher priority first",
+		requestOp("c", "r0", 0, 10, 2, 0, 0), claimOp("a", "r0", 50, 60, 55, 50), claimOp("b", "j0", 70, 80, 75, 50))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "the lower priority while a higher one is claimable",
+		requestOp("c", "r0", 0, 10, 2, 0, 0), claimOp("b", "j0", 70, 80, 75, 50))
+	// A request of unknown outcome whose job exists happened by its return.
+	killed := requestOp("c", "r0", 100, 110, 0, 0, 0)
+	killed.Kind = "killed"
+	requireBoth(t, porcupine.Ok, none, raceBackoff{}, "a killed request", killed, claimOp("a", "r0", 150, 160, 155, 50))
+	requireBoth(t, porcupine.Illegal, none, raceBackoff{}, "a killed request's job claimed before its call",
+		killed, claimOp("a", "r0", 50, 60, 55, 50))
+}
+
+// A retry puts the job back after its delay or, without one, after the
+// backoff of the attempt; a lapsed claim waits its backoff too.
+func TestLeaseModelPutsARetriedJobBackAfterItsDelayOrBackoff(t *testing.T) {
+	one := make(mState, 1)
+	retry := func(delay int64) *raceOp {
+		o := endOp("a", "fail_retry", "j0", 20, 30, "ok")
+		o.DurUS = delay
+		return o
+	}
+	for _, c := range []struct {
+		name  string
+		b     raceBackoff
+		delay int64
+	}{{"a delay", raceBackoff{}, 1000}, {"the backoff", raceBackoff{BaseUS: 1000, CapUS: 5000}, 0}} {
+		requireBoth(t, porcupine.Ok, one, c.b, c.name+": claimed after it",
+			claimOp("a", "j0", 0, 10, 5, 500), retry(c.delay), claimOp("b", "j0", 1100, 1110, 1105, 50))
+		requireBoth(t, porcupine.Illegal, one, c.b, c.name+": claimed before it",
+			claimOp("a", "j0", 0, 10, 5, 500), retry(c.delay), claimOp("b", "j0", 500, 510, 505, 50))
+		requireBoth(t, porcupine.Ok, one, c.b, c.name+": nothing to claim while it waits",
+			claimOp("a", "j0", 0, 10, 5, 500), retry(c.delay), nothingToClaim("b", 500, 510))
+		// (The checker bounds a backoff by the last attempt's: 4 000.)
+		requireBoth(t, porcupine.Illegal, one, c.b, c.name+": nothing to claim after it",
+			claimOp("a", "j0", 0, 10, 5, 500), retry(c.delay), nothingToClaim("b", 6000, 6010))
+	}
+	b := raceBackoff{BaseUS: 1000, CapUS: 5000}
+	requireBoth(t, porcupine.Illegal, one, b, "a lapsed claim taken before its backoff",
+		claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j0", 500, 510, 505, 50))
+	requireBoth(t, porcupine.Ok, one, b, "a lapsed claim taken after its backoff",
+		claimOp("a", "j0", 0, 10, 5, 100), claimOp("b", "j0", 1200, 1210, 1205, 50))
+}
+
+// A cancel ends a requested or held job for good (until a redrive): its
+// lease is told cancelled, nobody claims it; a finished job cannot be
+// cancelled.
+func TestLeaseModelCancelsARequestedOrHeldJobAndTellsItsHolder(t *testing.T) {
+	one := make(mState, 1)
+	claim := claimOp("a", "j0", 0, 10, 5, 500)
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "the holder told cancelled",
+		claim, coordOp("c", "cancel", "j0", 20, 30, "ok"), complete("a", "j0", 40, 50, "cancelled"), nothingToClaim("b", 60, 70))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a completion after the cancel",
+		claim, coordOp("c", "cancel", "j0", 20, 30, "ok"), complete("a", "j0", 40, 50, "ok"))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "cancelled without a cancel",
+		claim, complete("a", "j0", 40, 50, "cancelled"))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a cancelled job claimed",
+		coordOp("c", "cancel", "j0", 0, 10, "ok"), claimOp("b", "j0", 20, 30, 25, 50))
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a completed job's cancel refused",
+		claim, complete("a", "j0", 20, 30, "ok"), coordOp("c", "cancel", "j0", 40, 50, "wrong_state"))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a completed job cancelled",
+		claim, complete("a", "j0", 20, 30, "ok"), coordOp("c", "cancel", "j0", 40, 50, "ok"))
+}
+
+// A retry_job or a redrive returns only a failed, dead or cancelled job,
+// claimable at once with fresh attempts; the lease it had is lost.
+func TestLeaseModelRedrivesOnlyAFailedDeadOrCancelledJobWithFreshAttempts(t *testing.T) {
+	one := make(mState, 1)
+	failed := []*raceOp{claimOp("a", "j0", 0, 10, 5, 500), endOp("a", "fail", "j0", 20, 30, "ok")}
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a failed job retried and claimed",
+		append(failed, coordOp("c", "retry_job", "j0", 40, 50, "ok"), claimOp("b", "j0", 60, 70, 65, 50))...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a failed job claimed without a retry",
+		append(failed, claimOp("b", "j0", 60, 70, 65, 50))...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a requested job retried",
+		coordOp("c", "retry_job", "j0", 40, 50, "ok"))
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a requested job's retry refused",
+		coordOp("c", "retry_job", "j0", 40, 50, "wrong_state"))
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "the old lease lost after a retry",
+		append(failed, coordOp("c", "retry_job", "j0", 40, 50, "ok"), complete("a", "j0", 60, 70, "lease_lost"))...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "the old lease in the wrong state after a retry",
+		append(failed, coordOp("c", "retry_job", "j0", 40, 50, "ok"), complete("a", "j0", 60, 70, "wrong_state"))...)
+	// Fresh attempts: a dead job redriven gets all of them again.
+	var dead []*raceOp
+	for i := int64(0); i < raceMaxAttempts; i++ {
+		w := fmt.Sprintf("w%d", i)
+		dead = append(dead, claimOp(w, "j0", 100*i, 100*i+10, 100*i+5, 50), release(w, "j0", 100*i+20, 100*i+30))
+	}
+	again := append([]*raceOp{}, dead...)
+	again = append(again, &raceOp{W: "c", Op: "redrive", State: "dead", Call: 1000, Ret: 1010, Kind: "ok"})
+	for i := int64(0); i < raceMaxAttempts; i++ {
+		w := fmt.Sprintf("x%d", i)
+		again = append(again, claimOp(w, "j0", 2000+100*i, 2000+100*i+10, 2000+100*i+5, 50), release(w, "j0", 2000+100*i+20, 2000+100*i+30))
+	}
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a dead job redriven claimed max_attempts times", again...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a dead job claimed without a redrive",
+		append(dead, claimOp("b", "j0", 2000, 2010, 2005, 50))...)
+	// A lapsed last attempt is dead once a claim notices it: a redrive of
+	// the dead jobs may return it.
+	lapsed := append(append([]*raceOp{}, dead[:2*raceMaxAttempts-1]...),
+		&raceOp{W: "c", Op: "redrive", State: "dead", Call: 1000, Ret: 1010, Kind: "ok"}, claimOp("b", "j0", 2000, 2010, 2005, 50))
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a lapsed last attempt redriven", lapsed...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a lapsed last attempt claimed without a redrive",
+		append(append([]*raceOp{}, dead[:2*raceMaxAttempts-1]...), claimOp("b", "j0", 2000, 2010, 2005, 50))...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a redrive of failed jobs returning a dead one",
+		append(dead, &raceOp{W: "c", Op: "redrive", State: "failed", Call: 1000, Ret: 1010, Kind: "ok"},
+			claimOp("b", "j0", 2000, 2010, 2005, 50))...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a redrive returning a completed job",
+		claimOp("a", "j0", 0, 10, 5, 500), complete("a", "j0", 20, 30, "ok"),
+		&raceOp{W: "c", Op: "redrive", State: "failed", Call: 40, Ret: 50, Kind: "ok"}, claimOp("b", "j0", 60, 70, 65, 50))
+}
+
+// skewed is o on a worker whose authority clock runs skew µs ahead of the
+// wall clock of the history (behind when negative).
+func skewed(o *raceOp, skew int64) *raceOp {
+	o.Skew = skew
+	return o
+}
+
+// Under a clock fault a call's samples lie in its window on its own
+// worker's clock: a claim 50 µs behind returns an expiry the wall clock
+// would call too early; a request sampled a long way ahead is not ready
+// until its clock's time; and a claim of the next job never fails because
+// of a job it may not take yet (it takes another, or finds nothing).
+func TestLeaseModelReadsEachCallsSamplesOnItsWorkersClock(t *testing.T) {
+	one := make(mState, 1)
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a claim on a clock behind",
+		skewed(claimOp("a", "j0", 100, 110, 55, 100), -50))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "the same claim on the wall clock",
+		claimOp("a", "j0", 100, 110, 55, 100))
+	ahead := skewed(requestOp("c", "r0", 0, 10, 5, 0, 0), 1000000)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a job sampled ahead claimed before its clock's time",
+		ahead, claimOp("a", "r0", 500, 510, 505, 50))
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "a job sampled ahead passed over",
+		ahead, claimOp("a", "j0", 500, 510, 505, 50))
+	requireBoth(t, porcupine.Ok, mState{}, raceBackoff{}, "nothing to claim but a job sampled ahead",
+		ahead, nothingToClaim("a", 500, 510))
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a claim refused because of a job sampled ahead",
+		ahead, &raceOp{W: "a", Op: "claim", DurUS: 50, Call: 500, Ret: 510, Kind: "wrong_state"})
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a waiting claim refused because of a job sampled ahead",
+		ahead, &raceOp{W: "a", Op: "claim_wait", DurUS: 50, Call: 500, Ret: 510, Kind: "wrong_state"})
+}

@@ -39,6 +39,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// racePolicy is the race production's: few attempts, so jobs go dead, and
+// a short backoff, so retried and lapsed jobs wait a little.
+var racePolicy = core.RetryPolicy{MaxAttempts: raceMaxAttempts, BackoffBase: 2 * time.Millisecond,
+	BackoffCap: 16 * time.Millisecond, JitterPercent: 20}
+
 type raceWorker struct {
 	lang string
 	argv []string
@@ -46,7 +51,7 @@ type raceWorker struct {
 }
 
 func raceWorkers(t *testing.T, root string) []raceWorker {
-	lib := filepath.Join(root, "build/libleases.so")
+	testLib := filepath.Join(root, "build/test/libleases.so")
 	bin := filepath.Join(root, "build/reliability")
 	py := os.Getenv("LEASES_REL_PYTHON")
 	if py == "" {
@@ -57,8 +62,9 @@ func raceWorkers(t *testing.T, root string) []raceWorker {
 		{"c", []string{filepath.Join(bin, "race_worker_c")}, nil},
 		{"cpp", []string{filepath.Join(bin, "race_worker_cpp")}, nil},
 		{"rust", []string{filepath.Join(root, "build/rust/debug/examples/race_worker")}, nil},
+		// The test library: the Python worker makes clock faults through its seam.
 		{"py", []string{py, filepath.Join(root, "tests/reliability/race/worker.py")},
-			[]string{"PYTHONPATH=" + filepath.Join(root, "bindings/python"), "LEASES_LIBRARY=" + lib}},
+			[]string{"PYTHONPATH=" + filepath.Join(root, "bindings/python"), "LEASES_LIBRARY=" + testLib}},
 		{"cli", []string{"bash", filepath.Join(root, "tests/reliability/race/cli_worker.sh")},
 			[]string{"LEASES_CLI=" + filepath.Join(root, "build/leases")}},
 	}
@@ -168,7 +174,7 @@ func repoRoot(t *testing.T) string {
 
 // raceFigures accumulate over the rounds for docs/RELIABILITY.md.
 type raceFigures struct {
-	rounds, ops, pending, unknown, kills, jobs, checked int
+	rounds, ops, pending, unknown, kills, jobs, checked, skewed int
 }
 
 func TestRaceOfSixLanguagesIsLinearizableAndKeepsTheInvariants(t *testing.T) {
@@ -189,7 +195,8 @@ func TestRaceOfSixLanguagesIsLinearizableAndKeepsTheInvariants(t *testing.T) {
 	t.Logf("race: %d rounds, %d operations (%d pending at a kill, %d outcome unknown), %d kills, %d jobs; linearizable, invariants hold, no secret found",
 		fig.rounds, fig.ops, fig.pending, fig.unknown, fig.kills, fig.jobs)
 	recordFigure(t, "race", map[string]int{"rounds": fig.rounds, "operations": fig.ops, "pending": fig.pending,
-		"outcome_unknown": fig.unknown, "kills": fig.kills, "jobs": fig.jobs, "secrets_checked": fig.checked, "lost": 0, "leaks": 0})
+		"outcome_unknown": fig.unknown, "kills": fig.kills, "jobs": fig.jobs, "secrets_checked": fig.checked,
+		"clock_faulted": fig.skewed, "lost": 0, "leaks": 0})
 }
 
 // TestRaceOfSixLanguagesOnPostgresIsLinearizableAndKeepsTheInvariants is
@@ -211,7 +218,8 @@ func TestRaceOfSixLanguagesOnPostgresIsLinearizableAndKeepsTheInvariants(t *test
 	t.Logf("race on PostgreSQL: %d rounds, %d operations (%d pending at a kill, %d outcome unknown), %d kills, %d jobs; linearizable, invariants hold, no secret found",
 		fig.rounds, fig.ops, fig.pending, fig.unknown, fig.kills, fig.jobs)
 	recordFigure(t, "race_postgres", map[string]int{"rounds": fig.rounds, "operations": fig.ops, "pending": fig.pending,
-		"outcome_unknown": fig.unknown, "kills": fig.kills, "jobs": fig.jobs, "secrets_checked": fig.checked, "lost": 0, "leaks": 0})
+		"outcome_unknown": fig.unknown, "kills": fig.kills, "jobs": fig.jobs, "secrets_checked": fig.checked,
+		"clock_faulted": fig.skewed, "lost": 0, "leaks": 0})
 }
 
 // raceRound runs one round against db, or against a new SQLite file in the
@@ -231,7 +239,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "tokens"), 0o700))
 	a, err := leases.Open(db)
 	require.NoError(t, err)
-	_, err = a.CreateProductionWithPolicy(raceProduction, core.RetryPolicy{MaxAttempts: raceMaxAttempts})
+	_, err = a.CreateProductionWithPolicy(raceProduction, racePolicy)
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(round)))
 	// A few priorities, and one job in ten due only a while into the run.
@@ -294,12 +302,13 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	a, err = leases.Open(db)
 	require.NoError(t, err)
 	defer a.Close()
-	requireEveryLanguageWorked(t, hist, workers)
 	window := fifo
 	if onPG {
 		window = skipLockedWindow
 	}
+	keyedRequests(t, a, hist)
 	ops, pending, unknown := checkLinearizable(t, dir, hist, initial, window)
+	requireEveryLanguageWorked(t, hist, workers)
 	drain(t, a)
 	checkEventInvariants(t, a, hist)
 	c, err := a.Counts(context.Background(), raceProduction)
@@ -316,7 +325,15 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	fig.kills += kills
 	fig.jobs += nJobs
 	fig.checked += checked
-	t.Logf("round %d: %d operations (%d pending, %d unknown), %d kills, %d tokens scanned for", round, ops, pending, unknown, kills, len(tokens))
+	skewed := 0
+	for _, o := range hist {
+		if o.Skew != 0 {
+			skewed++
+		}
+	}
+	fig.skewed += skewed
+	t.Logf("round %d: %d operations (%d pending, %d unknown, %d under a clock fault), %d kills, %d tokens scanned for",
+		round, ops, pending, unknown, skewed, kills, len(tokens))
 }
 
 func readRaceHistories(t *testing.T, dir string) []*raceOp {
@@ -339,7 +356,7 @@ func readRaceHistories(t *testing.T, dir string) []*raceOp {
 			switch x.Ev {
 			case "call":
 				calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS,
-					Call: x.T, Ret: math.MaxInt64}
+					Call: x.T, Ret: math.MaxInt64, Key: x.Key, Prio: x.Prio, RunAt: x.RunAt, State: x.State, Skew: x.Skew}
 				order = append(order, x.N)
 			case "ret":
 				c := calls[x.N]
@@ -358,6 +375,26 @@ func readRaceHistories(t *testing.T, dir string) []*raceOp {
 		}
 	}
 	return all
+}
+
+// keyedRequests names the job of each request whose outcome is unknown by
+// its key: a job with the key exists when the request happened (no
+// job: it did not, and it is in no job's partition).
+func keyedRequests(t *testing.T, a *core.Authority, hist []*raceOp) {
+	js, err := a.Jobs(raceProduction)
+	require.NoError(t, err)
+	byKey := map[string]string{}
+	for _, j := range js {
+		byKey[j.Key] = j.ID
+	}
+	for _, o := range hist {
+		if o.Op == "request" && o.RJob == "" && unknownOutcome(o) {
+			o.RJob = byKey[o.Key]
+		}
+		if o.Op == "request" && o.Kind == "ok" {
+			require.Equal(t, byKey[o.Key], o.RJob, "the request with key %s", o.Key)
+		}
+	}
 }
 
 // endKilledCalls gives each call a kill cut short (a call without a return)
@@ -395,7 +432,8 @@ func readTokens(t *testing.T, dir string) []string {
 }
 
 // drain finishes every job the workers left: claims whatever is claimable
-// (waiting out the killed workers' expiries) and completes it.
+// (waiting out the killed workers' expiries) and completes it, and cancels
+// the jobs requested on a clock a day ahead.
 func drain(t *testing.T, a *core.Authority) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -410,6 +448,11 @@ func drain(t *testing.T, a *core.Authority) {
 		require.NoError(t, err)
 		open := 0
 		for _, j := range js {
+			if j.State == core.StateRequested && time.Until(j.ClaimableAt) > time.Minute {
+				// Requested on a clock a day ahead: not claimable in this run.
+				require.NoError(t, a.Cancel(raceProduction, j.ID))
+				continue
+			}
 			if j.State == core.StateClaimed || j.State == core.StateRequested {
 				open++
 			}
@@ -436,9 +479,9 @@ func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 	evs, err := a.Events(raceProduction, 0)
 	require.NoError(t, err)
 	type owner struct {
-		worker, label string
-		exp, end      int64
-		live          bool
+		worker, label, endedBy string
+		exp, end               int64
+		live                   bool
 	}
 	cur := map[string]*owner{}
 	terminal := map[string]int{}
@@ -452,7 +495,7 @@ func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 		case "claimed":
 			if o != nil {
 				require.False(t, o.live && at < o.exp, "job %s claimed at %d by %s while %s owned it until %d", e.JobID, at, e.Worker, o.worker, o.exp)
-				require.GreaterOrEqual(t, at, o.end, "job %s claimed before the previous ownership ended", e.JobID)
+				require.GreaterOrEqual(t, at, o.end, "job %s claimed by %s before the previous ownership ended (%s by %s)", e.JobID, e.Worker, o.endedBy, o.worker)
 				require.Zero(t, terminal[e.JobID], "job %s claimed after it finished", e.JobID)
 			}
 			exp := e.Expiry.UnixMicro()
@@ -468,7 +511,7 @@ func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 			terminal[e.JobID]++
 		case "released", "retry", "failed", "completed":
 			require.True(t, o != nil && o.live && o.worker == e.Worker && at < o.exp, "job %s %s by %s at %d, not the live owner: %+v", e.JobID, e.Kind, e.Worker, at, o)
-			o.live, o.end = false, at
+			o.live, o.end, o.endedBy = false, at, e.Kind
 			if e.Kind == "released" || e.Kind == "retry" {
 				continue
 			}
@@ -486,13 +529,28 @@ func checkEventInvariants(t *testing.T, a *core.Authority, hist []*raceOp) {
 			}
 		case "claim_expired":
 			require.True(t, o != nil && o.live && at >= o.exp, "job %s: claim_expired before the expiry: %+v at %d", e.JobID, o, at)
-			o.live, o.end = false, o.exp
+			o.live, o.end, o.endedBy = false, o.exp, e.Kind
+		case "cancelled":
+			// The coordinator's: it ends whatever claim is live. A cancel
+			// is unguarded: it records its sample, which on a clock ahead
+			// (a clock fault) may be later than the sample of a claim
+			// after it (docs/CLOCK.md), so only the log's order says it
+			// ended the ownership, and its time bounds no later claim.
+			require.Zero(t, terminal[e.JobID], "job %s cancelled after it finished", e.JobID)
+			if o != nil && o.live {
+				o.live = false
+			}
+			terminal[e.JobID]++
+		case "redriven":
+			// Back from failed, dead or cancelled: its end is undone.
+			require.Equal(t, 1, terminal[e.JobID], "job %s redriven while not finished", e.JobID)
+			terminal[e.JobID]--
 		}
 	}
 	js, err := a.Jobs(raceProduction)
 	require.NoError(t, err)
 	for _, j := range js {
-		require.Contains(t, []string{core.StateCompleted, core.StateFailed, core.StateDead}, j.State, "job %s ends %s", j.ID, j.State)
+		require.Contains(t, []string{core.StateCompleted, core.StateFailed, core.StateDead, core.StateCancelled}, j.State, "job %s ends %s", j.ID, j.State)
 		require.Equal(t, 1, terminal[j.ID], "job %s has %d terminal events", j.ID, terminal[j.ID])
 	}
 }
@@ -513,7 +571,8 @@ func dumpListings(t *testing.T, a *core.Authority, dir string) {
 // check keeps the histories, history.json (replay it with
 // LEASES_RACE_REPLAY, race_check_unit_test.go) and the visualization.
 func checkLinearizable(t *testing.T, dir string, hist []*raceOp, initial []core.Job, window int) (ops, pending, unknown int) {
-	k := keptHistory{Window: window, MaxAttempts: raceMaxAttempts, Ops: hist}
+	k := keptHistory{Window: window, MaxAttempts: raceMaxAttempts, Ops: hist, Backoff: raceBackoff{
+		BaseUS: racePolicy.BackoffBase.Microseconds(), CapUS: racePolicy.BackoffCap.Microseconds(), Jitter: racePolicy.JitterPercent}}
 	for _, j := range initial {
 		k.Order = append(k.Order, j.ID)
 		k.Jobs = append(k.Jobs, keptJob{Priority: j.Priority, ClaimableUS: j.ClaimableAt.UnixMicro()})
@@ -552,11 +611,15 @@ func checkLinearizable(t *testing.T, dir string, hist []*raceOp, initial []core.
 }
 
 // requireEveryLanguageWorked: each language acknowledged claims and
-// completions, so the race really mixed them.
+// completions and made coordinator calls, so the race really mixed them.
 func requireEveryLanguageWorked(t *testing.T, hist []*raceOp, workers []raceWorker) {
 	done := map[string]map[string]int{}
+	coordinated := map[string]int{}
 	for _, o := range hist {
 		lang := strings.TrimRight(o.W, "0123456789")
+		if isCoordinator(o.Op) || o.Op == "redrive" {
+			coordinated[lang]++
+		}
 		if done[lang] == nil {
 			done[lang] = map[string]int{}
 		}
@@ -574,6 +637,7 @@ func requireEveryLanguageWorked(t *testing.T, hist []*raceOp, workers []raceWork
 		if w.lang == "go" {
 			require.Positive(t, done[w.lang]["complete_next"], "the Go worker never completed and claimed in one commit: %v", done[w.lang])
 		}
+		require.Positive(t, coordinated[w.lang], "the %s worker made no coordinator call (request, cancel, retry_job, redrive)", w.lang)
 		t.Logf("%s: %v", w.lang, done[w.lang])
 	}
 }

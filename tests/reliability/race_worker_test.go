@@ -8,8 +8,13 @@ package reliability
 //	{"w":W,"n":N,"ev":"call","op":OP,"lease":L,"job":J,"dur_us":D,"t":CALL_UNIX_US}
 //	{"w":W,"n":N,"ev":"ret","kind":K,"job":J,"expiry_unix_us":E,"msg":M,"t":RETURN_UNIX_US}
 //
+// and, on a request's call line, "key":KEY, "prio":P and "run_at_us":R (D
+// is its delay); on a redrive's, "state":S.
+//
 // OP is claim, claim_wait, renew, keep_alive, stop_keep_alive, release,
-// fail, fail_retry, complete or complete_next; L labels the lease ("W:N" of
+// fail, fail_retry (D: its delay, 0 for the backoff), complete or
+// complete_next, or a coordinator's request, cancel, retry_job or redrive;
+// L labels the lease ("W:N" of
 // the call that claimed it: a claim, a claim_wait or a complete_next); J is
 // the job (known at the call except for claims);
 // K is "ok" or the status name; E is the expiry the authority returned (claim
@@ -31,6 +36,23 @@ package reliability
 // lease is exported and its token appended to $LEASES_RACE_TOKENS (the only
 // file allowed to hold a credential). Every 25 iterations the job and event
 // listings go to standard output, which the secret-leak scan reads.
+//
+// Before a claim, one time in five, a worker acts as a coordinator
+// (coordinate): it requests a job (half the time; key "W-N", priority 0-2,
+// a delay of 1-200 ms one time in three, a run-at 0-200 ms ahead one time
+// in four), cancels one of the jobs it requested, retries one it requested
+// or failed (retry_job), or redrives the failed, dead or cancelled jobs
+// (one time in ten).
+//
+// Clock faults (the Go worker, in a test build: raceSetClock, unless
+// LEASES_RACE_CLOCK_FAULTS=0): its
+// authority reads the wall clock plus a skew, which it changes one
+// iteration in eight, between calls: a small step back (1-5 ms, behind
+// the others), a forward jump (5-30 ms: its commits move the mark ahead of
+// everyone else's clock) or back to none; and its first request, and one
+// in four after it, is sampled a day ahead, with priority 5 (ahead of every other job in claim
+// order, and not claimable during the run). Each call line carries the
+// skew ("skew_us"), so the model reads its samples on that clock.
 
 import (
 	"context"
@@ -39,6 +61,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	leases "github.com/libleases/libleases"
@@ -59,6 +82,36 @@ type raceLine struct {
 	Expiry int64  `json:"expiry_unix_us,omitempty"`
 	Msg    string `json:"msg,omitempty"`
 	T      int64  `json:"t"`
+	Key    string `json:"key,omitempty"`
+	Skew   int64  `json:"skew_us,omitempty"`
+	Prio   int    `json:"prio,omitempty"`
+	RunAt  int64  `json:"run_at_us,omitempty"`
+	State  string `json:"state,omitempty"`
+}
+
+// raceSetClock is core.SetClockForTest in a test build (the leasestest
+// tag), else nil: then the Go worker makes no clock faults.
+var raceSetClock func(*core.Authority, func() int64)
+
+// raceAheadUS is how far ahead a request sampled ahead reads the clock.
+const raceAheadUS = int64(24 * time.Hour / time.Microsecond)
+
+// raceCoordinator is what a worker knows for its coordinator calls: the
+// jobs it requested and those it failed.
+type raceCoordinator struct {
+	mine, failed []string
+}
+
+// pick is a random job of the worker's, "" when it has none.
+func (c *raceCoordinator) pick(rng *rand.Rand, failed bool) string {
+	l := c.mine
+	if failed && len(c.failed) > 0 {
+		l = c.failed
+	}
+	if len(l) == 0 {
+		return ""
+	}
+	return l[rng.IntN(len(l))]
 }
 
 func raceWorkerMain(name string) int {
@@ -85,6 +138,11 @@ func raceWorkerMain(name string) int {
 		return 2
 	}
 	defer a.Close()
+	var skew atomic.Int64 // the clock fault in force, µs
+	faults := raceSetClock != nil && os.Getenv("LEASES_RACE_CLOCK_FAULTS") != "0"
+	if faults {
+		raceSetClock(a, func() int64 { return time.Now().UnixMicro() + skew.Load() })
+	}
 	kind := func(err error) (string, string) {
 		if err == nil {
 			return "ok", ""
@@ -94,7 +152,7 @@ func raceWorkerMain(name string) int {
 	n := 0
 	call := func(op, lease, job string, dur time.Duration) int {
 		n++
-		write(raceLine{W: name, N: n, Ev: "call", Op: op, Lease: lease, Job: job, DurUS: dur.Microseconds(), T: time.Now().UnixMicro()})
+		write(raceLine{W: name, N: n, Ev: "call", Op: op, Lease: lease, Job: job, DurUS: dur.Microseconds(), Skew: skew.Load(), T: time.Now().UnixMicro()})
 		return n
 	}
 	ret := func(id int, err error, job string, expiry int64) {
@@ -107,12 +165,72 @@ func raceWorkerMain(name string) int {
 	var l *core.Lease // held from the last complete_next, else claimed at the top
 	var label string
 	var d time.Duration // what l was claimed for
+	var co raceCoordinator
+	coordinate := func() {
+		switch r := rng.IntN(10); {
+		case r < 5:
+			n++
+			key := name + "-" + strconv.Itoa(n)
+			x := raceLine{W: name, N: n, Ev: "call", Op: "request", Key: key, Prio: rng.IntN(3)}
+			if faults && (len(co.mine) == 0 || rng.IntN(4) == 0) { // sampled a day ahead
+				was := skew.Swap(raceAheadUS)
+				defer skew.Store(was)
+				x.Prio = 5
+			}
+			x.Skew = skew.Load()
+			o := core.RequestOptions{Priority: x.Prio}
+			switch rng.IntN(12) {
+			case 0, 1, 2, 3:
+				o.Delay = ms(1, 200)
+				x.DurUS = o.Delay.Microseconds()
+			case 4, 5, 6:
+				o.RunAt = time.UnixMicro(time.Now().UnixMicro() + ms(0, 200).Microseconds())
+				x.RunAt = o.RunAt.UnixMicro()
+			}
+			x.T = time.Now().UnixMicro()
+			write(x)
+			id, err := a.RequestJobWith(raceProduction, key, []byte("payload-"+key), o)
+			ret(x.N, err, id, 0)
+			if err == nil {
+				co.mine = append(co.mine, id)
+			}
+		case r < 7:
+			if job := co.pick(rng, false); job != "" {
+				id := call("cancel", "", job, 0)
+				ret(id, a.Cancel(raceProduction, job), job, 0)
+			}
+		case r < 9:
+			if job := co.pick(rng, true); job != "" {
+				id := call("retry_job", "", job, 0)
+				ret(id, a.RetryJob(raceProduction, job), job, 0)
+			}
+		default:
+			n++
+			st := []string{core.StateFailed, core.StateDead, core.StateCancelled}[rng.IntN(3)]
+			write(raceLine{W: name, N: n, Ev: "call", Op: "redrive", State: st, T: time.Now().UnixMicro()})
+			_, err := a.Redrive(raceProduction, st)
+			ret(n, err, "", 0)
+		}
+	}
 	for it := 1; time.Now().Before(deadline); it++ {
 		if it%25 == 0 {
 			js, _ := a.Jobs(raceProduction)
 			evs, _ := a.Events(raceProduction, 0)
 			out, _ := json.Marshal(map[string]any{"jobs": js, "events": evs})
 			fmt.Println(string(out))
+		}
+		if faults && rng.IntN(8) == 0 {
+			switch rng.IntN(3) {
+			case 0: // a small step back
+				skew.Store(-ms(1, 5).Microseconds())
+			case 1: // a forward jump
+				skew.Store(ms(5, 30).Microseconds())
+			default:
+				skew.Store(0)
+			}
+		}
+		if l == nil && rng.IntN(5) == 0 {
+			coordinate()
 		}
 		if l == nil {
 			d = ms(30, 150)
@@ -170,11 +288,19 @@ func raceWorkerMain(name string) int {
 			id := call("release", label, job, 0)
 			ret(id, l.Release(), job, 0)
 		case r < 3 && rng.IntN(2) == 0:
-			id := call("fail_retry", label, job, 0)
-			ret(id, l.FailRetry("race retry by "+name, 0), job, 0)
+			var delay time.Duration // half of them after a delay, else the backoff
+			if rng.IntN(2) == 0 {
+				delay = ms(1, 50)
+			}
+			id := call("fail_retry", label, job, delay)
+			ret(id, l.FailRetry("race retry by "+name, delay), job, 0)
 		case r < 3:
 			id := call("fail", label, job, 0)
-			ret(id, l.Fail("race failure by "+name), job, 0)
+			err := l.Fail("race failure by " + name)
+			ret(id, err, job, 0)
+			if err == nil {
+				co.failed = append(co.failed, job)
+			}
 		case r < 6:
 			id := call("complete", label, job, 0)
 			ret(id, l.Complete(facts), job, 0)

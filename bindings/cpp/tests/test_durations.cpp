@@ -104,6 +104,49 @@ TEST(Durations, SharedVectorsAgreeWithTheRule) {
     }
 }
 
+TEST(Durations, InMessagesTheyAreWrittenAsPeopleWriteThemAsOnEverySurface) {
+    const auto v = mini_json::parse_file(vectors_path("durations.json"));
+    ASSERT_GE(v["shown"].items.size(), 20u);
+    for (const auto &c : v["shown"].items) {
+        const std::int64_t ns = std::stoll(c["nanoseconds"].str());
+        EXPECT_EQ(leases::format_duration(std::chrono::nanoseconds(ns)), c["shown"].str()) << ns;
+    }
+    // Every period and count type, as people write it.
+    EXPECT_EQ(leases::format_duration(48h), "48h");
+    EXPECT_EQ(leases::format_duration(90min), "1h30m");
+    EXPECT_EQ(leases::format_duration(250ms), "250ms");
+    EXPECT_EQ(leases::format_duration(1500us), "1500us");
+    EXPECT_EQ(leases::format_duration(1500ms), "1s500ms");
+    EXPECT_EQ(leases::format_duration(0s), "0s");
+    EXPECT_EQ(leases::format_duration(-90s), "-1m30s");
+    EXPECT_EQ(leases::format_duration(std::chrono::duration<int, std::ratio<86400>>(2)), "48h");
+    EXPECT_EQ(leases::format_duration(std::chrono::duration<std::int8_t, std::ratio<3600>>(-128)), "-128h");
+    EXPECT_EQ(leases::format_duration(std::chrono::duration<unsigned short, std::milli>(65535)), "1m5s535ms");
+    EXPECT_EQ(leases::format_duration(std::chrono::duration<long long, std::ratio<3, 2>>(1)), "1s500ms");
+    EXPECT_EQ(leases::format_duration(std::chrono::duration<int, std::ratio<7, 1'000'000>>(3)), "21us");
+    EXPECT_EQ(leases::format_duration(std::chrono::hours::max()), "9223372036854775807h");
+    EXPECT_EQ(leases::format_duration(std::chrono::nanoseconds::min()), "-2562047h47m16s854775808ns");
+    // Exactly, where no unit states it: thirds of a second, a count too large.
+    EXPECT_EQ(leases::format_duration(std::chrono::duration<long long, std::ratio<1, 3>>(1)), "1 x 1/3 s");
+    EXPECT_EQ(leases::format_duration(std::chrono::duration<std::uint64_t, std::ratio<86400>>(
+                  std::numeric_limits<std::uint64_t>::max())),
+              "18446744073709551615 x 86400/1 s");
+    // And in the errors that show a duration.
+    try {
+        (void)to_microseconds(48h);
+        ADD_FAILURE() << "48h was accepted";
+    } catch (const leases::InvalidDurationError &e) {
+        EXPECT_EQ(std::string(e.what()).rfind("duration 48h is longer than 24 h;", 0), 0u) << e.what();
+    }
+    try {
+        (void)to_microseconds(1500ns);
+        ADD_FAILURE() << "1500ns was accepted";
+    } catch (const leases::InvalidDurationError &e) {
+        EXPECT_NE(std::string(e.what()).find("duration 1500ns is not a whole number of microseconds"), std::string::npos)
+            << e.what();
+    }
+}
+
 using DurationsAtTheBoundary = AuthorityTest;
 
 TEST_F(DurationsAtTheBoundary, InvalidDurationsRejectBeforeTheLibraryIsCalled) {

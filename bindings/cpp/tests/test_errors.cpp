@@ -338,6 +338,30 @@ TEST_F(AuthorityTest, AnOutcomeUnknownClaimNamesTheJobItChoseInJobId) {
     }
 }
 
+// The library's message passes through, so every surface says the same: how
+// this lease ended its claim, and that a settled lease is closed.
+TEST_F(AuthorityTest, ASettledLeaseSaysHowThisLeaseEndedItsClaimAndThatASettledLeaseIsClosed) {
+    const std::vector<std::pair<std::string, std::function<void(leases::Lease &)>>> endings{
+        {"completed", [](leases::Lease &l) { l.complete(); }},
+        {"released", [](leases::Lease &l) { l.release(); }},
+        {"failed", [](leases::Lease &l) { l.fail("broken"); }},
+    };
+    request(static_cast<int>(endings.size()));
+    for (const auto &[how, settle] : endings) {
+        leases::Lease lease = claim();
+        settle(lease);
+        try {
+            lease.complete();
+            FAIL() << "completing a " << how << " lease succeeded";
+        } catch (const leases::ClosedError &e) {
+            EXPECT_EQ(std::string(e.what()), "closed: lease for job " + lease.job_id() +
+                                                 " is closed: this lease already " + how +
+                                                 " the job; a lease is closed once it has completed, released or "
+                                                 "failed its claim");
+        }
+    }
+}
+
 // The names before the status-named classes stay for one release, deprecated.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

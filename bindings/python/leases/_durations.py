@@ -30,7 +30,7 @@ def whole_us(value: object, what: str) -> int:
     nanos = getattr(value, "nanoseconds", 0)
     if isinstance(nanos, int) and nanos != 0:
         raise InvalidDurationError(
-            f"{what} {value!s} has a fraction of a microsecond ({nanos} ns); "
+            f"{what} {duration_text(value)} has a fraction of a microsecond ({nanos} ns); "
             "durations are whole microseconds and are never rounded"
         )
     return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
@@ -42,7 +42,7 @@ def duration_us(value: object, what: str = "duration") -> int:
     if us <= 0 or us > MAX_DURATION_US:
         raise InvalidDurationError(
             f"{what} must be more than zero and at most 24 hours "
-            f"(1 .. {MAX_DURATION_US} microseconds), not {value!s}"
+            f"(1 .. {MAX_DURATION_US} microseconds), not {duration_text(value)}"
         )
     return us
 
@@ -54,19 +54,48 @@ def wait_us(value: object, what: str = "wait") -> int:
     if us < 0 or us > MAX_WAIT_US:
         raise InvalidDurationError(
             f"{what} must be at least zero and at most 24 hours "
-            f"(0 .. {MAX_WAIT_US} microseconds), not {value!s}"
+            f"(0 .. {MAX_WAIT_US} microseconds), not {duration_text(value)}"
         )
     return us
 
 
 def describe_us(us: int) -> str:
-    """A count of microseconds for a message: in days, seconds or µs,
-    whichever states it exactly."""
-    if us and us % 86_400_000_000 == 0:
-        return f"{us // 86_400_000_000} days"
-    if us % 1_000_000 == 0:
-        return f"{us // 1_000_000} s"
-    return f"{us} µs"
+    """A count of microseconds for a message, as duration_text writes it."""
+    return describe_ns(us * 1000)
+
+
+def describe_ns(ns: int) -> str:
+    """A count of nanoseconds as people write a duration, the spelling of
+    every surface's messages (tests/vectors/durations.json "shown"): the
+    hours, minutes and seconds that are not zero, largest first, then the
+    rest under a second in the largest of ms, us and ns that states it
+    whole: 48h, 1h30m, 250ms, 1500us, 1s500ms. Zero is 0s."""
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    secs, frac = divmod(ns, 1_000_000_000)
+    if secs == 0 and frac == 0:
+        return "0s"
+    parts = [sign]
+    for n, unit in ((secs // 3600, "h"), (secs % 3600 // 60, "m"), (secs % 60, "s")):
+        if n:
+            parts.append(f"{n}{unit}")
+    if frac:
+        if frac % 1_000_000 == 0:
+            parts.append(f"{frac // 1_000_000}ms")
+        elif frac % 1000 == 0:
+            parts.append(f"{frac // 1000}us")
+        else:
+            parts.append(f"{frac}ns")
+    return "".join(parts)
+
+
+def duration_text(value: object) -> str:
+    """A timedelta (with a subclass's nanoseconds) as describe_ns writes it."""
+    if not isinstance(value, timedelta):
+        return str(value)
+    nanos = getattr(value, "nanoseconds", 0)
+    extra = nanos if isinstance(nanos, int) else 0
+    us = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    return describe_ns(us * 1000 + extra)
 
 
 def us_within(value: object, what: str, low_us: int, high_us: int, high_is: str = "") -> int:

@@ -62,7 +62,7 @@ class InvalidArgumentError(LeasesError, ValueError):
 
 
 class InvalidDurationError(LeasesError, ValueError):
-    """LEASES_INVALID_DURATION: not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US."""
+    """LEASES_INVALID_DURATION: not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US; or a complete-and-claim-next whose new claim would be born expired (a duration shorter than the commit took): nothing was written, and the lease being completed still holds its claim."""
 
     status = 2
     status_name = "invalid_duration"

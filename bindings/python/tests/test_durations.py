@@ -10,7 +10,7 @@ import pytest
 
 import leases
 from leases import _ffi
-from leases._durations import duration_us
+from leases._durations import describe_ns, duration_text, duration_us
 
 from conftest import PRODUCTION, SECONDS_30, load_vectors
 
@@ -146,3 +146,19 @@ def test_a_sub_microsecond_fraction_is_refused_not_rounded(lease: leases.Lease) 
     with pytest.raises(leases.InvalidDurationError, match="microsecond"):
         lease.renew(NanoTimedelta(60_000_000_500))
     assert lease.expiry == before
+
+
+def test_durations_in_messages_are_written_as_people_write_them_as_on_every_surface() -> None:
+    shown = DURATIONS["shown"]
+    assert len(shown) >= 20
+    for case in shown:
+        ns = int(case["nanoseconds"])
+        assert describe_ns(ns) == case["shown"], ns
+        if ns >= 0:
+            assert duration_text(NanoTimedelta(ns)) == case["shown"], ns
+        if ns % 1000 == 0:
+            assert duration_text(timedelta(microseconds=ns // 1000)) == case["shown"], ns
+    with pytest.raises(leases.InvalidDurationError, match=r"not 48h$"):
+        duration_us(timedelta(hours=48))
+    with pytest.raises(leases.InvalidDurationError, match=r"^duration 1500ns has a fraction"):
+        duration_us(NanoTimedelta(1500))

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Dict, Type
+from typing import Any, Callable, Dict, List, Tuple, Type
 
 import pytest
 
@@ -167,6 +167,29 @@ def test_using_a_completed_lease_raises_Closed(lease: leases.Lease) -> None:
     lease.complete()
     with pytest.raises(leases.ClosedError):
         lease.renew(SECONDS_30)
+
+
+SETTLED = "; a lease is closed once it has completed, released or failed its claim"
+
+
+def test_a_settled_lease_says_how_this_lease_ended_its_claim_and_that_a_settled_lease_is_closed(
+    auth: leases.Authority,
+) -> None:
+    """The library's message passes through: the same text on every surface."""
+    endings: List[Tuple[Callable[[leases.Lease], None], str]] = [
+        (lambda l: l.complete(), "completed"),
+        (lambda l: l.release(), "released"),
+        (lambda l: l.fail("broken"), "failed"),
+    ]
+    for settle, how in endings:
+        job = auth.request_job(PRODUCTION)
+        lease = auth.claim_job(PRODUCTION, job, worker="w", duration=SECONDS_30)
+        settle(lease)
+        with pytest.raises(leases.ClosedError) as e:
+            lease.complete()
+        assert str(e.value) == (
+            f"closed: lease for job {job} is closed: this lease already {how} the job" + SETTLED
+        )
 
 
 def test_a_malformed_token_raises_TokenError(auth: leases.Authority) -> None:

@@ -232,6 +232,36 @@ def test_keep_alive_keeps_a_lease_held_for_many_times_its_duration(store: leases
     assert kinds(store, job).count("renewed") >= 6
 
 
+def test_a_verdict_of_complete_and_claim_next_is_true_of_the_lease_it_is_about(store: leases.Authority) -> None:
+    """Only the claim half fails (the new claim would be born expired: a
+    duration shorter than the commit takes): nothing commits, and the lease
+    being completed still holds its claim. No "not held" error, lost stays
+    None, its keep-alive goes on renewing, and complete() succeeds."""
+    first = store.request_job(PRODUCTION)
+    second = store.request_job(PRODUCTION)
+    lease = store.claim(PRODUCTION, worker="w", duration=timedelta(minutes=1))
+    assert lease is not None and lease.job_id == first
+    with lease.keep_alive(interval=timedelta(milliseconds=5)):
+        with pytest.raises(leases.LeasesError) as raised:
+            lease.complete_and_claim_next(duration=timedelta(microseconds=1))
+        assert lease.lost is None, f"the lease was reported over: {lease.lost!r}"
+        assert not isinstance(raised.value, leases.NotHeldError), repr(raised.value)
+        assert isinstance(raised.value, leases.InvalidDurationError), repr(raised.value)
+        assert second in str(raised.value), "the message names the job the claim chose"
+        assert store.job(PRODUCTION, second).state == "requested"
+        renewed = kinds(store, first).count("renewed")
+        until = time.monotonic() + EVENTUALLY
+        while kinds(store, first).count("renewed") <= renewed and time.monotonic() < until:
+            time.sleep(0.01)
+        assert kinds(store, first).count("renewed") > renewed, "the keep-alive stopped"
+        assert lease.lost is None
+    # Asked once its renewals have stopped: a check racing a renewal's
+    # commit can see the mark that renewal moved.
+    assert lease.check() is None and lease.lost is None
+    lease.complete()
+    assert store.job(PRODUCTION, first).state == "completed"
+
+
 def test_leaving_keep_alive_stops_the_renewals(store: leases.Authority) -> None:
     job = store.request_job(PRODUCTION)
     lease = store.claim(PRODUCTION, worker="w", duration=timedelta(seconds=1))

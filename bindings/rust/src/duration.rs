@@ -21,17 +21,59 @@ pub const MAX_DURATION: Duration = Duration::from_micros(sys::LEASES_MAX_DURATIO
 /// ```
 pub fn duration_us(d: Duration) -> Result<i64> {
     if d.is_zero() {
-        return Err(Error::new(ErrorKind::InvalidDuration, "duration must be positive, got 0"));
+        return Err(Error::new(ErrorKind::InvalidDuration, "duration must be positive, got 0s"));
     }
     if !d.subsec_nanos().is_multiple_of(1_000) {
         return Err(Error::new(
             ErrorKind::InvalidDuration,
-            format!("duration {d:?} is not a whole number of microseconds (nothing is rounded)"),
+            format!("duration {} is not a whole number of microseconds (nothing is rounded)", format_duration(d)),
         ));
     }
     if d > MAX_DURATION {
-        return Err(Error::new(ErrorKind::InvalidDuration, format!("duration {d:?} is longer than the limit of 24h")));
+        return Err(Error::new(
+            ErrorKind::InvalidDuration,
+            format!("duration {} is longer than the limit of 24h", format_duration(d)),
+        ));
     }
     // d <= 24 h, so the microsecond count fits an i64.
     Ok(d.as_micros() as i64)
+}
+
+/// Writes `d` as people write a duration, the spelling of every surface's
+/// messages (`tests/vectors/durations.json`, "shown"): the hours, minutes
+/// and seconds that are not zero, largest first, then the rest under a
+/// second in the largest of ms, us and ns that states it whole. Zero is
+/// `0s`.
+///
+/// ```
+/// use std::time::Duration;
+/// use leases::format_duration;
+///
+/// assert_eq!(format_duration(Duration::from_secs(48 * 3600)), "48h");
+/// assert_eq!(format_duration(Duration::from_secs(90 * 60)), "1h30m");
+/// assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+/// assert_eq!(format_duration(Duration::from_micros(1500)), "1500us");
+/// assert_eq!(format_duration(Duration::from_millis(1500)), "1s500ms");
+/// ```
+pub fn format_duration(d: Duration) -> String {
+    let (secs, frac) = (d.as_secs(), d.subsec_nanos());
+    if secs == 0 && frac == 0 {
+        return "0s".to_owned();
+    }
+    let mut out = String::new();
+    for (n, unit) in [(secs / 3600, "h"), (secs % 3600 / 60, "m"), (secs % 60, "s")] {
+        if n != 0 {
+            out += &format!("{n}{unit}");
+        }
+    }
+    if frac != 0 {
+        out += &if frac % 1_000_000 == 0 {
+            format!("{}ms", frac / 1_000_000)
+        } else if frac % 1_000 == 0 {
+            format!("{}us", frac / 1_000)
+        } else {
+            format!("{frac}ns")
+        };
+    }
+    out
 }

@@ -21,7 +21,7 @@ use crate::sys;
 pub enum ErrorKind {
     /// `LEASES_INVALID_ARGUMENT`: bad input: NULL, empty, invalid UTF-8, NUL byte, oversize, non-canonical id, bad facts JSON, unknown handle; an output path twice in one completion, or a fact or output the job already has; a new name (production, key, worker, fact key) that is not NFC, holds an invisible character or has white space at either end; in listings, a malformed or foreign cursor, an unknown state or event kind, a page limit outside 0..1000, a window over 24 h; a priority, run-at, delay or retry policy out of its bounds, an options struct of a bad size, a redrive of a state other than failed, dead or cancelled.
     InvalidArgument,
-    /// `LEASES_INVALID_DURATION`: not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US.
+    /// `LEASES_INVALID_DURATION`: not a whole number of microseconds in 1 .. LEASES_MAX_DURATION_US; or a complete-and-claim-next whose new claim would be born expired (a duration shorter than the commit took): nothing was written, and the lease being completed still holds its claim.
     InvalidDuration,
     /// `LEASES_NOT_FOUND`: the production or job does not exist, or the lease or token belongs to another production; or the database does not exist and was opened not to be created.
     NotFound,

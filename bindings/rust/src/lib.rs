@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 use std::ptr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use duration::{duration_us, MAX_DURATION};
+pub use duration::{duration_us, format_duration, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use listing::{Attempt, AttemptEnding, Event, Facts, Job, JobRecord, JobState, Output, Production, PublishedFacts};
 pub use pages::{EventPages, JobPages, ProductionPages};

@@ -5,7 +5,7 @@ use std::ptr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::{c_in, check_len, opt_ptr, sys, take_string, Authority, JobState, Lease, MAX_PAYLOAD_LEN};
+use crate::{c_in, check_len, format_duration, opt_ptr, sys, take_string, Authority, JobState, Lease, MAX_PAYLOAD_LEN};
 
 /// The longest delay, run-at distance and backoff cap: 366 days
 /// (`LEASES_MAX_DELAY_US`).
@@ -180,13 +180,13 @@ fn delay_us(what: &str, d: Duration) -> Result<i64> {
     if !d.subsec_nanos().is_multiple_of(1_000) {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
-            format!("{what} {d:?} is not a whole number of microseconds (nothing is rounded)"),
+            format!("{what} {} is not a whole number of microseconds (nothing is rounded)", format_duration(d)),
         ));
     }
     if d > MAX_DELAY {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
-            format!("{what} {d:?} is longer than the limit of 366 days"),
+            format!("{what} {} is longer than the limit of 366 days", format_duration(d)),
         ));
     }
     // d <= 366 days, so the microsecond count fits an i64.

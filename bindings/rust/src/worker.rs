@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{self, Error, ErrorKind, Result};
-use crate::{c_in, duration_us, sys, Authority, Facts, Lease};
+use crate::{c_in, duration_us, format_duration, sys, Authority, Facts, Lease};
 
 /// The longest wait of [`Authority::claim_wait`] and [`Lease::wait_lost`]: 24 hours, inclusive.
 pub const MAX_WAIT: Duration = Duration::from_micros(sys::LEASES_MAX_WAIT_US as u64);
@@ -21,12 +21,15 @@ pub const MAX_WAIT: Duration = Duration::from_micros(sys::LEASES_MAX_WAIT_US as 
 /// A wait decides nothing about a lease, but it is not rounded either.
 pub(crate) fn wait_us(what: &str, d: Duration) -> Result<i64> {
     if d > MAX_WAIT {
-        return Err(Error::new(ErrorKind::InvalidArgument, format!("{what} {d:?} is longer than the limit of 24h")));
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{what} {} is longer than the limit of 24h", format_duration(d)),
+        ));
     }
     if !d.subsec_nanos().is_multiple_of(1_000) {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
-            format!("{what} {d:?} is not a whole number of microseconds (nothing is rounded)"),
+            format!("{what} {} is not a whole number of microseconds (nothing is rounded)", format_duration(d)),
         ));
     }
     // d <= 24 h, so the microsecond count fits an i64.

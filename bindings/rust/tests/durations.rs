@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use leases::{duration_us, ErrorKind, MAX_DURATION};
+use leases::{duration_us, format_duration, ErrorKind, MAX_DURATION};
 
 /// The vector's nanoseconds as a Duration; None when a Duration cannot hold
 /// it (negative values: the type rules them out).
@@ -105,4 +105,26 @@ fn the_library_rejects_invalid_durations_too() {
         assert_eq!(st, leases::sys::LEASES_INVALID_DURATION, "{us}");
         assert!(out.is_null());
     }
+}
+
+#[test]
+fn durations_in_messages_are_written_as_people_write_them_as_on_every_surface() {
+    let v = vectors("durations.json");
+    let shown = v["shown"].as_array().unwrap();
+    assert!(shown.len() >= 20, "the shared vectors were not read");
+    let mut checked = 0;
+    for case in shown {
+        let Some(d) = vector_duration(case) else { continue };
+        assert_eq!(format_duration(d), case["shown"].as_str().unwrap(), "{case}");
+        checked += 1;
+    }
+    assert!(checked >= 20);
+    assert_eq!(
+        duration_us(Duration::from_secs(48 * 3600)).unwrap_err().message(),
+        "duration 48h is longer than the limit of 24h"
+    );
+    assert_eq!(
+        duration_us(Duration::from_nanos(1500)).unwrap_err().message(),
+        "duration 1500ns is not a whole number of microseconds (nothing is rounded)"
+    );
 }

@@ -46,6 +46,32 @@ fn error_kinds_match_the_shared_status_vectors_and_the_library() {
     assert_eq!(ErrorKind::ALL.len(), statuses.len(), "every rejection status plus AbiMismatch");
 }
 
+/// The library's message passes through, so every surface says the same:
+/// how this lease ended its claim, and that a settled lease is closed.
+#[test]
+fn a_settled_lease_says_how_this_lease_ended_its_claim_and_that_a_settled_lease_is_closed() {
+    let (_dir, auth) = fresh("e-settled");
+    type Settle = fn(&leases::Lease) -> Result<(), Error>;
+    let endings: [(&str, Settle); 3] = [
+        ("completed", |l| l.complete(&Facts::new())),
+        ("released", |l| l.release()),
+        ("failed", |l| l.fail("broken")),
+    ];
+    for (how, settle) in endings {
+        let (id, lease) = claimed(&auth, "w");
+        settle(&lease).unwrap();
+        let err = lease.complete(&Facts::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Closed);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "closed: lease for job {id} is closed: this lease already {how} the job; \
+                 a lease is closed once it has completed, released or failed its claim"
+            )
+        );
+    }
+}
+
 #[test]
 fn a_cancelled_claim_is_not_held() {
     let (_dir, auth) = fresh("e-not-held");

@@ -98,6 +98,32 @@ func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, 
 	})
 }
 
+// jobIDsSQL is one range of leases_jobs_pkey, the production a filter on it.
+func jobIDsSQL(f store.JobIDFilter) (string, []any) {
+	var c conds
+	c.add(`id >= $?`, f.From)
+	if f.To != "" {
+		c.add(`id < $?`, f.To)
+	}
+	if f.ProductionID != "" {
+		c.add(`production_id = $?`, f.ProductionID)
+	}
+	return c.page(`SELECT id, production_id FROM leases_jobs`, `id`, f.Limit)
+}
+
+// JobIDs reads job ids in a range of the primary key.
+func (db *DB) JobIDs(ctx context.Context, f store.JobIDFilter) ([]store.JobIDRow, error) {
+	text, args := jobIDsSQL(f)
+	rows, err := db.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r pgx.CollectableRow) (store.JobIDRow, error) {
+		var j store.JobIDRow
+		return j, r.Scan(&j.ID, &j.ProductionID)
+	})
+}
+
 // collect reads every row with scan and closes rows; the result is never
 // nil, so an empty listing marshals as [].
 func collect[T any](rows pgx.Rows, scan pgx.RowToFunc[T]) ([]T, error) {

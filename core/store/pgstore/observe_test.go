@@ -133,6 +133,14 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
 	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_worker"}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
+	// A job id prefix is one range of the primary key, in a production or in all.
+	for name, f := range map[string]store.JobIDFilter{
+		"job ids":            {From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
+		"job ids production": {ProductionID: pid, From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
+	} {
+		text, args := jobIDsSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: "leases_jobs_pkey"}
+	}
 	return out
 }
 

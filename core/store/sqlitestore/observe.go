@@ -70,6 +70,35 @@ func (s *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, e
 	return collect(rows, scanJobRow)
 }
 
+// jobIDsSQL is one range of the primary key (sqlite_autoindex_jobs_1); the
+// production is a filter on that range (the unary + keeps the planner off
+// the production's indexes, which would visit every job of the production).
+func jobIDsSQL(f store.JobIDFilter) (string, []any) {
+	where, args := []string{`id >= ?`}, []any{f.From}
+	if f.To != "" {
+		where, args = append(where, `id < ?`), append(args, f.To)
+	}
+	if f.ProductionID != "" {
+		where, args = append(where, `+production_id = ?`), append(args, f.ProductionID)
+	}
+	return `SELECT id, production_id FROM jobs WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY id LIMIT ?`,
+		append(args, f.Limit)
+}
+
+// JobIDs reads job ids in a range of the primary key.
+func (s *DB) JobIDs(ctx context.Context, f store.JobIDFilter) ([]store.JobIDRow, error) {
+	s.wal.pace()
+	text, args := jobIDsSQL(f)
+	rows, err := s.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r scanner) (store.JobIDRow, error) {
+		var j store.JobIDRow
+		return j, r.Scan(&j.ID, &j.ProductionID)
+	})
+}
+
 // ListProductions reads productions by name, from the unique index on name.
 func (s *DB) ListProductions(ctx context.Context, after string, limit int) ([]store.Production, error) {
 	rows, err := s.query(ctx, `SELECT `+productionColumns+` FROM productions WHERE name > ? ORDER BY name LIMIT ?`,

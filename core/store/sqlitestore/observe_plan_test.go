@@ -55,6 +55,19 @@ func observedStatements() map[string]storetest.Statement {
 		Want: "SEARCH events USING INDEX events_by_worker (production_id=? AND worker>?)",
 		Also: []string{"SEARCH events USING INDEX events_by_worker (production_id=? AND worker=?)"}}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us>?)"}
+	// A job id prefix is one range of the primary key, in a production or in all.
+	for name, f := range map[string]store.JobIDFilter{
+		"job ids":            {From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
+		"job ids production": {ProductionID: "p", From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
+		"job ids open":       {ProductionID: "p", From: "ffffffff", Limit: 6},
+	} {
+		text, args := jobIDsSQL(f)
+		want := "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id>? AND id<?)"
+		if f.To == "" {
+			want = "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id>?)"
+		}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want}
+	}
 	return out
 }
 

@@ -14,6 +14,8 @@
  *                                server is asked for its clock and the seam
  *                                replaces its answer, so the same faults
  *                                reach the same path.
+ * Prints one summary line; with $LEASES_REL_FIGURES set, appends the
+ * scenarios it ran and those that failed to that file as a JSON line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,18 @@
 
 static int failures;
 static const char *current;
+/* The scenarios run and those that failed, counted as they run: the
+ * figures this program reports (with $LEASES_REL_FIGURES set, appended to
+ * that file as one JSON line). */
+static int ran, failed;
+
+#define RUN(test)                                                                              \
+	do {                                                                                       \
+		int before_ = failures;                                                                \
+		ran++;                                                                                 \
+		test();                                                                                \
+		if (failures != before_) failed++;                                                     \
+	} while (0)
 
 #define EXPECT_STATUS(want, call)                                                              \
 	do {                                                                                       \
@@ -372,8 +386,6 @@ int main(int argc, char **argv) {
 		}
 	}
 	snprintf(dir, sizeof dir, "%s", where);
-	int ran = 0;
-#define RUN(test) (ran++, test())
 	RUN(test_forward_jump_expires_a_claim_at_once);
 	RUN(test_backward_jump_rejects_guarded_operations_and_changes_nothing);
 	RUN(test_a_backward_jump_between_the_two_samples_commits_nothing);
@@ -383,7 +395,15 @@ int main(int argc, char **argv) {
 	RUN(test_writes_under_a_clock_behind_the_mark_record_the_mark);
 	RUN(test_the_clock_sequence_rejects_bad_arguments);
 	if (pg_base != NULL) pg_drop_schemas(pg_base);
-	/* Each test stops at its first failure: it counts once. */
-	printf("clock faults (%s): %d passed, %d failed\n", pg_base ? "PostgreSQL" : "SQLite", ran - failures, failures);
+	printf("clock faults (%s): %d passed, %d failed\n", pg_base ? "PostgreSQL" : "SQLite", ran - failed, failed);
+	const char *fig = getenv("LEASES_REL_FIGURES");
+	if (fig && *fig) {
+		FILE *f = fopen(fig, "a");
+		if (f) {
+			fprintf(f, "{\"test\":\"%s\",\"figures\":{\"scenarios\":%d,\"failed\":%d}}\n",
+			        pg_base ? "clock_faults_postgres" : "clock_faults", ran, failed);
+			fclose(f);
+		}
+	}
 	return failures ? 1 : 0;
 }

@@ -5,7 +5,11 @@
 # from $EPOCHREALTIME, taken just before and just after each command. Each
 # command is a process of its own (tens of milliseconds), so durations are
 # four times the other workers' (claim 120-600 ms, renew 120-800 ms); one
-# claim in two waits up to 1200 ms (claim --wait).
+# claim in two waits up to 1200 ms (claim --wait). Half of its failures are
+# retryable (fail --retry, half of them with a --delay of 4-200 ms), and one
+# time in five before a claim it acts as a coordinator (coordinate: job
+# request with a priority and a --delay or --run-at, cancel, job retry,
+# production redrive).
 set -u
 leases=$LEASES_CLI
 name=$LEASES_RACE_WORKER
@@ -50,6 +54,55 @@ ret() { # job expiry
 }
 expiry() { [[ $(cat "$out/o") =~ \"expiry_unix_us\":\ *([0-9]+) ]] && echo "${BASH_REMATCH[1]}" || echo 0; }
 
+mine=() failed=() # the jobs it requested and failed
+pick() { # from the array named $1: sets job, or returns 1 when empty
+  local -n pool=$1
+  [ ${#pool[@]} -gt 0 ] || return 1
+  job=${pool[RANDOM % ${#pool[@]}]}
+}
+coordinate() {
+  local r=$((RANDOM % 10)) t0 extra opts
+  if [ $r -lt 5 ]; then
+    n=$((n + 1)) id=$n
+    local key=$name-$n prio=$((RANDOM % 3)) how=$((RANDOM % 12)) delay=0 run_at=0
+    opts=(--priority $prio)
+    if [ $how -lt 4 ]; then
+      delay=$((4 + RANDOM % 197))
+      opts+=(--delay "${delay}ms")
+      delay=$((delay * 1000))
+    elif [ $how -lt 7 ]; then
+      t0=${EPOCHREALTIME/./}
+      run_at=$((t0 + 1000 * (RANDOM % 201)))
+      opts+=(--run-at "$(date -u -d "@$((run_at / 1000000)).$(printf %06d $((run_at % 1000000)))" +%Y-%m-%dT%H:%M:%S.%6NZ)")
+    fi
+    echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"request\",\"key\":\"$key\",\"prio\":$prio,\"dur_us\":$delay,\"run_at_us\":$run_at,\"t\":${EPOCHREALTIME/./}}" >>"$log"
+    run job request --production race --key "$key" "${opts[@]}" --json
+    job=
+    if [ "$kind" = ok ] && [[ $(cat "$out/o") =~ \"id\":\ *\"([0-9a-f-]+)\" ]]; then
+      job=${BASH_REMATCH[1]}
+      mine+=("$job")
+    fi
+    ret "$job" 0
+  elif [ $r -lt 7 ]; then
+    pick mine || return 0
+    call cancel "" "$job" 0
+    run cancel --production race --job "$job"
+    ret "$job" 0
+  elif [ $r -lt 9 ]; then
+    pick failed || pick mine || return 0
+    call retry_job "" "$job" 0
+    run job retry --production race --job "$job"
+    ret "$job" 0
+  else
+    local states=(failed dead cancelled)
+    local state=${states[RANDOM % 3]}
+    n=$((n + 1)) id=$n
+    echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"redrive\",\"state\":\"$state\",\"t\":${EPOCHREALTIME/./}}" >>"$log"
+    run production redrive race --state "$state"
+    ret "" 0
+  fi
+}
+
 end=$(( ${EPOCHREALTIME/./} + LEASES_RACE_RUN_MS * 1000 ))
 it=0
 while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
@@ -58,6 +111,7 @@ while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
     "$leases" job list --production race --json
     "$leases" events --production race --json
   fi
+  [ $((RANDOM % 5)) -eq 0 ] && coordinate
   d=$((4 * (30 + RANDOM % 121)))
   # One claim in two waits (claim --wait, up to 0-1200 ms): a waiting claim
   # in the history, as the other workers make.
@@ -88,9 +142,20 @@ while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
   if [ $r -lt 2 ]; then
     call release "$label" "$job" 0
     run release --token-file "$tok"
+  elif [ $r -lt 3 ] && [ $((RANDOM % 2)) -eq 0 ]; then
+    delay=()
+    if [ $((RANDOM % 2)) -eq 0 ]; then
+      delay=$((4 + RANDOM % 197))
+      call fail_retry "$label" "$job" $((delay * 1000))
+      delay=(--delay "${delay}ms")
+    else
+      call fail_retry "$label" "$job" 0
+    fi
+    run fail --token-file "$tok" --reason "race retry by $name" --retry "${delay[@]}"
   elif [ $r -lt 3 ]; then
     call fail "$label" "$job" 0
     run fail --token-file "$tok" --reason "race failure by $name"
+    [ "$kind" = ok ] && failed+=("$job")
   else
     call complete "$label" "$job" 0
     run complete --token-file "$tok" --metadata "by=\"$name\"" --metadata "lease=\"$label\""
