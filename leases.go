@@ -7,6 +7,11 @@
 //	auth, err := leases.Open("jobs.db")
 //	lease, err := auth.Claim("nightly", "worker-1", 30*time.Second)
 //	if errors.Is(err, leases.ErrNothingToClaim) { ... }
+//
+// Every write has a form that takes a context.Context, as the waits and
+// the observations do (ClaimContext, CompleteContext, RequestJobContext,
+// ...: the names database/sql uses): a context that ends before the write
+// commits ends it and nothing is written.
 package leases
 
 import (
@@ -58,6 +63,31 @@ type (
 	RetryPolicy    = core.RetryPolicy
 	RequestOptions = core.RequestOptions
 	Attempt        = core.Attempt
+)
+
+// The observations (docs/observing.md): paged listings, one job's record,
+// counts, the events of a timeline and the authority's clock.
+type (
+	ProductionQuery = core.ProductionQuery
+	ProductionPage  = core.ProductionPage
+	JobQuery        = core.JobQuery
+	JobPage         = core.JobPage
+	JobRecord       = core.JobRecord
+	EventQuery      = core.EventQuery
+	EventPage       = core.EventPage
+	RecentPage      = core.RecentPage
+	JobCounts       = core.JobCounts
+	MinuteCount     = core.MinuteCount
+	WorkerActivity  = core.WorkerActivity
+	ClockReading    = core.ClockReading
+)
+
+// Bounds of the observations.
+const (
+	DefaultPageSize   = core.DefaultPageSize
+	MaxPageSize       = core.MaxPageSize
+	MaxCursorLen      = core.MaxCursorLen
+	MaxObservedWindow = core.MaxObservedWindow
 )
 
 // Local states of a lease handle.
@@ -189,3 +219,22 @@ func DisplayName(name string) string { return core.DisplayName(name) }
 
 // NewSecret makes a claim secret of 16 bytes.
 func NewSecret(b [16]byte) Secret { return core.NewSecret(b) }
+
+// FormatDuration writes d as people write durations: 48h, 1h30m, 250ms,
+// 1500us; the CLI reads back every whole-µs text.
+func FormatDuration(d time.Duration) string { return core.FormatDuration(d) }
+
+// MissingProduction reports whether err is not_found because a production
+// does not exist, and its name.
+func MissingProduction(err error) (name string, ok bool) { return core.MissingProduction(err) }
+
+// Job id prefixes: the shortest prefix accepted in place of a whole id,
+// and how many ids an ambiguous prefix's error lists.
+const (
+	MinJobIDPrefix     = core.MinJobIDPrefix
+	MaxJobIDCandidates = core.MaxJobIDCandidates
+)
+
+// IsJobIDPrefix reports whether s is a job id or a prefix of one long
+// enough to look up (at least MinJobIDPrefix characters).
+func IsJobIDPrefix(s string) bool { return core.IsJobIDPrefix(s) }

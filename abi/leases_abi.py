@@ -535,12 +535,14 @@ def cpp_errors_block(root):
     for s in statuses:
         base = "NotHeldError" if s.name in NOT_HELD else "Error"
         out.append(f"LEASES_HPP_ERROR_CLASS({s.error_class}, {base}, {s.macro});  // {s.meaning}")
-    out += ["", "/// Throws the Error subclass of status with message (status must not be",
-            "/// LEASES_OK). An unknown status (a newer library) throws the base Error.",
-            "[[noreturn]] inline void throw_status(leases_status status, const std::string &message) {",
+    out += ["", "/// Throws the Error subclass of status with message and the job id the",
+            "/// failure names (empty: none); status must not be LEASES_OK. An unknown",
+            "/// status (a newer library) throws the base Error.",
+            "[[noreturn]] inline void throw_status(leases_status status, const std::string &message,",
+            "                                      const std::string &job_id = std::string()) {",
             "    switch (status) {"]
-    out += [f"    case {s.macro}: throw {s.error_class}(message);" for s in statuses]
-    return out + ["    default: throw Error(status, message);", "    }", "}"]
+    out += [f"    case {s.macro}: throw {s.error_class}(message, job_id);" for s in statuses]
+    return out + ["    default: throw Error(status, message, job_id);", "    }", "}"]
 
 
 def rust_errors_block(root):

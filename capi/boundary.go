@@ -7,11 +7,13 @@ package main
 #include <stdlib.h>
 #include <string.h>
 void leasesshim_set_error(const char *msg, size_t len);
+void leasesshim_set_error_job(const char *id, size_t len);
 char *leasesshim_copy_out(const char *p, size_t n);
 */
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unicode/utf8"
@@ -44,7 +46,23 @@ func status(err error) C.int {
 		return 0
 	}
 	setError(err.Error())
+	if id := errorJob(err); id != "" {
+		C.leasesshim_set_error_job((*C.char)(unsafe.Pointer(unsafe.StringData(id))), C.size_t(len(id)))
+	}
 	return C.int(core.KindOf(err))
+}
+
+// errorJob is the job id leases_last_error_job_id reports for err: the job
+// an outcome-unknown claim chose, else the job the failed call acted on.
+func errorJob(err error) string {
+	var e *core.Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	if e.ClaimedJobID != "" {
+		return e.ClaimedJobID
+	}
+	return e.JobID
 }
 
 // recoverTo is deferred by every export: a panic becomes LEASES_INTERNAL and

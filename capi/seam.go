@@ -110,6 +110,22 @@ func leasesgo_testing_pragma(h C.uintptr_t, name *C.char, out **C.char) (st C.in
 	})
 }
 
+//export leasesgo_testing_lose_commit_acks
+func leasesgo_testing_lose_commit_acks(h C.uintptr_t) (st C.int) {
+	defer recoverTo(&st)
+	a, err := authorityOf(uintptr(h))
+	if err != nil {
+		return status(err)
+	}
+	core.FailCommitsForTest(a, errLostAck{})
+	return 0
+}
+
+// errLostAck is the injected failure of leases_testing_lose_commit_acks.
+type errLostAck struct{}
+
+func (errLostAck) Error() string { return "injected: the commit's acknowledgement was lost" }
+
 //export leasesgo_testing_panic
 func leasesgo_testing_panic() (st C.int) {
 	defer recoverTo(&st)

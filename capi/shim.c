@@ -32,6 +32,8 @@ static uintptr_t go_arg(uintptr_t v) {
 // One message per thread, in static storage: never NULL, never allocated,
 // truncated (at a UTF-8 boundary) rather than failing.
 static __thread char last_error[1024];
+// The job id the last error names (leases_last_error_job_id); "" for none.
+static __thread char last_error_job_id[LEASES_MAX_NAME_LEN + 1];
 
 void leasesshim_set_error(const char *msg, size_t len) {
 	msg = (const char *)go_arg((uintptr_t)msg); /* Go's bytes, as in leasesshim_copy_out */
@@ -43,6 +45,19 @@ void leasesshim_set_error(const char *msg, size_t len) {
 	}
 	memcpy(last_error, msg, len);
 	last_error[len] = '\0';
+	last_error_job_id[0] = '\0';
+}
+
+// leasesshim_set_error_job records the job id the last error names; called
+// after leasesshim_set_error, which clears it. An id that does not fit (ids
+// are 36 bytes) is not recorded: a truncated id would name another job.
+void leasesshim_set_error_job(const char *id, size_t len) {
+	id = (const char *)go_arg((uintptr_t)id);
+	len = (size_t)go_arg((uintptr_t)len);
+	leasesshim_memcheck(LEASES_MC_MAKE_MEM_DEFINED, id, len);
+	if (len >= sizeof last_error_job_id) return;
+	memcpy(last_error_job_id, id, len);
+	last_error_job_id[len] = '\0';
 }
 
 // leasesshim_copy_out is every string and byte buffer the library hands the
@@ -95,6 +110,8 @@ const char *leases_status_name(leases_status status) {
 }
 
 const char *leases_last_error(void) { return last_error; }
+
+const char *leases_last_error_job_id(void) { return last_error_job_id; }
 
 void leases_free(void *p) { free(p); }
 

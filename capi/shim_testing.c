@@ -38,6 +38,11 @@ leases_status leases_testing_pragma(leases_authority *authority, const char *nam
 	return leasesgo_testing_pragma((uintptr_t)authority, (char *)name, out_value);
 }
 
+leases_status leases_testing_lose_commit_acks(leases_authority *authority) {
+	if (leasesshim_forked()) return LEASES_FORKED;
+	return leasesgo_testing_lose_commit_acks((uintptr_t)authority);
+}
+
 leases_status leases_testing_panic(void) {
 	if (leasesshim_forked()) return LEASES_FORKED;
 	return leasesgo_testing_panic();

@@ -83,7 +83,13 @@ type Error struct {
 	// After an outcome_unknown claim it is how the caller finds the claim
 	// (it returned no lease). A job id is never a secret.
 	JobID string
-	Err   error // underlying cause (storage errors); never holds a secret
+	// ClaimedJobID names the job a claim chose when the claim's outcome is
+	// unknown (Claim, the waiting claims, CompleteAndClaimNext): the lease
+	// it did not return. For a plain claim it equals JobID; for
+	// CompleteAndClaimNext JobID is the completed lease's job and this is
+	// the next one. Empty for every other error. Never a secret.
+	ClaimedJobID string
+	Err          error // underlying cause (storage errors); never holds a secret
 	// missingProduction names the production a not_found is about, when
 	// the production itself does not exist (MissingProduction).
 	missingProduction string

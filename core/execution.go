@@ -3,6 +3,7 @@
 package core
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -137,7 +138,9 @@ func (x *Execution) take() error {
 // lost, cancelled, ...), it removes this request's own files and nothing else.
 // If the commit's outcome is unknown (KindOutcomeUnknown), the final file is
 // kept, because the completion may have been published.
-func (x *Execution) Finish(f Facts) error {
+func (x *Execution) Finish(f Facts) error { return x.finish(context.Background(), f) }
+
+func (x *Execution) finish(ctx context.Context, f Facts) error {
 	if err := x.take(); err != nil {
 		return err
 	}
@@ -168,7 +171,7 @@ func (x *Execution) Finish(f Facts) error {
 		}
 	}
 	f.Outputs = append(append([]Output(nil), f.Outputs...), out)
-	if err := x.l.Complete(f); err != nil {
+	if err := x.l.complete(ctx, f); err != nil {
 		if KindOf(err) != KindOutcomeUnknown {
 			os.Remove(x.final)
 		}

@@ -344,7 +344,7 @@ func (a *Authority) claimOne(ctx context.Context, production, jobID, worker stri
 		// The lease stays here: a handle returned with a failure would
 		// break every surface's "no output on failure" (and leak handles
 		// in C and the bindings). The job id lets the caller find out.
-		err = &Error{Kind: KindOutcomeUnknown, JobID: l.jobID, Err: errors.Unwrap(err),
+		err = &Error{Kind: KindOutcomeUnknown, JobID: l.jobID, ClaimedJobID: l.jobID, Err: errors.Unwrap(err),
 			Msg: fmt.Sprintf("the claim of job %s in production %q may or may not have committed, and no lease was "+
 				"returned: observe the job (worker, attempts), and cancel it or let it expire", l.jobID, l.production)}
 	}

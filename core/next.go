@@ -20,7 +20,8 @@ import (
 // commits alone and next is nil with a nil error. Otherwise the lease is
 // closed and next is the new, active lease. If the commit's outcome is
 // unknown the lease stays active (its next use asks the store) and no new
-// lease is returned; the error names the job the claim chose.
+// lease is returned; the error names the job the claim chose (its
+// ClaimedJobID).
 //
 // It is one commit: when only the claim half fails, nothing commits, the
 // completion neither, and the lease still holds its claim, so the failure
@@ -79,7 +80,7 @@ func (l *Lease) completeAndClaimNext(ctx context.Context, f Facts, d time.Durati
 				"claim; complete it, or complete and claim the next job for longer", next.jobID, d, l.jobID)}
 	}
 	if next != nil && KindOf(err) == KindOutcomeUnknown {
-		err = &Error{Kind: KindOutcomeUnknown, JobID: l.jobID, Err: errors.Unwrap(err),
+		err = &Error{Kind: KindOutcomeUnknown, JobID: l.jobID, ClaimedJobID: next.jobID, Err: errors.Unwrap(err),
 			Msg: fmt.Sprintf("the completion of job %s and the claim of job %s in production %q may or may not have "+
 				"committed, and no new lease was returned: this lease's next use asks the store; observe job %s "+
 				"(worker, attempts), and cancel it or let it expire", l.jobID, next.jobID, l.production, next.jobID)}

@@ -337,6 +337,44 @@ func TestCompleteAndClaimNextRecordsTheCompletedAttempt(t *testing.T) {
 	require.Equal(t, "completed", f.record(ids[1]).History[0].Ending)
 }
 
+// A claim whose outcome is unknown returns no lease, so its error names the
+// job the claim chose in a field of its own (ClaimedJobID), whichever call
+// claimed: Claim, ClaimWait, ClaimJob or CompleteAndClaimNext, whose JobID
+// stays the completed lease's job. Other errors name no claimed job.
+func TestAnOutcomeUnknownClaimNamesTheJobItChoseInItsOwnField(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(5)
+	l := f.claim("w", time.Minute)
+	_, err := f.a.ClaimJob("p", ids[0], "w", time.Minute) // refused: taken
+	require.Error(t, err)
+	require.Empty(t, err.(*Error).ClaimedJobID)
+	wrapTxs(f.a, func(tx store.Tx) store.Tx { return failCommit{Tx: tx} })
+	claimed := func(err error) (string, string) {
+		t.Helper()
+		requireKind(t, err, KindOutcomeUnknown)
+		return err.(*Error).JobID, err.(*Error).ClaimedJobID
+	}
+
+	next, err := l.CompleteAndClaimNext(Facts{}, time.Minute)
+	require.Nil(t, next)
+	job, chosen := claimed(err)
+	require.Equal(t, ids[0], job)
+	require.Equal(t, ids[1], chosen)
+
+	_, err = f.a.Claim("p", "w", time.Minute)
+	job, chosen = claimed(err)
+	require.Equal(t, ids[1], job) // the failed commit rolled back: the same job again
+	require.Equal(t, ids[1], chosen)
+
+	_, err = f.a.ClaimWait(context.Background(), "p", "w", time.Minute, time.Second)
+	_, chosen = claimed(err)
+	require.Equal(t, ids[1], chosen)
+
+	_, err = f.a.ClaimJob("p", ids[3], "w", time.Minute)
+	_, chosen = claimed(err)
+	require.Equal(t, ids[3], chosen)
+}
+
 // A verdict about a lease must be true of that lease. When only the claim
 // half of complete-and-claim-next fails (the new claim would be born
 // expired: its duration is shorter than the commit took), nothing commits,

@@ -343,6 +343,10 @@ func (a *Authority) CreateProductionWithPolicy(name string, policy RetryPolicy) 
 // backoff was chosen when the claim was taken). A policy_changed event
 // records it.
 func (a *Authority) SetRetryPolicy(production string, policy RetryPolicy) error {
+	return a.setRetryPolicy(context.Background(), production, policy)
+}
+
+func (a *Authority) setRetryPolicy(ctx context.Context, production string, policy RetryPolicy) error {
 	sp, err := policy.check()
 	if err != nil {
 		return err
@@ -353,7 +357,6 @@ func (a *Authority) SetRetryPolicy(production string, policy RetryPolicy) error 
 	if err := checkText("production name", production, MaxNameLen, false); err != nil {
 		return err
 	}
-	ctx := context.Background()
 	return a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
@@ -444,7 +447,10 @@ var redrivable = []string{StateFailed, StateDead, StateCancelled}
 // (the history keeps the old ones), and a redriven event records the state
 // it left. Any other state is WrongState.
 func (a *Authority) RetryJob(production, jobID string) error {
-	ctx := context.Background()
+	return a.retryJob(context.Background(), production, jobID)
+}
+
+func (a *Authority) retryJob(ctx context.Context, production, jobID string) error {
 	return a.coordinate(ctx, production, jobID, func(tx store.Tx, w *wakes, p store.Production, j store.Job, now int64) error {
 		if !contains(redrivable, j.State) {
 			return errf(KindWrongState, "job %s is %s; only a failed, dead or cancelled job is retried", jobID, j.State)
@@ -458,6 +464,10 @@ func (a *Authority) RetryJob(production, jobID string) error {
 // It works in transactions of a few hundred jobs, so it never holds the
 // writer lock for long: each job's redrive is atomic, the whole is not.
 func (a *Authority) Redrive(production, state string) (int64, error) {
+	return a.redriveAll(context.Background(), production, state)
+}
+
+func (a *Authority) redriveAll(ctx context.Context, production, state string) (int64, error) {
 	if err := a.usable(); err != nil {
 		return 0, err
 	}
@@ -470,7 +480,6 @@ func (a *Authority) Redrive(production, state string) (int64, error) {
 	if !contains(redrivable, state) {
 		return 0, errf(KindInvalidArgument, "state %q cannot be redriven (failed, dead or cancelled)", state)
 	}
-	ctx := context.Background()
 	var total int64
 	for {
 		var n int64

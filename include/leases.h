@@ -172,7 +172,7 @@ typedef int leases_status;
 #define LEASES_STORAGE 14
 /* the commit itself failed: it may or may not have persisted; the lease stays
  * active locally and its next use asks the store (an edit's leases too); a
- * claim then returns no lease and the message names the job */
+ * claim then returns no lease and names the job (leases_last_error_job_id) */
 #define LEASES_OUTCOME_UNKNOWN 15
 #define LEASES_SCHEMA_TOO_NEW 16 /* the database was written by a newer library */
 /* called in a fork()ed child of the process that loaded the library */
@@ -203,6 +203,19 @@ const char *leases_status_name(leases_status status);
  * print it as it is. Never NULL, never holds a secret. Owned by the library, valid until this
  * thread's next call into the library. */
 const char *leases_last_error(void);
+/* The id of the job this thread's last failed call names, for a program to
+ * act on without parsing leases_last_error(); "" when it names none (and
+ * before any failure). After LEASES_OUTCOME_UNKNOWN from a claim
+ * (leases_claim, leases_claim_job, leases_claim_wait,
+ * leases_lease_complete_and_claim_next) it is the job the claim chose: the
+ * lease it did not return (for leases_lease_complete_and_claim_next the
+ * next job, not the completed one); observe it, and cancel it or let it
+ * expire. After other failures it is the job the call acted on, when there
+ * was one (a lease's job, a cancelled job). A job id is never a secret.
+ * Never NULL; owned by the library, valid until this thread's next call
+ * into the library, set and cleared with leases_last_error(). Since
+ * revision 1. */
+const char *leases_last_error_job_id(void);
 /* Releases a string or buffer the library handed out. Accepts NULL. */
 void leases_free(void *p);
 
@@ -650,8 +663,8 @@ leases_status leases_authority_open_v2(const char *location, const leases_open_o
  * committed and the lease is closed; *out is the next job's lease (release
  * with leases_lease_free), or NULL when the production had nothing to
  * claim. LEASES_OUTCOME_UNKNOWN: no new lease; the lease stays active (its
- * next use asks the store) and leases_last_error() names the job the claim
- * chose. LEASES_INVALID_DURATION also when the new claim would be born
+ * next use asks the store) and leases_last_error_job_id() is the job the
+ * claim chose (leases_last_error() names both). LEASES_INVALID_DURATION also when the new claim would be born
  * expired (duration_us shorter than the commit took): nothing was written,
  * the completion neither, and the lease still holds its claim (its keep-alive
  * runs on, leases_lease_wait_lost reports nothing); complete it, or try again

@@ -42,6 +42,12 @@ leases_status leases_testing_open(const char *path, int64_t busy_timeout_us,
  * *out_value: free with leases_free. */
 leases_status leases_testing_pragma(leases_authority *authority, const char *name,
                                     char **out_value);
+/* Makes every later commit of the authority's writes persist and then fail,
+ * as a commit whose acknowledgement was lost does: each write reports
+ * LEASES_OUTCOME_UNKNOWN though it committed. For the tests of what the
+ * bindings do with an outcome-unknown failure (leases_last_error_job_id).
+ * It cannot be undone: open another authority. */
+leases_status leases_testing_lose_commit_acks(leases_authority *authority);
 /* Panics inside the library; returns LEASES_INTERNAL once recovered. */
 leases_status leases_testing_panic(void);
 /* Hands text back the way the library hands out every string, from Go memory

@@ -1691,6 +1691,39 @@ static void test_strings_handed_out_are_defined_even_where_memcheck_lost_track_o
 	CHECK(copy && copy[0] == '\0');
 	leases_free(copy);
 }
+/* A claim whose outcome is unknown returns no lease; leases_last_error_job_id
+ * names the job it chose, so a program can find it without parsing the
+ * message: for leases_lease_complete_and_claim_next the next job, not the
+ * completed one. Every later failure sets it anew (or clears it). */
+static void test_an_outcome_unknown_claim_names_its_job_in_last_error_job_id(void) {
+	leases_authority *a = fresh("unknownjob", NULL, 0);
+	CHECK(leases_last_error_job_id() != NULL);
+	char *j1 = request(a, NULL), *j2 = request(a, NULL), *j3 = request(a, NULL);
+	leases_lease *l = NULL, *out = (leases_lease *)(uintptr_t)0x1234;
+	CHECK_OK(leases_claim(a, "p", "w", 30 * SEC, &l));
+	CHECK_ST(leases_claim_job(a, "p", j1, "w", 30 * SEC, &out), LEASES_WRONG_STATE); /* taken */
+	CHECK(strcmp(leases_last_error_job_id(), j1) == 0); /* the job it acted on */
+	CHECK_ST(leases_lease_release(NULL), LEASES_INVALID_ARGUMENT);
+	CHECK(strcmp(leases_last_error_job_id(), "") == 0); /* names no job: cleared */
+	CHECK_OK(leases_testing_lose_commit_acks(a));
+	out = (leases_lease *)(uintptr_t)0x1234;
+	CHECK_ST(leases_lease_complete_and_claim_next(l, NULL, 30 * SEC, &out), LEASES_OUTCOME_UNKNOWN);
+	CHECK(out == NULL);
+	CHECK(strcmp(leases_last_error_job_id(), j2) == 0);
+	/* It committed (only the acknowledgement was lost): j2 is claimed. */
+	out = (leases_lease *)(uintptr_t)0x1234;
+	CHECK_ST(leases_claim(a, "p", "w", 30 * SEC, &out), LEASES_OUTCOME_UNKNOWN);
+	CHECK(out == NULL);
+	CHECK(strcmp(leases_last_error_job_id(), j3) == 0);
+	CHECK(strstr(leases_last_error(), j3) != NULL);
+	CHECK_ST(leases_lease_release(NULL), LEASES_INVALID_ARGUMENT);
+	CHECK(strcmp(leases_last_error_job_id(), "") == 0);
+	leases_lease_free(l);
+	leases_free(j1);
+	leases_free(j2);
+	leases_free(j3);
+	leases_authority_close(a);
+}
 #endif /* LEASES_TEST_BUILD */
 
 
@@ -2179,6 +2212,7 @@ int main(void) {
 	RUN(test_rejection_order_matches_the_documented_table);
 	RUN(test_busy_when_another_handle_holds_the_writer_lock);
 	RUN(test_panic_becomes_internal_status);
+	RUN(test_an_outcome_unknown_claim_names_its_job_in_last_error_job_id);
 	RUN(test_strings_handed_out_are_defined_even_where_memcheck_lost_track_of_go_memory);
 #else
 	printf("note: release build: the clock, busy and panic tests run against the test build\n");

@@ -138,8 +138,8 @@ protected:
         if (!under_valgrind()) {
             return leases::Authority::open(location);
         }
-        leases_open_options options = LEASES_OPEN_OPTIONS_INIT;
-        options.busy_timeout_us = 60'000'000;
+        leases::OpenOptions options;
+        options.busy_timeout = std::chrono::minutes(1);
         return leases::Authority::open(location, options);
     }
 

@@ -137,8 +137,8 @@ void check_complete_and_claim_next(leases::Authority &a, State state) {
     ASSERT_TRUE(l.has_value());
     EXPECT_EQ(l->job_id(), first);
     EXPECT_THROW((void)l->complete_and_claim_next(0s), leases::InvalidDurationError);
-    EXPECT_THROW((void)l->complete_and_claim_next(30s, "{\"metadata\":"), leases::InvalidArgumentError);
-    std::optional<leases::Lease> next = l->complete_and_claim_next(30s, R"({"metadata": {"frames": 3}})");
+    EXPECT_THROW((void)l->complete_and_claim_next("{\"metadata\":", 30s), leases::InvalidArgumentError);
+    std::optional<leases::Lease> next = l->complete_and_claim_next(R"({"metadata": {"frames": 3}})", 30s);
     ASSERT_TRUE(next.has_value());
     EXPECT_EQ(next->job_id(), second);
     EXPECT_EQ(next->worker(), "w7");

@@ -302,6 +302,42 @@ TEST_F(AuthorityTest, ALostLeaseIsCaughtAsNotHeldError) {
     }
 }
 
+// A claim whose outcome is unknown returns no lease, so its error names the
+// job the claim chose (Error::job_id(), from leases_last_error_job_id): for
+// complete_and_claim_next the next job, not the completed one.
+TEST_F(AuthorityTest, AnOutcomeUnknownClaimNamesTheJobItChoseInJobId) {
+    const std::vector<std::string> ids = request(3);
+    leases::Lease lease = claim();
+    ASSERT_EQ(lease.job_id(), ids[0]);
+    try {
+        (void)a().claim_job("p", ids[0], "w", 30s);
+        FAIL() << "claiming a claimed job succeeded";
+    } catch (const leases::WrongStateError &e) {
+        EXPECT_EQ(e.job_id(), ids[0]);  // the job the refused call acted on
+    }
+    try {
+        (void)a().claim("p", "", 30s);
+        FAIL() << "an empty worker was accepted";
+    } catch (const leases::InvalidArgumentError &e) {
+        EXPECT_EQ(e.job_id(), "");
+    }
+    leases::check(leases_testing_lose_commit_acks(a().capi()));
+    try {
+        (void)lease.complete_and_claim_next(30s);
+        FAIL() << "a lost acknowledgement went unreported";
+    } catch (const leases::OutcomeUnknownError &e) {
+        EXPECT_EQ(e.job_id(), ids[1]);
+    }
+    try {
+        (void)a().claim("p", "w", 30s);
+        FAIL() << "a lost acknowledgement went unreported";
+    } catch (const leases::Error &e) {
+        EXPECT_EQ(e.status(), LEASES_OUTCOME_UNKNOWN);
+        EXPECT_EQ(e.job_id(), ids[2]);
+        EXPECT_NE(std::string(e.what()).find(ids[2]), std::string::npos);
+    }
+}
+
 // The library's message passes through, so every surface says the same: how
 // this lease ended its claim, and that a settled lease is closed.
 TEST_F(AuthorityTest, ASettledLeaseSaysHowThisLeaseEndedItsClaimAndThatASettledLeaseIsClosed) {

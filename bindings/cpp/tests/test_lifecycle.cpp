@@ -329,3 +329,16 @@ TEST_F(Lifecycle, ThreadsSharingOneAuthorityClaimEachJobExactlyOnce) {
 TEST_F(Lifecycle, CompleteAndClaimNextCompletesAndClaimsInOneCommit) {
     check_complete_and_claim_next(a(), [this](const std::string &id) { return state(id); });
 }
+
+// Every face takes complete_and_claim_next's facts before its duration (C,
+// Go, Python, Rust); C++ too. The published facts are the completed job's.
+TEST_F(Lifecycle, CompleteAndClaimNextTakesTheFactsThenTheDurationAsEveryFaceDoes) {
+    const auto ids = request(2);
+    std::optional<leases::Lease> l = a().claim("p", "w", 30s);
+    ASSERT_TRUE(l.has_value());
+    const std::string facts = R"({"metadata": {"frames": "3"}})";
+    std::optional<leases::Lease> next = l->complete_and_claim_next(facts, 30s);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(next->job_id(), ids[1]);
+    EXPECT_EQ(a().job("p", ids[0]).facts.metadata, (std::map<std::string, std::string>{{"frames", "\"3\""}}));
+}

@@ -83,6 +83,9 @@ TEST_F(ObserveTest, EventPagesRecordsCountsAndProductions) {
     EXPECT_EQ(second["next"].kind, Kind::Null);
 }
 
+// The raw C struct of 0.1.0 still opens, deprecated for one release.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 TEST(OpenOptions, MustExistSynchronousAndBusyTimeout) {
     TempDir dir;
     const std::string db = (dir.path() / "opts.db").string();
@@ -106,4 +109,47 @@ TEST(OpenOptions, MustExistSynchronousAndBusyTimeout) {
     o.flags = LEASES_OPEN_MUST_EXIST;
     leases::Authority again = leases::Authority::open(db, o);
     EXPECT_TRUE(again.jobs("p").empty());
+}
+#pragma GCC diagnostic pop
+
+// C++ opens with options of its own: must_exist, synchronous as an enum,
+// busy_timeout as a std::chrono duration; never the raw C struct. Each
+// reaches the store (SQLite's pragmas say so); {} is every default.
+TEST(OpenOptions, CppOpensWithTypedOptionsNeverTheRawCStruct) {
+    TempDir dir;
+    const std::string db = (dir.path() / "typed.db").string();
+    EXPECT_THROW((void)leases::Authority::open(db, {/*must_exist=*/true}), leases::NotFoundError);
+    EXPECT_FALSE(fs::exists(db));
+    const auto pragma = [](leases::Authority &a, const char *name) {
+        char *v = nullptr;
+        leases::check(leases_testing_pragma(a.capi(), name, &v));
+        return leases::detail::take_string(v);
+    };
+    {
+        leases::Authority a = leases::Authority::open(db, {});
+        a.create_production("p");
+        EXPECT_EQ(pragma(a, "synchronous"), "2");  // FULL
+        EXPECT_EQ(pragma(a, "busy_timeout"), "10000");
+    }
+    leases::OpenOptions o;
+    o.must_exist = true;
+    o.synchronous = leases::Synchronous::Normal;
+    o.busy_timeout = 250ms;
+    {
+        leases::Authority a = leases::Authority::open(db, o);
+        EXPECT_TRUE(a.jobs("p").empty());
+        EXPECT_EQ(pragma(a, "synchronous"), "1");
+        EXPECT_EQ(pragma(a, "busy_timeout"), "250");
+    }
+    o.synchronous = leases::Synchronous::Extra;
+    o.busy_timeout = 1500us;  // rounded up to whole milliseconds
+    {
+        leases::Authority a = leases::Authority::open(db, o);
+        EXPECT_EQ(pragma(a, "synchronous"), "3");
+        EXPECT_EQ(pragma(a, "busy_timeout"), "2");
+    }
+    o.busy_timeout = -1ms;
+    EXPECT_THROW((void)leases::Authority::open(db, o), leases::InvalidArgumentError);
+    static_assert(std::is_same_v<decltype(leases::OpenOptions::busy_timeout), std::chrono::microseconds>);
+    static_assert(std::is_enum_v<decltype(leases::OpenOptions::synchronous)>);
 }

@@ -198,12 +198,12 @@ TEST_F(Postgres, PagesRecordsAndOpenOptionsWorkOnPostgres) {
     EXPECT_EQ(mini_json::Parser(a().job_json("p", second)).document()["key"].str(), "k2");
     EXPECT_EQ(mini_json::Parser(a().job_counts_json("p")).document()["requested"].integer(), 2);
 
-    leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
-    o.synchronous = LEASES_SYNCHRONOUS_FULL;  // a SQLite setting
+    leases::OpenOptions o;
+    o.synchronous = leases::Synchronous::Full;  // a SQLite setting
     EXPECT_THROW((void)leases::Authority::open(url, o), leases::InvalidArgumentError);
-    o = LEASES_OPEN_OPTIONS_INIT;
-    o.flags = LEASES_OPEN_MUST_EXIST;
-    o.busy_timeout_us = 30000000;  // not the default, and no bound a loaded host's connect could pass
+    o = leases::OpenOptions{};
+    o.must_exist = true;
+    o.busy_timeout = 30s;  // not the default, and no bound a loaded host's connect could pass
     leases::Authority again = leases::Authority::open(url, o);
     EXPECT_EQ(again.jobs("p").size(), 2u);
     const std::string empty_schema = unique_schema();

@@ -157,6 +157,7 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_version": (ctypes.c_char_p, []),
     "leases_status_name": (ctypes.c_char_p, [c_status]),
     "leases_last_error": (ctypes.c_char_p, []),
+    "leases_last_error_job_id": (ctypes.c_char_p, []),
     "leases_free": (None, [ctypes.c_void_p]),
     "leases_authority_open": (c_status, [ctypes.c_char_p, ctypes.POINTER(AuthorityPtr)]),
     "leases_authority_close": (None, [AuthorityPtr]),
@@ -226,6 +227,7 @@ TESTING_SIGNATURES: Dict[str, Signature] = {
     "leases_testing_set_safety_poll": (c_status, [AuthorityPtr, ctypes.c_int64]),
     "leases_testing_open": (c_status, [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(AuthorityPtr)]),
     "leases_testing_pragma": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_testing_lose_commit_acks": (c_status, [AuthorityPtr]),
     "leases_testing_panic": (c_status, []),
     "leases_testing_lost_track": (c_status, [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
 }

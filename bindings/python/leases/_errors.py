@@ -21,12 +21,20 @@ class LeasesError(Exception):
 
     status: int = -1
     status_name: str = "unknown"
+    #: The id of the job the failure names (``leases_last_error_job_id``),
+    #: or None. After ``OutcomeUnknownError`` from a claim
+    #: (``claim``, ``claim_job``, ``complete_and_claim_next``) it is the job
+    #: the claim chose, whose lease was not returned: observe it, and cancel
+    #: it or let it expire. Never a secret.
+    job_id: Optional[str] = None
 
-    def __init__(self, message: str, status: Optional[int] = None) -> None:
+    def __init__(self, message: str, status: Optional[int] = None, *, job_id: Optional[str] = None) -> None:
         super().__init__(message)
         if status is not None and status != type(self).status:
             # Only the generic base class is built for an unknown code.
             self.status = status
+        if job_id:
+            self.job_id = job_id
 
     @property
     def message(self) -> str:
@@ -145,7 +153,7 @@ class StorageError(LeasesError):
 
 
 class OutcomeUnknownError(LeasesError):
-    """LEASES_OUTCOME_UNKNOWN: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and the message names the job."""
+    """LEASES_OUTCOME_UNKNOWN: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and names the job (leases_last_error_job_id)."""
 
     status = 15
     status_name = "outcome_unknown"
@@ -225,11 +233,14 @@ DEPRECATED_NAMES: Dict[str, str] = {
 }
 
 
-def error_for_status(status: int, message: str, status_name: str = "unknown") -> LeasesError:
-    """The exception for a failed call's status and last-error message."""
+def error_for_status(
+    status: int, message: str, status_name: str = "unknown", job_id: Optional[str] = None
+) -> LeasesError:
+    """The exception for a failed call's status, last-error message and the
+    job id the failure names ("" or None: none)."""
     cls = ERROR_CLASSES.get(status)
     if cls is not None:
-        return cls(message)
-    err = LeasesError(message, status)
+        return cls(message, job_id=job_id)
+    err = LeasesError(message, status, job_id=job_id)
     err.status_name = status_name
     return err

@@ -220,6 +220,12 @@ def last_error() -> str:
     return raw.decode("utf-8", "replace") if raw else ""
 
 
+def last_error_job_id() -> str:
+    """The job id the thread's last failure names; "" for none."""
+    raw = load().leases_last_error_job_id()
+    return raw.decode("ascii", "replace") if raw else ""
+
+
 def status_name(status: int) -> str:
     raw = load().leases_status_name(status)
     return raw.decode("ascii", "replace") if raw else "unknown"
@@ -229,7 +235,7 @@ def check(status: int) -> None:
     """Raises the exception of a failed call. Must run right after the call,
     on the same thread: the message is the thread's last error."""
     if status != 0:
-        raise error_for_status(status, last_error(), status_name(status))
+        raise error_for_status(status, last_error(), status_name(status), last_error_job_id())
 
 
 def call(fn: Callable[..., int], *args: Any) -> None:

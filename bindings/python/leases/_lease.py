@@ -255,7 +255,7 @@ class Lease(Managed):
         call that reported it: the message is the thread's last error)."""
         if status == 0:
             return None
-        return error_for_status(status, _ffi.last_error(), _ffi.status_name(status))
+        return error_for_status(status, _ffi.last_error(), _ffi.status_name(status), _ffi.last_error_job_id())
 
     def execution(self, output_dir: Union[str, "os.PathLike[str]"]) -> "Execution":
         """Begins an execution of the reference executor in output_dir."""

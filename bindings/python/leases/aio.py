@@ -335,8 +335,21 @@ class AsyncAuthority(_AsyncHandle):
         self.sync = authority
 
     @classmethod
-    async def open(cls, path: PathArg) -> "AsyncAuthority":
-        return cls(await _run(lambda: Authority(path)))
+    async def open(
+        cls,
+        path: PathArg,
+        *,
+        must_exist: bool = False,
+        synchronous: Optional[str] = None,
+        busy_timeout: Optional[timedelta] = None,
+    ) -> "AsyncAuthority":
+        """Opens as ``Authority(path, ...)`` does, with the same options
+        (``must_exist``, ``synchronous``, ``busy_timeout``), in a thread."""
+        return cls(
+            await _run(
+                lambda: Authority(path, must_exist=must_exist, synchronous=synchronous, busy_timeout=busy_timeout)
+            )
+        )
 
     async def create_production(self, name: str, *, policy: Optional[RetryPolicy] = None) -> None:
         await _run(lambda: self.sync.create_production(name, policy=policy))

@@ -53,3 +53,9 @@ def open_with_busy_timeout(path: str, timeout: timedelta) -> Authority:
 
 def panic() -> None:
     _ffi.call(_ffi.lib.leases_testing_panic)
+
+
+def lose_commit_acks(auth: Authority) -> None:
+    """Every later commit of auth persists and then reports
+    OutcomeUnknownError, as one whose acknowledgement was lost."""
+    _ffi.call(_ffi.lib.leases_testing_lose_commit_acks, auth._handle())

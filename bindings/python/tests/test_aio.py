@@ -560,3 +560,29 @@ def test_an_async_execution_finishes_on_success_and_abandons_on_an_exception(
             await explicit.abandon()  # idempotent once consumed
 
     asyncio.run(main())
+
+
+def test_async_authority_open_takes_the_same_options_as_authority(tmp_path: Path) -> None:
+    import inspect
+
+    def options(fn: Any) -> Dict[str, Any]:
+        ps = inspect.signature(fn).parameters.values()
+        return {p.name: (p.kind, p.default) for p in ps if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    assert options(AsyncAuthority.open) == options(leases.Authority.__init__)
+    location = str(tmp_path / "missing.db")
+
+    async def main() -> None:
+        with pytest.raises(leases.NotFoundError):
+            await AsyncAuthority.open(location, must_exist=True)
+        assert list(tmp_path.iterdir()) == []
+        with pytest.raises(ValueError):
+            await AsyncAuthority.open(location, synchronous="OFF")
+        async with await AsyncAuthority.open(
+            location, synchronous="NORMAL", busy_timeout=timedelta(milliseconds=250)
+        ) as auth:
+            await auth.create_production(PRODUCTION)
+        async with await AsyncAuthority.open(location, must_exist=True) as auth:
+            assert await auth.jobs(PRODUCTION) == []
+
+    asyncio.run(main())

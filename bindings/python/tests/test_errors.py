@@ -238,3 +238,26 @@ def test_a_writer_lock_held_past_the_busy_timeout_raises_Busy(
 def test_a_recovered_panic_raises_InternalError() -> None:
     with pytest.raises(leases.InternalError, match="panic"):
         _testing.panic()
+
+
+@pytest.mark.testlib
+def test_an_outcome_unknown_claim_names_the_job_it_chose_in_job_id(location: str) -> None:
+    with leases.Authority(location) as auth:
+        auth.create_production(PRODUCTION)
+        first, second, third = (auth.request_job(PRODUCTION) for _ in range(3))
+        lease = auth.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+        assert lease is not None and lease.job_id == first
+        with pytest.raises(leases.WrongStateError) as taken:
+            auth.claim_job(PRODUCTION, first, worker="w", duration=SECONDS_30)
+        assert taken.value.job_id == first  # the job the refused call acted on
+        with pytest.raises(leases.InvalidArgumentError) as bad:
+            auth.claim(PRODUCTION, worker="", duration=SECONDS_30)
+        assert bad.value.job_id is None
+        _testing.lose_commit_acks(auth)
+        with pytest.raises(leases.OutcomeUnknownError) as unknown:
+            lease.complete_and_claim_next(duration=SECONDS_30)
+        assert unknown.value.job_id == second  # the next job, not the completed one
+        with pytest.raises(leases.OutcomeUnknownError) as unknown:
+            auth.claim(PRODUCTION, worker="w", duration=SECONDS_30)
+        assert unknown.value.job_id == third
+        assert third in str(unknown.value)

@@ -47,7 +47,7 @@ pub enum ErrorKind {
     Busy,
     /// `LEASES_STORAGE`: the database could not be opened, read or written (on PostgreSQL also an unreachable server or a lost connection); nothing changed.
     Storage,
-    /// `LEASES_OUTCOME_UNKNOWN`: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and the message names the job.
+    /// `LEASES_OUTCOME_UNKNOWN`: the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and names the job (leases_last_error_job_id).
     OutcomeUnknown,
     /// `LEASES_SCHEMA_TOO_NEW`: the database was written by a newer library.
     SchemaTooNew,
@@ -166,11 +166,12 @@ pub struct Error {
     kind: ErrorKind,
     code: Option<i32>,
     message: String,
+    job_id: Option<String>,
 }
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, code: None, message: message.into() }
+        Error { kind, code: None, message: message.into(), job_id: None }
     }
 
     /// Builds the error of a failed C call; must run on the calling thread
@@ -185,7 +186,10 @@ impl Error {
         } else {
             message
         };
-        Error { kind, code: Some(status), message }
+        // SAFETY: as above, for leases_last_error_job_id ("" for none).
+        let job = unsafe { CStr::from_ptr(sys::leases_last_error_job_id()) }.to_string_lossy().into_owned();
+        let job_id = if job.is_empty() { None } else { Some(job) };
+        Error { kind, code: Some(status), message, job_id }
     }
 
     /// What went wrong.
@@ -197,6 +201,16 @@ impl Error {
     /// the problem itself before calling (durations, NUL bytes, ABI version).
     pub fn status(&self) -> Option<i32> {
         self.code
+    }
+
+    /// The id of the job the failure names (`leases_last_error_job_id`),
+    /// if any. After [`ErrorKind::OutcomeUnknown`] from a claim
+    /// ([`Authority::claim`](crate::Authority::claim), `claim_job`,
+    /// [`Lease::complete_and_claim_next`](crate::Lease::complete_and_claim_next))
+    /// it is the job the claim chose, whose lease was not returned: observe
+    /// it, and cancel it or let it expire. Never a secret.
+    pub fn job_id(&self) -> Option<&str> {
+        self.job_id.as_deref()
     }
 
     /// The human-readable message, without the kind.

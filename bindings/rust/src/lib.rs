@@ -213,12 +213,117 @@ fn json_out(call: impl FnOnce(*mut *mut c_char) -> sys::leases_status) -> Result
 }
 
 /// `LEASES_OPEN_OPTIONS_INIT`: every option at its default, `size` set.
+#[deprecated(note = "open with leases::OpenOptions::new()...open(path) (must_exist, synchronous, busy_timeout)")]
 pub fn open_options() -> sys::leases_open_options {
+    raw_open_options()
+}
+
+fn raw_open_options() -> sys::leases_open_options {
     sys::leases_open_options {
         size: std::mem::size_of::<sys::leases_open_options>(),
         flags: 0,
         synchronous: sys::LEASES_SYNCHRONOUS_DEFAULT,
         busy_timeout_us: 0,
+    }
+}
+
+// ---- opening with options ---------------------------------------------------
+
+/// SQLite's `PRAGMA synchronous` ([`OpenOptions::synchronous`]), with its
+/// meaning: `Normal` can lose the last acknowledged operations on power loss
+/// or an operating system crash (not on a crash of the process); `Full`, the
+/// default, and `Extra` do not. SQLite only: setting it for a PostgreSQL
+/// location is [`ErrorKind::InvalidArgument`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// `NORMAL`.
+    Normal,
+    /// `FULL`, the default.
+    Full,
+    /// `EXTRA`.
+    Extra,
+}
+
+impl Synchronous {
+    fn code(self) -> i32 {
+        match self {
+            Synchronous::Normal => sys::LEASES_SYNCHRONOUS_NORMAL,
+            Synchronous::Full => sys::LEASES_SYNCHRONOUS_FULL,
+            Synchronous::Extra => sys::LEASES_SYNCHRONOUS_EXTRA,
+        }
+    }
+}
+
+/// How to open an authority (`leases_authority_open_v2`), as a builder in
+/// the manner of `std::fs::OpenOptions`; nothing set is
+/// [`Authority::open`] exactly.
+///
+/// ```no_run
+/// # fn main() -> Result<(), leases::Error> {
+/// use std::time::Duration;
+/// use leases::{OpenOptions, Synchronous};
+///
+/// let auth = OpenOptions::new()
+///     .must_exist(true)
+///     .synchronous(Synchronous::Normal)
+///     .busy_timeout(Duration::from_millis(250))
+///     .open("jobs.db")?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    must_exist: bool,
+    synchronous: Option<Synchronous>,
+    busy_timeout: Option<Duration>,
+}
+
+impl OpenOptions {
+    /// Every option at its default.
+    pub fn new() -> OpenOptions {
+        OpenOptions::default()
+    }
+
+    /// Refuse to create: a location that holds no authority is
+    /// [`ErrorKind::NotFound`] and nothing is created (an older schema is
+    /// still migrated). Default `false`.
+    pub fn must_exist(&mut self, must_exist: bool) -> &mut OpenOptions {
+        self.must_exist = must_exist;
+        self
+    }
+
+    /// SQLite's synchronous mode; default [`Synchronous::Full`].
+    pub fn synchronous(&mut self, mode: Synchronous) -> &mut OpenOptions {
+        self.synchronous = Some(mode);
+        self
+    }
+
+    /// How long an operation waits for a lock (SQLite's writer lock; on
+    /// PostgreSQL row locks and connections) before [`ErrorKind::Busy`];
+    /// default 10 s. A duration by the rule of every duration (positive,
+    /// whole microseconds, at most [`MAX_DURATION`]; else
+    /// [`ErrorKind::InvalidDuration`] from [`open`](OpenOptions::open)),
+    /// waited at millisecond resolution (rounded up).
+    pub fn busy_timeout(&mut self, timeout: Duration) -> &mut OpenOptions {
+        self.busy_timeout = Some(timeout);
+        self
+    }
+
+    /// Opens the authority at `path` (as [`Authority::open`]) with these
+    /// options. Bad options fail before anything is opened.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Authority> {
+        let mut raw = raw_open_options();
+        if self.must_exist {
+            raw.flags |= sys::LEASES_OPEN_MUST_EXIST;
+        }
+        if let Some(mode) = self.synchronous {
+            raw.synchronous = mode.code();
+        }
+        if let Some(timeout) = self.busy_timeout {
+            raw.busy_timeout_us = duration_us(timeout)?;
+        }
+        Authority::open_raw(path.as_ref(), &raw)
     }
 }
 
@@ -279,14 +384,16 @@ impl Authority {
         Ok(Authority { raw })
     }
 
-    /// Opens with options (`leases_authority_open_v2`). Start from
-    /// [`open_options`] and set the fields to change: `flags`
-    /// (`sys::LEASES_OPEN_MUST_EXIST`: a missing authority is
-    /// [`ErrorKind::NotFound`] and nothing is created), `synchronous`
-    /// (`sys::LEASES_SYNCHRONOUS_*`, SQLite only) and `busy_timeout_us`.
+    /// Opens with the raw C struct of `leases_authority_open_v2`, as 0.1.0
+    /// did; open with [`OpenOptions`] instead.
+    #[deprecated(note = "open with leases::OpenOptions::new()...open(path) (must_exist, synchronous, busy_timeout)")]
     pub fn open_with(path: impl AsRef<Path>, options: &sys::leases_open_options) -> Result<Authority> {
+        Authority::open_raw(path.as_ref(), options)
+    }
+
+    fn open_raw(path: &Path, options: &sys::leases_open_options) -> Result<Authority> {
         check_abi(library_abi())?;
-        let path = c_path("path", path.as_ref())?;
+        let path = c_path("path", path)?;
         let mut raw = ptr::null_mut();
         // SAFETY: valid C string, an options struct whose size the caller
         // set (open_options does), valid out pointer.

@@ -138,6 +138,7 @@ extern "C" {
     pub fn leases_version() -> *const c_char;
     pub fn leases_status_name(status: leases_status) -> *const c_char;
     pub fn leases_last_error() -> *const c_char;
+    pub fn leases_last_error_job_id() -> *const c_char;
     pub fn leases_free(p: *mut c_void);
     pub fn leases_authority_open(path: *const c_char, out: *mut *mut leases_authority) -> leases_status;
     pub fn leases_authority_close(authority: *mut leases_authority);
@@ -213,6 +214,7 @@ pub mod testing {
         pub fn leases_testing_set_safety_poll(authority: *mut leases_authority, poll_us: i64) -> leases_status;
         pub fn leases_testing_open(path: *const c_char, busy_timeout_us: i64, out: *mut *mut leases_authority) -> leases_status;
         pub fn leases_testing_pragma(authority: *mut leases_authority, name: *const c_char, out_value: *mut *mut c_char) -> leases_status;
+        pub fn leases_testing_lose_commit_acks(authority: *mut leases_authority) -> leases_status;
         pub fn leases_testing_panic() -> leases_status;
         pub fn leases_testing_lost_track(text: *const c_char, as_error: u32, out_copy: *mut *mut c_char) -> leases_status;
     }

@@ -41,3 +41,10 @@ pub fn panic_in_library() -> Result<()> {
     // SAFETY: no arguments.
     check(unsafe { sys::testing::leases_testing_panic() })
 }
+
+/// Makes every later commit of `authority` persist and then report
+/// [`ErrorKind::OutcomeUnknown`], as one whose acknowledgement was lost.
+pub fn lose_commit_acks(authority: &Authority) -> Result<()> {
+    // SAFETY: live handle.
+    check(unsafe { sys::testing::leases_testing_lose_commit_acks(authority.as_raw()) })
+}

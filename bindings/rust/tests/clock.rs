@@ -3,13 +3,14 @@
 //! clock_regressed, expiry at the authority's clock, busy, internal.
 #![cfg(feature = "testing")]
 
+#[macro_use]
 mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
-use leases::testing::{open_with_busy_timeout, panic_in_library, set_clock};
-use leases::{Authority, ErrorKind, Facts, JobState};
+use leases::testing::{lose_commit_acks, open_with_busy_timeout, panic_in_library, set_clock};
+use leases::{Authority, ErrorKind, Facts, JobState, OpenOptions, Synchronous};
 
 /// A whole-microsecond instant near now.
 fn t0() -> SystemTime {
@@ -124,4 +125,60 @@ fn internal_when_the_library_recovers_from_a_panic_and_the_process_goes_on() {
     assert_eq!(err.status(), Some(leases::sys::LEASES_INTERNAL));
     let (_dir, auth) = fresh("internal");
     claimed(&auth, "w1");
+}
+
+/// A claim whose outcome is unknown returns no lease, so its error names the
+/// job the claim chose (`Error::job_id`, from `leases_last_error_job_id`):
+/// for `complete_and_claim_next` the next job, not the completed one.
+fn an_outcome_unknown_claim_names_the_job_it_chose_in_job_id(store: &Store) {
+    let auth = &store.auth;
+    let ids: Vec<String> = (0..3).map(|_| auth.request_job(PRODUCTION, None, b"p").unwrap()).collect();
+    let lease = auth.claim(PRODUCTION, "w", HOUR).unwrap().unwrap();
+    assert_eq!(lease.job_id(), ids[0]);
+    let taken = auth.claim_job(PRODUCTION, &ids[0], "w", HOUR).unwrap_err();
+    assert_eq!(taken.kind(), ErrorKind::WrongState);
+    assert_eq!(taken.job_id(), Some(ids[0].as_str()), "the job the refused call acted on");
+    let bad = auth.claim(PRODUCTION, "", HOUR).unwrap_err();
+    assert_eq!((bad.kind(), bad.job_id()), (ErrorKind::InvalidArgument, None));
+    lose_commit_acks(auth).unwrap();
+    let unknown = lease.complete_and_claim_next(&Facts::new(), HOUR).unwrap_err();
+    assert_eq!(unknown.kind(), ErrorKind::OutcomeUnknown);
+    assert_eq!(unknown.job_id(), Some(ids[1].as_str()));
+    let unknown = auth.claim(PRODUCTION, "w", HOUR).unwrap_err();
+    assert_eq!(unknown.kind(), ErrorKind::OutcomeUnknown);
+    assert_eq!(unknown.job_id(), Some(ids[2].as_str()));
+    assert!(unknown.to_string().contains(&ids[2]));
+}
+
+on_both_stores!(an_outcome_unknown_claim_names_the_job_it_chose_in_job_id);
+
+/// What `OpenOptions` sets reaches SQLite: its synchronous mode and busy
+/// timeout (rounded up to whole milliseconds); nothing set is the default.
+#[test]
+fn rust_open_options_reach_sqlite_as_synchronous_and_busy_timeout() {
+    let dir = TempDir::new("typedpragma");
+    let pragma = |auth: &Authority, name: &str| {
+        let name = std::ffi::CString::new(name).unwrap();
+        let mut out = std::ptr::null_mut();
+        // SAFETY: live handle, C string, out pointer; the string is ours to free.
+        let st = unsafe { leases::sys::testing::leases_testing_pragma(auth.as_raw(), name.as_ptr(), &mut out) };
+        assert_eq!(st, leases::sys::LEASES_OK);
+        // SAFETY: a library string on success.
+        let v = unsafe { std::ffi::CStr::from_ptr(out) }.to_str().unwrap().to_owned();
+        // SAFETY: handed out by the library.
+        unsafe { leases::sys::leases_free(out.cast()) };
+        v
+    };
+    let auth = OpenOptions::new().open(dir.db()).unwrap();
+    assert_eq!((pragma(&auth, "synchronous"), pragma(&auth, "busy_timeout")), ("2".into(), "10000".into()));
+    drop(auth);
+    let auth = OpenOptions::new()
+        .synchronous(Synchronous::Normal)
+        .busy_timeout(Duration::from_micros(1500))
+        .open(dir.db())
+        .unwrap();
+    assert_eq!((pragma(&auth, "synchronous"), pragma(&auth, "busy_timeout")), ("1".into(), "2".into()));
+    drop(auth);
+    let auth = OpenOptions::new().must_exist(true).synchronous(Synchronous::Extra).open(dir.db()).unwrap();
+    assert_eq!(pragma(&auth, "synchronous"), "3");
 }

@@ -7,7 +7,9 @@
 mod common;
 
 use common::{fresh, TempDir, HOUR, PRODUCTION};
-use leases::{open_options, sys, Authority, ErrorKind};
+use std::time::Duration;
+
+use leases::{sys, Authority, ErrorKind, OpenOptions, Synchronous, MAX_DURATION};
 use serde_json::Value;
 
 fn parse(json: &str) -> Value {
@@ -73,9 +75,10 @@ fn event_pages_records_counts_and_productions() {
 }
 
 #[test]
+#[allow(deprecated)] // the raw C struct of 0.1.0 still opens, deprecated
 fn open_with_options_must_exist_and_refuses_bad_values() {
     let dir = TempDir::new("openwith");
-    let mut o = open_options();
+    let mut o = leases::open_options();
     o.flags = sys::LEASES_OPEN_MUST_EXIST;
     assert_eq!(Authority::open_with(dir.db(), &o).unwrap_err().kind(), ErrorKind::NotFound);
     assert!(!dir.db().exists());
@@ -85,7 +88,33 @@ fn open_with_options_must_exist_and_refuses_bad_values() {
     Authority::open_with(dir.db(), &o).unwrap().create_production(PRODUCTION).unwrap();
     o.synchronous = 9;
     assert_eq!(Authority::open_with(dir.db(), &o).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    let mut o = open_options();
+    let mut o = leases::open_options();
     o.flags = sys::LEASES_OPEN_MUST_EXIST;
     assert!(Authority::open_with(dir.db(), &o).unwrap().jobs(PRODUCTION).unwrap().is_empty());
+}
+
+/// Rust opens with options of its own, a builder (`OpenOptions`), never the
+/// raw C struct: `must_exist`, `synchronous` as an enum, `busy_timeout` as a
+/// `Duration` by the rule of every duration.
+#[test]
+fn rust_opens_with_a_typed_options_builder_never_the_raw_c_struct() {
+    let dir = TempDir::new("typedopen");
+    let err = OpenOptions::new().must_exist(true).open(dir.db()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(!dir.db().exists());
+    let auth = OpenOptions::new()
+        .synchronous(Synchronous::Normal)
+        .busy_timeout(Duration::from_millis(250))
+        .open(dir.db())
+        .unwrap();
+    auth.create_production(PRODUCTION).unwrap();
+    drop(auth);
+    for bad in [Duration::ZERO, Duration::from_nanos(1500), MAX_DURATION + Duration::from_micros(1)] {
+        let err = OpenOptions::new().busy_timeout(bad).open(dir.db()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidDuration, "{bad:?}");
+    }
+    let mut o = OpenOptions::new();
+    o.must_exist(true).synchronous(Synchronous::Extra);
+    assert!(o.open(dir.db()).unwrap().jobs(PRODUCTION).unwrap().is_empty());
+    assert_eq!(OpenOptions::new(), OpenOptions::default());
 }

@@ -200,14 +200,13 @@ fn pages_records_and_open_options_work_on_postgres() {
     let record: serde_json::Value = serde_json::from_str(&auth.job_json(PRODUCTION, &second).unwrap()).unwrap();
     assert_eq!(record["key"], "k2");
 
-    let mut o = leases::open_options();
-    o.synchronous = leases::sys::LEASES_SYNCHRONOUS_FULL; // a SQLite setting
-    assert_eq!(Authority::open_with(&schema.url, &o).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    let mut o = leases::open_options();
-    o.flags = leases::sys::LEASES_OPEN_MUST_EXIST;
-    assert_eq!(Authority::open_with(&schema.url, &o).unwrap().jobs(PRODUCTION).unwrap().len(), 2);
+    let sqlite_only = leases::OpenOptions::new().synchronous(leases::Synchronous::Full).open(&schema.url);
+    assert_eq!(sqlite_only.unwrap_err().kind(), ErrorKind::InvalidArgument); // a SQLite setting
+    let mut o = leases::OpenOptions::new();
+    o.must_exist(true);
+    assert_eq!(o.open(&schema.url).unwrap().jobs(PRODUCTION).unwrap().len(), 2);
     let Some(empty) = Schema::new() else { return };
-    assert_eq!(Authority::open_with(&empty.url, &o).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(o.open(&empty.url).unwrap_err().kind(), ErrorKind::NotFound);
 }
 
 #[test]

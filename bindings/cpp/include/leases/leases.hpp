@@ -51,16 +51,23 @@ namespace leases {
 /// of the failed call (docs/errors.md).
 class Error : public std::runtime_error {
 public:
-    Error(leases_status status, const std::string &message)
-        : std::runtime_error(message), status_(status) {}
+    Error(leases_status status, const std::string &message, const std::string &job_id = std::string())
+        : std::runtime_error(message), status_(status), job_id_(job_id) {}
 
     /// The C status code (LEASES_EXPIRED, ...).
     [[nodiscard]] leases_status status() const noexcept { return status_; }
     /// The status name of tests/vectors/statuses.json ("expired", ...).
     [[nodiscard]] const char *name() const noexcept { return leases_status_name(status_); }
+    /// The id of the job the failure names (leases_last_error_job_id), or
+    /// empty. After OutcomeUnknownError from a claim (Authority::claim,
+    /// claim_job, Lease::complete_and_claim_next) it is the job the claim
+    /// chose, whose lease was not returned: observe it, and cancel it or let
+    /// it expire. Never a secret.
+    [[nodiscard]] const std::string &job_id() const noexcept { return job_id_; }
 
 private:
     leases_status status_;
+    std::string job_id_;
 };
 
 /// Base of the statuses that mean the claim is no longer held: another claim
@@ -78,7 +85,8 @@ public:
     class Name : public Base {                                                        \
     public:                                                                           \
         static constexpr leases_status code = Status;                                 \
-        explicit Name(const std::string &message) : Base(Status, message) {}          \
+        explicit Name(const std::string &message, const std::string &job_id = std::string()) \
+            : Base(Status, message, job_id) {}                                        \
     }
 
 /// The loaded libleases.so has another ABI number than the leases.h this
@@ -123,36 +131,38 @@ LEASES_HPP_ERROR_CLASS(ClosedError, Error, LEASES_CLOSED);  // the lease, edit, 
 LEASES_HPP_ERROR_CLASS(BadTokenError, Error, LEASES_BAD_TOKEN);  // the token is malformed, too long, non-canonical, of another version, or fails its checksum
 LEASES_HPP_ERROR_CLASS(BusyError, Error, LEASES_BUSY);  // a lock (SQLite's writer lock or a PostgreSQL row lock) was not obtained within the busy timeout, or the server kept aborting the operation over conflicts; nothing was written
 LEASES_HPP_ERROR_CLASS(StorageError, Error, LEASES_STORAGE);  // the database could not be opened, read or written (on PostgreSQL also an unreachable server or a lost connection); nothing changed
-LEASES_HPP_ERROR_CLASS(OutcomeUnknownError, Error, LEASES_OUTCOME_UNKNOWN);  // the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and the message names the job
+LEASES_HPP_ERROR_CLASS(OutcomeUnknownError, Error, LEASES_OUTCOME_UNKNOWN);  // the commit itself failed: it may or may not have persisted; the lease stays active locally and its next use asks the store (an edit's leases too); a claim then returns no lease and names the job (leases_last_error_job_id)
 LEASES_HPP_ERROR_CLASS(SchemaTooNewError, Error, LEASES_SCHEMA_TOO_NEW);  // the database was written by a newer library
 LEASES_HPP_ERROR_CLASS(ForkedError, Error, LEASES_FORKED);  // called in a fork()ed child of the process that loaded the library
 LEASES_HPP_ERROR_CLASS(InternalError, Error, LEASES_INTERNAL);  // a bug, reported instead of crashing the host; the process goes on
 LEASES_HPP_ERROR_CLASS(InterruptedError, Error, LEASES_INTERRUPTED);  // a wait was ended by its canceller (returned only by the waiting functions of revision 1)
 
-/// Throws the Error subclass of status with message (status must not be
-/// LEASES_OK). An unknown status (a newer library) throws the base Error.
-[[noreturn]] inline void throw_status(leases_status status, const std::string &message) {
+/// Throws the Error subclass of status with message and the job id the
+/// failure names (empty: none); status must not be LEASES_OK. An unknown
+/// status (a newer library) throws the base Error.
+[[noreturn]] inline void throw_status(leases_status status, const std::string &message,
+                                      const std::string &job_id = std::string()) {
     switch (status) {
-    case LEASES_INVALID_ARGUMENT: throw InvalidArgumentError(message);
-    case LEASES_INVALID_DURATION: throw InvalidDurationError(message);
-    case LEASES_NOT_FOUND: throw NotFoundError(message);
-    case LEASES_NOTHING_TO_CLAIM: throw NothingToClaimError(message);
-    case LEASES_WRONG_STATE: throw WrongStateError(message);
-    case LEASES_LEASE_LOST: throw LeaseLostError(message);
-    case LEASES_EXPIRED: throw ExpiredError(message);
-    case LEASES_CANCELLED: throw CancelledError(message);
-    case LEASES_NOT_EXTENDED: throw NotExtendedError(message);
-    case LEASES_CLOCK_REGRESSED: throw ClockRegressedError(message);
-    case LEASES_CLOSED: throw ClosedError(message);
-    case LEASES_BAD_TOKEN: throw BadTokenError(message);
-    case LEASES_BUSY: throw BusyError(message);
-    case LEASES_STORAGE: throw StorageError(message);
-    case LEASES_OUTCOME_UNKNOWN: throw OutcomeUnknownError(message);
-    case LEASES_SCHEMA_TOO_NEW: throw SchemaTooNewError(message);
-    case LEASES_FORKED: throw ForkedError(message);
-    case LEASES_INTERNAL: throw InternalError(message);
-    case LEASES_INTERRUPTED: throw InterruptedError(message);
-    default: throw Error(status, message);
+    case LEASES_INVALID_ARGUMENT: throw InvalidArgumentError(message, job_id);
+    case LEASES_INVALID_DURATION: throw InvalidDurationError(message, job_id);
+    case LEASES_NOT_FOUND: throw NotFoundError(message, job_id);
+    case LEASES_NOTHING_TO_CLAIM: throw NothingToClaimError(message, job_id);
+    case LEASES_WRONG_STATE: throw WrongStateError(message, job_id);
+    case LEASES_LEASE_LOST: throw LeaseLostError(message, job_id);
+    case LEASES_EXPIRED: throw ExpiredError(message, job_id);
+    case LEASES_CANCELLED: throw CancelledError(message, job_id);
+    case LEASES_NOT_EXTENDED: throw NotExtendedError(message, job_id);
+    case LEASES_CLOCK_REGRESSED: throw ClockRegressedError(message, job_id);
+    case LEASES_CLOSED: throw ClosedError(message, job_id);
+    case LEASES_BAD_TOKEN: throw BadTokenError(message, job_id);
+    case LEASES_BUSY: throw BusyError(message, job_id);
+    case LEASES_STORAGE: throw StorageError(message, job_id);
+    case LEASES_OUTCOME_UNKNOWN: throw OutcomeUnknownError(message, job_id);
+    case LEASES_SCHEMA_TOO_NEW: throw SchemaTooNewError(message, job_id);
+    case LEASES_FORKED: throw ForkedError(message, job_id);
+    case LEASES_INTERNAL: throw InternalError(message, job_id);
+    case LEASES_INTERRUPTED: throw InterruptedError(message, job_id);
+    default: throw Error(status, message, job_id);
     }
 }
 // END GENERATED
@@ -184,13 +194,14 @@ inline void check(leases_status status) {
     if (status == LEASES_OK) {
         return;
     }
-    // Copied at once: the text is valid only until this thread's next call.
+    // Copied at once: the texts are valid only until this thread's next call.
     std::string message = leases_last_error();
+    std::string job_id = leases_last_error_job_id();
     if (message.empty()) {
         message = std::string(leases_status_name(status)) + " (status " +
                   std::to_string(status) + ")";
     }
-    throw_status(status, message);
+    throw_status(status, message, job_id);
 }
 
 // ---- library -----------------------------------------------------------------
@@ -1509,22 +1520,37 @@ public:
     void complete(const std::string &facts_json = std::string()) {
         leases::check(leases_lease_complete(handle_.get(), detail::c_str(facts_json, "facts_json")));
     }
-    /// Completes the job as complete() does and claims the production's next
-    /// claimable job for the same worker for duration, in one commit. Returns
-    /// the new lease, or std::nullopt when nothing was claimable (the
-    /// completion committed all the same). A refused completion throws its
-    /// error and claims nothing; this lease is closed once it succeeds.
+    /// Completes the job as complete(facts_json) does and claims the
+    /// production's next claimable job for the same worker for duration, in
+    /// one commit; the arguments in the order of every face (C, Go, Python,
+    /// Rust): facts, then duration. Returns the new lease, or std::nullopt
+    /// when nothing was claimable (the completion committed all the same). A
+    /// refused completion throws its error and claims nothing; this lease is
+    /// closed once it succeeds. OutcomeUnknownError: no new lease, this one
+    /// stays active, and the error's job_id() is the job the claim chose.
     template <class Rep, class Period>
-    [[nodiscard]] std::optional<Lease> complete_and_claim_next(std::chrono::duration<Rep, Period> duration,
-                                                               const std::string &facts_json = std::string()) {
+    [[nodiscard]] std::optional<Lease> complete_and_claim_next(const std::string &facts_json,
+                                                               std::chrono::duration<Rep, Period> duration) {
         const std::int64_t us = detail::to_us(duration);
         leases_lease *out = nullptr;
         leases::check(leases_lease_complete_and_claim_next(handle_.get(), detail::c_str(facts_json, "facts_json"), us,
-                                                   &out));
+                                                           &out));
         if (out == nullptr) {
             return std::nullopt;
         }
         return Lease(out);
+    }
+    /// complete_and_claim_next publishing no facts.
+    template <class Rep, class Period>
+    [[nodiscard]] std::optional<Lease> complete_and_claim_next(std::chrono::duration<Rep, Period> duration) {
+        return complete_and_claim_next(std::string(), duration);
+    }
+    /// The order of 0.1.0, duration before facts, kept for one release.
+    template <class Rep, class Period>
+    [[deprecated("pass the facts first, as every face does: complete_and_claim_next(facts_json, duration)")]]
+    [[nodiscard]] std::optional<Lease> complete_and_claim_next(std::chrono::duration<Rep, Period> duration,
+                                                               const std::string &facts_json) {
+        return complete_and_claim_next(facts_json, duration);
     }
 
     /// The expiry last confirmed by the authority (local, no store access).
@@ -1781,6 +1807,33 @@ inline std::string productions_page_json(leases_authority *a, const std::string 
 
 }  // namespace detail
 
+/// SQLite's PRAGMA synchronous (OpenOptions::synchronous), with its meaning:
+/// Normal can lose the last acknowledged operations on power loss or an
+/// operating system crash (not on a crash of the process); Full, the
+/// default, and Extra do not. SQLite only: anything but Default with a
+/// PostgreSQL location throws InvalidArgumentError.
+enum class Synchronous : std::int32_t {
+    Default = LEASES_SYNCHRONOUS_DEFAULT,  ///< Full
+    Normal = LEASES_SYNCHRONOUS_NORMAL,
+    Full = LEASES_SYNCHRONOUS_FULL,
+    Extra = LEASES_SYNCHRONOUS_EXTRA,
+};
+
+/// How Authority::open(path, options) opens; every member's default is the
+/// library's (Authority::open(path) exactly).
+struct OpenOptions {
+    /// Refuse to create: a location that holds no authority throws
+    /// NotFoundError and nothing is created (an older schema still migrates).
+    bool must_exist = false;
+    /// SQLite's synchronous mode.
+    Synchronous synchronous = Synchronous::Default;
+    /// How long an operation waits for a lock (SQLite's writer lock; on
+    /// PostgreSQL row locks and connections) before BusyError; zero: 10 s.
+    /// Used at millisecond resolution (rounded up), at most
+    /// LEASES_MAX_DURATION_US.
+    std::chrono::microseconds busy_timeout{0};
+};
+
 /// An open authority database. Safe to share between threads. Leases that
 /// outlive it report ClosedError.
 class Authority {
@@ -1813,17 +1866,41 @@ public:
         return Authority(out);
     }
 
-    /// Opens with options (leases_authority_open_v2): start from
-    /// LEASES_OPEN_OPTIONS_INIT and set the fields to change. With
-    /// LEASES_OPEN_MUST_EXIST a missing authority throws NotFoundError and
-    /// nothing is created.
-    [[nodiscard]] static Authority open(const std::string &path, const leases_open_options &options) {
+    /// Opens with options (OpenOptions; leases_authority_open_v2):
+    ///
+    ///     auto a = leases::Authority::open(path, {/*must_exist=*/true});
+    ///     leases::OpenOptions o;
+    ///     o.synchronous = leases::Synchronous::Normal;
+    ///     o.busy_timeout = 250ms;
+    ///     auto b = leases::Authority::open(path, o);
+    ///
+    /// With must_exist a missing authority throws NotFoundError and nothing
+    /// is created; a bad option throws InvalidArgumentError before anything
+    /// is opened.
+    [[nodiscard]] static Authority open(const std::string &path, const OpenOptions &options) {
+        leases_open_options o = LEASES_OPEN_OPTIONS_INIT;
+        o.flags = options.must_exist ? LEASES_OPEN_MUST_EXIST : 0;
+        o.synchronous = static_cast<std::int32_t>(options.synchronous);
+        o.busy_timeout_us = static_cast<std::int64_t>(options.busy_timeout.count());
+        return open_v2(path, o);
+    }
+
+    /// The raw C struct of 0.1.0, kept for one release: use OpenOptions.
+    template <class Options, std::enable_if_t<std::is_same_v<Options, leases_open_options>, int> = 0>
+    [[deprecated("open with leases::OpenOptions (must_exist, synchronous, busy_timeout), not leases_open_options")]]
+    [[nodiscard]] static Authority open(const std::string &path, const Options &options) {
+        return open_v2(path, options);
+    }
+
+private:
+    static Authority open_v2(const std::string &path, const leases_open_options &options) {
         detail::check_loaded_abi();
         leases_authority *out = nullptr;
         check(leases_authority_open_v2(detail::c_str(path, "path"), &options, &out));
         return Authority(out);
     }
 
+public:
     [[nodiscard]] leases_authority *capi() const noexcept { return handle_.get(); }
     /// Closes the database now (the destructor does it otherwise).
     void close() noexcept { handle_.reset(); }
@@ -2417,7 +2494,7 @@ private:
         if (job->ok) {
             try {
                 if (may_claim(report)) {
-                    next = job->lease.complete_and_claim_next(opt_.duration, job->facts);
+                    next = job->lease.complete_and_claim_next(job->facts, opt_.duration);
                     if (next) {
                         ++report.claimed_in_completion;
                     }
