@@ -413,3 +413,37 @@ func TestLeaseModelReadsEachCallsSamplesOnItsWorkersClock(t *testing.T) {
 	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a waiting claim refused because of a job sampled ahead",
 		ahead, &raceOp{W: "a", Op: "claim_wait", DurUS: 50, Call: 500, Ret: 510, Kind: "wrong_state"})
 }
+
+// A coordinator's write to a job (cancel, retry_job, redrive) acts no
+// earlier than the job's last change, so a job's own times never run
+// backwards: a job requested on a clock far ahead, then cancelled and
+// retried on the wall clock, is claimable from the retry's recorded time —
+// its request's, far ahead — and not at the retry's sample.
+func TestLeaseModelMakesARetriedJobClaimableNoEarlierThanItsLastChange(t *testing.T) {
+	const ahead = 1000000
+	retried := func(how *raceOp) []*raceOp {
+		return []*raceOp{skewed(requestOp("c", "r0", 0, 10, 5, 0, 0), ahead),
+			coordOp("c", "cancel", "r0", 20, 30, "ok"), how}
+	}
+	retry := func() *raceOp { return coordOp("c", "retry_job", "r0", 40, 50, "ok") }
+	redrive := func() *raceOp {
+		return &raceOp{W: "c", Op: "redrive", State: "cancelled", Call: 40, Ret: 50, Kind: "ok"}
+	}
+	for _, c := range []struct {
+		name string
+		how  func() *raceOp
+	}{{"retry_job", retry}, {"a redrive", redrive}} {
+		requireBoth(t, porcupine.Ok, mState{}, raceBackoff{}, c.name+": claimed at its request's time",
+			append(retried(c.how()), claimOp("a", "r0", ahead+100, ahead+110, ahead+105, 50))...)
+		requireBoth(t, porcupine.Ok, mState{}, raceBackoff{}, c.name+": nothing to claim before its request's time",
+			append(retried(c.how()), nothingToClaim("a", 500, 510))...)
+		requireBoth(t, porcupine.Ok, make(mState, 1), raceBackoff{}, c.name+": passed over before its request's time",
+			append(retried(c.how()), claimOp("a", "j0", 500, 510, 505, 50))...)
+		requireBoth(t, porcupine.Illegal, mState{}, raceBackoff{}, c.name+": claimed before the job's last change",
+			append(retried(c.how()), claimOp("a", "r0", 500, 510, 505, 50))...)
+	}
+	// (A redrive may not have reached the job: only a retry_job surely
+	// returns it.)
+	requireBoth(t, porcupine.Illegal, mState{}, raceBackoff{}, "retry_job: nothing to claim after its request's time",
+		append(retried(retry()), nothingToClaim("a", ahead+100, ahead+110))...)
+}
