@@ -144,8 +144,8 @@ type mJob struct {
 	amax int
 }
 
-// raceMaxAttempts is the race production's max_attempts; its backoff is 0,
-// so a lapsed claim is claimable at its expiry and a retry at once.
+// raceMaxAttempts is the race production's max_attempts (its backoff:
+// racePolicy, race_test.go; leaseRules.backoff).
 const raceMaxAttempts = 3
 
 // leaseRules is what the model knows besides the state: where each job is
