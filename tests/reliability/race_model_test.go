@@ -513,7 +513,7 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 	j := s[ji]
 	var next mJob
 	var can, refuse bool
-	dead := r.mayBeDead(j, o.to())
+	dead := r.mayBeDead(j, actsBy(o, r.mark))
 	switch o.Op {
 	case "request":
 		can, next = j.st == jAbsent, requestedJob(o, r.mark)
@@ -546,6 +546,8 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 // mayBeDead reports whether job j may be dead by sample t though the model
 // does not say so: its attempts may be used up (amax) and it was left
 // requested, or its last claim lapsed (it dies when a claim notices it).
+// A coordinator's call o passes actsBy(o): the claim that noticed the
+// lapse may have read a clock ahead of o's, by as much as the mark may be.
 func (r leaseRules) mayBeDead(j mJob, t int64) bool {
 	return j.amax >= r.maxAttempts && (j.st == jRequested || (j.st == jClaimed && j.lo <= t))
 }
@@ -572,7 +574,7 @@ func (r leaseRules) stepRedrive(s mState, o *raceOp) []mState {
 	}
 	out := []mState{s}
 	for i, j := range s {
-		if j.st == st || (st == jDead && r.mayBeDead(j, o.to())) {
+		if j.st == st || (st == jDead && r.mayBeDead(j, actsBy(o, r.mark))) {
 			out = append(out, s.with(i, r.redriven(j, o)))
 		}
 	}

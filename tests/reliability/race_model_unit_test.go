@@ -447,3 +447,25 @@ func TestLeaseModelMakesARetriedJobClaimableNoEarlierThanItsLastChange(t *testin
 	requireBoth(t, porcupine.Illegal, mState{}, raceBackoff{}, "retry_job: nothing to claim after its request's time",
 		append(retried(retry()), nothingToClaim("a", ahead+100, ahead+110))...)
 }
+
+// A lapsed last attempt dies when a claim notices it, and that claim's
+// clock may run ahead of the coordinator's (a guarded call's clock ahead
+// moves the mark, markSkew): a retry on the wall clock may find the job
+// dead before the lapse's time on the wall clock, but not before the
+// lapse's time less the most any guarded clock ran ahead.
+func TestLeaseModelLetsARetryFindALapsedLastAttemptDeadOnAClockAheadOfIt(t *testing.T) {
+	one := make(mState, 1)
+	lapsed := func(retry *raceOp) []*raceOp {
+		return []*raceOp{
+			claimOp("w0", "j0", 0, 10, 5, 100), release("w0", "j0", 20, 30),
+			claimOp("w1", "j0", 40, 50, 45, 100), release("w1", "j0", 60, 70),
+			claimOp("w2", "j0", 80, 90, 85, 100), // the last attempt, until 185
+			// Its holder, on a clock 30 µs ahead, hears it expired.
+			skewed(complete("w2", "j0", 150, 160, "expired"), 30),
+			retry, claimOp("w3", "j0", 300, 310, 305, 50)}
+	}
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "found dead by a claim on a clock ahead",
+		lapsed(coordOp("c", "retry_job", "j0", 170, 175, "ok"))...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "found dead before any clock reached the lapse",
+		lapsed(coordOp("c", "retry_job", "j0", 100, 110, "ok"))...)
+}
