@@ -121,6 +121,26 @@ func (g *guard) locked(first int64) (int64, error) {
 	return now, nil
 }
 
+// follows checks that now, the operation's time once it holds j's row, is
+// not behind j's last change: a transition is never timed before the one it
+// follows. Under SQLite's writer lock the mark check of the first sample
+// already ensures it. PostgreSQL reads the mark before it locks the row, so
+// a transition of the job (a release, a renewal, another claim) may commit
+// in between at a later time than this clock reads — a clock that stepped
+// back, or another host's seam ahead — and then the mark is past now as
+// well: clock_regressed, as the operation would be had it started after
+// that commit. A claim calls it only once j is claimable at now (a job
+// requested or redriven at a time ahead of the mark is not yet, and is
+// passed over or not ready, never clock_regressed).
+func (g *guard) follows(now int64, j store.Job) error {
+	if now < j.UpdatedAt {
+		return errf(KindClockRegressed,
+			"the authority clock (%s) is behind the last change of job %s (%s), committed while this operation ran; guarded operations resume when it catches up",
+			describeUS(now), j.ID, describeUS(j.UpdatedAt))
+	}
+	return nil
+}
+
 func wentBack(now, observed int64) error {
 	return errf(KindClockRegressed, "the authority clock went back during the operation (%s < %s); nothing was committed",
 		describeUS(now), describeUS(observed))

@@ -327,14 +327,19 @@ func (l *Lease) Check(ctx context.Context) error {
 	return err
 }
 
+// checkStore reads the mark, then samples the clock, then reads the job. In
+// that order the mark compared with the sample holds only samples taken
+// before it: a guarded commit between the two reads (a renewal every few
+// milliseconds) cannot move it past the sample, so only a clock that went
+// back reads as clock_regressed.
 func (l *Lease) checkStore(ctx context.Context) error {
-	now, err := l.a.observedNow(ctx)
-	if err != nil {
-		return err
-	}
 	hwm, err := l.a.b.HWM(ctx)
 	if err != nil {
 		return storageErr("read high-water mark", err)
+	}
+	now, err := l.a.observedNow(ctx)
+	if err != nil {
+		return err
 	}
 	if now < hwm {
 		return errf(KindClockRegressed,

@@ -331,3 +331,33 @@ func TestDoneReportsWhatOperationsLearnWithoutAKeepAlive(t *testing.T) {
 	requireKind(t, m.Renew(time.Hour), KindClosed)
 	requireDone(t, m, KindClosed)
 }
+
+// A lease's Check compares its clock sample with a mark no later than that
+// sample could see: a guarded commit (here a renewal of another lease) that
+// moves the mark past the sample after it was taken does not make a clock
+// that never went back read as clock_regressed.
+func TestALeaseCheckNeverCallsTheClockRegressedOverAMarkMovedAfterItsSample(t *testing.T) {
+	f := newFixture(t)
+	f.request(2)
+	held := f.claim("w", time.Minute)
+	other := f.claim("w", time.Minute)
+	var armed atomic.Bool
+	renewed := make(chan error, 1)
+	f.a.setClock(func() int64 {
+		v := f.clk.Now()
+		if armed.CompareAndSwap(true, false) {
+			// Check has taken its sample v: a renewal commits at a later
+			// sample, and the mark moves past v.
+			f.clk.set(v + time.Millisecond.Microseconds())
+			renewed <- other.Renew(time.Minute)
+		}
+		return v
+	})
+	f.clk.set(t0 + time.Millisecond.Microseconds())
+	armed.Store(true)
+	require.NoError(t, held.Check(context.Background()), "the clock never went back")
+	require.False(t, armed.Load(), "the check sampled the clock")
+	require.NoError(t, <-renewed)
+	require.Greater(t, f.hwm(), t0+time.Millisecond.Microseconds(), "the renewal moved the mark past the check's sample")
+	requireNotDone(t, held)
+}

@@ -217,6 +217,9 @@ func checkHeld(g *guard, l *Lease) (store.Job, int64, error) {
 	if now, err = g.locked(now); err != nil {
 		return j, 0, err
 	}
+	if err := g.follows(now, j); err != nil {
+		return j, 0, err
+	}
 	if err := l.holds(j, now); err != nil {
 		return j, 0, err
 	}
@@ -409,6 +412,9 @@ func claimIn(g *guard, production, jobID, worker string, us int64) (*Lease, erro
 		}
 		if now < j.ReadyAt {
 			return nil, errNotReady(j.ID, j.ReadyAt)
+		}
+		if err := g.follows(now, j); err != nil {
+			return nil, err
 		}
 	}
 	if j.State == store.StateClaimed {

@@ -414,3 +414,65 @@ func countEvents(t *testing.T, a *Authority, kind string) int {
 	}
 	return n
 }
+
+// pausingClockTx pauses its transaction once, after its first clock sample.
+type pausingClockTx struct {
+	store.Tx
+	b    *pausingBackend
+	once *sync.Once
+}
+
+func (t *pausingClockTx) Now(ctx context.Context) (int64, error) {
+	v, err := t.Tx.(store.Clock).Now(ctx)
+	t.once.Do(func() {
+		close(t.b.paused)
+		<-t.b.resume
+	})
+	return v, err
+}
+
+// A transition is never timed before the one it follows, even when the
+// clock it reads is behind the time of that one: a claim whose first sample
+// was taken (not behind the mark) before a release of its job committed at
+// a later time (the releasing host's clock ran ahead, or the server's stepped
+// back) is clock_regressed, as it would be had it started after the release;
+// it is never timed before the release.
+func TestATransitionIsNeverTimedBeforeTheOneItFollowsOnAClockBehindIt(t *testing.T) {
+	for _, byID := range []bool{true, false} {
+		t.Run(map[bool]string{true: "by id", false: "next"}[byID], func(t *testing.T) {
+			a, u := pgAuthority(t)
+			j, err := a.RequestJob("p", "", nil)
+			require.NoError(t, err)
+			held, err := a.ClaimJob("p", j, "host-a", time.Minute)
+			require.NoError(t, err)
+			b, err := Open(u)
+			require.NoError(t, err)
+			defer b.Close()
+			pb := &pausingBackend{paused: make(chan struct{}), resume: make(chan struct{})}
+			var once sync.Once
+			wrapTxs(b, func(tx store.Tx) store.Tx { return &pausingClockTx{Tx: tx, b: pb, once: &once} })
+			var claimed *Lease
+			var claimErr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if byID {
+					claimed, claimErr = b.ClaimJob("p", j, "host-b", time.Minute)
+				} else {
+					claimed, claimErr = b.Claim("p", "host-b", time.Minute)
+				}
+			}()
+			<-pb.paused
+			// Host A's clock runs 10 s ahead of B's when it releases.
+			a.setClock(func() int64 { return systemClock() + (10 * time.Second).Microseconds() })
+			require.NoError(t, held.Release())
+			close(pb.resume)
+			<-done
+			requireKind(t, claimErr, KindClockRegressed)
+			require.Nil(t, claimed)
+			js, err := a.Jobs("p")
+			require.NoError(t, err)
+			require.Equal(t, StateRequested, js[0].State, "the claim committed nothing")
+		})
+	}
+}

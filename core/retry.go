@@ -304,6 +304,9 @@ func readyIn(g *guard, p store.Production, j store.Job, first int64) (store.Job,
 			return j, 0, false, err
 		}
 		if j.ReadyAt <= now {
+			if err := g.follows(now, j); err != nil {
+				return j, 0, false, err
+			}
 			return j, now, true, nil
 		}
 		if g.setBackLimit > 0 && demoted == g.setBackLimit {

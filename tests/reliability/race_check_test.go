@@ -239,7 +239,7 @@ func checkClaimOrder(hist []*raceOp, init mState, idx map[string]int, order []st
 		var certain []string
 		var claims []int // of each certain job, the claims that may precede c
 		for i, k := range order {
-			if i == ti || !certainlyClaimable(byJob[k], init[i], c, at, r) {
+			if i == ti || !certainlyClaimable(byJob[k], redrives, init[i], c, at, r) {
 				continue
 			}
 			if ti >= 0 && !before(orderKey(init[i], byJob[k], redrives, c, r), i, target, ti) {
@@ -325,6 +325,18 @@ func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
 				lo, hi = 0, wait
 			}
 		case "retry_job":
+			// It acts at its sample, the mark or the job's last change.
+			if y.Kind == "ok" && y.Ret < c.Call {
+				j.olo = max(j.olo, y.from(), changedFrom(ops, y))
+			}
+			switch {
+			case y.Call > c.Ret:
+			case unknownOutcome(y):
+				j.ohi = math.MaxInt64
+			case y.Kind == "ok":
+				j.ohi = max(j.ohi, changedBy(ops, redrives, y, r.mark))
+			}
+			continue
 		default:
 			continue
 		}
@@ -345,12 +357,48 @@ func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
 		}
 		for _, x := range ops {
 			if x.Op != "request" && x.Call <= y.Ret {
-				j.ohi = max(j.ohi, addSat(y.Ret, max(y.Skew, r.mark)))
+				j.ohi = max(j.ohi, changedBy(ops, redrives, y, r.mark))
 				break
 			}
 		}
 	}
 	return j
+}
+
+// changesAt: an unguarded write to a job, which acts no earlier than the
+// job's last change (docs/CLOCK.md).
+func changesAt(op string) bool {
+	return op == "request" || op == "cancel" || op == "retry_job" || op == "redrive"
+}
+
+// changedBy bounds from above the time the unguarded write y to a job
+// (its operations ops) acts at: its sample or the mark (actsBy), or the
+// job's last change, which an unguarded write that may precede y (called
+// by y's return) made no later than it may act at itself. (A guarded
+// write's time is a sample the mark bounds.)
+func changedBy(ops, redrives []*raceOp, y *raceOp, mark int64) int64 {
+	t := actsBy(y, mark)
+	for _, group := range [][]*raceOp{ops, redrives} {
+		for _, x := range group {
+			if changesAt(x.Op) && x.Call <= y.Ret {
+				t = max(t, actsBy(x, mark))
+			}
+		}
+	}
+	return t
+}
+
+// changedFrom bounds from below the last change of a job (its operations
+// ops) before the unguarded write y: the sample of an unguarded write that
+// surely committed before y was called.
+func changedFrom(ops []*raceOp, y *raceOp) int64 {
+	var t int64
+	for _, x := range ops {
+		if changesAt(x.Op) && x.Kind == "ok" && x.Ret < y.Call {
+			t = max(t, x.from())
+		}
+	}
+	return t
 }
 
 // certainlyClaimable reports whether, in every linearization, the job whose
@@ -364,7 +412,7 @@ func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
 // job's request is such an x for every operation once the job is ready.
 // A job whose claims that may precede c reach maxAttempts may be dead: it
 // is never counted.
-func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, r leaseRules) bool {
+func certainlyClaimable(ops, redrives []*raceOp, j mJob, c *raceOp, at int64, r leaseRules) bool {
 	if mayPrecede(ops, j, c) >= r.maxAttempts {
 		return false
 	}
@@ -379,7 +427,7 @@ func certainlyClaimable(ops []*raceOp, j mJob, c *raceOp, at int64, r leaseRules
 			}
 			return addSat(y.to(), y.DurUS) <= at
 		}
-		return addSat(y.Ret, max(y.Skew, r.mark)) <= at // retry_job
+		return changedBy(ops, redrives, y, r.mark) <= at // retry_job
 	}
 	harmless := func(y *raceOp) bool { // leaves the job claimable at at, or unchanged
 		if y.Ret != math.MaxInt64 && !raceUnknown[y.Kind] && y.Kind != "ok" {

@@ -36,9 +36,15 @@ package reliability
 // Coordinator calls: cancel (a requested or claimed job becomes cancelled;
 // every lease of it is then told cancelled; a finished job is
 // wrong_state), retry_job (a failed, dead or cancelled job is requested
-// again at its sample with fresh attempts and no holder, so the lease that
-// had it is told lease_lost) and redrive (the same for every job in one
-// state, in batches: each job of that state may be returned). A
+// again with fresh attempts and no holder, so the lease that had it is
+// told lease_lost) and redrive (the same for every job in one state, in
+// batches: each job of that state may be returned). Each acts at the
+// latest of its sample, the mark and the job's last change (mJob.clo..chi),
+// and a retried or redriven job is claimable from that time, "at once"
+// meaning from the time the retry recorded, not from its sample: a job's
+// own times never run backwards (docs/CLOCK.md, "What each operation
+// records"), so a job requested on a clock a day ahead, then cancelled and
+// retried on a clock that is right, is claimable only a day later. A
 // claim may notice (and end) any lapsed claim, invisibly: the lapsed
 // claim's holder may then be told lease_lost instead of expired. A claim of
 // unknown outcome that may have taken a job leaves its attempts known only
@@ -119,6 +125,12 @@ type mJob struct {
 	prio     int    // the job's priority (fixed at its request)
 	late     bool   // requested in the history: its place in request order is unknown
 	att      int    // claims known to have taken it
+	// clo, chi bound the time of the job's last change by an unguarded
+	// write (its request, a cancel, a retry_job or a redrive): the next
+	// such write acts no earlier (a job's own times never run backwards).
+	// A guarded write's time is a sample at or after that one, and the
+	// mark bounds it from above (markSkew), so it needs no bound here.
+	clo, chi int64
 	// amax bounds the attempts from above: a claim of unknown outcome may
 	// have taken the job, so its attempts may be more than att (amax stops
 	// at max_attempts, a job's last). Counting such a claim exactly would
@@ -132,8 +144,8 @@ type mJob struct {
 	amax int
 }
 
-// raceMaxAttempts is the race production's max_attempts; its backoff is 0,
-// so a lapsed claim is claimable at its expiry and a retry at once.
+// raceMaxAttempts is the race production's max_attempts (its backoff:
+// racePolicy, race_test.go; leaseRules.backoff).
 const raceMaxAttempts = 3
 
 // leaseRules is what the model knows besides the state: where each job is
@@ -291,17 +303,22 @@ func markSkew(ops []*raceOp) int64 {
 	return m
 }
 
+// actsBy is the latest time an unguarded call o may act at, leaving the
+// job's last change aside: its sample, or the mark if that is later (the
+// mark runs at most mark skew ahead of the wall clock).
+func actsBy(o *raceOp, mark int64) int64 { return addSat(o.Ret, max(o.Skew, mark)) }
+
 // requestedJob is the job a request o makes: its priority, and its ready
 // (and claimable) time bounded by the call's window: the sample (or the
-// mark, if later; it is at most mark skew ahead of the wall clock) plus
-// the delay, or the run-at if that is later.
+// mark, if later) plus the delay, or the run-at if that is later. Its
+// request is its last change.
 func requestedJob(o *raceOp, mark int64) mJob {
-	to := addSat(o.Ret, max(o.Skew, mark))
+	to := actsBy(o, mark)
 	lo, hi := o.from()+o.DurUS, addSat(to, o.DurUS)
 	if o.RunAt != 0 {
 		lo, hi = max(o.RunAt, o.from()), max(o.RunAt, to)
 	}
-	return mJob{st: jRequested, lo: lo, hi: hi, olo: lo, ohi: hi, prio: o.Prio, late: true}
+	return mJob{st: jRequested, lo: lo, hi: hi, olo: lo, ohi: hi, prio: o.Prio, late: true, clo: o.from(), chi: to}
 }
 
 // splitCompleteNext replaces each complete_next of hist by its completion
@@ -367,7 +384,7 @@ func leaseModel(init mState, r leaseRules) porcupine.NondeterministicModel {
 			h := fnv.New64a()
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d:%d;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att, j.amax)
+					fmt.Fprintf(h, "%d:%d:%s:%d:%d:%d:%d:%d:%d:%d:%d;", i, j.st, j.holder, j.lo, j.hi, j.olo, j.ohi, j.att, j.amax, j.clo, j.chi)
 				}
 			}
 			return h.Sum64()
@@ -380,8 +397,8 @@ func leaseModel(init mState, r leaseRules) porcupine.NondeterministicModel {
 			var b strings.Builder
 			for i, j := range st.(mState) {
 				if j.st != jRequested || j.holder != "" {
-					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d..%d\n", i, j.st, j.holder, j.lo, j.hi,
-						j.olo, j.ohi, j.prio, j.att, j.amax)
+					fmt.Fprintf(&b, "#%d st=%d %s [%d,%d] order [%d,%d] prio %d att %d..%d changed [%d,%d]\n", i, j.st, j.holder, j.lo, j.hi,
+						j.olo, j.ohi, j.prio, j.att, j.amax, j.clo, j.chi)
 				}
 			}
 			return b.String()
@@ -496,7 +513,7 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 	j := s[ji]
 	var next mJob
 	var can, refuse bool
-	dead := r.mayBeDead(j, o.to())
+	dead := r.mayBeDead(j, actsBy(o, r.mark))
 	switch o.Op {
 	case "request":
 		can, next = j.st == jAbsent, requestedJob(o, r.mark)
@@ -505,6 +522,7 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 		refuse = finished(j.st) && j.st != jCancelled || dead
 		next = j
 		next.st = jCancelled
+		next.clo, next.chi = max(j.clo, o.from()), max(j.chi, actsBy(o, r.mark))
 	case "retry_job":
 		can = j.st == jFailed || j.st == jDead || j.st == jCancelled || dead
 		refuse = j.st != jAbsent && (!can || dead)
@@ -528,15 +546,18 @@ func (r leaseRules) stepCoordinator(s mState, o *raceOp, ji int, unknown bool) [
 // mayBeDead reports whether job j may be dead by sample t though the model
 // does not say so: its attempts may be used up (amax) and it was left
 // requested, or its last claim lapsed (it dies when a claim notices it).
+// A coordinator's call o passes actsBy(o): the claim that noticed the
+// lapse may have read a clock ahead of o's, by as much as the mark may be.
 func (r leaseRules) mayBeDead(j mJob, t int64) bool {
 	return j.amax >= r.maxAttempts && (j.st == jRequested || (j.st == jClaimed && j.lo <= t))
 }
 
 // redriven is job j returned to the queue by a redrive or retry_job o:
-// claimable at its sample (or the mark, if later).
+// claimable at the time it acts at, its sample or the mark or the job's
+// last change, whichever is latest.
 func (r leaseRules) redriven(j mJob, o *raceOp) mJob {
-	hi := addSat(o.Ret, max(o.Skew, r.mark))
-	return mJob{st: jRequested, lo: o.from(), hi: hi, olo: o.from(), ohi: hi, prio: j.prio, late: j.late}
+	lo, hi := max(o.from(), j.clo), max(actsBy(o, r.mark), j.chi)
+	return mJob{st: jRequested, lo: lo, hi: hi, olo: lo, ohi: hi, prio: j.prio, late: j.late, clo: lo, chi: hi}
 }
 
 // stepRedrive: a redrive of every job in one state works in batches, each
@@ -553,7 +574,7 @@ func (r leaseRules) stepRedrive(s mState, o *raceOp) []mState {
 	}
 	out := []mState{s}
 	for i, j := range s {
-		if j.st == st || (st == jDead && r.mayBeDead(j, o.to())) {
+		if j.st == st || (st == jDead && r.mayBeDead(j, actsBy(o, r.mark))) {
 			out = append(out, s.with(i, r.redriven(j, o)))
 		}
 	}
@@ -647,7 +668,7 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 		for _, i := range took {
 			j := base[i]
 			out = append(out, base.with(i, mJob{st: jClaimed, holder: o.Lease, lo: o.from() + o.DurUS, hi: addSat(o.to(), o.DurUS),
-				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att, amax: j.amax}))
+				olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att, amax: j.amax, clo: j.clo, chi: j.chi}))
 		}
 		return out
 	}
@@ -666,7 +687,7 @@ func (r leaseRules) stepClaim(s mState, o *raceOp, unknown bool) []mState {
 			return nil
 		}
 		return []mState{s.with(ji, mJob{st: jClaimed, holder: o.Lease, lo: o.Expiry, hi: o.Expiry,
-			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1, amax: min(j.amax+1, r.maxAttempts)})}
+			olo: j.olo, ohi: j.ohi, prio: j.prio, att: j.att + 1, amax: min(j.amax+1, r.maxAttempts), clo: j.clo, chi: j.chi})}
 	case "nothing_to_claim":
 		claimable := 0 // all of them held by others: fewer than the window
 		for _, j := range s {

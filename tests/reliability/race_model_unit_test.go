@@ -413,3 +413,59 @@ func TestLeaseModelReadsEachCallsSamplesOnItsWorkersClock(t *testing.T) {
 	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "a waiting claim refused because of a job sampled ahead",
 		ahead, &raceOp{W: "a", Op: "claim_wait", DurUS: 50, Call: 500, Ret: 510, Kind: "wrong_state"})
 }
+
+// A coordinator's write to a job (cancel, retry_job, redrive) acts no
+// earlier than the job's last change, so a job's own times never run
+// backwards: a job requested on a clock far ahead, then cancelled and
+// retried on the wall clock, is claimable from the retry's recorded time —
+// its request's, far ahead — and not at the retry's sample.
+func TestLeaseModelMakesARetriedJobClaimableNoEarlierThanItsLastChange(t *testing.T) {
+	const ahead = 1000000
+	retried := func(how *raceOp) []*raceOp {
+		return []*raceOp{skewed(requestOp("c", "r0", 0, 10, 5, 0, 0), ahead),
+			coordOp("c", "cancel", "r0", 20, 30, "ok"), how}
+	}
+	retry := func() *raceOp { return coordOp("c", "retry_job", "r0", 40, 50, "ok") }
+	redrive := func() *raceOp {
+		return &raceOp{W: "c", Op: "redrive", State: "cancelled", Call: 40, Ret: 50, Kind: "ok"}
+	}
+	for _, c := range []struct {
+		name string
+		how  func() *raceOp
+	}{{"retry_job", retry}, {"a redrive", redrive}} {
+		requireBoth(t, porcupine.Ok, mState{}, raceBackoff{}, c.name+": claimed at its request's time",
+			append(retried(c.how()), claimOp("a", "r0", ahead+100, ahead+110, ahead+105, 50))...)
+		requireBoth(t, porcupine.Ok, mState{}, raceBackoff{}, c.name+": nothing to claim before its request's time",
+			append(retried(c.how()), nothingToClaim("a", 500, 510))...)
+		requireBoth(t, porcupine.Ok, make(mState, 1), raceBackoff{}, c.name+": passed over before its request's time",
+			append(retried(c.how()), claimOp("a", "j0", 500, 510, 505, 50))...)
+		requireBoth(t, porcupine.Illegal, mState{}, raceBackoff{}, c.name+": claimed before the job's last change",
+			append(retried(c.how()), claimOp("a", "r0", 500, 510, 505, 50))...)
+	}
+	// (A redrive may not have reached the job: only a retry_job surely
+	// returns it.)
+	requireBoth(t, porcupine.Illegal, mState{}, raceBackoff{}, "retry_job: nothing to claim after its request's time",
+		append(retried(retry()), nothingToClaim("a", ahead+100, ahead+110))...)
+}
+
+// A lapsed last attempt dies when a claim notices it, and that claim's
+// clock may run ahead of the coordinator's (a guarded call's clock ahead
+// moves the mark, markSkew): a retry on the wall clock may find the job
+// dead before the lapse's time on the wall clock, but not before the
+// lapse's time less the most any guarded clock ran ahead.
+func TestLeaseModelLetsARetryFindALapsedLastAttemptDeadOnAClockAheadOfIt(t *testing.T) {
+	one := make(mState, 1)
+	lapsed := func(retry *raceOp) []*raceOp {
+		return []*raceOp{
+			claimOp("w0", "j0", 0, 10, 5, 100), release("w0", "j0", 20, 30),
+			claimOp("w1", "j0", 40, 50, 45, 100), release("w1", "j0", 60, 70),
+			claimOp("w2", "j0", 80, 90, 85, 100), // the last attempt, until 185
+			// Its holder, on a clock 30 µs ahead, hears it expired.
+			skewed(complete("w2", "j0", 150, 160, "expired"), 30),
+			retry, claimOp("w3", "j0", 300, 310, 305, 50)}
+	}
+	requireBoth(t, porcupine.Ok, one, raceBackoff{}, "found dead by a claim on a clock ahead",
+		lapsed(coordOp("c", "retry_job", "j0", 170, 175, "ok"))...)
+	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "found dead before any clock reached the lapse",
+		lapsed(coordOp("c", "retry_job", "j0", 100, 110, "ok"))...)
+}

@@ -307,6 +307,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 		window = skipLockedWindow
 	}
 	keyedRequests(t, a, hist)
+	requireClockFaultsTookEffect(t, a, hist)
 	ops, pending, unknown := checkLinearizable(t, dir, hist, initial, window)
 	requireEveryLanguageWorked(t, hist, workers)
 	drain(t, a)
@@ -394,6 +395,24 @@ func keyedRequests(t *testing.T, a *core.Authority, hist []*raceOp) {
 		if o.Op == "request" && o.Kind == "ok" {
 			require.Equal(t, byKey[o.Key], o.RJob, "the request with key %s", o.Key)
 		}
+	}
+}
+
+// requireClockFaultsTookEffect: a worker's clock faults reach its
+// authority, or the history's skews describe a clock that never was. Each
+// request a worker sampled a day ahead is recorded no earlier than its call
+// on that clock (a worker whose seam took a truncated clock recorded the
+// mark instead, and its guarded calls all read clock_regressed).
+func requireClockFaultsTookEffect(t *testing.T, a *core.Authority, hist []*raceOp) {
+	for _, o := range hist {
+		if o.Op != "request" || o.Kind != "ok" || o.Skew < time.Hour.Microseconds() {
+			continue
+		}
+		j, err := a.JobDetail(context.Background(), raceProduction, o.RJob)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, j.RequestedAt.UnixMicro(), o.from(),
+			"%s's request %d was sampled %s ahead but recorded at %s: its clock fault did not reach its authority",
+			o.W, o.N, time.Duration(o.Skew)*time.Microsecond, j.RequestedAt)
 	}
 }
 

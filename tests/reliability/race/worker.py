@@ -26,7 +26,7 @@ import time
 from datetime import timedelta
 
 import leases
-from leases import _ffi
+from leases import _abi, _ffi
 
 PRODUCTION = "race"
 AHEAD_US = 24 * 3600 * 1_000_000
@@ -45,6 +45,10 @@ def main() -> int:
     auth = leases.Authority(os.environ["LEASES_RACE_DB"])
     n = 0
     faults = hasattr(_ffi.lib, "leases_testing_set_clock") and os.environ.get("LEASES_RACE_CLOCK_FAULTS") != "0"
+    if faults:
+        # Without their argtypes ctypes would pass the clock as a C int,
+        # truncated to 32 bits: a clock in 1970, behind every mark.
+        _ffi.declare(_ffi.lib, _abi.TESTING_SIGNATURES)
     skew = 0  # the clock fault in force, µs
 
     def write(obj: dict) -> None:
