@@ -924,12 +924,6 @@ func simRun(t *testing.T, seed uint64, db string, fig *simFigures) {
 	checkEventInvariants(t, a, hist)
 }
 
-// simAnswer reports whether o's answer is one the lease model decides:
-// success or a rule's verdict.
-func simAnswer(o *raceOp) bool {
-	return o.Kind == "ok" || raceRejections[o.Kind] || (o.Kind == "invalid_duration" && o.Next)
-}
-
 // The completion half of a complete-and-claim-next whose claim would have
 // been born expired answers invalid_duration (the lease still holds), a
 // verdict the model decides (a call at least the claim's duration long);
