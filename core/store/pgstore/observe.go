@@ -74,8 +74,46 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.ID != "" {
 		c.add(`id = $?`, f.ID)
 	}
-	c.add(`seq > $?`, f.AfterSeq)
-	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, `seq`, f.Limit)
+	if !f.Backward || f.AfterSeq != 0 {
+		c.add(`seq > $?`, f.AfterSeq)
+	}
+	if f.BeforeSeq != 0 {
+		c.add(`seq < $?`, f.BeforeSeq)
+	}
+	order := `seq`
+	if f.Backward {
+		order = `seq DESC`
+	}
+	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, order, f.Limit)
+}
+
+// jobTimesSQL reads the times of a page of jobs in one statement: for each
+// id of $2, one probe of leases_jobs_pkey, one of leases_events_by_job to
+// the job's first claimed event (its first few events), one of
+// leases_attempts_by_job to its newest attempt (observe_test.go).
+const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
+	coalesce((SELECT e.at_unix_us FROM leases_events e WHERE e.job_id = j.id AND e.kind = 'claimed'
+		ORDER BY e.seq LIMIT 1), 0),
+	coalesce(a.number, 0), coalesce(a.worker, ''), coalesce(a.claimed_unix_us, 0), coalesce(a.ended_unix_us, 0),
+	coalesce(a.ending, ''), coalesce(a.reason, '')
+	FROM unnest($2::text[]) AS ids(id) JOIN leases_jobs j ON j.id = ids.id
+	LEFT JOIN LATERAL (SELECT x.number, x.worker, x.claimed_unix_us, x.ended_unix_us, x.ending, x.reason
+		FROM leases_attempts x WHERE x.job_id = j.id ORDER BY x.id DESC LIMIT 1) a ON true
+	WHERE j.production_id = $1`
+
+// JobTimes reads the times of a page of jobs.
+func (db *DB) JobTimes(ctx context.Context, productionID string, ids []string) ([]store.JobTimesRow, error) {
+	rows, err := db.query(ctx, jobTimesSQL, productionID, ids)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r pgx.CollectableRow) (store.JobTimesRow, error) {
+		var t store.JobTimesRow
+		err := r.Scan(&t.ID, &t.RequestedAt, &t.FirstClaimedAt, &t.Last.Number, &t.Last.Worker, &t.Last.ClaimedAt,
+			&t.Last.EndedAt, &t.Last.Ending, &t.Last.Reason)
+		t.Last.JobID = t.ID
+		return t, err
+	})
 }
 
 // ListJobs reads one page of jobs.

@@ -106,6 +106,7 @@ func observedStatements(pid string) map[string]storetest.Statement {
 		"jobs key+state":         "leases_jobs_production_id_key_key",
 		"jobs id":                "leases_jobs_pkey",
 		"jobs id+state":          "leases_jobs_pkey",
+		"jobs backward":          "leases_jobs_by_order",
 		"events":                 "leases_events_pkey",
 		"events production":      "leases_events_by_production",
 		"events production+kind": "leases_events_by_kind",
@@ -133,6 +134,10 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
 	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_worker"}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
+	// A page's times: per id, a probe of the primary key, of the job's
+	// events and of its attempts (Also: each must be there).
+	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{pid, "{a,b,c}"}, Want: "leases_jobs_pkey",
+		Also: []string{"leases_events_by_job", "leases_attempts_by_job"}}
 	// A job id prefix is one range of the primary key, in a production or in all.
 	for name, f := range map[string]store.JobIDFilter{
 		"job ids":            {From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
@@ -186,6 +191,9 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)", p, name)
 		if st.Want != "" {
 			require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
+		}
+		for _, also := range st.Also {
+			require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+also+")\\b", p, "%s:\n%s", name, p)
 		}
 	}
 }

@@ -4,6 +4,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"strings"
 
 	"github.com/libleases/libleases/core/store"
@@ -54,9 +55,52 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.ID != "" {
 		where, args = append(where, `id = ?`), append(args, f.ID)
 	}
-	where, args = append(where, `seq > ?`), append(args, f.AfterSeq, f.Limit)
+	if !f.Backward || f.AfterSeq != 0 {
+		where, args = append(where, `seq > ?`), append(args, f.AfterSeq)
+	}
+	if f.BeforeSeq != 0 {
+		where, args = append(where, `seq < ?`), append(args, f.BeforeSeq)
+	}
+	order := `seq`
+	if f.Backward {
+		order = `seq DESC`
+	}
 	return `SELECT ` + jobRowColumns + ` FROM jobs WHERE ` + strings.Join(where, ` AND `) +
-		` ORDER BY seq LIMIT ?`, args
+		` ORDER BY ` + order + ` LIMIT ?`, append(args, f.Limit)
+}
+
+// jobTimesSQL reads the times of a page of jobs in one statement: for each
+// id of the JSON array ?2, one seek of the primary key, one of
+// events_by_job to the job's first claimed event (its first few events),
+// one of attempts_by_job to its newest attempt (observe_plan_test.go).
+// CROSS JOIN keeps the ids outside; the unary + keeps the planner off the
+// production's indexes, which would visit every job of the production.
+const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
+	coalesce((SELECT e.at_unix_us FROM events e WHERE e.job_id = j.id AND e.kind = 'claimed' ORDER BY e.seq LIMIT 1), 0),
+	coalesce(a.number, 0), coalesce(a.worker, ''), coalesce(a.claimed_unix_us, 0), coalesce(a.ended_unix_us, 0),
+	coalesce(a.ending, ''), coalesce(a.reason, '')
+	FROM json_each(?2) AS ids CROSS JOIN jobs j ON j.id = ids.value
+	LEFT JOIN attempts a ON a.id = (SELECT max(x.id) FROM attempts x WHERE x.job_id = j.id)
+	WHERE +j.production_id = ?1`
+
+// JobTimes reads the times of a page of jobs.
+func (s *DB) JobTimes(ctx context.Context, productionID string, ids []string) ([]store.JobTimesRow, error) {
+	s.wal.pace()
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.query(ctx, jobTimesSQL, productionID, string(list))
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r scanner) (store.JobTimesRow, error) {
+		var t store.JobTimesRow
+		err := r.Scan(&t.ID, &t.RequestedAt, &t.FirstClaimedAt, &t.Last.Number, &t.Last.Worker, &t.Last.ClaimedAt,
+			&t.Last.EndedAt, &t.Last.Ending, &t.Last.Reason)
+		t.Last.JobID = t.ID
+		return t, err
+	})
 }
 
 // ListJobs reads one page of jobs.
