@@ -153,7 +153,8 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, seconds(clock.HighWaterMark))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.follow(ctx); err != nil {
+	caughtUp, err := c.follow(ctx)
+	if err != nil {
 		return err
 	}
 	c.label()
@@ -173,9 +174,14 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 			return err
 		}
 		for _, p := range page.Productions {
-			n, err := c.a.Counts(ctx, p.Name)
-			if err != nil {
-				return err
+			// A production that never had a job request (the whole log
+			// read) has none to count: its counts are zeros without a
+			// read, so thousands of empty productions cost no store reads.
+			n := core.JobCounts{}
+			if !caughtUp || c.totals[p.Name]["requested"] > 0 {
+				if n, err = c.a.Counts(ctx, p.Name); err != nil {
+					return err
+				}
 			}
 			oldest := 0.0
 			if !n.OldestRequested.IsZero() {
@@ -272,22 +278,23 @@ func (c *collector) label() {
 // follow reads the event log from where it stopped, page by page, for at
 // most followBudget, counting events and pairing claims with completions.
 // Counters only grow: the log is append-only and read once, in order.
-func (c *collector) follow(ctx context.Context) error {
+// It reports whether it read the log to its end.
+func (c *collector) follow(ctx context.Context) (bool, error) {
 	deadline := time.Now().Add(followBudget)
 	for time.Now().Before(deadline) {
 		page, err := c.a.ListEvents(ctx, core.EventQuery{After: c.after, Limit: core.MaxPageSize})
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, e := range page.Events {
 			c.count(e)
 		}
 		c.after = page.Next
 		if !page.More {
-			return nil
+			return true, nil
 		}
 	}
-	return nil
+	return false, nil
 }
 
 func (c *collector) count(e core.Event) {
