@@ -280,6 +280,12 @@ func (q JobQuery) check() (checkedJobQuery, error) {
 // every job that existed when the first page was read exactly once, however
 // their states change meanwhile (docs/observing.md).
 func (a *Authority) ListJobs(ctx context.Context, production string, q JobQuery) (JobPage, error) {
+	return a.listJobs(ctx, production, q, true)
+}
+
+// listJobs is ListJobs; a stream, which never goes back, passes prev false
+// and skips the read that finds whether a job comes before the page.
+func (a *Authority) listJobs(ctx context.Context, production string, q JobQuery, prev bool) (JobPage, error) {
 	c, err := q.check()
 	if err != nil {
 		return JobPage{}, err
@@ -347,7 +353,7 @@ func (a *Authority) ListJobs(ctx context.Context, production string, q JobQuery)
 			rows = rows[:c.limit]
 			page.Next = jobCursor(p.ID, rows[c.limit-1].Seq)
 		}
-		if c.after > 0 {
+		if prev && c.after > 0 {
 			// Whether a job comes before: the first one at or below the cursor.
 			before, err := read(c.after+1, true, 1)
 			if err != nil {
@@ -378,7 +384,7 @@ func (a *Authority) EachJob(ctx context.Context, production string, q JobQuery, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		page, err := a.ListJobs(ctx, production, q)
+		page, err := a.listJobs(ctx, production, q, false)
 		if err != nil {
 			return err
 		}
