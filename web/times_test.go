@@ -39,7 +39,7 @@ func TestAFinishedJobShowsItsClaimAsHistoryWithHowLongItWaitedAndRan(t *testing.
 		var api struct {
 			Jobs  []core.Job `json:"jobs"`
 			Times map[string]struct {
-				Requested    int64 `json:"requested_at_unix_us"`
+				Requested    int64  `json:"requested_at_unix_us"`
 				FirstClaimed *int64 `json:"first_claimed_at_unix_us"`
 				Last         *struct {
 					Worker  string `json:"worker"`
