@@ -269,12 +269,12 @@ func TestObservationsArePlannedForTheirArgumentsEveryTime(t *testing.T) {
 }
 
 // fillRealistic adds productions of n jobs each (in every state, each with
-// three events) in SQL, one production after the other as they are used,
+// three events, each finished one with its attempt) in SQL, one production after the other as they are used,
 // then vacuums and analyzes; it returns the id of one in the middle.
 func fillRealistic(t *testing.T, u string, productions, n int) string {
 	t.Helper()
 	pid := fillRows(t, u, productions, n)
-	for _, table := range []string{"leases_productions", "leases_jobs", "leases_events"} {
+	for _, table := range []string{"leases_productions", "leases_jobs", "leases_events", "leases_attempts"} {
 		pgtest.Exec(t, u, `VACUUM ANALYZE `+table)
 	}
 	return pid
@@ -294,6 +294,10 @@ func fillRows(t *testing.T, u string, productions, n int) string {
 		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker)
 			SELECT j.requested_unix_us, j.production_id, j.id, k, j.worker
 			FROM leases_jobs j, unnest(ARRAY['requested', 'claimed', 'completed']) k ORDER BY j.seq, k`,
+		// Each finished job's ended claim, as its attempt history holds it.
+		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending)
+			SELECT id, 1, worker, claimed_unix_us, claimed_unix_us + 50, state FROM leases_jobs
+			WHERE state IN ('completed', 'failed') ORDER BY seq`,
 	} {
 		pgtest.Exec(t, u, st)
 	}
