@@ -221,7 +221,10 @@ type JobQuery struct {
 	States []string // any of these states; none means every state
 	Key    string   // exactly this key; "" means any
 	ID     string   // exactly this job id; "" means any
-	After  string   // a JobPage.Next; "" starts at the first job
+	// Worker lists the jobs whose claim this worker holds or last held,
+	// newest claim first (not request order); "" means any.
+	Worker string
+	After  string // a JobPage.Next; "" starts at the first job
 	// Before is a JobPage.Prev: the page just before the one that gave it
 	// (the Limit jobs listed just before it, still in request order). At
 	// most one of After and Before.
@@ -238,6 +241,10 @@ type JobPage struct {
 }
 
 type checkedJobQuery struct {
+	// A worker's listing: its cursor's claim time and job id.
+	at int64
+	id string
+
 	states   []string
 	scope    string // the production of the cursor
 	after    int64
@@ -266,6 +273,17 @@ func (q JobQuery) check() (checkedJobQuery, error) {
 	if q.After != "" && q.Before != "" {
 		return c, errf(KindInvalidArgument, "give at most one of after and before")
 	}
+	if q.Worker != "" {
+		if err := checkText("worker", q.Worker, MaxNameLen, false); err != nil {
+			return c, err
+		}
+		cur := q.After
+		if q.Before != "" {
+			c.backward, cur = true, q.Before
+		}
+		c.scope, c.at, c.id, err = parseWorkerCursor(cur)
+		return c, err
+	}
 	if q.Before != "" {
 		c.backward = true
 		c.scope, c.before, err = parseJobCursor(q.Before)
@@ -273,6 +291,108 @@ func (q JobQuery) check() (checkedJobQuery, error) {
 	}
 	c.scope, c.after, err = parseJobCursor(q.After)
 	return c, err
+}
+
+// A worker's listing is by claim time and job id, newest first: its cursor
+// is that pair.
+func workerCursor(productionID string, at int64, id string) string {
+	return encodeCursor("workerjobs", productionID, strconv.FormatInt(at, 10)+"/"+id)
+}
+
+// parseWorkerCursor reads a worker listing's cursor: its production ("" for
+// none), claim time and job id.
+func parseWorkerCursor(c string) (string, int64, string, error) {
+	if c == "" {
+		return "", 0, "", nil
+	}
+	scope, last, err := decodeCursor(c, "workerjobs")
+	if err != nil {
+		return "", 0, "", err
+	}
+	atText, id, ok := strings.Cut(last, "/")
+	at, err := strconv.ParseInt(atText, 10, 64)
+	if !ok || err != nil || at <= 0 || scope == "" || checkID("job id", id) != nil {
+		return "", 0, "", errMalformedCursor()
+	}
+	return scope, at, id, nil
+}
+
+// listWorkerJobs lists one page of the jobs a worker's claim holds or last
+// held, newest claim first: Next goes to older claims, Prev to newer ones.
+func (a *Authority) listWorkerJobs(ctx context.Context, p store.Production, q JobQuery, c checkedJobQuery) (JobPage, error) {
+	f := store.WorkerJobFilter{ProductionID: p.ID, Worker: q.Worker, Key: q.Key, ID: q.ID}
+	if c.states[0] != "" {
+		f.States = c.states
+	}
+	read := func(f store.WorkerJobFilter, n int) ([]store.JobRow, error) {
+		f.Limit = n
+		rows, err := a.b.ListWorkerJobs(ctx, f)
+		if err != nil {
+			return nil, storageErr("list a worker's jobs", err)
+		}
+		return rows, nil
+	}
+	older := func(r store.JobRow) store.WorkerJobFilter {
+		g := f
+		g.BeforeAt, g.BeforeID = r.ClaimedAt, r.ID
+		return g
+	}
+	newer := func(r store.JobRow) store.WorkerJobFilter {
+		g := f
+		g.Newer, g.AfterAt, g.AfterID = true, r.ClaimedAt, r.ID
+		return g
+	}
+	at := store.JobRow{}
+	at.ClaimedAt, at.ID = c.at, c.id
+	cursor := func(r store.JobRow) string { return workerCursor(p.ID, r.ClaimedAt, r.ID) }
+	page := JobPage{}
+	var rows []store.JobRow
+	var err error
+	if c.backward {
+		if rows, err = read(newer(at), c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Prev = cursor(rows[c.limit-1])
+		}
+		slices.Reverse(rows)
+		if len(rows) > 0 {
+			more, err := read(older(rows[len(rows)-1]), 1)
+			if err != nil {
+				return JobPage{}, err
+			}
+			if len(more) > 0 {
+				page.Next = cursor(rows[len(rows)-1])
+			}
+		}
+	} else {
+		g := f
+		if c.at != 0 {
+			g = older(at)
+		}
+		if rows, err = read(g, c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Next = cursor(rows[c.limit-1])
+		}
+		if c.at != 0 && len(rows) > 0 {
+			more, err := read(newer(rows[0]), 1)
+			if err != nil {
+				return JobPage{}, err
+			}
+			if len(more) > 0 {
+				page.Prev = cursor(rows[0])
+			}
+		}
+	}
+	page.Jobs = make([]Job, 0, len(rows))
+	for _, r := range rows {
+		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
+	}
+	return page, nil
 }
 
 // ListJobs lists one page of a production's jobs in request order. Paging
@@ -296,6 +416,9 @@ func (a *Authority) listJobs(ctx context.Context, production string, q JobQuery,
 	}
 	if (q.After != "" || q.Before != "") && c.scope != p.ID {
 		return JobPage{}, errForeignCursor()
+	}
+	if q.Worker != "" {
+		return a.listWorkerJobs(ctx, p, q, c)
 	}
 	// read lists up to n jobs of the filter past the cursor point at: above
 	// it in request order, or just below it from the top down (backward).

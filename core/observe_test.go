@@ -886,3 +886,91 @@ func TestAJobWaitedFromItsRequestToItsFirstClaimAndRanFromItsClaimToItsEnd(t *te
 	require.NoError(t, err)
 	require.Empty(t, empty)
 }
+
+// TestAWorkersJobsAreThoseItsClaimHoldsOrLastHeldNewestClaimFirst: the
+// worker filter lists each job whose claim the worker holds or last held,
+// once, newest claim first (ties by id), with the other filters, paged both
+// ways; a job it released or lost to another worker is not its own.
+func TestAWorkersJobsAreThoseItsClaimHoldsOrLastHeldNewestClaimFirst(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(10)
+	claim := func(i int, worker string) *Lease {
+		f.clk.advance(time.Second)
+		l, err := f.a.ClaimJob("p", ids[i], worker, time.Minute)
+		require.NoError(t, err)
+		return l
+	}
+	require.NoError(t, claim(0, "a").Complete(Facts{}))
+	require.NoError(t, claim(1, "a").Fail("broken"))
+	require.NoError(t, claim(2, "a").Release()) // back in the queue: no longer a's
+	claim(3, "a")                               // lapses, then b takes it
+	f.clk.advance(2 * time.Minute)
+	claim(3, "b")
+	claim(4, "a") // held now
+	l := claim(5, "a")
+	require.NoError(t, l.Complete(Facts{}))
+	claim(6, "b")
+	// Two claims at the same instant: ordered by id.
+	f.clk.advance(time.Second)
+	for _, i := range []int{7, 8} {
+		_, err := f.a.ClaimJob("p", ids[i], "a", time.Minute)
+		require.NoError(t, err)
+	}
+	// a claims job 9 twice: it is listed once, at its newest claim.
+	require.NoError(t, claim(9, "a").Release())
+	claim(9, "a")
+
+	ties := []string{ids[7], ids[8]}
+	slices.Sort(ties)
+	want := []string{ids[9], ties[1], ties[0], ids[5], ids[4], ids[1], ids[0]}
+	for _, limit := range []int{2, 3, 7, 100} {
+		var pages []JobPage
+		q := JobQuery{Worker: "a", Limit: limit}
+		for {
+			page, err := f.a.ListJobs(ctx, "p", q)
+			require.NoError(t, err)
+			pages = append(pages, page)
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+		var got []string
+		for _, p := range pages {
+			got = append(got, idsOfJobs(p.Jobs)...)
+		}
+		require.Equal(t, want, got, "limit %d", limit)
+		require.Empty(t, pages[0].Prev)
+		for i := len(pages) - 1; i > 0; i-- {
+			back, err := f.a.ListJobs(ctx, "p", JobQuery{Worker: "a", Limit: limit, Before: pages[i].Prev})
+			require.NoError(t, err)
+			require.Equal(t, idsOfJobs(pages[i-1].Jobs), idsOfJobs(back.Jobs), "limit %d, back from page %d", limit, i)
+			require.Equal(t, pages[i-1].Prev == "", back.Prev == "")
+			require.NotEmpty(t, back.Next)
+		}
+	}
+	for _, j := range mustList(t, f.a, JobQuery{Worker: "a"}) {
+		require.Equal(t, "a", j.Worker)
+	}
+	done := mustList(t, f.a, JobQuery{Worker: "a", States: []string{StateCompleted}})
+	require.Equal(t, []string{ids[5], ids[0]}, idsOfJobs(done))
+	require.Equal(t, []string{ids[6], ids[3]}, idsOfJobs(mustList(t, f.a, JobQuery{Worker: "b"})))
+	require.Equal(t, []string{ids[4]}, idsOfJobs(mustList(t, f.a, JobQuery{Worker: "a", ID: ids[4]})))
+	require.Empty(t, mustList(t, f.a, JobQuery{Worker: "nobody"}))
+	// A worker's cursor is not a request-order cursor, nor the other way.
+	page, err := f.a.ListJobs(ctx, "p", JobQuery{Worker: "a", Limit: 2})
+	require.NoError(t, err)
+	_, err = f.a.ListJobs(ctx, "p", JobQuery{After: page.Next})
+	requireKind(t, err, KindInvalidArgument)
+	plain, err := f.a.ListJobs(ctx, "p", JobQuery{Limit: 2})
+	require.NoError(t, err)
+	_, err = f.a.ListJobs(ctx, "p", JobQuery{Worker: "a", After: plain.Next})
+	requireKind(t, err, KindInvalidArgument)
+}
+
+func mustList(t *testing.T, a *Authority, q JobQuery) []Job {
+	t.Helper()
+	page, err := a.ListJobs(ctx, "p", q)
+	require.NoError(t, err)
+	return page.Jobs
+}

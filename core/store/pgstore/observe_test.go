@@ -134,6 +134,17 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
 	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_worker"}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
+	// A worker's jobs: its entries of the worker index from the top down,
+	// one probe of the job each.
+	for name, f := range map[string]store.WorkerJobFilter{
+		"worker jobs":        {ProductionID: pid, Worker: "w3", Limit: 51},
+		"worker jobs cursor": {ProductionID: pid, Worker: "w3", BeforeAt: 900, BeforeID: "m", Limit: 51},
+		"worker jobs newer":  {ProductionID: pid, Worker: "w3", Newer: true, AfterAt: 900, AfterID: "m", Limit: 51},
+	} {
+		text, args := workerJobsSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: "leases_events_by_worker",
+			Also: []string{"leases_jobs_pkey"}}
+	}
 	// A page's times: per id, a probe of the primary key, of the job's
 	// events and of its attempts (Also: each must be there).
 	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{pid, "{a,b,c}"}, Want: "leases_jobs_pkey",

@@ -17,6 +17,11 @@ var _ store.Observer = (*DB)(nil)
 const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_us, expiry_unix_us,
 	attempts, reason, requested_unix_us, updated_unix_us, length(payload), priority, claimable_unix_us, ready_unix_us, due`
 
+// jobRowColumnsJ are jobRowColumns of the jobs table named j.
+const jobRowColumnsJ = `j.id, j.production_id, j.key, j.seq, j.state, j.worker, j.claimed_unix_us, j.expiry_unix_us,
+	j.attempts, j.reason, j.requested_unix_us, j.updated_unix_us, length(j.payload), j.priority, j.claimable_unix_us,
+	j.ready_unix_us, j.due`
+
 // collect reads every row with scan and closes rows; the result is never
 // nil, so an empty listing marshals as [].
 func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
@@ -67,6 +72,50 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 	}
 	return `SELECT ` + jobRowColumns + ` FROM jobs WHERE ` + strings.Join(where, ` AND `) +
 		` ORDER BY ` + order + ` LIMIT ?`, append(args, f.Limit)
+}
+
+// workerJobsSQL is one page of a worker's jobs: a walk down the worker's
+// entries of events_by_worker (newest first), one primary-key seek of the
+// job per claimed event (observe_plan_test.go).
+func workerJobsSQL(f store.WorkerJobFilter) (string, []any) {
+	where := []string{`e.production_id = ?`, `e.worker = ?`, `e.` + workerKindsSQL, `e.kind = 'claimed'`,
+		`j.worker = e.worker`, `j.claimed_unix_us = e.at_unix_us`, `j.state <> 'requested'`}
+	args := []any{f.ProductionID, f.Worker}
+	order := `e.at_unix_us DESC, j.id DESC`
+	switch {
+	case f.Newer:
+		where = append(where, `e.at_unix_us >= ?`, `(e.at_unix_us > ? OR j.id > ?)`)
+		args = append(args, f.AfterAt, f.AfterAt, f.AfterID)
+		order = `e.at_unix_us, j.id`
+	case f.BeforeAt != 0:
+		where = append(where, `e.at_unix_us <= ?`, `(e.at_unix_us < ? OR j.id < ?)`)
+		args = append(args, f.BeforeAt, f.BeforeAt, f.BeforeID)
+	}
+	if len(f.States) > 0 {
+		where = append(where, `j.state IN (?`+strings.Repeat(`, ?`, len(f.States)-1)+`)`)
+		for _, st := range f.States {
+			args = append(args, st)
+		}
+	}
+	if f.Key != "" {
+		where, args = append(where, `j.key = ?`), append(args, f.Key)
+	}
+	if f.ID != "" {
+		where, args = append(where, `j.id = ?`), append(args, f.ID)
+	}
+	return `SELECT ` + jobRowColumnsJ + ` FROM events e INDEXED BY events_by_worker CROSS JOIN jobs j ON j.id = e.job_id
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + order + ` LIMIT ?`, append(args, f.Limit)
+}
+
+// ListWorkerJobs reads one page of a worker's jobs.
+func (s *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]store.JobRow, error) {
+	s.wal.pace()
+	text, args := workerJobsSQL(f)
+	rows, err := s.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, scanJobRow)
 }
 
 // jobTimesSQL reads the times of a page of jobs in one statement: for each

@@ -60,6 +60,25 @@ func observedStatements() map[string]storetest.Statement {
 		Want: "SEARCH events USING INDEX events_by_worker (production_id=? AND worker>?)",
 		Also: []string{"SEARCH events USING INDEX events_by_worker (production_id=? AND worker=?)"}}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us>?)"}
+	// A worker's jobs: its entries of the worker index from the top down,
+	// one seek of the job each.
+	for name, f := range map[string]store.WorkerJobFilter{
+		"worker jobs":        {ProductionID: "p", Worker: "w3", Limit: 51},
+		"worker jobs cursor": {ProductionID: "p", Worker: "w3", BeforeAt: 900, BeforeID: "m", Limit: 51},
+		"worker jobs newer":  {ProductionID: "p", Worker: "w3", Newer: true, AfterAt: 900, AfterID: "m", Limit: 51},
+		"worker jobs states": {ProductionID: "p", Worker: "w3", States: []string{"completed", "failed"}, Key: "k7", Limit: 51},
+	} {
+		text, args := workerJobsSQL(f)
+		want := "SEARCH e USING INDEX events_by_worker (production_id=? AND worker=?)"
+		if f.BeforeAt != 0 {
+			want = "SEARCH e USING INDEX events_by_worker (production_id=? AND worker=? AND at_unix_us<?)"
+		}
+		if f.Newer {
+			want = "SEARCH e USING INDEX events_by_worker (production_id=? AND worker=? AND at_unix_us>?)"
+		}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want,
+			Also: []string{"SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)"}}
+	}
 	// A page's times: per id, a seek of the primary key, of the job's
 	// events and of its attempts; never a range of a production.
 	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{"p", `["a","b","c"]`},
