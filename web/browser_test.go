@@ -340,6 +340,16 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			require.Zero(t, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#job-expiry").length`)))
 			noScriptRan(t, ctx, "finished job")
 			screenshot(t, ctx, "finished-"+store)
+			// A worker's name in the list filters the jobs by it.
+			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly"), chromedp.WaitVisible("a.worker-link"))
+			clickAndLoad(t, ctx, `tr.job.st-completed a.worker-link[href$="worker=gpu-1"]`)
+			require.Equal(t, "gpu-1", textOf(t, ctx, "#filter-worker"))
+			workers := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.worker")].map(td => td.textContent)`))
+			require.NotEmpty(t, workers)
+			for _, w := range workers {
+				require.Equal(t, "gpu-1", w)
+			}
+			require.Equal(t, "gpu-1", run(t, ctx, chromedp.Evaluate[string](`document.getElementById("worker-filter").value`)))
 		})
 
 		t.Run("AJobChangesStateWithoutReloadWhileAWorkerCompletesIt", func(t *testing.T) {

@@ -160,3 +160,49 @@ func TestAProductionsJobsPageBackwardsAsWellAsForwards(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.code, r.body)
 	})
 }
+
+// TestAProductionsJobsFilterByWorker: the worker box (and each worker name
+// in the rows, a link) lists the jobs whose claim that worker holds or last
+// held, the name shown as text.
+func TestAProductionsJobsFilterByWorker(t *testing.T) {
+	eachStore(t, func(t *testing.T, location string) {
+		st := newSite(t, location, Config{})
+		ids := st.seed("p", 6)
+		hostile := `<img src=x onerror=alert(1)>`
+		l, err := st.writer.ClaimJob("p", ids[4], hostile, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Complete(core.Facts{}))
+		rows := regexp.MustCompile(`data-job="([^"]+)"`)
+		jobsOf := func(body string) []string {
+			var out []string
+			for _, m := range rows.FindAllStringSubmatch(body, -1) {
+				out = append(out, m[1])
+			}
+			return out
+		}
+		page := st.get("/production?" + url.Values{"name": {"p"}, "worker": {hostile}}.Encode())
+		require.Equal(t, http.StatusOK, page.code, page.body)
+		require.Equal(t, []string{ids[4]}, jobsOf(page.body))
+		require.NotContains(t, page.body, hostile)
+		require.Contains(t, page.body, `id="filter-worker">&lt;img src=x onerror=alert(1)&gt;</span>`)
+		// Each row's worker links to its filter.
+		all := st.get("/production?name=p").body
+		link := `href="/production?name=p&amp;worker=done-worker"`
+		require.Contains(t, all, link)
+		done := st.get("/production?name=p&worker=done-worker").body
+		require.Len(t, jobsOf(done), 1)
+		require.Contains(t, done, `<td class="state">completed</td>`)
+		var api struct {
+			Jobs   []core.Job `json:"jobs"`
+			Filter struct {
+				Worker string `json:"worker"`
+			} `json:"filter"`
+		}
+		st.getJSON("/api/production?name=p&worker=busy-worker&state=claimed", &api)
+		require.Equal(t, "busy-worker", api.Filter.Worker)
+		require.Len(t, api.Jobs, 1)
+		require.Equal(t, "busy-worker", api.Jobs[0].Worker)
+		st.getJSON("/api/production?name=p&worker=busy-worker&state=completed", &api)
+		require.Empty(t, api.Jobs)
+	})
+}

@@ -248,6 +248,7 @@ type productionView struct {
 type jobFilter struct {
 	States []string `json:"states"`
 	Search string   `json:"q"`
+	Worker string   `json:"worker,omitempty"`
 	After  string   `json:"after"`
 	Before string   `json:"before,omitempty"`
 }
@@ -307,11 +308,12 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := jobFilter{States: q["state"], Search: q.Get("q"), After: q.Get("after"), Before: q.Get("before")}
+	f := jobFilter{States: q["state"], Search: q.Get("q"), Worker: q.Get("worker"), After: q.Get("after"),
+		Before: q.Get("before")}
 	if f.States == nil {
 		f.States = []string{}
 	}
-	jq := core.JobQuery{States: f.States, After: f.After, Before: f.Before, Limit: limit}
+	jq := core.JobQuery{States: f.States, Worker: f.Worker, After: f.After, Before: f.Before, Limit: limit}
 	// The search box takes a key, a job id or a unique prefix of one of at
 	// least 8 characters (core.ResolveJobID): an id-shaped text is looked up
 	// as both (a key may look like an id). An ambiguous prefix that is no
