@@ -221,21 +221,36 @@ type JobQuery struct {
 	States []string // any of these states; none means every state
 	Key    string   // exactly this key; "" means any
 	ID     string   // exactly this job id; "" means any
-	After  string   // a JobPage.Next; "" starts at the first job
-	Limit  int      // 0: DefaultPageSize; at most MaxPageSize
+	// Worker lists the jobs whose claim this worker holds or last held,
+	// newest claim first (not request order); "" means any.
+	Worker string
+	After  string // a JobPage.Next; "" starts at the first job
+	// Before is a JobPage.Prev: the page just before the one that gave it
+	// (the Limit jobs listed just before it, still in request order). At
+	// most one of After and Before.
+	Before string
+	Limit  int // 0: DefaultPageSize; at most MaxPageSize
 }
 
-// JobPage is one page of jobs; Next is "" after the last.
+// JobPage is one page of jobs; Next is "" after the last, Prev "" at the
+// first (the cursor of the page before, for JobQuery.Before).
 type JobPage struct {
 	Jobs []Job  `json:"jobs"`
 	Next string `json:"next"`
+	Prev string `json:"prev,omitempty"`
 }
 
 type checkedJobQuery struct {
-	states []string
-	scope  string // the production of the cursor
-	after  int64
-	limit  int
+	// A worker's listing: its cursor's claim time and job id.
+	at int64
+	id string
+
+	states   []string
+	scope    string // the production of the cursor
+	after    int64
+	before   int64 // with backward
+	backward bool
+	limit    int
 }
 
 func (q JobQuery) check() (checkedJobQuery, error) {
@@ -255,8 +270,129 @@ func (q JobQuery) check() (checkedJobQuery, error) {
 	if c.limit, err = pageLimit(q.Limit); err != nil {
 		return c, err
 	}
+	if q.After != "" && q.Before != "" {
+		return c, errf(KindInvalidArgument, "give at most one of after and before")
+	}
+	if q.Worker != "" {
+		if err := checkText("worker", q.Worker, MaxNameLen, false); err != nil {
+			return c, err
+		}
+		cur := q.After
+		if q.Before != "" {
+			c.backward, cur = true, q.Before
+		}
+		c.scope, c.at, c.id, err = parseWorkerCursor(cur)
+		return c, err
+	}
+	if q.Before != "" {
+		c.backward = true
+		c.scope, c.before, err = parseJobCursor(q.Before)
+		return c, err
+	}
 	c.scope, c.after, err = parseJobCursor(q.After)
 	return c, err
+}
+
+// A worker's listing is by claim time and job id, newest first: its cursor
+// is that pair.
+func workerCursor(productionID string, at int64, id string) string {
+	return encodeCursor("workerjobs", productionID, strconv.FormatInt(at, 10)+"/"+id)
+}
+
+// parseWorkerCursor reads a worker listing's cursor: its production ("" for
+// none), claim time and job id.
+func parseWorkerCursor(c string) (string, int64, string, error) {
+	if c == "" {
+		return "", 0, "", nil
+	}
+	scope, last, err := decodeCursor(c, "workerjobs")
+	if err != nil {
+		return "", 0, "", err
+	}
+	atText, id, ok := strings.Cut(last, "/")
+	at, err := strconv.ParseInt(atText, 10, 64)
+	if !ok || err != nil || at <= 0 || scope == "" || checkID("job id", id) != nil {
+		return "", 0, "", errMalformedCursor()
+	}
+	return scope, at, id, nil
+}
+
+// listWorkerJobs lists one page of the jobs a worker's claim holds or last
+// held, newest claim first: Next goes to older claims, Prev to newer ones.
+func (a *Authority) listWorkerJobs(ctx context.Context, p store.Production, q JobQuery, c checkedJobQuery) (JobPage, error) {
+	f := store.WorkerJobFilter{ProductionID: p.ID, Worker: q.Worker, Key: q.Key, ID: q.ID}
+	if c.states[0] != "" {
+		f.States = c.states
+	}
+	read := func(f store.WorkerJobFilter, n int) ([]store.JobRow, error) {
+		f.Limit = n
+		rows, err := a.b.ListWorkerJobs(ctx, f)
+		if err != nil {
+			return nil, storageErr("list a worker's jobs", err)
+		}
+		return rows, nil
+	}
+	older := func(r store.JobRow) store.WorkerJobFilter {
+		g := f
+		g.BeforeAt, g.BeforeID = r.ClaimedAt, r.ID
+		return g
+	}
+	newer := func(r store.JobRow) store.WorkerJobFilter {
+		g := f
+		g.Newer, g.AfterAt, g.AfterID = true, r.ClaimedAt, r.ID
+		return g
+	}
+	at := store.JobRow{}
+	at.ClaimedAt, at.ID = c.at, c.id
+	cursor := func(r store.JobRow) string { return workerCursor(p.ID, r.ClaimedAt, r.ID) }
+	page := JobPage{}
+	var rows []store.JobRow
+	var err error
+	if c.backward {
+		if rows, err = read(newer(at), c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Prev = cursor(rows[c.limit-1])
+		}
+		slices.Reverse(rows)
+		if len(rows) > 0 {
+			more, err := read(older(rows[len(rows)-1]), 1)
+			if err != nil {
+				return JobPage{}, err
+			}
+			if len(more) > 0 {
+				page.Next = cursor(rows[len(rows)-1])
+			}
+		}
+	} else {
+		g := f
+		if c.at != 0 {
+			g = older(at)
+		}
+		if rows, err = read(g, c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Next = cursor(rows[c.limit-1])
+		}
+		if c.at != 0 && len(rows) > 0 {
+			more, err := read(newer(rows[0]), 1)
+			if err != nil {
+				return JobPage{}, err
+			}
+			if len(more) > 0 {
+				page.Prev = cursor(rows[0])
+			}
+		}
+	}
+	page.Jobs = make([]Job, 0, len(rows))
+	for _, r := range rows {
+		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
+	}
+	return page, nil
 }
 
 // ListJobs lists one page of a production's jobs in request order. Paging
@@ -264,6 +400,12 @@ func (q JobQuery) check() (checkedJobQuery, error) {
 // every job that existed when the first page was read exactly once, however
 // their states change meanwhile (docs/observing.md).
 func (a *Authority) ListJobs(ctx context.Context, production string, q JobQuery) (JobPage, error) {
+	return a.listJobs(ctx, production, q, true)
+}
+
+// listJobs is ListJobs; a stream, which never goes back, passes prev false
+// and skips the read that finds whether a job comes before the page.
+func (a *Authority) listJobs(ctx context.Context, production string, q JobQuery, prev bool) (JobPage, error) {
 	c, err := q.check()
 	if err != nil {
 		return JobPage{}, err
@@ -272,23 +414,84 @@ func (a *Authority) ListJobs(ctx context.Context, production string, q JobQuery)
 	if err != nil {
 		return JobPage{}, err
 	}
-	if q.After != "" && c.scope != p.ID {
+	if (q.After != "" || q.Before != "") && c.scope != p.ID {
 		return JobPage{}, errForeignCursor()
 	}
-	pages := make([][]store.JobRow, len(c.states))
-	for i, state := range c.states {
-		pages[i], err = a.b.ListJobs(ctx, store.JobFilter{ProductionID: p.ID, State: state, Key: q.Key, ID: q.ID,
-			AfterSeq: c.after, Limit: c.limit + 1})
+	if q.Worker != "" {
+		return a.listWorkerJobs(ctx, p, q, c)
+	}
+	// read lists up to n jobs of the filter past the cursor point at: above
+	// it in request order, or just below it from the top down (backward).
+	read := func(at int64, backward bool, n int) ([]store.JobRow, error) {
+		if backward && at <= 0 {
+			return nil, nil // no job is below the first (a BeforeSeq of 0 is no bound)
+		}
+		pages := make([][]store.JobRow, len(c.states))
+		for i, state := range c.states {
+			f := store.JobFilter{ProductionID: p.ID, State: state, Key: q.Key, ID: q.ID, Limit: n}
+			if backward {
+				f.BeforeSeq, f.Backward = at, true
+			} else {
+				f.AfterSeq = at
+			}
+			var err error
+			if pages[i], err = a.b.ListJobs(ctx, f); err != nil {
+				return nil, storageErr("list jobs", err)
+			}
+		}
+		seq := func(j store.JobRow) int64 { return j.Seq }
+		if backward {
+			seq = func(j store.JobRow) int64 { return -j.Seq }
+		}
+		return mergeBySeq(pages, seq, n), nil
+	}
+	page := JobPage{}
+	var rows []store.JobRow
+	if c.backward {
+		if rows, err = read(c.before, true, c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Prev = jobCursor(p.ID, rows[c.limit-1].Seq)
+		}
+		slices.Reverse(rows)
+		// Whether a job follows: the first one at or above the cursor.
+		after, err := read(c.before-1, false, 1)
 		if err != nil {
-			return JobPage{}, storageErr("list jobs", err)
+			return JobPage{}, err
+		}
+		if len(after) > 0 {
+			last := c.before
+			if len(rows) > 0 {
+				last = rows[len(rows)-1].Seq
+			}
+			page.Next = jobCursor(p.ID, last)
+		}
+	} else {
+		if rows, err = read(c.after, false, c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Next = jobCursor(p.ID, rows[c.limit-1].Seq)
+		}
+		if prev && c.after > 0 {
+			// Whether a job comes before: the first one at or below the cursor.
+			before, err := read(c.after+1, true, 1)
+			if err != nil {
+				return JobPage{}, err
+			}
+			if len(before) > 0 {
+				first := c.after + 1
+				if len(rows) > 0 {
+					first = rows[0].Seq
+				}
+				page.Prev = jobCursor(p.ID, first)
+			}
 		}
 	}
-	rows := mergeBySeq(pages, func(j store.JobRow) int64 { return j.Seq }, c.limit+1)
-	page := JobPage{Jobs: make([]Job, 0, len(rows))}
-	if len(rows) > c.limit {
-		rows = rows[:c.limit]
-		page.Next = jobCursor(p.ID, rows[c.limit-1].Seq)
-	}
+	page.Jobs = make([]Job, 0, len(rows))
 	for _, r := range rows {
 		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
 	}
@@ -304,7 +507,7 @@ func (a *Authority) EachJob(ctx context.Context, production string, q JobQuery, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		page, err := a.ListJobs(ctx, production, q)
+		page, err := a.listJobs(ctx, production, q, false)
 		if err != nil {
 			return err
 		}
@@ -395,6 +598,102 @@ func (a *Authority) JobDetail(ctx context.Context, production, jobID string) (Jo
 			EndedAt: time.UnixMicro(h.EndedAt).UTC(), Ending: h.Ending, Reason: h.Reason}
 	}
 	return rec, nil
+}
+
+// JobTimes is when a job was requested, when it was first claimed and how
+// its newest ended claim went: from these, how long it waited (request to
+// first claim) and how long its claim ran (claim to its end).
+type JobTimes struct {
+	RequestedAt    time.Time
+	FirstClaimedAt time.Time // its first claim ever (zero: never claimed)
+	LastEnded      *Attempt  // its newest ended claim (nil: none ended)
+}
+
+// Waited is how long the job waited from its request to its first claim;
+// false when it was never claimed (it waits still, or was cancelled first).
+func (t JobTimes) Waited() (time.Duration, bool) {
+	if t.FirstClaimedAt.IsZero() {
+		return 0, false
+	}
+	return max(0, t.FirstClaimedAt.Sub(t.RequestedAt)), true
+}
+
+// FinalClaim is the claim that finished j, as history: for a completed,
+// failed, dead or cancelled job whose claim ended it (not one cancelled
+// while it waited, nor the earlier claims of a job requested again). Its
+// expiry no longer matters.
+func (t JobTimes) FinalClaim(j Job) (Attempt, bool) {
+	switch j.State {
+	case StateCompleted, StateFailed, StateDead, StateCancelled:
+	default:
+		return Attempt{}, false
+	}
+	if t.LastEnded == nil || j.ClaimedAt.IsZero() || !t.LastEnded.ClaimedAt.Equal(j.ClaimedAt) {
+		return Attempt{}, false
+	}
+	return *t.LastEnded, true
+}
+
+// Ran is how long j's claim ran: a claimed job's from its claim to now
+// (running), a finished job's from the claim that finished it to its end;
+// false for a job no claim holds or finished.
+func (t JobTimes) Ran(j Job, now time.Time) (d time.Duration, running, ok bool) {
+	if j.State == StateClaimed && !j.ClaimedAt.IsZero() {
+		return max(0, now.Sub(j.ClaimedAt)), true, true
+	}
+	if c, ok := t.FinalClaim(j); ok {
+		return max(0, c.EndedAt.Sub(c.ClaimedAt)), false, true
+	}
+	return 0, false, false
+}
+
+// MarshalJSON writes the times in unix µs (null when absent).
+func (t JobTimes) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		RequestedAt    *int64   `json:"requested_at_unix_us"`
+		FirstClaimedAt *int64   `json:"first_claimed_at_unix_us"`
+		LastEnded      *Attempt `json:"last_ended_claim"`
+	}{optTime(t.RequestedAt), optTime(t.FirstClaimedAt), t.LastEnded})
+}
+
+// JobTimes reads the times of up to MaxPageSize jobs of a production (a
+// page of a listing) in one read: ids that are not jobs of the production
+// are left out of the map. The first claim is the job's first claimed
+// event; the newest ended claim is the newest of its attempt history.
+func (a *Authority) JobTimes(ctx context.Context, production string, ids []string) (map[string]JobTimes, error) {
+	if len(ids) > MaxPageSize {
+		return nil, errf(KindInvalidArgument, "%d job ids: at most %d at a time", len(ids), MaxPageSize)
+	}
+	for _, id := range ids {
+		if err := checkID("job id", id); err != nil {
+			return nil, err
+		}
+	}
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]JobTimes, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := a.b.JobTimes(ctx, p.ID, ids)
+	if err != nil {
+		return nil, storageErr("read job times", err)
+	}
+	for _, r := range rows {
+		t := JobTimes{RequestedAt: time.UnixMicro(r.RequestedAt).UTC()}
+		if r.FirstClaimedAt != 0 {
+			t.FirstClaimedAt = time.UnixMicro(r.FirstClaimedAt).UTC()
+		}
+		if r.Last.EndedAt != 0 {
+			t.LastEnded = &Attempt{Number: r.Last.Number, Worker: r.Last.Worker,
+				ClaimedAt: time.UnixMicro(r.Last.ClaimedAt).UTC(), EndedAt: time.UnixMicro(r.Last.EndedAt).UTC(),
+				Ending: r.Last.Ending, Reason: r.Last.Reason}
+		}
+		out[r.ID] = t
+	}
+	return out, nil
 }
 
 // factsOf reads the facts and outputs a completion published for a job.

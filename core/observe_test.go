@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -740,4 +741,236 @@ func TestBadObservationArgumentsAreReportedBeforeNotFoundAndClosed(t *testing.T)
 	requireKind(t, err, KindClosed)
 	_, err = f.a.ListProductions(ctx, ProductionQuery{})
 	requireKind(t, err, KindClosed)
+}
+
+// TestJobPagesPageBackwardsAsWellAsForwards: Prev leads back through the
+// same pages Next led through, each in request order, with or without a
+// filter; the first page has no Prev and the last no Next.
+func TestJobPagesPageBackwardsAsWellAsForwards(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(25)
+	for i := 0; i < 9; i++ { // every other of the first 18 is completed
+		l, err := f.a.ClaimJob("p", ids[2*i], "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Complete(Facts{}))
+	}
+	for _, q := range []JobQuery{{Limit: 7}, {Limit: 5}, {Limit: 3, States: []string{StateCompleted}},
+		{Limit: 4, States: []string{StateRequested, StateCancelled}}} {
+		var forward []JobPage
+		page, err := f.a.ListJobs(ctx, "p", q)
+		require.NoError(t, err)
+		require.Empty(t, page.Prev, "the first page has none before it")
+		forward = append(forward, page)
+		for page.Next != "" {
+			fq := q
+			fq.After = page.Next
+			page, err = f.a.ListJobs(ctx, "p", fq)
+			require.NoError(t, err)
+			require.NotEmpty(t, page.Prev, "page %d has one before it", len(forward))
+			forward = append(forward, page)
+		}
+		require.Greater(t, len(forward), 2, "%+v", q)
+		// Back from the last page, through every page to the first.
+		for i := len(forward) - 1; i > 0; i-- {
+			bq := q
+			bq.Before = forward[i].Prev
+			back, err := f.a.ListJobs(ctx, "p", bq)
+			require.NoError(t, err)
+			require.Equal(t, idsOfJobs(forward[i-1].Jobs), idsOfJobs(back.Jobs), "page %d, back from %d (%+v)", i-1, i, q)
+			require.Equal(t, forward[i-1].Prev == "", back.Prev == "", "page %d has a page before it exactly when it had", i-1)
+			require.NotEmpty(t, back.Next, "a page reached backwards has one after it")
+			// And forward again from the page reached backwards.
+			fq := q
+			fq.After = back.Next
+			again, err := f.a.ListJobs(ctx, "p", fq)
+			require.NoError(t, err)
+			require.Equal(t, idsOfJobs(forward[i].Jobs), idsOfJobs(again.Jobs))
+		}
+	}
+	// Not both directions at once; a cursor of another production is not one of this.
+	page, err := f.a.ListJobs(ctx, "p", JobQuery{Limit: 5})
+	require.NoError(t, err)
+	_, err = f.a.ListJobs(ctx, "p", JobQuery{After: page.Next, Before: page.Next})
+	requireKind(t, err, KindInvalidArgument)
+	_, err = f.a.CreateProduction("other")
+	require.NoError(t, err)
+	_, err = f.a.ListJobs(ctx, "other", JobQuery{Before: page.Next})
+	requireKind(t, err, KindInvalidArgument)
+}
+
+// TestAJobWaitedFromItsRequestToItsFirstClaimAndRanFromItsClaimToItsEnd:
+// the times of a page of jobs, read in one call: a job's wait ends at its
+// first claim ever, its run is the claim that finished it (or the one that
+// holds it now), and a finished job's claim is history, not a live expiry.
+func TestAJobWaitedFromItsRequestToItsFirstClaimAndRanFromItsClaimToItsEnd(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(5) // all at t0
+	done, waiting, running, failed, cancelled := ids[0], ids[1], ids[2], ids[3], ids[4]
+	f.clk.advance(10 * time.Second)
+	l, err := f.a.ClaimJob("p", done, "first", time.Minute) // t0+10s: done's first claim
+	require.NoError(t, err)
+	f.clk.advance(2 * time.Second)
+	require.NoError(t, l.Release())
+	l, err = f.a.ClaimJob("p", cancelled, "w", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Release())
+	require.NoError(t, f.a.Cancel("p", cancelled)) // cancelled while it waited again
+	f.clk.advance(3 * time.Second)
+	l, err = f.a.ClaimJob("p", done, "second", time.Minute) // t0+15s
+	require.NoError(t, err)
+	lf, err := f.a.ClaimJob("p", failed, "w", time.Minute)
+	require.NoError(t, err)
+	f.clk.advance(5 * time.Second)
+	require.NoError(t, l.Complete(Facts{})) // t0+20s: ran 5s
+	_, err = f.a.ClaimJob("p", running, "busy", time.Minute)
+	require.NoError(t, err)
+	f.clk.advance(7 * time.Second)
+	require.NoError(t, lf.Fail("broken")) // ran 12s
+	_, err = f.a.CreateProduction("other")
+	require.NoError(t, err)
+	elsewhere, err := f.a.RequestJob("other", "", nil)
+	require.NoError(t, err)
+
+	times, err := f.a.JobTimes(ctx, "p", append(slices.Clone(ids), elsewhere))
+	require.NoError(t, err)
+	require.Len(t, times, 5, "a job of another production is left out")
+	at := func(d time.Duration) time.Time { return time.UnixMicro(t0).UTC().Add(d) }
+	now := at(30 * time.Second)
+
+	d := times[done]
+	require.Equal(t, at(0), d.RequestedAt)
+	w, ok := d.Waited()
+	require.True(t, ok)
+	require.Equal(t, 10*time.Second, w, "waited until its first claim, not its last")
+	ran, live, ok := d.Ran(f.job(done), now)
+	require.True(t, ok)
+	require.False(t, live)
+	require.Equal(t, 5*time.Second, ran)
+	c, ok := d.FinalClaim(f.job(done))
+	require.True(t, ok)
+	require.Equal(t, "second", c.Worker)
+	require.Equal(t, "completed", c.Ending)
+	require.Equal(t, at(20*time.Second), c.EndedAt)
+
+	_, ok = times[waiting].Waited()
+	require.False(t, ok, "never claimed")
+	_, _, ok = times[waiting].Ran(f.job(waiting), now)
+	require.False(t, ok)
+
+	ran, live, ok = times[running].Ran(f.job(running), now)
+	require.True(t, ok)
+	require.True(t, live)
+	require.Equal(t, 10*time.Second, ran, "claimed at t0+20s, running at t0+30s")
+	_, ok = times[running].FinalClaim(f.job(running))
+	require.False(t, ok, "a claim that holds the job is not history")
+
+	ran, _, ok = times[failed].Ran(f.job(failed), now)
+	require.True(t, ok)
+	require.Equal(t, 12*time.Second, ran)
+	c, ok = times[failed].FinalClaim(f.job(failed))
+	require.True(t, ok)
+	require.Equal(t, "broken", c.Reason)
+
+	_, ok = times[cancelled].FinalClaim(f.job(cancelled))
+	require.False(t, ok, "cancelled while it waited: no claim ended it")
+	w, ok = times[cancelled].Waited()
+	require.True(t, ok)
+	require.Equal(t, 12*time.Second, w)
+
+	// A page of ids at once, checked before any read.
+	_, err = f.a.JobTimes(ctx, "p", []string{"nope"})
+	requireKind(t, err, KindInvalidArgument)
+	_, err = f.a.JobTimes(ctx, "p", make([]string, MaxPageSize+1))
+	requireKind(t, err, KindInvalidArgument)
+	empty, err := f.a.JobTimes(ctx, "p", nil)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+}
+
+// TestAWorkersJobsAreThoseItsClaimHoldsOrLastHeldNewestClaimFirst: the
+// worker filter lists each job whose claim the worker holds or last held,
+// once, newest claim first (ties by id), with the other filters, paged both
+// ways; a job it released or lost to another worker is not its own.
+func TestAWorkersJobsAreThoseItsClaimHoldsOrLastHeldNewestClaimFirst(t *testing.T) {
+	f := newFixture(t)
+	ids := f.request(10)
+	claim := func(i int, worker string) *Lease {
+		f.clk.advance(time.Second)
+		l, err := f.a.ClaimJob("p", ids[i], worker, time.Minute)
+		require.NoError(t, err)
+		return l
+	}
+	require.NoError(t, claim(0, "a").Complete(Facts{}))
+	require.NoError(t, claim(1, "a").Fail("broken"))
+	require.NoError(t, claim(2, "a").Release()) // back in the queue: no longer a's
+	claim(3, "a")                               // lapses, then b takes it
+	f.clk.advance(2 * time.Minute)
+	claim(3, "b")
+	claim(4, "a") // held now
+	l := claim(5, "a")
+	require.NoError(t, l.Complete(Facts{}))
+	claim(6, "b")
+	// Two claims at the same instant: ordered by id.
+	f.clk.advance(time.Second)
+	for _, i := range []int{7, 8} {
+		_, err := f.a.ClaimJob("p", ids[i], "a", time.Minute)
+		require.NoError(t, err)
+	}
+	// a claims job 9 twice: it is listed once, at its newest claim.
+	require.NoError(t, claim(9, "a").Release())
+	claim(9, "a")
+
+	ties := []string{ids[7], ids[8]}
+	slices.Sort(ties)
+	want := []string{ids[9], ties[1], ties[0], ids[5], ids[4], ids[1], ids[0]}
+	for _, limit := range []int{2, 3, 7, 100} {
+		var pages []JobPage
+		q := JobQuery{Worker: "a", Limit: limit}
+		for {
+			page, err := f.a.ListJobs(ctx, "p", q)
+			require.NoError(t, err)
+			pages = append(pages, page)
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+		var got []string
+		for _, p := range pages {
+			got = append(got, idsOfJobs(p.Jobs)...)
+		}
+		require.Equal(t, want, got, "limit %d", limit)
+		require.Empty(t, pages[0].Prev)
+		for i := len(pages) - 1; i > 0; i-- {
+			back, err := f.a.ListJobs(ctx, "p", JobQuery{Worker: "a", Limit: limit, Before: pages[i].Prev})
+			require.NoError(t, err)
+			require.Equal(t, idsOfJobs(pages[i-1].Jobs), idsOfJobs(back.Jobs), "limit %d, back from page %d", limit, i)
+			require.Equal(t, pages[i-1].Prev == "", back.Prev == "")
+			require.NotEmpty(t, back.Next)
+		}
+	}
+	for _, j := range mustList(t, f.a, JobQuery{Worker: "a"}) {
+		require.Equal(t, "a", j.Worker)
+	}
+	done := mustList(t, f.a, JobQuery{Worker: "a", States: []string{StateCompleted}})
+	require.Equal(t, []string{ids[5], ids[0]}, idsOfJobs(done))
+	require.Equal(t, []string{ids[6], ids[3]}, idsOfJobs(mustList(t, f.a, JobQuery{Worker: "b"})))
+	require.Equal(t, []string{ids[4]}, idsOfJobs(mustList(t, f.a, JobQuery{Worker: "a", ID: ids[4]})))
+	require.Empty(t, mustList(t, f.a, JobQuery{Worker: "nobody"}))
+	// A worker's cursor is not a request-order cursor, nor the other way.
+	page, err := f.a.ListJobs(ctx, "p", JobQuery{Worker: "a", Limit: 2})
+	require.NoError(t, err)
+	_, err = f.a.ListJobs(ctx, "p", JobQuery{After: page.Next})
+	requireKind(t, err, KindInvalidArgument)
+	plain, err := f.a.ListJobs(ctx, "p", JobQuery{Limit: 2})
+	require.NoError(t, err)
+	_, err = f.a.ListJobs(ctx, "p", JobQuery{Worker: "a", After: plain.Next})
+	requireKind(t, err, KindInvalidArgument)
+}
+
+func mustList(t *testing.T, a *Authority, q JobQuery) []Job {
+	t.Helper()
+	page, err := a.ListJobs(ctx, "p", q)
+	require.NoError(t, err)
+	return page.Jobs
 }

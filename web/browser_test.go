@@ -313,6 +313,45 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			screenshot(t, ctx, "filter-"+store)
 		})
 
+		t.Run("AFinishedJobsClaimIsHistoryAndTheJobsPageBack", func(t *testing.T) {
+			jobIDs := `[...document.querySelectorAll("tr.job a.job-link")].map(a => a.textContent)`
+			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly&limit=15"), chromedp.WaitVisible("#next-page"))
+			first := run(t, ctx, chromedp.Evaluate[[]string](jobIDs))
+			require.Len(t, first, 15)
+			require.Zero(t, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#prev-page").length`)))
+			// A completed row: its end instead of an expiry, how long it waited and ran.
+			row := `tr.job.st-completed`
+			require.Contains(t, textOf(t, ctx, row+" td.ended"), "completed")
+			require.NotEmpty(t, textOf(t, ctx, row+" td.waited"))
+			require.NotEmpty(t, textOf(t, ctx, row+" td.ran"))
+			clickAndLoad(t, ctx, "#next-page")
+			second := run(t, ctx, chromedp.Evaluate[[]string](jobIDs))
+			require.Len(t, second, 15)
+			require.NotEqual(t, first, second)
+			clickAndLoad(t, ctx, "#prev-page")
+			require.Equal(t, first, run(t, ctx, chromedp.Evaluate[[]string](jobIDs)), "back to the first page")
+			// The job's page: its last claim as history, no expiry.
+			clickAndLoad(t, ctx, row+" a.job-link")
+			require.Equal(t, "completed", textOf(t, ctx, "#job-state"))
+			claim := textOf(t, ctx, "#final-claim")
+			require.Regexp(t, `held by gpu-\d from .* to .*ended: completed`, claim)
+			require.NotEqual(t, "—", textOf(t, ctx, "#job-waited"))
+			require.Contains(t, textOf(t, ctx, "#job-ran"), "claim to its end")
+			require.Zero(t, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#job-expiry").length`)))
+			noScriptRan(t, ctx, "finished job")
+			screenshot(t, ctx, "finished-"+store)
+			// A worker's name in the list filters the jobs by it.
+			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly"), chromedp.WaitVisible("a.worker-link"))
+			clickAndLoad(t, ctx, `tr.job.st-completed a.worker-link[href$="worker=gpu-1"]`)
+			require.Equal(t, "gpu-1", textOf(t, ctx, "#filter-worker"))
+			workers := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.worker")].map(td => td.textContent)`))
+			require.NotEmpty(t, workers)
+			for _, w := range workers {
+				require.Equal(t, "gpu-1", w)
+			}
+			require.Equal(t, "gpu-1", run(t, ctx, chromedp.Evaluate[string](`document.getElementById("worker-filter").value`)))
+		})
+
 		t.Run("AJobChangesStateWithoutReloadWhileAWorkerCompletesIt", func(t *testing.T) {
 			id := render[30]
 			complete := startWorker(t, location, "render-nightly", id)

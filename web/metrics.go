@@ -4,7 +4,10 @@
 package web
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +79,15 @@ func (h *histogram) observe(v float64) {
 	h.sum += v
 }
 
+// add adds o's observations to h.
+func (h *histogram) add(o *histogram) {
+	for i := range h.counts {
+		h.counts[i] += o.counts[i]
+	}
+	h.count += o.count
+	h.sum += o.sum
+}
+
 func (h *histogram) cumulative() map[float64]uint64 {
 	out := make(map[float64]uint64, len(durationBuckets))
 	var n uint64
@@ -95,11 +107,15 @@ type collector struct {
 	totals  map[string]map[string]int64 // production → kind → count
 	hist    map[string]*histogram       // production → durations
 	claimed map[string]time.Time        // job → when its current claim was made
+
+	limit    int              // how many productions are labelled by name
+	activity map[string]int64 // production → events read (every kind)
+	labelled map[string]bool  // the productions labelled by name (label)
 }
 
-func newCollector(a *core.Authority) *collector {
+func newCollector(a *core.Authority, limit int) *collector {
 	return &collector{a: a, totals: map[string]map[string]int64{}, hist: map[string]*histogram{},
-		claimed: map[string]time.Time{}}
+		claimed: map[string]time.Time{}, limit: limit, activity: map[string]int64{}, labelled: map[string]bool{}}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -135,6 +151,22 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, clock.Lag().Seconds())
 	ch <- prometheus.MustNewConstMetric(nowDesc, prometheus.GaugeValue, seconds(clock.Now))
 	ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, seconds(clock.HighWaterMark))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	caughtUp, err := c.follow(ctx)
+	if err != nil {
+		return err
+	}
+	c.label()
+	// Gauges: each labelled production's own, the others summed (the age
+	// of the oldest waiting job: the oldest of theirs).
+	var other struct {
+		any     bool
+		states  map[string]int64
+		expired int64
+		oldest  float64
+	}
+	other.states = map[string]int64{}
 	q := core.ProductionQuery{Limit: core.MaxPageSize}
 	for {
 		page, err := c.a.ListProductions(ctx, q)
@@ -142,18 +174,32 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 			return err
 		}
 		for _, p := range page.Productions {
-			n, err := c.a.Counts(ctx, p.Name)
-			if err != nil {
-				return err
+			// A production that never had a job request (the whole log
+			// read) has none to count: its counts are zeros without a
+			// read, so thousands of empty productions cost no store reads.
+			n := core.JobCounts{}
+			if !caughtUp || c.totals[p.Name]["requested"] > 0 {
+				if n, err = c.a.Counts(ctx, p.Name); err != nil {
+					return err
+				}
+			}
+			oldest := 0.0
+			if !n.OldestRequested.IsZero() {
+				oldest = max(0, n.At.Sub(n.OldestRequested).Seconds())
+			}
+			if !c.labelled[p.Name] {
+				other.any = true
+				for _, st := range allStates {
+					other.states[st] += countOf(n, st)
+				}
+				other.expired += n.Expired
+				other.oldest = max(other.oldest, oldest)
+				continue
 			}
 			for _, st := range allStates {
 				ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(countOf(n, st)), p.Name, st)
 			}
 			ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.GaugeValue, float64(n.Expired), p.Name)
-			oldest := 0.0
-			if !n.OldestRequested.IsZero() {
-				oldest = max(0, n.At.Sub(n.OldestRequested).Seconds())
-			}
 			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, p.Name)
 		}
 		if page.Next == "" {
@@ -161,42 +207,94 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 		}
 		q.After = page.Next
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.follow(ctx); err != nil {
-		return err
+	if other.any {
+		for _, st := range allStates {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(other.states[st]), OtherProductions, st)
+		}
+		ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.GaugeValue, float64(other.expired), OtherProductions)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, other.oldest, OtherProductions)
 	}
+	// Counters and the histogram: the same labels, the others summed.
+	otherTotals, otherAny := map[string]int64{}, false
 	for production, kinds := range c.totals {
+		if !c.labelled[production] {
+			otherAny = true
+			for kind := range counted {
+				otherTotals[kind] += kinds[kind]
+			}
+			continue
+		}
 		for kind, desc := range counted {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(kinds[kind]), production)
 		}
 	}
+	if otherAny {
+		for kind, desc := range counted {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(otherTotals[kind]), OtherProductions)
+		}
+	}
+	otherHist := &histogram{counts: make([]uint64, len(durationBuckets))}
+	otherHistAny := false
 	for production, h := range c.hist {
+		if !c.labelled[production] {
+			otherHistAny = true
+			otherHist.add(h)
+			continue
+		}
 		ch <- prometheus.MustNewConstHistogram(durationDesc, h.count, h.sum, h.cumulative(), production)
+	}
+	if otherHistAny {
+		ch <- prometheus.MustNewConstHistogram(durationDesc, otherHist.count, otherHist.sum, otherHist.cumulative(), OtherProductions)
 	}
 	ch <- prometheus.MustNewConstMetric(seqDesc, prometheus.GaugeValue, float64(c.after))
 	return nil
 }
 
+// label gives the free label slots (at most limit productions keep their
+// own name) to the busiest productions not yet labelled, by the events of
+// theirs read from the log, ties by name. A production keeps its label
+// while the server runs: were it to move between its own series and
+// OtherProductions, both series' counters would go down, which Prometheus
+// reads as a counter reset. A production whose name is OtherProductions is
+// always summed there, so no two series share a label.
+func (c *collector) label() {
+	if len(c.labelled) >= c.limit {
+		return
+	}
+	var candidates []string
+	for p := range c.activity {
+		if !c.labelled[p] && p != OtherProductions {
+			candidates = append(candidates, p)
+		}
+	}
+	slices.SortFunc(candidates, func(x, y string) int {
+		return cmp.Or(cmp.Compare(c.activity[y], c.activity[x]), strings.Compare(x, y))
+	})
+	for _, p := range candidates[:min(len(candidates), c.limit-len(c.labelled))] {
+		c.labelled[p] = true
+	}
+}
+
 // follow reads the event log from where it stopped, page by page, for at
 // most followBudget, counting events and pairing claims with completions.
 // Counters only grow: the log is append-only and read once, in order.
-func (c *collector) follow(ctx context.Context) error {
+// It reports whether it read the log to its end.
+func (c *collector) follow(ctx context.Context) (bool, error) {
 	deadline := time.Now().Add(followBudget)
 	for time.Now().Before(deadline) {
 		page, err := c.a.ListEvents(ctx, core.EventQuery{After: c.after, Limit: core.MaxPageSize})
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, e := range page.Events {
 			c.count(e)
 		}
 		c.after = page.Next
 		if !page.More {
-			return nil
+			return true, nil
 		}
 	}
-	return nil
+	return false, nil
 }
 
 func (c *collector) count(e core.Event) {
@@ -206,6 +304,7 @@ func (c *collector) count(e core.Event) {
 		c.totals[e.Production] = kinds
 	}
 	kinds[e.Kind]++
+	c.activity[e.Production]++
 	switch e.Kind {
 	case "claimed":
 		c.claimed[e.JobID] = e.At

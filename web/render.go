@@ -192,6 +192,9 @@ var funcs = template.FuncMap{
 	"stateURL": func(name, state string) string {
 		return "/production?" + url.Values{"name": {name}, "state": {state}}.Encode()
 	},
+	"workerURL": func(production, worker string) string {
+		return "/production?" + url.Values{"name": {production}, "worker": {worker}}.Encode()
+	},
 	"jobURL": func(production, id string) string {
 		return "/job?" + url.Values{"production": {production}, "id": {id}}.Encode()
 	},

@@ -34,6 +34,14 @@ var staticFiles embed.FS
 // host only, since the page has no authentication.
 const DefaultListen = "127.0.0.1:8080"
 
+// DefaultMetricsProductions is how many productions /metrics labels by
+// name unless told otherwise.
+const DefaultMetricsProductions = 100
+
+// OtherProductions is the production label under which /metrics sums the
+// productions it does not label by name.
+const OtherProductions = "_other"
+
 // Config says what to serve and how.
 type Config struct {
 	// Authority is the opened authority; the server never closes it.
@@ -48,6 +56,10 @@ type Config struct {
 	// POST forms protected against cross-site request forgery. Without it
 	// every POST is refused and nothing is ever written.
 	AllowActions bool
+	// MetricsProductions is how many productions /metrics labels by name
+	// (0: DefaultMetricsProductions); the others are summed under the
+	// production label OtherProductions (docs/web.md, "/metrics").
+	MetricsProductions int
 	// Refresh is how often open pages update themselves (0: 2 s).
 	Refresh time.Duration
 	// Log receives one line per failed request (never a secret); nil: stderr.
@@ -105,6 +117,12 @@ func New(cfg Config) (*Server, error) {
 	if err := CheckListen(cfg.Listen, cfg.Public); err != nil {
 		return nil, err
 	}
+	if cfg.MetricsProductions < 0 {
+		return nil, fmt.Errorf("web: metrics productions %d is negative", cfg.MetricsProductions)
+	}
+	if cfg.MetricsProductions == 0 {
+		cfg.MetricsProductions = DefaultMetricsProductions
+	}
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = 2 * time.Second
 	}
@@ -121,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 	if s.pages, err = parseTemplates(); err != nil {
 		return nil, err
 	}
-	s.metrics = newCollector(s.a)
+	s.metrics = newCollector(s.a, cfg.MetricsProductions)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.metrics)
 	s.routes(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError,

@@ -230,19 +230,53 @@ type productionView struct {
 	Summary productionSummary `json:"production"`
 	Jobs    []core.Job        `json:"jobs"`
 	Next    string            `json:"next"`
-	Filter  jobFilter         `json:"filter"`
+	Prev    string            `json:"prev,omitempty"`
+	// Times: each listed job's request, first claim and newest ended
+	// claim (core.JobTimes), by id, read for the page at once.
+	Times  map[string]core.JobTimes `json:"times"`
+	Filter jobFilter                `json:"filter"`
 	// SearchNotice: why a search found nothing (an ambiguous id prefix);
 	// view.Notice is the line an action's redirect shows.
 	SearchNotice string        `json:"search_notice,omitempty"`
 	States       []stateOption `json:"-"`
+	Rows         []jobRow      `json:"-"`
 	NextURL      string        `json:"-"`
+	PrevURL      string        `json:"-"`
 	First        string        `json:"-"`
 }
 
 type jobFilter struct {
 	States []string `json:"states"`
 	Search string   `json:"q"`
+	Worker string   `json:"worker,omitempty"`
 	After  string   `json:"after"`
+	Before string   `json:"before,omitempty"`
+}
+
+// jobRow is a listed job with how long it waited and ran, and, once it
+// finished, the claim that finished it as history (its expiry no longer
+// matters).
+type jobRow struct {
+	core.Job
+	Waited  string
+	Ran     string
+	Running bool
+	Final   *core.Attempt
+}
+
+// timed is a job's times for a page: "" for what does not apply.
+func timed(j core.Job, t core.JobTimes, now time.Time) jobRow {
+	row := jobRow{Job: j}
+	if d, ok := t.Waited(); ok {
+		row.Waited = span(d)
+	}
+	if d, running, ok := t.Ran(j, now); ok {
+		row.Ran, row.Running = span(d), running
+	}
+	if c, ok := t.FinalClaim(j); ok {
+		row.Final = &c
+	}
+	return row
 }
 
 type stateOption struct {
@@ -274,11 +308,12 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := jobFilter{States: q["state"], Search: q.Get("q"), After: q.Get("after")}
+	f := jobFilter{States: q["state"], Search: q.Get("q"), Worker: q.Get("worker"), After: q.Get("after"),
+		Before: q.Get("before")}
 	if f.States == nil {
 		f.States = []string{}
 	}
-	jq := core.JobQuery{States: f.States, After: f.After, Limit: limit}
+	jq := core.JobQuery{States: f.States, Worker: f.Worker, After: f.After, Before: f.Before, Limit: limit}
 	// The search box takes a key, a job id or a unique prefix of one of at
 	// least 8 characters (core.ResolveJobID): an id-shaped text is looked up
 	// as both (a key may look like an id). An ambiguous prefix that is no
@@ -314,9 +349,19 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &productionView{view: *v, Jobs: jobs.Jobs, Next: jobs.Next, Filter: f, SearchNotice: notice}
+	out := &productionView{view: *v, Jobs: jobs.Jobs, Next: jobs.Next, Prev: jobs.Prev, Filter: f, SearchNotice: notice}
 	if out.Summary, err = s.summary(ctx, p, v.Clock); err != nil {
 		return nil, err
+	}
+	ids := make([]string, len(jobs.Jobs))
+	for i, j := range jobs.Jobs {
+		ids[i] = j.ID
+	}
+	if out.Times, err = s.a.JobTimes(ctx, name, ids); err != nil {
+		return nil, err
+	}
+	for _, j := range jobs.Jobs {
+		out.Rows = append(out.Rows, timed(j, out.Times[j.ID], v.Clock.Now))
 	}
 	out.Title = "Production " + core.DisplayName(name)
 	out.API = "/api/production" + query(r)
@@ -325,11 +370,17 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 		out.States = append(out.States, stateOption{Name: st, Checked: slices.Contains(f.States, st), Count: n,
 			Redrivable: v.Actions && n > 0 && slices.Contains(redrivable, st)})
 	}
+	// Each link keeps the filter and sets one direction's cursor.
+	here := *r.URL
+	q.Del("after")
+	q.Del("before")
+	here.RawQuery = q.Encode()
 	if jobs.Next != "" {
-		out.NextURL = withParam(r.URL, "after", jobs.Next)
+		out.NextURL = withParam(&here, "after", jobs.Next)
 	}
-	if f.After != "" {
-		out.First = withParam(r.URL, "after", "")
+	if jobs.Prev != "" {
+		out.PrevURL = withParam(&here, "before", jobs.Prev)
+		out.First = withParam(&here, "after", "")
 	}
 	return out, nil
 }
@@ -366,6 +417,8 @@ func (s *Server) productionNamed(ctx context.Context, name string) (core.Product
 type jobView struct {
 	view
 	Job       core.JobRecord `json:"job"`
+	Times     core.JobTimes  `json:"times"`
+	Row       jobRow         `json:"-"`
 	Preview   *string        `json:"payload_preview"`
 	Why       string         `json:"payload_preview_absent,omitempty"`
 	Expired   bool           `json:"claim_expired"`
@@ -389,6 +442,12 @@ func (s *Server) job(r *http.Request, v *view) (pageData, error) {
 		return nil, err
 	}
 	out := &jobView{view: *v, Job: rec}
+	times, err := s.a.JobTimes(ctx, production, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	out.Times = times[id]
+	out.Row = timed(rec.Job, out.Times, v.Clock.Now)
 	out.Title = "Job " + id
 	out.API = "/api/job" + query(r)
 	out.Expired = rec.State == core.StateClaimed && !rec.Expiry.IsZero() && !rec.Expiry.After(v.Clock.Now)

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "serve", args: "[--listen ADDR] [--listen-public] [--allow-actions]",
+	register(&command{name: "serve", args: "[--listen ADDR] [--listen-public] [--allow-actions] [--metrics-productions N]",
 		summary: "serve the live status page, its JSON API, /metrics and /healthz",
 		detail: `Serves http://ADDR/ over the database (default ` + web.DefaultListen + `): productions with
 counts, one production's jobs (filtered, paged), one job's record and timeline, the event log,
@@ -29,6 +29,8 @@ address and any Host: only behind your own authenticating proxy (docs/SECURITY.m
 Read-only unless --allow-actions: then a job's page has a cancel or a redrive form and a
 production's page a form to redrive all its failed, dead or cancelled jobs (POST, protected
 against cross-site request forgery by a token and an Origin check). Nothing else ever writes.
+/metrics labels the N busiest productions by name (--metrics-productions, default 100; busiest:
+most events in the log) and sums the others under production="_other".
 No page, API answer or metric ever holds a claim secret or token, or a database password.`,
 		examples: []string{"leases serve", "leases --db /srv/jobs.db serve --listen 127.0.0.1:9090",
 			"leases serve --allow-actions", "curl -s http://127.0.0.1:8080/api/overview | jq ."},
@@ -39,8 +41,13 @@ func runServe(cc *cmdContext) error {
 	listen := cc.fs.String("listen", web.DefaultListen, "serve on `ADDR` (HOST:PORT; a loopback address unless --listen-public)")
 	public := cc.fs.Bool("listen-public", false, "allow a non-loopback address and any Host header (no authentication: put it behind your own authenticating proxy)")
 	actions := cc.fs.Bool("allow-actions", false, "enable the coordinator actions (cancel, redrive) as CSRF-protected forms; read-only without it")
+	metricsProductions := cc.fs.Int("metrics-productions", web.DefaultMetricsProductions,
+		"label at most `N` productions by name in /metrics (the busiest); the rest are summed under production=\""+web.OtherProductions+"\"")
 	if done, err := parseOnly(cc); done || err != nil {
 		return err
+	}
+	if *metricsProductions < 1 {
+		return usagef(cc.cmd.name, "--metrics-productions %d: give at least 1", *metricsProductions)
 	}
 	if err := web.CheckListen(*listen, *public); err != nil {
 		return usagef(cc.cmd.name, "%v", err)
@@ -50,7 +57,8 @@ func runServe(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
-	s, err := web.New(web.Config{Authority: a, Listen: *listen, Public: *public, AllowActions: *actions})
+	s, err := web.New(web.Config{Authority: a, Listen: *listen, Public: *public, AllowActions: *actions,
+		MetricsProductions: *metricsProductions})
 	if err != nil {
 		return err
 	}

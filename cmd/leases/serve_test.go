@@ -84,3 +84,17 @@ func TestServeAnswersUntilSIGTERMAndNeverCreatesADatabase(t *testing.T) {
 		t.Fatal("serve did not stop on SIGTERM")
 	}
 }
+
+func TestServeLabelsAtLeastOneProductionInMetrics(t *testing.T) {
+	e := newEnv(t)
+	e.setup(1)
+	for _, n := range []string{"0", "-3"} {
+		wantExit(t, e.run("serve", "--listen", "127.0.0.1:0", "--metrics-productions", n), 2, "--metrics-productions", "at least 1")
+	}
+	r := e.must("serve", "--help")
+	for _, want := range []string{"--metrics-productions", `production="_other"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("serve --help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -7,14 +7,52 @@ import "context"
 // JobFilter selects one page of a production's jobs in request order
 // (seq): those with seq > AfterSeq, at most Limit of them. Each filter is
 // exact; "" leaves it out. One state at a time: the rules merge the pages of
-// several states, so that every query is one index range.
+// several states, so that every query is one index range. BeforeSeq (0: no
+// bound) keeps seq < BeforeSeq; Backward reads the same range from its
+// other end: the Limit jobs just below BeforeSeq, newest first (the same
+// index, walked backwards).
 type JobFilter struct {
 	ProductionID string
 	State        string
 	Key          string
 	ID           string
 	AfterSeq     int64
+	BeforeSeq    int64
+	Backward     bool
 	Limit        int
+}
+
+// WorkerJobFilter selects the jobs whose claim Worker holds or last held
+// (the job's worker is Worker and its claim is the one Worker made), newest
+// claim first: Worker's claimed events in the production, read from the
+// index of worker events from the top down, each kept when the job's claim
+// is still that one, so a job is met once. BeforeAt and BeforeID (0: from
+// the newest) keep claims made before BeforeAt, or at it by a job whose id
+// sorts before BeforeID. Newer reads the other way: the claims after
+// (AfterAt, AfterID), oldest first (the same index walked up). States (any
+// of; none: every), Key and ID (exact; "": any) filter the jobs met.
+type WorkerJobFilter struct {
+	ProductionID string
+	Worker       string
+	States       []string
+	Key          string
+	ID           string
+	BeforeAt     int64
+	BeforeID     string
+	Newer        bool
+	AfterAt      int64
+	AfterID      string
+	Limit        int
+}
+
+// JobTimesRow is when a job was requested, when it was first claimed (its
+// first claimed event; 0 when none) and its newest ended attempt (Last;
+// Last.EndedAt 0 when none ended).
+type JobTimesRow struct {
+	ID             string
+	RequestedAt    int64
+	FirstClaimedAt int64
+	Last           Attempt
 }
 
 // JobRow is a listed job: everything but the payload (never read by a
@@ -111,6 +149,12 @@ type Observer interface {
 	// ListProductions lists productions with name > after, by name.
 	ListProductions(ctx context.Context, after string, limit int) ([]Production, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]JobRow, error)
+	// ListWorkerJobs reads one page of the jobs a worker's claim holds or
+	// last held (WorkerJobFilter).
+	ListWorkerJobs(ctx context.Context, f WorkerJobFilter) ([]JobRow, error)
+	// JobTimes reads the times of those of ids that are jobs of the
+	// production (JobTimesRow), in one statement: a few index seeks per id.
+	JobTimes(ctx context.Context, productionID string, ids []string) ([]JobTimesRow, error)
 	// JobIDs lists job ids in a range of the primary key (JobIDFilter).
 	JobIDs(ctx context.Context, f JobIDFilter) ([]JobIDRow, error)
 	// CountJobs counts a production's jobs; claims with expiry <= now are

@@ -74,8 +74,97 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.ID != "" {
 		c.add(`id = $?`, f.ID)
 	}
-	c.add(`seq > $?`, f.AfterSeq)
-	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, `seq`, f.Limit)
+	if !f.Backward || f.AfterSeq != 0 {
+		c.add(`seq > $?`, f.AfterSeq)
+	}
+	if f.BeforeSeq != 0 {
+		c.add(`seq < $?`, f.BeforeSeq)
+	}
+	order := `seq`
+	if f.Backward {
+		order = `seq DESC`
+	}
+	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, order, f.Limit)
+}
+
+// jobRowColumnsJ are jobRowColumns of leases_jobs named j.
+const jobRowColumnsJ = `j.id, j.production_id, j.key, j.seq, j.state, j.worker, j.claimed_unix_us, j.expiry_unix_us,
+	j.attempts, j.reason, j.requested_unix_us, j.updated_unix_us, octet_length(j.payload), j.priority,
+	j.claimable_unix_us, j.ready_unix_us, j.due`
+
+// workerJobsSQL is one page of a worker's jobs: a walk down the worker's
+// entries of leases_events_by_worker (newest first), one probe of the
+// job's primary key per claimed event (observe_test.go).
+func workerJobsSQL(f store.WorkerJobFilter) (string, []any) {
+	var c conds
+	c.add(`e.production_id = $?`, f.ProductionID)
+	c.add(`e.worker = $?`, f.Worker)
+	c.where = append(c.where, `e.`+workerKindsSQL, `e.kind = 'claimed'`, `j.worker = e.worker`,
+		`j.claimed_unix_us = e.at_unix_us`, `j.state <> 'requested'`)
+	order := `e.at_unix_us DESC, j.id COLLATE "C" DESC`
+	cursor := func(at int64, id, cmp string) {
+		c.add(`e.at_unix_us `+cmp+`= $?`, at)
+		c.args = append(c.args, at, id)
+		n := len(c.args)
+		c.where = append(c.where, `(e.at_unix_us `+cmp+` $`+strconv.Itoa(n-1)+` OR j.id COLLATE "C" `+cmp+` $`+strconv.Itoa(n)+`)`)
+	}
+	switch {
+	case f.Newer:
+		cursor(f.AfterAt, f.AfterID, ">")
+		order = `e.at_unix_us, j.id COLLATE "C"`
+	case f.BeforeAt != 0:
+		cursor(f.BeforeAt, f.BeforeID, "<")
+	}
+	if len(f.States) > 0 {
+		c.add(`j.state = ANY($?::text[])`, f.States)
+	}
+	if f.Key != "" {
+		c.add(`j.key = $?`, f.Key)
+	}
+	if f.ID != "" {
+		c.add(`j.id = $?`, f.ID)
+	}
+	return c.page(`SELECT `+jobRowColumnsJ+` FROM leases_events e JOIN leases_jobs j ON j.id = e.job_id`,
+		order, f.Limit)
+}
+
+// ListWorkerJobs reads one page of a worker's jobs.
+func (db *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]store.JobRow, error) {
+	text, args := workerJobsSQL(f)
+	rows, err := db.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, scanJobRowPG)
+}
+
+// jobTimesSQL reads the times of a page of jobs in one statement: for each
+// id of $2, one probe of leases_jobs_pkey, one of leases_events_by_job to
+// the job's first claimed event (its first few events), one of
+// leases_attempts_by_job to its newest attempt (observe_test.go).
+const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
+	coalesce((SELECT e.at_unix_us FROM leases_events e WHERE e.job_id = j.id AND e.kind = 'claimed'
+		ORDER BY e.seq LIMIT 1), 0),
+	coalesce(a.number, 0), coalesce(a.worker, ''), coalesce(a.claimed_unix_us, 0), coalesce(a.ended_unix_us, 0),
+	coalesce(a.ending, ''), coalesce(a.reason, '')
+	FROM unnest($2::text[]) AS ids(id) JOIN leases_jobs j ON j.id = ids.id
+	LEFT JOIN LATERAL (SELECT x.number, x.worker, x.claimed_unix_us, x.ended_unix_us, x.ending, x.reason
+		FROM leases_attempts x WHERE x.job_id = j.id ORDER BY x.id DESC LIMIT 1) a ON true
+	WHERE j.production_id = $1`
+
+// JobTimes reads the times of a page of jobs.
+func (db *DB) JobTimes(ctx context.Context, productionID string, ids []string) ([]store.JobTimesRow, error) {
+	rows, err := db.query(ctx, jobTimesSQL, productionID, ids)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r pgx.CollectableRow) (store.JobTimesRow, error) {
+		var t store.JobTimesRow
+		err := r.Scan(&t.ID, &t.RequestedAt, &t.FirstClaimedAt, &t.Last.Number, &t.Last.Worker, &t.Last.ClaimedAt,
+			&t.Last.EndedAt, &t.Last.Ending, &t.Last.Reason)
+		t.Last.JobID = t.ID
+		return t, err
+	})
 }
 
 // ListJobs reads one page of jobs.
@@ -85,17 +174,19 @@ func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.JobRow, 
 	if err != nil {
 		return nil, classify(err)
 	}
-	return collect(rows, func(r pgx.CollectableRow) (store.JobRow, error) {
-		var j store.JobRow
-		var key *string
-		err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry,
-			&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize, &j.Priority, &j.ClaimableAt,
-			&j.ReadyAt, &j.Due)
-		if key != nil {
-			j.Key, j.HasKey = *key, true
-		}
-		return j, err
-	})
+	return collect(rows, scanJobRowPG)
+}
+
+func scanJobRowPG(r pgx.CollectableRow) (store.JobRow, error) {
+	var j store.JobRow
+	var key *string
+	err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry,
+		&j.Attempts, &j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize, &j.Priority, &j.ClaimableAt,
+		&j.ReadyAt, &j.Due)
+	if key != nil {
+		j.Key, j.HasKey = *key, true
+	}
+	return j, err
 }
 
 // jobIDsSQL is one range of leases_jobs_pkey, the production a filter on it.

@@ -106,6 +106,7 @@ func observedStatements(pid string) map[string]storetest.Statement {
 		"jobs key+state":         "leases_jobs_production_id_key_key",
 		"jobs id":                "leases_jobs_pkey",
 		"jobs id+state":          "leases_jobs_pkey",
+		"jobs backward":          "leases_jobs_by_order",
 		"events":                 "leases_events_pkey",
 		"events production":      "leases_events_by_production",
 		"events production+kind": "leases_events_by_kind",
@@ -133,6 +134,21 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
 	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_worker"}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
+	// A worker's jobs: its entries of the worker index from the top down,
+	// one probe of the job each.
+	for name, f := range map[string]store.WorkerJobFilter{
+		"worker jobs":        {ProductionID: pid, Worker: "w3", Limit: 51},
+		"worker jobs cursor": {ProductionID: pid, Worker: "w3", BeforeAt: 900, BeforeID: "m", Limit: 51},
+		"worker jobs newer":  {ProductionID: pid, Worker: "w3", Newer: true, AfterAt: 900, AfterID: "m", Limit: 51},
+	} {
+		text, args := workerJobsSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: "leases_events_by_worker",
+			Also: []string{"leases_jobs_pkey"}}
+	}
+	// A page's times: per id, a probe of the primary key, of the job's
+	// events and of its attempts (Also: each must be there).
+	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{pid, "{a,b,c}"}, Want: "leases_jobs_pkey",
+		Also: []string{"leases_events_by_job", "leases_attempts_by_job"}}
 	// A job id prefix is one range of the primary key, in a production or in all.
 	for name, f := range map[string]store.JobIDFilter{
 		"job ids":            {From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
@@ -186,6 +202,9 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)", p, name)
 		if st.Want != "" {
 			require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
+		}
+		for _, also := range st.Also {
+			require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+also+")\\b", p, "%s:\n%s", name, p)
 		}
 	}
 }
@@ -261,12 +280,12 @@ func TestObservationsArePlannedForTheirArgumentsEveryTime(t *testing.T) {
 }
 
 // fillRealistic adds productions of n jobs each (in every state, each with
-// three events) in SQL, one production after the other as they are used,
+// three events, each finished one with its attempt) in SQL, one production after the other as they are used,
 // then vacuums and analyzes; it returns the id of one in the middle.
 func fillRealistic(t *testing.T, u string, productions, n int) string {
 	t.Helper()
 	pid := fillRows(t, u, productions, n)
-	for _, table := range []string{"leases_productions", "leases_jobs", "leases_events"} {
+	for _, table := range []string{"leases_productions", "leases_jobs", "leases_events", "leases_attempts"} {
 		pgtest.Exec(t, u, `VACUUM ANALYZE `+table)
 	}
 	return pid
@@ -286,6 +305,10 @@ func fillRows(t *testing.T, u string, productions, n int) string {
 		`INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker)
 			SELECT j.requested_unix_us, j.production_id, j.id, k, j.worker
 			FROM leases_jobs j, unnest(ARRAY['requested', 'claimed', 'completed']) k ORDER BY j.seq, k`,
+		// Each finished job's ended claim, as its attempt history holds it.
+		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending)
+			SELECT id, 1, worker, claimed_unix_us, claimed_unix_us + 50, state FROM leases_jobs
+			WHERE state IN ('completed', 'failed') ORDER BY seq`,
 	} {
 		pgtest.Exec(t, u, st)
 	}

@@ -4,6 +4,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"strings"
 
 	"github.com/libleases/libleases/core/store"
@@ -15,6 +16,11 @@ var _ store.Observer = (*DB)(nil)
 
 const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_us, expiry_unix_us,
 	attempts, reason, requested_unix_us, updated_unix_us, length(payload), priority, claimable_unix_us, ready_unix_us, due`
+
+// jobRowColumnsJ are jobRowColumns of the jobs table named j.
+const jobRowColumnsJ = `j.id, j.production_id, j.key, j.seq, j.state, j.worker, j.claimed_unix_us, j.expiry_unix_us,
+	j.attempts, j.reason, j.requested_unix_us, j.updated_unix_us, length(j.payload), j.priority, j.claimable_unix_us,
+	j.ready_unix_us, j.due`
 
 // collect reads every row with scan and closes rows; the result is never
 // nil, so an empty listing marshals as [].
@@ -54,9 +60,96 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.ID != "" {
 		where, args = append(where, `id = ?`), append(args, f.ID)
 	}
-	where, args = append(where, `seq > ?`), append(args, f.AfterSeq, f.Limit)
+	if !f.Backward || f.AfterSeq != 0 {
+		where, args = append(where, `seq > ?`), append(args, f.AfterSeq)
+	}
+	if f.BeforeSeq != 0 {
+		where, args = append(where, `seq < ?`), append(args, f.BeforeSeq)
+	}
+	order := `seq`
+	if f.Backward {
+		order = `seq DESC`
+	}
 	return `SELECT ` + jobRowColumns + ` FROM jobs WHERE ` + strings.Join(where, ` AND `) +
-		` ORDER BY seq LIMIT ?`, args
+		` ORDER BY ` + order + ` LIMIT ?`, append(args, f.Limit)
+}
+
+// workerJobsSQL is one page of a worker's jobs: a walk down the worker's
+// entries of events_by_worker (newest first), one primary-key seek of the
+// job per claimed event (observe_plan_test.go).
+func workerJobsSQL(f store.WorkerJobFilter) (string, []any) {
+	where := []string{`e.production_id = ?`, `e.worker = ?`, `e.` + workerKindsSQL, `e.kind = 'claimed'`,
+		`j.worker = e.worker`, `j.claimed_unix_us = e.at_unix_us`, `j.state <> 'requested'`}
+	args := []any{f.ProductionID, f.Worker}
+	order := `e.at_unix_us DESC, j.id DESC`
+	switch {
+	case f.Newer:
+		where = append(where, `e.at_unix_us >= ?`, `(e.at_unix_us > ? OR j.id > ?)`)
+		args = append(args, f.AfterAt, f.AfterAt, f.AfterID)
+		order = `e.at_unix_us, j.id`
+	case f.BeforeAt != 0:
+		where = append(where, `e.at_unix_us <= ?`, `(e.at_unix_us < ? OR j.id < ?)`)
+		args = append(args, f.BeforeAt, f.BeforeAt, f.BeforeID)
+	}
+	if len(f.States) > 0 {
+		where = append(where, `j.state IN (?`+strings.Repeat(`, ?`, len(f.States)-1)+`)`)
+		for _, st := range f.States {
+			args = append(args, st)
+		}
+	}
+	if f.Key != "" {
+		where, args = append(where, `j.key = ?`), append(args, f.Key)
+	}
+	if f.ID != "" {
+		where, args = append(where, `j.id = ?`), append(args, f.ID)
+	}
+	return `SELECT ` + jobRowColumnsJ + ` FROM events e INDEXED BY events_by_worker CROSS JOIN jobs j ON j.id = e.job_id
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + order + ` LIMIT ?`, append(args, f.Limit)
+}
+
+// ListWorkerJobs reads one page of a worker's jobs.
+func (s *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]store.JobRow, error) {
+	s.wal.pace()
+	text, args := workerJobsSQL(f)
+	rows, err := s.query(ctx, text, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, scanJobRow)
+}
+
+// jobTimesSQL reads the times of a page of jobs in one statement: for each
+// id of the JSON array ?2, one seek of the primary key, one of
+// events_by_job to the job's first claimed event (its first few events),
+// one of attempts_by_job to its newest attempt (observe_plan_test.go).
+// CROSS JOIN keeps the ids outside; the unary + keeps the planner off the
+// production's indexes, which would visit every job of the production.
+const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
+	coalesce((SELECT e.at_unix_us FROM events e WHERE e.job_id = j.id AND e.kind = 'claimed' ORDER BY e.seq LIMIT 1), 0),
+	coalesce(a.number, 0), coalesce(a.worker, ''), coalesce(a.claimed_unix_us, 0), coalesce(a.ended_unix_us, 0),
+	coalesce(a.ending, ''), coalesce(a.reason, '')
+	FROM json_each(?2) AS ids CROSS JOIN jobs j ON j.id = ids.value
+	LEFT JOIN attempts a ON a.id = (SELECT max(x.id) FROM attempts x WHERE x.job_id = j.id)
+	WHERE +j.production_id = ?1`
+
+// JobTimes reads the times of a page of jobs.
+func (s *DB) JobTimes(ctx context.Context, productionID string, ids []string) ([]store.JobTimesRow, error) {
+	s.wal.pace()
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.query(ctx, jobTimesSQL, productionID, string(list))
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collect(rows, func(r scanner) (store.JobTimesRow, error) {
+		var t store.JobTimesRow
+		err := r.Scan(&t.ID, &t.RequestedAt, &t.FirstClaimedAt, &t.Last.Number, &t.Last.Worker, &t.Last.ClaimedAt,
+			&t.Last.EndedAt, &t.Last.Ending, &t.Last.Reason)
+		t.Last.JobID = t.ID
+		return t, err
+	})
 }
 
 // ListJobs reads one page of jobs.

@@ -23,6 +23,7 @@ func observedStatements() map[string]storetest.Statement {
 		"jobs key+state":         "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key=?)",
 		"jobs id":                "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)",
 		"jobs id+state":          "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+		"jobs backward":          "SEARCH jobs USING INDEX jobs_by_order (production_id=? AND seq<?)",
 		"events":                 "SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
 		"events production":      "SEARCH events USING INDEX events_by_production (production_id=? AND seq>? AND seq<?)",
 		"events production+kind": "SEARCH events USING INDEX events_by_kind (production_id=? AND kind=? AND seq>? AND seq<?)",
@@ -31,7 +32,11 @@ func observedStatements() map[string]storetest.Statement {
 	}
 	for name, f := range storetest.JobPages("p") {
 		want, ok := index[name]
-		if !ok {
+		switch {
+		case ok:
+		case f.Backward:
+			want = "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=? AND seq<?)" // one state
+		default:
 			want = "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=? AND seq>?)" // one state
 		}
 		text, args := jobPageSQL(f)
@@ -55,6 +60,31 @@ func observedStatements() map[string]storetest.Statement {
 		Want: "SEARCH events USING INDEX events_by_worker (production_id=? AND worker>?)",
 		Also: []string{"SEARCH events USING INDEX events_by_worker (production_id=? AND worker=?)"}}
 	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us>?)"}
+	// A worker's jobs: its entries of the worker index from the top down,
+	// one seek of the job each.
+	for name, f := range map[string]store.WorkerJobFilter{
+		"worker jobs":        {ProductionID: "p", Worker: "w3", Limit: 51},
+		"worker jobs cursor": {ProductionID: "p", Worker: "w3", BeforeAt: 900, BeforeID: "m", Limit: 51},
+		"worker jobs newer":  {ProductionID: "p", Worker: "w3", Newer: true, AfterAt: 900, AfterID: "m", Limit: 51},
+		"worker jobs states": {ProductionID: "p", Worker: "w3", States: []string{"completed", "failed"}, Key: "k7", Limit: 51},
+	} {
+		text, args := workerJobsSQL(f)
+		want := "SEARCH e USING INDEX events_by_worker (production_id=? AND worker=?)"
+		if f.BeforeAt != 0 {
+			want = "SEARCH e USING INDEX events_by_worker (production_id=? AND worker=? AND at_unix_us<?)"
+		}
+		if f.Newer {
+			want = "SEARCH e USING INDEX events_by_worker (production_id=? AND worker=? AND at_unix_us>?)"
+		}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want,
+			Also: []string{"SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)"}}
+	}
+	// A page's times: per id, a seek of the primary key, of the job's
+	// events and of its attempts; never a range of a production.
+	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{"p", `["a","b","c"]`},
+		Want: "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+		Also: []string{"SEARCH e USING INDEX events_by_job (job_id=?)",
+			"SEARCH x USING COVERING INDEX attempts_by_job (job_id=?)", "SEARCH a USING INTEGER PRIMARY KEY (rowid=?)"}}
 	// A job id prefix is one range of the primary key, in a production or in all.
 	for name, f := range map[string]store.JobIDFilter{
 		"job ids":            {From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},

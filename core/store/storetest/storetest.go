@@ -23,7 +23,10 @@ func JobPages(productionID string) map[string]store.JobFilter {
 	for _, s := range []string{store.StateRequested, store.StateClaimed, store.StateCompleted, store.StateFailed, store.StateCancelled,
 		store.StateDead} {
 		out["jobs "+s] = store.JobFilter{State: s, AfterSeq: 5}
+		out["jobs "+s+" backward"] = store.JobFilter{State: s, BeforeSeq: 3000, Backward: true}
 	}
+	// A page backwards: the range below a seq, from its top.
+	out["jobs backward"] = store.JobFilter{BeforeSeq: 3000, Backward: true}
 	for name, f := range out {
 		f.ProductionID, f.Limit = productionID, 101
 		out[name] = f
