@@ -170,6 +170,13 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 // createProduction creates name with policy (nil: the default; an existing
 // production is then returned as it is).
 func (a *Authority) createProduction(ctx context.Context, name string, policy *store.Policy) (Production, error) {
+	return a.createProductionWith(ctx, name, policy, nil)
+}
+
+// createProductionWith creates name with policy and retention (nil: the
+// default; an existing production is then returned whatever its own).
+func (a *Authority) createProductionWith(ctx context.Context, name string, policy *store.Policy,
+	retention *store.Retention) (Production, error) {
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
@@ -183,6 +190,10 @@ func (a *Authority) createProduction(ctx context.Context, name string, policy *s
 			if policy != nil && p.Policy != *policy {
 				return errf(KindWrongState, "production %q exists with another retry policy (%s); change it with set-policy",
 					name, describePolicy(p.Policy))
+			}
+			if retention != nil && p.Retention != *retention {
+				return errf(KindWrongState, "production %q exists with another retention policy (%s); change it with set-retention",
+					name, describeRetention(p.Retention))
 			}
 			out = toProduction(p)
 			return nil
@@ -198,7 +209,11 @@ func (a *Authority) createProduction(ctx context.Context, name string, policy *s
 		if policy != nil {
 			sp = *policy
 		}
-		p = store.Production{ID: id, Name: name, CreatedAt: now, Policy: sp}
+		sr, _ := DefaultRetentionPolicy().check()
+		if retention != nil {
+			sr = *retention
+		}
+		p = store.Production{ID: id, Name: name, CreatedAt: now, Policy: sp, Retention: sr}
 		if err := tx.InsertProduction(ctx, p); err != nil {
 			return storageErr("create production", err)
 		}
@@ -231,7 +246,8 @@ func (a *Authority) Productions() ([]Production, error) {
 }
 
 func toProduction(p store.Production) Production {
-	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC(), Policy: toPolicy(p.Policy)}
+	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC(), Policy: toPolicy(p.Policy),
+		Retention: toRetention(p.Retention)}
 }
 
 // RequestJob adds a job to a production and returns its id. With a key the

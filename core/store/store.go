@@ -154,12 +154,25 @@ type Notifier interface {
 	Claimable(ctx context.Context, productionID string) error
 }
 
-// Production is one named batch of jobs, with its retry policy.
+// Production is one named batch of jobs, with its retry and retention
+// policies.
 type Production struct {
 	ID        string
 	Name      string
 	CreatedAt int64 // unix µs
 	Policy    Policy
+	Retention Retention
+}
+
+// Retention is a production's retention policy as stored (core checks it):
+// how long, in µs, a finished job of each state is kept after its last
+// change, and an event after it was recorded. 0 keeps them for good.
+type Retention struct {
+	CompletedUS int64
+	FailedUS    int64
+	DeadUS      int64
+	CancelledUS int64
+	EventsUS    int64
 }
 
 // Policy is a production's retry policy as stored (core checks it).
@@ -298,6 +311,26 @@ type Tx interface {
 	InsertOutputs(ctx context.Context, outs []Output) error
 	// UpdatePolicy stores a production's retry policy.
 	UpdatePolicy(ctx context.Context, productionID string, p Policy) error
+	// UpdateRetention stores a production's retention policy.
+	UpdateRetention(ctx context.Context, productionID string, r Retention) error
+	// NewestJobSeq is the largest seq of the production's jobs (0: none).
+	// A store that numbers a production's jobs from its largest seq would
+	// number the next one again if that job were deleted: pruning keeps it.
+	NewestJobSeq(ctx context.Context, productionID string) (int64, error)
+	// NewestEvent is the seq and job id of the newest event of the whole
+	// store (seq 0: none). A store that numbers events from the largest
+	// seq would number the next one again if it were deleted: pruning
+	// keeps it, and the job it names.
+	NewestEvent(ctx context.Context) (seq int64, jobID string, err error)
+	// DeleteJobEvents deletes at most limit events of the job, oldest
+	// first, and returns how many it deleted.
+	DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error)
+	// DeleteJob deletes a job that has no events left: its facts, outputs,
+	// attempts and row. It returns ErrNoRow when the job is gone.
+	DeleteJob(ctx context.Context, jobID string) error
+	// DeleteEvents deletes the production's events with seq <= throughSeq
+	// (the caller read them: a bounded range) and returns how many.
+	DeleteEvents(ctx context.Context, productionID string, throughSeq int64) (int64, error)
 	// PromoteDue marks due at most limit requested, not yet due jobs of the
 	// production whose ReadyAt <= now, earliest first (one index range over
 	// delayed jobs only); it returns how many.

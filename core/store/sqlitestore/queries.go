@@ -149,12 +149,14 @@ func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
 }
 
 // productionColumns are read by scanProduction.
-const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent`
+const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent,
+	keep_completed_us, keep_failed_us, keep_dead_us, keep_cancelled_us, keep_events_us`
 
 func scanProduction(r scanner) (store.Production, error) {
 	var p store.Production
 	err := r.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
-		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent)
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &p.Retention.CompletedUS, &p.Retention.FailedUS,
+		&p.Retention.DeadUS, &p.Retention.CancelledUS, &p.Retention.EventsUS)
 	return p, err
 }
 
@@ -316,6 +318,76 @@ func (q queries) UpdatePolicy(ctx context.Context, productionID string, p store.
 	return nil
 }
 
+func (q queries) UpdateRetention(ctx context.Context, productionID string, r store.Retention) error {
+	res, err := q.exec(ctx, `UPDATE productions SET keep_completed_us = ?, keep_failed_us = ?, keep_dead_us = ?,
+		keep_cancelled_us = ?, keep_events_us = ? WHERE id = ?`, r.CompletedUS, r.FailedUS, r.DeadUS, r.CancelledUS,
+		r.EventsUS, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+// NewestJobSeq reads the last entry of jobs_by_order's range.
+func (q queries) NewestJobSeq(ctx context.Context, productionID string) (int64, error) {
+	var seq int64
+	err := q.queryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM jobs WHERE production_id = ?`, productionID).Scan(&seq)
+	return seq, classify(err)
+}
+
+// NewestEvent reads the last row of events: SQLite numbers the next event
+// from it, so pruning must never delete it.
+func (q queries) NewestEvent(ctx context.Context) (int64, string, error) {
+	var seq int64
+	var job string
+	err := q.queryRow(ctx, `SELECT seq, job_id FROM events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &job)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", nil
+	}
+	return seq, job, classify(err)
+}
+
+// DeleteJobEvents deletes a range of events_by_job.
+func (q queries) DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error) {
+	res, err := q.exec(ctx, `DELETE FROM events WHERE seq IN
+		(SELECT seq FROM events WHERE job_id = ? ORDER BY seq LIMIT ?)`, jobID, limit)
+	if err != nil {
+		return 0, classify(err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+func (q queries) DeleteJob(ctx context.Context, jobID string) error {
+	for _, st := range []string{`DELETE FROM facts WHERE job_id = ?`, `DELETE FROM outputs WHERE job_id = ?`,
+		`DELETE FROM attempts WHERE job_id = ?`} {
+		if _, err := q.exec(ctx, st, jobID); err != nil {
+			return classify(err)
+		}
+	}
+	res, err := q.exec(ctx, `DELETE FROM jobs WHERE id = ?`, jobID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+// DeleteEvents deletes a range of events_by_production.
+func (q queries) DeleteEvents(ctx context.Context, productionID string, throughSeq int64) (int64, error) {
+	res, err := q.exec(ctx, `DELETE FROM events WHERE production_id = ? AND seq <= ?`, productionID, throughSeq)
+	if err != nil {
+		return 0, classify(err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
 const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
 
 func scanAttempt(r scanner) (store.Attempt, error) {
@@ -451,9 +523,10 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
-	_, err := q.exec(ctx, `INSERT INTO productions (`+productionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err := q.exec(ctx, `INSERT INTO productions (`+productionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.Name, p.CreatedAt, p.Policy.MaxAttempts, p.Policy.BackoffBaseUS, p.Policy.BackoffCapUS,
-		p.Policy.JitterPercent)
+		p.Policy.JitterPercent, p.Retention.CompletedUS, p.Retention.FailedUS, p.Retention.DeadUS,
+		p.Retention.CancelledUS, p.Retention.EventsUS)
 	return classify(err)
 }
 

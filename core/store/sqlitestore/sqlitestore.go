@@ -237,7 +237,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version >= 2 && version <= 5:
+	case version >= 2 && version <= 6:
 	default:
 		return store.ErrNotLeases
 	}
@@ -256,17 +256,22 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV5toV6); err != nil {
+	if version < 6 {
+		if err := execAll(ctx, tx, migrateV5toV6); err != nil {
+			return err
+		}
+		// migrateV5toV6 edited table definitions: a new schema_version makes
+		// every connection reload them (a plain edit would not).
+		var cookie int64
+		if err := tx.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&cookie); err != nil {
+			return classify(err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA schema_version = %d`, cookie+1)); err != nil {
+			return fmt.Errorf("migration: %w", classify(err))
+		}
+	}
+	if err := execAll(ctx, tx, migrateV6toV7); err != nil {
 		return err
-	}
-	// migrateV5toV6 edited table definitions: a new schema_version makes
-	// every connection reload them (a plain edit would not).
-	var cookie int64
-	if err := tx.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&cookie); err != nil {
-		return classify(err)
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA schema_version = %d`, cookie+1)); err != nil {
-		return fmt.Errorf("migration: %w", classify(err))
 	}
 	return classify(tx.Commit())
 }

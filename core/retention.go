@@ -1,0 +1,385 @@
+// Retention (docs/CONCEPTS.md "Retention and pruning"): how long a
+// production keeps its finished jobs and its events, and the pruning that
+// deletes what is past it, in small batches, each a short transaction.
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+)
+
+const (
+	// MaxRetention bounds every duration of a retention policy: 100 years.
+	MaxRetention = 36500 * 24 * time.Hour
+	// KeepForGood, as a duration of a retention policy, keeps what it
+	// covers for good: pruning never deletes it.
+	KeepForGood time.Duration = 0
+
+	// PruneJobBatch bounds how many jobs one pruning transaction deletes,
+	// and PruneEventBatch how many events (a pruned job's or old ones):
+	// with a job's facts, outputs and at most AttemptHistoryLen attempts,
+	// a batch deletes a bounded number of rows, so it holds the writer
+	// for a bounded time (docs/decisions.md, "Retention").
+	PruneJobBatch   = 64
+	PruneEventBatch = 1000
+)
+
+// RetentionPolicy is how long a production keeps its finished jobs — by
+// state, counted from the job's last change (when it finished) — and its
+// events, counted from when each was recorded. KeepForGood (0) keeps them
+// for good. A pruned job is gone with its payload, facts, outputs, attempt
+// history and events.
+type RetentionPolicy struct {
+	Completed time.Duration
+	Failed    time.Duration
+	Dead      time.Duration
+	Cancelled time.Duration
+	Events    time.Duration
+}
+
+// DefaultRetentionPolicy is the policy of a production created without
+// one: completed and cancelled jobs for 7 days, failed and dead ones for 30
+// days (they wait for a person), events for 7 days (docs/decisions.md,
+// "Retention"). Productions that existed before retention policies keep
+// everything until one is set.
+func DefaultRetentionPolicy() RetentionPolicy {
+	const day = 24 * time.Hour
+	return RetentionPolicy{Completed: 7 * day, Failed: 30 * day, Dead: 30 * day, Cancelled: 7 * day, Events: 7 * day}
+}
+
+// MarshalJSON writes the policy as listings show it (µs, 0: kept for good).
+func (r RetentionPolicy) MarshalJSON() ([]byte, error) { return marshalRetention(r) }
+
+func marshalRetention(r RetentionPolicy) ([]byte, error) {
+	return json.Marshal(struct {
+		Completed int64 `json:"completed_us"`
+		Failed    int64 `json:"failed_us"`
+		Dead      int64 `json:"dead_us"`
+		Cancelled int64 `json:"cancelled_us"`
+		Events    int64 `json:"events_us"`
+	}{r.Completed.Microseconds(), r.Failed.Microseconds(), r.Dead.Microseconds(), r.Cancelled.Microseconds(),
+		r.Events.Microseconds()})
+}
+
+func (r RetentionPolicy) check() (store.Retention, error) {
+	var out store.Retention
+	for _, f := range []struct {
+		what string
+		d    time.Duration
+		to   *int64
+	}{{"completed retention", r.Completed, &out.CompletedUS}, {"failed retention", r.Failed, &out.FailedUS},
+		{"dead retention", r.Dead, &out.DeadUS}, {"cancelled retention", r.Cancelled, &out.CancelledUS},
+		{"events retention", r.Events, &out.EventsUS}} {
+		if f.d == KeepForGood {
+			continue
+		}
+		us, err := wholeUS(f.what+" (0 keeps for good)", f.d, time.Microsecond, MaxRetention)
+		if err != nil {
+			return out, err
+		}
+		*f.to = us
+	}
+	return out, nil
+}
+
+func toRetention(r store.Retention) RetentionPolicy {
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return RetentionPolicy{Completed: us(r.CompletedUS), Failed: us(r.FailedUS), Dead: us(r.DeadUS),
+		Cancelled: us(r.CancelledUS), Events: us(r.EventsUS)}
+}
+
+func describeRetention(r store.Retention) string {
+	return fmt.Sprintf("keep_completed_us=%d keep_failed_us=%d keep_dead_us=%d keep_cancelled_us=%d keep_events_us=%d",
+		r.CompletedUS, r.FailedUS, r.DeadUS, r.CancelledUS, r.EventsUS)
+}
+
+// keepUS is how long r keeps a finished job of state (0: for good).
+func keepUS(r store.Retention, state string) int64 {
+	switch state {
+	case store.StateCompleted:
+		return r.CompletedUS
+	case store.StateFailed:
+		return r.FailedUS
+	case store.StateDead:
+		return r.DeadUS
+	case store.StateCancelled:
+		return r.CancelledUS
+	}
+	return 0
+}
+
+// CreateProductionWithPolicies creates a production with a retry and a
+// retention policy, or returns the existing one of that name when both are
+// the same (another is WrongState: change them with SetRetryPolicy and
+// SetRetentionPolicy).
+func (a *Authority) CreateProductionWithPolicies(name string, policy RetryPolicy, retention RetentionPolicy) (Production, error) {
+	sp, err := policy.check()
+	if err != nil {
+		return Production{}, err
+	}
+	sr, err := retention.check()
+	if err != nil {
+		return Production{}, err
+	}
+	return a.createProductionWith(context.Background(), name, &sp, &sr)
+}
+
+// SetRetentionPolicy is the coordinator's change of a production's
+// retention policy. Pruning applies it from its next batch. A
+// retention_changed event records it.
+func (a *Authority) SetRetentionPolicy(production string, r RetentionPolicy) error {
+	sr, err := r.check()
+	if err != nil {
+		return err
+	}
+	if err := a.usable(); err != nil {
+		return err
+	}
+	if err := checkText("production name", production, MaxNameLen, false); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	return a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+		p, err := productionByName(ctx, tx, production)
+		if err != nil {
+			return err
+		}
+		if p.Retention == sr {
+			return nil
+		}
+		if err := tx.UpdateRetention(ctx, p.ID, sr); err != nil {
+			return storageErr("set retention policy", err)
+		}
+		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, Kind: "retention_changed", Detail: describeRetention(sr)})
+	})
+}
+
+// ---- pruning ------------------------------------------------------------------
+
+// FinishedStates are the states pruning deletes jobs of, in the order it
+// visits them. A requested or claimed job is never pruned.
+var FinishedStates = []string{StateCompleted, StateFailed, StateDead, StateCancelled}
+
+// PruneOptions say what Prune deletes.
+type PruneOptions struct {
+	// Production limits pruning to one production ("": every production).
+	Production string
+	// OlderThan, when not 0, replaces each production's retention policy:
+	// finished jobs (of every state) and events older than it go, even
+	// those the policy keeps for good. Whole µs, at most MaxRetention.
+	OlderThan time.Duration
+}
+
+// PruneResult counts what pruning deleted.
+type PruneResult struct {
+	Jobs    int64 `json:"jobs"`
+	Events  int64 `json:"events"`
+	Batches int64 `json:"batches"`
+}
+
+// Prune deletes, in batches of at most PruneJobBatch jobs and
+// PruneEventBatch events, each its own short transaction, the finished jobs
+// and the events past their production's retention (or opts.OlderThan). It
+// is an unguarded maintenance write (docs/CLOCK.md): its time is the
+// clock's sample but never earlier than the mark, and it moves no mark. It
+// never deletes a requested or claimed job, nor one that finished less than
+// the retention ago. Within a state it deletes jobs in request order and
+// stops at the first one still kept, so a job is pruned once it and every
+// job of its state requested before it are past the retention. It keeps a
+// production's newest job and the store's newest event (and that event's
+// job) whatever their age: a store may number the next ones from them
+// (docs/schema.md, schema 7). ctx ends it between batches or inside one
+// (then nothing of that batch is deleted).
+func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
+	var res PruneResult
+	if err := a.usable(); err != nil {
+		return res, err
+	}
+	var older int64
+	if opts.OlderThan != 0 {
+		us, err := wholeUS("prune age", opts.OlderThan, time.Microsecond, MaxRetention)
+		if err != nil {
+			return res, err
+		}
+		older = us
+	}
+	names := []string{opts.Production}
+	if opts.Production == "" {
+		ps, err := a.Productions()
+		if err != nil {
+			return res, err
+		}
+		names = names[:0]
+		for _, p := range ps {
+			names = append(names, p.Name)
+		}
+	} else if err := checkText("production name", opts.Production, MaxNameLen, false); err != nil {
+		return res, err
+	}
+	for _, name := range names {
+		for _, state := range FinishedStates {
+			for {
+				b, more, err := a.pruneJobs(ctx, name, state, older)
+				res.add(b)
+				if err != nil {
+					return res, err
+				}
+				if !more {
+					break
+				}
+			}
+		}
+		for {
+			b, more, err := a.pruneEvents(ctx, name, older)
+			res.add(b)
+			if err != nil {
+				return res, err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return res, nil
+}
+
+func (r *PruneResult) add(b PruneResult) {
+	r.Jobs += b.Jobs
+	r.Events += b.Events
+	r.Batches += b.Batches
+}
+
+// pruneJobs is one batch of a production's jobs of one finished state: at
+// most PruneJobBatch jobs and PruneEventBatch of their events. more reports
+// that the next batch may find more.
+func (a *Authority) pruneJobs(ctx context.Context, production, state string, older int64) (PruneResult, bool, error) {
+	var res PruneResult
+	var more bool
+	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+		res, more = PruneResult{}, false
+		p, err := productionByName(ctx, tx, production)
+		if err != nil {
+			return err
+		}
+		keep := older
+		if keep == 0 {
+			keep = keepUS(p.Retention, state)
+		}
+		if keep == 0 {
+			return nil
+		}
+		cutoff := now - keep
+		jobs, err := tx.JobsInState(ctx, p.ID, state, PruneJobBatch)
+		if err != nil || len(jobs) == 0 {
+			return storageErrOrNil("find jobs to prune", err)
+		}
+		newest, err := tx.NewestJobSeq(ctx, p.ID)
+		if err != nil {
+			return storageErr("find jobs to prune", err)
+		}
+		_, newestEventJob, err := tx.NewestEvent(ctx)
+		if err != nil {
+			return storageErr("find jobs to prune", err)
+		}
+		budget := PruneEventBatch
+		for _, j := range jobs {
+			if j.UpdatedAt > cutoff || j.Seq >= newest || j.ID == newestEventJob {
+				return nil
+			}
+			if budget == 0 {
+				more = true
+				return nil
+			}
+			n, err := tx.DeleteJobEvents(ctx, j.ID, budget)
+			if err != nil {
+				return storageErr("prune a job's events", err)
+			}
+			res.Events += n
+			if budget -= int(n); budget == 0 {
+				// The job may have more events: it goes in the next batch.
+				more = true
+				return nil
+			}
+			if err := tx.DeleteJob(ctx, j.ID); err != nil {
+				return storageErr("prune a job", err)
+			}
+			res.Jobs++
+		}
+		more = len(jobs) == PruneJobBatch
+		return nil
+	})
+	if err != nil {
+		return PruneResult{}, false, err
+	}
+	if res.Jobs+res.Events > 0 {
+		res.Batches = 1
+	}
+	return res, more, nil
+}
+
+// pruneEvents is one batch of a production's events older than its
+// retention: at most PruneEventBatch, oldest first, stopping at the first
+// one still kept.
+func (a *Authority) pruneEvents(ctx context.Context, production string, older int64) (PruneResult, bool, error) {
+	var res PruneResult
+	var more bool
+	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+		res, more = PruneResult{}, false
+		p, err := productionByName(ctx, tx, production)
+		if err != nil {
+			return err
+		}
+		keep := older
+		if keep == 0 {
+			keep = p.Retention.EventsUS
+		}
+		if keep == 0 {
+			return nil
+		}
+		cutoff := now - keep
+		evs, err := tx.Events(ctx, p.ID, 0, PruneEventBatch)
+		if err != nil || len(evs) == 0 {
+			return storageErrOrNil("find events to prune", err)
+		}
+		newest, _, err := tx.NewestEvent(ctx)
+		if err != nil {
+			return storageErr("find events to prune", err)
+		}
+		var through int64
+		taken := 0
+		for _, e := range evs {
+			if e.At > cutoff || e.Seq >= newest {
+				break
+			}
+			through, taken = e.Seq, taken+1
+		}
+		if taken == 0 {
+			return nil
+		}
+		n, err := tx.DeleteEvents(ctx, p.ID, through)
+		if err != nil {
+			return storageErr("prune events", err)
+		}
+		res.Events = n
+		more = taken == PruneEventBatch
+		return nil
+	})
+	if err != nil {
+		return PruneResult{}, false, err
+	}
+	if res.Events > 0 {
+		res.Batches = 1
+	}
+	return res, more, nil
+}
+
+func storageErrOrNil(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return storageErr(op, err)
+}

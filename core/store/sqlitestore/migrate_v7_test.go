@@ -1,0 +1,47 @@
+// The migration from schema 6 (retention policies).
+package sqlitestore
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestASchema6FileIsMigratedTo7AndItsProductionsKeepEverything(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "v6.db")
+	// The schema-6 fixture: exactly what version 6 wrote, with events.
+	oldFile(t, old, schemaV2, migrateV2toV3, migrationFixtureRows, migrateV3toV4, migrateV4toV5, migrateV5toV6,
+		[]string{workerEventRows})
+	require.NotContains(t, schemaOf(t, old), "keep_completed_us")
+
+	s := openMigrated(t, old)
+	defer s.Close()
+	ctx := context.Background()
+	require.NoError(t, storetest.CheckV4Fixture(ctx, s))
+	p, err := s.ProductionByID(ctx, "pid")
+	require.NoError(t, err)
+	require.Equal(t, store.Retention{}, p.Retention, "a production of before keeps everything until a policy is set")
+	evs, err := s.Events(ctx, "pid", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 5)
+
+	// The policy is stored and read back.
+	r := store.Retention{CompletedUS: 1, FailedUS: 2, DeadUS: 3, CancelledUS: 4, EventsUS: 5}
+	write(t, s, func(tx store.Tx) { require.NoError(t, tx.UpdateRetention(ctx, "pid", r)) })
+	p, err = s.ProductionByID(ctx, "pid")
+	require.NoError(t, err)
+	require.Equal(t, r, p.Retention)
+	require.NoError(t, s.Close())
+
+	// A migrated file has exactly the schema of a new one.
+	fresh := filepath.Join(dir, "new.db")
+	n, err := Open(fresh, Options{}, func() int64 { return 1 })
+	require.NoError(t, err)
+	require.NoError(t, n.Close())
+	require.Equal(t, schemaOf(t, fresh), schemaOf(t, old))
+}
