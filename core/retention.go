@@ -172,9 +172,18 @@ type PruneOptions struct {
 	// finished jobs (of every state) and events older than it go, even
 	// those the policy keeps for good. Whole µs, at most MaxRetention.
 	OlderThan time.Duration
+	// Archive, when not "", is a file that receives what is deleted before
+	// it is deleted, as JSON Lines (docs/CONCEPTS.md, "Archives"); it is
+	// created or continued. Only what was written and synced to it is
+	// deleted, and a prune interrupted with an archive is finished by the
+	// next one given the same file, without writing anything twice.
+	Archive string
+	// DryRun deletes nothing and counts what would go: the jobs, and the
+	// events pruned by age (a pruned job's own events go with it besides).
+	DryRun bool
 }
 
-// PruneResult counts what pruning deleted.
+// PruneResult counts what pruning deleted (or, in a dry run, would).
 type PruneResult struct {
 	Jobs    int64 `json:"jobs"`
 	Events  int64 `json:"events"`
@@ -193,7 +202,8 @@ type PruneResult struct {
 // production's newest job and the store's newest event (and that event's
 // job) whatever their age: a store may number the next ones from them
 // (docs/schema.md, schema 7). ctx ends it between batches or inside one
-// (then nothing of that batch is deleted).
+// (then nothing of that batch is deleted, or with an archive, the next
+// prune with the same archive finishes it).
 func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
 	var res PruneResult
 	if err := a.usable(); err != nil {
@@ -220,10 +230,47 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 	} else if err := checkText("production name", opts.Production, MaxNameLen, false); err != nil {
 		return res, err
 	}
+	if opts.DryRun {
+		for _, name := range names {
+			b, err := a.pruneDry(ctx, name, older)
+			res.add(b)
+			if err != nil {
+				return res, err
+			}
+		}
+		return res, nil
+	}
+	var ar *archive
+	if opts.Archive != "" {
+		var err error
+		if ar, err = openArchive(opts.Archive); err != nil {
+			return res, err
+		}
+		defer ar.close()
+		// A batch written by an interrupted prune is deleted first.
+		b, err := a.finishArchived(ctx, ar)
+		res.add(b)
+		if err != nil {
+			return res, err
+		}
+	}
 	for _, name := range names {
-		for _, state := range FinishedStates {
+		for _, state := range append(FinishedStates[:len(FinishedStates):len(FinishedStates)], "") {
 			for {
-				b, more, err := a.pruneJobs(ctx, name, state, older)
+				if err := ctx.Err(); err != nil {
+					return res, abandoned(ctx, err)
+				}
+				var b PruneResult
+				var more bool
+				var err error
+				switch {
+				case ar != nil:
+					b, more, err = a.pruneArchived(ctx, ar, name, state, older)
+				case state == "":
+					b, more, err = a.pruneEvents(ctx, name, older)
+				default:
+					b, more, err = a.pruneJobs(ctx, name, state, older)
+				}
 				res.add(b)
 				if err != nil {
 					return res, err
@@ -231,16 +278,6 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 				if !more {
 					break
 				}
-			}
-		}
-		for {
-			b, more, err := a.pruneEvents(ctx, name, older)
-			res.add(b)
-			if err != nil {
-				return res, err
-			}
-			if !more {
-				break
 			}
 		}
 	}
@@ -251,6 +288,67 @@ func (r *PruneResult) add(b PruneResult) {
 	r.Jobs += b.Jobs
 	r.Events += b.Events
 	r.Batches += b.Batches
+}
+
+// planJobs, inside tx at now, is the next batch of a production's jobs of
+// one finished state that may be pruned: at most PruneJobBatch, in request
+// order, ending before the first one still kept (or the newest job, or the
+// newest event's job). more reports that the batch was full.
+func planJobs(ctx context.Context, tx store.Tx, p store.Production, state string, older, now int64) ([]store.Job, bool, error) {
+	keep := older
+	if keep == 0 {
+		keep = keepUS(p.Retention, state)
+	}
+	if keep == 0 {
+		return nil, false, nil
+	}
+	cutoff := now - keep
+	jobs, err := tx.JobsInState(ctx, p.ID, state, PruneJobBatch)
+	if err != nil || len(jobs) == 0 {
+		return nil, false, storageErrOrNil("find jobs to prune", err)
+	}
+	newest, err := tx.NewestJobSeq(ctx, p.ID)
+	if err != nil {
+		return nil, false, storageErr("find jobs to prune", err)
+	}
+	_, newestEventJob, err := tx.NewestEvent(ctx)
+	if err != nil {
+		return nil, false, storageErr("find jobs to prune", err)
+	}
+	for i, j := range jobs {
+		if j.UpdatedAt > cutoff || j.Seq >= newest || j.ID == newestEventJob {
+			return jobs[:i], false, nil
+		}
+	}
+	return jobs, len(jobs) == PruneJobBatch, nil
+}
+
+// planEvents, inside tx at now, is the next batch of a production's events
+// older than its retention: at most PruneEventBatch, oldest first, ending
+// before the first one still kept (or the newest event).
+func planEvents(ctx context.Context, tx store.Tx, p store.Production, older, now int64) ([]store.Event, bool, error) {
+	keep := older
+	if keep == 0 {
+		keep = p.Retention.EventsUS
+	}
+	if keep == 0 {
+		return nil, false, nil
+	}
+	cutoff := now - keep
+	evs, err := tx.Events(ctx, p.ID, 0, PruneEventBatch)
+	if err != nil || len(evs) == 0 {
+		return nil, false, storageErrOrNil("find events to prune", err)
+	}
+	newest, _, err := tx.NewestEvent(ctx)
+	if err != nil {
+		return nil, false, storageErr("find events to prune", err)
+	}
+	for i, e := range evs {
+		if e.At > cutoff || e.Seq >= newest {
+			return evs[:i], false, nil
+		}
+	}
+	return evs, len(evs) == PruneEventBatch, nil
 }
 
 // pruneJobs is one batch of a production's jobs of one finished state: at
@@ -265,35 +363,12 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 		if err != nil {
 			return err
 		}
-		keep := older
-		if keep == 0 {
-			keep = keepUS(p.Retention, state)
-		}
-		if keep == 0 {
-			return nil
-		}
-		cutoff := now - keep
-		jobs, err := tx.JobsInState(ctx, p.ID, state, PruneJobBatch)
-		if err != nil || len(jobs) == 0 {
-			return storageErrOrNil("find jobs to prune", err)
-		}
-		newest, err := tx.NewestJobSeq(ctx, p.ID)
+		jobs, full, err := planJobs(ctx, tx, p, state, older, now)
 		if err != nil {
-			return storageErr("find jobs to prune", err)
-		}
-		_, newestEventJob, err := tx.NewestEvent(ctx)
-		if err != nil {
-			return storageErr("find jobs to prune", err)
+			return err
 		}
 		budget := PruneEventBatch
 		for _, j := range jobs {
-			if j.UpdatedAt > cutoff || j.Seq >= newest || j.ID == newestEventJob {
-				return nil
-			}
-			if budget == 0 {
-				more = true
-				return nil
-			}
 			n, err := tx.DeleteJobEvents(ctx, j.ID, budget)
 			if err != nil {
 				return storageErr("prune a job's events", err)
@@ -309,7 +384,7 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 			}
 			res.Jobs++
 		}
-		more = len(jobs) == PruneJobBatch
+		more = full
 		return nil
 	})
 	if err != nil {
@@ -322,8 +397,7 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 }
 
 // pruneEvents is one batch of a production's events older than its
-// retention: at most PruneEventBatch, oldest first, stopping at the first
-// one still kept.
+// retention.
 func (a *Authority) pruneEvents(ctx context.Context, production string, older int64) (PruneResult, bool, error) {
 	var res PruneResult
 	var more bool
@@ -333,39 +407,15 @@ func (a *Authority) pruneEvents(ctx context.Context, production string, older in
 		if err != nil {
 			return err
 		}
-		keep := older
-		if keep == 0 {
-			keep = p.Retention.EventsUS
-		}
-		if keep == 0 {
-			return nil
-		}
-		cutoff := now - keep
-		evs, err := tx.Events(ctx, p.ID, 0, PruneEventBatch)
+		evs, full, err := planEvents(ctx, tx, p, older, now)
 		if err != nil || len(evs) == 0 {
-			return storageErrOrNil("find events to prune", err)
+			return err
 		}
-		newest, _, err := tx.NewestEvent(ctx)
-		if err != nil {
-			return storageErr("find events to prune", err)
-		}
-		var through int64
-		taken := 0
-		for _, e := range evs {
-			if e.At > cutoff || e.Seq >= newest {
-				break
-			}
-			through, taken = e.Seq, taken+1
-		}
-		if taken == 0 {
-			return nil
-		}
-		n, err := tx.DeleteEvents(ctx, p.ID, through)
+		n, err := tx.DeleteEvents(ctx, p.ID, eventSeqs(evs))
 		if err != nil {
 			return storageErr("prune events", err)
 		}
-		res.Events = n
-		more = taken == PruneEventBatch
+		res.Events, more = n, full
 		return nil
 	})
 	if err != nil {
@@ -375,6 +425,95 @@ func (a *Authority) pruneEvents(ctx context.Context, production string, older in
 		res.Batches = 1
 	}
 	return res, more, nil
+}
+
+func eventSeqs(evs []store.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// pruneDry counts what Prune would delete of a production now, reading
+// page by page: the jobs of each finished state up to the first one kept,
+// and the events up to the first one kept.
+func (a *Authority) pruneDry(ctx context.Context, production string, older int64) (PruneResult, error) {
+	var res PruneResult
+	p, err := a.observed(ctx, production)
+	if err != nil {
+		return res, err
+	}
+	now, err := a.observedNow(ctx)
+	if err != nil {
+		return res, err
+	}
+	hwm, err := a.b.HWM(ctx)
+	if err != nil {
+		return res, storageErr("read high-water mark", err)
+	}
+	now = max(now, hwm)
+	newestEvent, newestEventJob, err := a.b.NewestEvent(ctx)
+	if err != nil {
+		return res, storageErr("count what would be pruned", err)
+	}
+	newestJob, err := a.b.NewestJobSeq(ctx, p.ID)
+	if err != nil {
+		return res, storageErr("count what would be pruned", err)
+	}
+	for _, state := range FinishedStates {
+		keep := older
+		if keep == 0 {
+			keep = keepUS(p.Retention, state)
+		}
+		if keep == 0 {
+			continue
+		}
+		cutoff := now - keep
+		f := store.JobFilter{ProductionID: p.ID, State: state, Limit: MaxPageSize}
+	jobs:
+		for {
+			rows, err := a.b.ListJobs(ctx, f)
+			if err != nil {
+				return res, storageErr("count what would be pruned", err)
+			}
+			for _, j := range rows {
+				if j.UpdatedAt > cutoff || j.Seq >= newestJob || j.ID == newestEventJob {
+					break jobs
+				}
+				res.Jobs++
+			}
+			if len(rows) < f.Limit {
+				break
+			}
+			f.AfterSeq = rows[len(rows)-1].Seq
+		}
+	}
+	keep := older
+	if keep == 0 {
+		keep = p.Retention.EventsUS
+	}
+	if keep == 0 {
+		return res, nil
+	}
+	cutoff := now - keep
+	var after int64
+	for {
+		evs, err := a.b.Events(ctx, p.ID, after, PruneEventBatch)
+		if err != nil {
+			return res, storageErr("count what would be pruned", err)
+		}
+		for _, e := range evs {
+			if e.At > cutoff || e.Seq >= newestEvent {
+				return res, nil
+			}
+			res.Events++
+		}
+		if len(evs) < PruneEventBatch {
+			return res, nil
+		}
+		after = evs[len(evs)-1].Seq
+	}
 }
 
 func storageErrOrNil(op string, err error) error {

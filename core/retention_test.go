@@ -332,8 +332,8 @@ func (c countingTx) DeleteJobEvents(ctx context.Context, id string, limit int) (
 	return n, err
 }
 
-func (c countingTx) DeleteEvents(ctx context.Context, p string, through int64) (int64, error) {
-	n, err := c.Tx.DeleteEvents(ctx, p, through)
+func (c countingTx) DeleteEvents(ctx context.Context, p string, seqs []int64) (int64, error) {
+	n, err := c.Tx.DeleteEvents(ctx, p, seqs)
 	*c.events += n
 	return n, err
 }

@@ -288,6 +288,15 @@ type Reader interface {
 	Outputs(ctx context.Context, jobID string) ([]Output, error)
 	// Attempts lists a job's recorded attempts, oldest first.
 	Attempts(ctx context.Context, jobID string) ([]Attempt, error)
+	// NewestJobSeq is the largest seq of the production's jobs (0: none).
+	// A store that numbers a production's jobs from its largest seq would
+	// number the next one again if that job were deleted: pruning keeps it.
+	NewestJobSeq(ctx context.Context, productionID string) (int64, error)
+	// NewestEvent is the seq and job id of the newest event of the whole
+	// store (seq 0: none). A store that numbers events from the largest
+	// seq would number the next one again if it were deleted: pruning
+	// keeps it, and the job it names.
+	NewestEvent(ctx context.Context) (seq int64, jobID string, err error)
 }
 
 // ClaimScan is what Tx.ClaimScan found: the lapsed claims, how many delayed
@@ -313,24 +322,17 @@ type Tx interface {
 	UpdatePolicy(ctx context.Context, productionID string, p Policy) error
 	// UpdateRetention stores a production's retention policy.
 	UpdateRetention(ctx context.Context, productionID string, r Retention) error
-	// NewestJobSeq is the largest seq of the production's jobs (0: none).
-	// A store that numbers a production's jobs from its largest seq would
-	// number the next one again if that job were deleted: pruning keeps it.
-	NewestJobSeq(ctx context.Context, productionID string) (int64, error)
-	// NewestEvent is the seq and job id of the newest event of the whole
-	// store (seq 0: none). A store that numbers events from the largest
-	// seq would number the next one again if it were deleted: pruning
-	// keeps it, and the job it names.
-	NewestEvent(ctx context.Context) (seq int64, jobID string, err error)
 	// DeleteJobEvents deletes at most limit events of the job, oldest
 	// first, and returns how many it deleted.
 	DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error)
 	// DeleteJob deletes a job that has no events left: its facts, outputs,
 	// attempts and row. It returns ErrNoRow when the job is gone.
 	DeleteJob(ctx context.Context, jobID string) error
-	// DeleteEvents deletes the production's events with seq <= throughSeq
-	// (the caller read them: a bounded range) and returns how many.
-	DeleteEvents(ctx context.Context, productionID string, throughSeq int64) (int64, error)
+	// DeleteEvents deletes those of seqs that are events of the production
+	// (the caller read them: at most a batch) and returns how many. Only
+	// the events named go: one committed meanwhile with a smaller seq (a
+	// server store numbers events before they commit) stays.
+	DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error)
 	// PromoteDue marks due at most limit requested, not yet due jobs of the
 	// production whose ReadyAt <= now, earliest first (one index range over
 	// delayed jobs only); it returns how many.

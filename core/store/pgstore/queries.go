@@ -340,9 +340,9 @@ func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	return nil
 }
 
-func (q queries) DeleteEvents(ctx context.Context, productionID string, throughSeq int64) (int64, error) {
-	tag, err := q.q.Exec(ctx, `DELETE FROM leases_events WHERE production_id = $1 AND seq <= $2`,
-		productionID, throughSeq)
+func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error) {
+	tag, err := q.q.Exec(ctx, `DELETE FROM leases_events WHERE seq = ANY($2) AND production_id = $1`,
+		productionID, seqs)
 	if err != nil {
 		return 0, classify(err)
 	}

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -378,9 +379,14 @@ func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	return nil
 }
 
-// DeleteEvents deletes a range of events_by_production.
-func (q queries) DeleteEvents(ctx context.Context, productionID string, throughSeq int64) (int64, error) {
-	res, err := q.exec(ctx, `DELETE FROM events WHERE production_id = ? AND seq <= ?`, productionID, throughSeq)
+// DeleteEvents deletes events by their primary key.
+func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error) {
+	list, err := json.Marshal(seqs)
+	if err != nil {
+		return 0, err
+	}
+	res, err := q.exec(ctx, `DELETE FROM events WHERE seq IN (SELECT value FROM json_each(?)) AND production_id = ?`,
+		string(list), productionID)
 	if err != nil {
 		return 0, classify(err)
 	}
