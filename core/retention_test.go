@@ -258,7 +258,6 @@ func TestPruningLeavesTheMarkEveryOtherJobAndListingPagesUntouched(t *testing.T)
 	require.NoError(t, l.Complete(Facts{}))
 }
 
-
 func TestPruningKeepsTheNewestJobAndEventSoTheirNumbersAreNeverReused(t *testing.T) {
 	f := newFixture(t)
 	f.retention(RetentionPolicy{Completed: time.Hour, Events: time.Hour})
