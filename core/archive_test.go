@@ -241,3 +241,46 @@ func TestAPruneKilledMidwayWithAnArchiveDeletesNothingUnarchivedAndArchivesNothi
 	}
 	require.Len(t, c.jobs, len(ids))
 }
+
+func TestAWholeProductionIsDeletedOnlyWithoutLiveJobsAndWithItsArchive(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{}) // keeps everything: deleting ignores the policy
+	ids := []string{f.finished(StateCompleted), f.finished(StateFailed), f.finished(StateCancelled)}
+	live := f.request(1)[0]
+	other, err := f.a.CreateProduction("other")
+	require.NoError(t, err)
+	kept, err := f.a.RequestJob("other", "", nil)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "p.jsonl")
+	ctx := context.Background()
+
+	_, err = f.a.DeleteProduction(ctx, "p", path)
+	requireKind(t, err, KindWrongState)
+	require.Equal(t, StateRequested, f.job(live).State, "a production with a requested job is refused")
+	require.NoError(t, f.a.Cancel("p", live))
+	ids = append(ids, live)
+
+	r, err := f.a.DeleteProduction(ctx, "p", path)
+	require.NoError(t, err)
+	require.EqualValues(t, len(ids), r.Jobs)
+	_, err = f.a.Jobs("p")
+	requireKind(t, err, KindNotFound)
+	c := readArchive(t, path)
+	for _, id := range ids {
+		require.Equal(t, 1, c.jobs[id], "job %s archived once", id)
+	}
+	require.Equal(t, c.marked, c.ended)
+	// The other production is untouched, and the name may be used again.
+	j, err := f.a.Job("other", kept)
+	require.NoError(t, err)
+	require.Equal(t, StateRequested, j.State)
+	ps, err := f.a.Productions()
+	require.NoError(t, err)
+	require.Equal(t, []string{other.Name}, []string{ps[0].Name})
+	require.Len(t, ps, 1)
+	_, err = f.a.CreateProduction("p")
+	require.NoError(t, err)
+	js, err := f.a.Jobs("p")
+	require.NoError(t, err)
+	require.Empty(t, js)
+}

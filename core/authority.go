@@ -30,6 +30,7 @@ type Authority struct {
 	mu      sync.Mutex
 	edits   map[*Edit]struct{}  // open edits, aborted by Close
 	keepers map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
+	pruner  func()              // stops the background pruner (retention.go)
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
@@ -51,7 +52,9 @@ func OpenStore(location, name string, open func() (store.Backend, error)) (*Auth
 	if err != nil {
 		return nil, storageErr("open "+name, err)
 	}
-	return &Authority{b: b, waits: newWaitroom(b)}, nil
+	a := &Authority{b: b, waits: newWaitroom(b)}
+	a.SetPruneInterval(DefaultPruneInterval)
+	return a, nil
 }
 
 // now is the clock of a store without a server clock (SQLite): this host's
@@ -101,6 +104,7 @@ func (a *Authority) Close() error {
 	// writes after Close returns.
 	a.waits.close()
 	a.stopKeepers()
+	a.SetPruneInterval(0)
 	// An edit left open would keep its transaction, and with PostgreSQL its
 	// row locks, until the process ends: roll each back (it then reports
 	// closed, and commits nothing).

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/libleases/libleases/core/store"
@@ -160,6 +162,53 @@ func (a *Authority) SetRetentionPolicy(production string, r RetentionPolicy) err
 
 // ---- pruning ------------------------------------------------------------------
 
+// DefaultPruneInterval is how often an open authority prunes in the
+// background: each pass runs after the interval, give or take a quarter of
+// it at random, so that processes opened together spread their passes.
+const DefaultPruneInterval = 10 * time.Minute
+
+// SetPruneInterval sets how often this authority prunes in the background,
+// by every production's retention policy, on a goroutine of its own (off
+// the workers' path: each batch is one short write, queued as any other);
+// 0 stops it. Every open authority prunes by default (DefaultPruneInterval):
+// every process may, since each batch decides under the store's locks what
+// it deletes (two pruners at once take turns, and a row is deleted once), so
+// no pruner is elected; a pass that finds nothing costs a few index reads
+// per production. A pass that fails (busy, a store fault) is tried again at
+// the next interval. Close stops it, waiting for a batch in flight.
+func (a *Authority) SetPruneInterval(d time.Duration) {
+	a.mu.Lock()
+	stop := a.pruner
+	a.pruner = nil
+	a.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if d <= 0 || a.closed.Load() {
+		return
+	}
+	run := store.Run(func(ctx context.Context) {
+		for {
+			wait := d - d/4 + time.Duration(rand.Int64N(int64(d/2)+1))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			_, _ = a.Prune(ctx, PruneOptions{})
+		}
+	})
+	a.mu.Lock()
+	if a.pruner != nil || a.closed.Load() {
+		// Set again, or closed, meanwhile: this one stops.
+		a.mu.Unlock()
+		run()
+		return
+	}
+	a.pruner = run
+	a.mu.Unlock()
+}
+
 // FinishedStates are the states pruning deletes jobs of, in the order it
 // visits them. A requested or claimed job is never pruned.
 var FinishedStates = []string{StateCompleted, StateFailed, StateDead, StateCancelled}
@@ -181,7 +230,19 @@ type PruneOptions struct {
 	// DryRun deletes nothing and counts what would go: the jobs, and the
 	// events pruned by age (a pruned job's own events go with it besides).
 	DryRun bool
+
+	// whole: every finished job and event, whatever its age
+	// (ArchiveProduction); deleting: the production's newest job too
+	// (DeleteProduction).
+	whole, deleting bool
 }
+
+// Values of older (µs) below 0: every age (allAges), and the production's
+// newest job too (allOfIt).
+const (
+	allAges = -1
+	allOfIt = -2
+)
 
 // PruneResult counts what pruning deleted (or, in a dry run, would).
 type PruneResult struct {
@@ -210,7 +271,11 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 		return res, err
 	}
 	var older int64
-	if opts.OlderThan != 0 {
+	if opts.deleting {
+		older = allOfIt
+	} else if opts.whole {
+		older = allAges
+	} else if opts.OlderThan != 0 {
 		us, err := wholeUS("prune age", opts.OlderThan, time.Microsecond, MaxRetention)
 		if err != nil {
 			return res, err
@@ -294,6 +359,10 @@ func (r *PruneResult) add(b PruneResult) {
 // one finished state that may be pruned: at most PruneJobBatch, in request
 // order, ending before the first one still kept (or the newest job, or the
 // newest event's job). more reports that the batch was full.
+//
+// older allAges plans every finished job whatever its age; allOfIt the
+// newest job too (the production is being deleted: its numbers end with
+// it).
 func planJobs(ctx context.Context, tx store.Tx, p store.Production, state string, older, now int64) ([]store.Job, bool, error) {
 	keep := older
 	if keep == 0 {
@@ -303,6 +372,9 @@ func planJobs(ctx context.Context, tx store.Tx, p store.Production, state string
 		return nil, false, nil
 	}
 	cutoff := now - keep
+	if older < 0 {
+		cutoff = math.MaxInt64
+	}
 	jobs, err := tx.JobsInState(ctx, p.ID, state, PruneJobBatch)
 	if err != nil || len(jobs) == 0 {
 		return nil, false, storageErrOrNil("find jobs to prune", err)
@@ -310,6 +382,9 @@ func planJobs(ctx context.Context, tx store.Tx, p store.Production, state string
 	newest, err := tx.NewestJobSeq(ctx, p.ID)
 	if err != nil {
 		return nil, false, storageErr("find jobs to prune", err)
+	}
+	if older == allOfIt {
+		newest = math.MaxInt64
 	}
 	_, newestEventJob, err := tx.NewestEvent(ctx)
 	if err != nil {
@@ -335,6 +410,9 @@ func planEvents(ctx context.Context, tx store.Tx, p store.Production, older, now
 		return nil, false, nil
 	}
 	cutoff := now - keep
+	if older < 0 {
+		cutoff = math.MaxInt64
+	}
 	evs, err := tx.Events(ctx, p.ID, 0, PruneEventBatch)
 	if err != nil || len(evs) == 0 {
 		return nil, false, storageErrOrNil("find events to prune", err)
@@ -521,4 +599,83 @@ func storageErrOrNil(op string, err error) error {
 		return nil
 	}
 	return storageErr(op, err)
+}
+
+// DeleteProduction deletes a whole production: every job, every event and
+// the production itself, in the batches of Prune (with archive, written and
+// synced to it first, as Prune does). A production with a requested or
+// claimed job is refused (wrong_state: cancel them first, or let them
+// finish), and so is one that gets a new job meanwhile. Two events record
+// the deletion and stay, under the production's id (now no production's):
+// production_deleting, written first (so that the production's own last
+// event is not the authority's newest, which pruning keeps: docs/schema.md,
+// schema 7), and production_deleted. Its name may then be created again, as
+// a new production.
+func (a *Authority) DeleteProduction(ctx context.Context, production, archive string) (PruneResult, error) {
+	live := func(tx store.Tx, p store.Production) error {
+		for _, st := range []string{StateRequested, StateClaimed} {
+			js, err := tx.JobsInState(ctx, p.ID, st, 1)
+			if err != nil {
+				return storageErr("delete production", err)
+			}
+			if len(js) > 0 {
+				return errf(KindWrongState, "production %q has %s jobs; cancel them (or let them finish) before deleting it",
+					production, st)
+			}
+		}
+		return nil
+	}
+	if err := checkText("production name", production, MaxNameLen, false); err != nil {
+		return PruneResult{}, err
+	}
+	if err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+		p, err := productionByName(ctx, tx, production)
+		if err != nil {
+			return err
+		}
+		if err := live(tx, p); err != nil {
+			return err
+		}
+		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, Kind: "production_deleting",
+			Detail: fmt.Sprintf("production %q is being deleted", production)})
+	}); err != nil {
+		return PruneResult{}, err
+	}
+	res, err := a.Prune(ctx, PruneOptions{Production: production, Archive: archive, whole: true, deleting: true})
+	if err != nil {
+		return res, err
+	}
+	err = a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+		p, err := productionByName(ctx, tx, production)
+		if err != nil {
+			return err
+		}
+		if err := live(tx, p); err != nil {
+			return err
+		}
+		if n, err := tx.NewestJobSeq(ctx, p.ID); err != nil || n != 0 {
+			if err != nil {
+				return storageErr("delete production", err)
+			}
+			return errf(KindWrongState, "production %q got jobs while it was being deleted; delete it again", production)
+		}
+		if err := tx.DeleteProduction(ctx, p.ID); err != nil {
+			return storageErr("delete production", err)
+		}
+		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, Kind: "production_deleted",
+			Detail: fmt.Sprintf("production %q deleted", production)})
+	})
+	return res, err
+}
+
+// ArchiveProduction deletes every finished job and every event of a
+// production whatever its age and policy, in the batches of Prune (with
+// archive, written and synced to it first). Requested and claimed jobs
+// stay, and so does the production's newest job and the authority's
+// newest event (Prune).
+func (a *Authority) ArchiveProduction(ctx context.Context, production, archive string) (PruneResult, error) {
+	if err := checkText("production name", production, MaxNameLen, false); err != nil {
+		return PruneResult{}, err
+	}
+	return a.Prune(ctx, PruneOptions{Production: production, Archive: archive, whole: true})
 }

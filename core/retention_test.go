@@ -457,3 +457,27 @@ func TestPruningBesideWorkersLosesNoJobAndDeletesOnlyFinishedOnes(t *testing.T) 
 		require.Equal(t, StateRequested, j.State)
 	}
 }
+
+func TestAnOpenAuthorityPrunesInTheBackgroundByEachPolicy(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour})
+	done := f.finished(StateCompleted)
+	f.request(1)
+	f.clk.advance(2 * time.Hour)
+	f.a.SetPruneInterval(20 * time.Millisecond)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := f.a.Job("p", done); err != nil {
+			requireKind(t, err, KindNotFound)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the background pruner never pruned the job")
+	}
+	// Stopped, it prunes nothing more.
+	f.a.SetPruneInterval(0)
+	kept := f.finished(StateCompleted)
+	f.request(1)
+	f.clk.advance(2 * time.Hour)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, StateCompleted, f.job(kept).State)
+	require.NoError(t, f.a.Close(), "Close with the pruner stopped")
+}

@@ -328,6 +328,9 @@ type Tx interface {
 	// DeleteJob deletes a job that has no events left: its facts, outputs,
 	// attempts and row. It returns ErrNoRow when the job is gone.
 	DeleteJob(ctx context.Context, jobID string) error
+	// DeleteProduction deletes a production's row; the caller has deleted
+	// its jobs. It returns ErrNoRow when the production is gone.
+	DeleteProduction(ctx context.Context, productionID string) error
 	// DeleteEvents deletes those of seqs that are events of the production
 	// (the caller read them: at most a batch) and returns how many. Only
 	// the events named go: one committed meanwhile with a smaller seq (a

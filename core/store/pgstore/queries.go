@@ -340,6 +340,17 @@ func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	return nil
 }
 
+func (q queries) DeleteProduction(ctx context.Context, productionID string) error {
+	tag, err := q.q.Exec(ctx, `DELETE FROM leases_productions WHERE id = $1`, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
 func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error) {
 	tag, err := q.q.Exec(ctx, `DELETE FROM leases_events WHERE seq = ANY($2) AND production_id = $1`,
 		productionID, seqs)

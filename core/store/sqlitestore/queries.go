@@ -379,6 +379,17 @@ func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	return nil
 }
 
+func (q queries) DeleteProduction(ctx context.Context, productionID string) error {
+	res, err := q.exec(ctx, `DELETE FROM productions WHERE id = ?`, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
 // DeleteEvents deletes events by their primary key.
 func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error) {
 	list, err := json.Marshal(seqs)
