@@ -28,6 +28,9 @@ const (
 	// for a bounded time (docs/decisions.md, "Retention").
 	PruneJobBatch   = 64
 	PruneEventBatch = 1000
+	// reclaimBatch is how many free pages one transaction gives back to
+	// the file system after a prune (SQLite: 2 MiB at 4 KiB a page).
+	reclaimBatch = 512
 )
 
 // RetentionPolicy is how long a production keeps its finished jobs — by
@@ -346,7 +349,35 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 			}
 		}
 	}
+	if res.Jobs+res.Events > 0 {
+		if err := a.reclaim(ctx); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// reclaim gives the pages pruning freed back to the file system, in
+// transactions of at most reclaimBatch pages, on a store that keeps them
+// until told (store.SpaceReclaimer).
+func (a *Authority) reclaim(ctx context.Context) error {
+	for {
+		var given int64
+		if err := a.write(ctx, func(tx store.Tx, _ int64, _ *wakes) error {
+			r, ok := tx.(store.SpaceReclaimer)
+			if !ok {
+				return nil
+			}
+			var err error
+			given, err = r.ReclaimSpace(ctx, reclaimBatch)
+			return storageErrOrNil("give freed space back", err)
+		}); err != nil {
+			return err
+		}
+		if given < reclaimBatch {
+			return nil
+		}
+	}
 }
 
 func (r *PruneResult) add(b PruneResult) {

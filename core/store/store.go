@@ -364,6 +364,15 @@ type Tx interface {
 	Rollback() error
 }
 
+// SpaceReclaimer is implemented by a Tx whose store keeps the pages that
+// deletes free until it is told to give them back (SQLite's incremental
+// auto-vacuum). ReclaimSpace gives back at most pages of them and returns
+// how many it gave back (fewer than pages: it has given back all it can). A store without it reuses freed space by
+// itself (PostgreSQL's autovacuum).
+type SpaceReclaimer interface {
+	ReclaimSpace(ctx context.Context, pages int) (int64, error)
+}
+
 // Backend is one opened authority store.
 type Backend interface {
 	Reader

@@ -3,6 +3,8 @@ package sqlitestore
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -44,4 +46,59 @@ func TestASchema6FileIsMigratedTo7AndItsProductionsKeepEverything(t *testing.T) 
 	require.NoError(t, err)
 	require.NoError(t, n.Close())
 	require.Equal(t, schemaOf(t, fresh), schemaOf(t, old))
+}
+
+// fileSize is the database file's size once the WAL is checkpointed.
+func fileSize(t *testing.T, s *DB, path string) int64 {
+	t.Helper()
+	_, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	require.NoError(t, err)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	return fi.Size()
+}
+
+func TestANewFileGivesThePagesPruningFreedBackToTheFileSystem(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "space.db")
+	s, err := Open(path, Options{}, func() int64 { return 1 })
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	write(t, s, func(tx store.Tx) {
+		require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "pid", Name: "p", CreatedAt: 1}))
+	})
+	for b := 0; b < 20; b++ {
+		write(t, s, func(tx store.Tx) {
+			for i := b * 100; i < (b+1)*100; i++ {
+				require.NoError(t, tx.InsertJob(ctx, store.Job{ID: fmt.Sprint("j", i), ProductionID: "pid",
+					Payload: make([]byte, 4096), State: store.StateCompleted, RequestedAt: 1, UpdatedAt: 1}))
+			}
+		})
+	}
+	full := fileSize(t, s, path)
+	for b := 0; b < 20; b++ {
+		write(t, s, func(tx store.Tx) {
+			for i := b * 100; i < (b+1)*100; i++ {
+				require.NoError(t, tx.DeleteJob(ctx, fmt.Sprint("j", i)))
+			}
+		})
+	}
+	require.Greater(t, fileSize(t, s, path), full*9/10, "deleting alone frees pages, and keeps them")
+	for {
+		var given int64
+		write(t, s, func(tx store.Tx) {
+			given, err = tx.(store.SpaceReclaimer).ReclaimSpace(ctx, 512)
+			require.NoError(t, err)
+		})
+		if given < 512 {
+			break
+		}
+	}
+	require.Less(t, fileSize(t, s, path), full/4, "the freed pages went back")
+	mode, err := s.Pragma("auto_vacuum")
+	require.NoError(t, err)
+	require.Equal(t, "2", mode, "incremental")
+	ok, err := s.Pragma("integrity_check")
+	require.NoError(t, err)
+	require.Equal(t, "ok", ok)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/libleases/libleases/core/store"
@@ -603,4 +604,34 @@ func (q queries) InsertOutputs(ctx context.Context, outs []store.Output) error {
 		}
 	}
 	return nil
+}
+
+// ReclaimSpace gives at most pages free pages back to the file system
+// (PRAGMA incremental_vacuum), inside the write transaction, and returns
+// how many it gave back. A file without incremental auto-vacuum (created
+// before schema 7 and never vacuumed since) gives none back and keeps its
+// free pages, which SQLite reuses for new rows: it stops growing all the
+// same, at its largest size.
+func (q queries) ReclaimSpace(ctx context.Context, pages int) (int64, error) {
+	var before, after int64
+	if err := q.queryRow(ctx, `PRAGMA freelist_count`).Scan(&before); err != nil {
+		return 0, classify(err)
+	}
+	if before == 0 {
+		return 0, nil
+	}
+	rows, err := q.query(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages))
+	if err != nil {
+		return 0, classify(err)
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, classify(err)
+	}
+	if err := q.queryRow(ctx, `PRAGMA freelist_count`).Scan(&after); err != nil {
+		return 0, classify(err)
+	}
+	return before - after, nil
 }
