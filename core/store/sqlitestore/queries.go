@@ -606,21 +606,28 @@ func (q queries) InsertOutputs(ctx context.Context, outs []store.Output) error {
 	return nil
 }
 
-// ReclaimSpace gives at most pages free pages back to the file system
-// (PRAGMA incremental_vacuum), inside the write transaction, and returns
-// how many it gave back. A file without incremental auto-vacuum (created
-// before schema 7 and never vacuumed since) gives none back and keeps its
-// free pages, which SQLite reuses for new rows: it stops growing all the
-// same, at its largest size.
+// ReclaimSpace gives free pages back to the file system (PRAGMA
+// incremental_vacuum), at most pages of them, inside the write transaction,
+// and returns how many it gave back. A file keeps an eighth of its pages
+// free for the rows that come next: in steady state pruning frees about
+// what new rows take, and giving that back only to grow the file again
+// would write every page twice. A file without incremental auto-vacuum
+// (created before schema 7 and never vacuumed since) gives none back and
+// keeps its free pages, which SQLite reuses for new rows: it stops growing
+// all the same, at its largest size.
 func (q queries) ReclaimSpace(ctx context.Context, pages int) (int64, error) {
-	var before, after int64
+	var total, before, after int64
+	if err := q.queryRow(ctx, `PRAGMA page_count`).Scan(&total); err != nil {
+		return 0, classify(err)
+	}
 	if err := q.queryRow(ctx, `PRAGMA freelist_count`).Scan(&before); err != nil {
 		return 0, classify(err)
 	}
-	if before == 0 {
+	give := min(before-total/8, int64(pages))
+	if give <= 0 {
 		return 0, nil
 	}
-	rows, err := q.query(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages))
+	rows, err := q.query(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, give))
 	if err != nil {
 		return 0, classify(err)
 	}

@@ -100,6 +100,7 @@ var commands = map[string]func(args []string){
 	"workloop":       cmdWorkloop,
 	"page":           cmdPage,
 	"webpage":        cmdWebPage,
+	"steady":         cmdSteady,
 }
 
 func main() {
