@@ -324,7 +324,7 @@ def limits(root):
 # Integer constants of the header that are neither statuses nor limits (the
 # values a caller puts in an options struct or a parameter), by name prefix,
 # with the Rust type of what they fill. Defines matching none stay C only.
-CONSTANTS = {"LEASES_OPEN_": "i32", "LEASES_SYNCHRONOUS_": "i32", "LEASES_DEFAULT_PAGE_SIZE": "u32"}
+CONSTANTS = {"LEASES_OPEN_": "i32", "LEASES_SYNCHRONOUS_": "i32", "LEASES_DEFAULT_PAGE_SIZE": "u32", "LEASES_PRUNE_": "i32"}
 
 
 def constants(root):
@@ -653,6 +653,12 @@ WRAPPERS = {
 # else unused fails, and so does an entry for a function the binding uses.
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
+    ("C++", "leases_production_set_retention"): "retention is not wrapped in C++ yet (C, Python, Go, CLI have it)",
+    ("C++", "leases_production_retention"): "retention is not wrapped in C++ yet (C, Python, Go, CLI have it)",
+    ("C++", "leases_prune"): "pruning is not wrapped in C++ yet (C, Python, Go, CLI have it)",
+    ("Rust", "leases_production_set_retention"): "retention is not wrapped in Rust yet (C, Python, Go, CLI have it)",
+    ("Rust", "leases_production_retention"): "retention is not wrapped in Rust yet (C, Python, Go, CLI have it)",
+    ("Rust", "leases_prune"): "pruning is not wrapped in Rust yet (C, Python, Go, CLI have it)",
 }
 
 

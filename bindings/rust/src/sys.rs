@@ -26,12 +26,14 @@ pub const LEASES_MAX_ATTEMPTS: usize = 1_000;
 pub const LEASES_MAX_DELAY_US: i64 = 31_622_400_000_000;
 pub const LEASES_MAX_PAGE_SIZE: usize = 1_000;
 pub const LEASES_MAX_CURSOR_LEN: usize = 1_024;
+pub const LEASES_MAX_RETENTION_US: i64 = 3_153_600_000_000_000;
 pub const LEASES_DEFAULT_PAGE_SIZE: u32 = 100;
 pub const LEASES_OPEN_MUST_EXIST: i32 = 1;
 pub const LEASES_SYNCHRONOUS_DEFAULT: i32 = 0;
 pub const LEASES_SYNCHRONOUS_NORMAL: i32 = 1;
 pub const LEASES_SYNCHRONOUS_FULL: i32 = 2;
 pub const LEASES_SYNCHRONOUS_EXTRA: i32 = 3;
+pub const LEASES_PRUNE_DRY_RUN: i32 = 1;
 
 /// Opaque handle types: each object has its own, so a lease can never be
 /// passed where an authority is expected.
@@ -81,6 +83,23 @@ pub struct leases_open_options {
     pub flags: i32,
     pub synchronous: i32,
     pub busy_timeout_us: i64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_retention_policy {
+    pub size: usize,
+    pub keep_completed_us: i64,
+    pub keep_failed_us: i64,
+    pub keep_dead_us: i64,
+    pub keep_cancelled_us: i64,
+    pub keep_events_us: i64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_prune_options {
+    pub size: usize,
+    pub flags: i32,
+    pub older_than_us: i64,
 }
 
 pub type leases_status = c_int;
@@ -165,6 +184,9 @@ extern "C" {
     pub fn leases_job_counts_json(authority: *mut leases_authority, production: *const c_char, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_authority_open_v2(location: *const c_char, options: *const leases_open_options, out: *mut *mut leases_authority) -> leases_status;
     pub fn leases_lease_complete_and_claim_next(lease: *mut leases_lease, facts_json: *const c_char, duration_us: i64, out: *mut *mut leases_lease) -> leases_status;
+    pub fn leases_production_set_retention(authority: *mut leases_authority, production: *const c_char, policy: *const leases_retention_policy) -> leases_status;
+    pub fn leases_production_retention(authority: *mut leases_authority, production: *const c_char, out: *mut leases_retention_policy) -> leases_status;
+    pub fn leases_prune(authority: *mut leases_authority, production: *const c_char, archive_path: *const c_char, options: *const leases_prune_options, out_jobs: *mut i64, out_events: *mut i64) -> leases_status;
 }
 
 /// `include/leases_testing.h`: present only in the test build of the library
