@@ -247,11 +247,15 @@ const (
 	allOfIt = -2
 )
 
-// PruneResult counts what pruning deleted (or, in a dry run, would).
+// PruneResult counts what pruning deleted (or, in a dry run, would), and
+// how long its transactions held the writer (without an archive): from
+// each one's begin (on SQLite, once it held the writer lock) to its
+// commit's return, the wait for the turn excluded.
 type PruneResult struct {
-	Jobs    int64 `json:"jobs"`
-	Events  int64 `json:"events"`
-	Batches int64 `json:"batches"`
+	Jobs    int64         `json:"jobs"`
+	Events  int64         `json:"events"`
+	Batches int64         `json:"batches"`
+	Held    time.Duration `json:"held_us"`
 }
 
 // Prune deletes, in batches of at most PruneJobBatch jobs and
@@ -350,7 +354,8 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 		}
 	}
 	if res.Jobs+res.Events > 0 {
-		if err := a.reclaim(ctx); err != nil {
+		err := a.reclaim(ctx, &res.Held)
+		if err != nil {
 			return res, err
 		}
 	}
@@ -360,10 +365,10 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 // reclaim gives the pages pruning freed back to the file system, in
 // transactions of at most reclaimBatch pages, on a store that keeps them
 // until told (store.SpaceReclaimer).
-func (a *Authority) reclaim(ctx context.Context) error {
+func (a *Authority) reclaim(ctx context.Context, held *time.Duration) error {
 	for {
 		var given int64
-		if err := a.write(ctx, func(tx store.Tx, _ int64, _ *wakes) error {
+		if err := a.writeHeld(ctx, held, func(tx store.Tx, _ int64, _ *wakes) error {
 			r, ok := tx.(store.SpaceReclaimer)
 			if !ok {
 				return nil
@@ -384,6 +389,46 @@ func (r *PruneResult) add(b PruneResult) {
 	r.Jobs += b.Jobs
 	r.Events += b.Events
 	r.Batches += b.Batches
+	r.Held += b.Held
+}
+
+// MarshalJSON writes Held in µs, as every duration of a listing.
+func (r PruneResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Jobs    int64 `json:"jobs"`
+		Events  int64 `json:"events"`
+		Batches int64 `json:"batches"`
+		Held    int64 `json:"held_us"`
+	}{r.Jobs, r.Events, r.Batches, r.Held.Microseconds()})
+}
+
+// writeHeld is write (an unguarded write, run again after a conflict),
+// adding to *held how long each try held the writer: from BeginWrite's
+// return to the end of its Commit or Rollback.
+func (a *Authority) writeHeld(ctx context.Context, held *time.Duration, fn func(tx store.Tx, now int64, w *wakes) error) error {
+	return a.retrying(ctx, func() error {
+		tx, err := a.b.BeginWrite(ctx)
+		if err != nil {
+			return storageErr("begin", err)
+		}
+		began := time.Now()
+		defer func() { *held += time.Since(began) }()
+		var w wakes
+		now, err := a.unguardedNow(ctx, tx)
+		if err == nil {
+			err = fn(tx, now, &w)
+		}
+		if err != nil {
+			return aborted(tx.Rollback(), err)
+		}
+		if err := tx.Commit(); err != nil {
+			err = commitErr(err)
+			a.waits.committed(err, w)
+			return err
+		}
+		a.waits.committed(nil, w)
+		return nil
+	})
 }
 
 // planJobs, inside tx at now, is the next batch of a production's jobs of
@@ -466,7 +511,8 @@ func planEvents(ctx context.Context, tx store.Tx, p store.Production, older, now
 func (a *Authority) pruneJobs(ctx context.Context, production, state string, older int64) (PruneResult, bool, error) {
 	var res PruneResult
 	var more bool
-	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+	var held time.Duration
+	err := a.writeHeld(ctx, &held, func(tx store.Tx, now int64, _ *wakes) error {
 		res, more = PruneResult{}, false
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
@@ -475,6 +521,24 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 		jobs, full, err := planJobs(ctx, tx, p, state, older, now)
 		if err != nil {
 			return err
+		}
+		if len(jobs) == 0 {
+			return nil
+		}
+		ids := make([]string, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		// The common case: the batch's events fit its budget, and a few
+		// statements delete it all.
+		if n, err := tx.CountJobEvents(ctx, ids); err != nil {
+			return storageErr("count a batch's events", err)
+		} else if n <= PruneEventBatch {
+			if res.Jobs, res.Events, err = tx.DeleteJobs(ctx, ids); err != nil {
+				return storageErr("prune jobs", err)
+			}
+			more = full
+			return nil
 		}
 		budget := PruneEventBatch
 		for _, j := range jobs {
@@ -496,8 +560,9 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 		more = full
 		return nil
 	})
+	res.Held = held
 	if err != nil {
-		return PruneResult{}, false, err
+		return PruneResult{Held: held}, false, err
 	}
 	if res.Jobs+res.Events > 0 {
 		res.Batches = 1
@@ -510,7 +575,8 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 func (a *Authority) pruneEvents(ctx context.Context, production string, older int64) (PruneResult, bool, error) {
 	var res PruneResult
 	var more bool
-	err := a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+	var held time.Duration
+	err := a.writeHeld(ctx, &held, func(tx store.Tx, now int64, _ *wakes) error {
 		res, more = PruneResult{}, false
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
@@ -527,8 +593,9 @@ func (a *Authority) pruneEvents(ctx context.Context, production string, older in
 		res.Events, more = n, full
 		return nil
 	})
+	res.Held = held
 	if err != nil {
-		return PruneResult{}, false, err
+		return PruneResult{Held: held}, false, err
 	}
 	if res.Events > 0 {
 		res.Batches = 1

@@ -325,6 +325,13 @@ func (c countingTx) DeleteJob(ctx context.Context, id string) error {
 	return err
 }
 
+func (c countingTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	jobs, events, err := c.Tx.DeleteJobs(ctx, ids)
+	*c.jobs += jobs
+	*c.events += events
+	return jobs, events, err
+}
+
 func (c countingTx) DeleteJobEvents(ctx context.Context, id string, limit int) (int64, error) {
 	n, err := c.Tx.DeleteJobEvents(ctx, id, limit)
 	*c.events += n

@@ -204,9 +204,11 @@ func runPrune(cc *cmdContext) error {
 	r, err := a.Prune(context.Background(), o)
 	if cc.jsonOut() && err == nil {
 		return printJSON(struct {
-			core.PruneResult
-			DryRun bool `json:"dry_run"`
-		}{r, *dry})
+			Jobs   int64 `json:"jobs"`
+			Events int64 `json:"events"`
+			HeldUS int64 `json:"held_us"`
+			DryRun bool  `json:"dry_run"`
+		}{r.Jobs, r.Events, r.Held.Microseconds(), *dry})
 	}
 	if err != nil {
 		return fmt.Errorf("%w (before it, %d jobs and %d events were deleted)", err, r.Jobs, r.Events)

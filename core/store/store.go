@@ -325,6 +325,13 @@ type Tx interface {
 	// DeleteJobEvents deletes at most limit events of the job, oldest
 	// first, and returns how many it deleted.
 	DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error)
+	// CountJobEvents counts the events of the jobs ids (a range of the job
+	// timeline's index per job).
+	CountJobEvents(ctx context.Context, ids []string) (int64, error)
+	// DeleteJobs deletes the jobs ids with all their events, facts,
+	// outputs and attempts, a few statements for them all, and returns how
+	// many jobs and events it deleted.
+	DeleteJobs(ctx context.Context, ids []string) (jobs, events int64, err error)
 	// DeleteJob deletes a job that has no events left: its facts, outputs,
 	// attempts and row. It returns ErrNoRow when the job is gone.
 	DeleteJob(ctx context.Context, jobID string) error

@@ -323,6 +323,24 @@ func (q queries) DeleteJobEvents(ctx context.Context, jobID string, limit int) (
 	return tag.RowsAffected(), nil
 }
 
+func (q queries) CountJobEvents(ctx context.Context, ids []string) (int64, error) {
+	var n int64
+	err := q.q.QueryRow(ctx, `SELECT count(*) FROM leases_events WHERE job_id = ANY($1)`, ids).Scan(&n)
+	return n, classify(err)
+}
+
+// DeleteJobs deletes the jobs' rows in one round trip.
+func (q queries) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	var jobs, events int64
+	err := q.q.QueryRow(ctx, `WITH e AS (DELETE FROM leases_events WHERE job_id = ANY($1) RETURNING 1),
+		f AS (DELETE FROM leases_facts WHERE job_id = ANY($1)),
+		o AS (DELETE FROM leases_outputs WHERE job_id = ANY($1)),
+		a AS (DELETE FROM leases_attempts WHERE job_id = ANY($1)),
+		j AS (DELETE FROM leases_jobs WHERE id = ANY($1) RETURNING 1)
+		SELECT (SELECT count(*) FROM j), (SELECT count(*) FROM e)`, ids).Scan(&jobs, &events)
+	return jobs, events, classify(err)
+}
+
 // DeleteJob deletes the job's rows in one round trip.
 func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	var n int64

@@ -363,6 +363,41 @@ func (q queries) DeleteJobEvents(ctx context.Context, jobID string, limit int) (
 	return n, nil
 }
 
+func (q queries) CountJobEvents(ctx context.Context, ids []string) (int64, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = q.queryRow(ctx, `SELECT count(*) FROM events WHERE job_id IN (SELECT value FROM json_each(?))`,
+		string(list)).Scan(&n)
+	return n, classify(err)
+}
+
+func (q queries) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return 0, 0, err
+	}
+	list := string(b)
+	var n [2]int64
+	for i, st := range []string{
+		`DELETE FROM events WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM facts WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM outputs WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM attempts WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))`} {
+		res, err := q.exec(ctx, st, list)
+		if err != nil {
+			return 0, 0, classify(err)
+		}
+		if i == 0 || i == 4 {
+			n[i/4], _ = res.RowsAffected()
+		}
+	}
+	return n[1], n[0], nil
+}
+
 func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	for _, st := range []string{`DELETE FROM facts WHERE job_id = ?`, `DELETE FROM outputs WHERE job_id = ?`,
 		`DELETE FROM attempts WHERE job_id = ?`} {
