@@ -653,9 +653,6 @@ WRAPPERS = {
 # else unused fails, and so does an entry for a function the binding uses.
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
-    ("Rust", "leases_production_set_retention"): "retention is not wrapped in Rust yet (C, Python, Go, CLI have it)",
-    ("Rust", "leases_production_retention"): "retention is not wrapped in Rust yet (C, Python, Go, CLI have it)",
-    ("Rust", "leases_prune"): "pruning is not wrapped in Rust yet (C, Python, Go, CLI have it)",
 }
 
 
