@@ -6,6 +6,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -328,6 +329,14 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 	}
 	for _, name := range names {
 		for _, state := range append(FinishedStates[:len(FinishedStates):len(FinishedStates)], "") {
+			// A look outside any write first: a pass that finds nothing
+			// (most passes of the background pruner, in every process)
+			// takes no turn at the writer.
+			if ok, err := a.mightPrune(ctx, name, state, older); err != nil {
+				return res, err
+			} else if !ok {
+				continue
+			}
 			for {
 				if err := ctx.Err(); err != nil {
 					return res, abandoned(ctx, err)
@@ -383,6 +392,58 @@ func (a *Authority) reclaim(ctx context.Context, held *time.Duration) error {
 			return nil
 		}
 	}
+}
+
+// mightPrune looks, with reads only, at the first job of a production's
+// state in request order (state "": its oldest event): pruning can delete
+// something only if that one is past its retention at the authority's time
+// now (the clock's sample, never earlier than the mark). It may say yes when
+// the batch then finds nothing (the newest job or event is kept), never no
+// when the batch would delete something: a batch stops at the first one
+// still kept, and time only moves on. A production gone meanwhile: no.
+func (a *Authority) mightPrune(ctx context.Context, production, state string, older int64) (bool, error) {
+	p, err := a.b.ProductionByName(ctx, production)
+	if errors.Is(err, store.ErrNoRow) {
+		return false, nil
+	}
+	if err != nil {
+		return false, storageErr("look for what to prune", err)
+	}
+	keep := older
+	if keep == 0 {
+		if state == "" {
+			keep = p.Retention.EventsUS
+		} else {
+			keep = keepUS(p.Retention, state)
+		}
+	}
+	if keep == 0 {
+		return false, nil
+	}
+	if keep < 0 {
+		return true, nil
+	}
+	now, err := a.observedNow(ctx)
+	if err != nil {
+		return false, err
+	}
+	hwm, err := a.b.HWM(ctx)
+	if err != nil {
+		return false, storageErr("read high-water mark", err)
+	}
+	cutoff := max(now, hwm) - keep
+	if state == "" {
+		evs, err := a.b.Events(ctx, p.ID, 0, 1)
+		if err != nil {
+			return false, storageErr("look for what to prune", err)
+		}
+		return len(evs) > 0 && evs[0].At <= cutoff, nil
+	}
+	rows, err := a.b.ListJobs(ctx, store.JobFilter{ProductionID: p.ID, State: state, Limit: 1})
+	if err != nil {
+		return false, storageErr("look for what to prune", err)
+	}
+	return len(rows) > 0 && rows[0].UpdatedAt <= cutoff, nil
 }
 
 func (r *PruneResult) add(b PruneResult) {

@@ -488,3 +488,20 @@ func TestAnOpenAuthorityPrunesInTheBackgroundByEachPolicy(t *testing.T) {
 	require.Equal(t, StateCompleted, f.job(kept).State)
 	require.NoError(t, f.a.Close(), "Close with the pruner stopped")
 }
+
+func TestAPrunePassThatFindsNothingToDeleteTakesNoTurnAtTheWriter(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour, Failed: time.Hour, Dead: time.Hour, Cancelled: time.Hour,
+		Events: 2 * time.Hour})
+	done := f.finished(StateCompleted)
+	f.request(1)
+	var begins int
+	wrapTxs(f.a, func(tx store.Tx) store.Tx { begins++; return tx })
+	f.clk.advance(time.Hour - time.Microsecond)
+	require.Zero(t, f.prune(PruneOptions{}).Jobs)
+	require.Zero(t, begins, "nothing was past its retention: no write began")
+	f.clk.advance(time.Microsecond)
+	require.EqualValues(t, 1, f.prune(PruneOptions{}).Jobs)
+	require.NotZero(t, begins)
+	f.gone(done)
+}
