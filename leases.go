@@ -63,6 +63,17 @@ type (
 	RetryPolicy    = core.RetryPolicy
 	RequestOptions = core.RequestOptions
 	Attempt        = core.Attempt
+	// Retention, pruning and archives (docs/CONCEPTS.md).
+	RetentionPolicy = core.RetentionPolicy
+	PruneOptions    = core.PruneOptions
+	PruneResult     = core.PruneResult
+)
+
+// KeepForGood, as a duration of a RetentionPolicy, keeps what it covers for
+// good; DefaultPruneInterval is how often an open authority prunes.
+const (
+	KeepForGood          = core.KeepForGood
+	DefaultPruneInterval = core.DefaultPruneInterval
 )
 
 // The observations (docs/observing.md): paged listings, one job's record,
@@ -196,6 +207,10 @@ func Kinds() []Kind { return core.Kinds() }
 
 // DefaultRetryPolicy is the policy of a production created without one.
 func DefaultRetryPolicy() RetryPolicy { return core.DefaultRetryPolicy() }
+
+// DefaultRetentionPolicy is the retention policy of a production created
+// without one.
+func DefaultRetentionPolicy() RetentionPolicy { return core.DefaultRetentionPolicy() }
 
 // ParseFacts reads facts JSON: {"metadata": {...}, "provenance": {...}}.
 func ParseFacts(text string) (Facts, error) { return core.ParseFacts(text) }

@@ -156,3 +156,27 @@ func TestMustExistRefusesASchemaWithoutAnAuthorityAndCreatesNothing(t *testing.T
 	require.NoError(t, err, "an existing authority opens")
 	require.NoError(t, a.Close())
 }
+
+func TestOneImportServesRetentionAndPruning(t *testing.T) {
+	auth, err := Open(filepath.Join(t.TempDir(), "jobs.db"))
+	require.NoError(t, err)
+	defer auth.Close()
+	r := DefaultRetentionPolicy()
+	r.Completed = KeepForGood
+	p, err := auth.CreateProductionWithPolicies("nightly", DefaultRetryPolicy(), r)
+	require.NoError(t, err)
+	require.Equal(t, r, p.Retention)
+	require.NoError(t, auth.SetRetentionPolicy("nightly", RetentionPolicy{Cancelled: time.Microsecond}))
+	id, err := auth.RequestJob("nightly", "", nil)
+	require.NoError(t, err)
+	require.NoError(t, auth.Cancel("nightly", id))
+	_, err = auth.RequestJob("nightly", "", nil)
+	require.NoError(t, err)
+	time.Sleep(time.Millisecond)
+	res, err := auth.Prune(context.Background(), PruneOptions{Production: "nightly"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Jobs)
+	_, err = auth.Job("nightly", id)
+	require.True(t, errors.Is(err, ErrNotFound))
+	auth.SetPruneInterval(DefaultPruneInterval)
+}

@@ -325,7 +325,8 @@ def limits(root):
 # values a caller puts in an options struct or a parameter), by name prefix,
 # with the Rust type of what they fill. Defines matching none stay C only.
 CONSTANTS = {"LEASES_OPEN_": "i32", "LEASES_SYNCHRONOUS_": "i32", "LEASES_DEFAULT_PAGE_SIZE": "u32",
-             "LEASES_WORKER_": "i32", "LEASES_RESULT_": "i32", "LEASES_STOP_": "i32"}
+             "LEASES_WORKER_": "i32", "LEASES_RESULT_": "i32", "LEASES_STOP_": "i32",
+             "LEASES_PRUNE_": "i32"}
 
 
 def constants(root):

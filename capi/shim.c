@@ -386,6 +386,66 @@ leases_status leases_production_redrive(leases_authority *authority, const char 
 	return leasesgo_production_redrive(H(authority), (char *)production, (char *)state, out_count);
 }
 
+// ---- retention and pruning (since revision 1) -------------------------------------
+
+static leases_retention_policy leasesshim_retention(const leases_retention_policy *p) {
+	leases_retention_policy out = LEASES_RETENTION_POLICY_INIT;
+	if (p == NULL) return out;
+	size_t size = p->size;
+	if (FIELD_IN(leases_retention_policy, keep_completed_us, size)) out.keep_completed_us = p->keep_completed_us;
+	if (FIELD_IN(leases_retention_policy, keep_failed_us, size)) out.keep_failed_us = p->keep_failed_us;
+	if (FIELD_IN(leases_retention_policy, keep_dead_us, size)) out.keep_dead_us = p->keep_dead_us;
+	if (FIELD_IN(leases_retention_policy, keep_cancelled_us, size)) out.keep_cancelled_us = p->keep_cancelled_us;
+	if (FIELD_IN(leases_retention_policy, keep_events_us, size)) out.keep_events_us = p->keep_events_us;
+	return out;
+}
+
+leases_status leases_production_set_retention(leases_authority *authority, const char *production,
+                                              const leases_retention_policy *policy) {
+	CHECK_FORK();
+	int bad = leasesshim_opts_check(policy, sizeof *policy);
+	leases_retention_policy p = leasesshim_retention(bad ? NULL : policy);
+	return leasesgo_production_set_retention(H(authority), (char *)production, bad, p.keep_completed_us,
+	                                         p.keep_failed_us, p.keep_dead_us, p.keep_cancelled_us,
+	                                         p.keep_events_us);
+}
+
+leases_status leases_production_retention(leases_authority *authority, const char *production,
+                                          leases_retention_policy *out) {
+	CHECK_FORK();
+	int64_t v[5] = {0};
+	// out: NULL (4), or the size rule of the options structs, whose bytes
+	// past the known fields are the caller's to keep (not read).
+	int bad = out == NULL ? 4 : out->size < sizeof(size_t) ? 1 : out->size > 4096 ? 2 : 0;
+	leases_status st = leasesgo_production_retention(H(authority), (char *)production, bad, v);
+	if (st != LEASES_OK) return st;
+	size_t size = out->size;
+	if (FIELD_IN(leases_retention_policy, keep_completed_us, size)) out->keep_completed_us = v[0];
+	if (FIELD_IN(leases_retention_policy, keep_failed_us, size)) out->keep_failed_us = v[1];
+	if (FIELD_IN(leases_retention_policy, keep_dead_us, size)) out->keep_dead_us = v[2];
+	if (FIELD_IN(leases_retention_policy, keep_cancelled_us, size)) out->keep_cancelled_us = v[3];
+	if (FIELD_IN(leases_retention_policy, keep_events_us, size)) out->keep_events_us = v[4];
+	return LEASES_OK;
+}
+
+leases_status leases_prune(leases_authority *authority, const char *production, const char *archive_path,
+                           const leases_prune_options *options, int64_t *out_jobs, int64_t *out_events) {
+	CHECK_FORK();
+	leases_prune_options o = LEASES_PRUNE_OPTIONS_INIT;
+	int bad = leasesshim_opts_check(options, sizeof o);
+	if (options != NULL && bad == 0) {
+		size_t size = options->size;
+		if (FIELD_IN(leases_prune_options, flags, size)) o.flags = options->flags;
+		if (FIELD_IN(leases_prune_options, older_than_us, size)) o.older_than_us = options->older_than_us;
+	}
+	int64_t jobs = 0, events = 0;
+	leases_status st = leasesgo_prune(H(authority), bad, o.flags, o.older_than_us, (char *)production,
+	                                  (char *)archive_path, &jobs, &events);
+	if (out_jobs != NULL) *out_jobs = jobs;
+	if (out_events != NULL) *out_events = events;
+	return st;
+}
+
 // ---- opening with options ----------------------------------------------------------
 
 leases_status leases_authority_open_v2(const char *location, const leases_open_options *options,

@@ -30,6 +30,7 @@ type Authority struct {
 	mu      sync.Mutex
 	edits   map[*Edit]struct{}  // open edits, aborted by Close
 	keepers map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
+	pruner  func()              // stops the background pruner (retention.go)
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
@@ -51,7 +52,9 @@ func OpenStore(location, name string, open func() (store.Backend, error)) (*Auth
 	if err != nil {
 		return nil, storageErr("open "+name, err)
 	}
-	return &Authority{b: b, waits: newWaitroom(b)}, nil
+	a := &Authority{b: b, waits: newWaitroom(b)}
+	a.SetPruneInterval(DefaultPruneInterval)
+	return a, nil
 }
 
 // now is the clock of a store without a server clock (SQLite): this host's
@@ -101,6 +104,7 @@ func (a *Authority) Close() error {
 	// writes after Close returns.
 	a.waits.close()
 	a.stopKeepers()
+	a.SetPruneInterval(0)
 	// An edit left open would keep its transaction, and with PostgreSQL its
 	// row locks, until the process ends: roll each back (it then reports
 	// closed, and commits nothing).
@@ -170,6 +174,13 @@ func (a *Authority) CreateProduction(name string) (Production, error) {
 // createProduction creates name with policy (nil: the default; an existing
 // production is then returned as it is).
 func (a *Authority) createProduction(ctx context.Context, name string, policy *store.Policy) (Production, error) {
+	return a.createProductionWith(ctx, name, policy, nil)
+}
+
+// createProductionWith creates name with policy and retention (nil: the
+// default; an existing production is then returned whatever its own).
+func (a *Authority) createProductionWith(ctx context.Context, name string, policy *store.Policy,
+	retention *store.Retention) (Production, error) {
 	if err := a.usable(); err != nil {
 		return Production{}, err
 	}
@@ -183,6 +194,10 @@ func (a *Authority) createProduction(ctx context.Context, name string, policy *s
 			if policy != nil && p.Policy != *policy {
 				return errf(KindWrongState, "production %q exists with another retry policy (%s); change it with set-policy",
 					name, describePolicy(p.Policy))
+			}
+			if retention != nil && p.Retention != *retention {
+				return errf(KindWrongState, "production %q exists with another retention policy (%s); change it with set-retention",
+					name, describeRetention(p.Retention))
 			}
 			out = toProduction(p)
 			return nil
@@ -198,7 +213,11 @@ func (a *Authority) createProduction(ctx context.Context, name string, policy *s
 		if policy != nil {
 			sp = *policy
 		}
-		p = store.Production{ID: id, Name: name, CreatedAt: now, Policy: sp}
+		sr, _ := DefaultRetentionPolicy().check()
+		if retention != nil {
+			sr = *retention
+		}
+		p = store.Production{ID: id, Name: name, CreatedAt: now, Policy: sp, Retention: sr}
 		if err := tx.InsertProduction(ctx, p); err != nil {
 			return storageErr("create production", err)
 		}
@@ -231,7 +250,8 @@ func (a *Authority) Productions() ([]Production, error) {
 }
 
 func toProduction(p store.Production) Production {
-	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC(), Policy: toPolicy(p.Policy)}
+	return Production{ID: p.ID, Name: p.Name, CreatedAt: time.UnixMicro(p.CreatedAt).UTC(), Policy: toPolicy(p.Policy),
+		Retention: toRetention(p.Retention)}
 }
 
 // RequestJob adds a job to a production and returns its id. With a key the

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("LEASES_TEST_OPENER"); name != "" {
 		os.Exit(openerProcess(os.Getenv("LEASES_TEST_DB"), os.Getenv("LEASES_TEST_GO"), name))
 	}
+	if loc := os.Getenv("LEASES_TEST_PRUNER"); loc != "" {
+		os.Exit(prunerProcess(loc))
+	}
 	if name := os.Getenv("LEASES_TEST_WORKER"); name != "" {
 		os.Exit(workerProcess(name, os.Getenv("LEASES_TEST_DB"), os.Getenv("LEASES_TEST_GO")))
 	}

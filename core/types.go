@@ -17,12 +17,14 @@ const (
 	StateDead      = "dead" // attempts used up: terminal, redrivable
 )
 
-// Production is a named batch of jobs with its retry policy.
+// Production is a named batch of jobs with its retry and retention
+// policies.
 type Production struct {
-	ID        string      `json:"id"`
-	Name      string      `json:"name"`
-	CreatedAt time.Time   `json:"-"`
-	Policy    RetryPolicy `json:"-"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	CreatedAt time.Time       `json:"-"`
+	Policy    RetryPolicy     `json:"-"`
+	Retention RetentionPolicy `json:"-"`
 }
 
 // MarshalJSON writes times as unix microseconds, like every JSON listing.
@@ -32,7 +34,8 @@ func (p Production) MarshalJSON() ([]byte, error) {
 		Name      string          `json:"name"`
 		CreatedAt int64           `json:"created_at_unix_us"`
 		Policy    json.RawMessage `json:"policy"`
-	}{p.ID, p.Name, p.CreatedAt.UnixMicro(), rawJSON(marshalPolicy(p.Policy))})
+		Retention json.RawMessage `json:"retention"`
+	}{p.ID, p.Name, p.CreatedAt.UnixMicro(), rawJSON(marshalPolicy(p.Policy)), rawJSON(marshalRetention(p.Retention))})
 }
 
 func rawJSON(b []byte, err error) json.RawMessage {

@@ -803,6 +803,61 @@ leases_status leases_worker_stats_json(leases_worker *worker, char **out_json);
  * once the threads using the worker have returned from its calls. Accepts
  * NULL and a released handle. Since revision 1. */
 void leases_worker_free(leases_worker *worker);
+/* ---- retention and pruning (since revision 1) ---------------------------- */
+
+/* The longest duration of a retention policy: 36500 days, in µs. */
+#define LEASES_MAX_RETENTION_US INT64_C(3153600000000000)
+
+/* A production's retention policy: how long a finished job of each state
+ * is kept after it finished, and an event after it was recorded, in µs; 0
+ * keeps them for good, else 1 .. LEASES_MAX_RETENTION_US. Same size rule as
+ * leases_request_options; a field beyond size takes the default of
+ * LEASES_RETENTION_POLICY_INIT (completed and cancelled jobs 7 days, failed
+ * and dead jobs 30 days, events 7 days). Since revision 1. */
+typedef struct leases_retention_policy {
+    size_t size;               /* sizeof(leases_retention_policy) */
+    int64_t keep_completed_us; /* default 7 days */
+    int64_t keep_failed_us;    /* default 30 days */
+    int64_t keep_dead_us;      /* default 30 days */
+    int64_t keep_cancelled_us; /* default 7 days */
+    int64_t keep_events_us;    /* default 7 days */
+} leases_retention_policy;
+#define LEASES_RETENTION_POLICY_INIT {sizeof(leases_retention_policy), INT64_C(604800000000), INT64_C(2592000000000), INT64_C(2592000000000), INT64_C(604800000000), INT64_C(604800000000)}
+
+/* The coordinator's change of a production's retention policy (policy
+ * NULL: back to the default). Pruning applies it from its next batch; a
+ * retention_changed event records it. Since revision 1. */
+leases_status leases_production_set_retention(leases_authority *authority, const char *production,
+                                              const leases_retention_policy *policy);
+/* Reads a production's retention policy into *out, whose size the caller
+ * sets (fields beyond it are not written). Since revision 1. */
+leases_status leases_production_retention(leases_authority *authority, const char *production,
+                                          leases_retention_policy *out);
+
+/* Flags of leases_prune_options. */
+#define LEASES_PRUNE_DRY_RUN 1 /* delete nothing; count what would be deleted */
+
+/* How leases_prune deletes. Same size rule as leases_request_options. */
+typedef struct leases_prune_options {
+    size_t size;           /* sizeof(leases_prune_options) */
+    int32_t flags;         /* LEASES_PRUNE_DRY_RUN */
+    int64_t older_than_us; /* 0: each production's policy; else 1 .. LEASES_MAX_RETENTION_US,
+                              for every finished state and the events */
+} leases_prune_options;
+#define LEASES_PRUNE_OPTIONS_INIT {sizeof(leases_prune_options), 0, 0}
+
+/* Deletes the finished jobs and events of production (NULL: of every
+ * production) past their retention (or options->older_than_us), in batches
+ * of at most 64 jobs and 1000 events, each one short transaction; never a
+ * requested or claimed job. archive_path (NULL: none) is a JSON Lines file
+ * that what is deleted is written and synced to first (docs/cli.md,
+ * "Retention, pruning and archives"). options NULL: by each policy.
+ * *out_jobs and *out_events (either may be NULL) count what was deleted
+ * (with LEASES_PRUNE_DRY_RUN, what would be), also when a later batch
+ * failed. Every open authority also prunes in the background. Since
+ * revision 1. */
+leases_status leases_prune(leases_authority *authority, const char *production, const char *archive_path,
+                           const leases_prune_options *options, int64_t *out_jobs, int64_t *out_events);
 
 #ifdef __cplusplus
 }

@@ -183,7 +183,17 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
 	},
-	"rel":  relative,
+	"rel": relative,
+	// keep is a retention duration: "forever" for 0 (kept for good).
+	"keep": func(d time.Duration) string {
+		switch {
+		case d == 0:
+			return "forever"
+		case d%(24*time.Hour) == 0:
+			return fmt.Sprintf("%dd", d/(24*time.Hour))
+		}
+		return span(d)
+	},
 	"dur":  func(d time.Duration) string { return span(d) },
 	"size": size,
 	"productionURL": func(name string) string {

@@ -69,6 +69,8 @@ type productionSummary struct {
 	Busiest   int64           `json:"busiest_minute"`
 	Expire    expirySummary   `json:"claims_expired_last_hour"`
 	Work      []workerSummary `json:"workers"`
+	// Retention is how long the production keeps finished jobs and events.
+	Retention core.RetentionPolicy `json:"retention"`
 }
 
 // expirySummary: claims that expired in the last hour. Waiting are those
@@ -142,7 +144,7 @@ func (s *Server) overview(r *http.Request, v *view) (pageData, error) {
 // index range per state), not for their sum. The window ends at the view's
 // clock reading.
 func (s *Server) summary(ctx context.Context, p core.Production, clock core.ClockReading) (productionSummary, error) {
-	sum := productionSummary{Name: p.Name, ID: p.ID, Work: []workerSummary{}}
+	sum := productionSummary{Name: p.Name, ID: p.ID, Work: []workerSummary{}, Retention: p.Retention}
 	since := clock.Now.Add(-recentWindow)
 	var rate, expired []core.MinuteCount
 	var ws []core.WorkerActivity

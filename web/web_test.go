@@ -659,3 +659,23 @@ func TestRedriveFormsReturnFailedDeadAndCancelledJobsToTheQueue(t *testing.T) {
 		require.NotContains(t, st.get("/production?name=p").body, `id="redrive-`)
 	})
 }
+
+func TestTheProductionPageAndAPIShowTheRetentionPolicy(t *testing.T) {
+	eachStore(t, func(t *testing.T, location string) {
+		st := newSite(t, location, Config{})
+		st.seed("p", 3)
+		require.NoError(t, st.writer.SetRetentionPolicy("p", core.RetentionPolicy{Completed: core.KeepForGood,
+			Failed: 36 * time.Hour, Dead: 30 * 24 * time.Hour, Cancelled: 7 * 24 * time.Hour, Events: 3 * 24 * time.Hour}))
+		r := st.get("/production?name=p")
+		require.Equal(t, 200, r.code)
+		require.Contains(t, r.body, `id="retention">Keeps completed jobs forever, failed 36h 0m, dead 30d, cancelled 7d; events 3d.`)
+		var v struct {
+			Production struct {
+				Retention map[string]int64 `json:"retention"`
+			} `json:"production"`
+		}
+		st.getJSON("/api/production?name=p", &v)
+		require.Equal(t, map[string]int64{"completed_us": 0, "failed_us": 36 * 3600e6, "dead_us": 30 * 86400e6,
+			"cancelled_us": 7 * 86400e6, "events_us": 3 * 86400e6}, v.Production.Retention)
+	})
+}

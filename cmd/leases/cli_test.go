@@ -23,7 +23,8 @@ import (
 	"github.com/libleases/libleases/core"
 )
 
-var allCommands = []string{"production create", "production list", "production policy", "production redrive", "job request", "job list",
+var allCommands = []string{"production create", "production list", "production policy", "production redrive",
+	"production retention", "production archive", "prune", "job request", "job list",
 	"job show", "job counts", "job retry", "claim", "renew",
 	"release", "fail", "complete", "cancel", "events", "exec", "work", "version"}
 

@@ -20,13 +20,15 @@ import (
 )
 
 func init() {
-	register(&command{name: "production create", args: "NAME [--max-attempts N] [--backoff BASE[,CAP]] [--jitter PCT] [--json]",
+	register(&command{name: "production create", args: "NAME [--max-attempts N] [--backoff BASE[,CAP]] [--jitter PCT] [--keep-STATE D] [--json]",
 		summary: "create a production (idempotent) and print its id",
 		detail: `Without policy flags, an existing production of that name is returned as it is. With
 them, the production gets the default retry policy with those parts changed; an existing
 production with another policy is refused (wrong_state): change it with 'leases production
-policy'.
-` + policyFlagsHelp,
+policy'. The retention flags (--keep-completed, --keep-failed, --keep-dead,
+--keep-cancelled, --keep-events) do the same for the retention policy ('leases production
+retention').
+` + policyFlagsHelp + "\n" + retentionFlagsHelp,
 		examples: []string{"leases production create nightly",
 			"leases --db /srv/jobs.db production create nightly --json",
 			"leases production create imports --max-attempts 5 --backoff 30s,10m --jitter 10"},
@@ -209,11 +211,16 @@ func parseName(cc *cmdContext) (name string, done bool, err error) {
 func runProductionCreate(cc *cmdContext) error {
 	cc.withJSON()
 	pf := addPolicyFlags(cc)
+	rf := addRetentionFlags(cc)
 	name, done, err := parseName(cc)
 	if done || err != nil {
 		return err
 	}
 	policy, err := pf.apply(core.DefaultRetryPolicy())
+	if err != nil {
+		return err
+	}
+	retention, err := rf.apply(core.DefaultRetentionPolicy())
 	if err != nil {
 		return err
 	}
@@ -223,7 +230,9 @@ func runProductionCreate(cc *cmdContext) error {
 	}
 	defer a.Close()
 	var p core.Production
-	if pf.given() {
+	if rf.given() {
+		p, err = a.CreateProductionWithPolicies(name, policy, retention)
+	} else if pf.given() {
 		p, err = a.CreateProductionWithPolicy(name, policy)
 	} else {
 		p, err = a.CreateProduction(name)

@@ -57,6 +57,10 @@ func runServe(cc *cmdContext) error {
 		return err
 	}
 	defer a.Close()
+	// The status page only reads (docs/web.md): it leaves pruning to the
+	// workers' processes and to leases prune, and so runs with a database
+	// role that may only read.
+	a.SetPruneInterval(0)
 	s, err := web.New(web.Config{Authority: a, Listen: *listen, Public: *public, AllowActions: *actions,
 		MetricsProductions: *metricsProductions})
 	if err != nil {

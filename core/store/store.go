@@ -155,12 +155,25 @@ type Notifier interface {
 	Claimable(ctx context.Context, productionID string) error
 }
 
-// Production is one named batch of jobs, with its retry policy.
+// Production is one named batch of jobs, with its retry and retention
+// policies.
 type Production struct {
 	ID        string
 	Name      string
 	CreatedAt int64 // unix µs
 	Policy    Policy
+	Retention Retention
+}
+
+// Retention is a production's retention policy as stored (core checks it):
+// how long, in µs, a finished job of each state is kept after its last
+// change, and an event after it was recorded. 0 keeps them for good.
+type Retention struct {
+	CompletedUS int64
+	FailedUS    int64
+	DeadUS      int64
+	CancelledUS int64
+	EventsUS    int64
 }
 
 // Policy is a production's retry policy as stored (core checks it).
@@ -276,6 +289,15 @@ type Reader interface {
 	Outputs(ctx context.Context, jobID string) ([]Output, error)
 	// Attempts lists a job's recorded attempts, oldest first.
 	Attempts(ctx context.Context, jobID string) ([]Attempt, error)
+	// NewestJobSeq is the largest seq of the production's jobs (0: none).
+	// A store that numbers a production's jobs from its largest seq would
+	// number the next one again if that job were deleted: pruning keeps it.
+	NewestJobSeq(ctx context.Context, productionID string) (int64, error)
+	// NewestEvent is the seq and job id of the newest event of the whole
+	// store (seq 0: none). A store that numbers events from the largest
+	// seq would number the next one again if it were deleted: pruning
+	// keeps it, and the job it names.
+	NewestEvent(ctx context.Context) (seq int64, jobID string, err error)
 }
 
 // ClaimScan is what Tx.ClaimScan found: the lapsed claims, how many delayed
@@ -299,6 +321,29 @@ type Tx interface {
 	InsertOutputs(ctx context.Context, outs []Output) error
 	// UpdatePolicy stores a production's retry policy.
 	UpdatePolicy(ctx context.Context, productionID string, p Policy) error
+	// UpdateRetention stores a production's retention policy.
+	UpdateRetention(ctx context.Context, productionID string, r Retention) error
+	// DeleteJobEvents deletes at most limit events of the job, oldest
+	// first, and returns how many it deleted.
+	DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error)
+	// CountJobEvents counts the events of the jobs ids (a range of the job
+	// timeline's index per job).
+	CountJobEvents(ctx context.Context, ids []string) (int64, error)
+	// DeleteJobs deletes the jobs ids with all their events, facts,
+	// outputs and attempts, a few statements for them all, and returns how
+	// many jobs and events it deleted.
+	DeleteJobs(ctx context.Context, ids []string) (jobs, events int64, err error)
+	// DeleteJob deletes a job that has no events left: its facts, outputs,
+	// attempts and row. It returns ErrNoRow when the job is gone.
+	DeleteJob(ctx context.Context, jobID string) error
+	// DeleteProduction deletes a production's row; the caller has deleted
+	// its jobs. It returns ErrNoRow when the production is gone.
+	DeleteProduction(ctx context.Context, productionID string) error
+	// DeleteEvents deletes those of seqs that are events of the production
+	// (the caller read them: at most a batch) and returns how many. Only
+	// the events named go: one committed meanwhile with a smaller seq (a
+	// server store numbers events before they commit) stays.
+	DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error)
 	// PromoteDue marks due at most limit requested, not yet due jobs of the
 	// production whose ReadyAt <= now, earliest first (one index range over
 	// delayed jobs only); it returns how many.
@@ -325,6 +370,15 @@ type Tx interface {
 	// outcome is unknown (unless it is ErrRetry).
 	Commit() error
 	Rollback() error
+}
+
+// SpaceReclaimer is implemented by a Tx whose store keeps the pages that
+// deletes free until it is told to give them back (SQLite's incremental
+// auto-vacuum). ReclaimSpace gives back at most pages of them and returns
+// how many it gave back (fewer than pages: it has given back all it can). A store without it reuses freed space by
+// itself (PostgreSQL's autovacuum).
+type SpaceReclaimer interface {
+	ReclaimSpace(ctx context.Context, pages int) (int64, error)
 }
 
 // Backend is one opened authority store.

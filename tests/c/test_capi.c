@@ -1319,6 +1319,64 @@ static void test_bad_retry_input_is_invalid_argument_and_writes_nothing(void) {
 	leases_authority_close(a);
 }
 
+static void test_retention_is_set_and_shown_and_a_prune_deletes_only_finished_jobs(void) {
+	char path[512], archive[600];
+	leases_authority *a = fresh("retention", path, sizeof path);
+	leases_retention_policy r = LEASES_RETENTION_POLICY_INIT, got = {sizeof got, 0, 0, 0, 0, 0};
+	CHECK_OK(leases_production_retention(a, "p", &got));
+	CHECK(got.keep_completed_us == r.keep_completed_us && got.keep_events_us == r.keep_events_us);
+	r.keep_completed_us = 0; /* for good */
+	r.keep_failed_us = 1;
+	CHECK_OK(leases_production_set_retention(a, "p", &r));
+	CHECK_OK(leases_production_retention(a, "p", &got));
+	CHECK(got.keep_completed_us == 0 && got.keep_failed_us == 1 && got.keep_dead_us == r.keep_dead_us);
+	/* A smaller struct gets only its own fields. */
+	struct { size_t size; int64_t keep_completed_us; } small = {sizeof small, 99};
+	CHECK_OK(leases_production_retention(a, "p", (leases_retention_policy *)(void *)&small));
+	CHECK(small.keep_completed_us == 0);
+	leases_retention_policy bad = r;
+	bad.keep_events_us = -1;
+	CHECK_ST(leases_production_set_retention(a, "p", &bad), LEASES_INVALID_ARGUMENT);
+	bad.keep_events_us = LEASES_MAX_RETENTION_US + 1;
+	CHECK_ST(leases_production_set_retention(a, "p", &bad), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_retention(a, "p", NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_production_retention(a, "nope", &got), LEASES_NOT_FOUND);
+
+	char *done = NULL, *kept = NULL, *j = NULL;
+	CHECK_OK(leases_job_request(a, "p", NULL, NULL, 0, &done));
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim(a, "p", "w", 30000000, &l));
+	CHECK_OK(leases_lease_fail(l, "broken"));
+	leases_lease_free(l);
+	CHECK_OK(leases_job_request(a, "p", NULL, NULL, 0, &kept));
+	CHECK_OK(leases_claim(a, "p", "w", 30000000, &l));
+	CHECK_OK(leases_lease_complete(l, NULL));
+	leases_lease_free(l);
+	CHECK_OK(leases_job_request(a, "p", NULL, NULL, 0, &j));
+	leases_prune_options o = LEASES_PRUNE_OPTIONS_INIT;
+	o.flags = LEASES_PRUNE_DRY_RUN;
+	int64_t jobs = -1, events = -1;
+	CHECK_OK(leases_prune(a, "p", NULL, &o, &jobs, &events));
+	CHECK(jobs == 1);
+	snprintf(archive, sizeof archive, "%s.jsonl", path);
+	CHECK_OK(leases_prune(a, NULL, archive, NULL, &jobs, &events));
+	CHECK(jobs == 1); /* the failed job; the completed one is kept for good */
+	char *rec = NULL;
+	CHECK_ST(leases_job_json(a, "p", done, &rec), LEASES_NOT_FOUND);
+	CHECK_OK(leases_job_json(a, "p", kept, &rec));
+	leases_free(rec);
+	o.flags = 2;
+	CHECK_ST(leases_prune(a, NULL, NULL, &o, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	o.flags = 0;
+	o.older_than_us = -1;
+	CHECK_ST(leases_prune(a, NULL, NULL, &o, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	CHECK_ST(leases_prune(NULL, NULL, NULL, NULL, NULL, NULL), LEASES_INVALID_ARGUMENT);
+	leases_free(done);
+	leases_free(kept);
+	leases_free(j);
+	leases_authority_close(a);
+}
+
 static void test_retry_functions_reject_null_and_bad_handles(void) {
 	leases_authority *a = fresh("retrynull", NULL, 0);
 	leases_authority *bad_a = (leases_authority *)(uintptr_t)0xdead;
@@ -2179,6 +2237,7 @@ int main(void) {
 	RUN(test_request_options_size_rule_reads_only_known_fields_within_size);
 	RUN(test_bad_retry_input_is_invalid_argument_and_writes_nothing);
 	RUN(test_retry_functions_reject_null_and_bad_handles);
+	RUN(test_retention_is_set_and_shown_and_a_prune_deletes_only_finished_jobs);
 	RUN(test_production_create_v2_is_idempotent_only_for_the_same_policy);
 	RUN(test_claim_wait_wakes_for_a_job_requested_while_it_waits);
 	RUN(test_claim_wait_with_nothing_to_claim_returns_after_its_wait_and_writes_nothing);

@@ -60,6 +60,7 @@ from ._records import (
     Output,
     Page,
     Production,
+    RetentionPolicy,
     RetryPolicy,
 )
 from ._waiting import Canceller
@@ -121,6 +122,7 @@ __all__ = [
     "Output",
     "Page",
     "Production",
+    "RetentionPolicy",
     "RetryPolicy",
     "SchemaTooNewError",
     "StorageError",

@@ -24,6 +24,7 @@ MAX_ATTEMPTS = 1_000
 MAX_DELAY_US = 31_622_400_000_000
 MAX_PAGE_SIZE = 1_000
 MAX_CURSOR_LEN = 1_024
+MAX_RETENTION_US = 3_153_600_000_000_000
 
 # Option values and defaults (open flags, synchronous levels, the page size).
 DEFAULT_PAGE_SIZE = 100
@@ -44,6 +45,7 @@ WORKER_RUNNING = 0
 WORKER_STOPPED = 1
 WORKER_GAVE_BACK = 2
 WORKER_FAILED = 3
+PRUNE_DRY_RUN = 1
 
 # (code, status name, exception class) of every failure status, in code order.
 STATUSES: Tuple[Tuple[int, str, str], ...] = (
@@ -146,6 +148,25 @@ class leases_worker_options(ctypes.Structure):
     ]
 
 
+class leases_retention_policy(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("keep_completed_us", ctypes.c_int64),
+        ("keep_failed_us", ctypes.c_int64),
+        ("keep_dead_us", ctypes.c_int64),
+        ("keep_cancelled_us", ctypes.c_int64),
+        ("keep_events_us", ctypes.c_int64),
+    ]
+
+
+class leases_prune_options(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_int32),
+        ("older_than_us", ctypes.c_int64),
+    ]
+
+
 c_status = ctypes.c_int
 
 Signature = Tuple[Any, List[Any]]
@@ -218,6 +239,9 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_worker_wait": (c_status, [WorkerPtr, ctypes.c_int64, CancellerPtr, ctypes.POINTER(ctypes.c_int32)]),
     "leases_worker_stats_json": (c_status, [WorkerPtr, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_worker_free": (None, [WorkerPtr]),
+    "leases_production_set_retention": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(leases_retention_policy)]),
+    "leases_production_retention": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.POINTER(leases_retention_policy)]),
+    "leases_prune": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(leases_prune_options), ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)]),
 }
 
 # Every function of include/leases_testing.h: name -> (restype, argtypes).

@@ -20,8 +20,12 @@ from ._abi import (
     SYNCHRONOUS_EXTRA,
     SYNCHRONOUS_FULL,
     SYNCHRONOUS_NORMAL,
+    MAX_RETENTION_US,
+    PRUNE_DRY_RUN,
     leases_open_options,
+    leases_prune_options,
     leases_request_options,
+    leases_retention_policy,
     leases_retry_policy,
 )
 from ._durations import duration_us, unix_us, us_within, wait_us
@@ -41,6 +45,7 @@ from ._records import (
     JobState,
     Page,
     Production,
+    RetentionPolicy,
     RetryPolicy,
     parse_list,
 )
@@ -132,6 +137,18 @@ def _open_options(
         o.synchronous = _SYNCHRONOUS[synchronous]
     if busy_timeout is not None:
         o.busy_timeout_us = duration_us(busy_timeout)
+    return o
+
+
+def _retention(policy: RetentionPolicy) -> leases_retention_policy:
+    """leases_retention_policy of a RetentionPolicy (None: 0, kept for good)."""
+    if not isinstance(policy, RetentionPolicy):
+        raise TypeError(f"policy must be a leases.RetentionPolicy, not {type(policy).__name__}")
+    o = leases_retention_policy()
+    o.size = ctypes.sizeof(o)
+    for name in ("completed", "failed", "dead", "cancelled", "events"):
+        v = getattr(policy, name)
+        setattr(o, f"keep_{name}_us", 0 if v is None else us_within(v, name, 1, MAX_RETENTION_US))
     return o
 
 
@@ -338,6 +355,51 @@ class Authority(Managed):
         p = _ffi.encode(production, "production")
         o = None if policy is None else ctypes.byref(_policy(policy))
         _ffi.call(_ffi.lib.leases_production_set_policy, self._handle(), p, o)
+
+    def set_retention(self, production: str, policy: Optional[RetentionPolicy]) -> None:
+        """The coordinator's change of a production's retention policy
+        (None: back to the default). Pruning applies it from its next
+        batch; a ``retention_changed`` event records it."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        o = None if policy is None else ctypes.byref(_retention(policy))
+        _ffi.call(_ffi.lib.leases_production_set_retention, self._handle(), p, o)
+
+    def retention(self, production: str) -> RetentionPolicy:
+        """A production's retention policy."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode(production, "production")
+        o = leases_retention_policy()
+        o.size = ctypes.sizeof(o)
+        _ffi.call(_ffi.lib.leases_production_retention, self._handle(), p, ctypes.byref(o))
+        return RetentionPolicy.from_json({f"{n}_us": getattr(o, f"keep_{n}_us")
+                                          for n in ("completed", "failed", "dead", "cancelled", "events")})
+
+    def prune(
+        self,
+        production: Optional[str] = None,
+        *,
+        older_than: Optional[timedelta] = None,
+        archive: Optional[PathArg] = None,
+        dry_run: bool = False,
+    ) -> Tuple[int, int]:
+        """Deletes the finished jobs and events past their production's
+        retention (or ``older_than``, for every finished state and the
+        events), of one production or of every one, in small batches; never
+        a requested or claimed job. ``archive``: a JSON Lines file that what
+        is deleted is written and synced to first. ``dry_run`` deletes
+        nothing. Returns (jobs, events) deleted (or that would be)."""
+        _ffi.ensure_not_forked()
+        p = _ffi.encode_optional(production, "production")
+        a = None if archive is None else _ffi.encode(os.fspath(archive), "archive")
+        o = leases_prune_options()
+        o.size = ctypes.sizeof(o)
+        o.flags = PRUNE_DRY_RUN if dry_run else 0
+        o.older_than_us = 0 if older_than is None else us_within(older_than, "older_than", 1, MAX_RETENTION_US)
+        jobs, events = ctypes.c_int64(), ctypes.c_int64()
+        _ffi.call(_ffi.lib.leases_prune, self._handle(), p, a, ctypes.byref(o), ctypes.byref(jobs),
+                  ctypes.byref(events))
+        return jobs.value, events.value
 
     def request_job(
         self,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Dict, Generic, List, Optional, Tuple, Type, TypeVar, Union
 
-from ._abi import MAX_ATTEMPTS, MAX_DELAY_US
+from ._abi import MAX_ATTEMPTS, MAX_DELAY_US, MAX_RETENTION_US
 from ._durations import datetime_from_unix_us, optional_datetime, us_within
 from ._ffi import int_within
 
@@ -92,6 +92,37 @@ class RetryPolicy:
             backoff_cap=timedelta(microseconds=int(o["backoff_cap_us"])),
             jitter_percent=int(o["jitter_percent"]),
         )
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """How long a production keeps its finished jobs, by state (counted
+    from when each finished), and its events (from when each was
+    recorded); ``None`` keeps them for good. ``RetentionPolicy()`` is the
+    library's default (completed and cancelled 7 days, failed and dead 30
+    days, events 7 days). Checked when made: each None or a positive
+    whole number of microseconds up to 36500 days."""
+
+    completed: Optional[timedelta] = timedelta(days=7)
+    failed: Optional[timedelta] = timedelta(days=30)
+    dead: Optional[timedelta] = timedelta(days=30)
+    cancelled: Optional[timedelta] = timedelta(days=7)
+    events: Optional[timedelta] = timedelta(days=7)
+
+    def __post_init__(self) -> None:
+        for name in ("completed", "failed", "dead", "cancelled", "events"):
+            v = getattr(self, name)
+            if v is not None:
+                us_within(v, name, 1, MAX_RETENTION_US)
+
+    @classmethod
+    def from_json(cls, o: Dict[str, Any]) -> "RetentionPolicy":
+        def keep(k: str) -> Optional[timedelta]:
+            us = int(o[k])
+            return None if us == 0 else timedelta(microseconds=us)
+
+        return cls(completed=keep("completed_us"), failed=keep("failed_us"), dead=keep("dead_us"),
+                   cancelled=keep("cancelled_us"), events=keep("events_us"))
 
 
 @dataclass(frozen=True)
@@ -251,20 +282,23 @@ class JobRecord(Job):
 
 @dataclass(frozen=True)
 class Production:
-    """A production as listed: its id, name, creation time and retry
-    policy (None only from a library that lists none)."""
+    """A production as listed: its id, name, creation time, retry policy
+    and retention policy (None only from a library that lists none)."""
 
     id: str
     name: str
     created_at: datetime
     policy: Optional[RetryPolicy] = None
+    retention: Optional[RetentionPolicy] = None
 
     @classmethod
     def from_json(cls, o: Dict[str, Any]) -> "Production":
         policy = o.get("policy")
+        retention = o.get("retention")
         return cls(
             id=o["id"], name=o["name"], created_at=datetime_from_unix_us(o["created_at_unix_us"]),
             policy=RetryPolicy.from_json(policy) if isinstance(policy, dict) else None,
+            retention=RetentionPolicy.from_json(retention) if isinstance(retention, dict) else None,
         )
 
 

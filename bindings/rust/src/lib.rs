@@ -55,6 +55,7 @@ mod duration;
 mod error;
 mod listing;
 mod pages;
+mod retention;
 mod retry;
 pub mod sys;
 mod worker;
@@ -70,6 +71,7 @@ pub use duration::{duration_us, format_duration, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use listing::{Attempt, AttemptEnding, Event, Facts, Job, JobRecord, JobState, Output, Production, PublishedFacts};
 pub use pages::{EventPages, JobPages, ProductionPages};
+pub use retention::{PruneOptions, PruneResult, RetentionPolicy, MAX_RETENTION};
 pub use retry::{RequestOptions, RetryPolicy, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORITY};
 /// The JSON crate used by [`Facts`] values (re-exported so callers can use the
 /// same version).

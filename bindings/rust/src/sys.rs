@@ -26,6 +26,7 @@ pub const LEASES_MAX_ATTEMPTS: usize = 1_000;
 pub const LEASES_MAX_DELAY_US: i64 = 31_622_400_000_000;
 pub const LEASES_MAX_PAGE_SIZE: usize = 1_000;
 pub const LEASES_MAX_CURSOR_LEN: usize = 1_024;
+pub const LEASES_MAX_RETENTION_US: i64 = 3_153_600_000_000_000;
 pub const LEASES_DEFAULT_PAGE_SIZE: u32 = 100;
 pub const LEASES_OPEN_MUST_EXIST: i32 = 1;
 pub const LEASES_SYNCHRONOUS_DEFAULT: i32 = 0;
@@ -44,6 +45,7 @@ pub const LEASES_WORKER_RUNNING: i32 = 0;
 pub const LEASES_WORKER_STOPPED: i32 = 1;
 pub const LEASES_WORKER_GAVE_BACK: i32 = 2;
 pub const LEASES_WORKER_FAILED: i32 = 3;
+pub const LEASES_PRUNE_DRY_RUN: i32 = 1;
 
 /// Opaque handle types: each object has its own, so a lease can never be
 /// passed where an authority is expected.
@@ -107,6 +109,23 @@ pub struct leases_worker_options {
     pub max_jobs: i64,
     pub interval_us: i64,
     pub drain_timeout_us: i64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_retention_policy {
+    pub size: usize,
+    pub keep_completed_us: i64,
+    pub keep_failed_us: i64,
+    pub keep_dead_us: i64,
+    pub keep_cancelled_us: i64,
+    pub keep_events_us: i64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct leases_prune_options {
+    pub size: usize,
+    pub flags: i32,
+    pub older_than_us: i64,
 }
 
 pub type leases_status = c_int;
@@ -199,6 +218,9 @@ extern "C" {
     pub fn leases_worker_wait(worker: *mut leases_worker, timeout_us: i64, canceller: *mut leases_canceller, out_end: *mut i32) -> leases_status;
     pub fn leases_worker_stats_json(worker: *mut leases_worker, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_worker_free(worker: *mut leases_worker);
+    pub fn leases_production_set_retention(authority: *mut leases_authority, production: *const c_char, policy: *const leases_retention_policy) -> leases_status;
+    pub fn leases_production_retention(authority: *mut leases_authority, production: *const c_char, out: *mut leases_retention_policy) -> leases_status;
+    pub fn leases_prune(authority: *mut leases_authority, production: *const c_char, archive_path: *const c_char, options: *const leases_prune_options, out_jobs: *mut i64, out_events: *mut i64) -> leases_status;
 }
 
 /// `include/leases_testing.h`: present only in the test build of the library

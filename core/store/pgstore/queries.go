@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -160,12 +161,14 @@ func (q queries) write(ctx context.Context, check func(pgconn.CommandTag) error,
 }
 
 // productionColumns are read by scanProduction.
-const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent`
+const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent,
+	keep_completed_us, keep_failed_us, keep_dead_us, keep_cancelled_us, keep_events_us`
 
 func scanProduction(r pgx.Row) (store.Production, error) {
 	var p store.Production
 	err := r.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
-		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent)
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &p.Retention.CompletedUS, &p.Retention.FailedUS,
+		&p.Retention.DeadUS, &p.Retention.CancelledUS, &p.Retention.EventsUS)
 	return p, err
 }
 
@@ -284,6 +287,103 @@ func (q queries) UpdatePolicy(ctx context.Context, productionID string, p store.
 		return store.ErrNoRow
 	}
 	return nil
+}
+
+func (q queries) UpdateRetention(ctx context.Context, productionID string, r store.Retention) error {
+	tag, err := q.q.Exec(ctx, `UPDATE leases_productions SET keep_completed_us = $1, keep_failed_us = $2,
+		keep_dead_us = $3, keep_cancelled_us = $4, keep_events_us = $5 WHERE id = $6`,
+		r.CompletedUS, r.FailedUS, r.DeadUS, r.CancelledUS, r.EventsUS, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+// NewestJobSeq reads the last entry of the production's jobs in order.
+// PostgreSQL numbers jobs from a sequence, which never reuses a number, so
+// the rule this serves (pruning keeps the newest) costs it nothing more.
+func (q queries) NewestJobSeq(ctx context.Context, productionID string) (int64, error) {
+	var seq int64
+	err := q.q.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM leases_jobs WHERE production_id = $1`,
+		productionID).Scan(&seq)
+	return seq, classify(err)
+}
+
+func (q queries) NewestEvent(ctx context.Context) (int64, string, error) {
+	var seq int64
+	var job string
+	err := q.q.QueryRow(ctx, `SELECT seq, job_id FROM leases_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &job)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", nil
+	}
+	return seq, job, classify(err)
+}
+
+func (q queries) DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error) {
+	tag, err := q.q.Exec(ctx, `DELETE FROM leases_events WHERE seq = ANY(ARRAY(
+		SELECT seq FROM leases_events WHERE job_id = $1 ORDER BY seq LIMIT $2))`, jobID, limit)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (q queries) CountJobEvents(ctx context.Context, ids []string) (int64, error) {
+	var n int64
+	err := q.q.QueryRow(ctx, `SELECT count(*) FROM leases_events WHERE job_id = ANY($1)`, ids).Scan(&n)
+	return n, classify(err)
+}
+
+// DeleteJobs deletes the jobs' rows in one round trip.
+func (q queries) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	var jobs, events int64
+	err := q.q.QueryRow(ctx, `WITH e AS (DELETE FROM leases_events WHERE job_id = ANY($1) RETURNING 1),
+		f AS (DELETE FROM leases_facts WHERE job_id = ANY($1)),
+		o AS (DELETE FROM leases_outputs WHERE job_id = ANY($1)),
+		a AS (DELETE FROM leases_attempts WHERE job_id = ANY($1)),
+		j AS (DELETE FROM leases_jobs WHERE id = ANY($1) RETURNING 1)
+		SELECT (SELECT count(*) FROM j), (SELECT count(*) FROM e)`, ids).Scan(&jobs, &events)
+	return jobs, events, classify(err)
+}
+
+// DeleteJob deletes the job's rows in one round trip.
+func (q queries) DeleteJob(ctx context.Context, jobID string) error {
+	var n int64
+	err := q.q.QueryRow(ctx, `WITH f AS (DELETE FROM leases_facts WHERE job_id = $1),
+		o AS (DELETE FROM leases_outputs WHERE job_id = $1),
+		a AS (DELETE FROM leases_attempts WHERE job_id = $1),
+		j AS (DELETE FROM leases_jobs WHERE id = $1 RETURNING 1)
+		SELECT count(*) FROM j`, jobID).Scan(&n)
+	if err != nil {
+		return classify(err)
+	}
+	if n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+func (q queries) DeleteProduction(ctx context.Context, productionID string) error {
+	tag, err := q.q.Exec(ctx, `DELETE FROM leases_productions WHERE id = $1`, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error) {
+	tag, err := q.q.Exec(ctx, `DELETE FROM leases_events WHERE seq = ANY($2) AND production_id = $1`,
+		productionID, seqs)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
@@ -460,9 +560,11 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
-	_, err := q.q.Exec(ctx, `INSERT INTO leases_productions (`+productionColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+	_, err := q.q.Exec(ctx, `INSERT INTO leases_productions (`+productionColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		p.ID, p.Name, p.CreatedAt, p.Policy.MaxAttempts, p.Policy.BackoffBaseUS, p.Policy.BackoffCapUS,
-		p.Policy.JitterPercent)
+		p.Policy.JitterPercent, p.Retention.CompletedUS, p.Retention.FailedUS, p.Retention.DeadUS,
+		p.Retention.CancelledUS, p.Retention.EventsUS)
 	return classify(err)
 }
 

@@ -110,11 +110,39 @@ func TestASchema4DatabaseIsMigratedTo5WithTheIndexOfWorkersSeen(t *testing.T) {
 	defer db.Close()
 	v, err := version(ctx, db.pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 5, v)
+	require.EqualValues(t, SchemaVersion, v, "through 5 to the current schema")
 	// The events written before the index exist in it.
 	ws, err := db.Workers(ctx, "pid", 0, 1000, 10)
 	require.NoError(t, err)
 	require.Equal(t, []store.WorkerSeen{{Worker: "a", LastSeen: 20}, {Worker: "b", LastSeen: 15}}, ws)
+
+	// A migrated schema is exactly a new one.
+	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
+}
+
+func TestASchema5DatabaseIsMigratedTo7AndItsProductionsKeepEverything(t *testing.T) {
+	// The schema-5 fixture: the schema-2 layout, its migrations to 5, events.
+	var stmts []string
+	for _, part := range [][]string{migrateV2toV3, migrationFixtureRows, migrateV3toV4, migrateV4toV5} {
+		stmts = append(stmts, part...)
+	}
+	old := oldSchema(t, append(stmts, `INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker) VALUES
+		(5, 'pid', 'j1', 'requested', ''), (10, 'pid', 'j1', 'claimed', 'a')`)...)
+	require.NotContains(t, schemaOf(t, old), "keep_completed_us")
+
+	db, err := Open(old, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	v, err := version(ctx, db.pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, v)
+	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
+	p, err := db.ProductionByID(ctx, "pid")
+	require.NoError(t, err)
+	require.Equal(t, store.Retention{}, p.Retention, "a production of before keeps everything until a policy is set")
+	evs, err := db.Events(ctx, "pid", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
 
 	// A migrated schema is exactly a new one.
 	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))

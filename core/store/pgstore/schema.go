@@ -17,10 +17,11 @@ import (
 // paged listings (migrateV2toV3). The version is the schema_version row of
 // leases_meta. Version 4 adds retry policies, the dead state, priorities,
 // run-at and the attempt history (migrateV3toV4); version 5 the index of
-// workers seen (migrateV4toV5). Every table is prefixed
+// workers seen (migrateV4toV5); version 7 (SQLite's number: 6 is
+// SQLite's alone) the retention policies (migrateV5toV7). Every table is prefixed
 // leases_ and lives in the connection's current schema, so an authority can
 // share a database.
-const SchemaVersion = 5
+const SchemaVersion = 7
 
 // migrationLockSpace and the hash of the schema's name key the advisory
 // lock that serializes creating and migrating one schema (the one
@@ -200,6 +201,19 @@ var migrateV4toV5 = []string{
 	`UPDATE leases_meta SET v = 5 WHERE k = 'schema_version'`,
 }
 
+// migrateV5toV7 adds each production's retention policy, as the SQLite
+// migration does (docs/schema.md): productions that existed before keep
+// everything (the column defaults). Every path that opens a schema below 7
+// ends with these.
+var migrateV5toV7 = []string{
+	`ALTER TABLE leases_productions ADD COLUMN keep_completed_us bigint NOT NULL DEFAULT 0,
+		ADD COLUMN keep_failed_us bigint NOT NULL DEFAULT 0,
+		ADD COLUMN keep_dead_us bigint NOT NULL DEFAULT 0,
+		ADD COLUMN keep_cancelled_us bigint NOT NULL DEFAULT 0,
+		ADD COLUMN keep_events_us bigint NOT NULL DEFAULT 0`,
+	`UPDATE leases_meta SET v = 7 WHERE k = 'schema_version'`,
+}
+
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
@@ -288,7 +302,7 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now); err != nil {
 			return err
 		}
-	case 2, 3, 4:
+	case 2, 3, 4, 5:
 	default:
 		if v > SchemaVersion {
 			return tooNew(v)
@@ -305,7 +319,12 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV4toV5); err != nil {
+	if v < 5 {
+		if err := execAll(ctx, tx, migrateV4toV5); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV5toV7); err != nil {
 		return err
 	}
 	return classify(tx.Commit(ctx))

@@ -3,7 +3,9 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/libleases/libleases/core/store"
@@ -149,12 +151,14 @@ func (q queries) SetHWM(ctx context.Context, unixUS int64) error {
 }
 
 // productionColumns are read by scanProduction.
-const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent`
+const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent,
+	keep_completed_us, keep_failed_us, keep_dead_us, keep_cancelled_us, keep_events_us`
 
 func scanProduction(r scanner) (store.Production, error) {
 	var p store.Production
 	err := r.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
-		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent)
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &p.Retention.CompletedUS, &p.Retention.FailedUS,
+		&p.Retention.DeadUS, &p.Retention.CancelledUS, &p.Retention.EventsUS)
 	return p, err
 }
 
@@ -316,6 +320,127 @@ func (q queries) UpdatePolicy(ctx context.Context, productionID string, p store.
 	return nil
 }
 
+func (q queries) UpdateRetention(ctx context.Context, productionID string, r store.Retention) error {
+	res, err := q.exec(ctx, `UPDATE productions SET keep_completed_us = ?, keep_failed_us = ?, keep_dead_us = ?,
+		keep_cancelled_us = ?, keep_events_us = ? WHERE id = ?`, r.CompletedUS, r.FailedUS, r.DeadUS, r.CancelledUS,
+		r.EventsUS, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+// NewestJobSeq reads the last entry of jobs_by_order's range.
+func (q queries) NewestJobSeq(ctx context.Context, productionID string) (int64, error) {
+	var seq int64
+	err := q.queryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM jobs WHERE production_id = ?`, productionID).Scan(&seq)
+	return seq, classify(err)
+}
+
+// NewestEvent reads the last row of events: SQLite numbers the next event
+// from it, so pruning must never delete it.
+func (q queries) NewestEvent(ctx context.Context) (int64, string, error) {
+	var seq int64
+	var job string
+	err := q.queryRow(ctx, `SELECT seq, job_id FROM events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &job)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", nil
+	}
+	return seq, job, classify(err)
+}
+
+// DeleteJobEvents deletes a range of events_by_job.
+func (q queries) DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error) {
+	res, err := q.exec(ctx, `DELETE FROM events WHERE seq IN
+		(SELECT seq FROM events WHERE job_id = ? ORDER BY seq LIMIT ?)`, jobID, limit)
+	if err != nil {
+		return 0, classify(err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+func (q queries) CountJobEvents(ctx context.Context, ids []string) (int64, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = q.queryRow(ctx, `SELECT count(*) FROM events WHERE job_id IN (SELECT value FROM json_each(?))`,
+		string(list)).Scan(&n)
+	return n, classify(err)
+}
+
+func (q queries) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return 0, 0, err
+	}
+	list := string(b)
+	var n [2]int64
+	for i, st := range []string{
+		`DELETE FROM events WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM facts WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM outputs WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM attempts WHERE job_id IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))`} {
+		res, err := q.exec(ctx, st, list)
+		if err != nil {
+			return 0, 0, classify(err)
+		}
+		if i == 0 || i == 4 {
+			n[i/4], _ = res.RowsAffected()
+		}
+	}
+	return n[1], n[0], nil
+}
+
+func (q queries) DeleteJob(ctx context.Context, jobID string) error {
+	for _, st := range []string{`DELETE FROM facts WHERE job_id = ?`, `DELETE FROM outputs WHERE job_id = ?`,
+		`DELETE FROM attempts WHERE job_id = ?`} {
+		if _, err := q.exec(ctx, st, jobID); err != nil {
+			return classify(err)
+		}
+	}
+	res, err := q.exec(ctx, `DELETE FROM jobs WHERE id = ?`, jobID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+func (q queries) DeleteProduction(ctx context.Context, productionID string) error {
+	res, err := q.exec(ctx, `DELETE FROM productions WHERE id = ?`, productionID)
+	if err != nil {
+		return classify(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return store.ErrNoRow
+	}
+	return nil
+}
+
+// DeleteEvents deletes events by their primary key.
+func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []int64) (int64, error) {
+	list, err := json.Marshal(seqs)
+	if err != nil {
+		return 0, err
+	}
+	res, err := q.exec(ctx, `DELETE FROM events WHERE seq IN (SELECT value FROM json_each(?)) AND production_id = ?`,
+		string(list), productionID)
+	if err != nil {
+		return 0, classify(err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
 const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
 
 func scanAttempt(r scanner) (store.Attempt, error) {
@@ -451,9 +576,10 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {
-	_, err := q.exec(ctx, `INSERT INTO productions (`+productionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err := q.exec(ctx, `INSERT INTO productions (`+productionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.Name, p.CreatedAt, p.Policy.MaxAttempts, p.Policy.BackoffBaseUS, p.Policy.BackoffCapUS,
-		p.Policy.JitterPercent)
+		p.Policy.JitterPercent, p.Retention.CompletedUS, p.Retention.FailedUS, p.Retention.DeadUS,
+		p.Retention.CancelledUS, p.Retention.EventsUS)
 	return classify(err)
 }
 
@@ -513,4 +639,41 @@ func (q queries) InsertOutputs(ctx context.Context, outs []store.Output) error {
 		}
 	}
 	return nil
+}
+
+// ReclaimSpace gives free pages back to the file system (PRAGMA
+// incremental_vacuum), at most pages of them, inside the write transaction,
+// and returns how many it gave back. A file keeps an eighth of its pages
+// free for the rows that come next: in steady state pruning frees about
+// what new rows take, and giving that back only to grow the file again
+// would write every page twice. A file without incremental auto-vacuum
+// (created before schema 7 and never vacuumed since) gives none back and
+// keeps its free pages, which SQLite reuses for new rows: it stops growing
+// all the same, at its largest size.
+func (q queries) ReclaimSpace(ctx context.Context, pages int) (int64, error) {
+	var total, before, after int64
+	if err := q.queryRow(ctx, `PRAGMA page_count`).Scan(&total); err != nil {
+		return 0, classify(err)
+	}
+	if err := q.queryRow(ctx, `PRAGMA freelist_count`).Scan(&before); err != nil {
+		return 0, classify(err)
+	}
+	give := min(before-total/8, int64(pages))
+	if give <= 0 {
+		return 0, nil
+	}
+	rows, err := q.query(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, give))
+	if err != nil {
+		return 0, classify(err)
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, classify(err)
+	}
+	if err := q.queryRow(ctx, `PRAGMA freelist_count`).Scan(&after); err != nil {
+		return 0, classify(err)
+	}
+	return before - after, nil
 }

@@ -5,8 +5,9 @@ package sqlitestore
 // the indexes of the paged listings (migrateV2toV3); version 4 adds retry
 // policies, the dead state, priorities, run-at and the attempt history
 // (migrateV3toV4); version 5 adds the index of workers seen (migrateV4toV5);
-// version 6 numbers events and attempts without AUTOINCREMENT (migrateV5toV6).
-const SchemaVersion = 6
+// version 6 numbers events and attempts without AUTOINCREMENT (migrateV5toV6);
+// version 7 adds retention policies (migrateV6toV7).
+const SchemaVersion = 7
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -206,4 +207,19 @@ var migrateV5toV6 = []string{
 	`PRAGMA writable_schema = OFF`,
 	`DELETE FROM sqlite_sequence`,
 	`PRAGMA user_version = 6`,
+}
+
+// migrateV6toV7 adds each production's retention policy (docs/schema.md):
+// how long finished jobs of each state and events are kept, in µs, 0 for
+// good. Productions that existed before keep everything (the column
+// defaults): an upgrade deletes nothing nobody asked to delete; a new
+// production is created with core's default policy. Every path that opens
+// a file below version 7 ends with these, a new file too.
+var migrateV6toV7 = []string{
+	`ALTER TABLE productions ADD COLUMN keep_completed_us INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE productions ADD COLUMN keep_failed_us INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE productions ADD COLUMN keep_dead_us INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE productions ADD COLUMN keep_cancelled_us INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE productions ADD COLUMN keep_events_us INTEGER NOT NULL DEFAULT 0`,
+	`PRAGMA user_version = 7`,
 }

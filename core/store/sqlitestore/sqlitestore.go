@@ -114,6 +114,9 @@ func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist b
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := os.Stat(abs); err == nil && fi.Size() == 0 {
+		primeIncrementalVacuum(abs, busy)
+	}
 	db, err := sql.Open("sqlite", dsn(abs, busy, syncMode))
 	if err != nil {
 		file.close()
@@ -134,6 +137,28 @@ func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist b
 		return nil, err
 	}
 	return s, nil
+}
+
+// primeIncrementalVacuum makes a new (empty) file one that gives back the
+// pages pruning frees (ReclaimSpace): SQLite records the auto-vacuum mode
+// when it writes the file's first page, which the switch to WAL does, so
+// one connection sets the mode and then WAL. Only for an empty file: on
+// every connection the pragma could wait for the writer lock. Best effort:
+// a file whose first page another opener wrote first keeps that one's mode
+// (SQLite reuses its free pages all the same; docs/schema.md, "Space comes
+// back").
+func primeIncrementalVacuum(abs string, busy time.Duration) {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", (busy+time.Millisecond-1)/time.Millisecond))
+	q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Set("mode", "rw")
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return
+	}
+	_ = db.Ping()
+	_ = db.Close()
 }
 
 // dsn is the URI every connection opens: its pragmas are set on each.
@@ -160,7 +185,7 @@ var _ store.Backend = (*DB)(nil)
 func (s *DB) Pragma(name string) (string, error) {
 	switch name {
 	case "journal_mode", "synchronous", "busy_timeout", "user_version", "integrity_check",
-		"journal_size_limit", "wal_autocheckpoint":
+		"journal_size_limit", "wal_autocheckpoint", "auto_vacuum", "freelist_count", "page_count":
 	default:
 		return "", fmt.Errorf("pragma %q is not readable here", name)
 	}
@@ -237,7 +262,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version >= 2 && version <= 5:
+	case version >= 2 && version <= 6:
 	default:
 		return store.ErrNotLeases
 	}
@@ -256,17 +281,22 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV5toV6); err != nil {
+	if version < 6 {
+		if err := execAll(ctx, tx, migrateV5toV6); err != nil {
+			return err
+		}
+		// migrateV5toV6 edited table definitions: a new schema_version makes
+		// every connection reload them (a plain edit would not).
+		var cookie int64
+		if err := tx.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&cookie); err != nil {
+			return classify(err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA schema_version = %d`, cookie+1)); err != nil {
+			return fmt.Errorf("migration: %w", classify(err))
+		}
+	}
+	if err := execAll(ctx, tx, migrateV6toV7); err != nil {
 		return err
-	}
-	// migrateV5toV6 edited table definitions: a new schema_version makes
-	// every connection reload them (a plain edit would not).
-	var cookie int64
-	if err := tx.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&cookie); err != nil {
-		return classify(err)
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA schema_version = %d`, cookie+1)); err != nil {
-		return fmt.Errorf("migration: %w", classify(err))
 	}
 	return classify(tx.Commit())
 }

@@ -58,7 +58,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web,pgloop); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web,pgloop,steady); empty: all")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
@@ -364,6 +364,12 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 
 	// 11. The worker loop on PostgreSQL next to River and the floor.
 	for _, r := range pgLoopRows(o, lb, pgEnv) {
+		add(r)
+	}
+
+	// 12. Steady state: jobs flowing with a short retention window, on each
+	// store (steady.go).
+	for _, r := range steadyRows(o, lb, pgEnv) {
 		add(r)
 	}
 
@@ -728,6 +734,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	}
 	if o.want("pgloop") {
 		renderPGLoop(o, &b, rows, n)
+	}
+	if o.want("steady") {
+		renderSteady(&b, rows, n)
 	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")

@@ -101,6 +101,7 @@ var commands = map[string]func(args []string){
 	"pgloop":         cmdPGLoop,
 	"page":           cmdPage,
 	"webpage":        cmdWebPage,
+	"steady":         cmdSteady,
 }
 
 func main() {

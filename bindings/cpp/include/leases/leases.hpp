@@ -1397,6 +1397,41 @@ struct RetryPolicy {
     friend bool operator!=(const RetryPolicy &a, const RetryPolicy &b) noexcept { return !(a == b); }
 };
 
+/// How long a production keeps its finished jobs, by state (from when each
+/// finished), and its events (from when each was recorded); zero keeps them
+/// for good, else 1 us .. LEASES_MAX_RETENTION_US. A default-constructed
+/// value is the library's default policy.
+struct RetentionPolicy {
+    std::chrono::microseconds keep_completed = std::chrono::hours(24 * 7);
+    std::chrono::microseconds keep_failed = std::chrono::hours(24 * 30);
+    std::chrono::microseconds keep_dead = std::chrono::hours(24 * 30);
+    std::chrono::microseconds keep_cancelled = std::chrono::hours(24 * 7);
+    std::chrono::microseconds keep_events = std::chrono::hours(24 * 7);
+
+    friend bool operator==(const RetentionPolicy &a, const RetentionPolicy &b) noexcept {
+        return a.keep_completed == b.keep_completed && a.keep_failed == b.keep_failed &&
+               a.keep_dead == b.keep_dead && a.keep_cancelled == b.keep_cancelled && a.keep_events == b.keep_events;
+    }
+    friend bool operator!=(const RetentionPolicy &a, const RetentionPolicy &b) noexcept { return !(a == b); }
+};
+
+/// What Authority::prune deletes: one production or every one (empty), by
+/// each production's policy or by an age (older_than, nonzero), with an
+/// archive written and synced first (non-empty path), or only counting
+/// (dry_run).
+struct PruneOptions {
+    std::string production;
+    std::chrono::microseconds older_than{0};
+    std::string archive;
+    bool dry_run = false;
+};
+
+/// What Authority::prune deleted (or, with dry_run, would).
+struct PruneResult {
+    std::int64_t jobs = 0;
+    std::int64_t events = 0;
+};
+
 /// How a job is requested (Authority::request_job with options): a priority
 /// and at most one of run_at and delay, both on the authority's clock. A
 /// default-constructed value is priority 0, claimable at once.
@@ -1923,6 +1958,44 @@ public:
     void set_retry_policy(const std::string &production, const RetryPolicy &policy) {
         const leases_retry_policy c = detail::c_policy(policy);
         check(leases_production_set_policy(handle_.get(), detail::c_str(production, "production"), &c));
+    }
+
+    /// The coordinator's change of a production's retention policy; pruning
+    /// applies it from its next batch, and a retention_changed event records it.
+    void set_retention_policy(const std::string &production, const RetentionPolicy &policy) {
+        leases_retention_policy c = LEASES_RETENTION_POLICY_INIT;
+        c.keep_completed_us = static_cast<std::int64_t>(policy.keep_completed.count());
+        c.keep_failed_us = static_cast<std::int64_t>(policy.keep_failed.count());
+        c.keep_dead_us = static_cast<std::int64_t>(policy.keep_dead.count());
+        c.keep_cancelled_us = static_cast<std::int64_t>(policy.keep_cancelled.count());
+        c.keep_events_us = static_cast<std::int64_t>(policy.keep_events.count());
+        check(leases_production_set_retention(handle_.get(), detail::c_str(production, "production"), &c));
+    }
+    /// A production's retention policy.
+    [[nodiscard]] RetentionPolicy retention_policy(const std::string &production) {
+        leases_retention_policy c = LEASES_RETENTION_POLICY_INIT;
+        check(leases_production_retention(handle_.get(), detail::c_str(production, "production"), &c));
+        RetentionPolicy r;
+        r.keep_completed = std::chrono::microseconds(c.keep_completed_us);
+        r.keep_failed = std::chrono::microseconds(c.keep_failed_us);
+        r.keep_dead = std::chrono::microseconds(c.keep_dead_us);
+        r.keep_cancelled = std::chrono::microseconds(c.keep_cancelled_us);
+        r.keep_events = std::chrono::microseconds(c.keep_events_us);
+        return r;
+    }
+    /// Deletes the finished jobs and events past their retention (PruneOptions),
+    /// in batches of at most 64 jobs and 1000 events, each one short
+    /// transaction; never a requested or claimed job.
+    PruneResult prune(const PruneOptions &options = PruneOptions{}) {
+        leases_prune_options c = LEASES_PRUNE_OPTIONS_INIT;
+        c.flags = options.dry_run ? LEASES_PRUNE_DRY_RUN : 0;
+        c.older_than_us = static_cast<std::int64_t>(options.older_than.count());
+        const char *production =
+            options.production.empty() ? nullptr : detail::c_str(options.production, "production");
+        const char *archive = options.archive.empty() ? nullptr : detail::c_str(options.archive, "path");
+        PruneResult r;
+        check(leases_prune(handle_.get(), production, archive, &c, &r.jobs, &r.events));
+        return r;
     }
 
     /// Requests a job with a priority and a run-at or delay (RequestOptions);

@@ -1,0 +1,258 @@
+// The steady-state row (section 11): jobs flow at a steady rate through
+// claim → complete while a short retention window prunes them, for several
+// windows. It reports the store's size and the claim p99 per window (flat
+// after the first, if pruning keeps up), pruning's share of the run's time,
+// and the claim p99 of claims that overlapped a prune batch next to the
+// others (no spike while a batch runs). The window is real time, short:
+// the rules do not depend on its length, only the volume per window does.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	leases "github.com/libleases/libleases"
+	"github.com/libleases/libleases/core"
+)
+
+func cmdSteady(args []string) {
+	fs := flag.NewFlagSet("steady", flag.ExitOnError)
+	db := fs.String("db", "", "SQLite file (created) or a postgres:// URL (a fresh schema is created in it)")
+	level := fs.String("sync", "FULL", "synchronous level (SQLite only)")
+	window := fs.Duration("window", 3*time.Second, "the retention of completed jobs and of events")
+	windows := fs.Int("windows", 10, "how many windows the run lasts")
+	rate := fs.Int("rate", 200, "jobs requested per second")
+	w := fs.Int("w", 2, "worker goroutines")
+	must(fs.Parse(args))
+	loc, pg := *db, leases.IsPostgres(*db)
+	var schema string
+	if pg {
+		if fsync := pgFsync(*db); fsync != "on" && os.Getenv("LEASESBENCH_ALLOW_NOFSYNC") == "" {
+			fail(fmt.Errorf("the PostgreSQL server runs with fsync=%s (set LEASESBENCH_ALLOW_NOFSYNC=1 for a smoke run)", fsync))
+		}
+		loc, schema, _ = pgSchemaURL(*db, *w+2)
+		defer pgDropSchema(*db, schema)
+	}
+	var a *core.Authority
+	var err error
+	if pg {
+		a, err = leases.Open(loc)
+	} else {
+		a, err = leases.OpenWith(loc, leases.Options{Synchronous: *level})
+	}
+	must(err)
+	defer a.Close()
+	a.SetPruneInterval(0) // this row prunes on its own schedule, and times it
+	_, err = a.CreateProductionWithPolicies(prod, leases.DefaultRetryPolicy(), leases.RetentionPolicy{
+		Completed: *window, Failed: *window, Dead: *window, Cancelled: *window, Events: *window})
+	must(err)
+
+	size := func() float64 {
+		if pg {
+			conn, err := pgx.Connect(context.Background(), *db)
+			must(err)
+			defer conn.Close(context.Background())
+			var n int64
+			must(conn.QueryRow(context.Background(), `SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0)
+				FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = $1 AND c.relkind = 'r'`, schema).Scan(&n))
+			return float64(n)
+		}
+		var n int64
+		for _, f := range []string{loc, loc + "-wal"} {
+			if fi, err := os.Stat(f); err == nil {
+				n += fi.Size()
+			}
+		}
+		return float64(n)
+	}
+
+	type claim struct {
+		at, lat int64 // ns since start
+	}
+	var (
+		mu      sync.Mutex
+		claims  []claim
+		pruning []([2]int64) // prune calls: start, end (ns since start)
+		pruneNS atomic.Int64 // the passes' wall time
+		heldNS  atomic.Int64 // the time their transactions held the writer
+	)
+	start := time.Now()
+	end := start.Add(time.Duration(*windows) * *window)
+	ctx, stop := context.WithDeadline(context.Background(), end)
+	defer stop()
+	var wg sync.WaitGroup
+	// The requester: rate jobs a second, in ticks of 10 ms.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		per := max(*rate/100, 1)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i := 0; i < per; i++ {
+				if _, err := a.RequestJob(prod, "", nil); err != nil && ctx.Err() == nil {
+					fail(err)
+				}
+			}
+		}
+	}()
+	for i := 0; i < *w; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t := time.Now()
+				l, err := a.Claim(prod, worker, leaseFor)
+				lat := since(t)
+				if err != nil {
+					if leases.KindOf(err) == leases.KindNothingToClaim {
+						time.Sleep(2 * time.Millisecond)
+						continue
+					}
+					fail(err)
+				}
+				must(l.Complete(core.Facts{}))
+				mu.Lock()
+				claims = append(claims, claim{at: t.Sub(start).Nanoseconds(), lat: lat})
+				mu.Unlock()
+			}
+		}()
+	}
+	// The pruner: a pass every quarter window.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(*window / 4):
+			}
+			t := time.Now()
+			r, err := a.Prune(ctx, leases.PruneOptions{})
+			if err != nil && ctx.Err() == nil {
+				fail(err)
+			}
+			d := since(t)
+			pruneNS.Add(d)
+			heldNS.Add(r.Held.Nanoseconds())
+			mu.Lock()
+			pruning = append(pruning, [2]int64{t.Sub(start).Nanoseconds(), t.Sub(start).Nanoseconds() + d})
+			mu.Unlock()
+		}
+	}()
+	// A size sample at the end of each window.
+	sizes := make([]float64, 0, *windows)
+	for i := 1; i <= *windows; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * *window)))
+		sizes = append(sizes, size())
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+
+	p99 := func(lat []int64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return float64(percentile(lat, 0.99))
+	}
+	perWindow := make([][]int64, *windows)
+	var during, outside []int64
+	for _, c := range claims {
+		wi := min(int(c.at/window.Nanoseconds()), *windows-1)
+		perWindow[wi] = append(perWindow[wi], c.lat)
+		overlaps := false
+		for _, p := range pruning {
+			if c.at < p[1] && c.at+c.lat > p[0] {
+				overlaps = true
+				break
+			}
+		}
+		if overlaps {
+			during = append(during, c.lat)
+		} else {
+			outside = append(outside, c.lat)
+		}
+	}
+	ex := map[string]float64{
+		"windows":          float64(*windows),
+		"size_first":       sizes[0],
+		"size_last":        sizes[len(sizes)-1],
+		"size_max_after_1": 0,
+		"prune_share":      float64(heldNS.Load()) / (secs * 1e9),
+		"prune_wall_share": float64(pruneNS.Load()) / (secs * 1e9),
+		"p99_during_prune": p99(during),
+		"p99_outside":      p99(outside),
+		"p99_first":        p99(perWindow[0]),
+		"p99_last":         p99(perWindow[*windows-1]),
+		"p99_max_after_1":  0,
+	}
+	for i := 1; i < *windows; i++ {
+		ex["size_max_after_1"] = max(ex["size_max_after_1"], sizes[i])
+		ex["p99_max_after_1"] = max(ex["p99_max_after_1"], p99(perWindow[i]))
+	}
+	all := make([]int64, 0, len(claims))
+	for _, c := range claims {
+		all = append(all, c.lat)
+	}
+	r := result{Ops: len(claims), Secs: secs, P99NS: int64(p99(all)), Extra: ex}
+	r.P50NS = percentile(all, 0.50)
+	emit(r)
+}
+
+// steadyRows are section 11's rows: SQLite FULL and PostgreSQL, ten windows
+// each (2 s windows at 300 jobs/s; the smoke run 200 ms at 50 jobs/s).
+func steadyRows(o *opts, lb string, pgEnv []string) []*row {
+	window, rate := "2s", max(int(300*o.scale), 50)
+	if o.smoke {
+		window, rate = "200ms", 50
+	}
+	args := []string{"-window", window, "-windows", "10", "-rate", itoa(rate), "-w", "2"}
+	sq := &row{section: "steady", name: "SQLite FULL", run: func(dir string) (result, error) {
+		return child(append([]string{lb, "steady", "-db", filepath.Join(dir, "s.db"), "-sync", "FULL"}, args...))
+	}}
+	pr := &row{section: "steady", name: "PostgreSQL", run: func(string) (result, error) {
+		return child(append([]string{lb, "steady", "-db", o.pg}, args...), pgEnv...)
+	}}
+	if o.pg == "" {
+		pr.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
+	}
+	return []*row{sq, pr}
+}
+
+func renderSteady(b *strings.Builder, rows []*row, n string) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("\n### 12. Steady state: ten retention windows of jobs flowing (%s)\n\n", n)
+	p("Jobs are requested at a steady rate and claimed and completed by 2 workers; completed jobs and events are\n" +
+		"kept one window (2 s of real time; 200 ms in the smoke run), and a prune pass runs every quarter window. Size: the store after each\n" +
+		"window (SQLite: file and WAL; PostgreSQL: the schema's tables and indexes). Flat means the largest size after\n" +
+		"the first window is within 1.5× of the first. Prune share: the time the prune passes' transactions held the writer\n" +
+		"over the run's (PruneResult.Held; their wall time, waits for the writer included, in brackets). Spike: claim p99 of claims that overlapped a prune pass, next to the others'.\n\n")
+	p("| row | jobs/s | size after window 1 | largest after | flat | claim p99 window 1 | largest p99 after | prune share | p99 during prune | p99 outside |\n")
+	p("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range measuredIn(rows, "steady", 10, p) {
+		med := func(k string) float64 { return median(values(r, func(x result) float64 { return x.Extra[k] })) }
+		first, after := med("size_first"), med("size_max_after_1")
+		p("| %s | %s | %.1f MiB | %.1f MiB | %s | %s | %s | %.1f %% (%.1f %%) %s | %s | %s |\n", r.name, num(median(rates(r))),
+			first/(1<<20), after/(1<<20), met(after <= 1.5*first), us(med("p99_first")), us(med("p99_max_after_1")),
+			100*med("prune_share"), 100*med("prune_wall_share"), met(med("prune_share") <= 0.05),
+			us(med("p99_during_prune")), us(med("p99_outside")))
+	}
+	p("\n")
+}

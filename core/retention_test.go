@@ -1,0 +1,507 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libleases/libleases/core/store"
+	"github.com/stretchr/testify/require"
+)
+
+const day = 24 * time.Hour
+
+// short is a retention policy with a different window per state, so that a
+// test can tell which one pruning applied.
+var short = RetentionPolicy{Completed: time.Hour, Failed: 2 * time.Hour, Dead: 3 * time.Hour,
+	Cancelled: 4 * time.Hour, Events: KeepForGood}
+
+func (f *fixture) retention(r RetentionPolicy) {
+	f.t.Helper()
+	require.NoError(f.t, f.a.SetRetentionPolicy("p", r))
+}
+
+// finished requests a job and brings it to state at the fake clock's
+// current time: completed (with a fact), failed, dead (its production
+// allows one attempt) or cancelled.
+func (f *fixture) finished(state string) string {
+	f.t.Helper()
+	id := f.request(1)[0]
+	if state == StateCancelled {
+		require.NoError(f.t, f.a.Cancel("p", id))
+		return id
+	}
+	l, err := f.a.ClaimJob("p", id, "w", time.Minute)
+	require.NoError(f.t, err)
+	switch state {
+	case StateCompleted:
+		require.NoError(f.t, l.Complete(Facts{Metadata: map[string]json.RawMessage{"score": json.RawMessage("1")}}))
+	case StateFailed:
+		require.NoError(f.t, l.Fail("broken"))
+	case StateDead:
+		require.NoError(f.t, l.FailRetry("again", 0))
+	}
+	require.Equal(f.t, state, f.job(id).State)
+	return id
+}
+
+func (f *fixture) prune(o PruneOptions) PruneResult {
+	f.t.Helper()
+	r, err := f.a.Prune(context.Background(), o)
+	require.NoError(f.t, err)
+	return r
+}
+
+func (f *fixture) gone(id string) {
+	f.t.Helper()
+	_, err := f.a.Job("p", id)
+	requireKind(f.t, err, KindNotFound)
+}
+
+func TestANewProductionGetsTheDefaultRetentionPolicyAndListingsShowIt(t *testing.T) {
+	f := newFixture(t)
+	ps, err := f.a.Productions()
+	require.NoError(t, err)
+	require.Equal(t, DefaultRetentionPolicy(), ps[0].Retention)
+	b, err := json.Marshal(ps[0])
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"retention":{"completed_us":604800000000,"failed_us":2592000000000,`+
+		`"dead_us":2592000000000,"cancelled_us":604800000000,"events_us":604800000000}`)
+
+	_, err = f.a.CreateProductionWithPolicies("kept", DefaultRetryPolicy(), RetentionPolicy{Failed: day})
+	require.NoError(t, err)
+	_, err = f.a.CreateProductionWithPolicies("kept", DefaultRetryPolicy(), RetentionPolicy{})
+	requireKind(t, err, KindWrongState)
+	requireKind(t, f.a.SetRetentionPolicy("p", RetentionPolicy{Completed: -time.Second}), KindInvalidArgument)
+	requireKind(t, f.a.SetRetentionPolicy("p", RetentionPolicy{Events: time.Nanosecond}), KindInvalidArgument)
+	requireKind(t, f.a.SetRetentionPolicy("nope", short), KindNotFound)
+	f.retention(short)
+	f.reopen()
+	ps, err = f.a.Productions()
+	require.NoError(t, err)
+	require.Equal(t, short, ps[1].Retention, "the policy survives a reopen")
+	require.Contains(t, f.kinds(""), "retention_changed")
+}
+
+func TestAFinishedJobIsPrunedOnceItsStatesRetentionHasPassedAndNotBefore(t *testing.T) {
+	f := newFixture(t)
+	f.policy(RetryPolicy{MaxAttempts: 1, BackoffCap: time.Hour})
+	f.retention(short)
+	ids := map[string]string{}
+	for _, s := range FinishedStates {
+		ids[s] = f.finished(s)
+	}
+	last := f.request(1)[0] // the production's newest job, requested
+	ended := f.clk.now
+
+	// One µs short of each window nothing goes; at the window the job does.
+	for _, s := range FinishedStates {
+		keep := time.Duration(keepUS(mustCheck(t, short), s)) * time.Microsecond
+		f.clk.set(ended + keep.Microseconds() - 1)
+		f.prune(PruneOptions{})
+		require.Equal(t, s, f.job(ids[s]).State, "%s is kept until its window has passed", s)
+		f.clk.set(ended + keep.Microseconds())
+		require.EqualValues(t, 1, f.prune(PruneOptions{}).Jobs, s)
+		f.gone(ids[s])
+	}
+	require.Equal(t, StateRequested, f.job(last).State)
+}
+
+func mustCheck(t *testing.T, r RetentionPolicy) store.Retention {
+	t.Helper()
+	sr, err := r.check()
+	require.NoError(t, err)
+	return sr
+}
+
+func TestPruningNeverDeletesARequestedOrClaimedJob(t *testing.T) {
+	f := newFixture(t)
+	done := f.finished(StateCompleted)
+	l, err := f.a.ClaimJob("p", f.request(1)[0], "w", 20*time.Hour)
+	require.NoError(t, err)
+	waiting := f.request(1)[0]
+	delayed := f.requestWith(RequestOptions{Delay: 300 * day})
+	f.request(1)
+	f.clk.advance(10 * time.Hour)
+	r := f.prune(PruneOptions{OlderThan: time.Microsecond})
+	require.EqualValues(t, 1, r.Jobs)
+	f.gone(done)
+	require.Equal(t, StateRequested, f.job(waiting).State)
+	require.Equal(t, StateRequested, f.job(delayed).State)
+	require.Equal(t, StateClaimed, f.job(l.JobID()).State)
+	require.NoError(t, l.Complete(Facts{}), "the claim's holder is not disturbed")
+}
+
+func TestAProductionCanKeepCompletedJobsForGood(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: KeepForGood, Failed: time.Hour, Events: time.Hour})
+	kept := f.finished(StateCompleted)
+	failed := f.finished(StateFailed)
+	f.request(1)
+	f.clk.advance(3650 * day)
+	require.EqualValues(t, 1, f.prune(PruneOptions{}).Jobs)
+	f.gone(failed)
+	facts, err := f.a.FactsOf("p", kept)
+	require.NoError(t, err)
+	require.JSONEq(t, "1", string(facts.Metadata["score"]), "a completed job's facts are kept for good")
+}
+
+func TestAPrunedJobIsNotFoundEverywhereAndItsTokenIsRefusedAsNotFound(t *testing.T) {
+	f := newFixture(t)
+	f.retention(short)
+	id := f.request(1)[0]
+	l, err := f.a.ClaimJob("p", id, "w", time.Minute)
+	require.NoError(t, err)
+	token, err := l.Export()
+	require.NoError(t, err)
+	require.NoError(t, l.Complete(Facts{Metadata: map[string]json.RawMessage{"k": json.RawMessage(`"v"`)}}))
+	f.request(1)
+	f.clk.advance(time.Hour)
+	require.EqualValues(t, 1, f.prune(PruneOptions{}).Jobs)
+
+	ctx := context.Background()
+	f.gone(id)
+	_, err = f.a.JobDetail(ctx, "p", id)
+	requireKind(t, err, KindNotFound)
+	_, err = f.a.FactsOf("p", id)
+	requireKind(t, err, KindNotFound)
+	_, err = f.a.Payload("p", id)
+	requireKind(t, err, KindNotFound)
+	_, err = f.a.ClaimJob("p", id, "w", time.Minute)
+	requireKind(t, err, KindNotFound)
+	requireKind(t, f.a.Cancel("p", id), KindNotFound)
+	requireKind(t, f.a.RetryJob("p", id), KindNotFound)
+	_, err = f.a.Import(token)
+	requireKind(t, err, KindNotFound)
+	page, err := f.a.ListJobs(ctx, "p", JobQuery{ID: id})
+	require.NoError(t, err)
+	require.Empty(t, page.Jobs)
+	_, err = f.a.ListEvents(ctx, EventQuery{Production: "p", JobID: id})
+	requireKind(t, err, KindNotFound)
+	// No row of it is left in any table.
+	st, err := f.a.b.Facts(ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, st)
+	at, err := f.a.b.Attempts(ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, at)
+}
+
+func TestAnIdempotentRequestKeyMayBeReusedAfterItsJobIsPruned(t *testing.T) {
+	f := newFixture(t)
+	f.retention(short)
+	first, err := f.a.RequestJob("p", "nightly", []byte("a"))
+	require.NoError(t, err)
+	again, err := f.a.RequestJob("p", "nightly", []byte("a"))
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	require.NoError(t, f.a.Cancel("p", first))
+	f.request(1)
+	f.clk.advance(4 * time.Hour)
+	require.EqualValues(t, 1, f.prune(PruneOptions{}).Jobs)
+	second, err := f.a.RequestJob("p", "nightly", []byte("another payload"))
+	require.NoError(t, err)
+	require.NotEqual(t, first, second, "the key names a new job")
+	require.Equal(t, StateRequested, f.job(second).State)
+}
+
+func TestPruningLeavesTheMarkEveryOtherJobAndListingPagesUntouched(t *testing.T) {
+	f := newFixture(t)
+	f.retention(short)
+	var all, kept []string
+	for i := 0; i < 30; i++ {
+		if i%3 == 0 {
+			kept = append(kept, f.request(1)[0])
+			all = append(all, kept[len(kept)-1])
+			continue
+		}
+		all = append(all, f.finished(StateCompleted))
+	}
+	kept = append(kept, f.request(1)[0])
+	f.clk.advance(time.Hour)
+	mark := f.hwm()
+
+	// A listing paged across the prune lists every job that was kept.
+	ctx := context.Background()
+	page, err := f.a.ListJobs(ctx, "p", JobQuery{Limit: 4})
+	require.NoError(t, err)
+	var listed []string
+	for _, j := range page.Jobs {
+		listed = append(listed, j.ID)
+	}
+	require.EqualValues(t, 20, f.prune(PruneOptions{}).Jobs)
+	require.Equal(t, mark, f.hwm(), "pruning moves no mark")
+	for page.Next != "" {
+		page, err = f.a.ListJobs(ctx, "p", JobQuery{Limit: 4, After: page.Next})
+		require.NoError(t, err)
+		for _, j := range page.Jobs {
+			listed = append(listed, j.ID)
+		}
+	}
+	var want []string
+	for _, id := range all[:4] {
+		want = append(want, id)
+	}
+	for _, id := range kept {
+		if !contains(want, id) {
+			want = append(want, id)
+		}
+	}
+	require.Equal(t, want, listed)
+	// The kept jobs still obey every lease rule.
+	l := f.claim("w", time.Minute)
+	require.Equal(t, kept[0], l.JobID())
+	require.NoError(t, l.Complete(Facts{}))
+}
+
+func TestPruningKeepsTheNewestJobAndEventSoTheirNumbersAreNeverReused(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour, Events: time.Hour})
+	a := f.finished(StateCompleted)
+	b := f.finished(StateCompleted) // the newest job, and its completion the newest event
+	f.clk.advance(2 * time.Hour)
+	r := f.prune(PruneOptions{})
+	require.EqualValues(t, 1, r.Jobs)
+	f.gone(a)
+	require.Equal(t, StateCompleted, f.job(b).State)
+	ctx := context.Background()
+	all, err := f.a.b.Events(ctx, "", 0, 0)
+	require.NoError(t, err)
+	newest := all[len(all)-1]
+	require.Equal(t, b, newest.JobID, "the newest event stays")
+	before := f.jobSeq(b)
+
+	c := f.request(1)[0]
+	require.Greater(t, f.jobSeq(c), before, "the next job gets a new number")
+	evs, err := f.a.b.Events(ctx, "", newest.Seq, 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, evs, "the next event gets a number after the newest")
+	require.Greater(t, evs[0].Seq, newest.Seq)
+	// Once newer ones exist, the kept job goes too.
+	f.clk.advance(2 * time.Hour)
+	f.prune(PruneOptions{})
+	f.gone(b)
+}
+
+func (f *fixture) jobSeq(id string) int64 {
+	f.t.Helper()
+	j, err := f.a.b.JobByID(context.Background(), id)
+	require.NoError(f.t, err)
+	return j.Seq
+}
+
+func TestEventsArePrunedOncePastTheirRetentionAndNotBefore(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Events: time.Hour})
+	old := f.request(3)
+	f.clk.advance(30 * time.Minute)
+	young := f.request(1)[0]
+	f.clk.advance(30 * time.Minute)
+	r := f.prune(PruneOptions{})
+	require.Zero(t, r.Jobs, "no job goes with its events: jobs are pruned by their own retention")
+	for _, id := range old {
+		require.Empty(t, f.kinds(id))
+		require.Equal(t, StateRequested, f.job(id).State)
+	}
+	require.Equal(t, []string{"requested"}, f.kinds(young))
+	require.NotZero(t, r.Events)
+}
+
+// countingTx counts what each pruning transaction deletes.
+type countingTx struct {
+	store.Tx
+	jobs, events *int64
+}
+
+func (c countingTx) DeleteJob(ctx context.Context, id string) error {
+	err := c.Tx.DeleteJob(ctx, id)
+	if err == nil {
+		*c.jobs++
+	}
+	return err
+}
+
+func (c countingTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	jobs, events, err := c.Tx.DeleteJobs(ctx, ids)
+	*c.jobs += jobs
+	*c.events += events
+	return jobs, events, err
+}
+
+func (c countingTx) DeleteJobEvents(ctx context.Context, id string, limit int) (int64, error) {
+	n, err := c.Tx.DeleteJobEvents(ctx, id, limit)
+	*c.events += n
+	return n, err
+}
+
+func (c countingTx) DeleteEvents(ctx context.Context, p string, seqs []int64) (int64, error) {
+	n, err := c.Tx.DeleteEvents(ctx, p, seqs)
+	*c.events += n
+	return n, err
+}
+
+func TestAPruningTransactionDeletesAtMostItsBatchOfJobsAndEvents(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour, Events: time.Hour})
+	// 150 completed jobs (three events each), and one job with 2500
+	// renewals: its events alone exceed a batch.
+	e, err := f.a.Begin()
+	require.NoError(t, err)
+	var ids []string
+	for i := 0; i < 150; i++ {
+		id, err := e.RequestJob("p", "", nil)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	require.NoError(t, e.Commit())
+	for range ids {
+		l := f.claim("w", time.Minute)
+		require.NoError(t, l.Complete(Facts{}))
+	}
+	long := f.request(1)[0]
+	l, err := f.a.ClaimJob("p", long, "w", time.Minute)
+	require.NoError(t, err)
+	for i := 0; i < 2500; i++ {
+		f.clk.advance(time.Microsecond)
+		require.NoError(t, l.Renew(time.Minute))
+	}
+	require.NoError(t, l.Complete(Facts{}))
+	f.request(1)
+	f.clk.advance(2 * time.Hour)
+
+	var batches []([2]int64)
+	wrapTxs(f.a, func(tx store.Tx) store.Tx {
+		batches = append(batches, [2]int64{})
+		b := &batches[len(batches)-1]
+		return countingTx{Tx: tx, jobs: &b[0], events: &b[1]}
+	})
+	r := f.prune(PruneOptions{})
+	require.EqualValues(t, 151, r.Jobs)
+	var jobs, events int64
+	for _, b := range batches {
+		require.LessOrEqual(t, b[0], int64(PruneJobBatch))
+		require.LessOrEqual(t, b[1], int64(PruneEventBatch))
+		jobs, events = jobs+b[0], events+b[1]
+	}
+	require.EqualValues(t, 151, jobs)
+	require.Equal(t, r.Events, events)
+	require.Greater(t, r.Batches, int64(4))
+	f.gone(long)
+}
+
+func TestPruningBesideWorkersLosesNoJobAndDeletesOnlyFinishedOnes(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Microsecond, Events: time.Microsecond})
+	const n = 120
+	ids := f.request(n)
+	f.request(1) // the newest, never claimed: the rule keeps it anyway
+	var wg sync.WaitGroup
+	var completed atomic.Int64
+	stop := make(chan struct{})
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for completed.Load() < n {
+				l, err := f.a.Claim("p", "w", time.Hour)
+				if err != nil {
+					var e *Error
+					if errors.As(err, &e) && (e.Kind == KindNothingToClaim || e.Kind == KindBusy) {
+						continue
+					}
+					t.Error(err)
+					return
+				}
+				if err := l.Complete(Facts{}); err != nil {
+					t.Error(err)
+					return
+				}
+				completed.Add(1)
+			}
+		}()
+	}
+	var pruned atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.clk.advance(time.Millisecond)
+			r, err := f.a.Prune(context.Background(), PruneOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			pruned.Add(r.Jobs)
+		}
+	}()
+	for completed.Load() < n && !t.Failed() {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	// The last completion may be the newest event, which is kept with its
+	// job until a newer event exists.
+	f.request(1)
+	f.clk.advance(time.Second)
+	pruned.Add(f.prune(PruneOptions{}).Jobs)
+	require.GreaterOrEqual(t, completed.Load(), int64(n))
+	require.Equal(t, completed.Load(), pruned.Load(), "every completed job was pruned, once")
+	for _, id := range ids {
+		f.gone(id)
+	}
+	js := f.a.mustJobs(t)
+	require.Len(t, js, n+2-int(completed.Load()))
+	for _, j := range js {
+		require.Equal(t, StateRequested, j.State)
+	}
+}
+
+func TestAnOpenAuthorityPrunesInTheBackgroundByEachPolicy(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour})
+	done := f.finished(StateCompleted)
+	f.request(1)
+	f.clk.advance(2 * time.Hour)
+	f.a.SetPruneInterval(20 * time.Millisecond)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := f.a.Job("p", done); err != nil {
+			requireKind(t, err, KindNotFound)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the background pruner never pruned the job")
+	}
+	// Stopped, it prunes nothing more.
+	f.a.SetPruneInterval(0)
+	kept := f.finished(StateCompleted)
+	f.request(1)
+	f.clk.advance(2 * time.Hour)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, StateCompleted, f.job(kept).State)
+	require.NoError(t, f.a.Close(), "Close with the pruner stopped")
+}
+
+func TestAPrunePassThatFindsNothingToDeleteTakesNoTurnAtTheWriter(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour, Failed: time.Hour, Dead: time.Hour, Cancelled: time.Hour,
+		Events: 2 * time.Hour})
+	done := f.finished(StateCompleted)
+	f.request(1)
+	var begins int
+	wrapTxs(f.a, func(tx store.Tx) store.Tx { begins++; return tx })
+	f.clk.advance(time.Hour - time.Microsecond)
+	require.Zero(t, f.prune(PruneOptions{}).Jobs)
+	require.Zero(t, begins, "nothing was past its retention: no write began")
+	f.clk.advance(time.Microsecond)
+	require.EqualValues(t, 1, f.prune(PruneOptions{}).Jobs)
+	require.NotZero(t, begins)
+	f.gone(done)
+}
