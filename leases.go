@@ -74,7 +74,16 @@ type (
 const (
 	KeepForGood          = core.KeepForGood
 	DefaultPruneInterval = core.DefaultPruneInterval
+	// MaxRetention bounds every duration of a retention policy; a pruning
+	// transaction deletes at most PruneJobBatch jobs and PruneEventBatch
+	// events.
+	MaxRetention    = core.MaxRetention
+	PruneJobBatch   = core.PruneJobBatch
+	PruneEventBatch = core.PruneEventBatch
 )
+
+// FinishedStates are the states whose jobs pruning deletes.
+var FinishedStates = core.FinishedStates
 
 // The observations (docs/observing.md): paged listings, one job's record,
 // counts, the events of a timeline and the authority's clock.
@@ -91,6 +100,7 @@ type (
 	MinuteCount     = core.MinuteCount
 	WorkerActivity  = core.WorkerActivity
 	ClockReading    = core.ClockReading
+	JobTimes        = core.JobTimes
 )
 
 // Bounds of the observations.
