@@ -497,8 +497,7 @@ func (t *Tx) lockedRead(ctx context.Context, sql string, args ...any) (store.Job
 func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Production, error) {
 	var p store.Production
 	var now, mark int64
-	dest := []any{&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
-		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &now}
+	dest := append(productionDest(&p), &now)
 	withMark := !t.markRead
 	sql := `SELECT ` + productionColumns + `, ` + clockSQL + ` FROM leases_productions WHERE name = $1`
 	if withMark {

@@ -166,10 +166,16 @@ const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base
 
 func scanProduction(r pgx.Row) (store.Production, error) {
 	var p store.Production
-	err := r.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
-		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &p.Retention.CompletedUS, &p.Retention.FailedUS,
-		&p.Retention.DeadUS, &p.Retention.CancelledUS, &p.Retention.EventsUS)
+	err := r.Scan(productionDest(&p)...)
 	return p, err
+}
+
+// productionDest are the destinations of productionColumns, in order: the
+// one list every read of a production scans into.
+func productionDest(p *store.Production) []any {
+	return []any{&p.ID, &p.Name, &p.CreatedAt, &p.Policy.MaxAttempts, &p.Policy.BackoffBaseUS,
+		&p.Policy.BackoffCapUS, &p.Policy.JitterPercent, &p.Retention.CompletedUS, &p.Retention.FailedUS,
+		&p.Retention.DeadUS, &p.Retention.CancelledUS, &p.Retention.EventsUS}
 }
 
 func (q queries) ProductionByName(ctx context.Context, name string) (store.Production, error) {
