@@ -284,7 +284,7 @@ fn on_postgresql_a_worker_drains_and_past_its_drain_timeout_releases() {
     let report = worker
         .run(move |_| {
             stop.stop();
-            Ok::<_, ()>(Facts::new().metadata("drained", true))
+            Ok::<_, leases::Error>(Facts::new().metadata("drained", true))
         })
         .unwrap();
     assert_eq!((report.claimed, report.completed), (1, 1));
@@ -293,18 +293,15 @@ fn on_postgresql_a_worker_drains_and_past_its_drain_timeout_releases() {
 
     let worker = leases::Worker::new(&auth, config.drain_timeout(Duration::from_millis(200))).unwrap();
     let stop = worker.stop_handle();
-    let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
-    let handler_gate = std::sync::Arc::clone(&gate);
     let report = worker
-        .run(move |_| {
+        .run(move |lease| {
             stop.stop();
-            handler_gate.wait();
-            Ok::<_, ()>(Facts::new())
+            lease.wait_lost(Duration::from_secs(30), None).unwrap(); // until the worker gives it back
+            Ok::<_, leases::Error>(Facts::new())
         })
         .unwrap();
     assert!(report.drain_timed_out);
     assert_eq!(state(&auth, &second), JobState::Requested);
-    gate.wait();
 }
 
 #[test]
