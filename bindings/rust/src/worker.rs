@@ -635,7 +635,14 @@ impl Worker<'_> {
             for _ in 0..threads {
                 s.spawn(|| shared.serve(&handler));
             }
-            shared.watch()
+            let end = shared.watch();
+            if end.is_err() {
+                // The stops can no longer be passed on: end the loop, so
+                // the threads return, giving the jobs out back.
+                // SAFETY: live handle.
+                unsafe { sys::leases_worker_stop(ptr, sys::LEASES_STOP_GIVE_BACK) };
+            }
+            end
         });
         let stats = stats_of(ptr);
         let raw = {
