@@ -328,3 +328,27 @@ fn on_postgresql_a_sigterm_past_the_drain_timeout_releases_the_job_of_a_worker_p
         libc::SIGTERM,
     );
 }
+
+#[test]
+fn on_postgresql_a_sigterm_drains_every_running_handler_of_a_concurrent_worker_process() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::child::expect_a_signal_drains_every_running_handler_of_a_concurrent_worker(
+        &auth,
+        &schema.url,
+        "child_worker",
+        libc::SIGTERM,
+    );
+}
+
+#[test]
+fn on_postgresql_a_second_sigint_gives_the_running_jobs_of_a_worker_process_back_at_once() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::child::expect_a_second_signal_gives_the_running_jobs_back_at_once(
+        &auth,
+        &schema.url,
+        "child_worker",
+        libc::SIGINT,
+    );
+}
