@@ -76,7 +76,7 @@ pub use retry::{RequestOptions, RetryPolicy, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORI
 /// The JSON crate used by [`Facts`] values (re-exported so callers can use the
 /// same version).
 pub use serde_json;
-pub use worker::{Canceller, StopHandle, Worker, WorkerConfig, WorkerReport, MAX_WAIT};
+pub use worker::{stop_on_signals, Canceller, StopHandle, Worker, WorkerConfig, WorkerReport, WorkerStats, MAX_WAIT};
 
 /// The C ABI version this crate was generated for (`LEASES_ABI_VERSION`).
 pub const ABI_VERSION: u32 = sys::LEASES_ABI_VERSION;
@@ -655,6 +655,8 @@ pub struct Lease {
     job_id: String,
     production: String,
     worker: String,
+    /// False for a lease a worker loop handed out: the loop frees it.
+    owned: bool,
 }
 
 // SAFETY: include/leases.h: "leases_lease: safe to share; operations on one
@@ -675,8 +677,10 @@ impl fmt::Debug for Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        // SAFETY: we own the handle; free is local memory only.
-        unsafe { sys::leases_lease_free(self.raw) }
+        if self.owned {
+            // SAFETY: we own the handle; free is local memory only.
+            unsafe { sys::leases_lease_free(self.raw) }
+        }
     }
 }
 
@@ -685,7 +689,19 @@ impl Lease {
     /// attributes. On failure the handle is freed (local memory only; the
     /// claim itself stays until expiry).
     fn from_raw(raw: *mut sys::leases_lease) -> Result<Lease> {
-        let mut lease = Lease { raw, job_id: String::new(), production: String::new(), worker: String::new() };
+        let mut lease =
+            Lease { raw, job_id: String::new(), production: String::new(), worker: String::new(), owned: true };
+        lease.job_id = lease.string(sys::leases_lease_job_id)?;
+        lease.production = lease.string(sys::leases_lease_production)?;
+        lease.worker = lease.string(sys::leases_lease_worker)?;
+        Ok(lease)
+    }
+
+    /// Wraps a lease a worker loop handed out (`leases_worker_next`): the
+    /// loop keeps it and frees it when the job is settled.
+    pub(crate) fn borrowed(raw: *mut sys::leases_lease) -> Result<Lease> {
+        let mut lease =
+            Lease { raw, job_id: String::new(), production: String::new(), worker: String::new(), owned: false };
         lease.job_id = lease.string(sys::leases_lease_job_id)?;
         lease.production = lease.string(sys::leases_lease_production)?;
         lease.worker = lease.string(sys::leases_lease_worker)?;
@@ -789,9 +805,7 @@ impl Lease {
         let facts = facts_ptr(facts)?;
         let mut out = ptr::null_mut();
         // SAFETY: live handle, valid string or NULL, valid out pointer.
-        error::check(unsafe {
-            sys::leases_lease_complete_and_claim_next(self.raw, opt_ptr(&facts), us, &mut out)
-        })?;
+        error::check(unsafe { sys::leases_lease_complete_and_claim_next(self.raw, opt_ptr(&facts), us, &mut out) })?;
         if out.is_null() {
             return Ok(None);
         }

@@ -3,12 +3,13 @@
 //! that claims, keeps alive, runs a handler and settles each job, stopping
 //! cleanly on a [`StopHandle`] (docs/rust.md, "Writing a worker").
 
+use std::ffi::CString;
 use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::error::{self, Error, ErrorKind, Result};
 use crate::{c_in, duration_us, format_duration, sys, Authority, Facts, Lease};
@@ -225,7 +226,8 @@ impl Lease {
 // ---- worker ---------------------------------------------------------------------
 
 /// What a [`Worker`] does. Build it with [`WorkerConfig::new`] and the
-/// methods that set the optional parts.
+/// methods that set the optional parts. Every zero means what it means in
+/// every face of libleases (docs/workers.md, "the one loop").
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
     production: String,
@@ -234,6 +236,7 @@ pub struct WorkerConfig {
     interval: Option<Duration>,
     drain_timeout: Option<Duration>,
     max_jobs: u64,
+    concurrency: u32,
     exit_when_empty: bool,
 }
 
@@ -248,6 +251,7 @@ impl WorkerConfig {
             interval: None,
             drain_timeout: None,
             max_jobs: 0,
+            concurrency: 1,
             exit_when_empty: false,
         }
     }
@@ -258,17 +262,27 @@ impl WorkerConfig {
         self
     }
 
-    /// After a stop, how long a running handler may go on; then its job is
-    /// given back (released) and [`Worker::run`] returns without waiting for
-    /// it. Default: none, the running handler always finishes.
+    /// After a drain stop, how long the running handlers may go on; then
+    /// their jobs are given back (released), their leases report
+    /// [`ErrorKind::Closed`], and [`Worker::run`] returns once the handlers
+    /// have returned. Default, and zero: a drain waits as long as the jobs
+    /// take.
     pub fn drain_timeout(mut self, timeout: Duration) -> WorkerConfig {
         self.drain_timeout = Some(timeout);
         self
     }
 
-    /// Stop after this many claims (per call of [`Worker::run`]); 0: no limit.
+    /// Stop after this many claims (per call of [`Worker::run`]; a
+    /// completion's claim of the next job counts); 0: no limit.
     pub fn max_jobs(mut self, n: u64) -> WorkerConfig {
         self.max_jobs = n;
+        self
+    }
+
+    /// Handlers running at once, each on a thread of its own (at most
+    /// 1024); 0 is 1, the default.
+    pub fn concurrency(mut self, n: u32) -> WorkerConfig {
+        self.concurrency = n;
         self
     }
 
@@ -279,32 +293,96 @@ impl WorkerConfig {
     }
 }
 
-/// Stops a [`Worker`]: no new claim, the running handler finishes (or, past
-/// the drain timeout, its job is released), [`Worker::run`] returns. Cheap to
-/// clone, `Send + Sync`. [`stop`](StopHandle::stop) is one store into an
-/// `AtomicBool`, which is lock-free and so async-signal-safe: call it from a
-/// signal handler (installed with `SA_ONSTACK`, as `leases.h` requires) or
-/// from any thread; or hand [`flag`](StopHandle::flag) to
-/// `signal_hook::flag::register`. The loop waits in slices of at most 100 ms
-/// and sees a stop within one slice.
+#[derive(Debug, Default)]
+struct StopFlags {
+    drain: Arc<AtomicBool>,
+    give_back: AtomicBool,
+}
+
+/// Stops a [`Worker`]. [`stop`](StopHandle::stop) drains: no new claim,
+/// the running handlers finish (up to the drain timeout); a second
+/// `stop` — or [`give_back`](StopHandle::give_back) — gives the jobs
+/// still running back at once. [`Worker::run`] returns once its handlers
+/// have returned. Cheap to clone, `Send + Sync`; both calls are lock-free
+/// atomic operations, so async-signal-safe: [`stop_on_signals`] installs
+/// SIGINT and SIGTERM handlers that call `stop`. The worker sees a stop
+/// within 20 ms.
 #[derive(Clone, Debug, Default)]
-pub struct StopHandle(Arc<AtomicBool>);
+pub struct StopHandle(Arc<StopFlags>);
 
 impl StopHandle {
-    /// Asks the worker to drain and return. Async-signal-safe; idempotent.
+    /// Asks the worker to drain and return; when it was asked already,
+    /// gives the running jobs back at once (the second Ctrl-C).
+    /// Async-signal-safe.
     pub fn stop(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        if self.0.drain.swap(true, Ordering::SeqCst) {
+            self.0.give_back.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Asks the worker to give the running jobs back at once and return.
+    /// Async-signal-safe; idempotent.
+    pub fn give_back(&self) {
+        self.0.drain.store(true, Ordering::SeqCst);
+        self.0.give_back.store(true, Ordering::SeqCst);
     }
 
     /// Whether a stop was asked for.
     pub fn is_stopped(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.drain.load(Ordering::SeqCst)
     }
 
-    /// The flag itself: setting it to `true` is [`stop`](StopHandle::stop).
+    /// The drain flag itself: setting it to `true` is a drain stop (for
+    /// `signal_hook::flag::register`; a second signal does not give back
+    /// through it).
     pub fn flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.0)
+        Arc::clone(&self.0.drain)
     }
+
+    fn gives_back(&self) -> bool {
+        self.0.give_back.load(Ordering::SeqCst)
+    }
+}
+
+/// The stop the signal handlers of [`stop_on_signals`] reach: a leaked
+/// `StopFlags` (one per call, so a handler never sees a freed one).
+static SIGNAL_STOP: AtomicPtr<StopFlags> = AtomicPtr::new(ptr::null_mut());
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    let flags = SIGNAL_STOP.load(Ordering::SeqCst);
+    // SAFETY: set from a leaked Arc, never freed.
+    if let Some(flags) = unsafe { flags.as_ref() } {
+        // StopHandle::stop, by hand: atomics only.
+        if flags.drain.swap(true, Ordering::SeqCst) {
+            flags.give_back.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Installs SIGINT and SIGTERM handlers (`sigaction` with `SA_ONSTACK`, as
+/// `leases.h` requires, and `SA_RESTART`) that [`stop`](StopHandle::stop)
+/// `stop`: the first signal drains the worker, the second gives its running
+/// jobs back at once, as in every face of libleases. A later call moves the
+/// handlers to its `stop`. Replaces the process's handlers of both signals.
+pub fn stop_on_signals(stop: &StopHandle) -> Result<()> {
+    let flags = Arc::into_raw(Arc::clone(&stop.0)) as *mut StopFlags;
+    SIGNAL_STOP.store(flags, Ordering::SeqCst); // the previous one stays leaked: a handler may hold it
+                                                // SAFETY: a plain sigaction with a handler that only touches atomics.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = libc::SA_ONSTACK | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            if libc::sigaction(sig, &sa, ptr::null_mut()) != 0 {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("worker: cannot install a handler of signal {sig}: {}", std::io::Error::last_os_error()),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What one [`Worker::run`] did.
@@ -313,13 +391,12 @@ impl StopHandle {
 pub struct WorkerReport {
     /// Leases claimed.
     pub claimed: u64,
-    /// Of `claimed`, those the previous job's completion claimed in its own
-    /// commit ([`Lease::complete_and_claim_next`]): one commit for both.
+    /// No longer counted (always 0): every completion claims the next job
+    /// in its own commit when the loop would claim again anyway.
     pub claimed_in_completion: u64,
     /// Jobs completed with the handler's facts.
     pub completed: u64,
-    /// Jobs given back: the keep-alive could not start, or the drain timeout
-    /// passed.
+    /// Jobs given back: the drain timeout passed or a give-back stop.
     pub released: u64,
     /// Jobs failed for a retry because the handler returned `Err` or
     /// panicked: each comes back after the production's backoff, or is dead
@@ -331,26 +408,53 @@ pub struct WorkerReport {
     /// Jobs the worker could not settle (the claim was already gone, or the
     /// store failed); their claims end at their expiry, or were already over.
     pub unsettled: u64,
-    /// The drain timeout passed: the running job was released and its
-    /// handler left to finish on its own thread.
+    /// The loop gave running jobs back: the drain timeout passed, or a
+    /// give-back stop (the second signal).
     pub drain_timed_out: bool,
 }
 
-/// A worker loop on one production: claims one job at a time with a waiting
-/// claim, runs the handler on its own thread with the lease kept alive,
-/// completes the job with the [`Facts`] the handler returns (claiming the
-/// next job in the same commit, [`Lease::complete_and_claim_next`], when the
-/// loop would claim again anyway: not after a stop or at `max_jobs`), or fails it for a
-/// retry ([`Lease::fail_retry`] with the production's backoff) when the
-/// handler returns `Err` or panics (the attempt's reason says which; the
-/// error itself is not shown, as `E` need not be `Display`). A handler may settle
-/// the lease itself (an [`Execution`](crate::Execution)'s finish, `fail`,
+/// The loop's counters now ([`Worker::stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// "running", "stopped", "gave_back" or "failed".
+    pub state: String,
+    /// Leases out (or being claimed).
+    pub out: u64,
+    /// Leases claimed.
+    pub claimed: u64,
+    /// Jobs completed.
+    pub completed: u64,
+    /// Attempts failed (for a retry or for good).
+    pub failed: u64,
+    /// Jobs given back.
+    pub released: u64,
+    /// Jobs the handler settled itself.
+    pub settled: u64,
+    /// Consecutive failed claims.
+    pub failed_claims: u64,
+    /// The pause they set before the next claim (zero after a claim that
+    /// succeeded or found nothing).
+    pub backoff: Duration,
+}
+
+/// A worker loop on one production, on the library's one loop (the
+/// `leases_worker` handle, docs/workers.md): it hands out leases already
+/// kept alive to [`concurrency`](WorkerConfig::concurrency) threads of
+/// its own, each calling the handler; the library completes each job with
+/// the [`Facts`] the handler returns (claiming the next job in the same
+/// commit when it would claim again anyway), and owns back-off, max jobs,
+/// exit-when-empty, drain and the drain timeout. A handler that returns
+/// `Err(e)` fails the attempt for a retry (the production's backoff) with
+/// `e`'s `Display` text as the reason; one that panics, with `worker: the
+/// handler panicked: ` and the panic's message. A handler may settle the
+/// lease itself (an [`Execution`](crate::Execution)'s finish, `fail`,
 /// `release`); the worker then leaves it as it is.
 ///
 /// `Send + Sync` (a static assertion in `tests/worker.rs` keeps it so):
 /// [`run`](Worker::run) takes `&self`, so several threads may run the same
-/// worker at once for concurrency, sharing its stop. Dropping a `Worker`
-/// never writes to the store; every write happens inside `run`.
+/// worker at once, sharing its stop. Dropping a `Worker` never writes to
+/// the store; every write happens inside `run`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -364,16 +468,16 @@ pub struct WorkerReport {
 /// auth.request_job("render", None, b"frame 1")?;
 ///
 /// let config = WorkerConfig::new("render", "render-host-1", Duration::from_secs(120))
+///     .concurrency(4)
 ///     .drain_timeout(Duration::from_secs(30))
 ///     .exit_when_empty(true); // a service leaves this off and stops on SIGTERM
 /// let worker = Worker::new(&auth, config)?;
-/// let stop = worker.stop_handle(); // stop.stop() from a signal handler or another thread
+/// // leases::stop_on_signals(&worker.stop_handle())?; // 1st Ctrl-C drains, 2nd gives back
 /// let report = worker.run(|lease| {
 ///     let frame = lease.payload()?;
 ///     Ok::<_, leases::Error>(Facts::new().metadata("bytes", frame.len()))
 /// })?;
 /// assert_eq!(report.completed, 1);
-/// # drop(stop);
 /// # drop(auth);
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok(())
@@ -383,213 +487,320 @@ pub struct WorkerReport {
 pub struct Worker<'a> {
     authority: &'a Authority,
     config: WorkerConfig,
+    production: CString,
+    worker: CString,
     stop: StopHandle,
+    /// The handles of the running `run`s, for [`stats`](Worker::stats).
+    current: Mutex<Vec<RawWorker>>,
 }
 
-/// The wait of one claim: the loop checks its stop flag between slices.
-const SLICE: Duration = Duration::from_millis(100);
-const RETRY_MIN: Duration = Duration::from_millis(50);
-const RETRY_MAX: Duration = Duration::from_secs(5);
+/// A `leases_worker` handle, freed on drop.
+#[derive(Debug)]
+struct RawWorker(*mut sys::leases_worker);
+
+// SAFETY: include/leases.h: "leases_worker: safe to share".
+unsafe impl Send for RawWorker {}
+// SAFETY: as above.
+unsafe impl Sync for RawWorker {}
+
+impl Drop for RawWorker {
+    fn drop(&mut self) {
+        // SAFETY: we own the handle; every thread using it has returned.
+        unsafe { sys::leases_worker_free(self.0) }
+    }
+}
+
+/// How long one `leases_worker_next` waits (a stop ends it at once).
+const NEXT_WAIT_US: i64 = 1_000_000;
+/// How often `run` looks at its stop flags.
+const WATCH_US: i64 = 20_000;
 
 impl<'a> Worker<'a> {
     /// Checks `config` ([`ErrorKind::InvalidArgument`],
     /// [`ErrorKind::InvalidDuration`]) before any store access.
     pub fn new(authority: &'a Authority, config: WorkerConfig) -> Result<Worker<'a>> {
         for (what, name) in [("production", &config.production), ("worker", &config.worker)] {
-            c_in(what, name)?;
             if name.is_empty() {
                 return Err(Error::new(ErrorKind::InvalidArgument, format!("worker: {what} must not be empty")));
             }
         }
-        duration_us(config.duration)?;
-        if let Some(interval) = config.interval {
-            duration_us(interval)?;
-            if interval < Duration::from_millis(1) || interval >= config.duration {
-                return Err(Error::new(
-                    ErrorKind::InvalidDuration,
-                    "worker: the keep-alive interval must be at least 1 ms and below the duration",
-                ));
-            }
-        }
-        if let Some(drain) = config.drain_timeout {
-            wait_us("worker: drain timeout", drain)?;
-        }
-        Ok(Worker { authority, config, stop: StopHandle::default() })
+        let production = c_in("production", &config.production)?;
+        let worker = c_in("worker", &config.worker)?;
+        let w = Worker {
+            authority,
+            config,
+            production,
+            worker,
+            stop: StopHandle::default(),
+            current: Mutex::new(Vec::new()),
+        };
+        drop(w.handle()?); // the library checks the options; nothing is claimed
+        Ok(w)
     }
 
-    /// A handle that stops this worker (clone it into a signal handler's
-    /// static or another thread).
+    fn handle(&self) -> Result<RawWorker> {
+        let c = &self.config;
+        let options = sys::leases_worker_options {
+            size: std::mem::size_of::<sys::leases_worker_options>(),
+            flags: if c.exit_when_empty { sys::LEASES_WORKER_EXIT_WHEN_EMPTY } else { 0 },
+            concurrency: i32::try_from(c.concurrency).unwrap_or(i32::MAX),
+            max_jobs: i64::try_from(c.max_jobs).unwrap_or(i64::MAX),
+            interval_us: c.interval.map(duration_us).transpose()?.unwrap_or(0),
+            drain_timeout_us: c.drain_timeout.map(|d| wait_us("worker: drain timeout", d)).transpose()?.unwrap_or(0),
+        };
+        let mut raw = ptr::null_mut();
+        // SAFETY: live authority, valid strings and options, valid out pointer.
+        error::check(unsafe {
+            sys::leases_worker_new(
+                self.authority.raw,
+                self.production.as_ptr(),
+                self.worker.as_ptr(),
+                duration_us(c.duration)?,
+                &options,
+                &mut raw,
+            )
+        })?;
+        Ok(RawWorker(raw))
+    }
+
+    /// A handle that stops this worker (clone it into another thread, or
+    /// give it to [`stop_on_signals`]).
     pub fn stop_handle(&self) -> StopHandle {
         self.stop.clone()
     }
 
-    /// Runs the loop until a stop, `max_jobs` claims, or (with
-    /// `exit_when_empty`) an empty production. `Err` for an unknown
-    /// production, a closed authority or another failure of a claim that is
-    /// not transient; `busy`, `storage`, `outcome_unknown` and
-    /// `clock_regressed` claims are tried again with back-off (50 ms doubling
-    /// to 5 s). The handler runs on a thread of its own (hence `Send + Sync +
-    /// 'static`): past the drain timeout it is left running, its lease then
-    /// reporting [`ErrorKind::Closed`].
-    pub fn run<F, E>(&self, handler: F) -> Result<WorkerReport>
-    where
-        F: Fn(&Lease) -> std::result::Result<Facts, E> + Send + Sync + 'static,
-    {
-        let handler = Arc::new(handler);
-        let mut report = WorkerReport::default();
-        let mut pause = RETRY_MIN;
-        // The next job, when the last completion claimed it in its commit.
-        let mut next: Option<Lease> = None;
-        loop {
-            let lease = match next.take() {
-                Some(lease) if self.stop.is_stopped() => {
-                    // Claimed by the completion as the stop came: no
-                    // handler starts after a stop, so the job goes back.
-                    report.claimed += 1;
-                    release(&lease, &mut report);
-                    break;
-                }
-                Some(lease) => lease,
-                None => {
-                    if !self.may_claim(&report) {
-                        break;
-                    }
-                    let c = &self.config;
-                    match self.authority.claim_wait(&c.production, &c.worker, c.duration, SLICE, None) {
-                        Ok(Some(lease)) => {
-                            pause = RETRY_MIN;
-                            lease
-                        }
-                        Ok(None) if c.exit_when_empty => break,
-                        Ok(None) => continue,
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                ErrorKind::Busy
-                                    | ErrorKind::Storage
-                                    | ErrorKind::OutcomeUnknown
-                                    | ErrorKind::ClockRegressed
-                            ) =>
-                        {
-                            self.pause(pause);
-                            pause = (pause * 2).min(RETRY_MAX);
-                            continue;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-            };
-            report.claimed += 1;
-            if !self.handle(lease, &handler, &mut report, &mut next) {
-                break;
-            }
-        }
-        Ok(report)
-    }
-
-    /// Whether the loop claims another job: no stop, and `max_jobs` leaves
-    /// a claim.
-    fn may_claim(&self, report: &WorkerReport) -> bool {
-        !self.stop.is_stopped() && (self.config.max_jobs == 0 || report.claimed < self.config.max_jobs)
-    }
-
-    /// Sleeps `d`, in slices, unless a stop comes first.
-    fn pause(&self, d: Duration) {
-        let until = Instant::now() + d;
-        while !self.stop.is_stopped() {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            std::thread::sleep(left.min(SLICE));
-        }
-    }
-
-    /// Runs the handler on one lease, kept alive meanwhile, and settles the
-    /// job; false when the drain timeout passed (the job was released). A
-    /// completion when the loop would claim again anyway claims the next job
-    /// in the same commit into `next`.
-    fn handle<F, E>(&self, lease: Lease, handler: &Arc<F>, report: &mut WorkerReport, next: &mut Option<Lease>) -> bool
-    where
-        F: Fn(&Lease) -> std::result::Result<Facts, E> + Send + Sync + 'static,
-    {
-        let lease = Arc::new(lease);
-        if lease.keep_alive(self.config.duration, self.config.interval).is_err() {
-            release(&lease, report);
-            return true;
-        }
-        let (tx, rx) = mpsc::channel::<Option<Facts>>();
-        let thread = {
-            let (lease, handler) = (Arc::clone(&lease), Arc::clone(handler));
-            // A panic drops tx unsent: the job is failed for a retry, the
-            // process goes on.
-            std::thread::spawn(move || {
-                let _ = tx.send(handler(&lease).ok());
-            })
-        };
-        let mut deadline: Option<Instant> = None;
-        let outcome = loop {
-            if deadline.is_none() && self.stop.is_stopped() {
-                deadline = self.config.drain_timeout.map(|t| Instant::now() + t);
-            }
-            let step = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
-            if deadline.is_some() && step.is_zero() {
-                break None;
-            }
-            match rx.recv_timeout(step) {
-                Ok(Some(facts)) => break Some(Ok(facts)),
-                Ok(None) => break Some(Err(HANDLER_ERR)),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break Some(Err(HANDLER_PANIC)),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-        };
-        match outcome {
-            None => {
-                // The drain timeout passed: give the job back; the handler's
-                // thread finishes on its own (detached), its lease closed.
-                drop(thread);
-                report.drain_timed_out = true;
-                release(&lease, report);
-                false
-            }
-            Some(result) => {
-                let _ = thread.join();
-                let settled = match result {
-                    Ok(facts) if self.may_claim(report) => {
-                        lease.complete_and_claim_next(&facts, self.config.duration).map(|claimed| {
-                            if claimed.is_some() {
-                                report.claimed_in_completion += 1;
-                            }
-                            *next = claimed;
-                            &mut report.completed
-                        })
-                    }
-                    Ok(facts) => lease.complete(&facts).map(|()| &mut report.completed),
-                    Err(reason) => lease.fail_retry(reason, None).map(|()| &mut report.retried),
-                };
-                match settled {
-                    Ok(n) => *n += 1,
-                    // The handler settled it (an execution's finish, ...).
-                    Err(e) if e.kind() == ErrorKind::Closed => report.by_handler += 1,
-                    Err(_) => report.unsettled += 1,
-                }
-                let _ = lease.stop_keep_alive();
-                true
-            }
-        }
+    /// The counters of the running [`run`](Worker::run) (the latest one
+    /// started, when several run); `None` when none runs.
+    pub fn stats(&self) -> Result<Option<WorkerStats>> {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(raw) = current.last() else { return Ok(None) };
+        stats_of(raw.0).map(Some)
     }
 }
 
-/// The reasons of the attempts a handler failed.
-const HANDLER_ERR: &str = "worker: the handler returned an error";
+/// The counters of a live handle.
+fn stats_of(raw: *mut sys::leases_worker) -> Result<WorkerStats> {
+    let mut out = ptr::null_mut();
+    // SAFETY: a live handle, valid out pointer.
+    error::check(unsafe { sys::leases_worker_stats_json(raw, &mut out) })?;
+    // SAFETY: on success out is a library string we now own.
+    let json = unsafe { crate::take_string(out) };
+    let v: serde_json::Value =
+        serde_json::from_str(&json).map_err(|e| Error::new(ErrorKind::Internal, format!("worker: stats: {e}")))?;
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    Ok(WorkerStats {
+        state: v["state"].as_str().unwrap_or_default().to_string(),
+        out: n("out"),
+        claimed: n("claimed"),
+        completed: n("completed"),
+        failed: n("failed"),
+        released: n("released"),
+        settled: n("settled"),
+        failed_claims: n("failed_claims"),
+        backoff: Duration::from_micros(n("backoff_us")),
+    })
+}
+
+impl Worker<'_> {
+    /// Runs the loop until a stop, `max_jobs` claims, or (with
+    /// `exit_when_empty`) an empty production, calling `handler` on
+    /// [`concurrency`](WorkerConfig::concurrency) scoped threads; returns
+    /// once every handler has returned. `Err` for an unknown production, a
+    /// closed authority or another failure of a claim that is not
+    /// transient; `busy`, `storage`, `outcome_unknown` and `clock_regressed`
+    /// claims are tried again with the loop's back-off (50 ms doubling to
+    /// 5 s). A handler's error becomes the attempt's reason through
+    /// `Display` (`Box<dyn Error>`, `anyhow::Error`, [`Error`] and `&str`
+    /// all work; wrap a `Debug`-only error with `format!("{e:?}")`).
+    pub fn run<F, E>(&self, handler: F) -> Result<WorkerReport>
+    where
+        F: Fn(&Lease) -> std::result::Result<Facts, E> + Sync,
+        E: fmt::Display,
+    {
+        let raw = self.handle()?;
+        let ptr = raw.0;
+        self.current.lock().unwrap_or_else(|e| e.into_inner()).push(raw);
+        let shared = Shared {
+            raw: ptr,
+            stop: &self.stop,
+            drained: AtomicBool::new(false),
+            gave_back: AtomicBool::new(false),
+            unsettled: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            given_back: AtomicU64::new(0),
+            error: Mutex::new(None),
+        };
+        let threads = self.config.concurrency.max(1);
+        let end = std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| shared.serve(&handler));
+            }
+            let end = shared.watch();
+            if end.is_err() {
+                // The stops can no longer be passed on: end the loop, so
+                // the threads return, giving the jobs out back.
+                // SAFETY: live handle.
+                unsafe { sys::leases_worker_stop(ptr, sys::LEASES_STOP_GIVE_BACK) };
+            }
+            end
+        });
+        let stats = stats_of(ptr);
+        let raw = {
+            let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+            let at = current.iter().position(|w| w.0 == ptr).expect("this run's handle");
+            current.remove(at)
+        };
+        drop(raw);
+        let stats = stats?;
+        if let Some(e) = shared.error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
+        }
+        Ok(WorkerReport {
+            claimed: stats.claimed,
+            claimed_in_completion: 0,
+            completed: stats.completed,
+            released: stats.released + shared.given_back.into_inner(),
+            retried: shared.retried.into_inner(),
+            by_handler: stats.settled,
+            unsettled: shared.unsettled.into_inner(),
+            drain_timed_out: end? == sys::LEASES_WORKER_GAVE_BACK,
+        })
+    }
+}
+
+/// What the threads of one `run` share.
+struct Shared<'s> {
+    raw: *mut sys::leases_worker,
+    stop: &'s StopHandle,
+    /// The stops passed on to the loop.
+    drained: AtomicBool,
+    gave_back: AtomicBool,
+    unsettled: AtomicU64,
+    retried: AtomicU64,
+    given_back: AtomicU64,
+    error: Mutex<Option<Error>>,
+}
+
+// SAFETY: the handle is safe to share (leases.h); the rest is Sync.
+unsafe impl Sync for Shared<'_> {}
+
+impl Shared<'_> {
+    /// Passes the stop flags on to the loop, each once: called by the
+    /// watching thread every 20 ms, and by a handler's thread before it
+    /// settles (a handler that stopped the worker is heard before its
+    /// completion would claim the next job).
+    fn pass_stop(&self) -> Result<()> {
+        if self.stop.gives_back() && !self.gave_back.swap(true, Ordering::SeqCst) {
+            self.drained.store(true, Ordering::SeqCst);
+            // SAFETY: live handle.
+            error::check(unsafe { sys::leases_worker_stop(self.raw, sys::LEASES_STOP_GIVE_BACK) })?;
+        } else if self.stop.is_stopped() && !self.drained.swap(true, Ordering::SeqCst) {
+            // SAFETY: live handle.
+            error::check(unsafe { sys::leases_worker_stop(self.raw, sys::LEASES_STOP_DRAIN) })?;
+        }
+        Ok(())
+    }
+
+    /// Passes the stop flags on to the loop until it ends; its end.
+    fn watch(&self) -> Result<i32> {
+        loop {
+            self.pass_stop()?;
+            let mut end = sys::LEASES_WORKER_RUNNING;
+            // SAFETY: live handle, valid out pointer.
+            error::check(unsafe { sys::leases_worker_wait(self.raw, WATCH_US, ptr::null_mut(), &mut end) })?;
+            if end != sys::LEASES_WORKER_RUNNING {
+                return Ok(end);
+            }
+        }
+    }
+    /// One thread: the next job, the handler, its result, until the loop
+    /// hands out nothing more.
+    fn serve<F, E>(&self, handler: &F)
+    where
+        F: Fn(&Lease) -> std::result::Result<Facts, E> + Sync,
+        E: fmt::Display,
+    {
+        loop {
+            let mut out = ptr::null_mut();
+            // SAFETY: live handle, valid out pointer.
+            let st = unsafe { sys::leases_worker_next(self.raw, NEXT_WAIT_US, &mut out) };
+            if st == sys::LEASES_NOTHING_TO_CLAIM {
+                continue;
+            }
+            if st != sys::LEASES_OK {
+                let mut first = self.error.lock().unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert_with(|| Error::from_status(st));
+                return;
+            }
+            if out.is_null() {
+                return;
+            }
+            let lease = match Lease::borrowed(out) {
+                Ok(lease) => lease,
+                Err(e) => {
+                    let text = e.to_string();
+                    if self.settle(out, sys::LEASES_RESULT_FAIL_RETRY, text.as_bytes()) != sys::LEASES_OK {
+                        self.unsettled.fetch_add(1, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+            };
+            let result = panic::catch_unwind(AssertUnwindSafe(|| handler(&lease)));
+            let (outcome, text) = match result {
+                Ok(Ok(facts)) => match crate::facts_ptr(&facts) {
+                    Ok(json) => (sys::LEASES_RESULT_COMPLETE, json.map(CString::into_bytes).unwrap_or_default()),
+                    Err(e) => (sys::LEASES_RESULT_FAIL_RETRY, e.to_string().into_bytes()),
+                },
+                Ok(Err(e)) => (sys::LEASES_RESULT_FAIL_RETRY, e.to_string().into_bytes()),
+                Err(p) => (sys::LEASES_RESULT_FAIL_RETRY, format!("{HANDLER_PANIC}: {}", panic_text(&*p)).into_bytes()),
+            };
+            let outcome = if settled_by_handler(&lease) { sys::LEASES_RESULT_SETTLED } else { outcome };
+            if let Err(e) = self.pass_stop() {
+                self.error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+            }
+            drop(lease); // the worker's: not freed
+            let mut st = self.settle(out, outcome, &text);
+            let mut failed = outcome == sys::LEASES_RESULT_FAIL_RETRY;
+            if st == sys::LEASES_INVALID_ARGUMENT {
+                // Refused before anything was written (facts the library
+                // will not take): the attempt fails with why, and the job is
+                // never left out.
+                let why = Error::from_status(st).to_string();
+                st = self.settle(out, sys::LEASES_RESULT_FAIL_RETRY, why.as_bytes());
+                failed = true;
+            }
+            match st {
+                sys::LEASES_OK if failed => {
+                    self.retried.fetch_add(1, Ordering::SeqCst);
+                }
+                sys::LEASES_OK => {}
+                sys::LEASES_CLOSED => {
+                    // The worker gave the job back already (drain timeout, give-back stop).
+                    self.given_back.fetch_add(1, Ordering::SeqCst);
+                }
+                _ => {
+                    self.unsettled.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    fn settle(&self, lease: *mut sys::leases_lease, outcome: i32, text: &[u8]) -> sys::leases_status {
+        // SAFETY: a lease this worker handed out, not settled yet; bytes
+        // valid for their length.
+        unsafe { sys::leases_worker_settle(self.raw, lease, outcome, text.as_ptr().cast(), text.len()) }
+    }
+}
+
+/// Whether the handler closed the lease itself (a local question: a zero
+/// wait asks nothing of the store).
+fn settled_by_handler(lease: &Lease) -> bool {
+    matches!(lease.wait_lost(Duration::ZERO, None), Ok(Some(e)) if e.kind() == ErrorKind::Closed)
+}
+
+/// The reason of an attempt whose handler panicked starts so.
 const HANDLER_PANIC: &str = "worker: the handler panicked";
 
-/// Gives the job back, stopping its keep-alive first.
-fn release(lease: &Lease, report: &mut WorkerReport) {
-    let _ = lease.stop_keep_alive();
-    match lease.release() {
-        Ok(()) => report.released += 1,
-        Err(e) if e.kind() == ErrorKind::Closed => report.by_handler += 1, // settled by the handler
-        Err(_) => report.unsettled += 1,
-    }
+fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(String::as_str)).unwrap_or("(not text)")
 }

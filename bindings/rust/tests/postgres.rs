@@ -283,7 +283,7 @@ fn on_postgresql_a_worker_drains_and_past_its_drain_timeout_releases() {
     let report = worker
         .run(move |_| {
             stop.stop();
-            Ok::<_, ()>(Facts::new().metadata("drained", true))
+            Ok::<_, leases::Error>(Facts::new().metadata("drained", true))
         })
         .unwrap();
     assert_eq!((report.claimed, report.completed), (1, 1));
@@ -292,18 +292,15 @@ fn on_postgresql_a_worker_drains_and_past_its_drain_timeout_releases() {
 
     let worker = leases::Worker::new(&auth, config.drain_timeout(Duration::from_millis(200))).unwrap();
     let stop = worker.stop_handle();
-    let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
-    let handler_gate = std::sync::Arc::clone(&gate);
     let report = worker
-        .run(move |_| {
+        .run(move |lease| {
             stop.stop();
-            handler_gate.wait();
-            Ok::<_, ()>(Facts::new())
+            lease.wait_lost(Duration::from_secs(30), None).unwrap(); // until the worker gives it back
+            Ok::<_, leases::Error>(Facts::new())
         })
         .unwrap();
     assert!(report.drain_timed_out);
     assert_eq!(state(&auth, &second), JobState::Requested);
-    gate.wait();
 }
 
 #[test]
@@ -328,5 +325,29 @@ fn on_postgresql_a_sigterm_past_the_drain_timeout_releases_the_job_of_a_worker_p
         &schema.url,
         "child_worker",
         libc::SIGTERM,
+    );
+}
+
+#[test]
+fn on_postgresql_a_sigterm_drains_every_running_handler_of_a_concurrent_worker_process() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::child::expect_a_signal_drains_every_running_handler_of_a_concurrent_worker(
+        &auth,
+        &schema.url,
+        "child_worker",
+        libc::SIGTERM,
+    );
+}
+
+#[test]
+fn on_postgresql_a_second_sigint_gives_the_running_jobs_of_a_worker_process_back_at_once() {
+    let Some(schema) = Schema::new() else { return };
+    let auth = schema.open();
+    common::child::expect_a_second_signal_gives_the_running_jobs_back_at_once(
+        &auth,
+        &schema.url,
+        "child_worker",
+        libc::SIGINT,
     );
 }

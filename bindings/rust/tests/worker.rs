@@ -244,9 +244,7 @@ fn a_worker_completes_each_job_with_the_facts_its_handler_returns() {
     let ids =
         [auth.request_job(PRODUCTION, None, b"one").unwrap(), auth.request_job(PRODUCTION, None, b"two").unwrap()];
     let worker = Worker::new(&auth, config().exit_when_empty(true)).unwrap();
-    let report = worker
-        .run(payload_as_metadata)
-        .unwrap();
+    let report = worker.run(payload_as_metadata).unwrap();
     assert_eq!((report.claimed, report.completed), (2, 2));
     for id in &ids {
         assert_eq!(job_state(&auth, id), JobState::Completed);
@@ -278,11 +276,8 @@ fn a_worker_completes_each_job_and_claims_the_next_in_one_commit(s: &Store) {
     let auth = &s.auth;
     let ids = request(auth, 3);
     let worker = Worker::new(auth, loop_config().exit_when_empty(true)).unwrap();
-    let report = worker
-        .run(payload_as_metadata)
-        .unwrap();
+    let report = worker.run(payload_as_metadata).unwrap();
     assert_eq!((report.claimed, report.completed), (3, 3));
-    assert_eq!(report.claimed_in_completion, 2, "the last completion found nothing to claim");
     for (i, id) in ids.iter().enumerate() {
         let record = auth.job(PRODUCTION, id).unwrap();
         assert_eq!(record.job.state, JobState::Completed);
@@ -299,9 +294,12 @@ fn a_worker_completes_each_job_and_claims_the_next_in_one_commit(s: &Store) {
 fn a_worker_at_max_jobs_or_after_a_stop_completes_without_claiming_another(s: &Store) {
     let auth = &s.auth;
     let ids = request(auth, 4);
-    let report = Worker::new(auth, loop_config().max_jobs(2)).unwrap().run(|_| Ok::<_, ()>(Facts::new())).unwrap();
+    let report =
+        Worker::new(auth, loop_config().max_jobs(2)).unwrap().run(|_| Ok::<_, leases::Error>(Facts::new())).unwrap();
     assert_eq!((report.claimed, report.completed), (2, 2));
-    assert_eq!(report.claimed_in_completion, 1, "the second completion claimed nothing: max_jobs");
+    let (completed, claimed) = (events_of(auth, &ids[0], "completed"), events_of(auth, &ids[1], "claimed"));
+    assert_eq!(claimed[0].seq, completed[0].seq + 1, "the first completion claimed the second job in its commit");
+    assert!(events_of(auth, &ids[2], "claimed").is_empty(), "the second completion claimed nothing: max_jobs");
     assert_eq!(job_state(auth, &ids[1]), JobState::Completed);
     assert_eq!(job_state(auth, &ids[2]), JobState::Requested);
     let worker = Worker::new(auth, loop_config()).unwrap();
@@ -309,10 +307,10 @@ fn a_worker_at_max_jobs_or_after_a_stop_completes_without_claiming_another(s: &S
     let report = worker
         .run(move |_| {
             stop.stop();
-            Ok::<_, ()>(Facts::new())
+            Ok::<_, leases::Error>(Facts::new())
         })
         .unwrap();
-    assert_eq!((report.claimed, report.completed, report.claimed_in_completion), (1, 1, 0));
+    assert_eq!((report.claimed, report.completed), (1, 1));
     assert_eq!(job_state(auth, &ids[2]), JobState::Completed);
     assert_eq!(job_state(auth, &ids[3]), JobState::Requested);
     assert!(events_of(auth, &ids[3], "claimed").is_empty(), "claimed after the stop");
@@ -338,7 +336,6 @@ fn a_worker_fails_a_failing_handlers_job_for_a_retry_and_claims_the_next_on_its_
         .unwrap();
     // The failed job waits out its hour of backoff.
     assert_eq!((report.claimed, report.retried, report.by_handler, report.completed), (3, 1, 1, 1));
-    assert_eq!(report.claimed_in_completion, 0);
     let failed = auth.job(PRODUCTION, &ids[0]).unwrap();
     assert_eq!(failed.job.state, JobState::Requested);
     assert_eq!(failed.history[0].ending, AttemptEnding::Retry);
@@ -369,7 +366,7 @@ fn a_worker_leaves_a_job_its_handler_settled_through_an_execution() {
 }
 
 #[test]
-fn a_worker_fails_the_job_for_a_retry_when_its_handler_fails_or_panics() {
+fn a_handlers_error_is_the_attempts_reason_through_display_and_a_panic_its_message() {
     let (_dir, auth) = fresh("worker-fail");
     let hour = Duration::from_secs(3600);
     auth.set_retry_policy(
@@ -378,15 +375,22 @@ fn a_worker_fails_the_job_for_a_retry_when_its_handler_fails_or_panics() {
     )
     .unwrap();
     let failing = auth.request_job(PRODUCTION, None, b"").unwrap();
+    let boxed = auth.request_job(PRODUCTION, None, b"").unwrap();
     let panicking = auth.request_job(PRODUCTION, None, b"").unwrap();
     let worker = Worker::new(&auth, config().max_jobs(1)).unwrap();
-    let report = worker.run(|_| Err::<Facts, _>("boom")).unwrap();
+    let report = worker.run(|_| Err::<Facts, _>("boom: the disk is full")).unwrap();
     assert_eq!((report.claimed, report.retried, report.released), (1, 1, 0));
-    let report = worker.run(|_| -> Result<Facts, ()> { panic!("the handler's own bug") }).unwrap();
+    let report = worker
+        .run(|_| Err::<Facts, Box<dyn std::error::Error + Send + Sync>>(std::io::Error::other("no space left").into()))
+        .unwrap();
     assert_eq!((report.claimed, report.retried, report.released), (1, 1, 0));
-    for (id, reason) in
-        [(&failing, "worker: the handler returned an error"), (&panicking, "worker: the handler panicked")]
-    {
+    let report = worker.run(|_| -> Result<Facts, leases::Error> { panic!("the handler's own bug") }).unwrap();
+    assert_eq!((report.claimed, report.retried, report.released), (1, 1, 0));
+    for (id, reason) in [
+        (&failing, "boom: the disk is full"),
+        (&boxed, "no space left"),
+        (&panicking, "worker: the handler panicked: the handler's own bug"),
+    ] {
         let record = auth.job(PRODUCTION, id).unwrap();
         assert_eq!(record.job.state, JobState::Requested);
         let attempt = &record.history[0];
@@ -426,7 +430,7 @@ fn a_stop_from_another_thread_ends_an_idle_worker_promptly() {
             tx.send(Instant::now()).unwrap();
             stop.stop();
         });
-        let report = worker.run(|_| Ok::<_, ()>(Facts::new())).unwrap();
+        let report = worker.run(|_| Ok::<_, leases::Error>(Facts::new())).unwrap();
         (report, rx.recv().unwrap().elapsed())
     });
     assert_eq!(report.claimed, 0);
@@ -444,7 +448,7 @@ fn a_stop_lets_the_running_job_finish_and_claims_no_more() {
         .run(move |_| {
             stop.stop();
             std::thread::sleep(Duration::from_millis(300)); // still running after the stop
-            Ok::<_, ()>(Facts::new().metadata("drained", true))
+            Ok::<_, leases::Error>(Facts::new().metadata("drained", true))
         })
         .unwrap();
     assert_eq!((report.claimed, report.completed, report.drain_timed_out), (1, 1, false));
@@ -453,24 +457,22 @@ fn a_stop_lets_the_running_job_finish_and_claims_no_more() {
 }
 
 #[test]
-fn past_the_drain_timeout_the_running_job_is_released_and_run_returns() {
+fn past_the_drain_timeout_the_running_job_is_released_and_its_handler_sees_its_lease_closed() {
     let (_dir, auth) = fresh("worker-timeout");
     let id = auth.request_job(PRODUCTION, None, b"").unwrap();
-    let gate = Arc::new(Barrier::new(2));
-    let (tx, rx) = mpsc::channel();
     let events_after_run;
     let report;
+    let (tx, rx) = mpsc::channel();
     {
         let worker = Worker::new(&auth, config().drain_timeout(Duration::from_millis(200))).unwrap();
         let stop = worker.stop_handle();
-        let handler_gate = Arc::clone(&gate);
         report = worker
             .run(move |lease| {
                 stop.stop();
-                handler_gate.wait(); // past the drain timeout
+                // Runs on past the drain timeout, until its lease ends.
                 let why = lease.wait_lost(Duration::from_secs(30), None).unwrap();
                 tx.send(why.map(|e| e.kind())).unwrap();
-                Ok::<_, ()>(Facts::new())
+                Ok::<_, leases::Error>(Facts::new())
             })
             .unwrap();
         events_after_run = events(&auth);
@@ -478,10 +480,50 @@ fn past_the_drain_timeout_the_running_job_is_released_and_run_returns() {
     assert!(report.drain_timed_out);
     assert_eq!(report.released, 1);
     assert_eq!(job_state(&auth, &id), JobState::Requested);
-    gate.wait();
-    // The handler finds its lease closed: the worker gave the job back.
-    assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), Some(ErrorKind::Closed));
+    // The handler found its lease closed: the worker gave the job back.
+    assert_eq!(rx.recv_timeout(Duration::from_secs(1)).unwrap(), Some(ErrorKind::Closed));
     assert_eq!(events(&auth), events_after_run, "something wrote after run returned");
+}
+
+#[test]
+fn concurrency_runs_n_handlers_at_once_on_threads_of_the_worker() {
+    let (_dir, auth) = fresh("worker-concurrency");
+    request(&auth, 4);
+    let gate = Barrier::new(4); // passes only when four handlers run at once
+    let worker = Worker::new(&auth, config().concurrency(4).exit_when_empty(true)).unwrap();
+    let report = worker
+        .run(|_| {
+            gate.wait();
+            Ok::<_, leases::Error>(Facts::new())
+        })
+        .unwrap();
+    assert_eq!((report.claimed, report.completed), (4, 4));
+}
+
+#[test]
+fn a_second_stop_gives_the_running_jobs_back_at_once() {
+    let (_dir, auth) = fresh("worker-give-back");
+    let ids = request(&auth, 2);
+    let worker = Worker::new(&auth, config().concurrency(2)).unwrap(); // no drain timeout: a drain waits
+    let stop = worker.stop_handle();
+    let started = Barrier::new(2);
+    let report = worker
+        .run(|lease| {
+            if started.wait().is_leader() {
+                stop.stop();
+                std::thread::sleep(Duration::from_millis(300));
+                assert!(lease.check().unwrap().is_none(), "the first stop only drains");
+                stop.stop();
+            }
+            lease.wait_lost(Duration::from_secs(30), None).unwrap();
+            Ok::<_, leases::Error>(Facts::new())
+        })
+        .unwrap();
+    assert!(report.drain_timed_out);
+    assert_eq!((report.released, report.completed), (2, 0));
+    for id in &ids {
+        assert_eq!(job_state(&auth, id), JobState::Requested);
+    }
 }
 
 #[test]
@@ -495,7 +537,7 @@ fn a_worker_refuses_bad_configs_before_any_store_access() {
     assert_eq!(bad(config().keep_alive_interval(HOUR)), ErrorKind::InvalidDuration);
     assert_eq!(bad(config().drain_timeout(Duration::MAX)), ErrorKind::InvalidArgument);
     let worker = Worker::new(&auth, WorkerConfig::new("nope", "w", MINUTE)).unwrap();
-    assert_eq!(worker.run(|_| Ok::<_, ()>(Facts::new())).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(worker.run(|_| Ok::<_, leases::Error>(Facts::new())).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(events(&auth), before);
 }
 
@@ -514,7 +556,7 @@ fn several_threads_run_one_worker_and_each_job_is_done_once() {
                 s.spawn(|| {
                     worker.run(move |_| {
                         done.store(true, Ordering::SeqCst);
-                        Ok::<_, ()>(Facts::new())
+                        Ok::<_, leases::Error>(Facts::new())
                     })
                 })
             })
@@ -541,6 +583,28 @@ fn a_sigterm_mid_job_drains_the_worker_process_and_its_job_completes() {
         dir.db().to_str().unwrap(),
         "child_worker",
         libc::SIGTERM,
+    );
+}
+
+#[test]
+fn a_sigterm_drains_every_running_handler_of_a_concurrent_worker_process() {
+    let (dir, auth) = fresh("proc-drain-n");
+    child::expect_a_signal_drains_every_running_handler_of_a_concurrent_worker(
+        &auth,
+        dir.db().to_str().unwrap(),
+        "child_worker",
+        libc::SIGTERM,
+    );
+}
+
+#[test]
+fn a_second_sigint_gives_the_running_jobs_of_a_worker_process_back_at_once() {
+    let (dir, auth) = fresh("proc-give-back");
+    child::expect_a_second_signal_gives_the_running_jobs_back_at_once(
+        &auth,
+        dir.db().to_str().unwrap(),
+        "child_worker",
+        libc::SIGINT,
     );
 }
 

@@ -278,63 +278,46 @@ pub fn check_complete_and_claim_next(auth: &Authority) {
 pub mod child {
     use std::io::{BufRead, BufReader};
     use std::process::{Child, ChildStdout, Command, Stdio};
-    use std::sync::OnceLock;
     use std::time::Duration;
 
-    use leases::{Authority, Facts, StopHandle, Worker, WorkerConfig};
+    use leases::{Authority, Facts, Worker, WorkerConfig};
 
     const LOCATION: &str = "LEASES_RS_CHILD_WORKER";
     const MODE: &str = "LEASES_RS_CHILD_MODE";
     const DRAIN_MS: &str = "LEASES_RS_CHILD_DRAIN_MS";
+    const CONCURRENCY: &str = "LEASES_RS_CHILD_CONCURRENCY";
 
-    /// Exit status of a worker whose drain timeout passed.
+    /// Exit status of a worker that gave its running jobs back (the drain
+    /// timeout passed, or a second signal).
     pub const DRAIN_TIMED_OUT: i32 = 3;
-
-    static STOP: OnceLock<StopHandle> = OnceLock::new();
-
-    extern "C" fn on_stop_signal(_: libc::c_int) {
-        // StopHandle::stop is one atomic store, and OnceLock::get one atomic
-        // load: both async-signal-safe.
-        if let Some(stop) = STOP.get() {
-            stop.stop();
-        }
-    }
 
     /// The body of the child (call it from an ignored `child_worker` test):
     /// mode "finish" waits for the stop, works 200 ms more and completes;
-    /// mode "hang" never returns of its own accord. Exits 0 when drained,
-    /// DRAIN_TIMED_OUT when the drain timeout passed.
+    /// mode "hang" runs until its lease ends (given back). Its handlers are
+    /// `leases::stop_on_signals`'s. Exits 0 when drained, DRAIN_TIMED_OUT
+    /// when it gave jobs back.
     pub fn run() {
         let Some(location) = std::env::var_os(LOCATION) else { return };
         let mode = std::env::var(MODE).unwrap();
         let drain_ms: u64 = std::env::var(DRAIN_MS).unwrap().parse().unwrap();
+        let concurrency: u32 = std::env::var(CONCURRENCY).map_or(1, |c| c.parse().unwrap());
         let auth = Authority::open(location).unwrap();
         let mut config =
-            WorkerConfig::new(super::PRODUCTION, format!("rs-worker-{}", std::process::id()), Duration::from_secs(2));
+            WorkerConfig::new(super::PRODUCTION, format!("rs-worker-{}", std::process::id()), Duration::from_secs(2))
+                .concurrency(concurrency);
         if drain_ms > 0 {
             config = config.drain_timeout(Duration::from_millis(drain_ms));
         }
         let worker = Worker::new(&auth, config).unwrap();
         let stop = worker.stop_handle();
-        STOP.set(stop.clone()).unwrap();
-        // SAFETY: a plain sigaction; SA_ONSTACK because the signal may land
-        // on a thread of the Go runtime (leases.h).
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
-            sa.sa_flags = libc::SA_ONSTACK | libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            assert_eq!(libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut()), 0);
-            assert_eq!(libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut()), 0);
-        }
+        leases::stop_on_signals(&stop).unwrap();
         println!("ready");
         let report = worker
             .run(move |lease| {
                 println!("started {}", lease.job_id());
                 if mode == "hang" {
-                    loop {
-                        std::thread::sleep(Duration::from_secs(60));
-                    }
+                    while lease.wait_lost(Duration::from_secs(60), None).unwrap().is_none() {}
+                    return Ok(Facts::new());
                 }
                 while !stop.is_stopped() {
                     // The handler's own wait; the lease's loss would end it too.
@@ -356,7 +339,12 @@ pub mod child {
 
     impl Running {
         pub fn spawn(test: &str, location: &str, mode: &str, drain_ms: u64) -> Running {
+            Running::spawn_n(test, location, mode, drain_ms, 1)
+        }
+
+        pub fn spawn_n(test: &str, location: &str, mode: &str, drain_ms: u64, concurrency: u32) -> Running {
             let mut child = Command::new(std::env::current_exe().unwrap())
+                .env(CONCURRENCY, concurrency.to_string())
                 .args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1", "-q"])
                 .env(LOCATION, location)
                 .env(MODE, mode)
@@ -453,5 +441,55 @@ pub mod child {
         worker.signal(sig);
         assert_eq!(worker.wait(), Some(DRAIN_TIMED_OUT));
         assert_eq!(state(auth, &id), leases::JobState::Requested, "the claim was left to expire");
+    }
+
+    /// Two handlers of a worker process with concurrency 2 run; the first
+    /// `sig` drains (both complete, the third job is never claimed).
+    pub fn expect_a_signal_drains_every_running_handler_of_a_concurrent_worker(
+        auth: &Authority,
+        location: &str,
+        test: &str,
+        sig: libc::c_int,
+    ) {
+        let ids: Vec<String> = (0..3).map(|_| auth.request_job(super::PRODUCTION, None, b"").unwrap()).collect();
+        let mut worker = Running::spawn_n(test, location, "finish", 0, 2);
+        worker.line("ready");
+        let mut started = [worker.line("started "), worker.line("started ")];
+        started.sort();
+        let mut first_two = [ids[0].clone(), ids[1].clone()];
+        first_two.sort();
+        assert_eq!(started, first_two);
+        worker.signal(sig);
+        assert_eq!(worker.wait(), Some(0));
+        assert_eq!(state(auth, &ids[0]), leases::JobState::Completed);
+        assert_eq!(state(auth, &ids[1]), leases::JobState::Completed);
+        assert_eq!(state(auth, &ids[2]), leases::JobState::Requested, "claimed after the stop");
+    }
+
+    /// A worker process (concurrency 2, drain timeout 0: a drain waits as
+    /// long as the jobs take) whose handlers run until their leases end:
+    /// the first SIGINT drains and the jobs stay claimed; the second gives
+    /// them back at once and the process exits DRAIN_TIMED_OUT.
+    pub fn expect_a_second_signal_gives_the_running_jobs_back_at_once(
+        auth: &Authority,
+        location: &str,
+        test: &str,
+        sig: libc::c_int,
+    ) {
+        let ids: Vec<String> = (0..2).map(|_| auth.request_job(super::PRODUCTION, None, b"").unwrap()).collect();
+        let mut worker = Running::spawn_n(test, location, "hang", 0, 2);
+        worker.line("ready");
+        worker.line("started ");
+        worker.line("started ");
+        worker.signal(sig);
+        std::thread::sleep(Duration::from_millis(500));
+        for id in &ids {
+            assert_eq!(state(auth, id), leases::JobState::Claimed, "the first signal only drains");
+        }
+        worker.signal(sig);
+        assert_eq!(worker.wait(), Some(DRAIN_TIMED_OUT));
+        for id in &ids {
+            assert_eq!(state(auth, id), leases::JobState::Requested, "the second signal gives the jobs back");
+        }
     }
 }
