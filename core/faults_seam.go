@@ -87,6 +87,8 @@ func (b faultBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
 	switch {
 	case !isClock && !isNotifier:
 		return ft, nil
+	case !isClock && isNotifier: // SQLite, which rings its productions' doorbells
+		return faultNotifierTx{faultTx: ft, Notifier: n}, nil
 	case isClock && isNotifier:
 		return faultServerTx{faultTx: ft, Clock: c, Notifier: n}, nil
 	}
@@ -159,5 +161,10 @@ func (t faultTx) Commit() error {
 type faultServerTx struct {
 	faultTx
 	store.Clock
+	store.Notifier
+}
+
+type faultNotifierTx struct {
+	faultTx
 	store.Notifier
 }

@@ -68,10 +68,11 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 test-race: reliability-workers ## the six-language race (with clock faults) and the full-scenario leak scan (short)
 	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
-# The seeded simulation (tests/reliability/sim_test.go) needs the test seams
+# The seeded simulation (tests/reliability/sim_test.go) and the tests of its
+# fault seam need the test seams
 # (tag leasestest): one seed per store, a few seconds each; LEASES_SIM_SEED=N
 # replays a seed it printed.
-SIM_GO_TEST = $(GO) test -tags leasesworkers,leasestest -count=1 -v -run 'TestSimulation' ./tests/reliability/
+SIM_GO_TEST = $(GO) test -tags leasesworkers,leasestest -count=1 -v -run 'TestSimulation|TestAnInjected|TestTheSimulation' ./tests/reliability/
 
 test-sim: ## seeded simulation: processes, goroutines, clock steps, store faults, kill -9, on SQLite and PostgreSQL (short)
 	$(PG_RUN) env LEASES_REQUIRE_PG=1 $(SIM_GO_TEST) -timeout 10m | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
@@ -96,7 +97,7 @@ soak: reliability-workers $(REL_DIR)/clock_faults $(REL_DIR)/abi_fuzz_asan $(REL
 	mkdir -p $(REL_DIR)
 	rm -f $(REL_DIR)/figures.jsonl
 	$(PG_RUN) env LEASES_SOAK=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_RACE_ENV) \
-		$(GO) test -tags leasesworkers,leasestest -count=1 -timeout 90m -v -run . -skip TestSimulation ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+		$(GO) test -tags leasesworkers,leasestest -count=1 -timeout 90m -v -run . -skip 'TestSimulation|TestAnInjected|TestTheSimulation' ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
 	$(PG_RUN) env LEASES_SOAK=1 LEASES_REQUIRE_PG=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) \
 		$(SIM_GO_TEST) -timeout 60m | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
 	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
