@@ -88,3 +88,52 @@ TEST(FactValue, FactsPublishedFromTypedValuesReadBackThroughTheLibraryAsTheSameV
     }
     std::filesystem::remove_all(dir);
 }
+
+TEST(JobsFactsPage, APageOfJobsWithFactsCarriesEachCompletedJobsFactsInOneCall) {
+    char tmpl[] = "/tmp/leases-pagefacts-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::filesystem::path dir(tmpl);
+    {
+        leases::Authority a = leases::Authority::open((dir / "leases.db").string());
+        a.create_production("p");
+        std::vector<std::string> ids;
+        for (int i = 0; i < 4; ++i) {
+            ids.push_back(a.request_job("p"));
+        }
+        auto first = a.claim("p", "w", std::chrono::minutes(1));
+        ASSERT_TRUE(first.has_value());
+        first->complete(FactValue(FactObject{{"metadata", FactObject{{"frames", 24}, {"tags", FactArray{"hd", true}}}},
+                                             {"provenance", FactObject{{"tool", "render"}}}})
+                            .to_json());
+        auto second = a.claim("p", "w", std::chrono::minutes(1));
+        ASSERT_TRUE(second.has_value());
+        second->complete();  // publishing nothing
+        auto third = a.claim("p", "w", std::chrono::minutes(1));  // stays claimed
+        ASSERT_TRUE(third.has_value());
+
+        const leases::JobsFactsPage page = a.jobs_page_facts("p");
+        const leases::Page<leases::Job> plain = a.jobs_page("p");
+        ASSERT_EQ(page.items.size(), plain.items.size());
+        for (std::size_t i = 0; i < page.items.size(); ++i) {
+            EXPECT_EQ(page.items[i].id, plain.items[i].id);
+        }
+        EXPECT_EQ(page.next, plain.next);
+        ASSERT_EQ(page.facts.size(), 2u) << "an entry for each completed job, none for the others";
+        for (int i = 0; i < 2; ++i) {
+            const leases::JobRecord r = a.job("p", ids[static_cast<std::size_t>(i)]);
+            const leases::Facts &got = page.facts.at(ids[static_cast<std::size_t>(i)]);
+            EXPECT_EQ(got.metadata, r.facts.metadata);
+            EXPECT_EQ(got.provenance, r.facts.provenance);
+        }
+        EXPECT_EQ(FactValue::parse(page.facts.at(ids[0]).metadata.at("tags")), FactValue(FactArray{"hd", true}));
+        EXPECT_TRUE(page.facts.at(ids[1]).metadata.empty());
+
+        leases::JobQuery one;
+        one.page_size = 1;
+        const leases::JobsFactsPage p1 = a.jobs_page_facts("p", one);
+        EXPECT_EQ(p1.facts.size(), 1u);
+        EXPECT_EQ(p1.facts.count(ids[0]), 1u);
+        EXPECT_THROW((void)a.jobs_page_facts("no-such-production"), leases::NotFoundError);
+    }
+    std::filesystem::remove_all(dir);
+}
