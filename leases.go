@@ -58,6 +58,11 @@ type (
 	RetryPolicy    = core.RetryPolicy
 	RequestOptions = core.RequestOptions
 	Attempt        = core.Attempt
+	// Pages of jobs (docs/observing.md); JobQuery.Facts reads the page's
+	// facts with it (JobPage.Facts).
+	JobQuery  = core.JobQuery
+	JobPage   = core.JobPage
+	JobRecord = core.JobRecord
 )
 
 // Local states of a lease handle.
