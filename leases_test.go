@@ -4,6 +4,7 @@ package leases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -89,6 +90,27 @@ func TestOneImportServesRetriesAndPriorities(t *testing.T) {
 	require.NoError(t, auth.RetryJob("nightly", id))
 	_, err = auth.RequestJobWith("nightly", "", nil, RequestOptions{Delay: MaxDelay + time.Microsecond})
 	require.True(t, errors.Is(err, ErrInvalidArgument))
+}
+
+func TestOneImportReadsAPageOfJobsWithTheirFactsInOneCall(t *testing.T) {
+	auth, err := Open(filepath.Join(t.TempDir(), "jobs.db"))
+	require.NoError(t, err)
+	defer auth.Close()
+	_, err = auth.CreateProduction("nightly")
+	require.NoError(t, err)
+	id, err := auth.RequestJob("nightly", "", nil)
+	require.NoError(t, err)
+	lease, err := auth.Claim("nightly", "w", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, lease.Complete(Facts{Metadata: map[string]json.RawMessage{"frames": json.RawMessage(`24`)}}))
+	var page JobPage
+	page, err = auth.ListJobs(context.Background(), "nightly", JobQuery{Facts: true})
+	require.NoError(t, err)
+	var rec JobRecord
+	rec, err = auth.JobDetail(context.Background(), "nightly", id)
+	require.NoError(t, err)
+	require.Equal(t, map[string]Facts{id: rec.Facts}, page.Facts)
+	require.JSONEq(t, `24`, string(page.Facts[id].Metadata["frames"]))
 }
 
 func TestOpenWithRefusesAnOptionOfTheOtherStore(t *testing.T) {

@@ -22,6 +22,13 @@ type jobsPageJSON struct {
 	Next *string    `json:"next"`
 }
 
+// A page of jobs with its jobs' facts (leases_jobs_page_facts_json).
+type jobsFactsPageJSON struct {
+	Jobs  []core.Job            `json:"jobs"`
+	Next  *string               `json:"next"`
+	Facts map[string]core.Facts `json:"facts"`
+}
+
 type productionsPageJSON struct {
 	Productions []core.Production `json:"productions"`
 	Next        *string           `json:"next"`
@@ -87,26 +94,42 @@ func leasesgo_jobs_page_json(h C.uintptr_t, production, states, key, jobID, curs
 	out **C.char) (st C.int) {
 	defer recoverTo(&st)
 	return observeInto(h, out, func(a *core.Authority) (any, error) {
-		p, err := inStr("production", production, core.MaxNameLen, false)
-		if err != nil {
-			return nil, err
-		}
-		q := core.JobQuery{Limit: int(limit)}
-		if q.States, err = nameList("states", states); err != nil {
-			return nil, err
-		}
-		if q.Key, err = inStr("key", key, core.MaxNameLen, true); err != nil {
-			return nil, err
-		}
-		if q.ID, err = inStr("job_id", jobID, maxIDLen, true); err != nil {
-			return nil, err
-		}
-		if q.After, err = inStr("cursor", cursor, core.MaxCursorLen, true); err != nil {
-			return nil, err
-		}
-		page, err := a.ListJobs(context.Background(), p, q)
+		page, err := jobsPage(a, production, states, key, jobID, cursor, limit, false)
 		return jobsPageJSON{Jobs: page.Jobs, Next: nextOrNull(page.Next)}, err
 	})
+}
+
+//export leasesgo_jobs_page_facts_json
+func leasesgo_jobs_page_facts_json(h C.uintptr_t, production, states, key, jobID, cursor *C.char,
+	limit C.uint32_t, out **C.char) (st C.int) {
+	defer recoverTo(&st)
+	return observeInto(h, out, func(a *core.Authority) (any, error) {
+		page, err := jobsPage(a, production, states, key, jobID, cursor, limit, true)
+		return jobsFactsPageJSON{Jobs: page.Jobs, Next: nextOrNull(page.Next), Facts: page.Facts}, err
+	})
+}
+
+// jobsPage reads the arguments of a jobs page and lists it.
+func jobsPage(a *core.Authority, production, states, key, jobID, cursor *C.char, limit C.uint32_t,
+	facts bool) (core.JobPage, error) {
+	p, err := inStr("production", production, core.MaxNameLen, false)
+	if err != nil {
+		return core.JobPage{}, err
+	}
+	q := core.JobQuery{Limit: int(limit), Facts: facts}
+	if q.States, err = nameList("states", states); err != nil {
+		return core.JobPage{}, err
+	}
+	if q.Key, err = inStr("key", key, core.MaxNameLen, true); err != nil {
+		return core.JobPage{}, err
+	}
+	if q.ID, err = inStr("job_id", jobID, maxIDLen, true); err != nil {
+		return core.JobPage{}, err
+	}
+	if q.After, err = inStr("cursor", cursor, core.MaxCursorLen, true); err != nil {
+		return core.JobPage{}, err
+	}
+	return a.ListJobs(context.Background(), p, q)
 }
 
 //export leasesgo_events_page_json

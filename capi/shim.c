@@ -275,6 +275,14 @@ leases_status leases_jobs_page_json(leases_authority *authority, const char *pro
 	                               (char *)job_id, (char *)cursor, limit, out_json);
 }
 
+leases_status leases_jobs_page_facts_json(leases_authority *authority, const char *production,
+                                          const char *states, const char *key, const char *job_id,
+                                          const char *cursor, uint32_t limit, char **out_json) {
+	CHECK_FORK();
+	return leasesgo_jobs_page_facts_json(H(authority), (char *)production, (char *)states, (char *)key,
+	                                     (char *)job_id, (char *)cursor, limit, out_json);
+}
+
 leases_status leases_events_page_json(leases_authority *authority, const char *production,
                                       const char *job_id, const char *kinds, int64_t after_seq,
                                       uint32_t limit, char **out_json) {

@@ -230,14 +230,22 @@ type JobQuery struct {
 	// most one of After and Before.
 	Before string
 	Limit  int // 0: DefaultPageSize; at most MaxPageSize
+	// Facts adds the page's facts (JobPage.Facts), read with the page in
+	// one query for its facts and one for its outputs, not one per job.
+	Facts bool
 }
 
 // JobPage is one page of jobs; Next is "" after the last, Prev "" at the
-// first (the cursor of the page before, for JobQuery.Before).
+// first (the cursor of the page before, for JobQuery.Before). With
+// JobQuery.Facts, Facts maps the id of each completed job of the page to
+// the facts its completion published (a JobRecord's Facts; a job that
+// published none has an empty entry); it is bounded by the page's size
+// times the facts limit, MaxFactsLen.
 type JobPage struct {
-	Jobs []Job  `json:"jobs"`
-	Next string `json:"next"`
-	Prev string `json:"prev,omitempty"`
+	Jobs  []Job            `json:"jobs"`
+	Next  string           `json:"next"`
+	Prev  string           `json:"prev,omitempty"`
+	Facts map[string]Facts `json:"facts,omitempty"`
 }
 
 type checkedJobQuery struct {
@@ -495,7 +503,60 @@ func (a *Authority) listJobs(ctx context.Context, production string, q JobQuery,
 	for _, r := range rows {
 		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
 	}
+	if q.Facts {
+		if page.Facts, err = pageFacts(ctx, a.b, rows); err != nil {
+			return JobPage{}, err
+		}
+	}
 	return page, nil
+}
+
+// pageFacts reads the facts and outputs of a page's completed jobs, set-based:
+// one query for the facts, one for the outputs. Facts are published with the
+// completion, in its transaction, and a completed job stays completed: read
+// after the rows, they match them.
+func pageFacts(ctx context.Context, r store.Reader, rows []store.JobRow) (map[string]Facts, error) {
+	out := map[string]Facts{}
+	var ids []string
+	for _, row := range rows {
+		if row.State == store.StateCompleted {
+			ids = append(ids, row.ID)
+			out[row.ID] = Facts{}
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	fs, err := r.FactsOf(ctx, ids)
+	if err != nil {
+		return nil, storageErr("read facts", err)
+	}
+	for _, x := range fs {
+		f, ok := out[x.JobID]
+		if !ok {
+			continue
+		}
+		m := &f.Metadata
+		if x.Kind == "provenance" {
+			m = &f.Provenance
+		}
+		if *m == nil {
+			*m = map[string]json.RawMessage{}
+		}
+		(*m)[x.Key] = json.RawMessage(x.Value)
+		out[x.JobID] = f
+	}
+	outs, err := r.OutputsOf(ctx, ids)
+	if err != nil {
+		return nil, storageErr("read outputs", err)
+	}
+	for _, o := range outs {
+		if f, ok := out[o.JobID]; ok {
+			f.Outputs = append(f.Outputs, Output{Path: o.Path, Size: o.Size, SHA256: o.SHA256, Nonce: o.Nonce})
+			out[o.JobID] = f
+		}
+	}
+	return out, nil
 }
 
 // EachJob calls fn for every job the query selects, from q.After to the

@@ -13,9 +13,10 @@ with one production of jobs, then shows, with real processes:
      production, with live progress from the job listing;
   5. SIGTERM draining `leases work` half-way: its running program finishes
      and completes, it claims nothing more, and it exits 0;
-while `leases serve` shows it all on the live status page (its URL is
-printed; it stops with the demo), and ends with a summary and the tail of
-the event log (`leases events`).
+while `leases serve` shows it all on the live status page, and ends with a
+summary and the tail of the event log (`leases events`). The status page
+stays up until the demo ends and for --linger after (make demo: DEMO_LINGER,
+60s by default; Ctrl-C ends it sooner); its URL is the last line printed.
 Nothing here ever prints a token: tokens live only in 0600 files of a 0700
 directory. It exits non-zero when an expectation of the summary fails, and
 writes the summary as JSON (--summary-json) for `make test-demo`.
@@ -35,7 +36,7 @@ import time
 import urllib.request
 from datetime import timedelta
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import leases
 
@@ -57,7 +58,17 @@ def parse() -> argparse.Namespace:
     p.add_argument("--summary-json", default="")
     p.add_argument("--serve", default="127.0.0.1:8080", metavar="ADDR",
                    help="serve the status page here while the demo runs (another free port if taken; '' for none)")
+    p.add_argument("--linger", type=linger_seconds, default=60.0, metavar="DURATION",
+                   help="keep the status page up this long after the demo ends, e.g. 60s, 5m, 0 (default 60s)")
     return p.parse_args()
+
+
+def linger_seconds(text: str) -> float:
+    """A duration as people write it: 0, 90 (seconds), 250ms, 60s, 5m, 1h."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: write it as 0, 60s, 5m or 1h")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
 
 
 class Demo:
@@ -75,6 +86,7 @@ class Demo:
         self.procs: Dict[str, subprocess.Popen] = {}
         self.drain: Dict[str, object] = {}  # the CLI worker's SIGTERM drain, once sent
         self.server: Optional[subprocess.Popen] = None
+        self.url = ""
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = str(self.root / "bindings" / "python")
         self.env["LEASES_LIBRARY"] = str(self.root / "build" / "libleases.so")
@@ -118,7 +130,7 @@ class Demo:
                 p.wait()
                 continue
             self.server = p
-            url = line.split()[2]
+            url = self.url = line.split()[2]
             with urllib.request.urlopen(url + "healthz", timeout=10) as r:
                 if r.status != 200:
                     raise RuntimeError(f"the status page at {url} answers {r.status}")
@@ -291,8 +303,8 @@ class Demo:
         with leases.Authority(self.db) as auth:
             ids = self.setup(auth)
             if self.a.serve:
-                self.say(f"status page: {self.serve()} (live while the demo runs; afterwards: "
-                         f"build/leases --db {self.rel(self.db)} serve)")
+                self.say(f"status page: {self.serve()} (live while the demo runs, and for "
+                         f"{self.a.linger:g}s after it ends)")
             handed = self.handoff()
             doomed = self.doomed()
             cancelled = ids[-1]
@@ -329,11 +341,34 @@ class Demo:
                     return 1
                 time.sleep(0.1)
             self.stop_workers()
+            code, summary = self.summary(auth, ids, handed, doomed, cancelled, running)
+        self.linger()
+        if self.a.summary_json:
+            summary["status_page_stopped"] = self.server is not None and self.server.poll() is not None
+            Path(self.a.summary_json).write_text(json.dumps(summary, indent=2))
+        return code
+
+    def linger(self) -> None:
+        """Keeps the status page up for --linger after the demo's end, then
+        stops it; its URL is the last line printed either way."""
+        if not self.server:
+            return
+        again = f"build/leases --db {self.rel(self.db)} serve"
+        if self.a.linger > 0:
+            print(f"\nstatus page: {self.url} stays up for {self.a.linger:g}s more "
+                  f"(DEMO_LINGER; Ctrl-C ends it now; later: {again})", flush=True)
+            try:
+                time.sleep(self.a.linger)
+            except KeyboardInterrupt:
+                pass
             self.stop_serving()
-            return self.summary(auth, ids, handed, doomed, cancelled, running)
+        else:
+            self.stop_serving()
+            print(f"\nstatus page: {self.url} stopped with the demo (DEMO_LINGER=0; to look again: {again})",
+                  flush=True)
 
     def summary(self, auth: leases.Authority, ids: List[str], handed: str, doomed: str, cancelled: str,
-                running: Dict[str, object]) -> int:
+                running: Dict[str, object]) -> Tuple[int, Dict[str, object]]:
         jobs = {j.id: j for j in auth.jobs(PRODUCTION)}
         events = auth.events(production=PRODUCTION)
         states = collections.Counter(j.state for j in jobs.values())
@@ -398,19 +433,15 @@ class Demo:
         print()
         for name, ok in checks.items():
             print(f"{'ok  ' if ok else 'FAIL'} {name}")
-        if self.a.summary_json:
-            Path(self.a.summary_json).write_text(json.dumps({
-                "jobs": len(jobs), "states": dict(states), "completed_per_worker": dict(per),
-                "handoff": {"job": handed, "state": h.state, "worker": h.worker},
-                "killed": {"job": doomed, "state": d.state, "worker": d.worker, "attempts": d.attempts,
-                           "claim_expired_events": len(expired)},
-                "cancelled": {"job": cancelled, "state": jobs[cancelled].state},
-                "cancelled_running": {**running, "state": r.state},
-                "cli_drain": {k: v for k, v in self.drain.items() if k != "sent_at"},
-                "checks": checks, "elapsed_s": round(elapsed, 2),
-                "status_page_stopped": self.server is not None and self.server.poll() is not None,
-            }, indent=2))
-        return 0 if all(checks.values()) else 1
+        return (0 if all(checks.values()) else 1), {
+            "jobs": len(jobs), "states": dict(states), "completed_per_worker": dict(per),
+            "handoff": {"job": handed, "state": h.state, "worker": h.worker},
+            "killed": {"job": doomed, "state": d.state, "worker": d.worker, "attempts": d.attempts,
+                       "claim_expired_events": len(expired)},
+            "cancelled": {"job": cancelled, "state": jobs[cancelled].state},
+            "cancelled_running": {**running, "state": r.state},
+            "cli_drain": {k: v for k, v in self.drain.items() if k != "sent_at"},
+            "checks": checks, "elapsed_s": round(elapsed, 2)}
 
 
 def terminal_count(jobs: List[leases.Job]) -> int:

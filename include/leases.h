@@ -568,6 +568,16 @@ void leases_execution_abandon(leases_execution *execution);
 leases_status leases_jobs_page_json(leases_authority *authority, const char *production,
                                     const char *states, const char *key, const char *job_id,
                                     const char *cursor, uint32_t limit, char **out_json);
+/* The same page as leases_jobs_page_json, with the facts of its jobs in the
+ * same call: *out_json: {"jobs": [...], "next": ..., "facts": {JOB_ID:
+ * facts, ...}}, an entry for each completed job of the page, facts being
+ * the "facts" object of leases_job_json ({} when its completion published
+ * none); other jobs have none. The facts are read with the page, one query
+ * for all of them, so a page is bounded by limit times LEASES_MAX_FACTS_LEN.
+ * Arguments and statuses as leases_jobs_page_json. Since revision 1. */
+leases_status leases_jobs_page_facts_json(leases_authority *authority, const char *production,
+                                          const char *states, const char *key, const char *job_id,
+                                          const char *cursor, uint32_t limit, char **out_json);
 /* One page of events with seq > after_seq (>= 0), oldest first, of
  * production (NULL or "": every production), of one job (job_id; NULL or
  * "": every job) and of kinds (any of; needs a production or a job_id).

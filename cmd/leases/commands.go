@@ -53,7 +53,7 @@ a --run-at in the past means now; at most 366 days (8784h) ahead.`,
 			"leases job request --production nightly --key reindex --delay 15m",
 			"leases job request --production nightly --key report --run-at 2026-12-01T06:00:00Z"},
 		run: runJobRequest})
-	register(&command{name: "job list", args: "--production P [--state S[,S]] [--key K] [--job ID] [--limit N] [--after CURSOR] [--json|--jsonl]",
+	register(&command{name: "job list", args: "--production P [--state S[,S]] [--key K] [--job ID] [--limit N] [--after CURSOR] [--json|--jsonl [--facts]]",
 		summary: "list the jobs of a production in request order, streamed (attribution and expiry, never a secret)",
 		detail: `The listing is read and printed a page at a time, in constant memory, however many jobs
 there are. --json prints one JSON array (written as it is read), --jsonl one object per line.

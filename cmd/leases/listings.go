@@ -287,6 +287,7 @@ func runJobList(cc *cmdContext) error {
 	states := cc.fs.String("state", "", "only jobs in one of these states: `STATE[,STATE]`")
 	key := cc.fs.String("key", "", "only the job with this `KEY`")
 	job := cc.fs.String("job", "", "only the job with this `ID` (or a unique prefix of 8 or more characters)")
+	withFacts := cc.fs.Bool("facts", false, "with --json or --jsonl: each completed job with the facts it published, read a page at a time")
 	header := fmt.Sprintf(jobFormat, "ID", "KEY", "STATE", "WORKER", "EXPIRY", "ATTEMPTS", "REASON")
 	resolved := false
 	return runListing(cc, "jobs", header, []string{"production"},
@@ -298,18 +299,45 @@ func runJobList(cc *cmdContext) error {
 				}
 				*job, resolved = id, true
 			}
-			q := core.JobQuery{States: splitNames(*states), Key: *key, ID: *job, After: after, Limit: size}
+			if *withFacts && out.format == formatText {
+				return 0, "", usagef("job list", "--facts needs --json or --jsonl")
+			}
+			q := core.JobQuery{States: splitNames(*states), Key: *key, ID: *job, After: after, Limit: size,
+				Facts: *withFacts}
 			page, err := a.ListJobs(context.Background(), *prod, q)
 			if err != nil {
 				return 0, "", err
 			}
 			for _, j := range page.Jobs {
-				if err := out.item(j, jobLine(j)); err != nil {
+				var item any = j
+				if f, ok := page.Facts[j.ID]; ok {
+					item = listedJob{j, f}
+				}
+				if err := out.item(item, jobLine(j)); err != nil {
 					return 0, "", err
 				}
 			}
 			return len(page.Jobs), page.Next, nil
 		})
+}
+
+// listedJob is a completed job of `job list --facts`: the job's object with
+// the facts its completion published, as `job show --json` has them.
+type listedJob struct {
+	job   core.Job
+	facts core.Facts
+}
+
+func (l listedJob) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(l.job)
+	if err != nil {
+		return nil, err
+	}
+	f, err := json.Marshal(l.facts)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(append(b[:len(b)-1], `,"facts":`...), f...), '}'), nil
 }
 
 func runJobShow(cc *cmdContext) error {

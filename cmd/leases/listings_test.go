@@ -478,3 +478,80 @@ func TestAFullJSONListingOf200000JobsStreamsInBoundedMemory(t *testing.T) {
 		}
 	})
 }
+
+func TestJobListWithFactsPrintsEachCompletedJobsFactsAsJobShowHasThem(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *env) {
+		ids := fill(t, e.db, 3)
+		a, err := leases.Open(e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := a.Claim(prod, "w", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Complete(leases.Facts{Metadata: map[string]json.RawMessage{"frames": json.RawMessage(`24`)},
+			Provenance: map[string]json.RawMessage{"tool": json.RawMessage(`"render"`)}}); err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		var show struct {
+			Facts json.RawMessage `json:"facts"`
+		}
+		if err := json.Unmarshal([]byte(e.must("job", "show", "--production", prod, "--job", ids[0], "--json").stdout), &show); err != nil {
+			t.Fatal(err)
+		}
+		for _, format := range []string{"--json", "--jsonl"} {
+			out := e.must("job", "list", "--production", prod, "--facts", format).stdout
+			var jobs []map[string]json.RawMessage
+			if format == "--json" {
+				if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+					t.Fatalf("%s: %v\n%s", format, err, out)
+				}
+			} else {
+				for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+					var j map[string]json.RawMessage
+					if err := json.Unmarshal([]byte(line), &j); err != nil {
+						t.Fatalf("%s: %v\n%s", format, err, out)
+					}
+					jobs = append(jobs, j)
+				}
+			}
+			if len(jobs) != 3 {
+				t.Fatalf("%s: %d jobs\n%s", format, len(jobs), out)
+			}
+			if compactJSON(t, jobs[0]["facts"]) != compactJSON(t, show.Facts) {
+				t.Fatalf("%s: facts %s, job show has %s", format, jobs[0]["facts"], show.Facts)
+			}
+			if _, ok := jobs[1]["facts"]; ok {
+				t.Fatalf("%s: a job not completed has facts:\n%s", format, out)
+			}
+		}
+		if _, ok := mustJobs(t, e.must("job", "list", "--production", prod, "--json").stdout)[0]["facts"]; ok {
+			t.Fatal("without --facts a job has facts")
+		}
+		wantExit(t, e.run("job", "list", "--production", prod, "--facts"), 2, "--facts needs --json or --jsonl")
+	})
+}
+
+func mustJobs(t *testing.T, out string) []map[string]json.RawMessage {
+	t.Helper()
+	var jobs []map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return jobs
+}
+
+func compactJSON(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}

@@ -286,6 +286,11 @@ type Reader interface {
 	// Events lists events with seq > after; productionID "" means all.
 	Events(ctx context.Context, productionID string, after int64, limit int) ([]Event, error)
 	Facts(ctx context.Context, jobID string) ([]Fact, error)
+	// FactsOf and OutputsOf read the facts and outputs of several jobs in
+	// one query each (a page of a listing), ordered by job id, then as
+	// Facts and Outputs order them.
+	FactsOf(ctx context.Context, jobIDs []string) ([]Fact, error)
+	OutputsOf(ctx context.Context, jobIDs []string) ([]Output, error)
 	Outputs(ctx context.Context, jobID string) ([]Output, error)
 	// Attempts lists a job's recorded attempts, oldest first.
 	Attempts(ctx context.Context, jobID string) ([]Attempt, error)

@@ -579,6 +579,55 @@ static void test_facts_vector_publishes_and_reads_back_identically(void) {
 	leases_authority_close(a);
 }
 
+/* A page with facts (leases_jobs_page_facts_json) is the page of
+ * leases_jobs_page_json plus, for each completed job on it, the "facts"
+ * object of its leases_job_json; no entry for the other jobs. */
+static void test_a_page_of_jobs_with_facts_carries_each_completed_jobs_facts_in_one_call(void) {
+	leases_authority *a = fresh("pagefacts", NULL, 0);
+	char ids[4][37];
+	obs_request(a, 4, ids);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_claim_job(a, "p", ids[0], "w", 60 * OBS_SEC, &l));
+	CHECK_OK(leases_lease_complete(l, "{\"metadata\":{\"frames\":24,\"tags\":[\"hd\",true,null]},"
+	                                  "\"provenance\":{\"tool\":{\"name\":\"render\",\"v\":2.5}}}"));
+	leases_lease_free(l);
+	obs_move(a, ids[1], "completed"); /* publishing nothing */
+	obs_move(a, ids[2], "claimed");
+
+	char *plain = NULL, *with = NULL;
+	CHECK_OK(leases_jobs_page_json(a, "p", NULL, NULL, NULL, NULL, 0, &plain));
+	CHECK_OK(leases_jobs_page_facts_json(a, "p", NULL, NULL, NULL, NULL, 0, &with));
+	json_value *pp = obs_parse(plain), *pw = obs_parse(with);
+	char *c1 = json_canon(json_get(pp, "jobs")), *c2 = json_canon(json_get(pw, "jobs"));
+	CHECK(c1 && c2 && strcmp(c1, c2) == 0);
+	free(c1);
+	free(c2);
+	CHECK(json_get(pp, "facts") == NULL);
+	const json_value *facts = json_get(pw, "facts");
+	CHECK(facts != NULL);
+	for (int i = 0; i < 2 && facts; i++) {
+		char *rec = NULL;
+		CHECK_OK(leases_job_json(a, "p", ids[i], &rec));
+		json_value *r = obs_parse(rec);
+		char *want = json_canon(json_get(r, "facts")), *got = json_canon(json_get(facts, ids[i]));
+		CHECK(want && got && strcmp(want, got) == 0);
+		free(want);
+		free(got);
+		json_free(r); /* obs_parse freed rec */
+	}
+	CHECK(facts && json_get(facts, ids[2]) == NULL && json_get(facts, ids[3]) == NULL);
+	/* Paged as leases_jobs_page_json, with the facts of the page's own jobs. */
+	char *second = NULL;
+	CHECK_OK(leases_jobs_page_facts_json(a, "p", NULL, NULL, NULL, NULL, 1, &second));
+	json_value *ps = obs_parse(second);
+	CHECK(json_get(json_get(ps, "facts"), ids[0]) != NULL && json_get(json_get(ps, "facts"), ids[1]) == NULL);
+	CHECK_ST(leases_jobs_page_facts_json(a, NULL, NULL, NULL, NULL, NULL, 0, &second), LEASES_INVALID_ARGUMENT);
+	json_free(ps);
+	json_free(pp);
+	json_free(pw);
+	leases_authority_close(a);
+}
+
 #define RUN_OBSERVE_TESTS()                                                    \
 	do {                                                                       \
 		RUN(test_job_pages_list_every_job_once_in_request_order);              \
@@ -590,6 +639,7 @@ static void test_facts_vector_publishes_and_reads_back_identically(void) {
 		RUN(test_job_counts_count_each_state_from_one_moment);                 \
 		RUN(test_job_record_has_sizes_times_and_facts_never_a_secret);         \
 		RUN(test_facts_vector_publishes_and_reads_back_identically);           \
+		RUN(test_a_page_of_jobs_with_facts_carries_each_completed_jobs_facts_in_one_call); \
 	} while (0)
 
 #endif

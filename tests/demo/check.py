@@ -1,18 +1,24 @@
 """make test-demo: checks the quick demo's summary and scans its output.
 
-Usage: check.py SUMMARY_JSON OUTPUT_TXT [WORK_DIR]
+Usage: check.py SUMMARY_JSON OUTPUT_TXT [WORK_DIR [README]]
 The demo must have left every job terminal, had every worker kind (Python,
 Rust, C++, the CLI) complete work, recovered the killed worker's claim by
 expiry (a claim_expired event, completed by another worker), cancelled the
 coordinator's job, had a cancel reach a running kept-alive Python worker,
 served the status page while it ran and stopped it, and printed nothing that
 looks like a token (neither on
-its output nor in the workers' logs in WORK_DIR).
+its output nor in the workers' logs in WORK_DIR), and printed the status
+page's URL last. With README, the README's sample of the demo's output must
+have the shape of this real run (demo/readme_sample.py): `make demo-readme`
+rewrites a sample that no longer does.
 """
 import json
 import pathlib
 import re
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "demo"))
+import readme_sample  # noqa: E402
 
 summary = json.load(open(sys.argv[1]))
 output = open(sys.argv[2]).read()
@@ -57,6 +63,17 @@ if len(sys.argv) > 3:
 expect(re.search(r"status page: http://127\.0\.0\.1:\d+/ ", output) is not None,
        "the demo served the status page and printed its URL")
 expect(summary.get("status_page_stopped") is True, "the status page stopped with the demo")
+lines = [ln for ln in output.splitlines() if ln.strip()]
+expect(bool(lines) and readme_sample.LAST.match(lines[-1]) is not None,
+       "the status page's URL is the last line the demo prints")
+if len(sys.argv) > 4:
+    try:
+        problems = readme_sample.check(pathlib.Path(sys.argv[4]).read_text(), output)
+    except ValueError as e:
+        problems = [str(e)]
+    for p in problems:
+        print(f"     {p}")
+    expect(not problems, "the README's sample output has the shape of a real run (make demo-readme rewrites it)")
 for needle in ("claim_expired", "== summary ==", "== event log"):
     expect(needle in output, f"the output shows {needle!r}")
 # Not a speed check (make bench measures speed): a demo that hangs or crawls.

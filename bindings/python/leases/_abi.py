@@ -226,6 +226,7 @@ SIGNATURES: Dict[str, Signature] = {
     "leases_execution_finish": (c_status, [ExecutionPtr, ctypes.c_char_p]),
     "leases_execution_abandon": (None, [ExecutionPtr]),
     "leases_jobs_page_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
+    "leases_jobs_page_facts_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_events_page_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_job_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "leases_productions_page_json": (c_status, [AuthorityPtr, ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]),

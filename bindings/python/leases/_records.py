@@ -335,11 +335,14 @@ _T = TypeVar("_T")
 class Page(Generic[_T]):
     """One page of a listing: its items and where the next page starts
     (a cursor, or an event seq), None after the last page of jobs or
-    productions. ``more`` (events) says whether more can be read now."""
+    productions. ``more`` (events) says whether more can be read now.
+    ``facts`` (a page of jobs read with ``facts=True``) maps each completed
+    job's id to the facts its completion published, read in the same call."""
 
     items: List[_T]
     next: Any
     more: bool = False
+    facts: Dict[str, Facts] = field(default_factory=dict)
 
 
 def parse_list(text: str) -> List[Dict[str, Any]]:

@@ -246,6 +246,26 @@ def test_a_job_record_is_typed_and_holds_no_secret(store: leases.Authority) -> N
         assert token not in text and token[4:24] not in text
 
 
+def test_a_page_of_jobs_read_with_facts_carries_each_completed_jobs_facts_in_one_call(
+    store: leases.Authority,
+) -> None:
+    jobs = [store.request_job(PRODUCTION) for _ in range(4)]
+    first = store.claim_job(PRODUCTION, jobs[0], worker="w", duration=SECONDS_30)
+    first.complete(metadata={"frames": 24, "tags": ["hd", True, None]}, provenance={"tool": {"name": "render"}})
+    store.claim_job(PRODUCTION, jobs[1], worker="w", duration=SECONDS_30).complete()
+    held = store.claim_job(PRODUCTION, jobs[2], worker="w", duration=SECONDS_30)
+    page = store.jobs_page(PRODUCTION, facts=True)
+    assert [j.id for j in page.items] == [j.id for j in store.jobs_page(PRODUCTION).items]
+    assert set(page.facts) == {jobs[0], jobs[1]}, "an entry for each completed job, none for the others"
+    for job in jobs[:2]:
+        assert page.facts[job] == store.job(PRODUCTION, job).facts
+    assert page.facts[jobs[0]].metadata["tags"] == ["hd", True, None]
+    assert store.jobs_page(PRODUCTION).facts == {}, "without facts=True, none"
+    one = store.jobs_page(PRODUCTION, facts=True, limit=1)
+    assert set(one.facts) == {jobs[0]}
+    held.release()
+
+
 def test_page_arguments_are_range_checked_before_the_c_call(store: leases.Authority) -> None:
     # ctypes would pass limit 2**32 as 0 (the default page) and after 2**64
     # as 0 (every event): both must be refused, not wrapped.

@@ -550,6 +550,37 @@ impl Authority {
         })
     }
 
+    /// The page of [`jobs_page_json`](Self::jobs_page_json) with the facts of
+    /// its completed jobs, read in the same call: `{"jobs": [...], "next":
+    /// cursor or null, "facts": {job id: facts, ...}}`, each facts object as
+    /// in [`job_json`](Self::job_json) (none for jobs not completed).
+    pub fn jobs_page_facts_json(
+        &self,
+        production: &str,
+        states: Option<&str>,
+        key: Option<&str>,
+        job_id: Option<&str>,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<String> {
+        let production = c_in("production", production)?;
+        let (states, key) = (opt_in("states", states)?, opt_in("key", key)?);
+        let (job_id, cursor) = (opt_in("job id", job_id)?, opt_in("cursor", cursor)?);
+        // SAFETY: live handle, valid strings or NULL, valid out pointer.
+        json_out(|out| unsafe {
+            sys::leases_jobs_page_facts_json(
+                self.raw,
+                production.as_ptr(),
+                opt_ptr(&states),
+                opt_ptr(&key),
+                opt_ptr(&job_id),
+                opt_ptr(&cursor),
+                limit,
+                out,
+            )
+        })
+    }
+
     /// One page of events as the library's JSON, `{"events": [...], "next":
     /// seq, "more": bool}`: of one production or every one, of one job, of
     /// some kinds (comma-separated), after a sequence number.

@@ -205,6 +205,7 @@ extern "C" {
     pub fn leases_execution_finish(execution: *mut leases_execution, facts_json: *const c_char) -> leases_status;
     pub fn leases_execution_abandon(execution: *mut leases_execution);
     pub fn leases_jobs_page_json(authority: *mut leases_authority, production: *const c_char, states: *const c_char, key: *const c_char, job_id: *const c_char, cursor: *const c_char, limit: u32, out_json: *mut *mut c_char) -> leases_status;
+    pub fn leases_jobs_page_facts_json(authority: *mut leases_authority, production: *const c_char, states: *const c_char, key: *const c_char, job_id: *const c_char, cursor: *const c_char, limit: u32, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_events_page_json(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char, kinds: *const c_char, after_seq: i64, limit: u32, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_job_json(authority: *mut leases_authority, production: *const c_char, job_id: *const c_char, out_json: *mut *mut c_char) -> leases_status;
     pub fn leases_productions_page_json(authority: *mut leases_authority, cursor: *const c_char, limit: u32, out_json: *mut *mut c_char) -> leases_status;

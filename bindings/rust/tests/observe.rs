@@ -9,7 +9,7 @@ mod common;
 use common::{fresh, TempDir, HOUR, PRODUCTION};
 use std::time::Duration;
 
-use leases::{sys, Authority, ErrorKind, OpenOptions, Synchronous, MAX_DURATION};
+use leases::{sys, Authority, ErrorKind, Facts, OpenOptions, Synchronous, MAX_DURATION};
 use serde_json::Value;
 
 fn parse(json: &str) -> Value {
@@ -40,6 +40,33 @@ fn job_pages_followed_to_the_end_list_every_job_once() {
     let err =
         auth.jobs_page_json(PRODUCTION, None, None, None, None, sys::LEASES_MAX_PAGE_SIZE as u32 + 1).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn a_page_of_jobs_with_facts_carries_each_completed_jobs_facts_in_one_call() {
+    let (_dir, auth) = fresh("pagefacts");
+    let ids: Vec<String> = (0..4).map(|_| auth.request_job(PRODUCTION, None, b"").unwrap()).collect();
+    let first = auth.claim(PRODUCTION, "w", HOUR).unwrap().unwrap();
+    first.complete(&Facts::new().metadata("frames", 24).provenance("tool", "render")).unwrap();
+    let second = auth.claim(PRODUCTION, "w", HOUR).unwrap().unwrap();
+    second.complete(&Facts::new()).unwrap(); // publishing nothing
+    let _held = auth.claim(PRODUCTION, "w", HOUR).unwrap().unwrap();
+
+    let plain = parse(&auth.jobs_page_json(PRODUCTION, None, None, None, None, 0).unwrap());
+    let page = parse(&auth.jobs_page_facts_json(PRODUCTION, None, None, None, None, 0).unwrap());
+    assert_eq!(page["jobs"], plain["jobs"]);
+    assert!(plain.get("facts").is_none());
+    let facts = page["facts"].as_object().unwrap();
+    assert_eq!(facts.len(), 2, "an entry for each completed job, none for the others");
+    for id in &ids[..2] {
+        let record = parse(&auth.job_json(PRODUCTION, id).unwrap());
+        assert_eq!(facts[id.as_str()], record["facts"]);
+    }
+    assert_eq!(facts[ids[0].as_str()]["metadata"]["frames"], 24);
+    let one = parse(&auth.jobs_page_facts_json(PRODUCTION, None, None, None, None, 1).unwrap());
+    assert_eq!(one["facts"].as_object().unwrap().keys().collect::<Vec<_>>(), vec![&ids[0]]);
+    let err = auth.jobs_page_facts_json("nope", None, None, None, None, 0).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
 }
 
 #[test]

@@ -548,6 +548,40 @@ func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) 
 	return out, classify(err)
 }
 
+func (q queries) FactsOf(ctx context.Context, jobIDs []string) ([]store.Fact, error) {
+	rows, err := q.q.Query(ctx, `SELECT job_id, kind, key, value_json FROM leases_facts
+		WHERE job_id = ANY($1) ORDER BY job_id COLLATE "C", kind COLLATE "C", key COLLATE "C"`, jobIDs)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Fact, error) {
+		var f store.Fact
+		err := r.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value)
+		return f, err
+	})
+	if out == nil {
+		out = []store.Fact{}
+	}
+	return out, classify(err)
+}
+
+func (q queries) OutputsOf(ctx context.Context, jobIDs []string) ([]store.Output, error) {
+	rows, err := q.q.Query(ctx, `SELECT job_id, path, size, sha256, nonce FROM leases_outputs
+		WHERE job_id = ANY($1) ORDER BY job_id COLLATE "C", path COLLATE "C"`, jobIDs)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Output, error) {
+		var o store.Output
+		err := r.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce)
+		return o, err
+	})
+	if out == nil {
+		out = []store.Output{}
+	}
+	return out, classify(err)
+}
+
 func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, error) {
 	rows, err := q.q.Query(ctx, `SELECT job_id, path, size, sha256, nonce FROM leases_outputs
 		WHERE job_id = $1 ORDER BY path COLLATE "C"`, jobID)

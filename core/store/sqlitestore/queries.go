@@ -557,6 +557,57 @@ func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) 
 	return out, classify(rows.Err())
 }
 
+// idList is a set of job ids as one parameter, a JSON array read by
+// json_each: one statement text whatever the number of ids.
+func idList(ids []string) (string, error) {
+	b, err := json.Marshal(ids)
+	return string(b), err
+}
+
+func (q queries) FactsOf(ctx context.Context, jobIDs []string) ([]store.Fact, error) {
+	ids, err := idList(jobIDs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.query(ctx, `SELECT job_id, kind, key, value_json FROM facts
+		WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY job_id, kind, key`, ids)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Fact{}
+	for rows.Next() {
+		var f store.Fact
+		if err := rows.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, f)
+	}
+	return out, classify(rows.Err())
+}
+
+func (q queries) OutputsOf(ctx context.Context, jobIDs []string) ([]store.Output, error) {
+	ids, err := idList(jobIDs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.query(ctx, `SELECT job_id, path, size, sha256, nonce FROM outputs
+		WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY job_id, path`, ids)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	out := []store.Output{}
+	for rows.Next() {
+		var o store.Output
+		if err := rows.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, o)
+	}
+	return out, classify(rows.Err())
+}
+
 func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, error) {
 	rows, err := q.query(ctx,
 		`SELECT job_id, path, size, sha256, nonce FROM outputs WHERE job_id = ? ORDER BY path`, jobID)

@@ -24,7 +24,9 @@
 #include <leases.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -37,10 +39,12 @@
 #include <optional>
 #include <ratio>
 #include <stdexcept>
+#include <system_error>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace leases {
@@ -1016,6 +1020,222 @@ inline Event event_from(const ListedObject &o) {
     return detail::parse_listing(json, detail::event_from);
 }
 
+// ---- facts as values ------------------------------------------------------------
+
+class FactValue;
+/// A fact's array: its items in order.
+using FactArray = std::vector<FactValue>;
+/// A fact's object: its members in the order of the JSON text.
+using FactObject = std::vector<std::pair<std::string, FactValue>>;
+
+/// A fact's value, typed: null, a boolean, an integer (64-bit), another
+/// number (a double), a string (UTF-8), an array or an object; what
+/// metadata and provenance hold (Facts maps each key to its value's JSON
+/// text). parse() reads JSON text into one, to_json() writes it back as
+/// compact JSON for complete() and the other calls that take facts_json.
+class FactValue {
+public:
+    using Variant = std::variant<std::nullptr_t, bool, std::int64_t, double, std::string, FactArray, FactObject>;
+
+    FactValue() : v_(nullptr) {}
+    FactValue(std::nullptr_t) : v_(nullptr) {}
+    FactValue(bool b) : v_(b) {}
+    FactValue(int i) : v_(static_cast<std::int64_t>(i)) {}
+    FactValue(long i) : v_(static_cast<std::int64_t>(i)) {}
+    FactValue(long long i) : v_(static_cast<std::int64_t>(i)) {}
+    FactValue(double d) : v_(d) {}
+    FactValue(const char *s) : v_(std::string(s)) {}
+    FactValue(std::string s) : v_(std::move(s)) {}
+    FactValue(FactArray a) : v_(std::move(a)) {}
+    FactValue(FactObject o) : v_(std::move(o)) {}
+
+    bool is_null() const { return std::holds_alternative<std::nullptr_t>(v_); }
+    bool is_bool() const { return std::holds_alternative<bool>(v_); }
+    bool is_integer() const { return std::holds_alternative<std::int64_t>(v_); }
+    /// An integer or another number.
+    bool is_number() const { return is_integer() || std::holds_alternative<double>(v_); }
+    bool is_string() const { return std::holds_alternative<std::string>(v_); }
+    bool is_array() const { return std::holds_alternative<FactArray>(v_); }
+    bool is_object() const { return std::holds_alternative<FactObject>(v_); }
+
+    /// The value; each throws InvalidArgumentError when it holds another kind.
+    bool as_bool() const { return get<bool>("a boolean"); }
+    std::int64_t as_integer() const { return get<std::int64_t>("an integer"); }
+    /// The number as a double (an integer converts).
+    double as_number() const {
+        if (is_integer()) {
+            return static_cast<double>(std::get<std::int64_t>(v_));
+        }
+        return get<double>("a number");
+    }
+    const std::string &as_string() const { return get<std::string>("a string"); }
+    const FactArray &as_array() const { return get<FactArray>("an array"); }
+    const FactObject &as_object() const { return get<FactObject>("an object"); }
+
+    /// The object's member key, or nullptr (also for a value that is no object).
+    const FactValue *find(const std::string &key) const {
+        if (const auto *o = std::get_if<FactObject>(&v_)) {
+            for (const auto &m : *o) {
+                if (m.first == key) {
+                    return &m.second;
+                }
+            }
+        }
+        return nullptr;
+    }
+
+    const Variant &variant() const { return v_; }
+
+    /// Reads JSON text (one value, as a fact's value or a whole facts_json);
+    /// throws InvalidArgumentError for text that is not JSON, nests deeper
+    /// than 64 levels, or holds an integer outside 64 bits.
+    static FactValue parse(const std::string &json);
+
+    /// Compact JSON text; throws InvalidArgumentError for a number that JSON
+    /// cannot write (infinite or NaN).
+    std::string to_json() const {
+        std::string out;
+        write(out);
+        return out;
+    }
+
+    friend bool operator==(const FactValue &a, const FactValue &b) { return a.v_ == b.v_; }
+    friend bool operator!=(const FactValue &a, const FactValue &b) { return !(a == b); }
+
+private:
+    template <class T>
+    const T &get(const char *what) const {
+        if (const T *p = std::get_if<T>(&v_)) {
+            return *p;
+        }
+        static const char *const kinds[] = {"null", "a boolean", "an integer", "a number", "a string", "an array",
+                                            "an object"};
+        throw InvalidArgumentError(std::string("this fact's value is not ") + what + ": it is " + kinds[v_.index()]);
+    }
+
+    static FactValue from(const detail::JsonReader::Value &v) {
+        using Kind = detail::JsonReader::Value::Kind;
+        switch (v.kind) {
+        case Kind::Null: return FactValue();
+        case Kind::Bool: return FactValue(v.boolean);
+        case Kind::Integer: return FactValue(static_cast<long long>(v.number));
+        case Kind::OtherNumber: {
+            double d = 0;
+            const auto r = std::from_chars(v.text.data(), v.text.data() + v.text.size(), d);
+            if (r.ec != std::errc() || !std::isfinite(d)) {
+                throw InvalidArgumentError("fact number " + v.text + " is out of a double's range");
+            }
+            return FactValue(d);
+        }
+        case Kind::String: return FactValue(v.text);
+        case Kind::Array: {
+            FactArray a;
+            a.reserve(v.items.size());
+            for (const auto &item : v.items) {
+                a.push_back(from(item));
+            }
+            return FactValue(std::move(a));
+        }
+        case Kind::Object: {
+            FactObject o;
+            o.reserve(v.members.size());
+            for (const auto &m : v.members) {
+                o.emplace_back(m.first, from(m.second));
+            }
+            return FactValue(std::move(o));
+        }
+        }
+        return FactValue();
+    }
+
+    static void write_string(std::string &out, const std::string &s) {
+        static const char hex[] = "0123456789abcdef";
+        out += '"';
+        for (const char ch : s) {
+            const auto c = static_cast<unsigned char>(ch);
+            switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            case '\b': out += "\\b"; break;
+            case '\f': out += "\\f"; break;
+            default:
+                if (c < 0x20) {
+                    out += "\\u00";
+                    out += hex[c >> 4];
+                    out += hex[c & 0xf];
+                } else {
+                    out += ch;
+                }
+            }
+        }
+        out += '"';
+    }
+
+    void write(std::string &out) const {
+        if (is_null()) {
+            out += "null";
+        } else if (const bool *b = std::get_if<bool>(&v_)) {
+            out += *b ? "true" : "false";
+        } else if (const auto *i = std::get_if<std::int64_t>(&v_)) {
+            out += std::to_string(*i);
+        } else if (const double *d = std::get_if<double>(&v_)) {
+            if (!std::isfinite(*d)) {
+                throw InvalidArgumentError("a fact's number must be finite: JSON has no infinity or NaN");
+            }
+            char buf[32];
+            const auto r = std::to_chars(buf, buf + sizeof buf, *d);
+            std::string text(buf, r.ptr);
+            // Stays a number other than an integer when read back.
+            if (text.find_first_of(".eE") == std::string::npos) {
+                text += ".0";
+            }
+            out += text;
+        } else if (const auto *s = std::get_if<std::string>(&v_)) {
+            write_string(out, *s);
+        } else if (const auto *a = std::get_if<FactArray>(&v_)) {
+            out += '[';
+            for (std::size_t k = 0; k < a->size(); ++k) {
+                if (k) out += ',';
+                (*a)[k].write(out);
+            }
+            out += ']';
+        } else if (const auto *o = std::get_if<FactObject>(&v_)) {
+            out += '{';
+            for (std::size_t k = 0; k < o->size(); ++k) {
+                if (k) out += ',';
+                write_string(out, (*o)[k].first);
+                out += ':';
+                (*o)[k].second.write(out);
+            }
+            out += '}';
+        }
+    }
+
+    Variant v_;
+};
+
+inline FactValue FactValue::parse(const std::string &json) {
+    detail::JsonReader::Value doc;
+    try {
+        doc = detail::JsonReader(json).document();
+    } catch (const InternalError &e) {
+        // The reader's words are for a listing; say it of the caller's text.
+        std::string why = e.what();
+        const std::string prefix = "libleases returned a listing this projection cannot read: ";
+        if (why.compare(0, prefix.size(), prefix) == 0) {
+            why = why.substr(prefix.size());
+        }
+        throw InvalidArgumentError("not a fact's JSON value: " + why);
+    }
+    return from(doc);
+}
+
+/// A fact: a key and its typed value.
+using Fact = std::pair<std::string, FactValue>;
+
 // ---- records and pages ---------------------------------------------------------
 
 /// A file a completion registered (the reference executor's output).
@@ -1029,7 +1249,7 @@ struct Output {
 /// What a job's completion published. Metadata and provenance map each key
 /// to its value's JSON text as the library returns it (compact; string
 /// escapes may differ from the published text, the values do not), for any
-/// JSON library to read; both are empty before a completion or when none
+/// JSON library to read (FactValue::parse reads one into a typed value); both are empty before a completion or when none
 /// was published.
 struct Facts {
     std::map<std::string, std::string> metadata;
@@ -1113,7 +1333,39 @@ inline std::optional<std::string> next_cursor(const JsonReader::Value &doc) {
     return ListedObject{doc}.opt_string("next");
 }
 
+// A "facts" object (of a record, or of a page with facts) read into Facts.
+inline Facts read_facts(const std::string &json, const JsonReader::Value &facts) {
+    if (facts.kind != JsonReader::Value::Kind::Object) {
+        JsonReader::fail("facts is not an object");
+    }
+    Facts f;
+    f.metadata = raw_members(json, facts.find("metadata"), "metadata");
+    f.provenance = raw_members(json, facts.find("provenance"), "provenance");
+    if (const auto *outputs = facts.find("outputs");
+        outputs != nullptr && outputs->kind != JsonReader::Value::Kind::Null) {
+        f.outputs = read_items(*outputs, [](const ListedObject &x) {
+            Output out;
+            out.path = x.string("path");
+            out.size = x.integer("size");
+            out.sha256 = x.string("sha256");
+            out.nonce = x.string("nonce");
+            return out;
+        });
+    }
+    return f;
+}
+
 }  // namespace detail
+
+/// One page of jobs with their facts (Authority::jobs_page_facts): the page
+/// of jobs_page, and the facts of each completed job on it by job id (empty
+/// Facts when its completion published none; no entry for other jobs), read
+/// in the same call.
+struct JobsFactsPage {
+    std::vector<Job> items;
+    std::optional<std::string> next;
+    std::map<std::string, Facts> facts;
+};
 
 /// Parses one job's record (the JSON of leases_job_json); throws
 /// InternalError if it is not the documented shape. Authority::job calls it.
@@ -1127,21 +1379,7 @@ inline std::optional<std::string> next_cursor(const JsonReader::Value &doc) {
     r.requested_at = time_point(std::chrono::microseconds(o.integer("requested_at_unix_us")));
     r.updated_at = time_point(std::chrono::microseconds(o.integer("updated_at_unix_us")));
     if (const auto *facts = o.field("facts"); facts != nullptr && facts->kind != Kind::Null) {
-        if (facts->kind != Kind::Object) {
-            detail::JsonReader::fail("facts is not an object");
-        }
-        r.facts.metadata = detail::raw_members(json, facts->find("metadata"), "metadata");
-        r.facts.provenance = detail::raw_members(json, facts->find("provenance"), "provenance");
-        if (const auto *outputs = facts->find("outputs"); outputs != nullptr && outputs->kind != Kind::Null) {
-            r.facts.outputs = detail::read_items(*outputs, [](const detail::ListedObject &x) {
-                Output out;
-                out.path = x.string("path");
-                out.size = x.integer("size");
-                out.sha256 = x.string("sha256");
-                out.nonce = x.string("nonce");
-                return out;
-            });
-        }
+        r.facts = detail::read_facts(json, *facts);
     }
     if (const auto *history = o.field("attempt_history"); history != nullptr && history->kind != Kind::Null) {
         r.attempt_history = detail::read_items(*history, [](const detail::ListedObject &x) {
@@ -1162,6 +1400,20 @@ inline std::optional<std::string> next_cursor(const JsonReader::Value &doc) {
 [[nodiscard]] inline Page<Job> parse_jobs_page(const std::string &json) {
     const detail::JsonReader::Value doc = detail::parse_object(json);
     return {detail::read_items(doc["jobs"], detail::job_from), detail::next_cursor(doc)};
+}
+
+/// Parses a page of leases_jobs_page_facts_json; InternalError if malformed.
+[[nodiscard]] inline JobsFactsPage parse_jobs_facts_page(const std::string &json) {
+    const detail::JsonReader::Value doc = detail::parse_object(json);
+    JobsFactsPage page{detail::read_items(doc["jobs"], detail::job_from), detail::next_cursor(doc), {}};
+    const auto &facts = doc["facts"];
+    if (facts.kind != detail::JsonReader::Value::Kind::Object) {
+        detail::JsonReader::fail("facts is not an object");
+    }
+    for (const auto &m : facts.members) {
+        page.facts.emplace(m.first, detail::read_facts(json, m.second));
+    }
+    return page;
 }
 
 /// Parses a page of leases_events_page_json; InternalError if malformed.
@@ -1827,6 +2079,14 @@ inline std::string jobs_page_json(leases_authority *a, const std::string &produc
                                 c_str(job_id, "job_id"), c_str(cursor, "cursor"), limit, &out));
     return take_string(out);
 }
+inline std::string jobs_page_facts_json(leases_authority *a, const std::string &production,
+                                        const std::string &states, const std::string &key,
+                                        const std::string &job_id, const std::string &cursor, std::uint32_t limit) {
+    char *out = nullptr;
+    check(leases_jobs_page_facts_json(a, c_str(production, "production"), c_str(states, "states"), c_str(key, "key"),
+                                      c_str(job_id, "job_id"), c_str(cursor, "cursor"), limit, &out));
+    return take_string(out);
+}
 inline std::string events_page_json(leases_authority *a, const std::string &production, const std::string &job_id,
                                     const std::string &kinds, std::int64_t after_seq, std::uint32_t limit) {
     char *out = nullptr;
@@ -2175,6 +2435,15 @@ public:
                                              const std::string &cursor = std::string(), std::uint32_t limit = 0) {
         return detail::jobs_page_json(handle_.get(), production, states, key, job_id, cursor, limit);
     }
+    /// One page of jobs with their facts: {"jobs": [...], "next": cursor or
+    /// null, "facts": {job id: facts, ...}}.
+    [[nodiscard]] std::string jobs_page_facts_json(const std::string &production,
+                                                   const std::string &states = std::string(),
+                                                   const std::string &key = std::string(),
+                                                   const std::string &job_id = std::string(),
+                                                   const std::string &cursor = std::string(), std::uint32_t limit = 0) {
+        return detail::jobs_page_facts_json(handle_.get(), production, states, key, job_id, cursor, limit);
+    }
     /// One page of events: {"events": [...], "next": seq, "more": bool}.
     [[nodiscard]] std::string events_page_json(const std::string &production = std::string(),
                                                const std::string &job_id = std::string(),
@@ -2208,6 +2477,14 @@ public:
                                       const std::string &cursor = std::string()) {
         return parse_jobs_page(jobs_page_json(production, detail::state_names(query.states), query.key,
                                               query.job_id, cursor, detail::page_size(query.page_size)));
+    }
+    /// The same page as jobs_page with the facts of its completed jobs, read
+    /// in one call (not one job() per job).
+    [[nodiscard]] JobsFactsPage jobs_page_facts(const std::string &production, const JobQuery &query = JobQuery(),
+                                                const std::string &cursor = std::string()) {
+        return parse_jobs_facts_page(jobs_page_facts_json(production, detail::state_names(query.states), query.key,
+                                                          query.job_id, cursor,
+                                                          detail::page_size(query.page_size)));
     }
     /// One page of events (query.after_seq onwards).
     [[nodiscard]] EventPage events_page(const EventQuery &query = EventQuery()) {
