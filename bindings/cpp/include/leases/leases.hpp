@@ -2430,9 +2430,9 @@ private:
             }
         }
         const std::uint64_t before = run.count_in_completion && outcome == LEASES_RESULT_COMPLETE
-                                         ? detail::worker_stat(h, "claimed") : 0;
+                                         ? claimed_so_far(h) : 0;
         leases_status st = leases_worker_settle(h, l, outcome, text.data(), text.size());
-        if (st == LEASES_OK && before != 0 && detail::worker_stat(h, "claimed") > before) {
+        if (st == LEASES_OK && before != 0 && claimed_so_far(h) > before) {
             run.in_completion.fetch_add(1);
         }
         if (st == LEASES_INVALID_ARGUMENT && outcome == LEASES_RESULT_COMPLETE) {
@@ -2445,6 +2445,16 @@ private:
         }
         if (st != LEASES_OK && st != LEASES_CLOSED) {
             run.unsettled.fetch_add(1);
+        }
+    }
+
+    // The loop's claims so far; 0 when it cannot say (a handler thread
+    // must not throw).
+    static std::uint64_t claimed_so_far(leases_worker *h) noexcept {
+        try {
+            return detail::worker_stat(h, "claimed");
+        } catch (...) {
+            return 0;
         }
     }
 
