@@ -14,6 +14,8 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <sstream>
+#include <set>
 
 using namespace leases_test;
 using namespace std::chrono_literals;
@@ -343,18 +345,6 @@ TEST_F(Waiting, AWorkerFailsTheJobForARetryWhenItsHandlerThrows) {
     }
 }
 
-TEST(WorkerReason, AnExceptionsTextBecomesValidUtf8WithinTheLimit) {
-    EXPECT_EQ(leases::detail::failure_reason(std::string("a\xff" "b\0c\xc3\xa9", 7)), "a?bc\xc3\xa9");
-    EXPECT_EQ(leases::detail::failure_reason("\xed\xa0\x80"), "???") << "a surrogate is not UTF-8";
-    std::string long_text = "x";  // then two bytes each: the limit falls inside a character
-    for (int i = 0; i < LEASES_MAX_REASON_LEN; ++i) {
-        long_text += "\xc3\xa9";
-    }
-    const std::string cut = leases::detail::failure_reason(long_text);
-    EXPECT_EQ(cut.size(), static_cast<std::size_t>(LEASES_MAX_REASON_LEN - 1));
-    EXPECT_EQ(cut.substr(cut.size() - 2), "\xc3\xa9") << "cut at a character boundary";
-}
-
 TEST_F(Waiting, AWorkerKeepsTheLeaseAliveWhileItsHandlerRuns) {
     const std::string id = a().request_job("p");
     const auto d = kept_alive_duration();
@@ -428,6 +418,68 @@ TEST_F(Waiting, PastTheDrainTimeoutTheRunningJobIsReleasedAndRunReturns) {
     ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
     EXPECT_EQ(f.get(), LEASES_CLOSED);
     EXPECT_EQ(event_count(), events_after_run) << "something wrote after run() returned";
+    EXPECT_EQ(state(id), leases::JobState::Requested);
+}
+
+TEST_F(Waiting, ADrainTimeoutOfZeroLetsTheRunningJobFinishAsLongAsItTakes) {
+    const std::string id = a().request_job("p");
+    leases::WorkerOptions o = options();
+    o.drain_timeout = 0s;
+    leases::Worker w(a(), o);
+    const leases::WorkerReport r = w.run([&w](leases::Lease &) {
+        w.request_stop();
+        std::this_thread::sleep_for(500ms);  // well past "at once"
+        return std::string(R"({"metadata": {"drained": true}})");
+    });
+    EXPECT_FALSE(r.drain_timed_out);
+    EXPECT_EQ(r.released, 0u);
+    EXPECT_EQ(r.completed, 1u);
+    EXPECT_EQ(state(id), leases::JobState::Completed);
+}
+
+TEST_F(Waiting, AWorkerRunsUpToItsConcurrencyOfHandlersAtOnceOnItsOwnThreads) {
+    for (int i = 0; i < 4; ++i) {
+        (void)a().request_job("p");
+    }
+    leases::WorkerOptions o = options();
+    o.concurrency = 3;
+    o.exit_when_empty = true;
+    leases::Worker w(a(), o);
+    std::mutex mu;
+    std::condition_variable cv;
+    int running = 0, most = 0;
+    std::set<std::thread::id> threads;
+    const leases::WorkerReport r = w.run([&](leases::Lease &) {
+        std::unique_lock<std::mutex> l(mu);
+        threads.insert(std::this_thread::get_id());
+        most = std::max(most, ++running);
+        cv.notify_all();
+        // The first three wait for each other: they run at once or time out.
+        cv.wait_for(l, 10s, [&] { return most >= 3; });
+        --running;
+        return std::string();
+    });
+    EXPECT_EQ(most, 3) << "handlers running at once";
+    EXPECT_EQ(r.completed, 4u);
+    EXPECT_GE(threads.size(), 3u);
+}
+
+TEST_F(Waiting, AGiveBackRequestReleasesTheRunningJobsAtOnceAfterADrain) {
+    const std::string id = a().request_job("p");
+    leases::Worker w(a(), options());  // no drain timeout: a drain alone would wait for ever
+    const auto started = steady::now();
+    const leases::WorkerReport r = w.run([&](leases::Lease &l) {
+        w.request_stop();
+        std::this_thread::sleep_for(200ms);
+        w.request_give_back();
+        const std::optional<leases::Verdict> v = l.wait_lost(30s);  // the handler's "done" signal
+        EXPECT_TRUE(v && v->reason() == LEASES_CLOSED);
+        return std::string();
+    });
+    EXPECT_LT(steady::now() - started, prompt);
+    EXPECT_TRUE(r.gave_back);
+    EXPECT_FALSE(r.drain_timed_out);
+    EXPECT_EQ(r.released, 1u);
     EXPECT_EQ(state(id), leases::JobState::Requested);
 }
 
@@ -578,4 +630,141 @@ TEST_F(Waiting, ASigtermMidJobDrainsTheWorkerProcessAndItsJobCompletes) {
 
 TEST_F(Waiting, ASigintPastTheDrainTimeoutReleasesTheJobOfAWorkerProcess) {
     expect_a_signal_past_the_drain_timeout_releases_the_job(a(), db, SIGINT);
+}
+
+TEST_F(Waiting, ASecondSigintGivesTheRunningJobsOfAWorkerProcessBackAtOnce) {
+    const std::string first = a().request_job("p");
+    const std::string second = a().request_job("p");
+    Child child({db, "p", "hang", "0", "2"});
+    EXPECT_EQ(child.line(), "ready");
+    std::set<std::string> started{child.line(), child.line()};
+    EXPECT_EQ(started, (std::set<std::string>{"started " + first, "started " + second}));
+    child.signal(SIGINT);
+    std::this_thread::sleep_for(500ms);  // a drain without a timeout waits for the handlers
+    EXPECT_EQ(state(first), leases::JobState::Claimed);
+    EXPECT_EQ(state(second), leases::JobState::Claimed);
+    child.signal(SIGINT);
+    EXPECT_EQ(child.wait(), 3) << child.rest();
+    EXPECT_EQ(state(first), leases::JobState::Requested);
+    EXPECT_EQ(state(second), leases::JobState::Requested);
+}
+
+// ---- the shared conformance suite (tests/vectors/worker_loop.json) ---------------
+
+namespace {
+
+std::string vector_bytes(const mini_json::Value &segments) {
+    std::string out;
+    for (const auto &seg : segments.items) {
+        const std::string &hex = seg["hex"].str();
+        std::string once;
+        for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+            once += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+        }
+        const mini_json::Value *times = seg.find("times");
+        for (std::int64_t k = 0, n = times ? times->integer() : 1; k < n; ++k) {
+            out += once;
+        }
+    }
+    return out;
+}
+
+mini_json::Value loop_vectors() {
+    std::ifstream in(vectors_path("worker_loop.json"));
+    std::stringstream text;
+    text << in.rdbuf();
+    return mini_json::Parser(text.str()).document();
+}
+
+}  // namespace
+
+TEST_P(WorkerLoop, AThrownExceptionsTextBecomesTheReasonByTheSharedRule) {
+    const mini_json::Value doc = loop_vectors();
+    for (const auto &v : doc["reasons"].items) {
+        const std::string error = vector_bytes(v["error"]), want = vector_bytes(v["reason"]);
+        if (error.find('\0') != std::string::npos) {
+            continue;  // what() is a C string: it cannot carry a NUL byte
+        }
+        const std::string id = a().request_job("p");
+        leases::WorkerOptions o = loop_options();
+        o.max_jobs = 1;
+        leases::Worker w(a(), o);
+        const leases::WorkerReport r = w.run([&](leases::Lease &) -> std::string { throw std::runtime_error(error); });
+        EXPECT_EQ(r.retried, 1u) << v["name"].str();
+        const leases::JobRecord rec = a().job("p", id);
+        ASSERT_EQ(rec.attempt_history.size(), 1u) << v["name"].str();
+        EXPECT_EQ(rec.attempt_history[0].ending, "retry") << v["name"].str();
+        EXPECT_EQ(rec.attempt_history[0].reason.value_or(""), want) << v["name"].str();
+    }
+}
+
+TEST_P(WorkerLoop, EveryScenarioOfTheSharedLoopSuiteHoldsForTheCppWorker) {
+    const mini_json::Value doc = loop_vectors();
+    int n = 0;
+    for (const auto &sc : doc["scenarios"].items) {
+        const std::string name = sc["name"].str();
+        const std::string production = "s" + std::to_string(n++);
+        a().create_production(production);
+        std::vector<std::string> ids;
+        for (const auto &job : sc["jobs"].items) {
+            ids.push_back(a().request_job(production, "", job.str()));
+        }
+        const mini_json::Value &opts = sc["options"];
+        leases::WorkerOptions o = loop_options();
+        o.production = production;
+        if (const auto *c = opts.find("concurrency")) o.concurrency = static_cast<unsigned>(c->integer());
+        if (const auto *m = opts.find("max_jobs")) o.max_jobs = static_cast<std::uint64_t>(m->integer());
+        if (const auto *d = opts.find("drain_timeout_ms")) o.drain_timeout = std::chrono::milliseconds(d->integer());
+        const mini_json::Value *stop = sc.find("stop");
+        o.exit_when_empty = stop == nullptr;
+        const std::size_t out = std::min<std::size_t>(std::max(1u, o.concurrency), ids.size());
+        leases::Worker w(a(), o);
+        std::atomic<std::size_t> started{0};
+        std::atomic<bool> stopped{false};
+        std::thread stopper;
+        if (stop != nullptr) {
+            stopper = std::thread([&] {
+                const auto until = steady::now() + 30s;
+                while (started.load() < out && steady::now() < until) std::this_thread::sleep_for(5ms);
+                if (stop->str() == "drain") w.request_stop(); else w.request_give_back();
+                std::this_thread::sleep_for(200ms);  // past the request reaching the loop
+                stopped = true;
+            });
+        }
+        const std::string facts = R"({"metadata":{"done":true}})";
+        const leases::WorkerReport r = w.run([&](leases::Lease &l) -> std::string {
+            ++started;
+            const auto bytes = l.payload();
+            const std::string action(bytes.begin(), bytes.end());
+            const std::string arg = action.find(':') == std::string::npos ? "" : action.substr(action.find(':') + 1);
+            if (action.rfind("error:", 0) == 0) throw std::runtime_error(arg);
+            if (action.rfind("panic:", 0) == 0) throw arg;  // not a std::exception
+            if (action.rfind("fail:", 0) == 0) l.fail(arg);
+            if (action == "release") l.release();
+            if (action == "settle") l.complete(facts);
+            if (action == "wait") while (!stopped) std::this_thread::sleep_for(5ms);
+            if (action == "hang") {
+                (void)l.wait_lost(60s);  // given back: run() may have returned, so touch nothing of the test
+                return std::string();
+            }
+            return facts;
+        });
+        if (stopper.joinable()) stopper.join();
+        EXPECT_EQ(r.gave_back ? "gave_back" : "stopped", sc["end"].str()) << name;
+        for (std::size_t j = 0; j < ids.size(); ++j) {
+            EXPECT_EQ(std::string(leases::to_string(a().job(production, ids[j]).state)), sc["states"].items[j].str())
+                << name << ": job " << j;
+        }
+        if (const mini_json::Value *attempt = sc.find("attempt")) {
+            const leases::JobRecord rec = a().job(production, ids[0]);
+            ASSERT_FALSE(rec.attempt_history.empty()) << name;
+            EXPECT_EQ(rec.attempt_history.back().ending, (*attempt)["ending"].str()) << name;
+            const std::string reason = rec.attempt_history.back().reason.value_or("");
+            if (const mini_json::Value *want = attempt->find("reason")) {
+                EXPECT_EQ(reason, want->str()) << name;
+            } else if (sc["jobs"].items[0].str().rfind("panic:", 0) == 0) {
+                EXPECT_EQ(reason, "worker: the handler threw") << name << ": the C++ face's text for a throw";
+            }
+        }
+    }
 }

@@ -22,6 +22,7 @@
 #define LEASES_LEASES_HPP
 
 #include <leases.h>
+#include <signal.h>
 
 #include <atomic>
 #include <charconv>
@@ -2560,7 +2561,9 @@ private:
 
 // ---- worker ------------------------------------------------------------------
 
-/// What a Worker does (docs/cpp.md, "Writing a worker").
+/// What a Worker does (docs/cpp.md, "Writing a worker"). Zero is every
+/// field's default, with the meaning every face of libleases gives it
+/// (tests/vectors/worker_loop.json).
 struct WorkerOptions {
     std::string production;  ///< the production to claim from
     std::string worker;      ///< the worker name recorded with each claim
@@ -2568,14 +2571,17 @@ struct WorkerOptions {
     std::chrono::microseconds duration{std::chrono::minutes(1)};
     /// The keep-alive's interval; zero: a third of duration.
     std::chrono::microseconds keep_alive_interval{0};
-    /// After a stop request, how long a running handler may go on; then its
-    /// job is given back (released) and run() returns without waiting for it.
-    /// nullopt: the running handler always finishes.
+    /// After a drain request, how long the running handlers may go on; then
+    /// their jobs are given back (released) and run() returns without
+    /// waiting for them. nullopt or zero: the running handlers always finish.
     std::optional<std::chrono::microseconds> drain_timeout;
     /// Stop after this many claims; 0: no limit.
     std::uint64_t max_jobs = 0;
     /// Stop once a claim waiting 100 ms finds nothing.
     bool exit_when_empty = false;
+    /// How many handlers run at once, each on a std::thread of its own; 0: 1.
+    /// At most 1024.
+    unsigned concurrency = 0;
 };
 
 /// What Worker::run did.
@@ -2583,92 +2589,88 @@ struct WorkerReport {
     std::uint64_t claimed = 0;    ///< leases claimed
     /// Of claimed, those the previous job's completion claimed in its own
     /// commit (Lease::complete_and_claim_next): one commit for both.
+    /// Counted with concurrency 1 only (0 otherwise).
     std::uint64_t claimed_in_completion = 0;
     std::uint64_t completed = 0;  ///< jobs completed with the handler's facts
-    std::uint64_t released = 0;   ///< jobs given back: the keep-alive could not start, or the drain timeout passed
-    std::uint64_t retried = 0;    ///< jobs failed for a retry (Lease::fail_retry, the production's backoff): the handler threw
-    std::uint64_t by_handler = 0; ///< jobs the handler settled itself (Execution::finish, fail, release)
+    std::uint64_t released = 0;   ///< jobs given back: the keep-alive could not start, a give-back stop, or the drain timeout passed
+    std::uint64_t retried = 0;    ///< jobs failed for a retry (the production's backoff): the handler threw
+    std::uint64_t by_handler = 0; ///< jobs the handler settled itself (Execution::finish, Lease::fail, release, ...)
     std::uint64_t unsettled = 0;  ///< jobs the worker could not settle (the claim was gone, the store failed)
-    bool drain_timed_out = false; ///< the drain timeout passed: the running job was released, its handler left running
+    bool drain_timed_out = false; ///< the drain timeout passed: the running jobs were released, their handlers left running
+    bool gave_back = false;       ///< the jobs still out were given back (drain timeout or request_give_back)
 };
 
 namespace detail {
 
-// One running handler, shared with its thread: the thread outlives run() if
-// the drain timeout passes.
-struct WorkerJob {
-    explicit WorkerJob(Lease l) : lease(std::move(l)) {}
-    Lease lease;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    bool ok = false;
-    std::string facts;
-    std::string reason;  // why the handler failed: what() of what it threw
+struct WorkerDeleter {
+    void operator()(leases_worker *w) const noexcept { leases_worker_free(w); }
 };
 
-/// A handler's exception text as an attempt's reason: valid UTF-8 (each
-/// byte of a bad sequence becomes '?'), no NUL, at most LEASES_MAX_REASON_LEN
-/// bytes cut at a character boundary.
-inline std::string failure_reason(const std::string &what) {
-    std::string out;
-    for (std::size_t i = 0; i < what.size();) {
-        const auto c = static_cast<unsigned char>(what[i]);
-        std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        bool valid = n != 0 && i + n <= what.size();
-        for (std::size_t k = 1; valid && k < n; ++k) {
-            valid = (static_cast<unsigned char>(what[i + k]) & 0xC0) == 0x80;
-        }
-        if (valid && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
-            unsigned cp = c & (0x7F >> n);
-            for (std::size_t k = 1; k < n; ++k) {
-                cp = (cp << 6) | (static_cast<unsigned char>(what[i + k]) & 0x3F);
-            }
-            static const unsigned least[] = {0, 0, 0x80, 0x800, 0x10000};
-            valid = cp >= least[n] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-        }
-        if (!valid) {
-            n = 1;
-        }
-        if (out.size() + n > LEASES_MAX_REASON_LEN) {
-            break;
-        }
-        if (!valid) {
-            out += '?';
-        } else if (c != 0) {
-            out.append(what, i, n);
-        }
-        i += n;
-    }
-    return out;
+// An integer member of the worker's stats JSON (0 when absent).
+inline std::uint64_t worker_stat(leases_worker *w, const char *key) {
+    char *out = nullptr;
+    check(leases_worker_stats_json(w, &out));
+    const JsonReader::Value doc = parse_object(take_string(out));
+    const JsonReader::Value *v = doc.find(key);
+    return v != nullptr && v->kind == JsonReader::Value::Kind::Integer ? static_cast<std::uint64_t>(v->number) : 0;
 }
+
+// What one run of a Worker shares with its handler threads; a thread whose
+// handler outlives run() (the drain timeout passed) keeps it alive.
+struct WorkerRun {
+    std::unique_ptr<leases_worker, WorkerDeleter> handle;
+    std::function<std::string(Lease &)> handler;
+    std::shared_ptr<const std::atomic<int>> requested;  // the Worker's stop request
+    std::atomic<int> applied{0};                  // the stop mode passed to leases_worker_stop
+    std::atomic<std::uint64_t> unsettled{0}, in_completion{0};
+    bool count_in_completion = false;
+    std::mutex mu;
+    leases_status failed = LEASES_OK;  // why leases_worker_next could not go on
+    std::string failed_message;
+
+    // Passes a stop request on to the handle (never from a signal handler).
+    void apply(int mode) {
+        int done = applied.load();
+        while (mode > done) {
+            if (applied.compare_exchange_weak(done, mode)) {
+                (void)leases_worker_stop(handle.get(), mode == 1 ? LEASES_STOP_DRAIN : LEASES_STOP_GIVE_BACK);
+                return;
+            }
+        }
+    }
+};
 
 }  // namespace detail
 
-/// A worker loop: claims jobs of one production one at a time with a waiting
-/// claim, runs the handler on each with the lease kept alive, completes the
-/// job with the facts_json the handler returns (empty: none), or fails it for
-/// a retry (Lease::fail_retry: it returns after the production's backoff, or
-/// is dead after its last attempt) when the handler throws, with what() of
-/// the exception as the attempt's reason. When the loop would claim again
-/// anyway (no stop request, max_jobs not reached), the completion claims the
-/// next job in the same commit (Lease::complete_and_claim_next: one commit
-/// per job instead of two). A handler may settle the lease
-/// itself (Lease::execution then Execution::finish, fail, release); the
-/// worker then leaves it as it is.
+/// A worker loop on the library's one loop (leases_worker, docs/workers.md):
+/// the claims, the keep-alive, back-off (50 ms doubling to 5 s), max jobs,
+/// exit-when-empty, drain and the drain timeout are the library's; the
+/// Worker runs the handler on WorkerOptions::concurrency std::threads
+/// sharing the handle. The handler gets each job's lease, kept alive while
+/// it runs; what it returns completes the job (facts JSON; empty: none),
+/// claiming the next in the same commit when the loop would claim again
+/// anyway. When it throws, the attempt fails for a retry (it returns after
+/// the production's backoff, or is dead after its last attempt) with the
+/// exception's what() as the reason, made a reason by the library's one
+/// rule (invalid UTF-8 becomes U+FFFD); anything else thrown gives the
+/// reason "worker: the handler threw". A handler may settle the lease itself
+/// (Lease::complete, fail, release, Lease::execution then Execution::finish);
+/// the worker then leaves it as it is. Never move the lease out of the
+/// handler's reference: it belongs to the worker.
 ///
-/// request_stop() drains: no new claim, the running handler finishes (or,
-/// after WorkerOptions::drain_timeout, its job is released), run() returns.
-/// It only stores to a lock-free std::atomic<bool>, so it is async-signal-safe
-/// and may be called from a signal handler (install it with SA_ONSTACK, as
-/// leases.h requires) as well as from any thread; the loop waits in slices of
-/// at most 100 ms and notices the request within one slice.
+/// request_stop() drains: no new claim, the running handlers finish (or,
+/// after WorkerOptions::drain_timeout, their jobs are released), run()
+/// returns. request_give_back() gives the jobs out back at once. Both only
+/// store to a lock-free std::atomic<int>, so they are async-signal-safe; run()
+/// passes the request on to the library within 100 ms. StopSignals installs
+/// SIGINT/SIGTERM handlers that call them (the first signal drains, the
+/// second gives back).
 ///
-/// RAII: the destructor never writes to the store; every write (claim,
-/// renewals, completion, release) happens inside run(). Not copyable or
-/// movable (a signal handler may hold its address). The handler runs on a
-/// thread of its own; it may use the lease (payload(), wait_lost(), check())
-/// and should return soon after stop_requested() or a lost lease.
+/// RAII: the destructor never writes to the store; every write happens
+/// inside run(). Not copyable or movable (a signal handler may hold its
+/// address). The handler should return soon after stop_requested() or a
+/// lost lease (Lease::wait_lost reports LEASES_CLOSED once the worker gave
+/// the job back).
 class Worker {
 public:
     using Handler = std::function<std::string(Lease &)>;
@@ -2690,6 +2692,12 @@ public:
         if (opt_.drain_timeout) {
             (void)detail::to_wait_us(*opt_.drain_timeout, "worker: drain_timeout");
         }
+        if (opt_.concurrency > 1024) {
+            throw InvalidArgumentError("worker: concurrency must be at most 1024");
+        }
+        if (opt_.max_jobs > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+            throw InvalidArgumentError("worker: max_jobs is too large");
+        }
     }
 
     Worker(const Worker &) = delete;
@@ -2699,199 +2707,241 @@ public:
     ~Worker() = default;
 
     /// Asks run() to drain and return. Async-signal-safe; idempotent.
-    void request_stop() noexcept { stop_.store(true); }
-    /// Whether a stop was requested.
-    [[nodiscard]] bool stop_requested() const noexcept { return stop_.load(); }
+    void request_stop() noexcept {
+        int none = 0;
+        stop_->compare_exchange_strong(none, 1);
+    }
+    /// Asks run() to give the jobs out back at once and return (after a
+    /// drain too). Async-signal-safe; idempotent.
+    void request_give_back() noexcept { stop_->store(2); }
+    /// Whether a stop (drain or give-back) was requested.
+    [[nodiscard]] bool stop_requested() const noexcept { return stop_->load() != 0; }
 
     /// Runs the loop until a stop request, max_jobs claims, or (with
-    /// exit_when_empty) an empty production. Throws for an unknown
-    /// production, a closed authority or another non-transient failure of a
-    /// claim; busy, storage, outcome-unknown and clock-regressed claims are
-    /// retried with back-off (50 ms doubling to 5 s).
+    /// exit_when_empty) an empty production, and every job out is settled
+    /// or given back. Throws for an unknown production, a closed authority
+    /// or another failure the loop cannot go on from (after the running
+    /// handlers returned); busy, storage, outcome-unknown and
+    /// clock-regressed claims are retried with back-off.
     WorkerReport run(Handler handler) {
         if (!handler) {
             throw InvalidArgumentError("worker: the handler is empty");
         }
-        const auto shared = std::make_shared<const Handler>(std::move(handler));
+        leases_worker_options o = LEASES_WORKER_OPTIONS_INIT;
+        o.flags = opt_.exit_when_empty ? LEASES_WORKER_EXIT_WHEN_EMPTY : 0;
+        o.concurrency = static_cast<std::int32_t>(opt_.concurrency);
+        o.max_jobs = static_cast<std::int64_t>(opt_.max_jobs);
+        o.interval_us = opt_.keep_alive_interval == opt_.keep_alive_interval.zero()
+                            ? 0 : detail::to_us(opt_.keep_alive_interval);
+        o.drain_timeout_us = opt_.drain_timeout ? detail::to_wait_us(*opt_.drain_timeout, "worker: drain_timeout") : 0;
+        leases_worker *h = nullptr;
+        check(leases_worker_new(auth_.capi(), detail::c_str(opt_.production, "production"),
+                                detail::c_str(opt_.worker, "worker"), detail::to_us(opt_.duration), &o, &h));
+        auto run = std::make_shared<detail::WorkerRun>();
+        run->handle.reset(h);
+        run->handler = std::move(handler);
+        run->requested = stop_;
+        run->count_in_completion = opt_.concurrency <= 1;
+
+        const unsigned n = opt_.concurrency == 0 ? 1 : opt_.concurrency;
+        std::vector<std::thread> threads;
+        std::vector<std::shared_ptr<std::atomic<int>>> phases;  // 0 claiming, 1 in the handler, 2 returned
+        try {
+            for (unsigned i = 0; i < n; ++i) {
+                phases.push_back(std::make_shared<std::atomic<int>>(0));
+                threads.emplace_back(serve, run, phases.back());
+            }
+        } catch (...) {
+            (void)leases_worker_stop(h, LEASES_STOP_GIVE_BACK);
+            for (std::thread &t : threads) {
+                t.join();
+            }
+            throw;
+        }
+        // This thread passes stop requests on (a signal handler cannot) and
+        // waits for the loop's end.
+        std::int32_t end = LEASES_WORKER_RUNNING;
+        while (end == LEASES_WORKER_RUNNING) {
+            run->apply(stop_->load());
+            if (leases_worker_wait(h, 100000, nullptr, &end) != LEASES_OK) {
+                end = LEASES_WORKER_FAILED;
+            }
+        }
+        run->apply(stop_->load());
+        for (std::size_t i = 0; i < threads.size(); ++i) {
+            // A handler still running after its job was given back is left
+            // to finish on its own; its lease reports LEASES_CLOSED.
+            if (end == LEASES_WORKER_GAVE_BACK && phases[i]->load() == 1) {
+                threads[i].detach();
+            } else {
+                threads[i].join();
+            }
+        }
         WorkerReport report;
-        std::chrono::milliseconds pause = retry_min;
-        // The next job, when the last completion claimed it in its commit.
-        std::optional<Lease> next;
-        for (;;) {
-            std::optional<Lease> lease = std::move(next);
-            next.reset();
-            const bool by_completion = lease.has_value();
-            if (!lease) {
-                if (!may_claim(report)) {
-                    break;
-                }
-                try {
-                    lease = auth_.claim_wait(opt_.production, opt_.worker, opt_.duration, slice);
-                } catch (const Error &e) {
-                    const leases_status st = e.status();
-                    if (st != LEASES_BUSY && st != LEASES_STORAGE && st != LEASES_OUTCOME_UNKNOWN &&
-                        st != LEASES_CLOCK_REGRESSED) {
-                        throw;
-                    }
-                    pause_unless_stopped(pause);
-                    pause = std::min(2 * pause, retry_max);
-                    continue;
-                }
-                if (!lease) {
-                    if (opt_.exit_when_empty) {
-                        break;
-                    }
-                    continue;
-                }
-                pause = retry_min;
-            }
-            ++report.claimed;
-            if (by_completion && stop_requested()) {
-                // Claimed by the completion as the stop came: no handler
-                // starts after a stop, so the job goes back.
-                settle_release(*lease, report);
-                break;
-            }
-            if (!handle(std::move(*lease), shared, report, next)) {
-                break;
-            }
+        report.claimed = detail::worker_stat(h, "claimed");
+        report.completed = detail::worker_stat(h, "completed");
+        report.retried = detail::worker_stat(h, "failed");
+        report.released = detail::worker_stat(h, "released");
+        report.by_handler = detail::worker_stat(h, "settled");
+        report.unsettled = run->unsettled.load();
+        // Every job claimed is settled or given back once the loop ended:
+        // the rest were given back (a drain timeout, a give-back, a lease
+        // claimed for the next caller as the stop came).
+        const std::uint64_t accounted = report.completed + report.retried + report.released + report.by_handler +
+                                        report.unsettled;
+        report.released += report.claimed > accounted ? report.claimed - accounted : 0;
+        report.claimed_in_completion = run->in_completion.load();
+        report.gave_back = end == LEASES_WORKER_GAVE_BACK;
+        report.drain_timed_out = report.gave_back && run->applied.load() == 1;
+        const std::lock_guard<std::mutex> lock(run->mu);
+        if (run->failed != LEASES_OK) {
+            throw_status(run->failed, run->failed_message);
         }
         return report;
     }
 
 private:
-    static constexpr std::chrono::milliseconds slice{100};
-    static constexpr std::chrono::milliseconds retry_min{50};
-    static constexpr std::chrono::milliseconds retry_max{5000};
-    static_assert(std::atomic<bool>::is_always_lock_free,
-                  "request_stop must be async-signal-safe: a lock-free atomic store");
-
-    void pause_unless_stopped(std::chrono::milliseconds pause) const {
-        const auto until = std::chrono::steady_clock::now() + pause;
-        while (!stop_requested() && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-                slice, until - std::chrono::steady_clock::now()));
-        }
-    }
-
-    // Whether the loop claims another job: no stop request, and max_jobs
-    // leaves a claim.
-    bool may_claim(const WorkerReport &report) const noexcept {
-        return !stop_requested() && (opt_.max_jobs == 0 || report.claimed < opt_.max_jobs);
-    }
-
-    // Runs the handler on one lease, kept alive meanwhile, and settles the
-    // job; false when the drain timeout passed (the job was released). A
-    // completion when the loop would claim again anyway claims the next job
-    // in the same commit (Lease::complete_and_claim_next) into next.
-    bool handle(Lease lease, const std::shared_ptr<const Handler> &handler, WorkerReport &report,
-                std::optional<Lease> &next) {
-        auto job = std::make_shared<detail::WorkerJob>(std::move(lease));
-        try {
-            job->lease.keep_alive(opt_.duration, opt_.keep_alive_interval);
-        } catch (const Error &) {
-            settle_release(job->lease, report);
-            return true;
-        }
-        std::thread thread([job, handler] {
-            std::string facts, reason;
-            bool ok = false;
-            // The handler's failure, never the process's: the job is failed
-            // for a retry.
-            try {
-                facts = (*handler)(job->lease);
-                ok = true;
-            } catch (const std::exception &e) {
-                reason = detail::failure_reason(e.what());
-            } catch (...) {
-                reason = "worker: the handler threw";
+    // One handler thread: next, the handler, settle, until the loop hands
+    // out nothing more.
+    static void serve(std::shared_ptr<detail::WorkerRun> run, std::shared_ptr<std::atomic<int>> phase) {
+        leases_worker *h = run->handle.get();
+        for (;;) {
+            leases_lease *l = nullptr;
+            const leases_status st = leases_worker_next(h, 1000000, &l);
+            if (st == LEASES_NOTHING_TO_CLAIM) {
+                continue;
             }
-            const std::lock_guard<std::mutex> lock(job->mu);
-            job->facts = std::move(facts);
-            job->reason = std::move(reason);
-            job->ok = ok;
-            job->done = true;
-            job->cv.notify_all();
-        });
-        std::optional<std::chrono::steady_clock::time_point> deadline;
-        std::unique_lock<std::mutex> lock(job->mu);
-        while (!job->done) {
-            const auto now = std::chrono::steady_clock::now();
-            if (!deadline && opt_.drain_timeout && stop_requested()) {
-                deadline = now + *opt_.drain_timeout;
-            }
-            if (deadline && now >= *deadline) {
+            if (st != LEASES_OK) {
+                const std::lock_guard<std::mutex> lock(run->mu);
+                if (run->failed == LEASES_OK) {
+                    run->failed = st;
+                    run->failed_message = leases_last_error();
+                }
                 break;
             }
-            // Slices: a stop request from a signal handler cannot notify.
-            std::chrono::steady_clock::duration step = slice;
-            if (deadline) {
-                step = std::min(step, *deadline - now);
+            if (l == nullptr) {
+                break;
             }
-            job->cv.wait_for(lock, step);
-        }
-        const bool done = job->done;
-        lock.unlock();
-        if (!done) {
-            // The drain timeout passed: give the job back and leave the
-            // handler to finish on its own (its lease now reports closed).
-            thread.detach();
-            report.drain_timed_out = true;
-            settle_release(job->lease, report);
-            return false;
-        }
-        thread.join();
-        if (job->ok) {
+            phase->store(1);
+            Lease lease(l);  // the worker's: never freed here
+            std::string text;
+            std::int32_t outcome = LEASES_RESULT_COMPLETE;
             try {
-                if (may_claim(report)) {
-                    next = job->lease.complete_and_claim_next(job->facts, opt_.duration);
-                    if (next) {
-                        ++report.claimed_in_completion;
-                    }
-                } else {
-                    job->lease.complete(job->facts);
-                }
-                ++report.completed;
-            } catch (const ClosedError &) {  // the handler settled it (an execution's finish, ...)
-                ++report.by_handler;
-            } catch (const Error &) {
-                ++report.unsettled;
+                text = run->handler(lease);
+            } catch (const std::exception &e) {
+                outcome = LEASES_RESULT_FAIL_RETRY;
+                text = e.what();
+            } catch (...) {
+                outcome = LEASES_RESULT_FAIL_RETRY;
+                text = "worker: the handler threw";
             }
-        } else {
-            try {
-                job->lease.fail_retry(job->reason);
-                ++report.retried;
-            } catch (const ClosedError &) {  // the handler settled it itself
-                ++report.by_handler;
-            } catch (const Error &) {
-                ++report.unsettled;
+            if (lease.capi() != l) {
+                std::terminate();  // the handler moved the worker's lease away: it would free it
             }
+            (void)lease.release_capi();
+            phase->store(0);
+            run->apply(run->requested->load());  // a completion after a stop request claims nothing
+            settle(*run, l, outcome, text);
         }
-        try {
-            job->lease.stop_keep_alive();
-        } catch (const Error &) {  // nothing is left to stop
-        }
-        return true;
+        phase->store(2);
     }
 
-    static void settle_release(Lease &lease, WorkerReport &report) {
-        try {
-            lease.stop_keep_alive();
-        } catch (const Error &) {  // a closed lease has no keep-alive to stop
+    static void settle(detail::WorkerRun &run, leases_lease *l, std::int32_t outcome, const std::string &text) {
+        leases_worker *h = run.handle.get();
+        leases_status lost = LEASES_OK;
+        if (leases_lease_wait_lost(l, 0, nullptr, &lost) == LEASES_OK && lost == LEASES_CLOSED) {
+            // The handler closed the lease itself, or the worker gave it back.
+            const leases_status st = leases_worker_settle(h, l, LEASES_RESULT_SETTLED, nullptr, 0);
+            if (st == LEASES_OK || st == LEASES_CLOSED) {
+                return;
+            }
         }
-        try {
-            lease.release();
-            ++report.released;
-        } catch (const ClosedError &) {  // the handler settled it itself
-            ++report.by_handler;
-        } catch (const Error &) {
-            ++report.unsettled;
+        const std::uint64_t before = run.count_in_completion && outcome == LEASES_RESULT_COMPLETE
+                                         ? claimed_so_far(h) : 0;
+        leases_status st = leases_worker_settle(h, l, outcome, text.data(), text.size());
+        if (st == LEASES_OK && before != 0 && claimed_so_far(h) > before) {
+            run.in_completion.fetch_add(1);
+        }
+        if (st == LEASES_INVALID_ARGUMENT && outcome == LEASES_RESULT_COMPLETE) {
+            // Facts the library refused: the attempt fails for a retry, with why.
+            const std::string why = std::string("worker: the handler's facts were refused: ") + leases_last_error();
+            st = leases_worker_settle(h, l, LEASES_RESULT_FAIL_RETRY, why.data(), why.size());
+        }
+        if (st == LEASES_INVALID_ARGUMENT) {
+            st = leases_worker_settle(h, l, LEASES_RESULT_RELEASE, nullptr, 0);  // nothing else can take it back
+        }
+        if (st != LEASES_OK && st != LEASES_CLOSED) {
+            run.unsettled.fetch_add(1);
         }
     }
+
+    // The loop's claims so far; 0 when it cannot say (a handler thread
+    // must not throw).
+    static std::uint64_t claimed_so_far(leases_worker *h) noexcept {
+        try {
+            return detail::worker_stat(h, "claimed");
+        } catch (...) {
+            return 0;
+        }
+    }
+
+    static_assert(std::atomic<int>::is_always_lock_free,
+                  "request_stop must be async-signal-safe: a lock-free atomic store");
 
     Authority &auth_;
     WorkerOptions opt_;
-    std::atomic<bool> stop_{false};
+    // 0 none, 1 drain, 2 give back; shared with the handler threads, which
+    // may outlive run() and the Worker (the drain timeout).
+    std::shared_ptr<std::atomic<int>> stop_ = std::make_shared<std::atomic<int>>(0);
+};
+
+/// Installs SIGINT and SIGTERM handlers (SA_ONSTACK, as leases.h requires
+/// while the Go runtime is in the process) that stop worker: the first
+/// signal drains (Worker::request_stop), the next gives the jobs back at
+/// once (Worker::request_give_back). The handlers only store to lock-free
+/// atomics: async-signal-safe. The destructor restores the previous
+/// handlers. One StopSignals at a time per process (a second throws
+/// InvalidArgumentError).
+class StopSignals {
+public:
+    explicit StopSignals(Worker &worker) {
+        Worker *none = nullptr;
+        if (!target().compare_exchange_strong(none, &worker)) {
+            throw InvalidArgumentError("StopSignals: another StopSignals is installed");
+        }
+        struct sigaction sa {};
+        sa.sa_handler = &StopSignals::on_signal;
+        sa.sa_flags = SA_ONSTACK | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    StopSignals(const StopSignals &) = delete;
+    StopSignals &operator=(const StopSignals &) = delete;
+    ~StopSignals() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+        target().store(nullptr);
+    }
+
+private:
+    static std::atomic<Worker *> &target() noexcept {
+        static std::atomic<Worker *> worker{nullptr};
+        return worker;
+    }
+    static void on_signal(int) noexcept {
+        if (Worker *w = target().load()) {
+            if (w->stop_requested()) {
+                w->request_give_back();
+            } else {
+                w->request_stop();
+            }
+        }
+    }
+    static_assert(std::atomic<Worker *>::is_always_lock_free, "the signal handler stores lock-free only");
+
+    struct sigaction old_int_ {};
+    struct sigaction old_term_ {};
 };
 
 }  // namespace leases
