@@ -103,12 +103,15 @@ func TestAKeyPrefixThatIsNotAKeysTextIsAClearError(t *testing.T) {
 	}
 	_, err = f.a.ListJobs(ctx, "p", JobQuery{KeyPrefix: "k", Key: "k"})
 	requireKind(t, err, KindInvalidArgument)
+	// A request-order cursor is not this listing's.
+	_, err = f.a.RequestJob("p", "k2", nil)
+	require.NoError(t, err)
 	page, err := f.a.ListJobs(ctx, "p", JobQuery{Limit: 1})
 	require.NoError(t, err)
-	_ = page
-	seqCursor := jobCursor("x", 1)
-	_, err = f.a.ListJobs(ctx, "p", JobQuery{KeyPrefix: "k", After: seqCursor})
+	require.NotEmpty(t, page.Next)
+	_, err = f.a.ListJobs(ctx, "p", JobQuery{KeyPrefix: "k", After: page.Next})
 	requireKind(t, err, KindInvalidArgument)
+	require.ErrorContains(t, err, "cursor belongs to another listing")
 }
 
 // TestTheEndOfAKeyPrefixRangeIsTheLeastTextAboveEveryKeyThatStartsWithIt:
