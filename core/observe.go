@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libleases/libleases/core/store"
 )
@@ -220,7 +221,11 @@ func (a *Authority) ListProductions(ctx context.Context, q ProductionQuery) (Pro
 type JobQuery struct {
 	States []string // any of these states; none means every state
 	Key    string   // exactly this key; "" means any
-	ID     string   // exactly this job id; "" means any
+	// KeyPrefix lists the jobs whose idempotency key starts with it, byte
+	// for byte, in byte order of their keys (not request order): one range
+	// of the production's keys. "" means any. Not with Key, ID or Worker.
+	KeyPrefix string
+	ID        string // exactly this job id; "" means any
 	// Worker lists the jobs whose claim this worker holds or last held,
 	// newest claim first (not request order); "" means any.
 	Worker string
@@ -256,7 +261,8 @@ type checkedJobQuery struct {
 	states   []string
 	scope    string // the production of the cursor
 	after    int64
-	before   int64 // with backward
+	before   int64  // with backward
+	key      string // a key listing's cursor: the last key listed
 	backward bool
 	limit    int
 }
@@ -281,6 +287,20 @@ func (q JobQuery) check() (checkedJobQuery, error) {
 	if q.After != "" && q.Before != "" {
 		return c, errf(KindInvalidArgument, "give at most one of after and before")
 	}
+	if q.KeyPrefix != "" {
+		if err := checkText("job key prefix", q.KeyPrefix, MaxNameLen, false); err != nil {
+			return c, err
+		}
+		if q.Key != "" || q.ID != "" || q.Worker != "" {
+			return c, errf(KindInvalidArgument, "a key prefix lists by key: give no key, id or worker with it")
+		}
+		cur := q.After
+		if q.Before != "" {
+			c.backward, cur = true, q.Before
+		}
+		c.scope, c.key, err = parseKeyCursor(cur, q.KeyPrefix)
+		return c, err
+	}
 	if q.Worker != "" {
 		if err := checkText("worker", q.Worker, MaxNameLen, false); err != nil {
 			return c, err
@@ -299,6 +319,145 @@ func (q JobQuery) check() (checkedJobQuery, error) {
 	}
 	c.scope, c.after, err = parseJobCursor(q.After)
 	return c, err
+}
+
+// A key listing is by key, unique in a production: its cursor is the last
+// key listed.
+func keyCursor(productionID, key string) string { return encodeCursor("jobkeys", productionID, key) }
+
+// parseKeyCursor reads a key listing's cursor: its production ("" for none)
+// and the last key listed, which starts with the listing's prefix.
+func parseKeyCursor(c, prefix string) (string, string, error) {
+	if c == "" {
+		return "", "", nil
+	}
+	scope, key, err := decodeCursor(c, "jobkeys")
+	if err != nil {
+		return "", "", err
+	}
+	if scope == "" || !strings.HasPrefix(key, prefix) || !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+		return "", "", errMalformedCursor()
+	}
+	return scope, key, nil
+}
+
+// keyPrefixEnd is the least text above every text that starts with prefix
+// in byte order, "" when there is none (a prefix of only U+10FFFF). UTF-8's
+// byte order is the order of code points, so it is the prefix with its last
+// code point that has a successor raised by one (the surrogates, no text,
+// skipped) and the ones after it dropped: always valid UTF-8, so every store
+// can compare it as text.
+func keyPrefixEnd(prefix string) string {
+	rs := []rune(prefix)
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i] == utf8.MaxRune {
+			continue
+		}
+		r := rs[i] + 1
+		if r == 0xD800 {
+			r = 0xE000
+		}
+		return string(rs[:i]) + string(r)
+	}
+	return ""
+}
+
+// listKeyJobs lists one page of the jobs whose key starts with the prefix,
+// in byte order of the keys: one range of the production's keys per state.
+func (a *Authority) listKeyJobs(ctx context.Context, p store.Production, q JobQuery, c checkedJobQuery, prev bool) (JobPage, error) {
+	end := keyPrefixEnd(q.KeyPrefix)
+	// read lists up to n jobs of the prefix at or above from ("": the
+	// prefix), above after ("": no bound) and below below ("": the prefix's
+	// end), from the bottom up or (backward) from the top down. A key holds
+	// no NUL byte, so the least key above k is at or above k+"\x01".
+	read := func(from, after, below string, backward bool, n int) ([]store.JobRow, error) {
+		if from == "" {
+			from = q.KeyPrefix
+		}
+		if below == "" {
+			below = end
+		}
+		pages := make([][]store.JobRow, len(c.states))
+		for i, state := range c.states {
+			f := store.JobFilter{ProductionID: p.ID, State: state, KeyFrom: from, KeyAfter: after,
+				KeyBelow: below, Backward: backward, Limit: n}
+			var err error
+			if pages[i], err = a.b.ListJobs(ctx, f); err != nil {
+				return nil, storageErr("list jobs by key", err)
+			}
+		}
+		var all []store.JobRow
+		for _, pg := range pages {
+			all = append(all, pg...)
+		}
+		slices.SortFunc(all, func(x, y store.JobRow) int {
+			if backward {
+				return strings.Compare(y.Key, x.Key)
+			}
+			return strings.Compare(x.Key, y.Key)
+		})
+		if len(all) > n {
+			all = all[:n]
+		}
+		return all, nil
+	}
+	page := JobPage{}
+	var rows []store.JobRow
+	var err error
+	if c.backward {
+		if rows, err = read("", "", c.key, true, c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Prev = keyCursor(p.ID, rows[c.limit-1].Key)
+		}
+		slices.Reverse(rows)
+		// Whether a job follows: the first one at or above the cursor.
+		after, err := read(c.key, "", "", false, 1)
+		if err != nil {
+			return JobPage{}, err
+		}
+		if len(after) > 0 {
+			last := c.key
+			if len(rows) > 0 {
+				last = rows[len(rows)-1].Key
+			}
+			page.Next = keyCursor(p.ID, last)
+		}
+	} else {
+		if rows, err = read("", c.key, "", false, c.limit+1); err != nil {
+			return JobPage{}, err
+		}
+		if len(rows) > c.limit {
+			rows = rows[:c.limit]
+			page.Next = keyCursor(p.ID, rows[c.limit-1].Key)
+		}
+		if prev && c.key != "" {
+			// Whether a job comes before: the first one at or below the cursor.
+			before, err := read("", "", c.key+"\x01", true, 1)
+			if err != nil {
+				return JobPage{}, err
+			}
+			if len(before) > 0 {
+				first := c.key + "\x01"
+				if len(rows) > 0 {
+					first = rows[0].Key
+				}
+				page.Prev = keyCursor(p.ID, first)
+			}
+		}
+	}
+	page.Jobs = make([]Job, 0, len(rows))
+	for _, r := range rows {
+		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
+	}
+	if q.Facts {
+		if page.Facts, err = pageFacts(ctx, a.b, rows); err != nil {
+			return JobPage{}, err
+		}
+	}
+	return page, nil
 }
 
 // A worker's listing is by claim time and job id, newest first: its cursor
@@ -427,6 +586,9 @@ func (a *Authority) listJobs(ctx context.Context, production string, q JobQuery,
 	}
 	if q.Worker != "" {
 		return a.listWorkerJobs(ctx, p, q, c)
+	}
+	if q.KeyPrefix != "" {
+		return a.listKeyJobs(ctx, p, q, c, prev)
 	}
 	// read lists up to n jobs of the filter past the cursor point at: above
 	// it in request order, or just below it from the top down (backward).

@@ -304,6 +304,23 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 			clickAndLoad(t, ctx, "#apply")
 			keys := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.key")].map(td => td.textContent)`))
 			require.Equal(t, []string{"shot-031"}, keys)
+			// A key prefix lists the jobs whose key starts with it, in key
+			// order, and pages on with the search kept.
+			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly"), chromedp.WaitVisible("#search"),
+				chromedp.SendKeys("#search", "shot-01"))
+			clickAndLoad(t, ctx, "#apply")
+			keys = run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.key")].map(td => td.textContent)`))
+			require.Equal(t, []string{"shot-010", "shot-011", "shot-012", "shot-013", "shot-014", "shot-015", "shot-016",
+				"shot-017", "shot-018", "shot-019"}, keys)
+			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly&q=shot-01&limit=6"), chromedp.WaitVisible("#next-page"))
+			keys = run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.key")].map(td => td.textContent)`))
+			require.Equal(t, []string{"shot-010", "shot-011", "shot-012", "shot-013", "shot-014", "shot-015"}, keys)
+			clickAndLoad(t, ctx, "#next-page")
+			keys = run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.key")].map(td => td.textContent)`))
+			require.Equal(t, []string{"shot-016", "shot-017", "shot-018", "shot-019"}, keys)
+			clickAndLoad(t, ctx, "#prev-page")
+			keys = run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.job td.key")].map(td => td.textContent)`))
+			require.Equal(t, []string{"shot-010", "shot-011", "shot-012", "shot-013", "shot-014", "shot-015"}, keys)
 			// The 8 characters of an id a person copies find its job.
 			do(t, ctx, chromedp.Navigate(st.srv.URL+"/production?name=render-nightly"), chromedp.WaitVisible("#search"),
 				chromedp.SendKeys("#search", render[12][:8]))

@@ -316,10 +316,12 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 		f.States = []string{}
 	}
 	jq := core.JobQuery{States: f.States, Worker: f.Worker, After: f.After, Before: f.Before, Limit: limit}
-	// The search box takes a key, a job id or a unique prefix of one of at
-	// least 8 characters (core.ResolveJobID): an id-shaped text is looked up
-	// as both (a key may look like an id). An ambiguous prefix that is no
-	// key says so, with its candidates.
+	// The search box takes a job id or a unique prefix of one of at least 8
+	// characters (core.ResolveJobID), or a key prefix: an id-shaped text is
+	// looked up as both (a key may look like an id). Otherwise it lists the
+	// jobs whose key starts with it, in key order (an exact key is one such
+	// prefix); with a worker, whose listing is by claim, the exact key. An
+	// ambiguous prefix that is no key says so, with its candidates.
 	var jobs core.JobPage
 	var notice string
 	if f.Search != "" && core.IsJobIDPrefix(f.Search) {
@@ -339,7 +341,11 @@ func (s *Server) production(r *http.Request, v *view) (pageData, error) {
 		}
 	}
 	if len(jobs.Jobs) == 0 {
-		jq.Key = f.Search
+		if f.Worker != "" {
+			jq.Key = f.Search
+		} else {
+			jq.KeyPrefix = f.Search
+		}
 		if jobs, err = s.a.ListJobs(ctx, name, jq); err != nil {
 			return nil, err
 		}

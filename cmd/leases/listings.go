@@ -286,6 +286,7 @@ func runJobList(cc *cmdContext) error {
 	prod := cc.fs.String("production", "", "production `NAME`")
 	states := cc.fs.String("state", "", "only jobs in one of these states: `STATE[,STATE]`")
 	key := cc.fs.String("key", "", "only the job with this `KEY`")
+	keyPrefix := cc.fs.String("key-prefix", "", "only the jobs whose key starts with `PREFIX`, in key order")
 	job := cc.fs.String("job", "", "only the job with this `ID` (or a unique prefix of 8 or more characters)")
 	withFacts := cc.fs.Bool("facts", false, "with --json or --jsonl: each completed job with the facts it published, read a page at a time")
 	header := fmt.Sprintf(jobFormat, "ID", "KEY", "STATE", "WORKER", "EXPIRY", "ATTEMPTS", "REASON")
@@ -302,7 +303,7 @@ func runJobList(cc *cmdContext) error {
 			if *withFacts && out.format == formatText {
 				return 0, "", usagef("job list", "--facts needs --json or --jsonl")
 			}
-			q := core.JobQuery{States: splitNames(*states), Key: *key, ID: *job, After: after, Limit: size,
+			q := core.JobQuery{States: splitNames(*states), Key: *key, KeyPrefix: *keyPrefix, ID: *job, After: after, Limit: size,
 				Facts: *withFacts}
 			page, err := a.ListJobs(context.Background(), *prod, q)
 			if err != nil {

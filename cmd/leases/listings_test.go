@@ -555,3 +555,15 @@ func compactJSON(t *testing.T, raw json.RawMessage) string {
 	}
 	return string(out)
 }
+
+func TestJobListWithAKeyPrefixListsTheJobsWhoseKeyStartsWithItInKeyOrder(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *env) {
+		ids := fill(t, e.db, 12) // keys k0 … k11
+		want := []string{ids[1], ids[10], ids[11]}
+		equalIDs(t, "--key-prefix k1", jsonIDs(t, e.must("job", "list", "--production", prod, "--key-prefix", "k1",
+			"--json").stdout), want)
+		equalIDs(t, "--key-prefix k1 --limit 2", jsonlIDs(t, e.must("job", "list", "--production", prod, "--key-prefix", "k1",
+			"--jsonl", "--limit", "2").stdout), want[:2])
+		wantExit(t, e.run("job", "list", "--production", prod, "--key-prefix", "k1", "--key", "k1"), 2, "invalid_argument", "key prefix")
+	})
+}

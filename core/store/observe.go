@@ -19,7 +19,15 @@ type JobFilter struct {
 	AfterSeq     int64
 	BeforeSeq    int64
 	Backward     bool
-	Limit        int
+	// KeyFrom, when not "", lists in byte order of the key instead of
+	// request order, one range of the (production, key) index: the keys at
+	// or above KeyFrom, above KeyAfter and below KeyBelow ("": no bound);
+	// Backward reads the range from its top. Key, ID and the seq bounds are
+	// not used with it.
+	KeyFrom  string
+	KeyAfter string
+	KeyBelow string
+	Limit    int
 }
 
 // WorkerJobFilter selects the jobs whose claim Worker holds or last held

@@ -63,6 +63,9 @@ const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_
 // state, the (production_id, key) unique index with a key, the primary key
 // with an id.
 func jobPageSQL(f store.JobFilter) (string, []any) {
+	if f.KeyFrom != "" {
+		return keyPageSQL(f)
+	}
 	var c conds
 	c.add(`production_id = $?`, f.ProductionID)
 	if f.State != "" {
@@ -424,4 +427,29 @@ func (db *DB) Workers(ctx context.Context, productionID string, since, now int64
 		return nil, err
 	}
 	return ws.List, nil
+}
+
+// keyPageSQL is one page of jobs in byte order of their keys, one range of
+// leases_jobs_by_key (observe_test.go): the index is in the "C" collation
+// (byte order, whatever the database's collation), and every comparison and
+// the order name it, so the range's bounds are plain comparisons, never a
+// pattern.
+func keyPageSQL(f store.JobFilter) (string, []any) {
+	var c conds
+	c.add(`production_id = $?`, f.ProductionID)
+	c.add(`key COLLATE "C" >= $?`, f.KeyFrom)
+	if f.State != "" {
+		c.add(`state = $?`, f.State)
+	}
+	if f.KeyAfter != "" {
+		c.add(`key COLLATE "C" > $?`, f.KeyAfter)
+	}
+	if f.KeyBelow != "" {
+		c.add(`key COLLATE "C" < $?`, f.KeyBelow)
+	}
+	order := `key COLLATE "C"`
+	if f.Backward {
+		order = `key COLLATE "C" DESC`
+	}
+	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, order, f.Limit)
 }

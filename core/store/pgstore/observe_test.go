@@ -149,6 +149,19 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	// events and of its attempts (Also: each must be there).
 	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{pid, "{a,b,c}"}, Want: "leases_jobs_pkey",
 		Also: []string{"leases_events_by_job", "leases_attempts_by_job"}}
+	// A key prefix is one range of leases_jobs_by_key, in byte order ("C"),
+	// read in its order: never the collation's unique index, never a sort.
+	for name, f := range map[string]store.JobFilter{
+		"jobs key prefix":          {KeyFrom: "k1", KeyBelow: "k2"},
+		"jobs key prefix after":    {KeyFrom: "k1", KeyAfter: "k15", KeyBelow: "k2"},
+		"jobs key prefix backward": {KeyFrom: "k1", KeyBelow: "k15", Backward: true},
+		"jobs key prefix state":    {KeyFrom: "k1", KeyBelow: "k2", State: "completed"},
+		"jobs key prefix open":     {KeyFrom: "k4999"},
+	} {
+		f.ProductionID, f.Limit = pid, 101
+		text, args := jobPageSQL(f)
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: "leases_jobs_by_key"}
+	}
 	// A job id prefix is one range of the primary key, in a production or in all.
 	for name, f := range map[string]store.JobIDFilter{
 		"job ids":            {From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
@@ -200,6 +213,9 @@ func TestEveryObservationReadsAnIndexNeverTheWholeTable(t *testing.T) {
 	for name, st := range observedStatements(pid) {
 		p := plan(t, c, name, st.SQL, st.Args)
 		require.NotRegexp(t, "Seq Scan on leases_(jobs|events)", p, name)
+		if strings.HasPrefix(name, "jobs key prefix") {
+			require.NotContains(t, p, "Sort", "%s: read in the index's order:\n%s", name, p)
+		}
 		if st.Want != "" {
 			require.Regexp(t, "Index (Only )?Scan (Backward )?(using|on) ("+st.Want+")\\b", p, "%s:\n%s", name, p)
 		}

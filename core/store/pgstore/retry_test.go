@@ -135,7 +135,7 @@ func TestASchema5DatabaseIsMigratedTo7AndItsProductionsKeepEverything(t *testing
 	defer db.Close()
 	v, err := version(ctx, db.pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 7, v)
+	require.EqualValues(t, SchemaVersion, v, "through 7 to the current schema")
 	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
 	p, err := db.ProductionByID(ctx, "pid")
 	require.NoError(t, err)
@@ -143,6 +143,42 @@ func TestASchema5DatabaseIsMigratedTo7AndItsProductionsKeepEverything(t *testing
 	evs, err := db.Events(ctx, "pid", 0, 0)
 	require.NoError(t, err)
 	require.Len(t, evs, 2)
+
+	// A migrated schema is exactly a new one.
+	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
+}
+
+func TestASchema7DatabaseIsMigratedTo8WithItsKeysInByteOrderAndKeepsEveryJob(t *testing.T) {
+	// The schema-7 fixture: the schema-2 layout, its migrations to 7, and
+	// keys whose byte order is not every collation's order.
+	var stmts []string
+	for _, part := range [][]string{migrateV2toV3, migrationFixtureRows, migrateV3toV4, migrateV4toV5, migrateV5toV7} {
+		stmts = append(stmts, part...)
+	}
+	old := oldSchema(t, append(stmts, `INSERT INTO leases_jobs (id, production_id, key, payload, state, requested_unix_us,
+			updated_unix_us) VALUES ('j4', 'pid', 'kB', '', 'requested', 15, 15), ('j5', 'pid', 'ka', '', 'requested', 16, 16),
+			('j6', 'pid', 'k_', '', 'requested', 17, 17), ('j7', 'pid', 'l', '', 'requested', 18, 18)`)...)
+	require.NotContains(t, schemaOf(t, old), "leases_jobs_by_key")
+	v, err := version(ctx, connect(t, old))
+	require.NoError(t, err)
+	require.EqualValues(t, 7, v)
+
+	db, err := Open(old, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	v, err = version(ctx, db.pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, v)
+	require.Contains(t, schemaOf(t, old), `leases_jobs_by_key ON leases_jobs USING btree (production_id, key COLLATE "C")`)
+	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
+	// Every job of before is in the index, in byte order.
+	rows, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", KeyFrom: "k", KeyBelow: "l", Limit: 10})
+	require.NoError(t, err)
+	var keys []string
+	for _, r := range rows {
+		keys = append(keys, r.Key)
+	}
+	require.Equal(t, []string{"k", "kB", "k_", "ka"}, keys)
 
 	// A migrated schema is exactly a new one.
 	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))

@@ -20,8 +20,9 @@ import (
 // workers seen (migrateV4toV5); version 7 (SQLite's number: 6 is
 // SQLite's alone) the retention policies (migrateV5toV7). Every table is prefixed
 // leases_ and lives in the connection's current schema, so an authority can
-// share a database.
-const SchemaVersion = 7
+// share a database. Version 8 adds the index of keys in byte order
+// (migrateV7toV8).
+const SchemaVersion = 8
 
 // migrationLockSpace and the hash of the schema's name key the advisory
 // lock that serializes creating and migrating one schema (the one
@@ -214,6 +215,17 @@ var migrateV5toV7 = []string{
 	`UPDATE leases_meta SET v = 7 WHERE k = 'schema_version'`,
 }
 
+// migrateV7toV8 adds the index the listing by key prefix reads: each
+// production's keys in the "C" collation, byte order, whatever the
+// database's own collation (the unique (production_id, key) index follows
+// that one, where a prefix is no range). SQLite needs none: its unique index
+// is BINARY, byte order. Every path that opens a schema below 8 ends with
+// these.
+var migrateV7toV8 = []string{
+	`CREATE INDEX leases_jobs_by_key ON leases_jobs (production_id, key COLLATE "C")`,
+	`UPDATE leases_meta SET v = 8 WHERE k = 'schema_version'`,
+}
+
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
@@ -302,7 +314,7 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now); err != nil {
 			return err
 		}
-	case 2, 3, 4, 5:
+	case 2, 3, 4, 5, 7:
 	default:
 		if v > SchemaVersion {
 			return tooNew(v)
@@ -324,7 +336,12 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV5toV7); err != nil {
+	if v < 7 {
+		if err := execAll(ctx, tx, migrateV5toV7); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV7toV8); err != nil {
 		return err
 	}
 	return classify(tx.Commit(ctx))

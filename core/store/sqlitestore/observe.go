@@ -50,6 +50,9 @@ func scanJobRow(r scanner) (store.JobRow, error) {
 // (observe_plan_test.go): jobs_by_order, jobs_claimable with a state, the
 // (production_id, key) unique index with a key, the primary key with an id.
 func jobPageSQL(f store.JobFilter) (string, []any) {
+	if f.KeyFrom != "" {
+		return keyPageSQL(f)
+	}
 	where, args := []string{`production_id = ?`}, []any{f.ProductionID}
 	if f.State != "" {
 		where, args = append(where, `state = ?`), append(args, f.State)
@@ -389,4 +392,27 @@ func (s *DB) Workers(ctx context.Context, productionID string, since, now int64,
 		return nil, err
 	}
 	return ws.List, nil
+}
+
+// keyPageSQL is one page of jobs in byte order of their keys, one range of
+// the (production_id, key) unique index (observe_plan_test.go): the column's
+// BINARY collation is byte order, so the range's bounds are plain
+// comparisons, never a pattern.
+func keyPageSQL(f store.JobFilter) (string, []any) {
+	where, args := []string{`production_id = ?`, `key >= ?`}, []any{f.ProductionID, f.KeyFrom}
+	if f.State != "" {
+		where, args = append(where, `state = ?`), append(args, f.State)
+	}
+	if f.KeyAfter != "" {
+		where, args = append(where, `key > ?`), append(args, f.KeyAfter)
+	}
+	if f.KeyBelow != "" {
+		where, args = append(where, `key < ?`), append(args, f.KeyBelow)
+	}
+	order := `key`
+	if f.Backward {
+		order = `key DESC`
+	}
+	return `SELECT ` + jobRowColumns + ` FROM jobs WHERE ` + strings.Join(where, ` AND `) +
+		` ORDER BY ` + order + ` LIMIT ?`, append(args, f.Limit)
 }

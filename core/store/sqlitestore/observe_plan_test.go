@@ -85,6 +85,23 @@ func observedStatements() map[string]storetest.Statement {
 		Want: "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)",
 		Also: []string{"SEARCH e USING INDEX events_by_job (job_id=?)",
 			"SEARCH x USING COVERING INDEX attempts_by_job (job_id=?)", "SEARCH a USING INTEGER PRIMARY KEY (rowid=?)"}}
+	// A key prefix is one range of the (production_id, key) unique index,
+	// BINARY (byte order), read in its order: never a sort.
+	for name, f := range map[string]store.JobFilter{
+		"jobs key prefix":          {KeyFrom: "k1", KeyBelow: "k2"},
+		"jobs key prefix after":    {KeyFrom: "k1", KeyAfter: "k15", KeyBelow: "k2"},
+		"jobs key prefix backward": {KeyFrom: "k1", KeyBelow: "k15", Backward: true},
+		"jobs key prefix state":    {KeyFrom: "k1", KeyBelow: "k2", State: "completed"},
+		"jobs key prefix open":     {KeyFrom: "k1"},
+	} {
+		f.ProductionID, f.Limit = "p", 101
+		text, args := jobPageSQL(f)
+		want := "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key>? AND key<?)"
+		if f.KeyBelow == "" {
+			want = "SEARCH jobs USING INDEX sqlite_autoindex_jobs_2 (production_id=? AND key>?)"
+		}
+		out[name] = storetest.Statement{SQL: text, Args: args, Want: want}
+	}
 	// A job id prefix is one range of the primary key, in a production or in all.
 	for name, f := range map[string]store.JobIDFilter{
 		"job ids":            {From: "0a1b2c3d", To: "0a1b2c3e", Limit: 6},
