@@ -138,10 +138,10 @@ while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
   fi
   [ $((RANDOM % 5)) -eq 0 ] && coordinate
   d=$((4 * (30 + RANDOM % 121)))
-  # One claim in two waits (claim --wait, up to 0-1200 ms): a waiting claim
-  # in the history, as the other workers make.
+  # One claim in two waits (claim --wait, up to 4-1200 ms: the CLI's wait is
+  # positive): a waiting claim in the history, as the other workers make.
   if [ $((RANDOM % 2)) -eq 0 ]; then
-    op=claim_wait wait=(--wait "$((4 * (RANDOM % 301)))ms")
+    op=claim_wait wait=(--wait "$((4 * (1 + RANDOM % 300)))ms")
   else
     op=claim wait=()
   fi
