@@ -48,7 +48,16 @@ $(REL_DIR)/abi_fuzz: tests/reliability/c/abi_fuzz.c tests/c/json.h include/lease
 	@mkdir -p $(@D)
 	$(CC) $(REL_C_FLAGS) -Itests/c $< -o $@ -L$(BUILD)/test -lleases -Wl,-rpath,$(ROOT)/$(BUILD)/test
 
-reliability-workers: $(REL_RACE_BINS) $(CLI_BIN) $(CAPI_SO)
+# The CLI worker runs a test build of the CLI (tag leasestest): its clock
+# faults go through the seam's LEASES_TEST_CLOCK_OFFSET_US. The release
+# build/leases has no seam (TestTheReleaseCLIHasNoClockSeam checks both).
+REL_CLI_TEST := $(BUILD)/test/leases
+
+$(REL_CLI_TEST): $(CLI_SRCS)
+	@mkdir -p $(@D)
+	$(GO) build -tags leasestest -o $@ ./cmd/leases
+
+reliability-workers: $(REL_RACE_BINS) $(CLI_BIN) $(REL_CLI_TEST) $(CAPI_SO)
 
 # The clock faults run twice: on SQLite files, and on PostgreSQL (a fresh
 # schema per test; the seam replaces the server's clock sample).
@@ -65,8 +74,9 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 		$(ROOT)/$(REL_DIR)/fuzz/vg $$(( $(REL_FUZZ_SEED) + 1 )) $(REL_FUZZ_VG_CALLS)
 
 # leasestest gives the Go race worker the clock seam: its clock faults.
+# The release CLI is built too: the race checks it has no clock seam.
 test-race: reliability-workers ## the six-language race (with clock faults) and the full-scenario leak scan (short)
-	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret|TestTheReleaseCLIHasNoClockSeam' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
 
 # The seeded simulation (tests/reliability/sim_test.go) and the tests of its
 # fault seam need the test seams

@@ -191,6 +191,12 @@ func (cc *cmdContext) openWith(create bool) (*core.Authority, error) {
 	if !create && errors.Is(err, core.ErrNotFound) {
 		return nil, fmt.Errorf("%w; nothing was created ('leases production create NAME' creates it, or add --create)", err)
 	}
+	if err == nil {
+		if err = clockSeamHook(a); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
 	return a, err
 }
 

@@ -17,7 +17,9 @@ package reliability
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -65,11 +67,18 @@ func raceWorkers(t *testing.T, root string) []raceWorker {
 		// The test library: the Python worker makes clock faults through its seam.
 		{"py", []string{py, filepath.Join(root, "tests/reliability/race/worker.py")},
 			[]string{"PYTHONPATH=" + filepath.Join(root, "bindings/python"), "LEASES_LIBRARY=" + testLib}},
+		// The test build of the CLI: the CLI worker makes clock faults
+		// through its seam (LEASES_TEST_CLOCK_OFFSET_US, per command).
 		{"cli", []string{"bash", filepath.Join(root, "tests/reliability/race/cli_worker.sh")},
-			[]string{"LEASES_CLI=" + filepath.Join(root, "build/leases")}},
+			[]string{"LEASES_CLI=" + filepath.Join(root, "build/test/leases")}},
 	}
 	for _, w := range ws {
-		if w.lang == "go" || w.lang == "py" || w.lang == "cli" {
+		if w.lang == "go" || w.lang == "py" {
+			continue
+		}
+		if w.lang == "cli" {
+			_, err := os.Stat(filepath.Join(root, "build/test/leases"))
+			require.NoError(t, err, "the test build of the CLI is built by make test-race")
 			continue
 		}
 		_, err := os.Stat(w.argv[0])
@@ -310,6 +319,7 @@ func raceRound(t *testing.T, workers []raceWorker, round, runMS, nJobs int, db s
 	requireClockFaultsTookEffect(t, a, hist)
 	ops, pending, unknown := checkLinearizable(t, dir, hist, initial, window)
 	requireEveryLanguageWorked(t, hist, workers)
+	requireEveryLanguageMadeClockFaults(t, hist, workers)
 	drain(t, a)
 	checkEventInvariants(t, a, hist)
 	c, err := a.Counts(context.Background(), raceProduction)
@@ -414,6 +424,55 @@ func requireClockFaultsTookEffect(t *testing.T, a *core.Authority, hist []*raceO
 			"%s's request %d was sampled %s ahead but recorded at %s: its clock fault did not reach its authority",
 			o.W, o.N, time.Duration(o.Skew)*time.Microsecond, j.RequestedAt)
 	}
+}
+
+// requireEveryLanguageMadeClockFaults: in a test build (the seams, unless
+// LEASES_RACE_CLOCK_FAULTS=0) every language's worker makes clock faults, the
+// CLI's included (through the test build of the CLI): some of its calls ran
+// on a clock off the wall clock, and its history says so.
+func requireEveryLanguageMadeClockFaults(t *testing.T, hist []*raceOp, workers []raceWorker) {
+	if raceSetClock == nil || os.Getenv("LEASES_RACE_CLOCK_FAULTS") == "0" {
+		return
+	}
+	skewed := map[string]int{}
+	for _, o := range hist {
+		if o.Skew != 0 {
+			skewed[strings.TrimRight(o.W, "0123456789")]++
+		}
+	}
+	for _, w := range workers {
+		require.Positive(t, skewed[w.lang], "the %s worker made no clock fault", w.lang)
+	}
+}
+
+// TestTheReleaseCLIHasNoClockSeam: the clock seam of the CLI is in its test
+// build only. The release build/leases was not built with the leasestest
+// tag and knows no LEASES_TEST_CLOCK variable; the test build (which the
+// race's CLI worker runs) knows it, so the check can tell the two apart.
+func TestTheReleaseCLIHasNoClockSeam(t *testing.T) {
+	root := repoRoot(t)
+	const seam = "LEASES_TEST_CLOCK"
+	tags := func(path string) string {
+		bi, err := buildinfo.ReadFile(path)
+		require.NoError(t, err, "%s is built by make test-race", path)
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+		return ""
+	}
+	release := filepath.Join(root, "build/leases")
+	require.NotContains(t, strings.Split(tags(release), ","), "leasestest", "the release CLI was built with the test seams")
+	b, err := os.ReadFile(release)
+	require.NoError(t, err)
+	require.False(t, bytes.Contains(b, []byte(seam)), "the release CLI names %s: it has a clock seam", seam)
+
+	test := filepath.Join(root, "build/test/leases")
+	require.Contains(t, strings.Split(tags(test), ","), "leasestest")
+	b, err = os.ReadFile(test)
+	require.NoError(t, err)
+	require.True(t, bytes.Contains(b, []byte(seam)), "the test build of the CLI does not name %s", seam)
 }
 
 // endKilledCalls gives each call a kill cut short (a call without a return)

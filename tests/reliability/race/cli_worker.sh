@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CLI worker of the multi-language race (tests/reliability/race_test.go):
-# a shell loop over build/leases, tokens only in --token-out files. Same loop
+# a shell loop over build/test/leases (the CLI's test build: clock faults
+# below), tokens only in --token-out files. Same loop
 # and history schema as every other worker (race_worker_test.go); times come
 # from $EPOCHREALTIME, taken just before and just after each command. Each
 # command is a process of its own (tens of milliseconds), so durations are
@@ -10,6 +11,15 @@
 # time in five before a claim it acts as a coordinator (coordinate: job
 # request with a priority and a --delay or --run-at, cancel, job retry,
 # production redrive).
+#
+# Clock faults (unless LEASES_RACE_CLOCK_FAULTS=0), as the Go worker makes
+# them: $LEASES_CLI is the test build of the CLI, whose authority reads the
+# wall clock plus LEASES_TEST_CLOCK_OFFSET_US, set on every command to the
+# skew in force. One iteration in eight the skew changes, between calls: a
+# small step back (1-5 ms), a forward jump (5-30 ms) or back to none; its
+# first request, and one in four after it, is sampled a day ahead, with
+# priority 5. Each call line carries the skew (skew_us), so the model reads
+# its samples on that clock.
 set -u
 leases=$LEASES_CLI
 name=$LEASES_RACE_WORKER
@@ -18,6 +28,10 @@ tokdir=$LEASES_RACE_TOKEN_DIR
 export LEASES_DB=$LEASES_RACE_DB
 RANDOM=$LEASES_RACE_SEED
 n=0
+skew=0 # the clock fault in force, µs
+faults=1
+[ "${LEASES_RACE_CLOCK_FAULTS:-1}" = 0 ] && faults=0
+ahead_us=86400000000
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -31,13 +45,13 @@ esc() { # JSON string body of $1
 call() { # op lease job dur_us
   n=$((n + 1))
   local t=${EPOCHREALTIME/./}
-  echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"$1\",\"lease\":\"$2\",\"job\":\"$3\",\"dur_us\":$4,\"t\":$t}" >>"$log"
+  echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"$1\",\"lease\":\"$2\",\"job\":\"$3\",\"dur_us\":$4,\"skew_us\":$skew,\"t\":$t}" >>"$log"
   id=$n
 }
 # run ARGS...: runs leases, sets st, t (return time), kind, msg; echoes its output.
 run() {
   st=0
-  "$leases" "$@" >"$out/o" 2>"$out/e" || st=$?
+  LEASES_TEST_CLOCK_OFFSET_US=$skew "$leases" "$@" >"$out/o" 2>"$out/e" || st=$?
   t=${EPOCHREALTIME/./}
   cat "$out/o" "$out/e"
   kind=ok msg=
@@ -64,7 +78,10 @@ coordinate() {
   local r=$((RANDOM % 10)) t0 extra opts
   if [ $r -lt 5 ]; then
     n=$((n + 1)) id=$n
-    local key=$name-$n prio=$((RANDOM % 3)) how=$((RANDOM % 12)) delay=0 run_at=0
+    local key=$name-$n prio=$((RANDOM % 3)) how=$((RANDOM % 12)) delay=0 run_at=0 was=$skew
+    if [ $faults = 1 ] && { [ ${#mine[@]} -eq 0 ] || [ $((RANDOM % 4)) -eq 0 ]; }; then
+      skew=$ahead_us prio=5 # sampled a day ahead
+    fi
     opts=(--priority $prio)
     if [ $how -lt 4 ]; then
       delay=$((4 + RANDOM % 197))
@@ -75,13 +92,14 @@ coordinate() {
       run_at=$((t0 + 1000 * (RANDOM % 201)))
       opts+=(--run-at "$(date -u -d "@$((run_at / 1000000)).$(printf %06d $((run_at % 1000000)))" +%Y-%m-%dT%H:%M:%S.%6NZ)")
     fi
-    echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"request\",\"key\":\"$key\",\"prio\":$prio,\"dur_us\":$delay,\"run_at_us\":$run_at,\"t\":${EPOCHREALTIME/./}}" >>"$log"
+    echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"request\",\"key\":\"$key\",\"prio\":$prio,\"dur_us\":$delay,\"run_at_us\":$run_at,\"skew_us\":$skew,\"t\":${EPOCHREALTIME/./}}" >>"$log"
     run job request --production race --key "$key" "${opts[@]}" --json
     job=
     if [ "$kind" = ok ] && [[ $(cat "$out/o") =~ \"id\":\ *\"([0-9a-f-]+)\" ]]; then
       job=${BASH_REMATCH[1]}
       mine+=("$job")
     fi
+    skew=$was
     ret "$job" 0
   elif [ $r -lt 7 ]; then
     pick mine || return 0
@@ -97,7 +115,7 @@ coordinate() {
     local states=(failed dead cancelled)
     local state=${states[RANDOM % 3]}
     n=$((n + 1)) id=$n
-    echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"redrive\",\"state\":\"$state\",\"t\":${EPOCHREALTIME/./}}" >>"$log"
+    echo "{\"w\":\"$name\",\"n\":$n,\"ev\":\"call\",\"op\":\"redrive\",\"state\":\"$state\",\"skew_us\":$skew,\"t\":${EPOCHREALTIME/./}}" >>"$log"
     run production redrive race --state "$state"
     ret "" 0
   fi
@@ -111,12 +129,19 @@ while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
     "$leases" job list --production race --json
     "$leases" events --production race --json
   fi
+  if [ $faults = 1 ] && [ $((RANDOM % 8)) -eq 0 ]; then
+    case $((RANDOM % 3)) in
+      0) skew=$((-1000 * (1 + RANDOM % 5))) ;; # a small step back
+      1) skew=$((1000 * (5 + RANDOM % 26))) ;; # a forward jump
+      *) skew=0 ;;
+    esac
+  fi
   [ $((RANDOM % 5)) -eq 0 ] && coordinate
   d=$((4 * (30 + RANDOM % 121)))
-  # One claim in two waits (claim --wait, up to 0-1200 ms): a waiting claim
-  # in the history, as the other workers make.
+  # One claim in two waits (claim --wait, up to 4-1200 ms: the CLI's wait is
+  # positive): a waiting claim in the history, as the other workers make.
   if [ $((RANDOM % 2)) -eq 0 ]; then
-    op=claim_wait wait=(--wait "$((4 * (RANDOM % 301)))ms")
+    op=claim_wait wait=(--wait "$((4 * (1 + RANDOM % 300)))ms")
   else
     op=claim wait=()
   fi
