@@ -76,7 +76,7 @@ test-abi-fuzz: $(REL_DIR)/abi_fuzz_asan $(REL_DIR)/abi_fuzz ## C ABI fuzz harnes
 # leasestest gives the Go race worker the clock seam: its clock faults.
 # The release CLI is built too: the race checks it has no clock seam.
 test-race: reliability-workers ## the six-language race (with clock faults) and the full-scenario leak scan (short)
-	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret|TestTheReleaseCLIHasNoClockSeam' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go)'
+	$(PG_RUN) env $(REL_RACE_ENV) $(GO) test -tags leasesworkers,leasestest -count=1 -timeout 10m -run 'TestRace|TestNoSecret|TestTheReleaseCLIHasNoClockSeam' -v ./tests/reliability/ | grep -E '^(---|ok|FAIL|=== RUN|\s+\w+_test.go|\s+(Error|Messages|Test):)'
 
 # The seeded simulation (tests/reliability/sim_test.go) and the tests of its
 # fault seam need the test seams
@@ -85,7 +85,7 @@ test-race: reliability-workers ## the six-language race (with clock faults) and 
 SIM_GO_TEST = $(GO) test -tags leasesworkers,leasestest -count=1 -v -run 'TestSimulation|TestAnInjected|TestTheSimulation' ./tests/reliability/
 
 test-sim: ## seeded simulation: processes, goroutines, clock steps, store faults, kill -9, on SQLite and PostgreSQL (short)
-	$(PG_RUN) env LEASES_REQUIRE_PG=1 $(SIM_GO_TEST) -timeout 10m | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+	$(PG_RUN) env LEASES_REQUIRE_PG=1 $(SIM_GO_TEST) -timeout 10m | grep -E '^(---|ok|FAIL|\s+\w+_test.go|\s+(Error|Messages|Test):)'
 
 test-reliability: test-race test-sim test-clock-faults test-abi-fuzz ## race, simulation, C ABI fuzz (ASan, valgrind), clock faults via the test library
 
@@ -107,9 +107,9 @@ soak: reliability-workers $(REL_DIR)/clock_faults $(REL_DIR)/abi_fuzz_asan $(REL
 	mkdir -p $(REL_DIR)
 	rm -f $(REL_DIR)/figures.jsonl
 	$(PG_RUN) env LEASES_SOAK=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_RACE_ENV) \
-		$(GO) test -tags leasesworkers,leasestest -count=1 -timeout 90m -v -run . -skip 'TestSimulation|TestAnInjected|TestTheSimulation' ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+		$(GO) test -tags leasesworkers,leasestest -count=1 -timeout 90m -v -run . -skip 'TestSimulation|TestAnInjected|TestTheSimulation' ./tests/reliability/ | grep -E '^(---|ok|FAIL|\s+\w+_test.go|\s+(Error|Messages|Test):)'
 	$(PG_RUN) env LEASES_SOAK=1 LEASES_REQUIRE_PG=1 LEASES_REL_FIGURES=$(SOAK_FIGURES) \
-		$(SIM_GO_TEST) -timeout 60m | grep -E '^(---|ok|FAIL|\s+\w+_test.go)'
+		$(SIM_GO_TEST) -timeout 60m | grep -E '^(---|ok|FAIL|\s+\w+_test.go|\s+(Error|Messages|Test):)'
 	rm -rf $(REL_DIR)/clock && mkdir -p $(REL_DIR)/clock
 	LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_DIR)/clock_faults $(ROOT)/$(REL_DIR)/clock
 	$(PG_RUN) env LEASES_REL_FIGURES=$(SOAK_FIGURES) $(REL_DIR)/clock_faults postgres
