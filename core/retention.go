@@ -142,18 +142,8 @@ func (a *Authority) SetRetentionPolicy(production string, r RetentionPolicy) err
 	if err != nil {
 		return err
 	}
-	if err := a.usable(); err != nil {
-		return err
-	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	return a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
-		p, err := productionByName(ctx, tx, production)
-		if err != nil {
-			return err
-		}
+	return a.changeProduction(ctx, production, func(tx store.Tx, p store.Production, now int64) error {
 		if p.Retention == sr {
 			return nil
 		}
