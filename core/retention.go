@@ -413,15 +413,11 @@ func (a *Authority) mightPrune(ctx context.Context, production, state string, ol
 	if keep < 0 {
 		return true, nil
 	}
-	now, err := a.observedNow(ctx)
+	now, err := a.pruneNow(ctx)
 	if err != nil {
 		return false, err
 	}
-	hwm, err := a.b.HWM(ctx)
-	if err != nil {
-		return false, storageErr("read high-water mark", err)
-	}
-	cutoff := max(now, hwm) - keep
+	cutoff := now - keep
 	if state == "" {
 		evs, err := a.b.Events(ctx, p.ID, 0, 1)
 		if err != nil {
@@ -662,6 +658,20 @@ func eventSeqs(evs []store.Event) []int64 {
 	return out
 }
 
+// pruneNow is the time ages to prune by are measured from: the authority's
+// clock, or the high-water mark when that is later (the clock read first).
+func (a *Authority) pruneNow(ctx context.Context) (int64, error) {
+	now, err := a.observedNow(ctx)
+	if err != nil {
+		return 0, err
+	}
+	hwm, err := a.b.HWM(ctx)
+	if err != nil {
+		return 0, storageErr("read high-water mark", err)
+	}
+	return max(now, hwm), nil
+}
+
 // pruneDry counts what Prune would delete of a production now, reading
 // page by page: the jobs of each finished state up to the first one kept,
 // and the events up to the first one kept.
@@ -671,15 +681,10 @@ func (a *Authority) pruneDry(ctx context.Context, production string, older int64
 	if err != nil {
 		return res, err
 	}
-	now, err := a.observedNow(ctx)
+	now, err := a.pruneNow(ctx)
 	if err != nil {
 		return res, err
 	}
-	hwm, err := a.b.HWM(ctx)
-	if err != nil {
-		return res, storageErr("read high-water mark", err)
-	}
-	now = max(now, hwm)
 	newestEvent, newestEventJob, err := a.b.NewestEvent(ctx)
 	if err != nil {
 		return res, storageErr("count what would be pruned", err)
