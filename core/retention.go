@@ -449,35 +449,6 @@ func (r PruneResult) MarshalJSON() ([]byte, error) {
 	}{r.Jobs, r.Events, r.Batches, r.Held.Microseconds()})
 }
 
-// writeHeld is write (an unguarded write, run again after a conflict),
-// adding to *held how long each try held the writer: from BeginWrite's
-// return to the end of its Commit or Rollback.
-func (a *Authority) writeHeld(ctx context.Context, held *time.Duration, fn func(tx store.Tx, now int64, w *wakes) error) error {
-	return a.retrying(ctx, func() error {
-		tx, err := a.b.BeginWrite(ctx)
-		if err != nil {
-			return storageErr("begin", err)
-		}
-		began := time.Now()
-		defer func() { *held += time.Since(began) }()
-		var w wakes
-		now, err := a.unguardedNow(ctx, tx)
-		if err == nil {
-			err = fn(tx, now, &w)
-		}
-		if err != nil {
-			return aborted(tx.Rollback(), err)
-		}
-		if err := tx.Commit(); err != nil {
-			err = commitErr(err)
-			a.waits.committed(err, w)
-			return err
-		}
-		a.waits.committed(nil, w)
-		return nil
-	})
-}
-
 // planJobs, inside tx at now, is the next batch of a production's jobs of
 // one finished state that may be pruned: at most PruneJobBatch, in request
 // order, ending before the first one still kept (or the newest job, or the
