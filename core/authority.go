@@ -448,10 +448,21 @@ func event(ctx context.Context, tx store.Tx, e store.Event) error {
 // over a concurrent conflict is run again (retrying). Its time is
 // unguardedNow's.
 func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w *wakes) error) error {
+	return a.writeHeld(ctx, nil, fn)
+}
+
+// writeHeld is write, adding to *held (when held is not nil) how long each
+// try held the writer: from BeginWrite's return to the end of its Commit or
+// Rollback.
+func (a *Authority) writeHeld(ctx context.Context, held *time.Duration, fn func(tx store.Tx, now int64, w *wakes) error) error {
 	return a.retrying(ctx, func() error {
 		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
 			return storageErr("begin", err)
+		}
+		if held != nil {
+			began := time.Now()
+			defer func() { *held += time.Since(began) }()
 		}
 		var w wakes
 		now, err := a.unguardedNow(ctx, tx)

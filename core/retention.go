@@ -142,18 +142,8 @@ func (a *Authority) SetRetentionPolicy(production string, r RetentionPolicy) err
 	if err != nil {
 		return err
 	}
-	if err := a.usable(); err != nil {
-		return err
-	}
-	if err := checkText("production name", production, MaxNameLen, false); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	return a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
-		p, err := productionByName(ctx, tx, production)
-		if err != nil {
-			return err
-		}
+	return a.changeProduction(ctx, production, func(tx store.Tx, p store.Production, now int64) error {
 		if p.Retention == sr {
 			return nil
 		}
@@ -423,15 +413,11 @@ func (a *Authority) mightPrune(ctx context.Context, production, state string, ol
 	if keep < 0 {
 		return true, nil
 	}
-	now, err := a.observedNow(ctx)
+	now, err := a.pruneNow(ctx)
 	if err != nil {
 		return false, err
 	}
-	hwm, err := a.b.HWM(ctx)
-	if err != nil {
-		return false, storageErr("read high-water mark", err)
-	}
-	cutoff := max(now, hwm) - keep
+	cutoff := now - keep
 	if state == "" {
 		evs, err := a.b.Events(ctx, p.ID, 0, 1)
 		if err != nil {
@@ -461,35 +447,6 @@ func (r PruneResult) MarshalJSON() ([]byte, error) {
 		Batches int64 `json:"batches"`
 		Held    int64 `json:"held_us"`
 	}{r.Jobs, r.Events, r.Batches, r.Held.Microseconds()})
-}
-
-// writeHeld is write (an unguarded write, run again after a conflict),
-// adding to *held how long each try held the writer: from BeginWrite's
-// return to the end of its Commit or Rollback.
-func (a *Authority) writeHeld(ctx context.Context, held *time.Duration, fn func(tx store.Tx, now int64, w *wakes) error) error {
-	return a.retrying(ctx, func() error {
-		tx, err := a.b.BeginWrite(ctx)
-		if err != nil {
-			return storageErr("begin", err)
-		}
-		began := time.Now()
-		defer func() { *held += time.Since(began) }()
-		var w wakes
-		now, err := a.unguardedNow(ctx, tx)
-		if err == nil {
-			err = fn(tx, now, &w)
-		}
-		if err != nil {
-			return aborted(tx.Rollback(), err)
-		}
-		if err := tx.Commit(); err != nil {
-			err = commitErr(err)
-			a.waits.committed(err, w)
-			return err
-		}
-		a.waits.committed(nil, w)
-		return nil
-	})
 }
 
 // planJobs, inside tx at now, is the next batch of a production's jobs of
@@ -672,6 +629,20 @@ func eventSeqs(evs []store.Event) []int64 {
 	return out
 }
 
+// pruneNow is the time ages to prune by are measured from: the authority's
+// clock, or the high-water mark when that is later (the clock read first).
+func (a *Authority) pruneNow(ctx context.Context) (int64, error) {
+	now, err := a.observedNow(ctx)
+	if err != nil {
+		return 0, err
+	}
+	hwm, err := a.b.HWM(ctx)
+	if err != nil {
+		return 0, storageErr("read high-water mark", err)
+	}
+	return max(now, hwm), nil
+}
+
 // pruneDry counts what Prune would delete of a production now, reading
 // page by page: the jobs of each finished state up to the first one kept,
 // and the events up to the first one kept.
@@ -681,15 +652,10 @@ func (a *Authority) pruneDry(ctx context.Context, production string, older int64
 	if err != nil {
 		return res, err
 	}
-	now, err := a.observedNow(ctx)
+	now, err := a.pruneNow(ctx)
 	if err != nil {
 		return res, err
 	}
-	hwm, err := a.b.HWM(ctx)
-	if err != nil {
-		return res, storageErr("read high-water mark", err)
-	}
-	now = max(now, hwm)
 	newestEvent, newestEventJob, err := a.b.NewestEvent(ctx)
 	if err != nil {
 		return res, storageErr("count what would be pruned", err)

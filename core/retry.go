@@ -354,6 +354,22 @@ func (a *Authority) setRetryPolicy(ctx context.Context, production string, polic
 	if err != nil {
 		return err
 	}
+	return a.changeProduction(ctx, production, func(tx store.Tx, p store.Production, now int64) error {
+		if p.Policy == sp {
+			return nil
+		}
+		if err := tx.UpdatePolicy(ctx, p.ID, sp); err != nil {
+			return storageErr("set retry policy", err)
+		}
+		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, Kind: "policy_changed", Detail: describePolicy(sp)})
+	})
+}
+
+// changeProduction is a coordinator's change of one production's settings
+// (its retry policy, its retention): change runs on the production as read
+// in one write, after the authority and the name are checked.
+func (a *Authority) changeProduction(ctx context.Context, production string,
+	change func(tx store.Tx, p store.Production, now int64) error) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -365,13 +381,7 @@ func (a *Authority) setRetryPolicy(ctx context.Context, production string, polic
 		if err != nil {
 			return err
 		}
-		if p.Policy == sp {
-			return nil
-		}
-		if err := tx.UpdatePolicy(ctx, p.ID, sp); err != nil {
-			return storageErr("set retry policy", err)
-		}
-		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, Kind: "policy_changed", Detail: describePolicy(sp)})
+		return change(tx, p, now)
 	})
 }
 

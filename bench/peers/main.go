@@ -158,6 +158,17 @@ func runRiver(db *sql.DB, n int, mode string) float64 {
 	must(err)
 	events, cancel := client.Subscribe(river.EventKindJobCompleted)
 	defer cancel()
+	secs := runRiverTimed(ctx, client, events, n, "river")
+	stopCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	must(client.Stop(stopCtx))
+	return secs
+}
+
+// runRiverTimed starts client and waits for n completion events, at most
+// ten minutes (then fails, naming who): the seconds from Start to the last
+// one. It sets timedCPU to the process CPU time of that span.
+func runRiverTimed[TTx any](ctx context.Context, client *river.Client[TTx], events <-chan *river.Event, n int, who string) float64 {
 	cpu0, start := cpuNS(), time.Now()
 	must(client.Start(ctx))
 	timeout := time.After(10 * time.Minute)
@@ -166,14 +177,11 @@ func runRiver(db *sql.DB, n int, mode string) float64 {
 		case <-events:
 			done++
 		case <-timeout:
-			fail(fmt.Errorf("river: %d of %d jobs completed in 10 minutes", done, n))
+			fail(fmt.Errorf("%s: %d of %d jobs completed in 10 minutes", who, done, n))
 		}
 	}
 	secs := time.Since(start).Seconds()
 	timedCPU = cpuNS() - cpu0
-	stopCtx, stop := context.WithTimeout(ctx, 10*time.Second)
-	defer stop()
-	must(client.Stop(stopCtx))
 	return secs
 }
 

@@ -84,19 +84,7 @@ func runRiverPG(base string, n, w int, mode string) (float64, float64) {
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 16, Kinds: []river.EventKind{river.EventKindJobCompleted}})
 	defer cancel()
 	srv0 := serverCPU(ctx, admin, app)
-	cpu0, start := cpuNS(), time.Now()
-	must(client.Start(ctx))
-	timeout := time.After(10 * time.Minute)
-	for done := 0; done < n; {
-		select {
-		case <-events:
-			done++
-		case <-timeout:
-			fail(fmt.Errorf("river-pg: %d of %d jobs completed in 10 minutes", done, n))
-		}
-	}
-	secs := time.Since(start).Seconds()
-	timedCPU = cpuNS() - cpu0
+	secs := runRiverTimed(ctx, client, events, n, "river-pg")
 	var srv int64
 	for pid, c := range serverCPU(ctx, admin, app) {
 		srv += c - srv0[pid]

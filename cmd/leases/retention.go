@@ -136,40 +136,9 @@ func retentionText(r core.RetentionPolicy) string {
 }
 
 func runProductionRetention(cc *cmdContext) error {
-	cc.withJSON()
-	rf := addRetentionFlags(cc)
-	name, done, err := parseName(cc)
-	if done || err != nil {
-		return err
-	}
-	if _, err := rf.apply(core.DefaultRetentionPolicy()); err != nil {
-		return err
-	}
-	a, err := cc.open()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	p, err := findProduction(a, name)
-	if err != nil {
-		return err
-	}
-	if rf.given() {
-		// As for the retry policy: the parts not given are kept as read.
-		r, err := rf.apply(p.Retention)
-		if err != nil {
-			return err
-		}
-		if err := a.SetRetentionPolicy(name, r); err != nil {
-			return err
-		}
-		p.Retention = r
-	}
-	if cc.jsonOut() {
-		return printJSON(p)
-	}
-	fmt.Printf("production %s: %s\n", nameText(p.Name), retentionText(p.Retention))
-	return nil
+	return showOrSetProductionPart(cc, addRetentionFlags(cc), core.DefaultRetentionPolicy(),
+		func(p *core.Production) *core.RetentionPolicy { return &p.Retention },
+		(*core.Authority).SetRetentionPolicy, retentionText)
 }
 
 func runPrune(cc *cmdContext) error {

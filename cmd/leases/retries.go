@@ -175,14 +175,33 @@ func findProduction(a *core.Authority, name string) (core.Production, error) {
 }
 
 func runProductionPolicy(cc *cmdContext) error {
+	return showOrSetProductionPart(cc, addPolicyFlags(cc), core.DefaultRetryPolicy(),
+		func(p *core.Production) *core.RetryPolicy { return &p.Policy },
+		(*core.Authority).SetRetryPolicy, policyText)
+}
+
+// partFlags are the flags that change one part of a production's settings:
+// given says whether any was given, apply lays those given over a part.
+type partFlags[T any] interface {
+	given() bool
+	apply(T) (T, error)
+}
+
+// showOrSetProductionPart shows one part of a production's settings (its
+// retry policy, its retention), changing it first when flags for it are
+// given. Bad flags are refused before anything is opened. The parts not
+// given are kept as read; a concurrent change of those parts between the
+// read and the write is overwritten (two coordinators changing one policy
+// at once: the last one wins).
+func showOrSetProductionPart[T any](cc *cmdContext, flags partFlags[T], defaults T,
+	part func(*core.Production) *T, set func(*core.Authority, string, T) error, text func(T) string) error {
 	cc.withJSON()
-	pf := addPolicyFlags(cc)
 	name, done, err := parseName(cc)
 	if done || err != nil {
 		return err
 	}
-	if _, err := pf.apply(core.DefaultRetryPolicy()); err != nil {
-		return err // bad input is refused before anything is opened
+	if _, err := flags.apply(defaults); err != nil {
+		return err
 	}
 	a, err := cc.open()
 	if err != nil {
@@ -193,23 +212,20 @@ func runProductionPolicy(cc *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	if pf.given() {
-		// The parts not given are kept as read; a concurrent change of
-		// those parts between the read and the write is overwritten (two
-		// coordinators changing one policy at once: the last one wins).
-		policy, err := pf.apply(p.Policy)
+	if flags.given() {
+		v, err := flags.apply(*part(&p))
 		if err != nil {
 			return err
 		}
-		if err := a.SetRetryPolicy(name, policy); err != nil {
+		if err := set(a, name, v); err != nil {
 			return err
 		}
-		p.Policy = policy
+		*part(&p) = v
 	}
 	if cc.jsonOut() {
 		return printJSON(p)
 	}
-	fmt.Printf("production %s: %s\n", nameText(p.Name), policyText(p.Policy))
+	fmt.Printf("production %s: %s\n", nameText(p.Name), text(*part(&p)))
 	return nil
 }
 

@@ -353,39 +353,49 @@ func readRaceHistories(t *testing.T, dir string) []*raceOp {
 	require.NotEmpty(t, files)
 	var all []*raceOp
 	for _, f := range files {
-		fh, err := os.Open(f)
-		require.NoError(t, err)
-		calls := map[int]*raceOp{}
-		var order []int
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var x raceLine
-			if json.Unmarshal(sc.Bytes(), &x) != nil {
-				continue // the line a kill tore
-			}
-			switch x.Ev {
-			case "call":
-				calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS,
-					Call: x.T, Ret: math.MaxInt64, Key: x.Key, Prio: x.Prio, RunAt: x.RunAt, State: x.State, Skew: x.Skew}
-				order = append(order, x.N)
-			case "ret":
-				c := calls[x.N]
-				require.NotNil(t, c, "%s: a return without its call: %s", f, sc.Text())
-				c.Ret, c.Kind, c.RJob, c.Expiry, c.Msg = x.T, x.Kind, x.Job, x.Expiry, x.Msg
-				require.LessOrEqual(t, c.Call, c.Ret, "%s: returned before it was called", f)
-			}
-		}
-		fh.Close()
-		for _, n := range order {
-			c := calls[n]
-			if isClaim(c.Op) && c.Lease == "" {
-				c.Lease = c.W + ":" + strconv.Itoa(c.N)
-			}
-			all = append(all, c)
-		}
+		all = append(all, readRaceHistory(t, f)...)
 	}
 	return all
+}
+
+// readRaceHistory reads one history file: its calls in the order they were
+// made, each with its return. A call without a return (its process was
+// killed) keeps Ret at math.MaxInt64; a claim without a lease is named by
+// its worker and call number.
+func readRaceHistory(t *testing.T, f string) []*raceOp {
+	fh, err := os.Open(f)
+	require.NoError(t, err)
+	defer fh.Close()
+	calls := map[int]*raceOp{}
+	var order []int
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var x raceLine
+		if json.Unmarshal(sc.Bytes(), &x) != nil {
+			continue // the line a kill tore
+		}
+		switch x.Ev {
+		case "call":
+			calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS,
+				Call: x.T, Ret: math.MaxInt64, Key: x.Key, Prio: x.Prio, RunAt: x.RunAt, State: x.State, Skew: x.Skew}
+			order = append(order, x.N)
+		case "ret":
+			c := calls[x.N]
+			require.NotNil(t, c, "%s: a return without its call: %s", f, sc.Text())
+			c.Ret, c.Kind, c.RJob, c.Expiry, c.Msg = x.T, x.Kind, x.Job, x.Expiry, x.Msg
+			require.LessOrEqual(t, c.Call, c.Ret, "%s: returned before it was called", f)
+		}
+	}
+	var out []*raceOp
+	for _, n := range order {
+		c := calls[n]
+		if isClaim(c.Op) && c.Lease == "" {
+			c.Lease = c.W + ":" + strconv.Itoa(c.N)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // keyedRequests names the job of each request whose outcome is unknown by

@@ -77,7 +77,6 @@ package reliability
 // of a run in controller actions, LEASES_SIM_SEEDS how many seeds run.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -950,35 +949,7 @@ func readSimHistories(t *testing.T, dir string, procs []*simProc) (hist, regress
 		require.NoError(t, err)
 		var out []*raceOp
 		for _, f := range files {
-			fh, err := os.Open(f)
-			require.NoError(t, err)
-			calls := map[int]*raceOp{}
-			var order []int
-			sc := bufio.NewScanner(fh)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				var x raceLine
-				if json.Unmarshal(sc.Bytes(), &x) != nil {
-					continue // the line a kill tore
-				}
-				switch x.Ev {
-				case "call":
-					calls[x.N] = &raceOp{W: x.W, N: x.N, Op: x.Op, Lease: x.Lease, Job: x.Job, DurUS: x.DurUS, Call: x.T, Ret: math.MaxInt64,
-						Key: x.Key, Prio: x.Prio, RunAt: x.RunAt, State: x.State, Skew: x.Skew}
-					order = append(order, x.N)
-				case "ret":
-					c := calls[x.N]
-					require.NotNil(t, c, "%s: a return without its call: %s", f, sc.Text())
-					c.Ret, c.Kind, c.RJob, c.Expiry, c.Msg = x.T, x.Kind, x.Job, x.Expiry, x.Msg
-					require.LessOrEqual(t, c.Call, c.Ret, "%s: returned before it was called", f)
-				}
-			}
-			fh.Close()
-			for _, n := range order {
-				c := calls[n]
-				if isClaim(c.Op) && c.Lease == "" {
-					c.Lease = c.W + ":" + strconv.Itoa(c.N)
-				}
+			for _, c := range readRaceHistory(t, f) {
 				if c.Ret == math.MaxInt64 {
 					p := c.W[:strings.LastIndexByte(c.W, 'g')]
 					require.Contains(t, gone, p)

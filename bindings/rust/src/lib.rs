@@ -205,6 +205,19 @@ fn opt_in(what: &str, s: Option<&str>) -> Result<Option<CString>> {
     s.map(|s| c_in(what, s)).transpose()
 }
 
+/// The C functions that read one page of jobs as JSON: authority,
+/// production, states, key, job id, cursor, limit, out.
+type JobsPageFn = unsafe extern "C" fn(
+    *mut sys::leases_authority,
+    *const c_char,
+    *const c_char,
+    *const c_char,
+    *const c_char,
+    *const c_char,
+    u32,
+    *mut *mut c_char,
+) -> sys::leases_status;
+
 /// Runs a call that writes a library-allocated JSON string to its out
 /// pointer, and takes the string.
 fn json_out(call: impl FnOnce(*mut *mut c_char) -> sys::leases_status) -> Result<String> {
@@ -532,22 +545,7 @@ impl Authority {
         cursor: Option<&str>,
         limit: u32,
     ) -> Result<String> {
-        let production = c_in("production", production)?;
-        let (states, key) = (opt_in("states", states)?, opt_in("key", key)?);
-        let (job_id, cursor) = (opt_in("job id", job_id)?, opt_in("cursor", cursor)?);
-        // SAFETY: live handle, valid strings or NULL, valid out pointer.
-        json_out(|out| unsafe {
-            sys::leases_jobs_page_json(
-                self.raw,
-                production.as_ptr(),
-                opt_ptr(&states),
-                opt_ptr(&key),
-                opt_ptr(&job_id),
-                opt_ptr(&cursor),
-                limit,
-                out,
-            )
-        })
+        self.read_jobs_page(sys::leases_jobs_page_json, production, states, key, job_id, cursor, limit)
     }
 
     /// The page of [`jobs_page_json`](Self::jobs_page_json) with the facts of
@@ -563,12 +561,29 @@ impl Authority {
         cursor: Option<&str>,
         limit: u32,
     ) -> Result<String> {
+        self.read_jobs_page(sys::leases_jobs_page_facts_json, production, states, key, job_id, cursor, limit)
+    }
+
+    /// One page of jobs read by `read`, a C function with the parameters of
+    /// `leases_jobs_page_json` (with or without the facts).
+    #[allow(clippy::too_many_arguments)]
+    fn read_jobs_page(
+        &self,
+        read: JobsPageFn,
+        production: &str,
+        states: Option<&str>,
+        key: Option<&str>,
+        job_id: Option<&str>,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<String> {
         let production = c_in("production", production)?;
         let (states, key) = (opt_in("states", states)?, opt_in("key", key)?);
         let (job_id, cursor) = (opt_in("job id", job_id)?, opt_in("cursor", cursor)?);
-        // SAFETY: live handle, valid strings or NULL, valid out pointer.
+        // SAFETY: read is one of the page functions; live handle, valid
+        // strings or NULL, valid out pointer.
         json_out(|out| unsafe {
-            sys::leases_jobs_page_facts_json(
+            read(
                 self.raw,
                 production.as_ptr(),
                 opt_ptr(&states),

@@ -531,21 +531,25 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	return collectEvents(rows)
 }
 
+func scanFact(r pgx.CollectableRow) (store.Fact, error) {
+	var f store.Fact
+	err := r.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value)
+	return f, err
+}
+
+func scanOutput(r pgx.CollectableRow) (store.Output, error) {
+	var o store.Output
+	err := r.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce)
+	return o, err
+}
+
 func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) {
 	rows, err := q.q.Query(ctx, `SELECT job_id, kind, key, value_json FROM leases_facts
 		WHERE job_id = $1 ORDER BY kind COLLATE "C", key COLLATE "C"`, jobID)
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Fact, error) {
-		var f store.Fact
-		err := r.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value)
-		return f, err
-	})
-	if out == nil {
-		out = []store.Fact{}
-	}
-	return out, classify(err)
+	return collect(rows, scanFact)
 }
 
 func (q queries) FactsOf(ctx context.Context, jobIDs []string) ([]store.Fact, error) {
@@ -554,15 +558,7 @@ func (q queries) FactsOf(ctx context.Context, jobIDs []string) ([]store.Fact, er
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Fact, error) {
-		var f store.Fact
-		err := r.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value)
-		return f, err
-	})
-	if out == nil {
-		out = []store.Fact{}
-	}
-	return out, classify(err)
+	return collect(rows, scanFact)
 }
 
 func (q queries) OutputsOf(ctx context.Context, jobIDs []string) ([]store.Output, error) {
@@ -571,15 +567,7 @@ func (q queries) OutputsOf(ctx context.Context, jobIDs []string) ([]store.Output
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Output, error) {
-		var o store.Output
-		err := r.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce)
-		return o, err
-	})
-	if out == nil {
-		out = []store.Output{}
-	}
-	return out, classify(err)
+	return collect(rows, scanOutput)
 }
 
 func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, error) {
@@ -588,15 +576,7 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 	if err != nil {
 		return nil, classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Output, error) {
-		var o store.Output
-		err := r.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce)
-		return o, err
-	})
-	if out == nil {
-		out = []store.Output{}
-	}
-	return out, classify(err)
+	return collect(rows, scanOutput)
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {

@@ -539,22 +539,25 @@ func (q queries) Events(ctx context.Context, productionID string, after int64, l
 	return scanEvents(rows)
 }
 
+func scanFact(r scanner) (store.Fact, error) {
+	var f store.Fact
+	err := r.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value)
+	return f, err
+}
+
+func scanOutput(r scanner) (store.Output, error) {
+	var o store.Output
+	err := r.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce)
+	return o, err
+}
+
 func (q queries) Facts(ctx context.Context, jobID string) ([]store.Fact, error) {
 	rows, err := q.query(ctx,
 		`SELECT job_id, kind, key, value_json FROM facts WHERE job_id = ? ORDER BY kind, key`, jobID)
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.Fact{}
-	for rows.Next() {
-		var f store.Fact
-		if err := rows.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, f)
-	}
-	return out, classify(rows.Err())
+	return collect(rows, scanFact)
 }
 
 // idList is a set of job ids as one parameter, a JSON array read by
@@ -574,16 +577,7 @@ func (q queries) FactsOf(ctx context.Context, jobIDs []string) ([]store.Fact, er
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.Fact{}
-	for rows.Next() {
-		var f store.Fact
-		if err := rows.Scan(&f.JobID, &f.Kind, &f.Key, &f.Value); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, f)
-	}
-	return out, classify(rows.Err())
+	return collect(rows, scanFact)
 }
 
 func (q queries) OutputsOf(ctx context.Context, jobIDs []string) ([]store.Output, error) {
@@ -596,16 +590,7 @@ func (q queries) OutputsOf(ctx context.Context, jobIDs []string) ([]store.Output
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.Output{}
-	for rows.Next() {
-		var o store.Output
-		if err := rows.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, o)
-	}
-	return out, classify(rows.Err())
+	return collect(rows, scanOutput)
 }
 
 func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, error) {
@@ -614,16 +599,7 @@ func (q queries) Outputs(ctx context.Context, jobID string) ([]store.Output, err
 	if err != nil {
 		return nil, classify(err)
 	}
-	defer rows.Close()
-	out := []store.Output{}
-	for rows.Next() {
-		var o store.Output
-		if err := rows.Scan(&o.JobID, &o.Path, &o.Size, &o.SHA256, &o.Nonce); err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, o)
-	}
-	return out, classify(rows.Err())
+	return collect(rows, scanOutput)
 }
 
 func (q queries) InsertProduction(ctx context.Context, p store.Production) error {

@@ -42,17 +42,10 @@ func cmdSteady(args []string) {
 		loc, schema, _ = pgSchemaURL(*db, *w+2)
 		defer pgDropSchema(*db, schema)
 	}
-	var a *core.Authority
-	var err error
-	if pg {
-		a, err = leases.Open(loc)
-	} else {
-		a, err = leases.OpenWith(loc, leases.Options{Synchronous: *level})
-	}
-	must(err)
+	a := openRow(loc, pg, *level)
 	defer a.Close()
 	a.SetPruneInterval(0) // this row prunes on its own schedule, and times it
-	_, err = a.CreateProductionWithPolicies(prod, leases.DefaultRetryPolicy(), leases.RetentionPolicy{
+	_, err := a.CreateProductionWithPolicies(prod, leases.DefaultRetryPolicy(), leases.RetentionPolicy{
 		Completed: *window, Failed: *window, Dead: *window, Cancelled: *window, Events: *window})
 	must(err)
 

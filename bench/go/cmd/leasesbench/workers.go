@@ -101,6 +101,20 @@ func backendCPU(base, app string) map[int32]int64 {
 
 func atoi(s string) int { i, _ := strconv.Atoi(s); return i }
 
+// openRow opens a row's authority at loc: PostgreSQL (pg) with its
+// defaults, SQLite at the synchronous level.
+func openRow(loc string, pg bool, level string) *core.Authority {
+	var a *core.Authority
+	var err error
+	if pg {
+		a, err = leases.Open(loc)
+	} else {
+		a, err = leases.OpenWith(loc, leases.Options{Synchronous: level})
+	}
+	must(err)
+	return a
+}
+
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times (100 on
 // every Linux this runs on).
 const clockTicks = 100
@@ -124,14 +138,7 @@ func cmdWorkers(args []string) {
 		defer pgDropSchema(*db, schema)
 	}
 	fillCore(loc, *n+*w)
-	var a *core.Authority
-	var err error
-	if pg {
-		a, err = leases.Open(loc)
-	} else {
-		a, err = leases.OpenWith(loc, leases.Options{Synchronous: *level})
-	}
-	must(err)
+	a := openRow(loc, pg, *level)
 	defer a.Close()
 
 	cycle := func() int64 {
