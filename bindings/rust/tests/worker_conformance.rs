@@ -223,9 +223,7 @@ fn a_loop_whose_claims_fail_backs_off_by_the_shared_sequence() {
     let want: Vec<u64> = v["backoff_us"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
     let (dir, holder) = fresh("backoff");
     let id = holder.request_job(PRODUCTION, None, b"").unwrap();
-    let mut options = leases::open_options();
-    options.busy_timeout_us = 1_000;
-    let auth = Authority::open_with(dir.db(), &options).unwrap();
+    let auth = leases::OpenOptions::new().busy_timeout(Duration::from_millis(1)).open(dir.db()).unwrap();
     let edit = holder.edit().unwrap();
     let _held = edit.claim(PRODUCTION, "holder", HOUR).unwrap(); // takes the writer lock
     let worker = Worker::new(&auth, WorkerConfig::new(PRODUCTION, "rs-backoff", HOUR).max_jobs(1)).unwrap();
