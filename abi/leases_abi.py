@@ -659,7 +659,7 @@ NOT_WRAPPED = {
 # The worker loop's handle is new: the bindings' own loops move onto it in a
 # later change (docs/workers.md); until then they do not call it.
 NOT_WRAPPED.update({(lang, name): "the binding's worker loop moves onto the leases_worker handle next"
-                    for lang in ("Python", "C++", "Rust")
+                    for lang in ("C++", "Rust")
                     for name in ("leases_worker_new", "leases_worker_next", "leases_worker_settle",
                                  "leases_worker_stop", "leases_worker_wait", "leases_worker_stats_json",
                                  "leases_worker_free")})
