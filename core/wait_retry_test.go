@@ -1,4 +1,4 @@
-// Waiting claims and issue 16's delays: a waiter wakes when a run-at or a
+// Waiting claims and retry delays: a waiter wakes when a run-at or a
 // backoff passes on the authority's clock (the store's NextWakeAt), and when
 // a retryable failure or a redrive commits, here or elsewhere, long before
 // the safety poll. On both stores.

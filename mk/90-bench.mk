@@ -1,5 +1,5 @@
-# Benchmarks (bench/, issue 9): `make bench` prints one table and writes
-# bench/results/latest.md, the 1M-job scaling row included (issue 16 asks
+# Benchmarks (bench/): `make bench` prints one table and writes
+# bench/results/latest.md, the 1M-job scaling row included (the scaling target asks
 # `make bench` for claim latency at 1M jobs against 1k); `make bench-quick`
 # leaves that row out (filling 1M jobs takes about 2 minutes).
 # Not part of `make test`: test-bench-smoke only proves the harness still runs.

@@ -815,7 +815,7 @@ func TestCommandsThatCreateNothingNeverCreateADatabase(t *testing.T) {
 }
 
 // Sizes and integer ranges are checked before anything large is read or
-// converted (issue 21's audit): a payload stream of 256 MiB is refused after
+// converted (the limits audit): a payload stream of 256 MiB is refused after
 // at most MaxPayloadLen+1 bytes, with the process staying small, and numbers
 // past their type are a usage error; nothing is written.
 func TestSizesAndRangesAreCheckedBeforeAnyLargeCopy(t *testing.T) {

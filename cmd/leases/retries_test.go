@@ -28,7 +28,7 @@ type productionJSON struct {
 	Policy policyJSON `json:"policy"`
 }
 
-// jobRecord is job show --json: the fields of issue 16.
+// jobRecord is job show --json: the retry fields.
 type jobRecord struct {
 	ID          string  `json:"id"`
 	State       string  `json:"state"`

@@ -1,4 +1,4 @@
-// Issue 21 item 7 for C++: sizes are checked before the library reads or
+// Limits in C++: sizes are checked before the library reads or
 // copies an input, with a clear error and nothing written; and the names
 // rule of tests/vectors/names.json (docs/decisions.md, Names).
 #include "support.hpp"

@@ -1,5 +1,5 @@
 // A postgres:// or postgresql:// location selects the PostgreSQL store
-// (issue 11): the projection passes the URL to leases_authority_open as is,
+// (several hosts): the projection passes the URL to leases_authority_open as is,
 // the whole API works on it, a token crosses between two handles, the clock
 // seam replaces the server's clock, and an open failure never shows the URL's
 // password. Each test runs in a fresh schema of $LEASES_TEST_PG_URL, created

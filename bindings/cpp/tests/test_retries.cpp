@@ -1,4 +1,4 @@
-// Issue 16 in C++, on SQLite and PostgreSQL: retry policies (RetryPolicy at
+// Retries in C++, on SQLite and PostgreSQL: retry policies (RetryPolicy at
 // creation and set_retry_policy), request options (priority, run-at, delay),
 // Lease::fail_retry, the dead state, Authority::retry_job and redrive, and
 // the attempt history of a job's record. The clock is frozen, so backoffs

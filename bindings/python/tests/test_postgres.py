@@ -1,5 +1,5 @@
 """A postgres:// or postgresql:// location selects the PostgreSQL store
-(issue 11): the whole API works on it, a token crosses between two handles,
+(several hosts): the whole API works on it, a token crosses between two handles,
 the clock seam replaces the server's clock (test library), and neither an
 open failure nor a repr shows the URL's password. Each test runs in a fresh
 schema of $LEASES_TEST_PG_URL; without a server they skip, or fail under

@@ -1,4 +1,4 @@
-"""Retries, run-at and priorities (issue 16) through the Python surface, on
+"""Retries, run-at and priorities through the Python surface, on
 SQLite and on PostgreSQL: retry policies, retryable failures, the dead
 state, claim order, delays and run-at times on the authority's clock,
 redrives and the attempt history; bad input is a typed error that writes

@@ -1,4 +1,4 @@
-//! Issue 21 item 7 for Rust: sizes and integer ranges are checked before any
+//! Limits in Rust: sizes and integer ranges are checked before any
 //! large copy or conversion, with a clear error and nothing written; and the
 //! names rule of tests/vectors/names.json (docs/decisions.md, Names).
 

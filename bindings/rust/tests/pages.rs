@@ -1,4 +1,4 @@
-//! Issue 21 item 4 in Rust: typed paged listings. `iter_jobs`,
+//! Typed paged listings. `iter_jobs`,
 //! `iter_events` and `iter_productions` read the C pages one at a time as
 //! they advance; each is tested with more rows than one page, on SQLite and
 //! PostgreSQL.

@@ -1,5 +1,5 @@
 //! A `postgres://` or `postgresql://` location selects the PostgreSQL store
-//! (issue 11): `Authority::open` passes the URL to the library unchanged (a
+//! (several hosts): `Authority::open` passes the URL to the library unchanged (a
 //! `&str`, `String` or `Path` made from it), the whole API works on it, a
 //! token crosses between two handles, the clock seam replaces the server's
 //! clock (`--features testing`), and an open failure never shows the URL's

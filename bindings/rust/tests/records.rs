@@ -1,4 +1,4 @@
-//! Issue 20 item 1 in Rust: one job's typed record (`Authority::job`,
+//! One job's typed record (`Authority::job`,
 //! `JobRecord::from_json`) with the facts its completion published, held
 //! to the shared vector tests/vectors/facts.json: published from Rust and
 //! read back, published from Rust and read by the CLI, published by the CLI

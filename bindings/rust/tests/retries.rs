@@ -1,4 +1,4 @@
-//! Issue 16 in Rust: retry policies, retryable failures and the dead state,
+//! Retries in Rust: retry policies, retryable failures and the dead state,
 //! request options (priority, run-at, delay), and the coordinator's redrives,
 //! each rule on SQLite and on PostgreSQL (`on_both_stores!`). Waits never
 //! sleep out a backoff: policies without backoff serve, and delays are

@@ -747,7 +747,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		}
 		p("| %s | %.2f (want ≥ %.2f) | %s |\n", name, got, want, met(ok))
 	}
-	// Issue 18's thresholds: the Go core against the floor (0.9 at FULL,
+	// The cycle targets: the Go core against the floor (0.9 at FULL,
 	// 0.8 at NORMAL), the C ABI within 5 % of the Go core it wraps, Python
 	// at 0.8 of the C ABI it calls.
 	pair := func(name string, a, b *row, want float64) {
@@ -764,7 +764,7 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 		pair("C ABI ÷ Go core, "+sync+" (within 5 %)", find(rows, "cycle", "C ABI "+sync), find(rows, "cycle", "Go core "+sync), 0.95)
 	}
 	pair("Python ÷ C ABI, FULL", find(rows, "cycle", "Python FULL"), find(rows, "cycle", "C ABI FULL"), 0.8)
-	// Issue 18's fair writers: 16 goroutines keep 1 goroutine's throughput
+	// The fair-writers target: 16 goroutines keep 1 goroutine's throughput
 	// (section 7, SQLite) and no claim starves (p99 within 20× the p50).
 	if w16 := find(rows, "workers", workersName("SQLite FULL", 16)); w16 != nil && len(w16.res) > 0 {
 		pair("16 goroutines ÷ 1 goroutine, SQLite FULL", w16, find(rows, "workers", workersName("SQLite FULL", 1)), 1)
