@@ -448,16 +448,7 @@ func (a *Authority) listKeyJobs(ctx context.Context, p store.Production, q JobQu
 			}
 		}
 	}
-	page.Jobs = make([]Job, 0, len(rows))
-	for _, r := range rows {
-		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
-	}
-	if q.Facts {
-		if page.Facts, err = pageFacts(ctx, a.b, rows); err != nil {
-			return JobPage{}, err
-		}
-	}
-	return page, nil
+	return a.filledPage(ctx, p.Name, page, rows, q.Facts)
 }
 
 // A worker's listing is by claim time and job id, newest first: its cursor
@@ -661,16 +652,7 @@ func (a *Authority) listJobs(ctx context.Context, production string, q JobQuery,
 			}
 		}
 	}
-	page.Jobs = make([]Job, 0, len(rows))
-	for _, r := range rows {
-		page.Jobs = append(page.Jobs, toJob(p.Name, r.Job))
-	}
-	if q.Facts {
-		if page.Facts, err = pageFacts(ctx, a.b, rows); err != nil {
-			return JobPage{}, err
-		}
-	}
-	return page, nil
+	return a.filledPage(ctx, p.Name, page, rows, q.Facts)
 }
 
 // pageFacts reads the facts and outputs of a page's completed jobs, set-based:
@@ -1323,4 +1305,21 @@ func (w WorkerActivity) MarshalJSON() ([]byte, error) {
 		LastSeen *int64 `json:"last_seen_unix_us"`
 		Holding  int64  `json:"holding"`
 	}{w.Worker, optTime(w.LastSeen), w.Holding})
+}
+
+// filledPage puts rows into page as jobs of production, with their facts
+// when withFacts: the end of every listing of jobs, whatever its order.
+func (a *Authority) filledPage(ctx context.Context, production string, page JobPage, rows []store.JobRow,
+	withFacts bool) (JobPage, error) {
+	page.Jobs = make([]Job, 0, len(rows))
+	for _, r := range rows {
+		page.Jobs = append(page.Jobs, toJob(production, r.Job))
+	}
+	if withFacts {
+		var err error
+		if page.Facts, err = pageFacts(ctx, a.b, rows); err != nil {
+			return JobPage{}, err
+		}
+	}
+	return page, nil
 }
