@@ -308,61 +308,90 @@ func mayPrecede(ops []*raceOp, j mJob, c *raceOp) int {
 
 // orderKey bounds a job's place in claim order at claim c's linearization
 // point, given its operations ops: its priority never changes; its
-// claimable time is its request's, or that of its latest retry (the
-// sample plus the delay or the backoff) or redrive (the sample), so olo is
-// the least a retry that surely precedes c sets it to, and ohi the latest
-// one that may (unbounded for one of unknown outcome). A release and a
-// lapse keep the claimable time. A redrive of every job in a state may have
-// returned any job that had been claimed or failed by then.
+// claimable time is the one the last reset before c set: its request's,
+// a retry's (the sample plus the delay or the backoff) or that of a
+// retry_job or redrive (the time it acts at). A release and a lapse keep
+// the claimable time. olo is the least that any reset which may be the
+// last before c sets it to; a redrive or retry_job may set it earlier than
+// the request did (a delayed job cancelled before its time and redriven is
+// claimable from the redrive), so olo is never only raised. ohi is the
+// latest one that may (unbounded for one of unknown outcome). A redrive of
+// every job in a state may have returned any job that had been claimed or
+// failed by then.
 func orderKey(j mJob, ops, redrives []*raceOp, c *raceOp, r leaseRules) mJob {
 	_, wait := r.backoff.bounds(1, r.maxAttempts)
+	olo, ohi := j.olo, j.ohi
 	for _, y := range ops {
-		lo, hi := int64(0), int64(0)
-		switch y.Op {
-		case "fail_retry":
-			lo, hi = y.DurUS, y.DurUS
-			if y.DurUS == 0 {
-				lo, hi = 0, wait
+		if surelyResets(y) && y.Ret < c.Call {
+			olo, ohi = math.MaxInt64, math.MinInt64 // the request's time is not the last
+		}
+	}
+	for _, group := range [][]*raceOp{ops, redrives} {
+		for _, y := range group {
+			if !mayReset(y) || y.Call > c.Ret || surelyOverwritten(y, ops, c) ||
+				(y.Op == "redrive" && !mayBeRedriven(ops, y)) {
+				continue
 			}
-		case "retry_job":
-			// It acts at its sample, the mark or the job's last change.
-			if y.Kind == "ok" && y.Ret < c.Call {
-				j.olo = max(j.olo, y.from(), changedFrom(ops, y))
-			}
+			lo, hi := int64(0), int64(math.MaxInt64) // of unknown outcome: unbounded
 			switch {
-			case y.Call > c.Ret:
-			case unknownOutcome(y):
-				j.ohi = math.MaxInt64
-			case y.Kind == "ok":
-				j.ohi = max(j.ohi, changedBy(ops, redrives, y, r.mark))
+			case y.Op == "fail_retry":
+				lo = y.from() + y.DurUS // the backoff's least is 0
+				if y.Kind == "ok" {
+					hi = addSat(y.to(), y.DurUS)
+					if y.DurUS == 0 {
+						hi = addSat(y.to(), wait)
+					}
+				}
+			default: // retry_job, redrive: the time it acts at
+				lo = max(y.from(), changedFrom(ops, y))
+				if !unknownOutcome(y) {
+					hi = changedBy(ops, redrives, y, r.mark)
+				}
 			}
-			continue
-		default:
-			continue
-		}
-		if y.Kind == "ok" && y.Ret < c.Call {
-			j.olo = max(j.olo, y.from()+lo)
-		}
-		switch {
-		case y.Call > c.Ret:
-		case unknownOutcome(y):
-			j.ohi = math.MaxInt64
-		case y.Kind == "ok":
-			j.ohi = max(j.ohi, addSat(y.to(), hi))
+			olo, ohi = min(olo, lo), max(ohi, hi)
 		}
 	}
-	for _, y := range redrives {
-		if y.Call > c.Ret {
-			continue
-		}
-		for _, x := range ops {
-			if x.Op != "request" && x.Call <= y.Ret {
-				j.ohi = max(j.ohi, changedBy(ops, redrives, y, r.mark))
-				break
-			}
-		}
-	}
+	j.olo, j.ohi = olo, ohi
 	return j
+}
+
+// mayBeRedriven: a redrive y may have returned the job (its operations
+// ops) only if the job had been claimed, failed or cancelled by then.
+func mayBeRedriven(ops []*raceOp, y *raceOp) bool {
+	for _, x := range ops {
+		if x.Op != "request" && x.Call <= y.Ret {
+			return true
+		}
+	}
+	return false
+}
+
+// mayReset: y may have set its job's claimable time (a retry, a retry_job
+// or a redrive that succeeded, or whose outcome is unknown; a redrive that
+// answered busy may have returned some jobs).
+func mayReset(y *raceOp) bool {
+	switch y.Op {
+	case "fail_retry", "retry_job", "redrive":
+		return y.Kind == "ok" || unknownOutcome(y) || (y.Op == "redrive" && y.Kind == "busy")
+	}
+	return false
+}
+
+// surelyResets: y surely set its job's claimable time (a redrive of every
+// job in a state may not have touched this one).
+func surelyResets(y *raceOp) bool {
+	return (y.Op == "fail_retry" || y.Op == "retry_job") && y.Kind == "ok" && y.Ret != math.MaxInt64
+}
+
+// surelyOverwritten: a reset of the job's ops that surely came after y and
+// surely before c set the claimable time again, so y's is not the last.
+func surelyOverwritten(y *raceOp, ops []*raceOp, c *raceOp) bool {
+	for _, z := range ops {
+		if z != y && surelyResets(z) && y.Ret != math.MaxInt64 && z.Call > y.Ret && z.Ret < c.Call {
+			return true
+		}
+	}
+	return false
 }
 
 // changesAt: an unguarded write to a job, which acts no earlier than the

@@ -469,3 +469,24 @@ func TestLeaseModelLetsARetryFindALapsedLastAttemptDeadOnAClockAheadOfIt(t *test
 	requireBoth(t, porcupine.Illegal, one, raceBackoff{}, "found dead before any clock reached the lapse",
 		lapsed(coordOp("c", "retry_job", "j0", 100, 110, "ok"))...)
 }
+
+// A job cancelled before its run-at and then redriven (or retried) is
+// claimable from the redrive, so it comes before a job that became
+// claimable later, though its run-at was later still. The checker once
+// kept the run-at as the least claimable time and rejected the store's
+// (right) choice of the redriven job.
+func TestLeaseModelAndCheckerMakeARedrivenJobClaimableFromItsRedriveEvenBeforeItsRunAt(t *testing.T) {
+	init := mState{runAt(0, 500), runAt(0, 50)} // j0 due at 500, j1 at 50
+	cancel := coordOp("c", "cancel", "j0", 10, 20, "ok")
+	redrive := &raceOp{W: "c", Op: "redrive", State: "cancelled", Call: 30, Ret: 40, Kind: "ok"}
+	retry := coordOp("c", "retry_job", "j0", 30, 40, "ok")
+	for _, back := range []*raceOp{redrive, retry} {
+		requireBoth(t, porcupine.Ok, init, raceBackoff{}, back.Op+": the job back first takes its place from it",
+			cancel, back, claimOp("a", "j0", 100, 110, 105, 50))
+	}
+	// (A redrive of every cancelled job may have missed one, in the model.)
+	requireBoth(t, porcupine.Illegal, init, raceBackoff{}, "a claim passing over the job retried",
+		cancel, retry, claimOp("a", "j1", 100, 110, 105, 50))
+	requireBoth(t, porcupine.Illegal, init, raceBackoff{}, "a cancelled job never back is not claimed",
+		cancel, claimOp("a", "j0", 100, 110, 105, 50))
+}
