@@ -492,11 +492,12 @@ def rust_sys(root, manifest):
             lines.append(f"{indent}pub fn {name}({args}){r};")
         return lines
 
-    out += ["", 'extern "C" {'] + externs(parse_declarations(root / "include/leases.h"), "    ") + ["}", ""]
+    # One line per declaration, as generated: rustfmt leaves the blocks alone.
+    out += ["", "#[rustfmt::skip]", 'extern "C" {'] + externs(parse_declarations(root / "include/leases.h"), "    ") + ["}", ""]
     out += ["/// `include/leases_testing.h`: present only in the test build of the library",
             "/// (`build/test/libleases.so`), declared only with the `testing` feature.",
             '#[cfg(feature = "testing")]', "pub mod testing {", "    #[allow(unused_imports)]",
-            "    use super::*;", "", '    extern "C" {']
+            "    use super::*;", "", "    #[rustfmt::skip]", '    extern "C" {']
     out += externs(parse_declarations(root / "include/leases_testing.h"), "        ") + ["    }", "}", ""]
     return "\n".join(out)
 

@@ -104,7 +104,7 @@ sleep 0.2`}
 		// The last worker outlives the poison: SIGTERM drains it, exit 0.
 		p.signal(syscall.SIGTERM)
 		p.beforeFinish = func() { e.registerWorkTokens(tokens) }
-		wantExit(t, p.wait(60 * time.Second), 0)
+		wantExit(t, p.wait(60*time.Second), 0)
 
 		if killed != maxAttempts {
 			t.Fatalf("the poison killed %d workers, want exactly %d", killed, maxAttempts)

@@ -151,6 +151,7 @@ pub const LEASES_FORKED: leases_status = 17;
 pub const LEASES_INTERNAL: leases_status = 18;
 pub const LEASES_INTERRUPTED: leases_status = 19;
 
+#[rustfmt::skip]
 extern "C" {
     pub fn leases_abi_version() -> u32;
     pub fn leases_abi_revision() -> u32;
@@ -231,6 +232,7 @@ pub mod testing {
     #[allow(unused_imports)]
     use super::*;
 
+    #[rustfmt::skip]
     extern "C" {
         pub fn leases_testing_set_clock(authority: *mut leases_authority, now_unix_us: i64) -> leases_status;
         pub fn leases_testing_set_clock_sequence(authority: *mut leases_authority, samples_unix_us: *const i64, count: usize) -> leases_status;

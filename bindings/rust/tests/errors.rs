@@ -52,11 +52,8 @@ fn error_kinds_match_the_shared_status_vectors_and_the_library() {
 fn a_settled_lease_says_how_this_lease_ended_its_claim_and_that_a_settled_lease_is_closed() {
     let (_dir, auth) = fresh("e-settled");
     type Settle = fn(&leases::Lease) -> Result<(), Error>;
-    let endings: [(&str, Settle); 3] = [
-        ("completed", |l| l.complete(&Facts::new())),
-        ("released", |l| l.release()),
-        ("failed", |l| l.fail("broken")),
-    ];
+    let endings: [(&str, Settle); 3] =
+        [("completed", |l| l.complete(&Facts::new())), ("released", |l| l.release()), ("failed", |l| l.fail("broken"))];
     for (how, settle) in endings {
         let (id, lease) = claimed(&auth, "w");
         settle(&lease).unwrap();
