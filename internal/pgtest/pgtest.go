@@ -142,3 +142,31 @@ func WaitSessionsEnd(t testing.TB, location, application string, within time.Dur
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// VacuumAnalyze vacuums and analyzes table until the visibility map covers
+// its pages, as a quiet server's one VACUUM leaves it. On a server shared
+// with other tests, a transaction open elsewhere holds back the horizon:
+// VACUUM then leaves pages not all-visible, index-only scans look costly,
+// and a plan test would see the planner's answer to that moment rather
+// than to the table. It retries for up to 30 s, then fails saying so.
+func VacuumAnalyze(t testing.TB, location, table string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, location)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err = c.Exec(ctx, `VACUUM ANALYZE `+table)
+		require.NoError(t, err)
+		var pages, visible int64
+		require.NoError(t, c.QueryRow(ctx, `SELECT relpages, relallvisible FROM pg_class
+			WHERE oid = $1::regclass`, table).Scan(&pages, &visible))
+		if visible >= pages {
+			return
+		}
+		require.True(t, time.Now().Before(deadline),
+			"VACUUM of %s leaves %d of %d pages not all-visible after 30 s: a transaction elsewhere holds the horizon", table, pages-visible, pages)
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -302,7 +302,7 @@ func fillRealistic(t *testing.T, u string, productions, n int) string {
 	t.Helper()
 	pid := fillRows(t, u, productions, n)
 	for _, table := range []string{"leases_productions", "leases_jobs", "leases_events", "leases_attempts"} {
-		pgtest.Exec(t, u, `VACUUM ANALYZE `+table)
+		pgtest.VacuumAnalyze(t, u, table)
 	}
 	return pid
 }

@@ -31,10 +31,10 @@ func TestClaimingNeverScansDelayedJobsOrClaims(t *testing.T) {
 				CASE WHEN g <= 20000 THEN 9000000000 ELSE g END,
 				g > 40000, CASE WHEN g > 10000 AND g <= 20000 THEN 8000000000 ELSE 0 END
 			FROM generate_series(1, 3) p, generate_series(1, 41000) g ORDER BY 2, 5`,
-		`VACUUM ANALYZE leases_jobs`,
 	} {
 		pgtest.Exec(t, u, st)
 	}
+	pgtest.VacuumAnalyze(t, u, "leases_jobs")
 	c := connect(t, u)
 	now := int64(5_000_000_000)
 	for name, st := range map[string]struct {
