@@ -88,9 +88,15 @@ func (s *DB) UpgradeSpaceMode(ctx context.Context) (bool, time.Duration, error) 
 		rolledBack := fmt.Sprintf("the rewrite of the file into incremental auto-vacuum was rolled back, so the "+
 			"file is unchanged and usable (it keeps reusing its %d free pages for new rows, but gives none back to "+
 			"the file system)", free)
-		if errors.Is(err, store.ErrReadOnly) {
+		switch {
+		case ctx.Err() != nil:
+			return false, held, fmt.Errorf("%w; %s", abandoned(ctx), rolledBack)
+		case errors.Is(err, store.ErrReadOnly):
 			return false, held, fmt.Errorf("%w; %s; this process may only read the file: prune from one that may "+
 				"write it", err, rolledBack)
+		case errors.Is(err, store.ErrBusy):
+			return false, held, fmt.Errorf("%w; %s; another process held the writer lock for longer than the busy "+
+				"timeout: prune again", err, rolledBack)
 		}
 		live := (pages - free) * pageSize
 		return false, held, fmt.Errorf("%w; %s; the rewrite needs about %d MiB free beside the file and as much "+
