@@ -4,6 +4,7 @@ package sqlitestore
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -105,4 +106,45 @@ func TestOnlyAPruneAskedForRewritesAFileOfBeforeIntoIncrementalAutoVacuumAndItsS
 		require.EqualValues(t, 300, r.Jobs)
 		require.Less(t, fileSize(t, s, path), small+grown/8+int64(64*4096), "round %d: the file gave them back", round)
 	}
+}
+
+func TestARewriteIntoIncrementalAutoVacuumThatFindsTheWriterLockHeldLeavesTheFileUsableAndSaysSo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v6.db")
+	a, s := oldSchemaAuthority(t, path, 300)
+	ctx := context.Background()
+	write(t, s, func(tx store.Tx) {
+		for i := 0; i < 250; i++ {
+			require.NoError(t, tx.DeleteJob(ctx, fmt.Sprint("big", i)))
+		}
+	})
+	require.NoError(t, a.Close())
+	s, err := Open(path, Options{BusyTimeout: 50 * time.Millisecond}, func() int64 { return 1 })
+	require.NoError(t, err)
+	a, err = core.OpenStore(path, "SQLite", func() (store.Backend, error) { return s, nil })
+	require.NoError(t, err)
+	defer a.Close()
+	a.SetPruneInterval(0)
+	// Another process's writer holds the lock for longer than that.
+	other, err := sql.Open("sqlite", dsn(path, time.Second, "FULL"))
+	require.NoError(t, err)
+	defer other.Close()
+	holder, err := other.Begin() // BEGIN IMMEDIATE (the DSN's _txlock)
+	require.NoError(t, err)
+	_, err = a.Prune(ctx, core.PruneOptions{})
+	require.NoError(t, holder.Rollback())
+	require.Error(t, err)
+	require.Equal(t, core.KindBusy, core.KindOf(err), "%v", err)
+	require.Contains(t, err.Error(), "the file is unchanged and usable")
+	require.Contains(t, err.Error(), "held the writer lock for longer than the busy timeout")
+	require.NotContains(t, err.Error(), "free beside the file", "disk space is not what it lacked")
+
+	mode, err := s.Pragma("auto_vacuum")
+	require.NoError(t, err)
+	require.Equal(t, "0", mode)
+	require.EqualValues(t, 50, completedJobs(t, a))
+	_, err = a.Prune(ctx, core.PruneOptions{})
+	require.NoError(t, err, "with the lock free again, the rewrite runs")
+	mode, err = s.Pragma("auto_vacuum")
+	require.NoError(t, err)
+	require.Equal(t, "2", mode)
 }
