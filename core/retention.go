@@ -189,7 +189,7 @@ func (a *Authority) SetPruneInterval(d time.Duration) {
 				return
 			case <-time.After(wait):
 			}
-			_, _ = a.Prune(ctx, PruneOptions{})
+			_, _ = a.Prune(ctx, PruneOptions{background: true})
 		}
 	})
 	a.mu.Lock()
@@ -227,8 +227,9 @@ type PruneOptions struct {
 
 	// whole: every finished job and event, whatever its age
 	// (ArchiveProduction); deleting: the production's newest job too
-	// (DeleteProduction).
-	whole, deleting bool
+	// (DeleteProduction); background: the pass of the background pruner,
+	// which never rewrites the file (upgradeSpaceMode).
+	whole, deleting, background bool
 }
 
 // Values of older (µs) below 0: every age (allAges), and the production's
@@ -262,7 +263,10 @@ type PruneResult struct {
 // job) whatever their age: a store may number the next ones from them
 // (docs/schema.md, schema 7). ctx ends it between batches or inside one
 // (then nothing of that batch is deleted, or with an archive, the next
-// prune with the same archive finishes it).
+// prune with the same archive finishes it). Unless it is a dry run, it also
+// rewrites, once, a store file that keeps the pages pruning frees into one
+// that gives them back (upgradeSpaceMode), which the background pruner
+// never does.
 func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
 	var res PruneResult
 	if err := a.usable(); err != nil {
@@ -352,6 +356,11 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 			}
 		}
 	}
+	if !opts.background {
+		if err := a.upgradeSpaceMode(ctx, &res.Held); err != nil {
+			return res, err
+		}
+	}
 	if res.Jobs+res.Events > 0 {
 		err := a.reclaim(ctx, &res.Held)
 		if err != nil {
@@ -359,6 +368,23 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 		}
 	}
 	return res, nil
+}
+
+// upgradeSpaceMode rewrites, once, a file that keeps the pages pruning
+// frees (created before the store gave them back) into one that gives them
+// back, when it holds enough of them (store.SpaceModeUpgrader). Only a
+// prune asked for runs it (leases prune, Prune from a program), never the
+// background pruner: the rewrite copies the whole file and holds the writer
+// for as long as that takes, which an operator chooses when, and never at
+// open (docs/decisions.md, "Retention").
+func (a *Authority) upgradeSpaceMode(ctx context.Context, held *time.Duration) error {
+	u, ok := a.b.(store.SpaceModeUpgrader)
+	if !ok {
+		return nil
+	}
+	_, h, err := u.UpgradeSpaceMode(ctx)
+	*held += h
+	return storageErrOrNil("give the pages pruning freed back to the file system", err)
 }
 
 // reclaim gives the pages pruning freed back to the file system, in

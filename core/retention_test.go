@@ -505,3 +505,76 @@ func TestAPrunePassThatFindsNothingToDeleteTakesNoTurnAtTheWriter(t *testing.T) 
 	require.NotZero(t, begins)
 	f.gone(done)
 }
+
+// batchPausingTx pauses the first pruning batch of jobs until told, and notes,
+// when the second begins deleting, whether the claim had committed.
+type batchPausingTx struct {
+	store.Tx
+	batches         *int
+	started, resume chan struct{}
+	claimed         chan error
+	claimedBySecond *bool
+}
+
+func (p batchPausingTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	*p.batches++
+	switch *p.batches {
+	case 1:
+		close(p.started)
+		<-p.resume
+	case 2:
+		select {
+		case err := <-p.claimed:
+			p.claimed <- err
+			*p.claimedBySecond = true
+		default:
+		}
+	}
+	return p.Tx.DeleteJobs(ctx, ids)
+}
+
+func TestAClaimWaitsBehindAtMostOnePruningBatchNotTheWholePass(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour})
+	for i := 0; i < 3*PruneJobBatch; i++ {
+		f.finished(StateCompleted)
+	}
+	f.request(1)
+	f.clk.advance(2 * time.Hour)
+	var batches int
+	var claimedBySecond bool
+	started, resume, claimed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	wrapTxs(f.a, func(tx store.Tx) store.Tx {
+		return batchPausingTx{Tx: tx, batches: &batches, started: started, resume: resume, claimed: claimed,
+			claimedBySecond: &claimedBySecond}
+	})
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := f.a.Prune(context.Background(), PruneOptions{})
+		pruned <- err
+	}()
+	<-started
+	go func() {
+		_, err := f.a.Claim("p", "w", time.Minute)
+		claimed <- err
+	}()
+	// The claim waits for the batch (SQLite: in this process's writer
+	// queue; PostgreSQL takes other rows' locks and waits for nothing).
+	if q, ok := f.a.b.(txWrapper).Backend.(interface{ WaitingWriters() int }); ok {
+		for q.WaitingWriters() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	} else {
+		select {
+		case err := <-claimed:
+			claimed <- err
+		case <-time.After(10 * time.Second):
+			t.Fatal("on PostgreSQL the claim waited for the paused batch")
+		}
+	}
+	close(resume)
+	require.NoError(t, <-pruned)
+	require.Greater(t, batches, 2, "the pass took several batches")
+	require.True(t, claimedBySecond, "the claim committed before the pass's next batch")
+	require.NoError(t, <-claimed)
+}

@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Job states as stored.
@@ -384,6 +385,21 @@ type Tx interface {
 // itself (PostgreSQL's autovacuum).
 type SpaceReclaimer interface {
 	ReclaimSpace(ctx context.Context, pages int) (int64, error)
+}
+
+// SpaceModeUpgrader is implemented by a store whose file may be in a mode
+// that never gives freed pages back to the file system (a SQLite file
+// created before incremental auto-vacuum). UpgradeSpaceMode rewrites such a
+// file, once, into the mode that does (store.SpaceReclaimer), when it holds
+// enough free pages to be worth a rewrite; a file already in that mode, or
+// with few free pages, costs a few reads. The rewrite holds the writer for
+// as long as it takes (a copy of the whole file) and needs free disk for
+// that copy. rewrote reports that it ran; held is how long it held the
+// writer (the wait for it excluded). A failure changes nothing: the file
+// stays as it was, usable, and its error says why and what the rewrite
+// needs.
+type SpaceModeUpgrader interface {
+	UpgradeSpaceMode(ctx context.Context) (rewrote bool, held time.Duration, err error)
 }
 
 // Backend is one opened authority store.

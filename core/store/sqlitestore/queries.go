@@ -674,9 +674,9 @@ func (q queries) InsertOutputs(ctx context.Context, outs []store.Output) error {
 // free for the rows that come next: in steady state pruning frees about
 // what new rows take, and giving that back only to grow the file again
 // would write every page twice. A file without incremental auto-vacuum
-// (created before schema 7 and never vacuumed since) gives none back and
-// keeps its free pages, which SQLite reuses for new rows: it stops growing
-// all the same, at its largest size.
+// (created before schema 7, until a prune asked for rewrites it:
+// UpgradeSpaceMode) gives none back and keeps its free pages, which SQLite
+// reuses for new rows: it stops growing all the same, at its largest size.
 func (q queries) ReclaimSpace(ctx context.Context, pages int) (int64, error) {
 	var total, before, after int64
 	if err := q.queryRow(ctx, `PRAGMA page_count`).Scan(&total); err != nil {

@@ -189,8 +189,21 @@ func (s *DB) Pragma(name string) (string, error) {
 	default:
 		return "", fmt.Errorf("pragma %q is not readable here", name)
 	}
+	ctx := context.Background()
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return "", classify(err)
+	}
+	defer c.Close()
+	if name == "auto_vacuum" {
+		// The mode is read from the file's header by the connection's last
+		// transaction: one first, so another connection's VACUUM is seen.
+		if _, err := c.ExecContext(ctx, "PRAGMA page_count"); err != nil {
+			return "", classify(err)
+		}
+	}
 	var v string
-	err := s.db.QueryRow("PRAGMA " + name).Scan(&v)
+	err = c.QueryRowContext(ctx, "PRAGMA "+name).Scan(&v)
 	return v, classify(err)
 }
 
