@@ -219,7 +219,7 @@ func faceName(store string, c int, face string) string {
 // facesRows are section 13's rows.
 func facesRows(o *opts) []*row {
 	var rows []*row
-	n, cliN := o.n(500), o.n(100)
+	n, cliN := o.n(300), o.n(60)
 	for _, store := range []string{"SQLite", "PostgreSQL"} {
 		for _, c := range faceConcurrency {
 			for _, face := range faceNames {
@@ -279,19 +279,20 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 			return
 		}
 		if s := status(r); s != "" {
-			p("| %s | %d | %s | %s | | | |\n", store, c, faceLabel[face], s)
+			p("| %s | %d | %s | %s | | | | |\n", store, c, faceLabel[face], s)
 			return
 		}
-		rt := rates(r)
-		rel := "—"
+		rt, cpu := rates(r), values(r, func(x result) float64 { return x.CPUNS })
+		rel, more := "—", "—"
 		if g := find(rows, "faces", faceName(store, c, "Go")); g != nil && g != r && len(g.res) > 0 {
 			rel = fmt.Sprintf("%.2f×", ratio(rt, rates(g)))
+			more = fmt.Sprintf("%+.0f", difference(cpu, values(g, func(x result) float64 { return x.CPUNS }))/1000)
 		}
-		p("| %s | %d | %s | %s | %s | %s | %s |\n", store, c, faceLabel[face], num(median(rt)), spread(rt), rel,
-			num(median(values(r, func(x result) float64 { return x.CPUNS }))/1000))
+		p("| %s | %d | %s | %s | %s | %s | %s | %s |\n", store, c, faceLabel[face], num(median(rt)), spread(rt), rel,
+			num(median(cpu)/1000), more)
 	}
-	head := "| store | concurrency | loop | jobs/s | range | × Go (same store and concurrency) | CPU µs/job |\n" +
-		"|---|---:|---|---:|---:|---:|---:|\n"
+	head := "| store | concurrency | loop | jobs/s | range | × Go (same store and concurrency) | CPU µs/job | CPU µs/job − Go's |\n" +
+		"|---|---:|---|---:|---:|---:|---:|---:|\n"
 	p("%s", head)
 	for _, store := range []string{"SQLite", "PostgreSQL"} {
 		for _, c := range faceConcurrency {
@@ -305,10 +306,10 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 		"worker's creation to the loop's return, which includes exit-when-empty's last claim: it waits %s for a job\n"+
 		"before the loop calls the production empty. Afterwards the store must hold %d completed jobs and nothing else.\n"+
 		"SQLite: a fresh file, synchronous=FULL (every face opens with the defaults); PostgreSQL: %s, a fresh schema\n"+
-		"per repetition. CPU µs/job: the face's process (all threads) during the timed loop. × Go: the median of the\n"+
-		"per-repetition ratios to the Go row of the same store and concurrency.\n\n",
-		o.n(500), faceLease, loop.EmptyGrace, o.n(500), pgInfo(o.pg))
-	p("`leases work` forks one program per job (here `true`), %d jobs:\n\n", o.n(100))
+		"per repetition. CPU µs/job: the face's process (all threads) during the timed loop. × Go and − Go's: the\n"+
+		"medians of the per-repetition ratios and differences to the Go row of the same store and concurrency.\n\n",
+		o.n(300), faceLease, loop.EmptyGrace, o.n(300), pgInfo(o.pg))
+	p("`leases work` forks one program per job (here `true`), %d jobs:\n\n", o.n(60))
 	p("%s", head)
 	for _, store := range []string{"SQLite", "PostgreSQL"} {
 		for _, c := range faceConcurrency {
@@ -316,6 +317,15 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 		}
 	}
 	p("\nTimed from the `leases work` process's start to its exit (the Go runtime's start and the open included); its\n" +
-		"CPU is the process's and its programs'. × Go: against the Go row of the same store and concurrency, which\n" +
-		"drains more jobs, so compare rates.\n")
+		"CPU is the process's and its programs'. × Go and − Go's: against the Go row of the same store and concurrency,\n" +
+		"which drains more jobs, so compare rates.\n")
+}
+
+// difference is the median of per-repetition differences a[i] - b[i].
+func difference(a, b []float64) float64 {
+	var v []float64
+	for i := 0; i < len(a) && i < len(b); i++ {
+		v = append(v, a[i]-b[i])
+	}
+	return median(v)
 }
