@@ -144,6 +144,13 @@ static int page(const char *db, long jobs, long m) {
     return 0;
 }
 
+/* Voluntary context switches of this process (all threads) so far. */
+static double vcsw(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_nvcsw;
+}
+
 /* One thread of the worker: next, the no-op job, settle (complete), until
  * the loop hands out nothing more. */
 typedef struct {
@@ -181,7 +188,7 @@ static int worker(const char *db, long n, int c) {
     leases_worker_options o = LEASES_WORKER_OPTIONS_INIT;
     o.flags = LEASES_WORKER_EXIT_WHEN_EMPTY;
     o.concurrency = c;
-    double cpu0 = cpu_ns();
+    double cpu0 = cpu_ns(), cs0 = vcsw();
     double t = now_s();
     check(leases_worker_new(a, PROD, "w", INT64_C(60000000), &o, &run.w), "worker");
     for (int i = 0; i < c; i++) {
@@ -194,7 +201,7 @@ static int worker(const char *db, long n, int c) {
     int32_t end = 0;
     check(leases_worker_wait(run.w, 0, NULL, &end), "wait");
     double secs = now_s() - t;
-    double cpu = (cpu_ns() - cpu0) / (double)n;
+    double cpu = (cpu_ns() - cpu0) / (double)n, cs = (vcsw() - cs0) / (double)n;
     if (atomic_load(&run.failed) != 0) check((leases_status)atomic_load(&run.failed), "the loop");
     if (end != LEASES_WORKER_STOPPED) {
         fprintf(stderr, "cbench: the loop ended %d, not stopped\n", (int)end);
@@ -207,7 +214,7 @@ static int worker(const char *db, long n, int c) {
     leases_worker_free(run.w);
     free(threads);
     leases_authority_close(a);
-    printf("{\"ops\":%ld,\"secs\":%.6f,\"cpu_ns\":%.0f}\n", n, secs, cpu);
+    printf("{\"ops\":%ld,\"secs\":%.6f,\"cpu_ns\":%.0f,\"extra\":{\"vcsw\":%.3f}}\n", n, secs, cpu, cs);
     return 0;
 }
 

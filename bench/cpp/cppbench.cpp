@@ -30,6 +30,13 @@ double cpu_ns() {
            double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 
+// Voluntary context switches of this process (all threads) so far.
+double vcsw() {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_nvcsw);
+}
+
 double secs_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
 
 leases::Authority filled(const char *db, long n) {
@@ -53,7 +60,7 @@ int main(int argc, char **argv) try {
     if (mode == "worker") {
         auto auth = leases::Authority::open(argv[2]);
         std::atomic<long> handled{0};
-        const double cpu0 = cpu_ns();
+        const double cpu0 = cpu_ns(), cs0 = vcsw();
         const auto t = clk::now();
         leases::WorkerOptions opt;
         opt.production = kProd;
@@ -67,13 +74,13 @@ int main(int argc, char **argv) try {
             return std::string();
         });
         const double secs = secs_since(t);
-        const double cpu = (cpu_ns() - cpu0) / double(n);
+        const double cpu = (cpu_ns() - cpu0) / double(n), cs = (vcsw() - cs0) / double(n);
         if (handled.load() != n || report.completed != static_cast<std::uint64_t>(n)) {
             std::fprintf(stderr, "cppbench: the handler ran %ld times and %llu jobs were completed, for %ld jobs\n",
                          handled.load(), static_cast<unsigned long long>(report.completed), n);
             return 1;
         }
-        std::printf("{\"ops\":%ld,\"secs\":%.6f,\"cpu_ns\":%.0f}\n", n, secs, cpu);
+        std::printf("{\"ops\":%ld,\"secs\":%.6f,\"cpu_ns\":%.0f,\"extra\":{\"vcsw\":%.3f}}\n", n, secs, cpu, cs);
         return 0;
     }
     if (mode == "cycle") {

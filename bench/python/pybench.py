@@ -36,6 +36,11 @@ def cpu_ns():
     return (ru.ru_utime + ru.ru_stime) * 1e9
 
 
+def vcsw():
+    """Voluntary context switches of this process (all threads) so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
 def filled(leases, db, n):
     auth = leases.Authority(db)
     auth.create_production(PROD)
@@ -70,7 +75,7 @@ def main(argv):
         options = {"concurrency": c} if c > 1 else {}
         handled = itertools.count()  # next() is atomic under the GIL
         with leases.Authority(db) as auth:
-            cpu0, t = cpu_ns(), time.perf_counter()
+            cpu0, cs0, t = cpu_ns(), vcsw(), time.perf_counter()
             w = auth.work(PROD, worker="w", duration=timedelta(minutes=1), exit_when_empty=True, **options)
             if c > 1 and getattr(w, "concurrency", None) != c:
                 print("pybench: work() runs one job at a time (no concurrency option)", file=sys.stderr)
@@ -80,12 +85,12 @@ def main(argv):
 
             w.run(handler)
             secs = time.perf_counter() - t
-            cpu = (cpu_ns() - cpu0) / n
+            cpu, cs = (cpu_ns() - cpu0) / n, (vcsw() - cs0) / n
             got = next(handled)
             if got != n:
                 print(f"pybench: the handler ran {got} times for {n} jobs", file=sys.stderr)
                 return 1
-        print(json.dumps({"ops": n, "secs": secs, "cpu_ns": cpu}))
+        print(json.dumps({"ops": n, "secs": secs, "cpu_ns": cpu, "extra": {"vcsw": cs}}))
         return 0
     if mode == "cycle":
         with filled(leases, db, n) as auth:

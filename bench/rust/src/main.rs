@@ -25,19 +25,22 @@ fn filled(db: &str, n: u64) -> leases::Result<leases::Authority> {
     Ok(auth)
 }
 
-/// CPU time (user + sys) of this process so far, in ns.
-fn cpu_ns() -> f64 {
+/// CPU time (user + sys) of this process so far, in ns, and its voluntary
+/// context switches (all threads).
+fn usage() -> (f64, f64) {
     // SAFETY: a zeroed rusage is valid, and getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid out pointer.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) as f64 * 1e9 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) as f64 * 1e3
+    let cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) as f64 * 1e9
+        + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) as f64 * 1e3;
+    (cpu, ru.ru_nvcsw as f64)
 }
 
 fn worker(db: &str, n: u64, c: u32) -> leases::Result<String> {
     let auth = leases::Authority::open(db)?;
     let handled = AtomicU64::new(0);
-    let cpu0 = cpu_ns();
+    let (cpu0, cs0) = usage();
     let t = Instant::now();
     let w = leases::Worker::new(
         &auth,
@@ -48,13 +51,14 @@ fn worker(db: &str, n: u64, c: u32) -> leases::Result<String> {
         Ok::<_, leases::Error>(leases::Facts::default())
     })?;
     let secs = t.elapsed().as_secs_f64();
-    let cpu = (cpu_ns() - cpu0) / n as f64;
+    let (cpu1, cs1) = usage();
+    let (cpu, cs) = ((cpu1 - cpu0) / n as f64, (cs1 - cs0) / n as f64);
     let got = handled.load(Ordering::Relaxed);
     if got != n || report.completed != n {
         eprintln!("rustbench: the handler ran {got} times and {} jobs were completed, for {n} jobs", report.completed);
         std::process::exit(1);
     }
-    Ok(format!("{{\"ops\":{},\"secs\":{:.6},\"cpu_ns\":{:.0}}}", n, secs, cpu))
+    Ok(format!("{{\"ops\":{},\"secs\":{:.6},\"cpu_ns\":{:.0},\"extra\":{{\"vcsw\":{:.3}}}}}", n, secs, cpu, cs))
 }
 
 fn run(mode: &str, db: &str, n: u64) -> leases::Result<String> {

@@ -65,18 +65,26 @@ func cmdFaceLoop(args []string) {
 	must(err)
 	defer a.Close()
 	var handled atomic.Int64
-	cpu0, t0 := cpuNS(), time.Now()
+	cpu0, cs0, t0 := cpuNS(), vcsw(), time.Now()
 	must(workerloop.Run(context.Background(), a, workerloop.Config{Production: prod, Worker: worker, Duration: faceLease,
 		Concurrency: *c, ExitWhenEmpty: true}, func(context.Context, *core.Lease) (core.Facts, error) {
 		handled.Add(1)
 		return core.Facts{}, nil
 	}))
 	secs := time.Since(t0).Seconds()
-	cpu := cpuNS() - cpu0
+	cpu, cs := cpuNS()-cpu0, vcsw()-cs0
 	if got := handled.Load(); got != int64(*n) {
 		fail(fmt.Errorf("faceloop: the handler ran %d times for %d jobs", got, *n))
 	}
-	emit(result{Ops: *n, Secs: secs, CPUNS: float64(cpu) / float64(*n)})
+	emit(result{Ops: *n, Secs: secs, CPUNS: float64(cpu) / float64(*n),
+		Extra: map[string]float64{"vcsw": float64(cs) / float64(*n)}})
+}
+
+// vcsw is this process's voluntary context switches so far (all threads).
+func vcsw() int64 {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return ru.Nvcsw
 }
 
 // cmdFaceCheck fails unless the production at -db holds exactly -n jobs,
@@ -195,11 +203,12 @@ func cliWork(o *opts, loc string, n, c int) (result, error) {
 		return result{}, fmt.Errorf("leases work: %v: %s", err, lastLine(errb.String()))
 	}
 	secs := time.Since(t0).Seconds()
-	var cpu float64
+	var cpu, cs float64
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		cpu = float64(ru.Utime.Nano()+ru.Stime.Nano()) / float64(n)
+		cs = float64(ru.Nvcsw) / float64(n)
 	}
-	return result{Ops: n, Secs: secs, CPUNS: cpu}, nil
+	return result{Ops: n, Secs: secs, CPUNS: cpu, Extra: map[string]float64{"vcsw": cs}}, nil
 }
 
 func bindingOf(name string) binding {
@@ -279,7 +288,7 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 			return
 		}
 		if s := status(r); s != "" {
-			p("| %s | %d | %s | %s | | | | |\n", store, c, faceLabel[face], s)
+			p("| %s | %d | %s | %s | | | | | |\n", store, c, faceLabel[face], s)
 			return
 		}
 		rt, cpu := rates(r), values(r, func(x result) float64 { return x.CPUNS })
@@ -288,11 +297,11 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 			rel = fmt.Sprintf("%.2f×", ratio(rt, rates(g)))
 			more = fmt.Sprintf("%+.0f", difference(cpu, values(g, func(x result) float64 { return x.CPUNS }))/1000)
 		}
-		p("| %s | %d | %s | %s | %s | %s | %s | %s |\n", store, c, faceLabel[face], num(median(rt)), spread(rt), rel,
-			num(median(cpu)/1000), more)
+		p("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", store, c, faceLabel[face], num(median(rt)), spread(rt), rel,
+			num(median(cpu)/1000), more, num(median(values(r, func(x result) float64 { return x.Extra["vcsw"] }))))
 	}
-	head := "| store | concurrency | loop | jobs/s | range | × Go (same store and concurrency) | CPU µs/job | CPU µs/job − Go's |\n" +
-		"|---|---:|---|---:|---:|---:|---:|---:|\n"
+	head := "| store | concurrency | loop | jobs/s | range | × Go (same store and concurrency) | CPU µs/job | CPU µs/job − Go's | context switches/job |\n" +
+		"|---|---:|---|---:|---:|---:|---:|---:|---:|\n"
 	p("%s", head)
 	for _, store := range []string{"SQLite", "PostgreSQL"} {
 		for _, c := range faceConcurrency {
@@ -306,8 +315,9 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 		"worker's creation to the loop's return, which includes exit-when-empty's last claim: it waits %s for a job\n"+
 		"before the loop calls the production empty. Afterwards the store must hold %d completed jobs and nothing else.\n"+
 		"SQLite: a fresh file, synchronous=FULL (every face opens with the defaults); PostgreSQL: %s, a fresh schema\n"+
-		"per repetition. CPU µs/job: the face's process (all threads) during the timed loop. × Go and − Go's: the\n"+
-		"medians of the per-repetition ratios and differences to the Go row of the same store and concurrency.\n\n",
+		"per repetition. CPU µs/job and context switches/job (voluntary: a thread blocked and was woken): the face's\n"+
+		"process (all threads) during the timed loop. × Go and − Go's: the medians of the per-repetition ratios and\n"+
+		"differences to the Go row of the same store and concurrency.\n\n",
 		o.n(300), faceLease, loop.EmptyGrace, o.n(300), pgInfo(o.pg))
 	p("`leases work` forks one program per job (here `true`), %d jobs:\n\n", o.n(60))
 	p("%s", head)
@@ -317,7 +327,7 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 		}
 	}
 	p("\nTimed from the `leases work` process's start to its exit (the Go runtime's start and the open included); its\n" +
-		"CPU is the process's and its programs'. × Go and − Go's: against the Go row of the same store and concurrency,\n" +
+		"CPU and context switches are the process's and its programs'. × Go and − Go's: against the Go row of the same store and concurrency,\n" +
 		"which drains more jobs, so compare rates.\n")
 }
 
