@@ -314,9 +314,10 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 		"concurrency C (threads in C, C++, Rust and Python, goroutines in Go), each claim for %s; timed from the\n"+
 		"worker's creation to the loop's return, which includes exit-when-empty's last claim: it waits %s for a job\n"+
 		"before the loop calls the production empty. Afterwards the store must hold %d completed jobs and nothing else.\n"+
-		"SQLite: a fresh file, synchronous=FULL (every face opens with the defaults); PostgreSQL: %s, a fresh schema\n"+
-		"per repetition. CPU µs/job and context switches/job (voluntary: a thread blocked and was woken): the face's\n"+
-		"process (all threads) during the timed loop. × Go and − Go's: the medians of the per-repetition ratios and\n"+
+		"SQLite: a fresh file, synchronous=FULL (every face opens with the defaults). PostgreSQL: a fresh schema per\n"+
+		"repetition on %s.\n"+
+		"CPU µs/job and context switches/job (voluntary: a thread blocked and was woken): the face's process (all\n"+
+		"threads) during the timed loop. × Go and − Go's: the medians of the per-repetition ratios and\n"+
 		"differences to the Go row of the same store and concurrency.\n\n",
 		o.n(300), faceLease, loop.EmptyGrace, o.n(300), pgInfo(o.pg))
 	p("`leases work` forks one program per job (here `true`), %d jobs:\n\n", o.n(60))
@@ -326,9 +327,9 @@ func renderFaces(o *opts, b *strings.Builder, rows []*row, n string) {
 			line(store, c, "CLI")
 		}
 	}
-	p("\nTimed from the `leases work` process's start to its exit (the Go runtime's start and the open included); its\n" +
-		"CPU and context switches are the process's and its programs'. × Go and − Go's: against the Go row of the same store and concurrency,\n" +
-		"which drains more jobs, so compare rates.\n")
+	p("\nTimed from the `leases work` process's start to its exit (the Go runtime's start and the open included);\n" +
+		"its CPU and context switches are the process's and its programs'. × Go and − Go's: against the Go row of\n" +
+		"the same store and concurrency, which drains more jobs, so compare rates.\n")
 }
 
 // difference is the median of per-repetition differences a[i] - b[i].
