@@ -6,6 +6,10 @@
 # bench/go (floor, core rows, driver) and bench/peers (goqite, River on SQLite
 # and on PostgreSQL) are Go modules of their own, so the library's go.mod
 # carries neither the peers nor the harness.
+# Section 13 (the worker loop per language) drains the same jobs through every
+# face's loop (leasesbench, cbench, cppbench, rustbench, pybench.py and the
+# CLI) at concurrency 1 and 4 on SQLite and PostgreSQL; alone it is
+# `leasesbench run -sections faces` (docs/PERFORMANCE.md, "Running it").
 # Section 11 (the worker loop on PostgreSQL) runs worker.Run next to River
 # (riverpgxv5) and a hand-written floor on the same server, 1 to 64 handlers.
 # Section 10 (the status page) serves a busy production of 100,000 jobs of its
