@@ -6,6 +6,10 @@
 # bench/go (floor, core rows, driver) and bench/peers (goqite, River on SQLite
 # and on PostgreSQL) are Go modules of their own, so the library's go.mod
 # carries neither the peers nor the harness.
+# Section 13 (the worker loop per language) drains the same jobs through every
+# face's loop (leasesbench, cbench, cppbench, rustbench, pybench.py and the
+# CLI) at concurrency 1 and 4 on SQLite and PostgreSQL; alone it is
+# `leasesbench run -sections faces` (docs/PERFORMANCE.md, "Running it").
 # Section 11 (the worker loop on PostgreSQL) runs worker.Run next to River
 # (riverpgxv5) and a hand-written floor on the same server, 1 to 64 handlers.
 # Section 10 (the status page) serves a busy production of 100,000 jobs of its
@@ -42,13 +46,13 @@ $(BENCH_PB): $(wildcard bench/peers/go.* bench/peers/*.go bench/peers/*.sql)
 
 $(BENCH_CB): bench/c/cbench.c include/leases.h $(CAPI_SO)
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude $< -o $@ -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -pthread -Iinclude $< -o $@ -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
 
 # The binding programs are best effort: a binding that does not build yet
 # leaves its rows saying so ("binding not yet landed") instead of a figure.
 bench-bindings: $(CAPI_SO) $(CAPI_A)
 	@rm -f $(BENCH_CPP) $(BENCH_RS)
-	-$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
+	-$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -pthread -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
 		-o $(BENCH_CPP) -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
 	-cd bench/rust && CARGO_TARGET_DIR=$(ROOT)/$(BENCH_DIR)/rust LEASES_LIB_DIR=$(ROOT)/$(BUILD) \
 		$(CARGO) build --release --locked -j 2 && cp $(ROOT)/$(BENCH_DIR)/rust/release/rustbench $(ROOT)/$(BENCH_RS)
@@ -63,15 +67,16 @@ bench-full: bench ## the same as bench (kept for scripts that name it)
 bench-quick: bench-tools bench-bindings ## bench without the 1M-job scaling row
 	$(BENCH_PG_RUN) $(BENCH_RUN) -scale $(BENCH_SCALE) -reps $(BENCH_REPS) -out bench/results/latest.md
 
-# go vet of both bench modules, then one repetition of every row at tiny
-# sizes (no Rust: compiling the crate alone takes longer than the budget),
-# the PostgreSQL rows included.
-test-bench-smoke: bench-tools ## bench harness smoke: vet, build, every row once at tiny sizes
+# go vet of both bench modules and the driver's tests (both stores), then one
+# repetition of every row at tiny sizes (no Rust: compiling the crate alone
+# takes longer than the budget), the PostgreSQL rows included.
+test-bench-smoke: bench-tools ## bench harness smoke: vet, the driver's tests, every row once at tiny sizes
 	$(GO) -C bench/go vet ./...
 	$(GO) -C bench/peers vet ./...
+	$(PG_RUN) env LEASES_REQUIRE_PG=1 $(GO) -C bench/go test -count=1 ./...
 	@test -z "$$(gofmt -l bench/go bench/peers)" || { gofmt -l bench/go bench/peers; echo "gofmt needed"; exit 1; }
 	@rm -f $(BENCH_RS)
-	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -pthread -Iinclude -Ibindings/cpp/include bench/cpp/cppbench.cpp \
 		-o $(BENCH_CPP) -L$(BUILD) -lleases -Wl,-rpath,$(ROOT)/$(BUILD)
 	$(PG_RUN) $(BENCH_RUN) -smoke -reps 1 -tmp $(BENCH_DIR)/smoke-tmp -out $(BENCH_DIR)/smoke.md > /dev/null
 	@echo "test-bench-smoke: every row ran but Rust's (its crate builds in make bench only) (build/bench/smoke.md)"

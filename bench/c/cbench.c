@@ -6,8 +6,15 @@
  *                             leases_lease_expiry (a local getter)
  *   cbench page DB JOBS M     M pages of 100 from the middle of a filled
  *                             file's listing (leases_jobs_page_json)
+ *   cbench worker DB N C      the N jobs already requested at DB (a file or a
+ *                             postgres:// URL) drained by the worker loop
+ *                             (leases_worker_*, exit-when-empty) on C threads
+ *                             of a no-op handler, timed from leases_worker_new
+ *                             to the loop's end
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,14 +144,89 @@ static int page(const char *db, long jobs, long m) {
     return 0;
 }
 
+/* Voluntary context switches of this process (all threads) so far. */
+static double vcsw(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_nvcsw;
+}
+
+/* One thread of the worker: next, the no-op job, settle (complete), until
+ * the loop hands out nothing more. */
+typedef struct {
+    leases_worker *w;
+    atomic_long handled;
+    atomic_int failed; /* a status other than LEASES_OK, or 0 */
+} worker_run;
+
+static void *serve(void *arg) {
+    worker_run *run = arg;
+    for (;;) {
+        leases_lease *l = NULL;
+        leases_status st = leases_worker_next(run->w, 1000000, &l);
+        if (st == LEASES_NOTHING_TO_CLAIM) continue;
+        if (st != LEASES_OK) {
+            int none = 0;
+            atomic_compare_exchange_strong(&run->failed, &none, (int)st);
+            return NULL;
+        }
+        if (l == NULL) return NULL;
+        atomic_fetch_add(&run->handled, 1);
+        st = leases_worker_settle(run->w, l, LEASES_RESULT_COMPLETE, NULL, 0);
+        if (st != LEASES_OK) {
+            int none = 0;
+            atomic_compare_exchange_strong(&run->failed, &none, (int)st);
+        }
+    }
+}
+
+static int worker(const char *db, long n, int c) {
+    leases_authority *a = NULL;
+    check(leases_authority_open(db, &a), "open");
+    pthread_t *threads = calloc((size_t)c, sizeof *threads);
+    worker_run run = {.w = NULL, .handled = 0, .failed = 0};
+    leases_worker_options o = LEASES_WORKER_OPTIONS_INIT;
+    o.flags = LEASES_WORKER_EXIT_WHEN_EMPTY;
+    o.concurrency = c;
+    double cpu0 = cpu_ns(), cs0 = vcsw();
+    double t = now_s();
+    check(leases_worker_new(a, PROD, "w", INT64_C(60000000), &o, &run.w), "worker");
+    for (int i = 0; i < c; i++) {
+        if (pthread_create(&threads[i], NULL, serve, &run) != 0) {
+            fprintf(stderr, "cbench: pthread_create failed\n");
+            exit(1);
+        }
+    }
+    for (int i = 0; i < c; i++) pthread_join(threads[i], NULL);
+    int32_t end = 0;
+    check(leases_worker_wait(run.w, 0, NULL, &end), "wait");
+    double secs = now_s() - t;
+    double cpu = (cpu_ns() - cpu0) / (double)n, cs = (vcsw() - cs0) / (double)n;
+    if (atomic_load(&run.failed) != 0) check((leases_status)atomic_load(&run.failed), "the loop");
+    if (end != LEASES_WORKER_STOPPED) {
+        fprintf(stderr, "cbench: the loop ended %d, not stopped\n", (int)end);
+        exit(1);
+    }
+    if (atomic_load(&run.handled) != n) {
+        fprintf(stderr, "cbench: the handler ran %ld times for %ld jobs\n", atomic_load(&run.handled), n);
+        exit(1);
+    }
+    leases_worker_free(run.w);
+    free(threads);
+    leases_authority_close(a);
+    printf("{\"ops\":%ld,\"secs\":%.6f,\"cpu_ns\":%.0f,\"extra\":{\"vcsw\":%.3f}}\n", n, secs, cpu, cs);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: cbench cycle|boundary DB N [SYNC] | cbench page DB JOBS M\n");
+        fprintf(stderr, "usage: cbench cycle|boundary DB N [SYNC] | cbench page DB JOBS M | cbench worker DB N C\n");
         return 2;
     }
     const char *db = argv[2];
     long n = strtol(argv[3], NULL, 10);
     if (strcmp(argv[1], "page") == 0 && argc == 5) return page(db, n, strtol(argv[4], NULL, 10));
+    if (strcmp(argv[1], "worker") == 0 && argc == 5) return worker(db, n, (int)strtol(argv[4], NULL, 10));
     if (strcmp(argv[1], "cycle") == 0) {
         leases_authority *a = open_filled(db, (int)n, argc == 5 && strcmp(argv[4], "NORMAL") == 0);
         double cpu0 = cpu_ns();

@@ -58,7 +58,7 @@ func cmdRun(args []string) {
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies every N (BENCH_SCALE)")
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
-	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web,pgloop,steady); empty: all")
+	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web,pgloop,steady,faces); empty: all")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
 	if o.smoke {
@@ -371,6 +371,13 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 	// store (steady.go).
 	for _, r := range steadyRows(o, lb, pgEnv) {
 		add(r)
+	}
+
+	// 13. The worker loop per language (faces.go).
+	if o.want("faces") {
+		for _, r := range facesRows(o) {
+			add(r)
+		}
 	}
 
 	// 5. Boundary cost.
@@ -738,6 +745,9 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 	if o.want("steady") {
 		renderSteady(&b, rows, n)
 	}
+	if o.want("faces") {
+		renderFaces(o, &b, rows, n)
+	}
 	p("\n### Targets\n\n")
 	p("| target | figure | |\n|---|---|---|\n")
 	target := func(name string, got float64, want float64, ok bool, have bool) {
@@ -858,8 +868,8 @@ func machine(o *opts, began time.Time, load0 string) string {
 	fmt.Fprintf(&b, "| gcc | %s |\n", run("gcc", "--version"))
 	fmt.Fprintf(&b, "| libleases | %s (commit %s) |\n", run(o.cli, "version"), run("git", "-C", o.repo, "rev-parse", "--short", "HEAD"))
 	fmt.Fprintf(&b, "| peers | maragu.dev/goqite v0.4.0, github.com/riverqueue/river v0.51.2 + riversqlite + riverpgxv5, modernc.org/sqlite v1.62.0 |\n")
-	if o.want("workers") {
-		fmt.Fprintf(&b, "| PostgreSQL (section 7) | %s |\n", pgInfo(o.pg))
+	if o.want("workers") || o.want("faces") {
+		fmt.Fprintf(&b, "| PostgreSQL (sections 7, 13) | %s |\n", pgInfo(o.pg))
 	}
 	fmt.Fprintf(&b, "| scale | BENCH_SCALE=%g, %d repetitions, 1M-job row: %v |\n\n", o.scale, o.reps, o.full)
 	fmt.Fprintf(&b, "The machine is shared and noisy: read the ratios (each the median of per-repetition ratios\n"+

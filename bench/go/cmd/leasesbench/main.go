@@ -102,6 +102,8 @@ var commands = map[string]func(args []string){
 	"page":           cmdPage,
 	"webpage":        cmdWebPage,
 	"steady":         cmdSteady,
+	"faceloop":       cmdFaceLoop,
+	"facecheck":      cmdFaceCheck,
 }
 
 func main() {
@@ -113,7 +115,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|next|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|pgloop|page|webpage [flags]")
+		fmt.Fprintln(os.Stderr, "usage: leasesbench run|floor|core|inline|next|edit|scale-fill|scale-claim|contend-worker|workers|fill|rss|wake|wake-waiter|idle|workloop|pgloop|page|webpage|steady|faceloop|facecheck [flags]")
 		os.Exit(2)
 	}
 	commands[os.Args[1]](os.Args[2:])
