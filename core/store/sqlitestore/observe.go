@@ -212,13 +212,14 @@ func scanProductions(rows *sql.Rows) ([]store.Production, error) {
 // Count statements: one covering range of jobs_claimable per state (a
 // bare count of index entries: half the work of grouping the production's
 // whole range by state, which decodes and compares every entry's state),
-// the partial index of claims by expiry, and the first requested job in
-// request order.
+// the production's claims in the partial index of claims (which holds each
+// one's expiry: one entry per claim, never the table), and the first
+// requested job in request order.
 var (
 	countByStateSQL = `WITH s(state) AS (VALUES ('` + strings.Join(store.JobStates, `'), ('`) + `'))
 		SELECT state, (SELECT count(*) FROM jobs INDEXED BY jobs_claimable
 			WHERE production_id = ?1 AND jobs.state = s.state) FROM s`
-	countExpiredSQL = `SELECT count(*) FROM jobs INDEXED BY jobs_claimed_expiry
+	countExpiredSQL = `SELECT count(*) FROM jobs INDEXED BY jobs_claimed_ready
 		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ?`
 	oldestRequestedSQL = `SELECT requested_unix_us FROM jobs INDEXED BY jobs_claimable
 		WHERE production_id = ? AND state = 'requested' ORDER BY seq LIMIT 1`
@@ -346,8 +347,9 @@ func (s *DB) CountEvents(ctx context.Context, productionID, kind string, since, 
 // step the first entry past the last worker: a loose index scan) and reads
 // each worker's last entry, so it costs a few index steps per worker the
 // production has seen, however many events the window holds. It keeps the
-// workers last seen at or after the time. holdersSQL reads the unexpired
-// part of the partial index of claims by expiry.
+// workers last seen at or after the time. holdersSQL reads the production's
+// claims in the partial index of claims, which holds each one's expiry and
+// worker.
 var (
 	workerKindsSQL = `kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `')`
 	workersSeenSQL = `WITH RECURSIVE w(worker) AS (
@@ -362,7 +364,7 @@ var (
 				WHERE production_id = ?1 AND ` + workerKindsSQL + ` AND worker = w.worker)
 			FROM w WHERE w.worker IS NOT NULL)
 		SELECT worker, at FROM seen WHERE at >= ?2 ORDER BY at DESC, worker LIMIT ?3`
-	holdersSQL = `SELECT worker, count(*) FROM jobs INDEXED BY jobs_claimed_expiry
+	holdersSQL = `SELECT worker, count(*) FROM jobs INDEXED BY jobs_claimed_ready
 		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us > ? GROUP BY worker`
 )
 

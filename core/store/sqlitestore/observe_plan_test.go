@@ -48,7 +48,7 @@ func observedStatements() map[string]storetest.Statement {
 	}
 	out["productions"] = storetest.Statement{SQL: `SELECT id, name, created_unix_us FROM productions WHERE name > ? ORDER BY name LIMIT ?`, Args: []any{"a", 10}, Want: "SEARCH productions USING INDEX sqlite_autoindex_productions_2 (name>?)"}
 	out["count by state"] = storetest.Statement{SQL: countByStateSQL, Args: []any{"p"}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimable (production_id=? AND state=?)"}
-	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us<?)"}
+	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimed_ready (production_id=?)"}
 	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{"p"}, Want: "SEARCH jobs USING INDEX jobs_claimable (production_id=? AND state=?)"}
 	// A bare count of each bucket's range, and one seek for the last event.
 	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{60, "p", "completed", 5},
@@ -59,7 +59,7 @@ func observedStatements() map[string]storetest.Statement {
 	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{"p", 5, 10},
 		Want: "SEARCH events USING INDEX events_by_worker (production_id=? AND worker>?)",
 		Also: []string{"SEARCH events USING INDEX events_by_worker (production_id=? AND worker=?)"}}
-	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING INDEX jobs_claimed_expiry (production_id=? AND expiry_unix_us>?)"}
+	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{"p", 5}, Want: "SEARCH jobs USING COVERING INDEX jobs_claimed_ready (production_id=?)"}
 	// A worker's jobs: its entries of the worker index from the top down,
 	// one seek of the job each.
 	for name, f := range map[string]store.WorkerJobFilter{

@@ -6,8 +6,9 @@ package sqlitestore
 // policies, the dead state, priorities, run-at and the attempt history
 // (migrateV3toV4); version 5 adds the index of workers seen (migrateV4toV5);
 // version 6 numbers events and attempts without AUTOINCREMENT (migrateV5toV6);
-// version 7 adds retention policies (migrateV6toV7).
-const SchemaVersion = 7
+// version 7 adds retention policies (migrateV6toV7); version 9 keeps one
+// index of claims (migrateV7toV9; 8 is PostgreSQL's alone).
+const SchemaVersion = 9
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -222,4 +223,20 @@ var migrateV6toV7 = []string{
 	`ALTER TABLE productions ADD COLUMN keep_cancelled_us INTEGER NOT NULL DEFAULT 0`,
 	`ALTER TABLE productions ADD COLUMN keep_events_us INTEGER NOT NULL DEFAULT 0`,
 	`PRAGMA user_version = 7`,
+}
+
+// migrateV7toV9 keeps one index of claims instead of two: claims by ready
+// time (the claim path's lapses, the waiting claim's looks) now also hold
+// each claim's expiry and worker, so the status page's expired claims and
+// claims held per worker read that index alone, one entry per claim of the
+// production, never the table. A claim and a completion then write one
+// b-tree less. The claims of a production are the jobs in flight, so reading
+// all of them costs what the claims held per worker cost before. Every path
+// that opens a file below version 9 ends with these, a new file too.
+var migrateV7toV9 = []string{
+	`DROP INDEX jobs_claimed_expiry`,
+	`DROP INDEX jobs_claimed_ready`,
+	`CREATE INDEX jobs_claimed_ready ON jobs (production_id, ready_unix_us, expiry_unix_us, worker)
+		WHERE state = 'claimed'`,
+	`PRAGMA user_version = 9`,
 }
