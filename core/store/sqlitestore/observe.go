@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/libleases/libleases/core/store"
@@ -266,29 +268,33 @@ const eventColumns = `seq, at_unix_us, production_id, job_id, kind, worker, expi
 // (observe_plan_test.go): the primary key, events_by_production,
 // events_by_kind, or events_by_job (a job's few events, filtered by kind).
 // Without statistics SQLite would read a production's kind through
-// events_by_production, every kind's rows: the kind index is named.
+// events_by_production, every kind's rows: the kind index is named. It
+// holds a kind's in-order and late events apart (CountEvents), so a page
+// of a kind merges the two ranges in seq order, each read in its order.
 func eventPageSQL(f store.EventFilter) (string, []any) {
+	order := `seq`
+	if f.Newest {
+		order = `seq DESC`
+	}
+	if f.JobID == "" && f.ProductionID != "" && f.Kind != "" {
+		part := `SELECT ` + eventColumns + ` FROM events INDEXED BY events_by_kind
+			WHERE production_id = ? AND kind = ? AND late = %d AND seq > ? AND seq < ?`
+		args := []any{f.ProductionID, f.Kind, f.AfterSeq, f.Before, f.ProductionID, f.Kind, f.AfterSeq, f.Before, f.Limit}
+		return fmt.Sprintf(part, 0) + ` UNION ALL ` + fmt.Sprintf(part, 1) + ` ORDER BY ` + order + ` LIMIT ?`, args
+	}
 	var where []string
 	var args []any
-	from := `events`
 	switch {
 	case f.JobID != "":
 		where, args = append(where, `job_id = ?`), append(args, f.JobID)
 	case f.ProductionID != "":
 		where, args = append(where, `production_id = ?`), append(args, f.ProductionID)
-		if f.Kind != "" {
-			from = `events INDEXED BY events_by_kind`
-		}
 	}
 	if f.Kind != "" {
 		where, args = append(where, `kind = ?`), append(args, f.Kind)
 	}
 	where, args = append(where, `seq > ?`, `seq < ?`), append(args, f.AfterSeq, f.Before, f.Limit)
-	order := `seq`
-	if f.Newest {
-		order = `seq DESC`
-	}
-	return `SELECT ` + eventColumns + ` FROM ` + from + ` WHERE ` + strings.Join(where, ` AND `) +
+	return `SELECT ` + eventColumns + ` FROM events WHERE ` + strings.Join(where, ` AND `) +
 		` ORDER BY ` + order + ` LIMIT ?`, args
 }
 
@@ -311,36 +317,139 @@ func scanEvents(rows *sql.Rows) ([]store.Event, error) {
 	})
 }
 
-// countEventsSQL counts each bucket from since to the kind's last event as
-// one range of events_by_kind_time: a bare count of index entries per
-// bucket. Grouping the whole range by bucket instead decodes every entry
-// and sorts them (a temporary b-tree of the window's events): three times
-// the work for an hour of a busy production's completions. A bucket costs
-// one seek even when empty: core asks for minutes of at most a day.
-// Materialized, each bucket is counted once, not again for the filter.
-const countEventsSQL = `WITH RECURSIVE b(b) AS (
-		SELECT ?4 / ?1
-		UNION ALL
-		SELECT b + 1 FROM b WHERE b < (SELECT max(at_unix_us) FROM events INDEXED BY events_by_kind_time
-			WHERE production_id = ?2 AND kind = ?3) / ?1),
-	c(b, n) AS MATERIALIZED (
-		SELECT b, (SELECT count(*) FROM events INDEXED BY events_by_kind_time
-			WHERE production_id = ?2 AND kind = ?3 AND at_unix_us >= max(b * ?1, ?4) AND at_unix_us < (b + 1) * ?1)
-		FROM b)
-	SELECT b, n FROM c WHERE n > 0 ORDER BY b`
+// Per-minute counts read events_by_kind (production_id, kind, late, seq).
+// An event is late when its time is earlier than that of an event of its
+// production and kind with a smaller seq (a clock that ran ahead and came
+// back: unguarded writes record their own time, docs/CLOCK.md); every other
+// event is in order, so along seq the in-order events' times never
+// decrease, and the in-order events of one bucket of time are one range of
+// seq. Each bucket is found by a binary search of seq (firstInOrderSQL,
+// one seek of the index per step) and counted as a bare count of that
+// range; late events, few unless a clock misbehaved, have their own partial
+// index by time (events_by_kind_late) and are counted from it. The
+// searches and counts run in one read transaction, so they see one
+// snapshot.
+const (
+	firstInOrderSQL = `SELECT seq, at_unix_us FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 ORDER BY seq LIMIT 1`
+	countInOrderSQL = `SELECT count(*) FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 AND seq < ?4`
+	lastSeqSQL   = `SELECT coalesce(max(seq), 0) FROM events`
+	countLateSQL = `SELECT at_unix_us / ?3, count(*) FROM events INDEXED BY events_by_kind_late
+		WHERE production_id = ?1 AND kind = ?2 AND late = 1 AND at_unix_us >= ?4 GROUP BY 1`
+)
 
 // CountEvents counts a production's events of one kind per bucket.
 func (s *DB) CountEvents(ctx context.Context, productionID, kind string, since, width int64) ([]store.Bucket, error) {
-	rows, err := s.query(ctx, countEventsSQL, width, productionID, kind, since)
+	if err := s.queries.file.check(); err != nil {
+		s.queries.file.release()
+		return nil, err
+	}
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, classify(err)
 	}
-	return collect(rows, func(r scanner) (store.Bucket, error) {
+	defer conn.Close()
+	// A deferred BEGIN: a read transaction, which never takes the writer lock.
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		return nil, classify(err)
+	}
+	defer conn.ExecContext(context.Background(), `ROLLBACK`) //nolint:errcheck
+	prepare := func(text string) (*sql.Stmt, error) {
+		st, err := conn.PrepareContext(ctx, text)
+		return st, classify(err)
+	}
+	first, err := prepare(firstInOrderSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer first.Close()
+	count, err := prepare(countInOrderSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer count.Close()
+	var end int64 // past the last event's seq
+	if err := conn.QueryRowContext(ctx, lastSeqSQL).Scan(&end); err != nil {
+		return nil, classify(err)
+	}
+	end++
+	type ev struct {
+		seq, at int64
+		ok      bool
+	}
+	probe := func(from int64) (ev, error) {
+		var e ev
+		err := first.QueryRowContext(ctx, productionID, kind, from).Scan(&e.seq, &e.at)
+		if err == sql.ErrNoRows {
+			return e, nil
+		}
+		e.ok = err == nil
+		return e, classify(err)
+	}
+	// search is the first in-order event with seq >= lo and time >= t:
+	// the least seq from which the first in-order event is at or after t
+	// (or there is none), a property that holds from some seq on.
+	search := func(t, lo int64) (ev, error) {
+		hi := end
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			e, err := probe(mid)
+			if err != nil {
+				return e, err
+			}
+			if !e.ok || e.at >= t {
+				hi = mid
+			} else {
+				lo = e.seq + 1
+			}
+		}
+		return probe(lo)
+	}
+	counts := map[int64]int64{}
+	e, err := search(since, 0)
+	for err == nil && e.ok {
+		b := e.at / width
+		var next ev
+		if next, err = search((b+1)*width, e.seq+1); err != nil {
+			break
+		}
+		upTo := end
+		if next.ok {
+			upTo = next.seq
+		}
+		var n int64
+		if err = count.QueryRowContext(ctx, productionID, kind, e.seq, upTo).Scan(&n); err != nil {
+			err = classify(err)
+			break
+		}
+		counts[b] += n
+		e = next
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, countLateSQL, productionID, kind, width, since)
+	if err != nil {
+		return nil, classify(err)
+	}
+	late, err := collect(rows, func(r scanner) (store.Bucket, error) {
 		var b store.Bucket
 		err := r.Scan(&b.Start, &b.Count)
-		b.Start *= width
 		return b, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range late {
+		counts[b.Start] += b.Count
+	}
+	out := make([]store.Bucket, 0, len(counts))
+	for b, n := range counts {
+		out = append(out, store.Bucket{Start: b * width, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out, nil
 }
 
 // workersSeenSQL walks events_by_worker from one worker to the next (each

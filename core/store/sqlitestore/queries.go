@@ -641,10 +641,16 @@ func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	return nil
 }
 
+// insertEventSQL records an event, late when its time is earlier than
+// that of the newest in-order event of its production and kind (one seek
+// to the end of that range of events_by_kind): the in-order events' times
+// then never decrease along seq (CountEvents).
+const insertEventSQL = `INSERT INTO events (at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail, late)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce((SELECT ?1 < at_unix_us FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?2 AND kind = ?4 AND late = 0 ORDER BY seq DESC LIMIT 1), 0))`
+
 func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := q.exec(ctx, `INSERT INTO events (at_unix_us, production_id, job_id, kind, worker,
-			expiry_unix_us, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	_, err := q.exec(ctx, insertEventSQL, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
 	return classify(err)
 }
 

@@ -7,8 +7,9 @@ package sqlitestore
 // (migrateV3toV4); version 5 adds the index of workers seen (migrateV4toV5);
 // version 6 numbers events and attempts without AUTOINCREMENT (migrateV5toV6);
 // version 7 adds retention policies (migrateV6toV7); version 9 keeps one
-// index of claims (migrateV7toV9; 8 is PostgreSQL's alone).
-const SchemaVersion = 9
+// index of claims (migrateV7toV9; 8 is PostgreSQL's alone); version 10
+// counts events per minute from the index by kind (migrateV9toV10).
+const SchemaVersion = 10
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -239,4 +240,26 @@ var migrateV7toV9 = []string{
 	`CREATE INDEX jobs_claimed_ready ON jobs (production_id, ready_unix_us, expiry_unix_us, worker)
 		WHERE state = 'claimed'`,
 	`PRAGMA user_version = 9`,
+}
+
+// migrateV9toV10 serves the per-minute counts from the index of a kind's
+// events in seq order, so an event is written into one index by kind, not
+// two. An event is late when its time is earlier than that of an earlier
+// event (by seq) of its production and kind; the others are in order, and
+// their times never decrease along seq, so a bucket of time is one range of
+// them. events_by_kind holds the two apart (late before seq), and late
+// events, rare unless a clock ran ahead and came back, get a partial index
+// by time. The migration marks the late events of before (each against the
+// greatest time before it) and rebuilds the indexes. Every path that opens
+// a file below version 10 ends with these, a new file too.
+var migrateV9toV10 = []string{
+	`ALTER TABLE events ADD COLUMN late INTEGER NOT NULL DEFAULT 0`,
+	`UPDATE events SET late = 1 WHERE seq IN (SELECT seq FROM (SELECT seq, at_unix_us,
+		max(at_unix_us) OVER (PARTITION BY production_id, kind ORDER BY seq
+			ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS m FROM events) WHERE at_unix_us < m)`,
+	`DROP INDEX events_by_kind`,
+	`DROP INDEX events_by_kind_time`,
+	`CREATE INDEX events_by_kind ON events (production_id, kind, late, seq)`,
+	`CREATE INDEX events_by_kind_late ON events (production_id, kind, at_unix_us) WHERE late = 1`,
+	`PRAGMA user_version = 10`,
 }

@@ -262,7 +262,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version >= 2 && version <= 7:
+	case version >= 2 && version <= 7, version == 9:
 	default:
 		return store.ErrNotLeases
 	}
@@ -300,7 +300,12 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV7toV9); err != nil {
+	if version < 9 {
+		if err := execAll(ctx, tx, migrateV7toV9); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV9toV10); err != nil {
 		return err
 	}
 	return classify(tx.Commit())
