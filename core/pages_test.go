@@ -133,7 +133,7 @@ func TestClaimsAreIndexedOnceSoAClaimAndACompletionWriteOneIndexOfClaims(t *test
 		"jobs", "jobs_claimable", "jobs_claimed_ready", "jobs_due", "meta",
 	}, claim, "a claim commit")
 	require.Equal(t, []string{
-		"attempts", "attempts_by_job",
+		"attempts",
 		"events", "events_by_job", "events_by_kind", "events_by_production", "events_by_worker",
 		"jobs", "jobs_claimable", "jobs_claimed_ready", "meta",
 	}, complete, "a completion commit")
@@ -158,4 +158,21 @@ func TestAnEventIsIndexedByKindOnceSoNoCommitWritesAnIndexOfEventsByTime(t *test
 		}
 		require.Equal(t, []string{"events_by_kind"}, byKind, "%v", trees)
 	}
+}
+
+// TestAnAttemptIsWrittenOnceIntoAHistoryOrderedByJob: the attempt history
+// is one b-tree keyed by job and the attempt's number within it, so a
+// completion writes its attempt once, not into a table and an index by job.
+func TestAnAttemptIsWrittenOnceIntoAHistoryOrderedByJob(t *testing.T) {
+	if testingPostgres() {
+		t.Skip("pages per commit are SQLite's")
+	}
+	_, complete := cycleBTrees(t)
+	var history []string
+	for _, name := range complete {
+		if strings.HasPrefix(name, "attempts") {
+			history = append(history, name)
+		}
+	}
+	require.Equal(t, []string{"attempts"}, history, "%v", complete)
 }

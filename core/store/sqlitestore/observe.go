@@ -126,7 +126,7 @@ func (s *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]sto
 // jobTimesSQL reads the times of a page of jobs in one statement: for each
 // id of the JSON array ?2, one seek of the primary key, one of
 // events_by_job to the job's first claimed event (its first few events),
-// one of attempts_by_job to its newest attempt (observe_plan_test.go).
+// one of the attempts' primary key to its newest attempt (observe_plan_test.go).
 // CROSS JOIN keeps the ids outside; the unary + keeps the planner off the
 // production's indexes, which would visit every job of the production.
 const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
@@ -134,7 +134,7 @@ const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
 	coalesce(a.number, 0), coalesce(a.worker, ''), coalesce(a.claimed_unix_us, 0), coalesce(a.ended_unix_us, 0),
 	coalesce(a.ending, ''), coalesce(a.reason, '')
 	FROM json_each(?2) AS ids CROSS JOIN jobs j ON j.id = ids.value
-	LEFT JOIN attempts a ON a.id = (SELECT max(x.id) FROM attempts x WHERE x.job_id = j.id)
+	LEFT JOIN attempts a ON a.job_id = j.id AND a.id = (SELECT max(x.id) FROM attempts x WHERE x.job_id = j.id)
 	WHERE +j.production_id = ?1`
 
 // JobTimes reads the times of a page of jobs.

@@ -88,7 +88,7 @@ func observedStatements() map[string]storetest.Statement {
 	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{"p", `["a","b","c"]`},
 		Want: "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)",
 		Also: []string{"SEARCH e USING INDEX events_by_job (job_id=?)",
-			"SEARCH x USING COVERING INDEX attempts_by_job (job_id=?)", "SEARCH a USING INTEGER PRIMARY KEY (rowid=?)"}}
+			"SEARCH x USING PRIMARY KEY (job_id=?)", "SEARCH a USING PRIMARY KEY (job_id=? AND id=?)"}}
 	// A key prefix is one range of the (production_id, key) unique index,
 	// BINARY (byte order), read in its order: never a sort.
 	for name, f := range map[string]store.JobFilter{

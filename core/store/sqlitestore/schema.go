@@ -8,8 +8,9 @@ package sqlitestore
 // version 6 numbers events and attempts without AUTOINCREMENT (migrateV5toV6);
 // version 7 adds retention policies (migrateV6toV7); version 9 keeps one
 // index of claims (migrateV7toV9; 8 is PostgreSQL's alone); version 10
-// counts events per minute from the index by kind (migrateV9toV10).
-const SchemaVersion = 10
+// counts events per minute from the index by kind (migrateV9toV10); version
+// 11 keeps the attempt history in one b-tree by job (migrateV10toV11).
+const SchemaVersion = 11
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -262,4 +263,30 @@ var migrateV9toV10 = []string{
 	`CREATE INDEX events_by_kind ON events (production_id, kind, late, seq)`,
 	`CREATE INDEX events_by_kind_late ON events (production_id, kind, at_unix_us) WHERE late = 1`,
 	`PRAGMA user_version = 10`,
+}
+
+// migrateV10toV11 keeps the attempt history in one b-tree ordered by job: a
+// table without rowid whose key is (job_id, id), so an attempt is written
+// once, not into a table and an index by job as well. An attempt's id only
+// orders one job's history (docs/schema.md), so it is numbered within its
+// job from schema 11 on (the job's largest plus one: the trim keeps each
+// job's newest entry); the entries of before keep theirs. Every path that
+// opens a file below version 11 ends with these, a new file too.
+var migrateV10toV11 = []string{
+	`CREATE TABLE attempts_v11 (
+		job_id TEXT NOT NULL REFERENCES jobs(id),
+		id INTEGER NOT NULL,
+		number INTEGER NOT NULL,
+		worker TEXT NOT NULL,
+		claimed_unix_us INTEGER NOT NULL,
+		ended_unix_us INTEGER NOT NULL,
+		ending TEXT NOT NULL CHECK (ending IN ('completed','failed','retry','released','expired','cancelled')),
+		reason TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (job_id, id)
+	) STRICT, WITHOUT ROWID`,
+	`INSERT INTO attempts_v11 (job_id, id, number, worker, claimed_unix_us, ended_unix_us, ending, reason)
+		SELECT job_id, id, number, worker, claimed_unix_us, ended_unix_us, ending, reason FROM attempts`,
+	`DROP TABLE attempts`,
+	`ALTER TABLE attempts_v11 RENAME TO attempts`,
+	`PRAGMA user_version = 11`,
 }

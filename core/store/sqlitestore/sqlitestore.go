@@ -262,7 +262,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version >= 2 && version <= 7, version == 9:
+	case version >= 2 && version <= 7, version == 9, version == 10:
 	default:
 		return store.ErrNotLeases
 	}
@@ -305,7 +305,12 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV9toV10); err != nil {
+	if version < 10 {
+		if err := execAll(ctx, tx, migrateV9toV10); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV10toV11); err != nil {
 		return err
 	}
 	return classify(tx.Commit())
