@@ -3,6 +3,7 @@ package sqlitestore
 
 import (
 	"context"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -73,4 +74,62 @@ func TestASchema9FileIsMigratedTo10AndCountsItsLateEventsInTheirMinutes(t *testi
 
 	// A migrated file has exactly the schema of a new one.
 	require.Equal(t, freshSchema(t, dir), schemaOf(t, old))
+}
+
+// The per-minute counts equal a count of every event by its time, whatever
+// the order of times along seq: runs of events in time order at uneven
+// rates, clock steps back (late events) and forward, other kinds and
+// productions in between, every window start and bucket width.
+func TestPerMinuteCountsEqualACountOfEveryEventByItsTime(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "count.db"), Options{}, func() int64 { return 0 })
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var ats []int64
+	at := int64(1000)
+	write(t, s, func(tx store.Tx) {
+		for i := 0; i < 3000; i++ {
+			switch r := rng.IntN(100); {
+			case r < 3:
+				at -= rng.Int64N(5000) // a step back: late events follow
+			case r < 5:
+				at += rng.Int64N(20000) // a step forward
+			default:
+				at += rng.Int64N(40)
+			}
+			at = max(at, 0)
+			kind, prod := "completed", "pid"
+			if rng.IntN(4) == 0 {
+				kind = "claimed"
+			}
+			if rng.IntN(10) == 0 {
+				prod = "other"
+			}
+			require.NoError(t, tx.InsertEvent(ctx, store.Event{At: at, ProductionID: prod, Kind: kind}))
+			if kind == "completed" && prod == "pid" {
+				ats = append(ats, at)
+			}
+		}
+	})
+	for _, width := range []int64{1, 100, 1000, 60000} {
+		for _, since := range []int64{0, 777, 5000, 20000, at - 50, at + 1} {
+			want := map[int64]int64{}
+			for _, a := range ats {
+				if a >= since {
+					want[a/width*width]++
+				}
+			}
+			bs, err := s.CountEvents(ctx, "pid", "completed", since, width)
+			require.NoError(t, err)
+			got := map[int64]int64{}
+			for i, b := range bs {
+				got[b.Start] = b.Count
+				if i > 0 {
+					require.Less(t, bs[i-1].Start, b.Start, "buckets in order")
+				}
+			}
+			require.Equal(t, want, got, "width %d since %d", width, since)
+		}
+	}
 }

@@ -334,7 +334,9 @@ const (
 		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 ORDER BY seq LIMIT 1`
 	countInOrderSQL = `SELECT count(*) FROM events INDEXED BY events_by_kind
 		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 AND seq < ?4`
-	lastSeqSQL   = `SELECT coalesce(max(seq), 0) FROM events`
+	lastSeqSQL     = `SELECT coalesce(max(seq), 0) FROM events`
+	lastInOrderSQL = `SELECT seq, at_unix_us FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 ORDER BY seq DESC LIMIT 1`
 	countLateSQL = `SELECT at_unix_us / ?3, count(*) FROM events INDEXED BY events_by_kind_late
 		WHERE production_id = ?1 AND kind = ?2 AND late = 1 AND at_unix_us >= ?4 GROUP BY 1`
 )
@@ -387,21 +389,42 @@ func (s *DB) CountEvents(ctx context.Context, productionID, kind string, since, 
 		e.ok = err == nil
 		return e, classify(err)
 	}
+	var last ev // the newest in-order event of the kind
+	err = conn.QueryRowContext(ctx, lastInOrderSQL, productionID, kind).Scan(&last.seq, &last.at)
+	last.ok = err == nil
+	if err != nil && err != sql.ErrNoRows {
+		return nil, classify(err)
+	}
 	// search is the first in-order event with seq >= lo and time >= t:
-	// the least seq from which the first in-order event is at or after t
-	// (or there is none), a property that holds from some seq on.
+	// the least seq from which the first in-order event is at or after t,
+	// a property that holds from some seq on. Times grow about evenly with
+	// seq, so every other step guesses the seq by interpolation between the
+	// bounds' times; the steps between halve the range, so the search never
+	// takes more than twice a binary search's steps.
 	search := func(t, lo int64) (ev, error) {
-		hi := end
-		for lo < hi {
+		e, err := probe(lo)
+		if err != nil || !e.ok || e.at >= t {
+			return e, err
+		}
+		if !last.ok || last.at < t {
+			return ev{}, nil
+		}
+		lo, loAt := e.seq+1, e.at
+		hi, hiAt := last.seq, last.at
+		for step := 0; lo < hi; step++ {
 			mid := lo + (hi-lo)/2
+			if step%2 == 0 && hiAt > loAt {
+				g := lo + int64(float64(t-loAt)/float64(hiAt-loAt)*float64(hi-lo))
+				mid = min(max(g, lo), hi-1)
+			}
 			e, err := probe(mid)
 			if err != nil {
 				return e, err
 			}
 			if !e.ok || e.at >= t {
-				hi = mid
+				hi, hiAt = mid, e.at
 			} else {
-				lo = e.seq + 1
+				lo, loAt = e.seq+1, e.at
 			}
 		}
 		return probe(lo)

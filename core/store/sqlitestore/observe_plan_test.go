@@ -54,6 +54,8 @@ func observedStatements() map[string]storetest.Statement {
 	// bare count of the in-order range; late events from their own index.
 	out["count events first"] = storetest.Statement{SQL: firstInOrderSQL, Args: []any{"p", "completed", 5},
 		Want: "SEARCH events USING INDEX events_by_kind (production_id=? AND kind=? AND late=? AND seq>?)"}
+	out["count events last"] = storetest.Statement{SQL: lastInOrderSQL, Args: []any{"p", "completed"},
+		Want: "SEARCH events USING INDEX events_by_kind (production_id=? AND kind=? AND late=?)"}
 	out["count events range"] = storetest.Statement{SQL: countInOrderSQL, Args: []any{"p", "completed", 5, 9},
 		Want: "SEARCH events USING COVERING INDEX events_by_kind (production_id=? AND kind=? AND late=? AND seq>? AND seq<?)"}
 	out["count events late"] = storetest.Statement{SQL: countLateSQL, Args: []any{"p", "completed", 60, 5},
