@@ -633,6 +633,55 @@ func TestEventsPerMinuteCountsOneKindPerMinuteOfTheAuthorityClock(t *testing.T) 
 	requireKind(t, err, KindNotFound)
 }
 
+// A clock that ran ahead and came back (never behind the mark) records
+// requests out of time order: counts per minute count each event in the
+// minute of its time, and a kind's listing stays in seq order both ways.
+func TestPerMinuteCountsAndAKindsListingStayExactWhenTimesDoNotFollowSeq(t *testing.T) {
+	f := newFixture(t)
+	start := time.UnixMicro(t0).UTC()
+	var ids []string
+	for _, at := range []time.Duration{10 * time.Minute, time.Minute, time.Minute + 30*time.Second,
+		11 * time.Minute, 2 * time.Minute, 11*time.Minute + time.Second} {
+		f.clk.set(t0 + at.Microseconds())
+		ids = append(ids, f.request(1)[0])
+	}
+	f.clk.set(t0 + (12 * time.Minute).Microseconds())
+	got, err := f.a.EventsPerMinute(ctx, "p", "requested", start)
+	require.NoError(t, err)
+	require.Equal(t, []MinuteCount{{start.Add(time.Minute), 2}, {start.Add(2 * time.Minute), 1},
+		{start.Add(10 * time.Minute), 1}, {start.Add(11 * time.Minute), 2}}, got)
+	got, err = f.a.EventsPerMinute(ctx, "p", "requested", start.Add(time.Minute+10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []MinuteCount{{start.Add(time.Minute), 1}, {start.Add(2 * time.Minute), 1},
+		{start.Add(10 * time.Minute), 1}, {start.Add(11 * time.Minute), 2}}, got, "the first minute counts from since")
+	got, err = f.a.EventsPerMinute(ctx, "p", "requested", start.Add(10*time.Minute+time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []MinuteCount{{start.Add(11 * time.Minute), 2}}, got)
+
+	// The kind's listing: request order, page by page, and newest first.
+	var listed []string
+	after := int64(0)
+	for {
+		page, err := f.a.ListEvents(ctx, EventQuery{Production: "p", Kinds: []string{"requested"}, After: after, Limit: 4})
+		require.NoError(t, err)
+		for _, e := range page.Events {
+			listed = append(listed, e.JobID)
+		}
+		after = page.Next
+		if !page.More {
+			break
+		}
+	}
+	require.Equal(t, ids, listed)
+	recent, err := f.a.RecentEvents(ctx, EventQuery{Production: "p", Kinds: []string{"requested"}, Limit: 4}, 0)
+	require.NoError(t, err)
+	var newest []string
+	for _, e := range recent.Events {
+		newest = append(newest, e.JobID)
+	}
+	require.Equal(t, []string{ids[5], ids[4], ids[3], ids[2]}, newest)
+}
+
 func TestWorkersAreThoseSeenRecentlyAndThoseHoldingClaims(t *testing.T) {
 	f := newFixture(t)
 	f.request(6)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/libleases/libleases/core/store"
@@ -124,7 +126,7 @@ func (s *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]sto
 // jobTimesSQL reads the times of a page of jobs in one statement: for each
 // id of the JSON array ?2, one seek of the primary key, one of
 // events_by_job to the job's first claimed event (its first few events),
-// one of attempts_by_job to its newest attempt (observe_plan_test.go).
+// one of the attempts' primary key to its newest attempt (observe_plan_test.go).
 // CROSS JOIN keeps the ids outside; the unary + keeps the planner off the
 // production's indexes, which would visit every job of the production.
 const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
@@ -132,7 +134,7 @@ const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
 	coalesce(a.number, 0), coalesce(a.worker, ''), coalesce(a.claimed_unix_us, 0), coalesce(a.ended_unix_us, 0),
 	coalesce(a.ending, ''), coalesce(a.reason, '')
 	FROM json_each(?2) AS ids CROSS JOIN jobs j ON j.id = ids.value
-	LEFT JOIN attempts a ON a.id = (SELECT max(x.id) FROM attempts x WHERE x.job_id = j.id)
+	LEFT JOIN attempts a ON a.job_id = j.id AND a.id = (SELECT max(x.id) FROM attempts x WHERE x.job_id = j.id)
 	WHERE +j.production_id = ?1`
 
 // JobTimes reads the times of a page of jobs.
@@ -212,13 +214,14 @@ func scanProductions(rows *sql.Rows) ([]store.Production, error) {
 // Count statements: one covering range of jobs_claimable per state (a
 // bare count of index entries: half the work of grouping the production's
 // whole range by state, which decodes and compares every entry's state),
-// the partial index of claims by expiry, and the first requested job in
-// request order.
+// the production's claims in the partial index of claims (which holds each
+// one's expiry: one entry per claim, never the table), and the first
+// requested job in request order.
 var (
 	countByStateSQL = `WITH s(state) AS (VALUES ('` + strings.Join(store.JobStates, `'), ('`) + `'))
 		SELECT state, (SELECT count(*) FROM jobs INDEXED BY jobs_claimable
 			WHERE production_id = ?1 AND jobs.state = s.state) FROM s`
-	countExpiredSQL = `SELECT count(*) FROM jobs INDEXED BY jobs_claimed_expiry
+	countExpiredSQL = `SELECT count(*) FROM jobs INDEXED BY jobs_claimed_ready
 		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us <= ?`
 	oldestRequestedSQL = `SELECT requested_unix_us FROM jobs INDEXED BY jobs_claimable
 		WHERE production_id = ? AND state = 'requested' ORDER BY seq LIMIT 1`
@@ -265,29 +268,33 @@ const eventColumns = `seq, at_unix_us, production_id, job_id, kind, worker, expi
 // (observe_plan_test.go): the primary key, events_by_production,
 // events_by_kind, or events_by_job (a job's few events, filtered by kind).
 // Without statistics SQLite would read a production's kind through
-// events_by_production, every kind's rows: the kind index is named.
+// events_by_production, every kind's rows: the kind index is named. It
+// holds a kind's in-order and late events apart (CountEvents), so a page
+// of a kind merges the two ranges in seq order, each read in its order.
 func eventPageSQL(f store.EventFilter) (string, []any) {
+	order := `seq`
+	if f.Newest {
+		order = `seq DESC`
+	}
+	if f.JobID == "" && f.ProductionID != "" && f.Kind != "" {
+		part := `SELECT ` + eventColumns + ` FROM events INDEXED BY events_by_kind
+			WHERE production_id = ? AND kind = ? AND late = %d AND seq > ? AND seq < ?`
+		args := []any{f.ProductionID, f.Kind, f.AfterSeq, f.Before, f.ProductionID, f.Kind, f.AfterSeq, f.Before, f.Limit}
+		return fmt.Sprintf(part, 0) + ` UNION ALL ` + fmt.Sprintf(part, 1) + ` ORDER BY ` + order + ` LIMIT ?`, args
+	}
 	var where []string
 	var args []any
-	from := `events`
 	switch {
 	case f.JobID != "":
 		where, args = append(where, `job_id = ?`), append(args, f.JobID)
 	case f.ProductionID != "":
 		where, args = append(where, `production_id = ?`), append(args, f.ProductionID)
-		if f.Kind != "" {
-			from = `events INDEXED BY events_by_kind`
-		}
 	}
 	if f.Kind != "" {
 		where, args = append(where, `kind = ?`), append(args, f.Kind)
 	}
 	where, args = append(where, `seq > ?`, `seq < ?`), append(args, f.AfterSeq, f.Before, f.Limit)
-	order := `seq`
-	if f.Newest {
-		order = `seq DESC`
-	}
-	return `SELECT ` + eventColumns + ` FROM ` + from + ` WHERE ` + strings.Join(where, ` AND `) +
+	return `SELECT ` + eventColumns + ` FROM events WHERE ` + strings.Join(where, ` AND `) +
 		` ORDER BY ` + order + ` LIMIT ?`, args
 }
 
@@ -310,44 +317,171 @@ func scanEvents(rows *sql.Rows) ([]store.Event, error) {
 	})
 }
 
-// countEventsSQL counts each bucket from since to the kind's last event as
-// one range of events_by_kind_time: a bare count of index entries per
-// bucket. Grouping the whole range by bucket instead decodes every entry
-// and sorts them (a temporary b-tree of the window's events): three times
-// the work for an hour of a busy production's completions. A bucket costs
-// one seek even when empty: core asks for minutes of at most a day.
-// Materialized, each bucket is counted once, not again for the filter.
-const countEventsSQL = `WITH RECURSIVE b(b) AS (
-		SELECT ?4 / ?1
-		UNION ALL
-		SELECT b + 1 FROM b WHERE b < (SELECT max(at_unix_us) FROM events INDEXED BY events_by_kind_time
-			WHERE production_id = ?2 AND kind = ?3) / ?1),
-	c(b, n) AS MATERIALIZED (
-		SELECT b, (SELECT count(*) FROM events INDEXED BY events_by_kind_time
-			WHERE production_id = ?2 AND kind = ?3 AND at_unix_us >= max(b * ?1, ?4) AND at_unix_us < (b + 1) * ?1)
-		FROM b)
-	SELECT b, n FROM c WHERE n > 0 ORDER BY b`
+// Per-minute counts read events_by_kind (production_id, kind, late, seq).
+// An event is late when its time is earlier than that of an event of its
+// production and kind with a smaller seq (a clock that ran ahead and came
+// back: unguarded writes record their own time, docs/CLOCK.md); every other
+// event is in order, so along seq the in-order events' times never
+// decrease, and the in-order events of one bucket of time are one range of
+// seq. Each bucket is found by a binary search of seq (firstInOrderSQL,
+// one seek of the index per step) and counted as a bare count of that
+// range; late events, few unless a clock misbehaved, have their own partial
+// index by time (events_by_kind_late) and are counted from it. The
+// searches and counts run in one read transaction, so they see one
+// snapshot.
+const (
+	firstInOrderSQL = `SELECT seq, at_unix_us FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 ORDER BY seq LIMIT 1`
+	countInOrderSQL = `SELECT count(*) FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 AND seq < ?4`
+	lastSeqSQL     = `SELECT coalesce(max(seq), 0) FROM events`
+	lastInOrderSQL = `SELECT seq, at_unix_us FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 ORDER BY seq DESC LIMIT 1`
+	countLateSQL = `SELECT at_unix_us / ?3, count(*) FROM events INDEXED BY events_by_kind_late
+		WHERE production_id = ?1 AND kind = ?2 AND late = 1 AND at_unix_us >= ?4 GROUP BY 1`
+)
 
 // CountEvents counts a production's events of one kind per bucket.
 func (s *DB) CountEvents(ctx context.Context, productionID, kind string, since, width int64) ([]store.Bucket, error) {
-	rows, err := s.query(ctx, countEventsSQL, width, productionID, kind, since)
+	if err := s.queries.file.check(); err != nil {
+		s.queries.file.release()
+		return nil, err
+	}
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, classify(err)
 	}
-	return collect(rows, func(r scanner) (store.Bucket, error) {
+	defer conn.Close()
+	// A deferred BEGIN: a read transaction, which never takes the writer lock.
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		return nil, classify(err)
+	}
+	defer conn.ExecContext(context.Background(), `ROLLBACK`) //nolint:errcheck
+	prepare := func(text string) (*sql.Stmt, error) {
+		st, err := conn.PrepareContext(ctx, text)
+		return st, classify(err)
+	}
+	first, err := prepare(firstInOrderSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer first.Close()
+	count, err := prepare(countInOrderSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer count.Close()
+	var end int64 // past the last event's seq
+	if err := conn.QueryRowContext(ctx, lastSeqSQL).Scan(&end); err != nil {
+		return nil, classify(err)
+	}
+	end++
+	type ev struct {
+		seq, at int64
+		ok      bool
+	}
+	probe := func(from int64) (ev, error) {
+		var e ev
+		err := first.QueryRowContext(ctx, productionID, kind, from).Scan(&e.seq, &e.at)
+		if err == sql.ErrNoRows {
+			return e, nil
+		}
+		e.ok = err == nil
+		return e, classify(err)
+	}
+	var last ev // the newest in-order event of the kind
+	err = conn.QueryRowContext(ctx, lastInOrderSQL, productionID, kind).Scan(&last.seq, &last.at)
+	last.ok = err == nil
+	if err != nil && err != sql.ErrNoRows {
+		return nil, classify(err)
+	}
+	// search is the first in-order event with seq >= lo and time >= t:
+	// the least seq from which the first in-order event is at or after t,
+	// a property that holds from some seq on. Times grow about evenly with
+	// seq, so every other step guesses the seq by interpolation between the
+	// bounds' times; the steps between halve the range, so the search never
+	// takes more than twice a binary search's steps.
+	search := func(t, lo int64) (ev, error) {
+		e, err := probe(lo)
+		if err != nil || !e.ok || e.at >= t {
+			return e, err
+		}
+		if !last.ok || last.at < t {
+			return ev{}, nil
+		}
+		lo, loAt := e.seq+1, e.at
+		hi, hiAt := last.seq, last.at
+		for step := 0; lo < hi; step++ {
+			mid := lo + (hi-lo)/2
+			if step%2 == 0 && hiAt > loAt {
+				g := lo + int64(float64(t-loAt)/float64(hiAt-loAt)*float64(hi-lo))
+				mid = min(max(g, lo), hi-1)
+			}
+			e, err := probe(mid)
+			if err != nil {
+				return e, err
+			}
+			if !e.ok || e.at >= t {
+				hi, hiAt = mid, e.at
+			} else {
+				lo, loAt = e.seq+1, e.at
+			}
+		}
+		return probe(lo)
+	}
+	counts := map[int64]int64{}
+	e, err := search(since, 0)
+	for err == nil && e.ok {
+		b := e.at / width
+		var next ev
+		if next, err = search((b+1)*width, e.seq+1); err != nil {
+			break
+		}
+		upTo := end
+		if next.ok {
+			upTo = next.seq
+		}
+		var n int64
+		if err = count.QueryRowContext(ctx, productionID, kind, e.seq, upTo).Scan(&n); err != nil {
+			err = classify(err)
+			break
+		}
+		counts[b] += n
+		e = next
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, countLateSQL, productionID, kind, width, since)
+	if err != nil {
+		return nil, classify(err)
+	}
+	late, err := collect(rows, func(r scanner) (store.Bucket, error) {
 		var b store.Bucket
 		err := r.Scan(&b.Start, &b.Count)
-		b.Start *= width
 		return b, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range late {
+		counts[b.Start] += b.Count
+	}
+	out := make([]store.Bucket, 0, len(counts))
+	for b, n := range counts {
+		out = append(out, store.Bucket{Start: b * width, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out, nil
 }
 
 // workersSeenSQL walks events_by_worker from one worker to the next (each
 // step the first entry past the last worker: a loose index scan) and reads
 // each worker's last entry, so it costs a few index steps per worker the
 // production has seen, however many events the window holds. It keeps the
-// workers last seen at or after the time. holdersSQL reads the unexpired
-// part of the partial index of claims by expiry.
+// workers last seen at or after the time. holdersSQL reads the production's
+// claims in the partial index of claims, which holds each one's expiry and
+// worker.
 var (
 	workerKindsSQL = `kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `')`
 	workersSeenSQL = `WITH RECURSIVE w(worker) AS (
@@ -362,7 +496,7 @@ var (
 				WHERE production_id = ?1 AND ` + workerKindsSQL + ` AND worker = w.worker)
 			FROM w WHERE w.worker IS NOT NULL)
 		SELECT worker, at FROM seen WHERE at >= ?2 ORDER BY at DESC, worker LIMIT ?3`
-	holdersSQL = `SELECT worker, count(*) FROM jobs INDEXED BY jobs_claimed_expiry
+	holdersSQL = `SELECT worker, count(*) FROM jobs INDEXED BY jobs_claimed_ready
 		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us > ? GROUP BY worker`
 )
 

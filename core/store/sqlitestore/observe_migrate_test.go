@@ -100,7 +100,7 @@ func TestASchema2FileIsMigratedToTheCurrentSchemaWithTheListingIndexesAndKeepsEv
 	// A migrated file has exactly the schema of a new one.
 	fresh := freshSchema(t, dir)
 	require.Equal(t, fresh, schemaOf(t, old))
-	for _, idx := range []string{"events_by_job", "events_by_kind", "events_by_kind_time"} {
+	for _, idx := range []string{"events_by_job", "events_by_kind", "events_by_kind_late"} {
 		require.Contains(t, fresh, "index "+idx+":")
 	}
 }

@@ -44,8 +44,9 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 		"has claimable": {"USING COVERING INDEX jobs_due (production_id=?)",
 			"USING COVERING INDEX jobs_delayed (production_id=? AND ready_unix_us<?)",
 			"USING COVERING INDEX jobs_claimed_ready (production_id=? AND ready_unix_us<?)"},
-		// The history length the insert returns counts one job's entries.
-		"insert attempt": {"SEARCH attempts USING COVERING INDEX attempts_by_job (job_id=?)"},
+		// The attempt's number and the history length the insert returns
+		// each read one job's entries.
+		"insert attempt": {"SEARCH attempts USING PRIMARY KEY (job_id=?)"},
 		// The claim's usual look: the first due job and a probe of each of
 		// the other two ranges, in one statement.
 		"next with looks": {"SEARCH jobs USING INDEX jobs_due (production_id=?)",

@@ -458,7 +458,7 @@ func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, e
 }
 
 // InsertAttempt appends to the history and drops what is older than the
-// newest keep entries of the job (attempts_by_job). The insert returns the
+// newest keep entries of the job (the table's range of the job). The insert returns the
 // job's history length (its own row included), so the trim runs only when
 // there is something to drop: most jobs end within keep attempts, and their
 // completions run no DELETE. The attempt's number cannot tell: a redrive
@@ -476,9 +476,11 @@ func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) e
 	return classify(err)
 }
 
-// insertAttemptSQL's RETURNING counts the job's entries after the insert
-// (plan_test.go: a range of attempts_by_job, at most keep+1 entries).
-const insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+// insertAttemptSQL numbers the attempt after the job's newest and its
+// RETURNING counts the job's entries after the insert (plan_test.go: each
+// a range of the job's entries of the table, at most keep+1).
+const insertAttemptSQL = `INSERT INTO attempts (id, ` + attemptColumns + `)
+	VALUES (coalesce((SELECT max(id) FROM attempts WHERE job_id = ?1), 0) + 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)
 	RETURNING (SELECT count(*) FROM attempts WHERE job_id = ?1)`
 
 const trimAttemptsSQL = `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELECT id FROM attempts
@@ -641,10 +643,16 @@ func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	return nil
 }
 
+// insertEventSQL records an event, late when its time is earlier than
+// that of the newest in-order event of its production and kind (one seek
+// to the end of that range of events_by_kind): the in-order events' times
+// then never decrease along seq (CountEvents).
+const insertEventSQL = `INSERT INTO events (at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail, late)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce((SELECT ?1 < at_unix_us FROM events INDEXED BY events_by_kind
+		WHERE production_id = ?2 AND kind = ?4 AND late = 0 ORDER BY seq DESC LIMIT 1), 0))`
+
 func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := q.exec(ctx, `INSERT INTO events (at_unix_us, production_id, job_id, kind, worker,
-			expiry_unix_us, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	_, err := q.exec(ctx, insertEventSQL, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
 	return classify(err)
 }
 

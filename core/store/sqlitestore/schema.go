@@ -6,8 +6,11 @@ package sqlitestore
 // policies, the dead state, priorities, run-at and the attempt history
 // (migrateV3toV4); version 5 adds the index of workers seen (migrateV4toV5);
 // version 6 numbers events and attempts without AUTOINCREMENT (migrateV5toV6);
-// version 7 adds retention policies (migrateV6toV7).
-const SchemaVersion = 7
+// version 7 adds retention policies (migrateV6toV7); version 9 keeps one
+// index of claims (migrateV7toV9; 8 is PostgreSQL's alone); version 10
+// counts events per minute from the index by kind (migrateV9toV10); version
+// 11 keeps the attempt history in one b-tree by job (migrateV10toV11).
+const SchemaVersion = 11
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -222,4 +225,68 @@ var migrateV6toV7 = []string{
 	`ALTER TABLE productions ADD COLUMN keep_cancelled_us INTEGER NOT NULL DEFAULT 0`,
 	`ALTER TABLE productions ADD COLUMN keep_events_us INTEGER NOT NULL DEFAULT 0`,
 	`PRAGMA user_version = 7`,
+}
+
+// migrateV7toV9 keeps one index of claims instead of two: claims by ready
+// time (the claim path's lapses, the waiting claim's looks) now also hold
+// each claim's expiry and worker, so the status page's expired claims and
+// claims held per worker read that index alone, one entry per claim of the
+// production, never the table. A claim and a completion then write one
+// b-tree less. The claims of a production are the jobs in flight, so reading
+// all of them costs what the claims held per worker cost before. Every path
+// that opens a file below version 9 ends with these, a new file too.
+var migrateV7toV9 = []string{
+	`DROP INDEX jobs_claimed_expiry`,
+	`DROP INDEX jobs_claimed_ready`,
+	`CREATE INDEX jobs_claimed_ready ON jobs (production_id, ready_unix_us, expiry_unix_us, worker)
+		WHERE state = 'claimed'`,
+	`PRAGMA user_version = 9`,
+}
+
+// migrateV9toV10 serves the per-minute counts from the index of a kind's
+// events in seq order, so an event is written into one index by kind, not
+// two. An event is late when its time is earlier than that of an earlier
+// event (by seq) of its production and kind; the others are in order, and
+// their times never decrease along seq, so a bucket of time is one range of
+// them. events_by_kind holds the two apart (late before seq), and late
+// events, rare unless a clock ran ahead and came back, get a partial index
+// by time. The migration marks the late events of before (each against the
+// greatest time before it) and rebuilds the indexes. Every path that opens
+// a file below version 10 ends with these, a new file too.
+var migrateV9toV10 = []string{
+	`ALTER TABLE events ADD COLUMN late INTEGER NOT NULL DEFAULT 0`,
+	`UPDATE events SET late = 1 WHERE seq IN (SELECT seq FROM (SELECT seq, at_unix_us,
+		max(at_unix_us) OVER (PARTITION BY production_id, kind ORDER BY seq
+			ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS m FROM events) WHERE at_unix_us < m)`,
+	`DROP INDEX events_by_kind`,
+	`DROP INDEX events_by_kind_time`,
+	`CREATE INDEX events_by_kind ON events (production_id, kind, late, seq)`,
+	`CREATE INDEX events_by_kind_late ON events (production_id, kind, at_unix_us) WHERE late = 1`,
+	`PRAGMA user_version = 10`,
+}
+
+// migrateV10toV11 keeps the attempt history in one b-tree ordered by job: a
+// table without rowid whose key is (job_id, id), so an attempt is written
+// once, not into a table and an index by job as well. An attempt's id only
+// orders one job's history (docs/schema.md), so it is numbered within its
+// job from schema 11 on (the job's largest plus one: the trim keeps each
+// job's newest entry); the entries of before keep theirs. Every path that
+// opens a file below version 11 ends with these, a new file too.
+var migrateV10toV11 = []string{
+	`CREATE TABLE attempts_v11 (
+		job_id TEXT NOT NULL REFERENCES jobs(id),
+		id INTEGER NOT NULL,
+		number INTEGER NOT NULL,
+		worker TEXT NOT NULL,
+		claimed_unix_us INTEGER NOT NULL,
+		ended_unix_us INTEGER NOT NULL,
+		ending TEXT NOT NULL CHECK (ending IN ('completed','failed','retry','released','expired','cancelled')),
+		reason TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (job_id, id)
+	) STRICT, WITHOUT ROWID`,
+	`INSERT INTO attempts_v11 (job_id, id, number, worker, claimed_unix_us, ended_unix_us, ending, reason)
+		SELECT job_id, id, number, worker, claimed_unix_us, ended_unix_us, ending, reason FROM attempts`,
+	`DROP TABLE attempts`,
+	`ALTER TABLE attempts_v11 RENAME TO attempts`,
+	`PRAGMA user_version = 11`,
 }

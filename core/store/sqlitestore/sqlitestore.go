@@ -275,7 +275,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version >= 2 && version <= 6:
+	case version >= 2 && version <= 7, version == 9, version == 10:
 	default:
 		return store.ErrNotLeases
 	}
@@ -308,7 +308,22 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return fmt.Errorf("migration: %w", classify(err))
 		}
 	}
-	if err := execAll(ctx, tx, migrateV6toV7); err != nil {
+	if version < 7 {
+		if err := execAll(ctx, tx, migrateV6toV7); err != nil {
+			return err
+		}
+	}
+	if version < 9 {
+		if err := execAll(ctx, tx, migrateV7toV9); err != nil {
+			return err
+		}
+	}
+	if version < 10 {
+		if err := execAll(ctx, tx, migrateV9toV10); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV10toV11); err != nil {
 		return err
 	}
 	return classify(tx.Commit())
