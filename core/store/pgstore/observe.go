@@ -243,21 +243,34 @@ func collectProductions(rows pgx.Rows) ([]store.Production, error) {
 	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) { return scanProduction(r) })
 }
 
-// Count statements: the production's range of leases_jobs_by_state, one
-// index-only count per state (grouping the production's rows by state is
+// Count statements: one index-only count per state, each its own
+// subquery with the state written in it, so each is planned for that
+// state's share of the production's jobs (a small state is a range of
+// leases_jobs_by_state, the largest at worst one scan of the table). A
+// count correlated with a list of states is planned once for all of them,
+// for an average state: while a busy production's pages are not
+// all-visible that plan is a scan of the whole table, run once per state
+// (observe_test.go). Grouping the production's rows by state instead is
 // planned as a parallel scan of the whole table once a production holds
-// most jobs: three processes reading every row, beside the workers), the
-// partial index of claims by expiry, and the first requested job from the
-// claim path's partial index.
+// most jobs: three processes reading every row, beside the workers. Then
+// the partial index of claims by expiry, and the first requested job from
+// the claim path's partial index.
 var (
-	countByStateSQL = `SELECT s.state, (SELECT count(*) FROM leases_jobs j
-			WHERE j.production_id = $1 AND j.state = s.state)
-		FROM unnest(ARRAY['` + strings.Join(store.JobStates, `', '`) + `']) AS s(state)`
+	countByStateSQL = countByState()
 	countExpiredSQL = `SELECT count(*) FROM leases_jobs
 		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= $2`
 	oldestRequestedSQL = `SELECT requested_unix_us FROM leases_jobs
 		WHERE production_id = $1 AND state = 'requested' ORDER BY seq LIMIT 1`
 )
+
+// countByState is countByStateSQL: a row of state and count per state.
+func countByState() string {
+	parts := make([]string, len(store.JobStates))
+	for i, st := range store.JobStates {
+		parts[i] = `SELECT '` + st + `', (SELECT count(*) FROM leases_jobs WHERE production_id = $1 AND state = '` + st + `')`
+	}
+	return strings.Join(parts, ` UNION ALL `)
+}
 
 // CountJobs counts a production's jobs by state, its expired claims and its
 // oldest requested job.

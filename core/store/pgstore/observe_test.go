@@ -330,3 +330,45 @@ func fillRows(t *testing.T, u string, productions, n int) string {
 	}
 	return "p3"
 }
+
+// TestEachStateOfABusyProductionIsCountedByAPlanForThatState: a busy
+// production's pages are not all-visible (its jobs change faster than
+// autovacuum marks them), which makes an index-only count cost a heap visit
+// per job. A count correlated with the list of states is planned once, for
+// an average state, as a scan of the whole table, and run once per state:
+// six reads of every page. Each state's count is its own plan, so the
+// counts read the table's pages at most twice (the two states holding most
+// jobs: under three times its pages in all), the other states a range of
+// their index.
+func TestEachStateOfABusyProductionIsCountedByAPlanForThatState(t *testing.T) {
+	u := freshURL(t)
+	// One production of 100,000 jobs as a busy one holds them: the oldest
+	// completed, a few failed, the claimed ones, then the waiting ones.
+	pgtest.Exec(t, u, `INSERT INTO leases_productions VALUES ('p1', 'production 1', 1)`)
+	pgtest.Exec(t, u, `INSERT INTO leases_jobs (id, production_id, key, payload, state, worker, claimed_unix_us,
+			expiry_unix_us, requested_unix_us, updated_unix_us)
+		SELECT gen_random_uuid()::text, 'p1', 'k' || g, '\x00', CASE WHEN g <= 60000 THEN 'completed'
+			WHEN g <= 60500 THEN 'failed' WHEN g <= 60700 THEN 'claimed' ELSE 'requested' END,
+			'w' || (g % 4), g, g + 100, g, g
+		FROM generate_series(1, 100000) g ORDER BY g`)
+	pgtest.VacuumAnalyze(t, u, "leases_jobs")
+	// Workers touch every page after the vacuum: none is all-visible any
+	// more. Statistics are refreshed (ANALYZE alone, no VACUUM, so the
+	// visibility map stays as workers left it) and autovacuum is kept off
+	// this table for the test, as it has not yet come round.
+	pgtest.Exec(t, u, `ALTER TABLE leases_jobs SET (autovacuum_enabled = false)`)
+	pgtest.Exec(t, u, `UPDATE leases_jobs SET updated_unix_us = updated_unix_us + 1`)
+	pgtest.Exec(t, u, `ANALYZE leases_jobs`)
+	c := connect(t, u)
+	var pages int64
+	require.NoError(t, c.QueryRow(ctx, `SELECT relpages FROM pg_class WHERE oid = 'leases_jobs'::regclass`).Scan(&pages))
+	rows, err := c.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+strings.ReplaceAll(countByStateSQL, "$1", "'p1'"))
+	require.NoError(t, err)
+	plans, err := pgx.CollectRows(rows, pgx.RowTo[[]map[string]any])
+	require.NoError(t, err)
+	top := plans[0][0]["Plan"].(map[string]any)
+	read := int64(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
+	p := plan(t, c, "count by state", countByStateSQL, []any{"p1"})
+	require.Less(t, read, 3*pages, "the counts read %d pages of a table of %d:\n%s", read, pages, p)
+	require.NotContains(t, p, "SubPlan", "one plan run once per state:\n%s", p)
+}
