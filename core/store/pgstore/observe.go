@@ -243,21 +243,39 @@ func collectProductions(rows pgx.Rows) ([]store.Production, error) {
 	return collect(rows, func(r pgx.CollectableRow) (store.Production, error) { return scanProduction(r) })
 }
 
-// Count statements: the production's range of leases_jobs_by_state, one
-// index-only count per state (grouping the production's rows by state is
-// planned as a parallel scan of the whole table once a production holds
-// most jobs: three processes reading every row, beside the workers), the
-// partial index of claims by expiry, and the first requested job from the
-// claim path's partial index.
+// Count statements: one index-only count per state, each its own
+// subquery with the state written in it, so each is planned for that
+// state's share of the production's jobs (observe_test.go). A count
+// correlated with a list of states is planned once for all of them, for an
+// average state: while a busy production's pages are not all-visible that
+// plan is a scan of the whole table, run once per state. Each count asks
+// for its range in the index's order (seq), which only leases_jobs_by_state
+// (or the partial index of requested jobs) gives without a sort: without
+// it, the state holding most jobs is planned as a scan of the table even
+// when its pages are all-visible and its index alone would answer. While
+// they are not, the largest states are each at worst one scan and a sort.
+// Grouping the production's rows by state instead is planned as a parallel
+// scan of the whole table once a production holds most jobs: three
+// processes reading every row, beside the workers. Then the partial index
+// of claims by expiry, and the first requested job from the claim path's
+// partial index.
 var (
-	countByStateSQL = `SELECT s.state, (SELECT count(*) FROM leases_jobs j
-			WHERE j.production_id = $1 AND j.state = s.state)
-		FROM unnest(ARRAY['` + strings.Join(store.JobStates, `', '`) + `']) AS s(state)`
+	countByStateSQL = countByState()
 	countExpiredSQL = `SELECT count(*) FROM leases_jobs
 		WHERE production_id = $1 AND state = 'claimed' AND expiry_unix_us <= $2`
 	oldestRequestedSQL = `SELECT requested_unix_us FROM leases_jobs
 		WHERE production_id = $1 AND state = 'requested' ORDER BY seq LIMIT 1`
 )
+
+// countByState is countByStateSQL: a row of state and count per state.
+func countByState() string {
+	parts := make([]string, len(store.JobStates))
+	for i, st := range store.JobStates {
+		parts[i] = `SELECT '` + st + `', (SELECT count(*) FROM (SELECT FROM leases_jobs
+			WHERE production_id = $1 AND state = '` + st + `' ORDER BY seq) AS j)`
+	}
+	return strings.Join(parts, ` UNION ALL `)
+}
 
 // CountJobs counts a production's jobs by state, its expired claims and its
 // oldest requested job.

@@ -330,3 +330,75 @@ func fillRows(t *testing.T, u string, productions, n int) string {
 	}
 	return "p3"
 }
+
+// TestEachStateOfABusyProductionIsCountedByAPlanForThatState: a busy
+// production's pages are not all-visible (its jobs change faster than
+// autovacuum marks them), which makes an index-only count cost a heap visit
+// per job. A count correlated with the list of states is planned once, for
+// an average state, as a scan of the whole table, and run once per state:
+// six reads of every page. Each state's count is its own plan, so the
+// counts read the table's pages at most twice (the two states holding most
+// jobs: under three times its pages in all), the other states a range of
+// their index.
+func TestEachStateOfABusyProductionIsCountedByAPlanForThatState(t *testing.T) {
+	u := freshURL(t)
+	fillBusy(t, u)
+	pgtest.VacuumAnalyze(t, u, "leases_jobs")
+	// Workers touch every page after the vacuum: none is all-visible any
+	// more. Statistics are refreshed (ANALYZE alone, no VACUUM, so the
+	// visibility map stays as workers left it) and autovacuum is kept off
+	// this table for the test, as it has not yet come round.
+	pgtest.Exec(t, u, `ALTER TABLE leases_jobs SET (autovacuum_enabled = false)`)
+	pgtest.Exec(t, u, `UPDATE leases_jobs SET updated_unix_us = updated_unix_us + 1`)
+	pgtest.Exec(t, u, `ANALYZE leases_jobs`)
+	c := connect(t, u)
+	var pages int64
+	require.NoError(t, c.QueryRow(ctx, `SELECT relpages FROM pg_class WHERE oid = 'leases_jobs'::regclass`).Scan(&pages))
+	rows, err := c.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+strings.ReplaceAll(countByStateSQL, "$1", "'"+busyPID+"'"))
+	require.NoError(t, err)
+	plans, err := pgx.CollectRows(rows, pgx.RowTo[[]map[string]any])
+	require.NoError(t, err)
+	top := plans[0][0]["Plan"].(map[string]any)
+	read := int64(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
+	p := plan(t, c, "count by state", countByStateSQL, []any{busyPID})
+	require.Less(t, read, 3*pages, "the counts read %d pages of a table of %d:\n%s", read, pages, p)
+	require.NotContains(t, p, "SubPlan", "one plan run once per state:\n%s", p)
+}
+
+// busyPID is fillBusy's production: an id as long as the ids the library
+// gives (the width of every entry of the jobs' indexes).
+const busyPID = "6df00859-d46c-44f3-a111-1f2aa0c0cbfb"
+
+// fillBusy writes one production of 100,000 jobs as a busy one holds them:
+// the oldest completed, a few failed, the claimed ones, then the waiting
+// ones (most of the table is one state).
+func fillBusy(t *testing.T, u string) {
+	t.Helper()
+	pgtest.Exec(t, u, `INSERT INTO leases_productions VALUES ($1, 'production 1', 1)`, busyPID)
+	pgtest.Exec(t, u, `INSERT INTO leases_jobs (id, production_id, key, payload, state, worker, claimed_unix_us,
+			expiry_unix_us, requested_unix_us, updated_unix_us)
+		SELECT gen_random_uuid()::text, $1, 'k' || g, '\x00', 'requested', '', 0, 0, g, g
+		FROM generate_series(1, 100000) g ORDER BY g`, busyPID)
+	// Requested, then claimed, then ended, each a change of state as the
+	// workers make it (each leaves an entry of the state index behind).
+	pgtest.Exec(t, u, `UPDATE leases_jobs SET state = 'claimed', worker = 'w' || (requested_unix_us % 4),
+		claimed_unix_us = requested_unix_us, expiry_unix_us = requested_unix_us + 100 WHERE requested_unix_us <= 60700`)
+	pgtest.Exec(t, u, `UPDATE leases_jobs SET state = CASE WHEN requested_unix_us <= 60000 THEN 'completed' ELSE 'failed' END
+		WHERE requested_unix_us <= 60500`)
+}
+
+// TestAStateHoldingMostJobsIsCountedFromItsIndexWhileThePagesAreAllVisible:
+// once vacuum has marked the pages, an index-only count of the state that
+// holds most jobs reads its index alone; planned for that state's share
+// without an order, it was a scan of the whole table (about twice the
+// time). Each count reads its state's range in index order, which only the
+// index gives without a sort.
+func TestAStateHoldingMostJobsIsCountedFromItsIndexWhileThePagesAreAllVisible(t *testing.T) {
+	u := freshURL(t)
+	fillBusy(t, u)
+	pgtest.VacuumAnalyze(t, u, "leases_jobs")
+	c := connect(t, u)
+	p := plan(t, c, "count by state", countByStateSQL, []any{busyPID})
+	require.NotRegexp(t, "Seq Scan on leases_jobs|Sort", p)
+	require.Regexp(t, "Index Only Scan using leases_jobs_by_state on leases_jobs[^\n]*rows=[1-9][0-9]{4}", p)
+}
