@@ -155,6 +155,9 @@ func cmdSteady(args []string) {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * *window)))
 		sizes = append(sizes, size())
 	}
+	if os.Getenv("LEASESBENCH_STEADY_SIZES") != "" {
+		fmt.Fprintln(os.Stderr, "sizes (MiB):", sizes)
+	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
 
