@@ -140,3 +140,42 @@ func TestAPruneByARoleThatMayNotVacuumStillDeletesAndSaysTheSpaceIsLeftToAutovac
 	require.NoError(t, err)
 	require.Len(t, left, 1)
 }
+
+func TestOnPostgresAPruneVacuumsATableOnlyOnceEnoughOfItsRowsHaveGoneSinceItsLastVacuum(t *testing.T) {
+	u := freshSchema(t)
+	clk := &fakeClock{now: t0}
+	a, err := Open(u)
+	require.NoError(t, err)
+	defer a.Close()
+	a.setClock(clk.Now)
+	a.SetPruneInterval(0)
+	_, err = a.CreateProductionWithPolicies("p", noBackoff, RetentionPolicy{Completed: time.Hour, Failed: time.Hour,
+		Dead: time.Hour, Cancelled: time.Hour, Events: time.Hour})
+	require.NoError(t, err)
+	cycle := func(jobs int) PruneResult {
+		t.Helper()
+		fillAndFinish(t, a, jobs)
+		clk.advance(2 * time.Hour)
+		r, err := a.Prune(context.Background(), PruneOptions{})
+		require.NoError(t, err)
+		require.Empty(t, r.Note)
+		return r
+	}
+	// The store vacuums a table once 128 of its rows, and a tenth of
+	// them, have gone since its last vacuum of it. 30 jobs and their 90
+	// events: too few for either.
+	r := cycle(30)
+	require.EqualValues(t, 90, r.Events)
+	require.Zero(t, r.Vacuumed, "a prune of few rows vacuums nothing")
+	// 30 more: the events deleted since the last vacuum pass 128, the
+	// jobs do not: the events' table alone is vacuumed.
+	r = cycle(30)
+	require.EqualValues(t, 1, r.Vacuumed, "the events' table, not the jobs' four")
+	r = cycle(30)
+	require.Zero(t, r.Vacuumed, "counted again from the last vacuum")
+	r = cycle(30)
+	require.EqualValues(t, 1, r.Vacuumed, "the events' table again")
+	// The jobs deleted pass 128 at the fifth cycle: the jobs' four tables.
+	r = cycle(30)
+	require.EqualValues(t, 4, r.Vacuumed, "the jobs' tables: jobs, facts, outputs, attempts")
+}
