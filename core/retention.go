@@ -242,12 +242,19 @@ const (
 // PruneResult counts what pruning deleted (or, in a dry run, would), and
 // how long its transactions held the writer (without an archive): from
 // each one's begin (on SQLite, once it held the writer lock) to its
-// commit's return, the wait for the turn excluded.
+// commit's return, the wait for the turn excluded. On PostgreSQL, Vacuumed
+// counts the tables the prune then vacuumed so that the deleted rows'
+// space is reused (store.DeadSpaceReuser), and Note, when not "", says why
+// it could not (the role does not own the tables, or the vacuum failed):
+// the deletes stand, and the server's autovacuum brings the space back
+// within its naptime instead.
 type PruneResult struct {
-	Jobs    int64         `json:"jobs"`
-	Events  int64         `json:"events"`
-	Batches int64         `json:"batches"`
-	Held    time.Duration `json:"held_us"`
+	Jobs     int64         `json:"jobs"`
+	Events   int64         `json:"events"`
+	Batches  int64         `json:"batches"`
+	Held     time.Duration `json:"held_us"`
+	Vacuumed int64         `json:"vacuumed_tables,omitempty"`
+	Note     string        `json:"note,omitempty"`
 }
 
 // Prune deletes, in batches of at most PruneJobBatch jobs and
@@ -366,8 +373,26 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 		if err != nil {
 			return res, err
 		}
+		a.reuseDeadSpace(ctx, &res)
 	}
 	return res, nil
+}
+
+// reuseDeadSpace tells a store whose deleted rows' space is reused only
+// after a vacuum what this prune deleted (store.DeadSpaceReuser); it
+// vacuums when enough has gone. What it could not do is res.Note, never a
+// failure of the prune: its deletes are committed.
+func (a *Authority) reuseDeadSpace(ctx context.Context, res *PruneResult) {
+	r, ok := a.b.(store.DeadSpaceReuser)
+	if !ok {
+		return
+	}
+	n, note, err := r.ReuseDeadSpace(ctx, res.Jobs, res.Events)
+	res.Vacuumed += int64(n)
+	if err != nil {
+		note = "the space of the deleted rows is left to the server's autovacuum: vacuuming the pruned tables failed: " + err.Error()
+	}
+	res.Note = note
 }
 
 // upgradeSpaceMode rewrites, once, a file that keeps the pages pruning
@@ -463,16 +488,22 @@ func (r *PruneResult) add(b PruneResult) {
 	r.Events += b.Events
 	r.Batches += b.Batches
 	r.Held += b.Held
+	r.Vacuumed += b.Vacuumed
+	if b.Note != "" {
+		r.Note = b.Note
+	}
 }
 
 // MarshalJSON writes Held in µs, as every duration of a listing.
 func (r PruneResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		Jobs    int64 `json:"jobs"`
-		Events  int64 `json:"events"`
-		Batches int64 `json:"batches"`
-		Held    int64 `json:"held_us"`
-	}{r.Jobs, r.Events, r.Batches, r.Held.Microseconds()})
+		Jobs     int64  `json:"jobs"`
+		Events   int64  `json:"events"`
+		Batches  int64  `json:"batches"`
+		Held     int64  `json:"held_us"`
+		Vacuumed int64  `json:"vacuumed_tables,omitempty"`
+		Note     string `json:"note,omitempty"`
+	}{r.Jobs, r.Events, r.Batches, r.Held.Microseconds(), r.Vacuumed, r.Note})
 }
 
 // planJobs, inside tx at now, is the next batch of a production's jobs of

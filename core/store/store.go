@@ -382,9 +382,23 @@ type Tx interface {
 // deletes free until it is told to give them back (SQLite's incremental
 // auto-vacuum). ReclaimSpace gives back at most pages of them and returns
 // how many it gave back (fewer than pages: it has given back all it can). A store without it reuses freed space by
-// itself (PostgreSQL's autovacuum).
+// itself (PostgreSQL, once a vacuum has passed: DeadSpaceReuser).
 type SpaceReclaimer interface {
 	ReclaimSpace(ctx context.Context, pages int) (int64, error)
+}
+
+// DeadSpaceReuser is implemented by a store whose deleted rows' space
+// becomes reusable only once a vacuum has passed over their table
+// (PostgreSQL), and whose server's own vacuum may wake less often than the
+// pruner deletes. ReuseDeadSpace is told, after each prune that deleted
+// something, how many jobs and events it deleted; once enough have gone
+// since its last vacuum of a table, it vacuums that table, without blocking
+// any read or write of rows. vacuumed is how many tables it vacuumed. note,
+// when not "", says why it could not (the role may not vacuum the tables)
+// and that the server's own vacuum brings the space back instead. err is a
+// failed vacuum. Neither fails the prune: its deletes are committed.
+type DeadSpaceReuser interface {
+	ReuseDeadSpace(ctx context.Context, jobs, events int64) (vacuumed int, note string, err error)
 }
 
 // SpaceModeUpgrader is implemented by a store whose file may be in a mode

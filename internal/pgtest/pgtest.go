@@ -47,6 +47,23 @@ func FreshSchema(t testing.TB, required bool) string {
 	return u.String()
 }
 
+// FreshDatabase creates an empty database on the test server, dropped
+// (with any session still on it) when the test ends, and returns a URL that
+// names it. A test of what a vacuum removes needs one: a transaction left
+// open by another test in the same database holds back what any vacuum
+// there may remove, and other databases' transactions do not.
+func FreshDatabase(t testing.TB, required bool) string {
+	t.Helper()
+	base := URL(t, required)
+	name := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	Exec(t, base, `CREATE DATABASE `+name)
+	t.Cleanup(func() { Exec(t, base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	return u.String()
+}
+
 // Exec runs one statement on its own connection.
 func Exec(t testing.TB, location, sql string, args ...any) {
 	t.Helper()

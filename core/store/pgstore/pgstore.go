@@ -82,10 +82,14 @@ type DB struct {
 	connect   time.Duration
 	bound     time.Duration   // every statement's deadline (session.go)
 	listenCfg *pgx.ConnConfig // the pool's, for a watcher's own connection (notify.go)
+	dead      deadRows        // what prunes deleted since the last vacuum (space.go)
 	queries
 }
 
-var _ store.Backend = (*DB)(nil)
+var (
+	_ store.Backend         = (*DB)(nil)
+	_ store.DeadSpaceReuser = (*DB)(nil)
+)
 
 // Open connects to the database at url, creating or migrating the schema in
 // the connection's current schema (set search_path in the URL to choose one).

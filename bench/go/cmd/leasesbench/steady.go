@@ -78,6 +78,8 @@ func cmdSteady(args []string) {
 		pruning []([2]int64) // prune calls: start, end (ns since start)
 		pruneNS atomic.Int64 // the passes' wall time
 		heldNS  atomic.Int64 // the time their transactions held the writer
+		batches atomic.Int64 // the passes' transactions that deleted something
+		vacuums atomic.Int64 // the tables the passes vacuumed (PostgreSQL)
 	)
 	start := time.Now()
 	end := start.Add(time.Duration(*windows) * *window)
@@ -144,6 +146,8 @@ func cmdSteady(args []string) {
 			d := since(t)
 			pruneNS.Add(d)
 			heldNS.Add(r.Held.Nanoseconds())
+			batches.Add(r.Batches)
+			vacuums.Add(r.Vacuumed)
 			mu.Lock()
 			pruning = append(pruning, [2]int64{t.Sub(start).Nanoseconds(), t.Sub(start).Nanoseconds() + d})
 			mu.Unlock()
@@ -154,6 +158,9 @@ func cmdSteady(args []string) {
 	for i := 1; i <= *windows; i++ {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * *window)))
 		sizes = append(sizes, size())
+	}
+	if os.Getenv("LEASESBENCH_STEADY_SIZES") != "" {
+		fmt.Fprintln(os.Stderr, "size after each window (bytes):", sizes)
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
@@ -195,6 +202,8 @@ func cmdSteady(args []string) {
 		"p99_first":        p99(perWindow[0]),
 		"p99_last":         p99(perWindow[*windows-1]),
 		"p99_max_after_1":  0,
+		"prune_batches":    float64(batches.Load()),
+		"vacuumed_tables":  float64(vacuums.Load()),
 	}
 	for i := 1; i < *windows; i++ {
 		ex["size_max_after_1"] = max(ex["size_max_after_1"], sizes[i])
