@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
+import queue
 import signal
 import threading
 import weakref
@@ -58,8 +59,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("leases.worker")
 
 # leases_worker_next waits in slices so that Python's signal handlers run
-# between two C calls; a slice that ends idle costs PostgreSQL one look, so
-# a second, and a tenth of that once a stop is asked for.
+# between two C calls (Ctrl-C reaches the main thread's handler within a
+# slice); a slice that ends idle costs PostgreSQL one look, so a second. A
+# stop ends a waiting next at once: it needs no shorter slice.
 _SLICE_US = 1_000_000
 _STATUS_NOTHING_TO_CLAIM = 4
 _STATUS_CLOSED = 11
@@ -104,13 +106,28 @@ def failure_reason(e: BaseException) -> bytes:
 class _HandedOut(Lease):
     """A lease the worker handed out: the worker owns its handle and
     releases it when the job is settled; closing it frees nothing (a
-    settled one is closed)."""
+    settled one is closed). Leaving ``with lease:`` on an ``Exception``
+    fails the job for a retry with the exception's text, as a handler's
+    exception does."""
+
+    def __init__(self, ptr: Any, worker: "Worker") -> None:
+        super().__init__(ptr, worker._authority, worker._us)
+        self._worker = worker
 
     def _release(self, ptr: Any) -> None:
         pass
 
     def close(self) -> None:
         pass
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if isinstance(exc, Exception):
+            self._worker._failed(self, exc)
 
 
 class Worker(Closing):
@@ -180,19 +197,30 @@ class Worker(Closing):
         out = WorkerPtr()
         _ffi.call(_ffi.lib.leases_worker_new, authority._handle(), p, w, us, ctypes.byref(o), ctypes.byref(out))
         self._ptr: Optional[Any] = out
-        self._stopping = threading.Event()
+        # Plain flags, never a lock of their own: a signal handler sets them,
+        # and it may run inside the very code that holds such a lock (a
+        # threading.Event's set() by the handler of a first signal).
+        self._stopping = False  # the handle was told to stop: it claims nothing more
+        self._asked = False  # a stop was asked for (stop(), a signal, close())
+        self._signalled = False  # a signal came
         # Reentrant: the signal handlers run on the main thread, possibly
         # while it holds the lock.
         self._lock = threading.RLock()
         self._out: Set[Lease] = set()
         self._serving = 0  # threads inside the handle's calls or a handler
         self._signals = False
-        self._timer: Optional[threading.Timer] = None
+        self._alarms: Optional["queue.SimpleQueue[bool]"] = None  # the drain alarm's thread's orders
         self._iterated = False
-        # A weak reference: the loop's frame holds the Worker, so a strong
-        # one would make a cycle, and a loop left by `break` would then be
-        # closed (its job given back) only by the cycle collector.
+        # The loop's generator. Weakly held outside `with`: its frame holds
+        # the Worker, so a strong reference would make a cycle, and a loop
+        # left by `break` would then be closed (its job given back) only by
+        # the cycle collector. Strongly held inside `with`: an exception
+        # leaving the `for` would otherwise close the generator, giving the
+        # job back, before `__exit__` sees the exception and fails the job
+        # for a retry with it; `__exit__` closes it.
         self._loop_gen: Optional["weakref.ref[Generator[Lease, None, None]]"] = None
+        self._loop_held: Optional[Generator[Lease, None, None]] = None
+        self._scoped = False
         self._left_by: Optional[BaseException] = None
         self._gave_back = False
 
@@ -210,15 +238,14 @@ class Worker(Closing):
                 ptr = self._ptr
                 self._serving += 1
             try:
-                slice_us = _SLICE_US // 10 if self._stopping.is_set() else _SLICE_US
-                status = _ffi.lib.leases_worker_next(ptr, slice_us, ctypes.byref(out))
+                status = _ffi.lib.leases_worker_next(ptr, _SLICE_US, ctypes.byref(out))
                 if status == _STATUS_NOTHING_TO_CLAIM:
                     continue
                 _ffi.check(status)
                 if not out:
                     return None
                 try:
-                    lease = _HandedOut(out, self._authority, self._us)
+                    lease = _HandedOut(out, self)
                 except BaseException:
                     _ffi.lib.leases_worker_settle(ptr, out, RESULT_RELEASE, None, 0)
                     raise
@@ -279,7 +306,7 @@ class Worker(Closing):
     @property
     def stopping(self) -> bool:
         """Whether the loop was asked to stop (it claims nothing more)."""
-        return self._stopping.is_set()
+        return self._stopping
 
     @property
     def drain_timed_out(self) -> bool:
@@ -301,27 +328,47 @@ class Worker(Closing):
 
     def _stop(self, mode: int) -> None:
         with self._lock:
-            first = not self._stopping.is_set()
-            self._stopping.set()
+            first = not self._asked
+            self._asked = True
             if self._ptr is None:
+                self._stopping = True
                 return
             _ffi.lib.leases_worker_stop(self._ptr, mode)
+            # Only now: a handler that sees `stopping` and returns must find
+            # the loop claiming nothing more (its completion claims no next
+            # job).
+            self._stopping = True
             if mode == STOP_GIVE_BACK:
                 self._gave_back = self._gave_back or bool(self._out)
-            elif first and self._signals and self._drain_s is not None:
-                # SIGALRM sent to the main thread itself: it interrupts a
-                # body running there when the drain timeout passes.
-                self._timer = threading.Timer(self._drain_s, self._alarm_main)
-                self._timer.daemon = True
-                self._timer.start()
+            elif first and self._alarms is not None:
+                self._alarms.put(True)  # SimpleQueue.put is reentrant: safe in a signal handler
 
-    def _alarm_main(self) -> None:
+    def _drain_alarm(self, orders: "queue.SimpleQueue[bool]", drain_s: float) -> None:
+        """The drain alarm's thread, started with the signal handlers: once
+        told that a drain began, it waits out the drain timeout and sends
+        SIGALRM to the main thread itself, interrupting a body running there
+        (a signal sent to the process may reach another thread, leaving the
+        main thread's sleep or wait uninterrupted). A thread started in
+        advance, since a signal handler must not start one (a thread's start
+        takes locks that the interrupted code may hold). False ends it."""
+        if not orders.get():
+            return
+        try:
+            orders.get(timeout=drain_s)
+            return
+        except queue.Empty:
+            pass
         with self._lock:
             if self._signals:
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
 
     def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
-        if not self._stopping.is_set():
+        # Decided before anything else runs: a handler may run inside this
+        # one (Python runs a pending handler between any two bytecodes), and
+        # a second signal that came that soon must still give the jobs back.
+        second = self._signalled or self._asked
+        self._signalled = True
+        if not second:
             log.info("worker %s: signal %d: draining", self.worker, signum)
             self._stop(STOP_DRAIN)
             return
@@ -354,13 +401,18 @@ class Worker(Closing):
         names = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
         if self._drain_s is not None:
             names.append(signal.SIGALRM)
+            self._alarms = queue.SimpleQueue()
+            threading.Thread(
+                target=self._drain_alarm, args=(self._alarms, self._drain_s), name="leases-drain-alarm", daemon=True
+            ).start()
         saved: List[Tuple[int, Any]] = [(s, signal.signal(s, self._on_signal)) for s in names]
         self._signals = True
         return saved
 
     def _restore_signals(self, saved: List[Tuple[int, Any]]) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        if self._alarms is not None:
+            self._alarms.put(False)
+            self._alarms = None
         if not saved:
             return
         with self._lock:  # no drain alarm is sent once this is False
@@ -378,6 +430,8 @@ class Worker(Closing):
         self._iterated = True
         loop = self._loop()
         self._loop_gen = weakref.ref(loop)
+        if self._scoped:
+            self._loop_held = loop
         return loop
 
     def _loop(self) -> Generator[Lease, None, None]:
@@ -464,6 +518,13 @@ class Worker(Closing):
 
     # ---- with ------------------------------------------------------------------
 
+    def __enter__(self) -> "Worker":
+        self._scoped = True
+        loop = None if self._loop_gen is None else self._loop_gen()
+        if loop is not None:
+            self._loop_held = loop
+        return self
+
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
@@ -478,8 +539,10 @@ class Worker(Closing):
         unsettled is failed for a retry when ``with`` is left on an
         exception, else given back; then the handle is freed once no thread
         uses it."""
-        self._stopping.set()
+        self._asked = True
+        self._stopping = True
         loop = None if self._loop_gen is None else self._loop_gen()
+        self._loop_held = None
         if loop is not None:
             loop.close()
         with self._lock:

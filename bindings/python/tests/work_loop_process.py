@@ -13,13 +13,20 @@ the loop has taken it in (a further signal is a second one), "drained <jobs>"
 when it ends, "ended <monotonic time>" on any exit. MODE run: the same
 with Worker.run and a pool of CONCURRENCY threads (each job prints
 "started <job id>", sleeps SECONDS and returns); "drained <jobs>" counts the
-handlers that returned.
+handlers that returned. SECONDS "until-stop": instead of sleeping, a job
+runs until the loop says it is stopping (it then claims nothing more);
+"until-lost": until the job's lease is lost (given back), printing
+"lost <job id>" then. With SECOND_SIGINT_WHEN_NOTICED set in the
+environment, the process sends itself a second SIGINT as it prints
+"noticed".
 Nothing printed here is a secret.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import os
 import signal
 import sys
 import threading
@@ -29,18 +36,34 @@ from datetime import timedelta
 import leases
 
 
+_say = threading.RLock()  # reentrant: a signal handler may print inside say()
+
+
+def say(line: str) -> None:
+    """Prints one line in one write: the pool's threads print too."""
+    with _say:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 class Noticed(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if "draining" in record.getMessage():
-            print(f"noticed {time.monotonic()}", flush=True)
+            say(f"noticed {time.monotonic()}")
+            if os.environ.get("SECOND_SIGINT_WHEN_NOTICED"):
+                # Delivered before kill returns: its handler runs inside the
+                # first signal's, which is still logging.
+                os.kill(os.getpid(), signal.SIGINT)
 
 
 def main() -> int:
     # As in a foreground program: a test runner may have started us with
     # SIGINT ignored (a background job), which Python would leave ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A test that finds us hung asks for every thread's stack before it kills us.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     location, production, worker, mode = sys.argv[1:5]
-    seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    how_long = sys.argv[5] if len(sys.argv) > 5 else "0"
     drain = timedelta(seconds=float(sys.argv[6])) if len(sys.argv) > 6 and sys.argv[6] else None
     concurrency = int(sys.argv[7]) if len(sys.argv) > 7 else 1
     with leases.Authority(location) as auth:
@@ -48,10 +71,10 @@ def main() -> int:
             try:
                 # Inside the try: a Ctrl-C however soon after this line is
                 # caught (a stalled host may deliver it before the wait).
-                print("waiting", flush=True)
+                say("waiting")
                 auth.claim(production, worker=worker, duration=timedelta(minutes=1), wait=timedelta(hours=1))
             except KeyboardInterrupt:
-                print(f"interrupted {time.monotonic()}", flush=True)
+                say(f"interrupted {time.monotonic()}")
                 return 0
             return 3
         # The loop logs when a signal reaches it: print that moment.
@@ -63,35 +86,45 @@ def main() -> int:
             production, worker=worker, duration=timedelta(seconds=1), drain_timeout=drain, concurrency=concurrency
         )
 
+        def work_on(lease: leases.Lease) -> None:
+            if how_long == "until-stop":
+                while not loop.stopping:
+                    time.sleep(0.01)
+            elif how_long == "until-lost":
+                lease.wait_lost(timedelta(seconds=600))
+                say(f"lost {lease.job_id}")
+            else:
+                time.sleep(float(how_long))
+
         def report_stopping() -> None:
             while not loop.stopping:
                 time.sleep(0.01)
-            print("stopping", flush=True)
+            say("stopping")
 
         threading.Thread(target=report_stopping, daemon=True).start()
         try:
-            print("looping", flush=True)
+            say("looping")
             if mode == "run":
                 done = threading.Lock()
 
                 def handler(lease: leases.Lease) -> None:
                     nonlocal jobs
-                    print(f"started {lease.job_id}", flush=True)
-                    time.sleep(seconds)
+                    say(f"started {lease.job_id}")
+                    work_on(lease)
                     with done:
                         jobs += 1
 
                 loop.run(handler)
-                print(f"drained {jobs}", flush=True)
+                say(f"drained {jobs}")
                 return 0
             for lease in loop:
-                print(f"started {lease.job_id}", flush=True)
-                time.sleep(seconds)
-                lease.complete(metadata={"slept": seconds})
+                say(f"started {lease.job_id}")
+                work_on(lease)
+                lease.complete(metadata={"worked": how_long})
                 jobs += 1
-            print(f"drained {jobs}", flush=True)
+            say(f"drained {jobs}")
         finally:
-            print(f"ended {time.monotonic()}", flush=True)
+            say(f"ended {time.monotonic()}")
     return 0
 
 
