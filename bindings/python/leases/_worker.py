@@ -47,7 +47,7 @@ from ._abi import (
     leases_worker_options,
 )
 from ._durations import duration_us, wait_us
-from ._errors import LeasesError
+from ._errors import ClosedError, LeasesError
 from ._lease import Lease, facts_json
 from ._managed import Closing
 
@@ -63,6 +63,7 @@ log = logging.getLogger("leases.worker")
 # slice); a slice that ends idle costs PostgreSQL one look, so a second. A
 # stop ends a waiting next at once: it needs no shorter slice.
 _SLICE_US = 1_000_000
+_STATUS_INVALID_ARGUMENT = 1
 _STATUS_NOTHING_TO_CLAIM = 4
 _STATUS_CLOSED = 11
 
@@ -137,10 +138,11 @@ class Worker(Closing):
     the loop goes on to the next job without settling the lease
     (``complete``, ``fail``, ``release``), the loop completes it (no facts),
     claiming the next job in the same commit when it would claim again
-    anyway. When the loop is left early with the job unsettled: leaving
-    ``with`` on an ``Exception`` fails it for a retry with the exception's
-    text, as ``run()`` does; ``break`` or another exit gives it back (a
-    generator is only closed: it cannot see the exception). Iterate it once.
+    anyway. An ``Exception`` that leaves ``with lease:`` in the body, or
+    ``with`` around the loop (``with auth.work(...) as jobs:``), fails the
+    unsettled job for a retry with the exception's text, as ``run()`` does;
+    ``break`` or another exit gives it back (a generator is only closed: it
+    cannot see the exception). Iterate it once.
 
     ``run(handler)`` calls the handler for each job, on ``concurrency``
     threads at once (default 1: the calling thread).
@@ -257,8 +259,14 @@ class Worker(Closing):
                     self._serving -= 1
 
     def _settle(self, lease: Lease, outcome: int, text: Optional[bytes] = None) -> None:
-        """Hands the job's result to the handle (a lease the handler closed
-        itself: settled); logs a failure, as the loop goes on."""
+        """Hands the job's result to the handle, as every face does: a lease
+        the handler closed itself (or the loop gave back) is settled as it
+        is; a lease that ended under the handler (a coordinator's cancel, an
+        expiry) gets its result all the same, which the store refuses (the
+        handle frees its slot either way); facts refused before anything was
+        written fail the attempt for a retry with why, and anything else
+        refused releases the job. Logs what did not settle; the loop goes
+        on."""
         with self._lock:
             if lease not in self._out:
                 return
@@ -266,12 +274,23 @@ class Worker(Closing):
             ptr = self._ptr
         if ptr is None:
             return
-        if lease.lost is not None:
-            outcome, text = RESULT_SETTLED, None
-        status = _ffi.lib.leases_worker_settle(ptr, lease._take(), outcome, text, len(text or b""))
+        lost = lease.lost
+        lp = lease._take()
+        if isinstance(lost, ClosedError):
+            status = _ffi.lib.leases_worker_settle(ptr, lp, RESULT_SETTLED, None, 0)
+            if status in (0, _STATUS_CLOSED):
+                return
+        elif lost is not None:
+            log.info("worker %s: %r ended before it was settled: %s", self.worker, lease, lost)
+        status = _ffi.lib.leases_worker_settle(ptr, lp, outcome, text, len(text or b""))
+        if status == _STATUS_INVALID_ARGUMENT and outcome == RESULT_COMPLETE:
+            why = f"worker: the handler's facts were refused: {_ffi.last_error()}".encode()
+            status = _ffi.lib.leases_worker_settle(ptr, lp, RESULT_FAIL_RETRY, why, len(why))
+        if status == _STATUS_INVALID_ARGUMENT:
+            status = _ffi.lib.leases_worker_settle(ptr, lp, RESULT_RELEASE, None, 0)  # nothing else can take it back
         if status == _STATUS_CLOSED:
             log.info("worker %s: %r was given back before it was settled", self.worker, lease)
-        elif status != 0:
+        elif status != 0 and lost is None:
             log.warning("worker %s: %r was not settled: %s", self.worker, lease, _ffi.last_error())
 
     def _failed(self, lease: Lease, e: BaseException) -> None:

@@ -302,6 +302,41 @@ def test_a_handler_exception_fails_the_job_for_a_retry_with_its_text_in_every_fo
     }
 
 
+def test_a_job_that_ended_under_its_handler_is_settled_as_ended_and_the_loop_goes_on(
+    store: leases.Authority, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A coordinator's cancel ends the claim under the running handler: the
+    # lease is lost, not closed by the handler. The loop hands the job's
+    # result over all the same (the store refuses it: the job stays
+    # cancelled), frees its slot, and goes on to the next job.
+    caplog.set_level("INFO", logger="leases.worker")
+    for form in ("for", "run"):
+        store.create_production(form)
+        first, second = store.request_job(form), store.request_job(form)
+        worker = store.work(form, worker="w", duration=SECONDS_30, exit_when_empty=True, handle_signals=False)
+
+        def handler(lease: leases.Lease) -> None:
+            if lease.job_id == first:
+                store.cancel(form, first)
+                assert lease.check() is not None
+
+        done = threading.Event()
+
+        def loop() -> None:
+            if form == "run":
+                worker.run(handler)
+            else:
+                for lease in worker:
+                    handler(lease)
+            done.set()
+
+        threading.Thread(target=loop, daemon=True).start()
+        assert done.wait(EVENTUALLY), f"{form}: the loop hung on the job that ended under its handler"
+        assert [str(store.job(form, j).state) for j in (first, second)] == ["cancelled", "completed"], form
+        assert worker.stats()["state"] == "stopped"
+    assert any("ended before it was settled" in r.getMessage() for r in caplog.records)
+
+
 def test_leaving_a_loop_early_without_an_exception_gives_the_job_back_at_once(store: leases.Authority) -> None:
     job = store.request_job(PRODUCTION)
     for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30, handle_signals=False):
