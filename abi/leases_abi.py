@@ -660,13 +660,6 @@ WRAPPERS = {
 NOT_WRAPPED = {
     ("Rust", "leases_status_name"): "ErrorKind::name() is generated from the same status table",
 }
-# The worker loop's handle is new: the bindings' own loops move onto it in a
-# later change (docs/workers.md); until then they do not call it.
-NOT_WRAPPED.update({(lang, name): "the binding's worker loop moves onto the leases_worker handle next"
-                    for lang in ("Python",)
-                    for name in ("leases_worker_new", "leases_worker_next", "leases_worker_settle",
-                                 "leases_worker_stop", "leases_worker_wait", "leases_worker_stats_json",
-                                 "leases_worker_free")})
 
 
 def check_wrapped(root):

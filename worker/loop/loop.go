@@ -210,6 +210,7 @@ type Loop struct {
 	fatal     error
 	gaveBack  bool
 	givenBack map[*core.Lease]bool
+	giving    int // giveBackRunning calls whose releases are under way
 	drainT    *time.Timer
 	failures  int           // consecutive failed claims
 	retryAt   time.Time     // no claim before (back-off)
@@ -600,6 +601,16 @@ func (w *Loop) Stop(mode StopMode) {
 	}
 	if mode == GiveBack {
 		w.giveBackRunning()
+		// The drain timeout may be giving jobs back at this moment (their
+		// releases under way, w.mu let go meanwhile): those too are
+		// released before Stop returns, so a caller that ends then (closes
+		// the authority, exits) never cuts a release short.
+		for w.giving > 0 {
+			changed := w.changed
+			w.mu.Unlock()
+			<-changed
+			w.mu.Lock()
+		}
 	}
 	w.signal()
 }
@@ -623,9 +634,11 @@ func (w *Loop) giveBackRunning() {
 	}
 	// Released before Stop returns (a handler's Done has closed by then),
 	// and before the loop counts as ended: their slots free up after.
+	w.giving++
 	w.mu.Unlock()
 	wg.Wait()
 	w.mu.Lock()
+	w.giving--
 	w.out -= n
 	w.signal()
 }

@@ -1,45 +1,55 @@
-"""The worker loop: ``for lease in auth.work(...)`` waits for each job
-without polling, keeps its claim alive while the body runs, settles it, and
-drains on SIGTERM/SIGINT (or ``stop()`` from another thread)."""
+"""The worker loop: ``for lease in auth.work(...)`` and ``Worker.run``.
+
+The loop's policy (waiting claim, keep-alive, complete-and-claim-next,
+back-off, max jobs, exit-when-empty, drain and its timeout) is the library's
+``leases_worker`` handle (docs/workers.md); this module keeps what is
+Python's own: calling the handler on the caller's thread or a pool of
+threads, the signal handlers, and the mapping of an exception to a reason."""
 
 from __future__ import annotations
 
+import ctypes
+import json
 import logging
+import queue
 import signal
 import threading
-import traceback
 import weakref
 from datetime import timedelta
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
+    Dict,
     Generator,
     Iterator,
     List,
-    Literal,
     Mapping,
     Optional,
+    Set,
+    Tuple,
+    Type,
     TypedDict,
-    Union,
 )
 
 from . import _ffi
-from ._abi import MAX_REASON_LEN
-from ._durations import duration_us, wait_us
-from ._errors import (
-    BusyError,
-    ClockRegressedError,
-    ClosedError,
-    InterruptedError,
-    LeasesError,
-    OutcomeUnknownError,
-    StorageError,
+from ._abi import (
+    RESULT_COMPLETE,
+    RESULT_FAIL_RETRY,
+    RESULT_RELEASE,
+    RESULT_SETTLED,
+    STOP_DRAIN,
+    STOP_GIVE_BACK,
+    WORKER_EXIT_WHEN_EMPTY,
+    WORKER_GAVE_BACK,
+    WorkerPtr,
+    leases_worker_options,
 )
+from ._durations import duration_us, wait_us
+from ._errors import ClosedError, LeasesError
 from ._lease import Lease, facts_json
 from ._managed import Closing
-from ._waiting import SLICE_US, Canceller, in_slices
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations only, never evaluated
@@ -48,21 +58,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("leases.worker")
 
-# Failures of a claim that say nothing about the next one: tried again after
-# a pause that doubles (as the Go worker does), never in a tight loop.
-_TRANSIENT = (BusyError, StorageError, OutcomeUnknownError, ClockRegressedError)
-_RETRY_MIN = 0.01
-_RETRY_MAX = 1.0
-# With exit_when_empty, how long a claim waits before the loop calls the
-# production empty: a wait, not a bare claim, since on PostgreSQL a bare
-# claim passes over a job another transaction holds and may yet give back.
-_EMPTY_GRACE_US = 100_000
-
-# How the loop settles a job: give it back, complete it, or complete it and
-# claim the next job in the same commit.
-_Settle = Literal["release", "complete", "complete_next"]
-
-_Handler = Union[Callable[[int, Optional[FrameType]], Any], int, None]
+# leases_worker_next waits in slices so that Python's signal handlers run
+# between two C calls (Ctrl-C reaches the main thread's handler within a
+# slice); a slice that ends idle costs PostgreSQL one look, so a second. A
+# stop ends a waiting next at once: it needs no shorter slice.
+_SLICE_US = 1_000_000
+_STATUS_INVALID_ARGUMENT = 1
+_STATUS_NOTHING_TO_CLAIM = 4
+_STATUS_CLOSED = 11
 
 
 class DrainTimeout(SystemExit):
@@ -81,147 +84,326 @@ class WorkOptions(TypedDict, total=False):
     max_jobs: Optional[int]
     exit_when_empty: bool
     handle_signals: Optional[bool]
+    concurrency: Optional[int]
+
+
+_OPTIONS = frozenset(WorkOptions.__annotations__)
+
+
+def failure_reason(e: BaseException) -> bytes:
+    """The text of a handler's exception, which the library turns into the
+    attempt's reason by the one rule (invalid UTF-8 becomes U+FFFD, NUL
+    bytes are dropped, cut to LEASES_MAX_REASON_LEN bytes): ``str(e)``, as
+    Go takes an error's ``Error()``, or the class name when that is empty.
+    A lone surrogate (a byte Python could not decode) is that byte again,
+    so it becomes U+FFFD."""
+    text = str(e) or type(e).__name__
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+class _HandedOut(Lease):
+    """A lease the worker handed out: the worker owns its handle and
+    releases it when the job is settled; closing it frees nothing (a
+    settled one is closed). Leaving ``with lease:`` on an ``Exception``
+    fails the job for a retry with the exception's text, as a handler's
+    exception does."""
+
+    def __init__(self, ptr: Any, worker: "Worker") -> None:
+        super().__init__(ptr, worker._authority, worker._us)
+        self._worker = worker
+
+    def _release(self, ptr: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if isinstance(exc, Exception):
+            self._worker._failed(self, exc)
 
 
 class Worker(Closing):
     """The worker loop of one production; ``Authority.work`` makes it.
 
-    Iterating it claims jobs one at a time, waiting for each without
-    polling, and yields each lease kept alive. When the body of the loop
-    goes on to the next job without settling the lease (``complete``,
-    ``fail``, ``release``), the loop completes it (no facts), claiming the
-    next job in the same commit when it would claim again anyway (not
-    when stopping or at ``max_jobs``); when the loop is left early (an
-    exception, ``break``) it releases it (claimable again at once).
-    Iterate it once.
+    Iterating it hands out one job at a time, kept alive. When the body of
+    the loop goes on to the next job without settling the lease
+    (``complete``, ``fail``, ``release``), the loop completes it (no facts),
+    claiming the next job in the same commit when it would claim again
+    anyway. An ``Exception`` that leaves ``with lease:`` in the body, or
+    ``with`` around the loop (``with auth.work(...) as jobs:``), fails the
+    unsettled job for a retry with the exception's text, as ``run()`` does;
+    ``break`` or another exit gives it back (a generator is only closed: it
+    cannot see the exception). Iterate it once.
 
-    ``stop()`` (any thread) drains: no new claim, the running job finishes,
-    the loop ends. In the main thread, SIGINT and SIGTERM call ``stop()``
-    while the loop runs (``handle_signals``; the previous handlers come back
-    when it ends); a second signal, or ``drain_timeout`` passing, gives the
-    running job back and interrupts the body (KeyboardInterrupt for SIGINT,
-    else ``DrainTimeout``). In another thread the drain timeout releases the
-    job, and the body finds it gone (``lease.lost``, ``ClosedError``).
+    ``run(handler)`` calls the handler for each job, on ``concurrency``
+    threads at once (default 1: the calling thread).
+
+    ``stop()`` (any thread) drains: no new claim, the running jobs finish,
+    the loop ends. In the main thread, SIGINT and SIGTERM drain while the
+    loop runs (``handle_signals``; the previous handlers come back when it
+    ends); a second signal gives the running jobs back at once and, for
+    SIGINT, raises KeyboardInterrupt. ``drain_timeout`` (0 or None: as long
+    as the jobs take) gives them back when it passes during a drain; in the
+    main thread it then raises ``DrainTimeout`` into a running body.
     """
 
     def __init__(
         self, authority: "Authority", production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]
     ) -> None:
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"work() got unexpected keyword argument(s): {', '.join(unknown)} "
+                f"(its options: {', '.join(sorted(_OPTIONS))})"
+            )
         _ffi.ensure_not_forked()
+        o = leases_worker_options()
+        o.size = ctypes.sizeof(o)
+        p = _ffi.encode(production, "production")
+        w = _ffi.encode(worker, "worker")
+        us = duration_us(duration)
         interval = options.get("interval")
-        drain_timeout = options.get("drain_timeout")
-        max_jobs = options.get("max_jobs")
-        self._p = _ffi.encode(production, "production")
-        self._w = _ffi.encode(worker, "worker")
-        self._duration = duration
-        self._us = duration_us(duration)
-        self._interval = interval
         if interval is not None:
-            duration_us(interval, "interval")
+            o.interval_us = duration_us(interval, "interval")
+        drain_timeout = options.get("drain_timeout")
         self._drain_s: Optional[float] = None
         if drain_timeout is not None:
-            self._drain_s = wait_us(drain_timeout, "drain_timeout") / 1e6
-        if max_jobs is not None and (
-            not isinstance(max_jobs, int) or isinstance(max_jobs, bool) or max_jobs < 1
-        ):
-            raise ValueError(f"max_jobs must be a positive int or None, not {max_jobs!r}")
+            o.drain_timeout_us = wait_us(drain_timeout, "drain_timeout")
+            self._drain_s = o.drain_timeout_us / 1e6 or None
+        max_jobs = options.get("max_jobs")
+        if max_jobs is not None:
+            if not isinstance(max_jobs, int) or isinstance(max_jobs, bool) or max_jobs < 0:
+                raise ValueError(f"max_jobs must be an int of at least 0 (0 or None: no limit), not {max_jobs!r}")
+            o.max_jobs = max_jobs
+        concurrency = options.get("concurrency")
+        self.concurrency = 1
+        if concurrency is not None:
+            self.concurrency = _ffi.int_within(concurrency, "concurrency", 1, 1024) if concurrency != 0 else 1
+            o.concurrency = self.concurrency
+        if options.get("exit_when_empty", False):
+            o.flags = WORKER_EXIT_WHEN_EMPTY
+        self._handle_signals = options.get("handle_signals")
         self.production = production
         self.worker = worker
         self._authority = authority
-        self._max_jobs = max_jobs
-        self._exit_when_empty = bool(options.get("exit_when_empty", False))
-        self._handle_signals = options.get("handle_signals")
-        self._signals = False
-        self._canceller = Canceller()
-        self._stopping = threading.Event()
+        self._us = us
+        out = WorkerPtr()
+        _ffi.call(_ffi.lib.leases_worker_new, authority._handle(), p, w, us, ctypes.byref(o), ctypes.byref(out))
+        self._ptr: Optional[Any] = out
+        # Plain flags, never a lock of their own: a signal handler sets them,
+        # and it may run inside the very code that holds such a lock (a
+        # threading.Event's set() by the handler of a first signal).
+        self._stopping = False  # the handle was told to stop: it claims nothing more
+        self._asked = False  # a stop was asked for (stop(), a signal, close())
+        self._signalled = False  # a signal came
         # Reentrant: the signal handlers run on the main thread, possibly
-        # while the loop itself holds it.
+        # while it holds the lock.
         self._lock = threading.RLock()
-        self._current: Optional[Lease] = None
-        self._timer: Optional[threading.Timer] = None
-        # A weak reference: the loop's frame holds the Worker, so a strong one
-        # would make a cycle, and a loop left by `break` would then be closed
-        # (its job given back) only by the cycle collector, not at once.
-        self._loop_gen: Optional["weakref.ref[Generator[Lease, None, None]]"] = None
+        self._out: Set[Lease] = set()
+        self._serving = 0  # threads inside the handle's calls or a handler
+        self._signals = False
+        self._alarms: Optional["queue.SimpleQueue[bool]"] = None  # the drain alarm's thread's orders
         self._iterated = False
-        # What run()'s handler returned for the running job: the metadata
-        # the loop's completion publishes.
-        self._metadata: Optional[Mapping[str, Any]] = None
-        self.drain_timed_out = False
+        # The loop's generator. Weakly held outside `with`: its frame holds
+        # the Worker, so a strong reference would make a cycle, and a loop
+        # left by `break` would then be closed (its job given back) only by
+        # the cycle collector. Strongly held inside `with`: an exception
+        # leaving the `for` would otherwise close the generator, giving the
+        # job back, before `__exit__` sees the exception and fails the job
+        # for a retry with it; `__exit__` closes it.
+        self._loop_gen: Optional["weakref.ref[Generator[Lease, None, None]]"] = None
+        self._loop_held: Optional[Generator[Lease, None, None]] = None
+        self._scoped = False
+        self._left_by: Optional[BaseException] = None
+        self._gave_back = False
+
+    # ---- the handle ----------------------------------------------------------
+
+    def _next(self) -> Optional[Lease]:
+        """The next job from the handle, waiting in slices; None once the
+        loop hands out nothing more."""
+        while True:
+            _ffi.ensure_not_forked()
+            out = _ffi.LeasePtr()
+            with self._lock:
+                if self._ptr is None:
+                    return None
+                ptr = self._ptr
+                self._serving += 1
+            try:
+                status = _ffi.lib.leases_worker_next(ptr, _SLICE_US, ctypes.byref(out))
+                if status == _STATUS_NOTHING_TO_CLAIM:
+                    continue
+                _ffi.check(status)
+                if not out:
+                    return None
+                try:
+                    lease = _HandedOut(out, self)
+                except BaseException:
+                    _ffi.lib.leases_worker_settle(ptr, out, RESULT_RELEASE, None, 0)
+                    raise
+                with self._lock:
+                    self._out.add(lease)
+                return lease
+            finally:
+                with self._lock:
+                    self._serving -= 1
+
+    def _settle(self, lease: Lease, outcome: int, text: Optional[bytes] = None) -> None:
+        """Hands the job's result to the handle, as every face does: a lease
+        the handler closed itself (or the loop gave back) is settled as it
+        is; a lease that ended under the handler (a coordinator's cancel, an
+        expiry) gets its result all the same, which the store refuses (the
+        handle frees its slot either way); facts refused before anything was
+        written fail the attempt for a retry with why, and anything else
+        refused releases the job. Logs what did not settle; the loop goes
+        on."""
+        with self._lock:
+            if lease not in self._out:
+                return
+            self._out.discard(lease)
+            ptr = self._ptr
+        if ptr is None:
+            return
+        lost = lease.lost
+        lp = lease._take()
+        if isinstance(lost, ClosedError):
+            status = _ffi.lib.leases_worker_settle(ptr, lp, RESULT_SETTLED, None, 0)
+            if status in (0, _STATUS_CLOSED):
+                return
+        elif lost is not None:
+            log.info("worker %s: %r ended before it was settled: %s", self.worker, lease, lost)
+        status = _ffi.lib.leases_worker_settle(ptr, lp, outcome, text, len(text or b""))
+        if status == _STATUS_INVALID_ARGUMENT and outcome == RESULT_COMPLETE:
+            why = f"worker: the handler's facts were refused: {_ffi.last_error()}".encode()
+            status = _ffi.lib.leases_worker_settle(ptr, lp, RESULT_FAIL_RETRY, why, len(why))
+        if status == _STATUS_INVALID_ARGUMENT:
+            status = _ffi.lib.leases_worker_settle(ptr, lp, RESULT_RELEASE, None, 0)  # nothing else can take it back
+        if status == _STATUS_CLOSED:
+            log.info("worker %s: %r was given back before it was settled", self.worker, lease)
+        elif status != 0 and lost is None:
+            log.warning("worker %s: %r was not settled: %s", self.worker, lease, _ffi.last_error())
+
+    def _failed(self, lease: Lease, e: BaseException) -> None:
+        """Fails the job of a handler that raised for a retry, with the
+        exception's text as the reason."""
+        log.warning("worker: the handler failed on %r; failing the job for a retry", lease, exc_info=e)
+        self._settle(lease, RESULT_FAIL_RETRY, failure_reason(e))
+
+    def _returned(self, lease: Lease, metadata: Optional[Mapping[str, Any]]) -> None:
+        """Completes the job with what the handler returned; metadata that
+        is not JSON fails it as a raising handler does."""
+        try:
+            facts = facts_json(metadata, None)
+        except (LeasesError, TypeError) as e:
+            self._failed(lease, e)
+            return
+        self._settle(lease, RESULT_COMPLETE, facts)
+
+    def stats(self) -> Dict[str, Any]:
+        """The loop's counters now (state, out, claimed, completed, failed,
+        released, settled, failed_claims, backoff_us; docs/workers.md)."""
+        with self._lock:
+            if self._ptr is None:
+                raise LeasesError("the worker is closed", _STATUS_CLOSED)
+            out = ctypes.c_void_p()
+            _ffi.call(_ffi.lib.leases_worker_stats_json, self._ptr, ctypes.byref(out))
+        stats: Dict[str, Any] = json.loads(_ffi.take_string(out))
+        return stats
 
     # ---- stopping ------------------------------------------------------------
 
     @property
     def stopping(self) -> bool:
         """Whether the loop was asked to stop (it claims nothing more)."""
-        return self._stopping.is_set()
+        return self._stopping
+
+    @property
+    def drain_timed_out(self) -> bool:
+        """Whether the loop gave jobs back (the drain timeout passed, or a
+        second signal came)."""
+        with self._lock:
+            if self._ptr is not None and not self._gave_back:
+                end = ctypes.c_int32()
+                if _ffi.lib.leases_worker_wait(self._ptr, 0, None, ctypes.byref(end)) == 0:
+                    self._gave_back = end.value == WORKER_GAVE_BACK
+            return self._gave_back
 
     def stop(self) -> None:
         """Drains: claims nothing more (a waiting claim ends at once), lets
-        the running job finish, then ends the loop. With a drain timeout,
-        the job still running when it passes is given back. From any thread;
-        idempotent."""
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        try:
-            self._canceller.cancel()
-        except ClosedError:  # the loop has ended meanwhile
-            pass
-        with self._lock:
-            running = self._current is not None
-        if running and self._drain_s is not None:
-            if self._signals:
-                # SIGALRM sent to the main thread itself, not setitimer's
-                # signal to the process: in a process with the library's
-                # threads a process-wide signal may land on another thread,
-                # and then a main thread blocked in a C call (a sleep) would
-                # not wake to run the handler.
-                self._timer = threading.Timer(self._drain_s, self._alarm_main)
-                self._timer.daemon = True
-                self._timer.start()
-            else:
-                self._timer = threading.Timer(self._drain_s, self._give_back)
-                self._timer.daemon = True
-                self._timer.start()
+        the running jobs finish, then ends the loop; with a drain timeout,
+        the jobs still running when it passes are given back. From any
+        thread; idempotent."""
+        self._stop(STOP_DRAIN)
 
-    def _alarm_main(self) -> None:
-        """The drain timeout of a loop that handles signals: SIGALRM to the
-        main thread, unless the loop has ended and its handlers are gone."""
+    def _stop(self, mode: int) -> None:
+        with self._lock:
+            first = not self._asked
+            self._asked = True
+            if self._ptr is None:
+                self._stopping = True
+                return
+            _ffi.lib.leases_worker_stop(self._ptr, mode)
+            # Only now: a handler that sees `stopping` and returns must find
+            # the loop claiming nothing more (its completion claims no next
+            # job).
+            self._stopping = True
+            if mode == STOP_GIVE_BACK:
+                self._gave_back = self._gave_back or bool(self._out)
+            elif first and self._alarms is not None:
+                self._alarms.put(True)  # SimpleQueue.put is reentrant: safe in a signal handler
+
+    def _drain_alarm(self, orders: "queue.SimpleQueue[bool]", drain_s: float) -> None:
+        """The drain alarm's thread, started with the signal handlers: once
+        told that a drain began, it waits out the drain timeout and sends
+        SIGALRM to the main thread itself, interrupting a body running there
+        (a signal sent to the process may reach another thread, leaving the
+        main thread's sleep or wait uninterrupted). A thread started in
+        advance, since a signal handler must not start one (a thread's start
+        takes locks that the interrupted code may hold). False ends it."""
+        if not orders.get():
+            return
+        try:
+            orders.get(timeout=drain_s)
+            return
+        except queue.Empty:
+            pass
         with self._lock:
             if self._signals:
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
 
-    def _give_back(self) -> Optional[Lease]:
-        """Releases the job still running (the drain timeout passed, or a
-        second signal came); returns it, or None when none runs."""
-        with self._lock:
-            lease, self._current = self._current, None
-            if lease is None:
-                return None
-            self.drain_timed_out = True
-        try:
-            lease.release()
-        except LeasesError as e:
-            log.warning("worker: a job still running at the drain timeout was not given back: %r: %s", lease, e)
-        return lease
-
     def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
-        if not self._stopping.is_set():
+        # Decided before anything else runs: a handler may run inside this
+        # one (Python runs a pending handler between any two bytecodes), and
+        # a second signal that came that soon must still give the jobs back.
+        second = self._signalled or self._asked
+        self._signalled = True
+        if not second:
             log.info("worker %s: signal %d: draining", self.worker, signum)
-            self.stop()
+            self._stop(STOP_DRAIN)
             return
-        # The drain timeout (SIGALRM) or a second signal: stop the job now.
-        lease = self._give_back()
+        # The drain timeout (SIGALRM) or a second signal: give the jobs back.
+        with self._lock:
+            out = sorted(lease.job_id for lease in self._out)
+        self._stop(STOP_GIVE_BACK)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        if lease is not None:
+        if out:
             raise DrainTimeout(
-                f"leases: worker {self.worker}: the drain timeout passed while job {lease.job_id} "
-                "was running; it was given back"
+                f"leases: worker {self.worker}: the drain timeout passed while job(s) {', '.join(out)} "
+                "were running; they were given back"
             )
 
-    def _install_signals(self) -> List[Any]:
+    def _install_signals(self) -> List[Tuple[int, Any]]:
         wanted = self._handle_signals
         main = threading.current_thread() is threading.main_thread()
         if wanted is None:
@@ -238,12 +420,19 @@ class Worker(Closing):
         names = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
         if self._drain_s is not None:
             names.append(signal.SIGALRM)
-        saved = [(s, signal.signal(s, self._on_signal)) for s in names]
+            self._alarms = queue.SimpleQueue()
+            threading.Thread(
+                target=self._drain_alarm, args=(self._alarms, self._drain_s), name="leases-drain-alarm", daemon=True
+            ).start()
+        saved: List[Tuple[int, Any]] = [(s, signal.signal(s, self._on_signal)) for s in names]
         self._signals = True
         return saved
 
-    def _restore_signals(self, saved: List[Any]) -> None:
-        if not saved or threading.current_thread() is not threading.main_thread():
+    def _restore_signals(self, saved: List[Tuple[int, Any]]) -> None:
+        if self._alarms is not None:
+            self._alarms.put(False)
+            self._alarms = None
+        if not saved:
             return
         with self._lock:  # no drain alarm is sent once this is False
             self._signals = False
@@ -255,207 +444,148 @@ class Worker(Closing):
     def __iter__(self) -> Iterator[Lease]:
         if self._iterated:
             raise RuntimeError("a leases.Worker is iterated once; make another with Authority.work")
+        if self.concurrency != 1:
+            raise ValueError("a Worker with concurrency above 1 runs its handler with run(handler), not for")
         self._iterated = True
         loop = self._loop()
         self._loop_gen = weakref.ref(loop)
+        if self._scoped:
+            self._loop_held = loop
         return loop
 
     def _loop(self) -> Generator[Lease, None, None]:
         saved = self._install_signals()
-        nxt: Optional[Lease] = None
         try:
-            claimed = 0
             while True:
-                # The next job comes from the last completion when it could
-                # claim one (one commit for both), else from a waiting claim.
-                lease, nxt = nxt, None
+                lease = self._next()
                 if lease is None:
-                    if not self._may_claim(claimed):
-                        break
-                    lease = self._claim_next()
-                    if lease is None:
-                        break
-                if not self._start(lease):
-                    continue
-                claimed += 1
-                body_done = False
+                    return
+                done = False
                 try:
                     yield lease
-                    body_done = True
+                    done = True
                 finally:
-                    nxt = self._settle(lease, body_done, self._may_claim(claimed))
+                    if done:
+                        self._settle(lease, RESULT_COMPLETE)
+                    elif isinstance(self._left_by, Exception):
+                        self._failed(lease, self._left_by)
+                    else:
+                        self._settle(lease, RESULT_RELEASE)
         finally:
-            if nxt is not None:  # claimed by a completion as the loop was left
-                self._settle_quietly(nxt, "release")
-                nxt.close()
-            if self._timer is not None:
-                self._timer.cancel()
             self._restore_signals(saved)
-            self._canceller.close()
-
-    def _may_claim(self, claimed: int) -> bool:
-        """Whether the loop claims another job after ``claimed`` of them."""
-        return not self._stopping.is_set() and (self._max_jobs is None or claimed < self._max_jobs)
-
-    def _claim_next(self) -> Optional[Lease]:
-        """The next lease, waiting for one; None once the loop must end
-        (stopped, or the production was empty with exit_when_empty)."""
-        pause = _RETRY_MIN
-        while not self._stopping.is_set():
-            got: List[Optional[Lease]] = [None]
-
-            def attempt(slice_us: int) -> bool:
-                got[0] = self._authority._claim_slice(self._p, self._w, self._us, slice_us, self._canceller)
-                return got[0] is not None or self._stopping.is_set()
-
-            try:
-                in_slices(_EMPTY_GRACE_US if self._exit_when_empty else None, attempt)
-            except InterruptedError:
-                return None
-            except _TRANSIENT as e:
-                log.warning("worker %s: claim failed; trying again in %.2f s: %s", self.worker, pause, e)
-                self._stopping.wait(pause)
-                pause = min(2 * pause, _RETRY_MAX)
-                continue
-            if got[0] is not None or self._exit_when_empty:
-                return got[0]
-        return None
-
-    def _start(self, lease: Lease) -> bool:
-        """Keeps the new lease alive and makes it the running job; one
-        claimed as the loop was stopped, or that cannot be kept alive (its
-        claim ended already), is given back and skipped."""
-        try:
-            lease.keep_alive(self._duration, interval=self._interval)
-        except LeasesError as e:
-            log.warning("worker: cannot keep %r alive; giving the job back: %s", lease, e)
-            self._settle_quietly(lease, "release")
-            lease.close()
-            return False
-        with self._lock:
-            # stop() sets the flag before it looks for a running job.
-            if not self._stopping.is_set():
-                self._current = lease
-                return True
-        self._settle_quietly(lease, "release")
-        lease.close()
-        return False
-
-    def _settle(self, lease: Lease, body_done: bool, claim_next: bool) -> Optional[Lease]:
-        """Completes (the body went on) or releases (the loop was left) a
-        job the body did not settle itself; then frees the lease. A
-        completion when the loop would claim again anyway claims the next
-        job in the same commit and returns it (None: nothing was
-        claimable, or no claim was wanted)."""
-        with self._lock:
-            mine = self._current is lease
-            self._current = None
-        metadata, self._metadata = self._metadata, None  # this job's, whoever settles it
-        nxt = None
-        try:
-            if mine:
-                if not body_done:
-                    how: _Settle = "release"
-                elif claim_next and not self._stopping.is_set():
-                    how = "complete_next"
-                else:
-                    how = "complete"
-                nxt = self._settle_quietly(lease, how, metadata)
-        finally:
-            lease.close()
-        return nxt
-
-    def _settle_quietly(
-        self, lease: Lease, how: _Settle, metadata: Optional[Mapping[str, Any]] = None
-    ) -> Optional[Lease]:
-        """Releases, completes or completes-and-claims-next (``how``) a
-        lease unless it is over already; logs a failure, as the loop goes
-        on. Returns the next lease a complete_next claimed."""
-        try:
-            lost = lease.lost
-            if lost is None:
-                if how == "release":
-                    lease.release()
-                elif how == "complete":
-                    lease.complete(metadata)
-                else:
-                    return lease.complete_and_claim_next(metadata, duration=self._duration)
-            elif not isinstance(lost, ClosedError):
-                log.warning("worker: %r ended before it was settled: %s", lease, lost)
-        except LeasesError as e:
-            # An unknown outcome of complete_next is the completion's: the
-            # library returned no new lease, and names both jobs.
-            what = "given back" if how == "release" else "completed"
-            log.warning("worker: %r was not %s: %s", lease, what, e)
-        return None
-
-    # ---- run -------------------------------------------------------------------
 
     def run(self, handler: Callable[[Lease], Optional[Mapping[str, Any]]]) -> None:
-        """The loop with a handler: ``handler(lease)`` runs for each job.
-        What it returns (None, or a mapping of metadata) is published as
-        the job's completion, in the same commit as the next claim; an
-        ``Exception`` it raises (or metadata that is not JSON) fails the job
-        for a retry (``fail_retry``: back after the production's backoff,
-        dead after its last attempt) with the exception as the attempt's
-        reason, logged on the ``leases.worker`` logger, and the loop goes
-        on. A ``BaseException`` that is not an ``Exception``
-        (``KeyboardInterrupt``, ``DrainTimeout``) gives the job back and
-        ends the loop, as leaving ``for`` does. A handler may settle the
-        lease itself; the loop then leaves it as it is."""
-        for lease in self:
+        """The loop with a handler: ``handler(lease)`` runs for each job, on
+        ``concurrency`` threads at once (1: the calling thread). What it
+        returns (None, or a mapping of metadata) is published as the job's
+        completion, in the same commit as the next claim; an ``Exception``
+        it raises (or metadata that is not JSON) fails the job for a retry
+        with the exception's text as the reason (``failure_reason``),
+        logged on the ``leases.worker`` logger, and the loop goes on. A
+        ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+        ``DrainTimeout``) gives the job back and ends the loop. A handler
+        may settle the lease itself; the loop then leaves it as it is."""
+        if self._iterated:
+            raise RuntimeError("a leases.Worker runs once; make another with Authority.work")
+        self._iterated = True
+        saved = self._install_signals()
+        try:
+            if self.concurrency == 1:
+                self._serve(handler)
+                return
+            errors: List[BaseException] = []
+
+            def serve() -> None:
+                try:
+                    self._serve(handler)
+                except BaseException as e:
+                    errors.append(e)
+                    self._stop(STOP_GIVE_BACK)
+
+            threads = [
+                threading.Thread(target=serve, name=f"leases-worker-{self.worker}-{n}", daemon=True)
+                for n in range(self.concurrency)
+            ]
+            for t in threads:
+                t.start()
+            try:
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.1)  # the main thread runs the signal handlers meanwhile
+            except BaseException:
+                self._stop(STOP_GIVE_BACK)
+                raise
+            if errors:
+                raise errors[0]
+        finally:
+            self._restore_signals(saved)
+
+    def _serve(self, handler: Callable[[Lease], Optional[Mapping[str, Any]]]) -> None:
+        while True:
+            lease = self._next()
+            if lease is None:
+                return
             try:
                 metadata = handler(lease)
             except Exception as e:
-                self._handler_failed(lease, e)
+                self._failed(lease, e)
                 continue
-            self._handler_returned(lease, metadata)
-
-    def _handler_returned(self, lease: Lease, metadata: Optional[Mapping[str, Any]]) -> None:
-        """Hands what run()'s handler returned to the loop's completion;
-        metadata that is not JSON fails the job as a raising handler does."""
-        try:
-            facts_json(metadata, None)  # refused here, not by the completion
-        except (LeasesError, TypeError) as e:
-            self._handler_failed(lease, e)
-            return
-        self._metadata = metadata
-
-    def _handler_failed(self, lease: Lease, e: BaseException) -> None:
-        """Fails the job of a handler that raised for a retry, unless it is
-        over already (the handler settled it, a cancel)."""
-        log.warning("worker: the handler failed on %r; failing the job for a retry", lease, exc_info=e)
-        try:
-            if lease.lost is None:
-                lease.fail_retry(_failure_reason(e))
-        except LeasesError as fe:
-            log.warning("worker: %r was not failed for a retry: %s", lease, fe)
+            except BaseException:
+                self._settle(lease, RESULT_RELEASE)
+                raise
+            self._returned(lease, metadata)
 
     # ---- with ------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Ends the loop (leaving ``with`` does): a job the body left
-        unsettled is given back."""
-        self._stopping.set()
+    def __enter__(self) -> "Worker":
+        self._scoped = True
         loop = None if self._loop_gen is None else self._loop_gen()
         if loop is not None:
+            self._loop_held = loop
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self._left_by = exc
+        self.close()
+
+    def close(self) -> None:
+        """Ends the loop (leaving ``with`` does): a job the body left
+        unsettled is failed for a retry when ``with`` is left on an
+        exception, else given back; then the handle is freed once no thread
+        uses it."""
+        self._asked = True
+        self._stopping = True
+        loop = None if self._loop_gen is None else self._loop_gen()
+        self._loop_held = None
+        if loop is not None:
             loop.close()
-        elif not self._iterated:
-            self._canceller.close()
+        with self._lock:
+            if self._ptr is None:
+                return
+            if self._serving or self._out:
+                # A thread still waits or runs a job (run() left on an
+                # exception): stop; the last reference frees the handle.
+                _ffi.lib.leases_worker_stop(self._ptr, STOP_GIVE_BACK)
+                return
+            self._gave_back = self.drain_timed_out
+            ptr, self._ptr = self._ptr, None
+        _ffi.lib.leases_worker_free(ptr)
+
+    def __del__(self) -> None:
+        ptr = getattr(self, "_ptr", None)
+        if ptr is not None and _ffi.usable():
+            self._ptr = None
+            _ffi.lib.leases_worker_free(ptr)
 
     @property
     def closed(self) -> bool:
-        return self._stopping.is_set() and (self._loop_gen is None or self._loop_gen() is None)
+        return self._ptr is None
 
     def __repr__(self) -> str:
         state = "stopping" if self.stopping else ("running" if self._iterated else "new")
         return f"<leases.Worker production={self.production!r} worker={self.worker!r} {state}>"
-
-
-def _failure_reason(e: BaseException) -> str:
-    """A handler's exception as an attempt's reason ("ValueError: bad
-    input"): valid UTF-8 without NUL, cut at a character boundary to
-    LEASES_MAX_REASON_LEN bytes."""
-    text = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\0", "")
-    raw = text.encode("utf-8", "replace")[:MAX_REASON_LEN]
-    return raw.decode("utf-8", "ignore")

@@ -45,6 +45,7 @@ from typing import (
     Union,
 )
 
+from ._abi import RESULT_RELEASE, STOP_GIVE_BACK
 from ._authority import Authority, BytesLike, Pages, PathArg, RequestOptions
 from ._errors import LeasesError
 from ._lease import Execution, JSONMapping, Lease
@@ -528,20 +529,44 @@ class AsyncWorker(_AsyncHandle):
         return AsyncLease(lease)
 
     async def run(self, handler: Callable[[AsyncLease], Awaitable[Optional[Mapping[str, Any]]]]) -> None:
-        """``Worker.run`` for asyncio: ``await handler(lease)`` for each job;
-        the metadata it returns is published by the completion, in one
-        commit with the next claim; an ``Exception`` fails the job for a
-        retry and the loop goes on; a cancellation (or another
-        ``BaseException``) ends the loop and, once the worker is closed
-        (``async with``), gives the job back."""
-        async for lease in self:
-            try:
-                metadata = await handler(lease)
-            except Exception as e:
-                error = e
-                await _run(lambda: self.sync._handler_failed(lease.sync, error))
-                continue
-            await _run(lambda: self.sync._handler_returned(lease.sync, metadata))
+        """``Worker.run`` for asyncio: ``await handler(lease)`` for each job,
+        in ``concurrency`` tasks at once; the metadata it returns is
+        published by the completion, in one commit with the next claim; an
+        ``Exception`` fails the job for a retry with its text and the loop
+        goes on; a cancellation (or another ``BaseException``) gives the
+        job back, stops the loop (the other tasks' jobs are given back too)
+        and is raised."""
+        sync = self.sync
+        if sync._iterated:
+            raise RuntimeError("a leases.Worker runs once; make another with Authority.work")
+        sync._iterated = True
+
+        async def serve() -> None:
+            while True:
+                lease = await _run_to_the_end(sync._next, sync.stop)
+                if lease is None:
+                    return
+                try:
+                    metadata = await handler(AsyncLease(lease))
+                except Exception as e:
+                    error = e
+                    await _run(lambda: sync._failed(lease, error))
+                    continue
+                except BaseException:
+                    sync._stop(STOP_GIVE_BACK)
+                    await _run(lambda: sync._settle(lease, RESULT_RELEASE))
+                    raise
+                await _run(lambda: sync._returned(lease, metadata))
+
+        tasks = [asyncio.ensure_future(serve()) for _ in range(sync.concurrency)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            sync._stop(STOP_GIVE_BACK)
+            for t in tasks:
+                t.cancel()
+            await asyncio.wait(tasks)
+            raise
 
     async def aclose(self) -> None:
         """Ends the loop, giving back a job the body left unsettled (as
