@@ -50,15 +50,7 @@ func TestOnPostgresTheSpaceOfPrunedRowsIsReusedSoRepeatedFillAndPruneCyclesStopG
 	// A database of its own: no other test's open transaction holds back
 	// what a vacuum in it may remove.
 	u := pgtest.FreshDatabase(t, testingPostgres())
-	clk := &fakeClock{now: t0}
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	a.setClock(clk.Now)
-	a.SetPruneInterval(0)
-	_, err = a.CreateProductionWithPolicies("p", noBackoff, RetentionPolicy{Completed: time.Hour, Failed: time.Hour,
-		Dead: time.Hour, Cancelled: time.Hour, Events: time.Hour})
-	require.NoError(t, err)
+	a, clk := pruningAuthority(t, u)
 	// Each cycle fills as many jobs as the last one pruned and prunes
 	// them all (but the newest): without a vacuum between, each cycle's
 	// rows would take new pages, and the tables would grow by a cycle's
@@ -143,15 +135,7 @@ func TestAPruneByARoleThatMayNotVacuumStillDeletesAndSaysTheSpaceIsLeftToAutovac
 
 func TestOnPostgresAPruneVacuumsATableOnlyOnceEnoughOfItsRowsHaveGoneSinceItsLastVacuum(t *testing.T) {
 	u := freshSchema(t)
-	clk := &fakeClock{now: t0}
-	a, err := Open(u)
-	require.NoError(t, err)
-	defer a.Close()
-	a.setClock(clk.Now)
-	a.SetPruneInterval(0)
-	_, err = a.CreateProductionWithPolicies("p", noBackoff, RetentionPolicy{Completed: time.Hour, Failed: time.Hour,
-		Dead: time.Hour, Cancelled: time.Hour, Events: time.Hour})
-	require.NoError(t, err)
+	a, clk := pruningAuthority(t, u)
 	cycle := func(jobs int) PruneResult {
 		t.Helper()
 		fillAndFinish(t, a, jobs)
@@ -178,4 +162,21 @@ func TestOnPostgresAPruneVacuumsATableOnlyOnceEnoughOfItsRowsHaveGoneSinceItsLas
 	// The jobs deleted pass 128 at the fifth cycle: the jobs' four tables.
 	r = cycle(30)
 	require.EqualValues(t, 4, r.Vacuumed, "the jobs' tables: jobs, facts, outputs, attempts")
+}
+
+// pruningAuthority opens u on a test clock with production "p", whose
+// finished jobs and events are kept an hour, and background pruning off
+// (the test prunes).
+func pruningAuthority(t *testing.T, u string) (*Authority, *fakeClock) {
+	t.Helper()
+	clk := &fakeClock{now: t0}
+	a, err := Open(u)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	a.setClock(clk.Now)
+	a.SetPruneInterval(0)
+	_, err = a.CreateProductionWithPolicies("p", noBackoff, RetentionPolicy{Completed: time.Hour, Failed: time.Hour,
+		Dead: time.Hour, Cancelled: time.Hour, Events: time.Hour})
+	require.NoError(t, err)
+	return a, clk
 }
