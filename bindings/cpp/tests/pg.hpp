@@ -61,12 +61,13 @@ inline std::string unique_schema() {
 }
 
 // Sets server to the server's URL; "" when there is none, and then the test is skipped,
-// or failed under LEASES_REQUIRE_PG (the caller returns).
+// or failed under LEASES_REQUIRE_PG (the caller returns). Both are fatal: called from
+// SetUp, they keep the test body from running without an authority.
 inline void pg_server_or_skip(std::string &server) {
     server = env("LEASES_TEST_PG_URL");
     if (server.empty()) {
         if (!env("LEASES_REQUIRE_PG").empty()) {
-            ADD_FAILURE() << "LEASES_REQUIRE_PG is set but LEASES_TEST_PG_URL is not "
+            FAIL() << "LEASES_REQUIRE_PG is set but LEASES_TEST_PG_URL is not "
                              "(run under tests/pg/cluster.sh run -- ...)";
         } else {
             GTEST_SKIP() << "PostgreSQL tests skipped: LEASES_TEST_PG_URL is not set "
