@@ -69,19 +69,26 @@ var jumpCases = map[string]func(f *fixture) string{
 	},
 }
 
+// afterAQuietLook sets up a jump case on a running clock, then waits
+// briefly and finds nothing: a quiet look, whose next wake is an hour away
+// on this host's timers. It returns the job the case made.
+func afterAQuietLook(t *testing.T, setUp func(*fixture) string) (*fixture, *runningClock, string) {
+	t.Helper()
+	longSafetyPoll(t)
+	f := newFixture(t)
+	clk := newRunningClock()
+	f.a.setClock(clk.Now)
+	id := setUp(f)
+	_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 20*time.Millisecond)
+	requireKind(t, err, KindNothingToClaim)
+	return f, clk, id
+}
+
 func TestAWaitingClaimTakesAJobAForwardClockStepMadeClaimable(t *testing.T) {
 	for name, setUp := range jumpCases {
 		t.Run(name, func(t *testing.T) {
-			longSafetyPoll(t)
-			f := newFixture(t)
-			clk := newRunningClock()
-			f.a.setClock(clk.Now)
-			id := setUp(f)
+			f, clk, id := afterAQuietLook(t, setUp)
 			bg := context.Background()
-			// A quiet wait: the next wake is an hour away on this host's
-			// timers.
-			_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 20*time.Millisecond)
-			requireKind(t, err, KindNothingToClaim)
 			clk.jump(2 * time.Hour)
 			// A claim at the return would take the job: so must a waiting
 			// claim that joins after the quiet look, however short its wait.
@@ -95,19 +102,13 @@ func TestAWaitingClaimTakesAJobAForwardClockStepMadeClaimable(t *testing.T) {
 func TestAWaitingClaimTakesAJobAForwardClockStepMadeClaimableWhileItWaited(t *testing.T) {
 	for name, setUp := range jumpCases {
 		t.Run(name, func(t *testing.T) {
-			longSafetyPoll(t)
-			f := newFixture(t)
-			clk := newRunningClock()
-			f.a.setClock(clk.Now)
-			id := setUp(f)
 			// Only the end of the wait may see the step: no clock check
 			// during it, and a quiet look before it, so that the waiter
 			// need not look when it starts.
 			old := clockCheck
 			clockCheck = time.Hour
 			t.Cleanup(func() { clockCheck = old })
-			_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 20*time.Millisecond)
-			requireKind(t, err, KindNothingToClaim)
+			f, clk, id := afterAQuietLook(t, setUp)
 			c := startWaiting(t, context.Background(), f.a, "w", time.Minute, 300*time.Millisecond)
 			clk.jump(2 * time.Hour)
 			r := receive(t, c)
@@ -123,13 +124,7 @@ func TestAWaitingClaimWakesSoonAfterAForwardClockStepMadeAJobClaimable(t *testin
 	// them, without reading the store.
 	for name, setUp := range jumpCases {
 		t.Run(name, func(t *testing.T) {
-			longSafetyPoll(t)
-			f := newFixture(t)
-			clk := newRunningClock()
-			f.a.setClock(clk.Now)
-			id := setUp(f)
-			_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 20*time.Millisecond)
-			requireKind(t, err, KindNothingToClaim) // a quiet look: the waiter need not look when it starts
+			f, clk, id := afterAQuietLook(t, setUp) // the waiter need not look when it starts
 			c := startWaiting(t, context.Background(), f.a, "w", time.Minute, time.Hour)
 			start := time.Now()
 			clk.jump(2 * time.Hour)
