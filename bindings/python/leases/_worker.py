@@ -67,6 +67,12 @@ _STATUS_INVALID_ARGUMENT = 1
 _STATUS_NOTHING_TO_CLAIM = 4
 _STATUS_CLOSED = 11
 
+# The reason of a job whose bare `for` was left with it unsettled.
+LEFT_UNSETTLED_REASON = (
+    b"worker: the loop was left with the job unsettled (an exception, break or return "
+    b"through a for loop without with)"
+)
+
 
 class DrainTimeout(SystemExit):
     """Raised into the body of a ``work()`` loop running in the main thread
@@ -141,8 +147,11 @@ class Worker(Closing):
     anyway. An ``Exception`` that leaves ``with lease:`` in the body, or
     ``with`` around the loop (``with auth.work(...) as jobs:``), fails the
     unsettled job for a retry with the exception's text, as ``run()`` does;
-    ``break`` or another exit gives it back (a generator is only closed: it
-    cannot see the exception). Iterate it once.
+    inside ``with``, ``break`` or another exit gives it back. A bare ``for``
+    left with the job unsettled, whatever left it (an exception, ``break``,
+    ``return``), fails it for a retry with a reason that says so: a
+    generator is only closed, never told why, and a body that raised must
+    never pass for one that gave the job back. Iterate it once.
 
     ``run(handler)`` calls the handler for each job, on ``concurrency``
     threads at once (default 1: the calling thread).
@@ -215,7 +224,7 @@ class Worker(Closing):
         self._iterated = False
         # The loop's generator. Weakly held outside `with`: its frame holds
         # the Worker, so a strong reference would make a cycle, and a loop
-        # left by `break` would then be closed (its job given back) only by
+        # left by `break` would then be closed (its job failed) only by
         # the cycle collector. Strongly held inside `with`: an exception
         # leaving the `for` would otherwise close the generator, giving the
         # job back, before `__exit__` sees the exception and fails the job
@@ -224,6 +233,9 @@ class Worker(Closing):
         self._loop_held: Optional[Generator[Lease, None, None]] = None
         self._scoped = False
         self._left_by: Optional[BaseException] = None
+        # close() (leaving `with`, or called) is ending the loop: it knows
+        # why. A loop closed otherwise (a bare `for` let go of it) does not.
+        self._closing = False
         self._gave_back = False
 
     # ---- the handle ----------------------------------------------------------
@@ -298,6 +310,16 @@ class Worker(Closing):
         exception's text as the reason."""
         log.warning("worker: the handler failed on %r; failing the job for a retry", lease, exc_info=e)
         self._settle(lease, RESULT_FAIL_RETRY, failure_reason(e))
+
+    def _left_unsettled(self, lease: Lease) -> None:
+        """Fails for a retry the job of a bare ``for`` that was left with
+        the job unsettled: an exception, ``break`` or ``return``. A generator
+        is closed without being told why (CPython hides the exception in
+        flight from it), so every early exit counts as a failure of the
+        body: a body that raised is never taken for one that meant to give
+        the job back."""
+        log.warning("worker: the loop was left with %r unsettled; failing the job for a retry", lease)
+        self._settle(lease, RESULT_FAIL_RETRY, LEFT_UNSETTLED_REASON)
 
     def _returned(self, lease: Lease, metadata: Optional[Mapping[str, Any]]) -> None:
         """Completes the job with what the handler returned; metadata that
@@ -469,8 +491,10 @@ class Worker(Closing):
                         self._settle(lease, RESULT_COMPLETE)
                     elif isinstance(self._left_by, Exception):
                         self._failed(lease, self._left_by)
-                    else:
+                    elif self._closing:
                         self._settle(lease, RESULT_RELEASE)
+                    else:
+                        self._left_unsettled(lease)
         finally:
             self._restore_signals(saved)
 
@@ -560,6 +584,7 @@ class Worker(Closing):
         uses it."""
         self._asked = True
         self._stopping = True
+        self._closing = True
         loop = None if self._loop_gen is None else self._loop_gen()
         self._loop_held = None
         if loop is not None:

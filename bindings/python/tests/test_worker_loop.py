@@ -337,18 +337,67 @@ def test_a_job_that_ended_under_its_handler_is_settled_as_ended_and_the_loop_goe
     assert any("ended before it was settled" in r.getMessage() for r in caplog.records)
 
 
-def test_leaving_a_loop_early_without_an_exception_gives_the_job_back_at_once(store: leases.Authority) -> None:
+def test_leaving_a_loop_inside_with_early_without_an_exception_gives_the_job_back(store: leases.Authority) -> None:
     job = store.request_job(PRODUCTION)
-    for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30, handle_signals=False):
-        break
-    # No garbage collection needed: the loop gave the job back when `for` let go of it.
-    assert store.job(PRODUCTION, job).attempt_history[-1].ending == "released"
-    store.create_production("other")
-    job = store.request_job("other")
-    with store.work("other", worker="loop", duration=SECONDS_30, handle_signals=False) as jobs:
+    with store.work(PRODUCTION, worker="loop", duration=SECONDS_30, handle_signals=False) as jobs:
         for lease in jobs:
             break
-    assert store.job("other", job).attempt_history[-1].ending == "released"
+    assert store.job(PRODUCTION, job).attempt_history[-1].ending == "released"
+    store.create_production("async")
+    job = store.request_job("async")
+
+    async def main() -> None:
+        async with leases.aio.AsyncWorker(store.work("async", worker="loop", duration=SECONDS_30,
+                                                     handle_signals=False)) as jobs:
+            async for lease in jobs:
+                break
+
+    asyncio.run(main())
+    assert store.job("async", job).attempt_history[-1].ending == "released"
+
+
+def test_a_bare_for_left_with_the_job_unsettled_fails_it_for_a_retry_whatever_left_it(store: leases.Authority) -> None:
+    # A bare `for` (no `with`) cannot tell an exception from `break`: its
+    # generator is closed without being told why. An exception in a handler
+    # fails its job for a retry in every face, so every early exit of a bare
+    # `for` does, at once (no garbage collection needed), with a reason that
+    # says what happened; the job is claimable again after the back-off.
+    def by_exception(worker: leases.Worker) -> None:
+        with pytest.raises(Boom):
+            for lease in worker:
+                boom(lease)
+
+    def by_break(worker: leases.Worker) -> None:
+        for lease in worker:
+            break
+
+    def by_return(worker: leases.Worker) -> None:
+        for lease in worker:
+            return
+
+    def by_async_exception(worker: leases.Worker) -> None:
+        async def main() -> None:
+            with pytest.raises(Boom):
+                async for lease in leases.aio.AsyncWorker(worker):
+                    boom(lease.sync)
+
+        asyncio.run(main())
+
+    forms = {"exception": by_exception, "break": by_break, "return": by_return, "async exception": by_async_exception}
+    ended = {name: one_job_ends_as(store, f"bare-{n}", form) for n, (name, form) in enumerate(forms.items())}
+    reason = ("worker: the loop was left with the job unsettled (an exception, break or return "
+              "through a for loop without with)")
+    assert {name: (str(a.ending), a.reason) for name, a in ended.items()} == {name: ("retry", reason) for name in forms}
+
+
+def test_a_bare_for_that_settled_its_job_before_leaving_leaves_it_as_settled(store: leases.Authority) -> None:
+    # Giving the job back on purpose is one call before `break`.
+    job = store.request_job(PRODUCTION)
+    for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30, handle_signals=False):
+        lease.release()
+        break
+    assert store.job(PRODUCTION, job).attempt_history[-1].ending == "released"
+    assert store.job(PRODUCTION, job).attempt_history[-1].reason in (None, "")
 
 
 def test_an_idle_worker_costs_postgresql_at_most_a_few_looks_a_second() -> None:

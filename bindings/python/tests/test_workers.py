@@ -396,10 +396,11 @@ def test_the_work_loop_keeps_each_job_alive_and_completes_what_the_body_leaves(s
     assert all(j.worker == "loop" for j in store.jobs(PRODUCTION))
 
 
-def test_leaving_the_work_loop_by_break_gives_the_running_job_back(store: leases.Authority) -> None:
+def test_leaving_the_work_loop_inside_with_by_break_gives_the_running_job_back(store: leases.Authority) -> None:
     job = store.request_job(PRODUCTION)
-    for lease in store.work(PRODUCTION, worker="loop", duration=SECONDS_30):
-        break
+    with store.work(PRODUCTION, worker="loop", duration=SECONDS_30) as jobs:
+        for lease in jobs:
+            break
     assert states(store) == ["requested"]
     assert kinds(store, job)[-1] == "released"
 
