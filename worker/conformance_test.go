@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 	"github.com/libleases/libleases/internal/testwait"
@@ -212,28 +213,49 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForRun(t *testing.T) {
 	}
 }
 
-// The back-off is observed on a real loop: claims kept failing (SQLite's
+// holdClaims makes every claim through another handle with a 1 ms busy
+// timeout fail until release is called: on SQLite an edit of holder holds
+// the writer lock; on PostgreSQL a transaction holds the jobs table in
+// EXCLUSIVE mode, which lets a look read the job but makes the claim's row
+// lock wait past its lock_timeout.
+func holdClaims(t *testing.T, holder *core.Authority, where string) (release func()) {
+	t.Helper()
+	if os.Getenv("LEASES_TEST_STORE") != "postgres" {
+		e, err := holder.Begin()
+		require.NoError(t, err)
+		_, err = e.Claim("p", "holder", time.Minute) // takes the writer lock
+		require.NoError(t, err)
+		return e.Abort
+	}
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, where)
+	require.NoError(t, err)
+	tx, err := c.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `LOCK TABLE leases_jobs IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	return func() {
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, c.Close(ctx))
+	}
+}
+
+// The back-off is observed on a real loop: claims kept failing (the store's
 // writer lock held elsewhere, a 1 ms busy timeout) pause by the sequence.
 func TestALoopWhoseClaimsFailBacksOffByTheSharedSequence(t *testing.T) {
-	if os.Getenv("LEASES_TEST_STORE") == "postgres" {
-		t.Skip("SQLite's writer lock makes claims fail on demand; the sequence is the store's no more than the loop's")
-	}
 	v := readLoopVectors(t)
-	path := filepath.Join(t.TempDir(), "leases.db")
-	holder, err := leases.Open(path)
+	where := location(t)
+	holder, err := leases.Open(where)
 	require.NoError(t, err)
 	defer holder.Close()
 	_, err = holder.CreateProduction("p")
 	require.NoError(t, err)
 	_, err = holder.RequestJob("p", "", []byte("x"))
 	require.NoError(t, err)
-	a, err := leases.OpenWith(path, leases.Options{BusyTimeout: time.Millisecond})
+	a, err := leases.OpenWith(where, leases.Options{BusyTimeout: time.Millisecond})
 	require.NoError(t, err)
 	defer a.Close()
-	e, err := holder.Begin()
-	require.NoError(t, err)
-	_, err = e.Claim("p", "holder", time.Minute) // takes the writer lock
-	require.NoError(t, err)
+	release := holdClaims(t, holder, where)
 	cfg := loop.Config{Production: "p", Worker: "w", Duration: time.Minute, Logger: quietLog}
 	w, err := loop.New(a, cfg)
 	require.NoError(t, err)
@@ -251,7 +273,7 @@ func TestALoopWhoseClaimsFailBacksOffByTheSharedSequence(t *testing.T) {
 	for n, us := range seen {
 		require.Equal(t, v.BackoffUS[n-1], us, "the pause after %d failed claims", n)
 	}
-	e.Abort()
+	release()
 	l, err := w.Next(context.Background(), 10*time.Second)
 	require.NoError(t, err)
 	require.NotNil(t, l, "once the lock is free the loop claims")

@@ -49,6 +49,42 @@ static leases_authority *fresh(const char *tag, char *loc_out, size_t cap) {
 	return a;
 }
 
+/* worker_tests.h's hold on claims: a psql session holds the jobs table of
+ * loc's schema in EXCLUSIVE mode (a look reads the job; the claim's row lock
+ * waits past a 1 ms lock_timeout and fails) until release_claims rolls it
+ * back. psql runs the statements as they come down the pipe and touches a
+ * file once the lock is held. */
+static void *hold_claims(leases_authority *holder, const char *loc) {
+	(void)holder;
+	const char *sp = strstr(loc, "search_path=");
+	CHECK(sp != NULL);
+	if (sp == NULL) exit(1);
+	sp += strlen("search_path=");
+	char flag[512];
+	snprintf(flag, sizeof flag, "%s/claims-held-%ld", tmpdir, (long)getpid());
+	unlink(flag);
+	if (setenv("LEASES_PG_HELPER_URL", base, 1) != 0) exit(1);
+	FILE *p = popen("PGOPTIONS='-c client_min_messages=warning' psql \"$LEASES_PG_HELPER_URL\" -qX -v ON_ERROR_STOP=1 "
+	                ">/dev/null",
+	                "w");
+	CHECK(p != NULL);
+	if (p == NULL) exit(1);
+	fprintf(p, "SET search_path TO %.*s;\nBEGIN;\nLOCK TABLE leases_jobs IN EXCLUSIVE MODE;\n\\! touch '%s'\n",
+	        (int)strcspn(sp, "&"), sp, flag);
+	fflush(p);
+	struct timespec t0 = mono_now();
+	while (access(flag, F_OK) != 0 && seconds_since(t0) < 30) usleep(10000);
+	CHECK(access(flag, F_OK) == 0);
+	unlink(flag);
+	return p;
+}
+
+static void release_claims(void *held) {
+	FILE *p = held;
+	fputs("ROLLBACK;\n", p);
+	CHECK(pclose(p) == 0);
+}
+
 static int64_t wall_us(void) {
 	struct timeval tv;
 	gettimeofday(&tv, NULL);

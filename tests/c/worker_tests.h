@@ -2,7 +2,8 @@
  * (tests/vectors/worker_loop.json, through vectors.h) and the rules of the
  * leases_worker handle, shared by the SQLite suite (test_capi.c) and the
  * PostgreSQL suite (test_capi_pg.c). The including file defines fresh(tag,
- * loc, cap) (a new authority with production "p"). Under valgrind only the
+ * loc, cap) (a new authority with production "p") and hold_claims /
+ * release_claims (below). Under valgrind only the
  * first scenarios run (the Go runtime is many times slower there). */
 #ifndef LEASES_WORKER_TESTS_H
 #define LEASES_WORKER_TESTS_H
@@ -16,6 +17,11 @@
 #include "vectors.h"
 
 static leases_authority *fresh(const char *tag, char *loc, size_t cap);
+/* Defined by the including file too: makes every claim through another
+ * handle with a 1 ms busy timeout fail until release_claims (the store's
+ * writer lock held elsewhere). */
+static void *hold_claims(leases_authority *holder, const char *loc);
+static void release_claims(void *held);
 
 #define WSEC INT64_C(1000000)
 #define WFACTS "{\"metadata\":{\"done\":true}}"
@@ -345,6 +351,60 @@ static void test_worker_new_refuses_bad_options_and_claims_nothing(void) {
 	leases_authority_close(a);
 }
 
+/* The back-off after failed claims is the shared sequence: claims kept
+ * failing (the store's writer lock held elsewhere, a 1 ms busy timeout)
+ * pause by tests/vectors/worker_loop.json's backoff_us. */
+static void test_a_workers_failed_claims_back_off_by_the_shared_sequence(void) {
+	char loc[1024];
+	leases_authority *a0 = fresh("wbackoff", loc, sizeof loc);
+	char *id = request(a0, NULL);
+	leases_open_options oo = LEASES_OPEN_OPTIONS_INIT;
+	oo.busy_timeout_us = 1000;
+	leases_authority *a = NULL;
+	CHECK_OK(leases_authority_open_v2(loc, &oo, &a));
+	void *held = hold_claims(a0, loc);
+	leases_worker *w = NULL;
+	CHECK_OK(leases_worker_new(a, "p", "w", 60 * WSEC, NULL, &w));
+	int64_t seen[8] = {0};
+	int most = 0;
+	struct timespec t0 = mono_now();
+	while (most < 4 && seconds_since(t0) < 60) {
+		leases_lease *l = NULL;
+		CHECK_ST(leases_worker_next(w, 20000, &l), LEASES_NOTHING_TO_CLAIM);
+		char *stats = NULL;
+		CHECK_OK(leases_worker_stats_json(w, &stats));
+		const char *f = stats ? strstr(stats, "\"failed_claims\":") : NULL;
+		const char *b = stats ? strstr(stats, "\"backoff_us\":") : NULL;
+		if (f && b) {
+			int n = atoi(f + strlen("\"failed_claims\":"));
+			long long us = atoll(b + strlen("\"backoff_us\":"));
+			if (n > 0 && n < 8) {
+				seen[n] = us;
+				if (n > most) most = n;
+			}
+		}
+		leases_free(stats);
+	}
+	CHECK(most >= 4);
+	for (int n = 1; n <= most && n < 8; n++) {
+		if (seen[n] == 0) continue; /* a sample may miss one */
+		if (seen[n] != backoff_vectors_us[n - 1])
+			fprintf(stderr, "    after %d failed claims the pause is %lld us, want %lld\n", n, (long long)seen[n],
+			        (long long)backoff_vectors_us[n - 1]);
+		CHECK(seen[n] == backoff_vectors_us[n - 1]);
+	}
+	release_claims(held);
+	leases_lease *l = NULL;
+	CHECK_OK(leases_worker_next(w, 10 * WSEC, &l)); /* the lock is free: the loop claims */
+	CHECK(l != NULL);
+	CHECK_OK(leases_worker_settle(w, l, LEASES_RESULT_COMPLETE, NULL, 0));
+	CHECK(strcmp(job_state(a, id), "completed") == 0);
+	leases_worker_free(w);
+	leases_free(id);
+	leases_authority_close(a);
+	leases_authority_close(a0);
+}
+
 #define RUN_WORKER_TESTS()                                                                \
 	do {                                                                                  \
 		RUN(test_every_scenario_of_the_shared_loop_suite_holds_for_the_c_handle);         \
@@ -355,6 +415,7 @@ static void test_worker_new_refuses_bad_options_and_claims_nothing(void) {
 			RUN(test_a_stop_from_another_thread_ends_a_waiting_next);                     \
 			RUN(test_an_unknown_production_ends_the_worker_for_every_caller);             \
 			RUN(test_a_coordinators_cancel_reaches_the_running_job_of_a_worker);          \
+			RUN(test_a_workers_failed_claims_back_off_by_the_shared_sequence);            \
 		}                                                                                 \
 	} while (0)
 

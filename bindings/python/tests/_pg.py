@@ -9,7 +9,9 @@ import os
 import shutil
 import subprocess
 import uuid
+from contextlib import contextmanager
 from typing import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
@@ -73,3 +75,37 @@ def fresh_schema() -> Iterator[Schema]:
         yield schema
     finally:
         psql(schema.server, f"DROP SCHEMA {schema.name} CASCADE")
+
+
+@contextmanager
+def holding(url: str, sql: str) -> Iterator[None]:
+    """Runs sql in a transaction on url's server, with url's search_path as
+    the current schema, and keeps the transaction open (its locks held)
+    until the block ends; then rolls it back."""
+    parts = urlsplit(url)
+    params = dict(parse_qsl(parts.query))
+    schema = params.pop("search_path", "public")
+    server = urlunsplit(parts._replace(query=urlencode(params)))
+    p = subprocess.Popen(
+        [psql_binary(), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", server],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdin is not None and p.stdout is not None
+    try:
+        p.stdin.write(f"SET search_path TO {schema}; BEGIN; {sql}; SELECT 'held';\n")
+        p.stdin.flush()
+        line = p.stdout.readline().strip()
+        if line != "held":
+            why = p.stderr.read() if p.stderr is not None and p.poll() is not None else ""
+            raise AssertionError(f"psql did not hold {sql!r}: {line!r} {why}")
+        yield
+    finally:
+        try:
+            p.stdin.write("ROLLBACK;\n")
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+        p.wait(timeout=60)

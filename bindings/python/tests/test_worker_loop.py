@@ -7,6 +7,7 @@ process."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
@@ -141,18 +142,34 @@ def test_an_exception_without_text_gives_its_class_name_as_the_reason(store: lea
     assert store.job(PRODUCTION, job).attempt_history[-1].reason == "LookupError"
 
 
+@contextlib.contextmanager
+def claims_held(location: str, holder: leases.Authority) -> Iterator[None]:
+    """Every claim through another handle with a 1 ms busy timeout fails
+    while the block runs: on SQLite an edit of holder holds the writer lock;
+    on PostgreSQL a transaction holds the jobs table in EXCLUSIVE mode, which
+    lets a look read the job but makes the claim's row lock wait past its
+    lock_timeout."""
+    if location.endswith(".db"):
+        edit = holder.edit()
+        assert edit.claim(PRODUCTION, worker="holder", duration=SECONDS_30) is not None  # the writer lock
+        try:
+            yield
+        finally:
+            edit.abort()
+    else:
+        with _pg.holding(location, "LOCK TABLE leases_jobs IN EXCLUSIVE MODE"):
+            yield
+
+
 def test_a_loop_whose_claims_fail_backs_off_by_the_shared_sequence(location: str) -> None:
-    if not location.endswith(".db"):
-        pytest.skip("SQLite's writer lock makes claims fail on demand; the sequence is the loop's on either store")
     with leases.Authority(location) as holder, leases.Authority(
         location, busy_timeout=timedelta(milliseconds=1)
-    ) as auth:
+    ) as auth, contextlib.ExitStack() as held:
         holder.create_production(PRODUCTION)
         holder.request_job(PRODUCTION)
         worker = auth.work(PRODUCTION, worker="w", duration=SECONDS_30, handle_signals=False)
         got: List[leases.Lease] = []
-        edit = holder.edit()
-        assert edit.claim(PRODUCTION, worker="holder", duration=SECONDS_30) is not None  # the writer lock
+        held.enter_context(claims_held(location, holder))
         seen: Dict[int, int] = {}
 
         def run() -> None:
@@ -169,7 +186,7 @@ def test_a_loop_whose_claims_fail_backs_off_by_the_shared_sequence(location: str
             if s["failed_claims"] > 0:
                 seen[s["failed_claims"]] = s["backoff_us"]
             time.sleep(0.005)
-        edit.abort()
+        held.close()
         t.join(EVENTUALLY)
         assert len(got) == 1, "once the lock is free the loop claims"
         assert len(seen) >= 4
