@@ -342,31 +342,47 @@ func (t *pausingTx) JobByID(ctx context.Context, id string) (store.Job, error) {
 	return t.Tx.JobByID(ctx, id)
 }
 
-func TestAClaimIsNeverTimedBeforeTheReleaseItFollows(t *testing.T) {
+// claimAcrossARelease: host A claims a new job; host B's claim (claim) runs
+// in a transaction that wrap pauses (closing pb.paused); meanwhile
+// beforeRelease runs and A releases the job; then B goes on. It returns A,
+// the job and what B's claim returned.
+func claimAcrossARelease(t *testing.T, wrap func(*pausingBackend) func(store.Tx) store.Tx,
+	claim func(b *Authority, j string) (*Lease, error), beforeRelease func(a *Authority)) (*Authority, string, *Lease, error) {
+	t.Helper()
 	a, u := pgAuthority(t)
 	j, err := a.RequestJob("p", "", nil)
 	require.NoError(t, err)
 	held, err := a.ClaimJob("p", j, "host-a", time.Minute)
 	require.NoError(t, err)
-	// Host B starts claiming the job (its first sample is taken) and is held
-	// before it reads the row; host A then releases; then B goes on.
 	b, err := Open(u)
 	require.NoError(t, err)
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
 	pb := &pausingBackend{paused: make(chan struct{}), resume: make(chan struct{})}
-	wrapTxs(b, func(tx store.Tx) store.Tx { return &pausingTx{Tx: tx, b: pb} })
+	wrapTxs(b, wrap(pb))
 	var claimed *Lease
 	var claimErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		claimed, claimErr = b.ClaimJob("p", j, "host-b", time.Minute)
+		claimed, claimErr = claim(b, j)
 	}()
 	<-pb.paused
-	time.Sleep(2 * time.Millisecond)
+	beforeRelease(a)
 	require.NoError(t, held.Release())
 	close(pb.resume)
 	<-done
+	return a, j, claimed, claimErr
+}
+
+func TestAClaimIsNeverTimedBeforeTheReleaseItFollows(t *testing.T) {
+	// Host B starts claiming the job (its first sample is taken) and is held
+	// before it reads the row; host A then releases; then B goes on.
+	a, j, claimed, claimErr := claimAcrossARelease(t,
+		func(pb *pausingBackend) func(store.Tx) store.Tx {
+			return func(tx store.Tx) store.Tx { return &pausingTx{Tx: tx, b: pb} }
+		},
+		func(b *Authority, j string) (*Lease, error) { return b.ClaimJob("p", j, "host-b", time.Minute) },
+		func(*Authority) { time.Sleep(2 * time.Millisecond) })
 	require.NoError(t, claimErr)
 	evs, err := a.Events("p", 0)
 	require.NoError(t, err)
@@ -440,34 +456,21 @@ func (t *pausingClockTx) Now(ctx context.Context) (int64, error) {
 func TestATransitionIsNeverTimedBeforeTheOneItFollowsOnAClockBehindIt(t *testing.T) {
 	for _, byID := range []bool{true, false} {
 		t.Run(map[bool]string{true: "by id", false: "next"}[byID], func(t *testing.T) {
-			a, u := pgAuthority(t)
-			j, err := a.RequestJob("p", "", nil)
-			require.NoError(t, err)
-			held, err := a.ClaimJob("p", j, "host-a", time.Minute)
-			require.NoError(t, err)
-			b, err := Open(u)
-			require.NoError(t, err)
-			defer b.Close()
-			pb := &pausingBackend{paused: make(chan struct{}), resume: make(chan struct{})}
-			var once sync.Once
-			wrapTxs(b, func(tx store.Tx) store.Tx { return &pausingClockTx{Tx: tx, b: pb, once: &once} })
-			var claimed *Lease
-			var claimErr error
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				if byID {
-					claimed, claimErr = b.ClaimJob("p", j, "host-b", time.Minute)
-				} else {
-					claimed, claimErr = b.Claim("p", "host-b", time.Minute)
-				}
-			}()
-			<-pb.paused
-			// Host A's clock runs 10 s ahead of B's when it releases.
-			a.setClock(func() int64 { return systemClock() + (10 * time.Second).Microseconds() })
-			require.NoError(t, held.Release())
-			close(pb.resume)
-			<-done
+			a, _, claimed, claimErr := claimAcrossARelease(t,
+				func(pb *pausingBackend) func(store.Tx) store.Tx {
+					var once sync.Once
+					return func(tx store.Tx) store.Tx { return &pausingClockTx{Tx: tx, b: pb, once: &once} }
+				},
+				func(b *Authority, j string) (*Lease, error) {
+					if byID {
+						return b.ClaimJob("p", j, "host-b", time.Minute)
+					}
+					return b.Claim("p", "host-b", time.Minute)
+				},
+				func(a *Authority) {
+					// Host A's clock runs 10 s ahead of B's when it releases.
+					a.setClock(func() int64 { return systemClock() + (10 * time.Second).Microseconds() })
+				})
 			requireKind(t, claimErr, KindClockRegressed)
 			require.Nil(t, claimed)
 			js, err := a.Jobs("p")
