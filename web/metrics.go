@@ -1,6 +1,7 @@
 // /metrics: gauges read at each scrape (jobs by production and state from
-// Counts, the clock) and counters kept from the event log, which each
-// scrape follows from where the last one stopped (docs/web.md, Metrics).
+// Counts, the clock) and counters of the events committed since the server
+// started, kept by following the event log from its end at the start, each
+// scrape from where the last one stopped (docs/web.md, Metrics).
 package web
 
 import (
@@ -15,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// followBudget bounds the event-log reading of one scrape: a first scrape
-// of a long history reads it over several scrapes rather than timing out.
+// followBudget bounds the event-log reading of one scrape: a burst of
+// events between two scrapes is read over several rather than timing out.
 const followBudget = 5 * time.Second
 
 // counted maps the event kinds kept as counters to their metrics.
@@ -34,7 +35,7 @@ var counted = map[string]*prometheus.Desc{
 }
 
 func counterDesc(name, help string) *prometheus.Desc {
-	return prometheus.NewDesc("leases_"+name+"_total", help+" Counted from the event log since its start.",
+	return prometheus.NewDesc("leases_"+name+"_total", help+" Counted from the event log since the server started.",
 		[]string{"production"}, nil)
 }
 
@@ -46,7 +47,8 @@ var (
 	oldestDesc = prometheus.NewDesc("leases_oldest_waiting_seconds",
 		"Age of the first requested job in request order (0 when none waits).", []string{"production"}, nil)
 	durationDesc = prometheus.NewDesc("leases_claim_to_completion_seconds",
-		"From a claim to the completion of its job, on the authority clock.", []string{"production"}, nil)
+		"From a claim to the completion of its job, on the authority clock (claims made since the server started).",
+		[]string{"production"}, nil)
 	lagDesc = prometheus.NewDesc("leases_clock_lag_seconds",
 		"How far the authority clock is behind its high-water mark (0 when it is not; more means claims are refused).",
 		nil, nil)
@@ -54,7 +56,7 @@ var (
 	hwmDesc = prometheus.NewDesc("leases_clock_high_water_mark_seconds",
 		"The durable high-water mark of the authority clock (unix seconds).", nil, nil)
 	seqDesc = prometheus.NewDesc("leases_events_read_seq",
-		"The event log read by the counters so far (the last seq); below the log's end while a first scrape catches up.",
+		"The event log read by the counters so far (the last seq; the log's end when the server started, at first).",
 		nil, nil)
 )
 
@@ -103,6 +105,7 @@ type collector struct {
 	a *core.Authority
 
 	mu      sync.Mutex
+	started bool                        // after is set: the log's end when the server started
 	after   int64                       // the last event read
 	totals  map[string]map[string]int64 // production → kind → count
 	hist    map[string]*histogram       // production → durations
@@ -111,11 +114,34 @@ type collector struct {
 	limit    int              // how many productions are labelled by name
 	activity map[string]int64 // production → events read (every kind)
 	labelled map[string]bool  // the productions labelled by name (label)
+
+	// empty holds the productions whose Counts found no job and that have
+	// had no job requested since (no requested event read after that
+	// Counts): their counts are zeros without a read.
+	empty map[string]bool
 }
 
 func newCollector(a *core.Authority, limit int) *collector {
 	return &collector{a: a, totals: map[string]map[string]int64{}, hist: map[string]*histogram{},
-		claimed: map[string]time.Time{}, limit: limit, activity: map[string]int64{}, labelled: map[string]bool{}}
+		claimed: map[string]time.Time{}, limit: limit, activity: map[string]int64{}, labelled: map[string]bool{},
+		empty: map[string]bool{}}
+}
+
+// start sets the counters' cursor at the log's end, once: the seq of its
+// newest event (below the follower-safe horizon on PostgreSQL, so no event
+// committing late lies under it), one short read from that end. Nothing
+// committed before is counted; everything committed after is. The caller
+// holds mu or owns c alone.
+func (c *collector) start(ctx context.Context) error {
+	if c.started {
+		return nil
+	}
+	page, err := c.a.RecentEvents(ctx, core.EventQuery{Limit: 1}, 0)
+	if err != nil {
+		return err
+	}
+	c.after, c.started = page.Newest, true
+	return nil
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -153,11 +179,26 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, seconds(clock.HighWaterMark))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	caughtUp, err := c.follow(ctx)
-	if err != nil {
+	if err := c.start(ctx); err != nil {
 		return err
 	}
-	c.label()
+	if err := c.follow(ctx); err != nil {
+		return err
+	}
+	var productions []core.Production
+	q := core.ProductionQuery{Limit: core.MaxPageSize}
+	for {
+		page, err := c.a.ListProductions(ctx, q)
+		if err != nil {
+			return err
+		}
+		productions = append(productions, page.Productions...)
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	c.label(productions)
 	// Gauges: each labelled production's own, the others summed (the age
 	// of the oldest waiting job: the oldest of theirs).
 	var other struct {
@@ -167,45 +208,45 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 		oldest  float64
 	}
 	other.states = map[string]int64{}
-	q := core.ProductionQuery{Limit: core.MaxPageSize}
-	for {
-		page, err := c.a.ListProductions(ctx, q)
-		if err != nil {
-			return err
-		}
-		for _, p := range page.Productions {
-			// A production that never had a job request (the whole log
-			// read) has none to count: its counts are zeros without a
-			// read, so thousands of empty productions cost no store reads.
-			n := core.JobCounts{}
-			if !caughtUp || c.totals[p.Name]["requested"] > 0 {
-				if n, err = c.a.Counts(ctx, p.Name); err != nil {
-					return err
-				}
+	for _, p := range productions {
+		// A production whose last Counts found no job, and that has had
+		// no job requested since, has none: its counts are zeros without
+		// a read, so thousands of empty productions cost a scrape no reads
+		// after the first. A job comes only with a requested event, which
+		// the counters read (PostgreSQL: not before it is final, so none
+		// read later lies below the cursor).
+		n := core.JobCounts{}
+		if !c.empty[p.Name] {
+			var err error
+			if n, err = c.a.Counts(ctx, p.Name); err != nil {
+				return err
 			}
-			oldest := 0.0
-			if !n.OldestRequested.IsZero() {
-				oldest = max(0, n.At.Sub(n.OldestRequested).Seconds())
-			}
-			if !c.labelled[p.Name] {
-				other.any = true
-				for _, st := range allStates {
-					other.states[st] += countOf(n, st)
-				}
-				other.expired += n.Expired
-				other.oldest = max(other.oldest, oldest)
-				continue
-			}
+			none := true
 			for _, st := range allStates {
-				ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(countOf(n, st)), p.Name, st)
+				none = none && countOf(n, st) == 0
 			}
-			ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.GaugeValue, float64(n.Expired), p.Name)
-			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, p.Name)
+			if none {
+				c.empty[p.Name] = true
+			}
 		}
-		if page.Next == "" {
-			break
+		oldest := 0.0
+		if !n.OldestRequested.IsZero() {
+			oldest = max(0, n.At.Sub(n.OldestRequested).Seconds())
 		}
-		q.After = page.Next
+		if !c.labelled[p.Name] {
+			other.any = true
+			for _, st := range allStates {
+				other.states[st] += countOf(n, st)
+			}
+			other.expired += n.Expired
+			other.oldest = max(other.oldest, oldest)
+			continue
+		}
+		for _, st := range allStates {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(countOf(n, st)), p.Name, st)
+		}
+		ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.GaugeValue, float64(n.Expired), p.Name)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, p.Name)
 	}
 	if other.any {
 		for _, st := range allStates {
@@ -233,9 +274,15 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(otherTotals[kind]), OtherProductions)
 		}
 	}
+	// Every production with a counter has a histogram, empty until one of
+	// its claims made since the start completes.
 	otherHist := &histogram{counts: make([]uint64, len(durationBuckets))}
 	otherHistAny := false
-	for production, h := range c.hist {
+	for production := range c.totals {
+		h := c.hist[production]
+		if h == nil {
+			h = &histogram{counts: make([]uint64, len(durationBuckets))}
+		}
 		if !c.labelled[production] {
 			otherHistAny = true
 			otherHist.add(h)
@@ -252,19 +299,28 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 
 // label gives the free label slots (at most limit productions keep their
 // own name) to the busiest productions not yet labelled, by the events of
-// theirs read from the log, ties by name. A production keeps its label
-// while the server runs: were it to move between its own series and
-// OtherProductions, both series' counters would go down, which Prometheus
-// reads as a counter reset. A production whose name is OtherProductions is
-// always summed there, so no two series share a label.
-func (c *collector) label() {
+// theirs counted since the server started, ties by name; while every
+// production of the store fits, each one, busy or not. A production keeps
+// its label while the server runs: were it to move between its own series
+// and OtherProductions, both series' counters would go down, which
+// Prometheus reads as a counter reset. A production whose name is
+// OtherProductions is always summed there, so no two series share a label.
+func (c *collector) label(productions []core.Production) {
 	if len(c.labelled) >= c.limit {
 		return
 	}
 	var candidates []string
-	for p := range c.activity {
-		if !c.labelled[p] && p != OtherProductions {
-			candidates = append(candidates, p)
+	if len(productions) <= c.limit {
+		for _, p := range productions {
+			if !c.labelled[p.Name] && p.Name != OtherProductions {
+				candidates = append(candidates, p.Name)
+			}
+		}
+	} else {
+		for p := range c.activity {
+			if !c.labelled[p] && p != OtherProductions {
+				candidates = append(candidates, p)
+			}
 		}
 	}
 	slices.SortFunc(candidates, func(x, y string) int {
@@ -278,23 +334,22 @@ func (c *collector) label() {
 // follow reads the event log from where it stopped, page by page, for at
 // most followBudget, counting events and pairing claims with completions.
 // Counters only grow: the log is append-only and read once, in order.
-// It reports whether it read the log to its end.
-func (c *collector) follow(ctx context.Context) (bool, error) {
+func (c *collector) follow(ctx context.Context) error {
 	deadline := time.Now().Add(followBudget)
 	for time.Now().Before(deadline) {
 		page, err := c.a.ListEvents(ctx, core.EventQuery{After: c.after, Limit: core.MaxPageSize})
 		if err != nil {
-			return false, err
+			return err
 		}
 		for _, e := range page.Events {
 			c.count(e)
 		}
 		c.after = page.Next
 		if !page.More {
-			return true, nil
+			return nil
 		}
 	}
-	return false, nil
+	return nil
 }
 
 func (c *collector) count(e core.Event) {
@@ -306,9 +361,13 @@ func (c *collector) count(e core.Event) {
 	kinds[e.Kind]++
 	c.activity[e.Production]++
 	switch e.Kind {
+	case "requested":
+		delete(c.empty, e.Production)
 	case "claimed":
 		c.claimed[e.JobID] = e.At
 	case "completed":
+		// Only a claim read here has a known time: the completion of a
+		// claim made before the server started is counted, not timed.
 		if at, ok := c.claimed[e.JobID]; ok {
 			h := c.hist[e.Production]
 			if h == nil {

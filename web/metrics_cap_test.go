@@ -107,7 +107,8 @@ func TestMetricsLabelAtMostTheBusiestNProductionsAndSumTheRestUnderOther(t *test
 		require.GreaterOrEqual(t, families, 14, "every production family is there")
 
 		// The sums agree with the totals: the jobs by state, and each
-		// counter with the event log.
+		// counter with the event log (all of it committed after the
+		// server started, so all of it counted).
 		var requested, completed float64
 		for i := 0; i < busy; i++ {
 			requested += float64(i + 2)

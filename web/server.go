@@ -106,7 +106,10 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// New builds the server. It reads nothing yet.
+// New builds the server. It reads one thing: the event log's end, where
+// the counters of /metrics start (they count what commits after it). When
+// the store does not answer then, the first scrape that reaches it reads
+// the end instead, and New still succeeds: /healthz says what is wrong.
 func New(cfg Config) (*Server, error) {
 	if cfg.Authority == nil {
 		return nil, errors.New("web: no authority")
@@ -140,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newCollector(s.a, cfg.MetricsProductions)
+	ctx, cancel := context.WithTimeout(context.Background(), followBudget)
+	_ = s.metrics.start(ctx) // a failure is retried by the first scrape
+	cancel()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.metrics)
 	s.routes(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError,

@@ -30,7 +30,8 @@ Read-only unless --allow-actions: then a job's page has a cancel or a redrive fo
 production's page a form to redrive all its failed, dead or cancelled jobs (POST, protected
 against cross-site request forgery by a token and an Origin check). Nothing else ever writes.
 /metrics labels the N busiest productions by name (--metrics-productions, default 100; busiest:
-most events in the log) and sums the others under production="_other".
+most events since the server started) and sums the others under production="_other". Its
+counters count the events committed since the server started.
 No page, API answer or metric ever holds a claim secret or token, or a database password.`,
 		examples: []string{"leases serve", "leases --db /srv/jobs.db serve --listen 127.0.0.1:9090",
 			"leases serve --allow-actions", "curl -s http://127.0.0.1:8080/api/overview | jq ."},

@@ -126,8 +126,10 @@ func webFill(loc string, jobs int) {
 }
 
 // cmdWebPage times m rounds of every view (webViews) from a `leases serve`
-// over db. The first round is untimed: it is where /metrics first reads
-// the event log (its time is reported on its own).
+// over db. The first round is untimed: its /metrics is the first scrape of
+// a server just started over the file (the server read the log's end when
+// it started; the scrape reads the counts and the events since), reported
+// on its own.
 func cmdWebPage(args []string) {
 	fs := flag.NewFlagSet("webpage", flag.ExitOnError)
 	db := fs.String("db", "", "filled database file")
@@ -316,7 +318,7 @@ func renderWeb(o *opts, b *strings.Builder, rows []*row, jobs int, n string) {
 		p("| every view | p50 %s, p99 %s | p50 %s, p99 %s |\n", cell("SQLite", p50), cell("SQLite", p99),
 			cell("PostgreSQL", p50), cell("PostgreSQL", p99))
 		first := func(x result) float64 { return x.Extra["first_metrics_ns"] }
-		p("| first `/metrics` (reads the whole event log once) | %s | %s |\n\n", cell("SQLite", first), cell("PostgreSQL", first))
+		p("| first `/metrics` of a server just started | %s | %s |\n\n", cell("SQLite", first), cell("PostgreSQL", first))
 	}
 	p("| workers | cycles/s | range | claim p99 | page refreshes | open ÷ none |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, store := range []string{"SQLite FULL", "PostgreSQL"} {
