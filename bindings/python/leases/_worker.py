@@ -236,6 +236,7 @@ class Worker(Closing):
         # close() (leaving `with`, or called) is ending the loop: it knows
         # why. A loop closed otherwise (a bare `for` let go of it) does not.
         self._closing = False
+        self._closer = threading.Lock()
         self._gave_back = False
 
     # ---- the handle ----------------------------------------------------------
@@ -577,6 +578,21 @@ class Worker(Closing):
         self._left_by = exc
         self.close()
 
+    def _abandon(self) -> None:
+        """Ends the loop as a bare ``for`` that let go of it does: a job
+        the body left unsettled is failed for a retry (``leases.aio``'s
+        ``async for``, whose generator outlives the loop)."""
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        # One closer at a time: a generator closed from two threads at once
+        # raises "generator already executing" in one of them.
+        with self._closer:
+            loop = None if self._loop_gen is None else self._loop_gen()
+            self._loop_held = None
+            if loop is not None:
+                loop.close()
+
     def close(self) -> None:
         """Ends the loop (leaving ``with`` does): a job the body left
         unsettled is failed for a retry when ``with`` is left on an
@@ -585,10 +601,7 @@ class Worker(Closing):
         self._asked = True
         self._stopping = True
         self._closing = True
-        loop = None if self._loop_gen is None else self._loop_gen()
-        self._loop_held = None
-        if loop is not None:
-            loop.close()
+        self._close_loop()
         with self._lock:
             if self._ptr is None:
                 return

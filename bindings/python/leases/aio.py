@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
+    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -508,6 +509,7 @@ class AsyncWorker(_AsyncHandle):
     def __init__(self, worker: Worker) -> None:
         self.sync = worker
         self._steps: Optional[Iterator[Lease]] = None
+        self._scoped = False
 
     def stop(self) -> None:
         self.sync.stop()
@@ -516,8 +518,8 @@ class AsyncWorker(_AsyncHandle):
     def stopping(self) -> bool:
         return self.sync.stopping
 
-    def __aiter__(self) -> "AsyncWorker":
-        return self
+    def __aiter__(self) -> AsyncIterator[AsyncLease]:
+        return self._leases()
 
     async def __anext__(self) -> AsyncLease:
         if self._steps is None:
@@ -527,6 +529,27 @@ class AsyncWorker(_AsyncHandle):
         if lease is None:
             raise StopAsyncIteration
         return AsyncLease(lease)
+
+    async def _leases(self) -> AsyncGenerator[AsyncLease, None]:
+        """What ``async for`` iterates: an async generator, so that leaving
+        the loop closes it (asyncio runs its ``aclose()``) even while this
+        worker is still referenced. Outside ``async with``, closing it ends
+        the loop as a bare ``for`` does: a job left unsettled is failed for
+        a retry. Inside, ``__aexit__`` ends the loop, knowing why."""
+        try:
+            while True:
+                try:
+                    lease = await self.__anext__()
+                except StopAsyncIteration:
+                    return
+                yield lease
+        finally:
+            if not self._scoped:
+                await _run(self.sync._abandon)
+
+    async def __aenter__(self) -> "AsyncWorker":
+        self._scoped = True
+        return self
 
     async def run(self, handler: Callable[[AsyncLease], Awaitable[Optional[Mapping[str, Any]]]]) -> None:
         """``Worker.run`` for asyncio: ``await handler(lease)`` for each job,

@@ -256,6 +256,12 @@ def boom(lease: leases.Lease) -> None:
     raise Boom("the disk is full")
 
 
+# The reason of a job a bare `for` was left with, unsettled.
+LEFT_UNSETTLED = (
+    "worker: the loop was left with the job unsettled (an exception, break or return through a for loop without with)"
+)
+
+
 def one_job_ends_as(store: leases.Authority, production: str, run: Any) -> Any:
     """Requests one job of a new production, runs one form of the loop
     over it (run(worker)), and returns the job's newest attempt."""
@@ -402,9 +408,30 @@ def test_a_bare_for_left_with_the_job_unsettled_fails_it_for_a_retry_whatever_le
 
     forms = {"exception": by_exception, "break": by_break, "return": by_return, "async exception": by_async_exception}
     ended = {name: one_job_ends_as(store, f"bare-{n}", form) for n, (name, form) in enumerate(forms.items())}
-    reason = ("worker: the loop was left with the job unsettled (an exception, break or return "
-              "through a for loop without with)")
-    assert {name: (str(a.ending), a.reason) for name, a in ended.items()} == {name: ("retry", reason) for name in forms}
+    assert {name: (str(a.ending), a.reason) for name, a in ended.items()} == {
+        name: ("retry", LEFT_UNSETTLED) for name in forms
+    }
+
+
+def test_a_bare_async_for_left_with_the_job_unsettled_fails_it_while_the_worker_lives(store: leases.Authority) -> None:
+    # The worker outlives the loop here (it is still referenced): leaving
+    # `async for` must still end the job's claim, not keep it alive until the
+    # worker goes.
+    job = store.request_job(PRODUCTION)
+
+    async def main() -> None:
+        jobs = leases.aio.AsyncWorker(store.work(PRODUCTION, worker="loop", duration=SECONDS_30, handle_signals=False))
+        with pytest.raises(Boom):
+            async for lease in jobs:
+                boom(lease.sync)
+        deadline = time.monotonic() + EVENTUALLY
+        while store.job(PRODUCTION, job).state == "claimed" and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        attempt = store.job(PRODUCTION, job).attempt_history[-1]
+        assert (str(attempt.ending), attempt.reason) == ("retry", LEFT_UNSETTLED)
+        await jobs.close()
+
+    asyncio.run(main())
 
 
 def test_a_bare_for_that_settled_its_job_before_leaving_leaves_it_as_settled(store: leases.Authority) -> None:
