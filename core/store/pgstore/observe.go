@@ -60,8 +60,8 @@ const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_
 
 // jobPageSQL is one page of jobs, one index range for each filter
 // (observe_test.go): leases_jobs_by_order, leases_jobs_by_state with a
-// state, the (production_id, key) unique index with a key, the primary key
-// with an id.
+// state, the unique index of keys in byte order (leases_jobs_by_key) with a
+// key, the primary key with an id.
 func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.KeyFrom != "" {
 		return keyPageSQL(f)
@@ -72,7 +72,7 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 		c.add(`state = $?`, f.State)
 	}
 	if f.Key != "" {
-		c.add(`key = $?`, f.Key)
+		c.add(`key COLLATE "C" = $?`, f.Key)
 	}
 	if f.ID != "" {
 		c.add(`id = $?`, f.ID)
@@ -122,7 +122,7 @@ func workerJobsSQL(f store.WorkerJobFilter) (string, []any) {
 		c.add(`j.state = ANY($?::text[])`, f.States)
 	}
 	if f.Key != "" {
-		c.add(`j.key = $?`, f.Key)
+		c.add(`j.key COLLATE "C" = $?`, f.Key)
 	}
 	if f.ID != "" {
 		c.add(`j.id = $?`, f.ID)
@@ -402,8 +402,9 @@ func (db *DB) CountEvents(ctx context.Context, productionID, kind string, since,
 // the workers last seen at or after the time. Each step is the first entry
 // in the index's order (ORDER BY ... LIMIT 1), not min() or max(): before
 // the tables have statistics the planner aggregates a min() over the whole
-// range. holdersSQL reads the unexpired part of the partial index of
-// claims by expiry.
+// range. holdersSQL reads the production's entries of the partial index of
+// claims (leases_jobs_claimed_ready), which hold each claim's expiry and
+// worker: every claim of the production, one entry each, never the table.
 var (
 	workerKindsSQL = `kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `')`
 	workersSeenSQL = `WITH RECURSIVE w(worker) AS (

@@ -205,9 +205,14 @@ func (q queries) JobByID(ctx context.Context, id string) (store.Job, error) {
 // never change. A lock would hide the job from claims (they skip locked
 // rows) until the requesting transaction ends.
 func (q queries) JobByKey(ctx context.Context, productionID, key string) (store.Job, error) {
-	return scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND key = $2`, productionID, key))
+	return scanJob(q.q.QueryRow(ctx, jobByKeySQL, productionID, key))
 }
+
+// jobByKeySQL finds a job by its key in the unique index of keys, which is
+// in byte order ("C"): the comparison names that collation, or the index
+// would not serve it (observe_test.go).
+const jobByKeySQL = `SELECT ` + jobColumns + ` FROM leases_jobs
+	WHERE production_id = $1 AND key COLLATE "C" = $2`
 
 func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, error) {
 	rows, err := q.q.Query(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE production_id = $1 ORDER BY seq`, productionID)
