@@ -14,10 +14,13 @@ import (
 )
 
 // jobIndexes is the name of every index of leases_jobs at location, sorted.
-func jobIndexes(t *testing.T, location string) []string {
+func jobIndexes(t *testing.T, location string) []string { return indexesOf(t, location, "leases_jobs") }
+
+// indexesOf is the name of every index of table at location, sorted.
+func indexesOf(t *testing.T, location, table string) []string {
 	t.Helper()
 	rows, err := connect(t, location).Query(ctx, `SELECT indexname FROM pg_indexes
-		WHERE schemaname = current_schema() AND tablename = 'leases_jobs'`)
+		WHERE schemaname = current_schema() AND tablename = $1`, table)
 	require.NoError(t, err)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -44,6 +47,39 @@ func TestAJobUpdateWritesNoIndexALaterSchemaMadeRedundant(t *testing.T) {
 	}, jobIndexes(t, freshURL(t)))
 }
 
+// TestAnAttemptIsWrittenIntoOneIndexThatEveryReaderOfTheHistoryReads: every
+// reader of the attempt history reads one job's entries in order (the
+// history, a page's newest attempt, the trim to the newest entries, the
+// deletes of pruning and of a job), so the history's key is (job_id, id):
+// a completion writes its attempt into one index, not a key by id and an
+// index by job beside it.
+func TestAnAttemptIsWrittenIntoOneIndexThatEveryReaderOfTheHistoryReads(t *testing.T) {
+	u := freshURL(t)
+	require.Equal(t, []string{"leases_attempts_pkey"}, indexesOf(t, u, "leases_attempts"))
+	var def string
+	require.NoError(t, connect(t, u).QueryRow(ctx, `SELECT indexdef FROM pg_indexes
+		WHERE schemaname = current_schema() AND indexname = 'leases_attempts_pkey'`).Scan(&def))
+	require.Contains(t, def, "(job_id, id)")
+
+	// Each reader is one range of it, on a history of realistic size.
+	pid := fillRealistic(t, u, 3, 5000)
+	c := connect(t, u)
+	var job string
+	require.NoError(t, c.QueryRow(ctx, `SELECT job_id FROM leases_attempts a JOIN leases_jobs j ON j.id = a.job_id
+		WHERE j.production_id = $1 LIMIT 1`, pid).Scan(&job))
+	for name, st := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"history": {attemptsSQL, []any{job}},
+		"trim":    {trimAttemptsSQL, []any{job, 20}},
+	} {
+		p := plan(t, c, name, st.sql, st.args)
+		require.NotRegexp(t, "Seq Scan on leases_attempts|Sort", p, "%s:\n%s", name, p)
+		require.Regexp(t, "Index (Only )?Scan (Backward )?using leases_attempts_pkey", p, "%s:\n%s", name, p)
+	}
+}
+
 // TestASchema8DatabaseIsMigratedTo12AndEveryReaderOfItsClaimsAndKeysStaysExact:
 // the claims of before (one expired and backing off, one held) are counted
 // and listed by their worker from the index of claims, the keys of before
@@ -60,7 +96,11 @@ func TestASchema8DatabaseIsMigratedTo12AndEveryReaderOfItsClaimsAndKeysStaysExac
 			worker, claimed_unix_us, expiry_unix_us, attempts, ready_unix_us) VALUES
 			('j4', 'pid', 'kB', '', 'claimed', 15, 15, 'w', 15, 400, 1, 900),
 			('j5', 'pid', 'ka', '', 'claimed', 16, 16, 'x', 16, 2000, 1, 2000),
-			('j6', 'pid', 'k_', '', 'requested', 17, 17, '', 0, 0, 0, 17)`)...)
+			('j6', 'pid', 'k_', '', 'requested', 17, 17, '', 0, 0, 0, 17)`,
+		// j6's history: numbered out of id order (a redrive starts the
+		// numbers over), so only id orders it.
+		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending) VALUES
+			('j6', 2, 'w', 5, 6, 'retry'), ('j6', 1, 'w', 7, 8, 'retry'), ('j6', 1, 'w', 13, 14, 'failed')`)...)
 	require.Contains(t, jobIndexes(t, old), "leases_jobs_claimed_expiry")
 	v, err := version(ctx, connect(t, old))
 	require.NoError(t, err)
@@ -104,6 +144,21 @@ func TestASchema8DatabaseIsMigratedTo12AndEveryReaderOfItsClaimsAndKeysStaysExac
 		requested_unix_us, updated_unix_us) VALUES ('j7', 'pid', 'ka', '', 'requested', 18, 18)`)
 	require.Error(t, err, "a key is unique in its production")
 	require.ErrorIs(t, classify(err), store.ErrConflict, "two requests of one key race as before")
+
+	// The history of before keeps its order, and is trimmed to the newest.
+	hist, err := db.Attempts(ctx, "j6")
+	require.NoError(t, err)
+	require.Len(t, hist, 3)
+	require.Equal(t, []int64{5, 7, 13}, []int64{hist[0].ClaimedAt, hist[1].ClaimedAt, hist[2].ClaimedAt})
+	tx, err := db.BeginWrite(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.InsertAttempt(ctx, store.Attempt{JobID: "j6", Number: 2, Worker: "w", ClaimedAt: 20,
+		EndedAt: 21, Ending: "failed"}, 2))
+	require.NoError(t, tx.Commit())
+	hist, err = db.Attempts(ctx, "j6")
+	require.NoError(t, err)
+	require.Len(t, hist, 2)
+	require.Equal(t, []int64{13, 20}, []int64{hist[0].ClaimedAt, hist[1].ClaimedAt})
 
 	// A migrated schema is exactly a new one.
 	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))

@@ -144,7 +144,8 @@ func (db *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]st
 // jobTimesSQL reads the times of a page of jobs in one statement: for each
 // id of $2, one probe of leases_jobs_pkey, one of leases_events_by_job to
 // the job's first claimed event (its first few events), one of
-// leases_attempts_by_job to its newest attempt (observe_test.go).
+// the attempts' primary key (job_id, id) to its newest attempt
+// (observe_test.go).
 const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
 	coalesce((SELECT e.at_unix_us FROM leases_events e WHERE e.job_id = j.id AND e.kind = 'claimed'
 		ORDER BY e.seq LIMIT 1), 0),

@@ -149,7 +149,7 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	// A page's times: per id, a probe of the primary key, of the job's
 	// events and of its attempts (Also: each must be there).
 	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{pid, "{a,b,c}"}, Want: "leases_jobs_pkey",
-		Also: []string{"leases_events_by_job", "leases_attempts_by_job"}}
+		Also: []string{"leases_events_by_job", "leases_attempts_pkey"}}
 	// A key prefix is one range of leases_jobs_by_key, in byte order ("C"),
 	// read in its order: never the collation's unique index, never a sort.
 	for name, f := range map[string]store.JobFilter{

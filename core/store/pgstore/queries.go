@@ -400,7 +400,7 @@ func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []i
 const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
 
 func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+attemptColumns+` FROM leases_attempts WHERE job_id = $1 ORDER BY id`, jobID)
+	rows, err := q.q.Query(ctx, attemptsSQL, jobID)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -411,16 +411,24 @@ func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, e
 	})
 }
 
+// The attempt history's statements: each reads one job's range of the
+// primary key (job_id, id), the table's only index from schema 12
+// (indexes_test.go pins their plans).
+const (
+	attemptsSQL     = `SELECT ` + attemptColumns + ` FROM leases_attempts WHERE job_id = $1 ORDER BY id`
+	trimAttemptsSQL = `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
+		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
+)
+
 // InsertAttempt appends to the history and drops what is older than the
-// newest keep entries of the job (leases_attempts_by_job). The job's row is
-// locked by the caller, so two writers never trim one history at once.
+// newest keep entries of the job. The job's row is locked by the caller, so
+// two writers never trim one history at once.
 func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
 	if err := q.write(ctx, nil, `INSERT INTO leases_attempts (`+attemptColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
 		return err
 	}
-	return q.write(ctx, nil, `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
-		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`, a.JobID, keep)
+	return q.write(ctx, nil, trimAttemptsSQL, a.JobID, keep)
 }
 
 // hasClaimableAt is claim-next's condition at now (an expression), read
