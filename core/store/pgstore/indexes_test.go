@@ -4,7 +4,9 @@
 package pgstore
 
 import (
+	"encoding/json"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -34,17 +36,100 @@ func indexesOf(t *testing.T, location, table string) []string {
 // meets. Each index serves a reader no other serves: the claims' expiries
 // and workers are in the index of claims by ready time, requested jobs in
 // request order are a range of the index by state, and the keys are unique
-// in the index in byte order that the listing by key prefix reads.
+// in the index in byte order that the listing by key prefix reads. A
+// production's jobs in request order are its states' ranges of the index
+// by state merged (the states are a closed set, a CHECK of the table).
 func TestAJobUpdateWritesNoIndexALaterSchemaMadeRedundant(t *testing.T) {
 	require.Equal(t, []string{
 		"leases_jobs_by_key",        // keys: unique, in byte order (a key, a key prefix)
-		"leases_jobs_by_order",      // a production's jobs in request order
-		"leases_jobs_by_state",      // one state's jobs in request order, counts by state
+		"leases_jobs_by_state",      // each state's jobs in request order (merged: all jobs), counts by state
 		"leases_jobs_claimed_ready", // claims: lapsed ones, the next wake, expired ones, holders
 		"leases_jobs_delayed",       // delayed jobs by ready time: promotion, the next wake
 		"leases_jobs_due",           // the next claimable job
 		"leases_jobs_pkey",          // a job by its id
 	}, jobIndexes(t, freshURL(t)))
+}
+
+// TestAProductionsJobsInRequestOrderAreItsStatesRangesMergedReadingAboutAPageOfRows:
+// with no index of a production's jobs in request order, a page of them is
+// each state's range of the index by state, merged in seq order: it reads
+// about the page's rows (one more per state at most), never every job of
+// the production, and never sorts them; the newest job's number is the
+// greatest of each state's last entry.
+func TestAProductionsJobsInRequestOrderAreItsStatesRangesMergedReadingAboutAPageOfRows(t *testing.T) {
+	u := freshURL(t)
+	pid := fillRealistic(t, u, 3, 20000)
+	c := connect(t, u)
+	var low, high int64
+	require.NoError(t, c.QueryRow(ctx, `SELECT min(seq), max(seq) FROM leases_jobs WHERE production_id = $1`, pid).Scan(&low, &high))
+	for name, f := range map[string]store.JobFilter{
+		"first page":    {ProductionID: pid, Limit: 101},
+		"next page":     {ProductionID: pid, AfterSeq: low + 5000, Limit: 101},
+		"newest page":   {ProductionID: pid, Backward: true, Limit: 101},
+		"previous page": {ProductionID: pid, Backward: true, BeforeSeq: high - 5000, Limit: 101},
+		"back to after": {ProductionID: pid, Backward: true, AfterSeq: low + 100, BeforeSeq: high - 5000, Limit: 101},
+	} {
+		text, args := jobPageSQL(f)
+		lits := make([]string, len(args))
+		for i, a := range args {
+			lits[i] = literal(a)
+		}
+		p := plan(t, c, name, text, args)
+		require.NotRegexp(t, "Seq Scan on leases_jobs|Sort  \\(", p, "%s:\n%s", name, p)
+		require.Regexp(t, "Index (Only )?Scan (Backward )?using leases_jobs_by_state", p, "%s:\n%s", name, p)
+		// Rows read: about the page, not the production's 20,000.
+		var out string
+		_, err := c.Exec(ctx, `PREPARE r AS `+text)
+		require.NoError(t, err)
+		require.NoError(t, c.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE r(`+strings.Join(lits, ", ")+`)`).Scan(&out))
+		_, err = c.Exec(ctx, `DEALLOCATE r`)
+		require.NoError(t, err)
+		var plans []map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &plans))
+		require.LessOrEqual(t, scanned(plans[0]["Plan"].(map[string]any)), float64(101+len(store.JobStates)), "%s:\n%s", name, out)
+		// And they are the production's jobs in request order.
+		got, err := connect(t, u).Query(ctx, text, args...)
+		require.NoError(t, err)
+		var seqs []int64
+		for got.Next() {
+			vals, err := got.Values()
+			require.NoError(t, err)
+			seqs = append(seqs, vals[3].(int64))
+		}
+		require.NoError(t, got.Err())
+		wantSQL := `SELECT seq FROM leases_jobs WHERE production_id = $1 AND seq > $2 AND seq < $3 ORDER BY seq LIMIT 101`
+		if f.Backward {
+			wantSQL = strings.Replace(wantSQL, "ORDER BY seq", "ORDER BY seq DESC", 1)
+		}
+		before := f.BeforeSeq
+		if before == 0 {
+			before = 1 << 62
+		}
+		rows, err := c.Query(ctx, wantSQL, pid, f.AfterSeq, before)
+		require.NoError(t, err)
+		want, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		require.Equal(t, want, seqs, name)
+	}
+	p := plan(t, c, "newest job", newestJobSeqSQL, []any{pid})
+	require.NotRegexp(t, "Seq Scan on leases_jobs|Sort|Aggregate", p, p)
+	var newest int64
+	require.NoError(t, c.QueryRow(ctx, newestJobSeqSQL, pid).Scan(&newest))
+	require.Equal(t, high, newest)
+}
+
+// scanned is the rows every scan node of an EXPLAIN ANALYZE plan returned.
+func scanned(node map[string]any) float64 {
+	n := 0.0
+	if strings.Contains(node["Node Type"].(string), "Scan") {
+		n += node["Actual Rows"].(float64) * node["Actual Loops"].(float64)
+	}
+	if kids, ok := node["Plans"].([]any); ok {
+		for _, k := range kids {
+			n += scanned(k.(map[string]any))
+		}
+	}
+	return n
 }
 
 // TestAnAttemptIsWrittenIntoOneIndexThatEveryReaderOfTheHistoryReads: every
@@ -144,6 +229,19 @@ func TestASchema8DatabaseIsMigratedTo12AndEveryReaderOfItsClaimsAndKeysStaysExac
 		requested_unix_us, updated_unix_us) VALUES ('j7', 'pid', 'ka', '', 'requested', 18, 18)`)
 	require.Error(t, err, "a key is unique in its production")
 	require.ErrorIs(t, classify(err), store.ErrConflict, "two requests of one key race as before")
+
+	// The production's jobs in request order, whatever their state, and
+	// the newest of them.
+	all, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
+	require.NoError(t, err)
+	var ids []string
+	for _, r := range all {
+		ids = append(ids, r.ID)
+	}
+	require.Equal(t, []string{"j1", "j2", "j3", "j4", "j5", "j6"}, ids)
+	newest, err := db.NewestJobSeq(ctx, "pid")
+	require.NoError(t, err)
+	require.Equal(t, all[5].Seq, newest)
 
 	// The history of before keeps its order, and is trimmed to the newest.
 	hist, err := db.Attempts(ctx, "j6")

@@ -59,8 +59,8 @@ const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_
 	ready_unix_us, due`
 
 // jobPageSQL is one page of jobs, one index range for each filter
-// (observe_test.go): leases_jobs_by_order, leases_jobs_by_state with a
-// state, the unique index of keys in byte order (leases_jobs_by_key) with a
+// (observe_test.go): each state's range of leases_jobs_by_state merged
+// without a filter (byStatesPage), its range with a state, the unique index of keys in byte order (leases_jobs_by_key) with a
 // key, the primary key with an id.
 func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.KeyFrom != "" {
@@ -87,7 +87,29 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.Backward {
 		order = `seq DESC`
 	}
+	if f.State == "" && f.Key == "" && f.ID == "" {
+		return byStatesPage(c, order, f.Limit)
+	}
 	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, order, f.Limit)
+}
+
+// byStatesPage ends a page of a production's jobs in seq order, whatever
+// their state: there is no index of a production's jobs in request order
+// (schema 12), so the page is each state's range of leases_jobs_by_state,
+// merged in seq order (a Merge Append pulls from each range only what the
+// page takes: about the page's rows, one more per state). The states are a
+// closed set (the table's CHECK, store.JobStates), so the merge is every
+// job of the production.
+func byStatesPage(c conds, order string, limit int) (string, []any) {
+	c.args = append(c.args, limit)
+	lim := `$` + strconv.Itoa(len(c.args))
+	where := strings.Join(c.where, ` AND `)
+	parts := make([]string, len(store.JobStates))
+	for i, st := range store.JobStates {
+		parts[i] = `(SELECT ` + jobRowColumns + ` FROM leases_jobs WHERE ` + where + ` AND state = '` + st +
+			`' ORDER BY ` + order + ` LIMIT ` + lim + `)`
+	}
+	return `SELECT * FROM (` + strings.Join(parts, ` UNION ALL `) + `) AS j ORDER BY ` + order + ` LIMIT ` + lim, c.args
 }
 
 // jobRowColumnsJ are jobRowColumns of leases_jobs named j.

@@ -101,12 +101,12 @@ func freshURL(t *testing.T) string {
 func observedStatements(pid string) map[string]storetest.Statement {
 	out := map[string]storetest.Statement{}
 	index := map[string]string{
-		"jobs":                   "leases_jobs_by_order",
+		"jobs":                   "leases_jobs_by_state", // each state's range, merged
 		"jobs key":               "leases_jobs_by_key",
 		"jobs key+state":         "leases_jobs_by_key",
 		"jobs id":                "leases_jobs_pkey",
 		"jobs id+state":          "leases_jobs_pkey",
-		"jobs backward":          "leases_jobs_by_order",
+		"jobs backward":          "leases_jobs_by_state",
 		"events":                 "leases_events_pkey",
 		"events production":      "leases_events_by_production",
 		"events production+kind": "leases_events_by_kind",

@@ -238,7 +238,10 @@ var migrateV7toV8 = []string{
 // state. The unique index of keys in the database's collation goes: the
 // index of keys in byte order becomes unique, which is the same rule (a
 // deterministic collation calls two strings equal only when their bytes
-// are), and a lookup by key names its collation. The attempt history is
+// are), and a lookup by key names its collation. The index of a
+// production's jobs in request order goes: a page of them is each state's
+// range of the index by state merged (the states are a closed set, the
+// table's CHECK). The attempt history is
 // keyed by (job_id, id), its every reader's order: a completion writes its
 // attempt into one index, not a key by id and an index by job beside it.
 // Every path that opens a schema below 12 ends with these.
@@ -251,6 +254,7 @@ var migrateV8toV12 = []string{
 	`ALTER TABLE leases_jobs DROP CONSTRAINT leases_jobs_production_id_key_key`,
 	`DROP INDEX leases_jobs_by_key`,
 	`CREATE UNIQUE INDEX leases_jobs_by_key ON leases_jobs (production_id, key COLLATE "C")`,
+	`DROP INDEX leases_jobs_by_order`,
 	`ALTER TABLE leases_attempts DROP CONSTRAINT leases_attempts_pkey, ADD PRIMARY KEY (job_id, id)`,
 	`DROP INDEX leases_attempts_by_job`,
 	`UPDATE leases_meta SET v = 12 WHERE k = 'schema_version'`,
