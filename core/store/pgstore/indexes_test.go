@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/storetest"
+	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,6 +49,47 @@ func TestAJobUpdateWritesNoIndexALaterSchemaMadeRedundant(t *testing.T) {
 		"leases_jobs_due",           // the next claimable job
 		"leases_jobs_pkey",          // a job by its id
 	}, jobIndexes(t, freshURL(t)))
+}
+
+// TestAJobWithoutAKeyWritesNoEntryIntoTheIndexOfKeys: the index of keys
+// serves only readers of a key (a job by its key, the listing by key
+// prefix: each comparison of a key is false for none), so a job without a
+// key is not in it, and its claim and completion write no entry there.
+func TestAJobWithoutAKeyWritesNoEntryIntoTheIndexOfKeys(t *testing.T) {
+	u := freshURL(t)
+	pid := fillRealistic(t, u, 3, 5000) // every job has a key
+	pgtest.Exec(t, u, `INSERT INTO leases_jobs (id, production_id, payload, state, requested_unix_us, updated_unix_us)
+		SELECT gen_random_uuid()::text, $1, '\x00', 'requested', g, g FROM generate_series(1, 5000) g`, pid)
+	pgtest.Exec(t, u, `UPDATE leases_jobs SET state = 'claimed' WHERE key IS NULL`)
+	pgtest.VacuumAnalyze(t, u, "leases_jobs")
+	c := connect(t, u)
+	var entries float64
+	require.NoError(t, c.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'leases_jobs_by_key'::regclass`).Scan(&entries))
+	require.Equal(t, float64(15000), entries, "the keyed jobs only")
+	// Its readers still read it: a job by its key, a key prefix.
+	for name, st := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"job by key": {jobByKeySQL, []any{pid, "k17"}},
+	} {
+		p := plan(t, c, name, st.sql, st.args)
+		require.Regexp(t, "Index (Only )?Scan using leases_jobs_by_key", p, "%s:\n%s", name, p)
+	}
+	for name, st := range observedStatements(pid) {
+		if strings.HasPrefix(name, "jobs key") {
+			p := plan(t, c, name, st.SQL, st.Args)
+			require.Regexp(t, "Index (Only )?Scan (Backward )?using leases_jobs_by_key", p, "%s:\n%s", name, p)
+		}
+	}
+	j, err := func() (store.Job, error) {
+		db, err := Open(u, Options{})
+		require.NoError(t, err)
+		defer db.Close()
+		return db.JobByKey(ctx, pid, "k17")
+	}()
+	require.NoError(t, err)
+	require.Equal(t, "k17", j.Key)
 }
 
 // TestAProductionsJobsInRequestOrderAreItsStatesRangesMergedReadingAboutAPageOfRows:

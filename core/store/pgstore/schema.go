@@ -238,7 +238,9 @@ var migrateV7toV8 = []string{
 // state. The unique index of keys in the database's collation goes: the
 // index of keys in byte order becomes unique, which is the same rule (a
 // deterministic collation calls two strings equal only when their bytes
-// are), and a lookup by key names its collation. The index of a
+// are), and a lookup by key names its collation; a job without a key is
+// not in it (no reader of a key reads one), so its claim and completion
+// write no entry there. The index of a
 // production's jobs in request order goes: a page of them is each state's
 // range of the index by state merged (the states are a closed set, the
 // table's CHECK). The attempt history is
@@ -253,7 +255,7 @@ var migrateV8toV12 = []string{
 	`DROP INDEX leases_jobs_requested`,
 	`ALTER TABLE leases_jobs DROP CONSTRAINT leases_jobs_production_id_key_key`,
 	`DROP INDEX leases_jobs_by_key`,
-	`CREATE UNIQUE INDEX leases_jobs_by_key ON leases_jobs (production_id, key COLLATE "C")`,
+	`CREATE UNIQUE INDEX leases_jobs_by_key ON leases_jobs (production_id, key COLLATE "C") WHERE key IS NOT NULL`,
 	`DROP INDEX leases_jobs_by_order`,
 	`ALTER TABLE leases_attempts DROP CONSTRAINT leases_attempts_pkey, ADD PRIMARY KEY (job_id, id)`,
 	`DROP INDEX leases_attempts_by_job`,
