@@ -59,9 +59,9 @@ const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_
 	ready_unix_us, due`
 
 // jobPageSQL is one page of jobs, one index range for each filter
-// (observe_test.go): leases_jobs_by_order, leases_jobs_by_state with a
-// state, the (production_id, key) unique index with a key, the primary key
-// with an id.
+// (observe_test.go): each state's range of leases_jobs_by_state merged
+// without a filter (byStatesPage), its range with a state, the unique index of keys in byte order (leases_jobs_by_key) with a
+// key, the primary key with an id.
 func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.KeyFrom != "" {
 		return keyPageSQL(f)
@@ -72,7 +72,7 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 		c.add(`state = $?`, f.State)
 	}
 	if f.Key != "" {
-		c.add(`key = $?`, f.Key)
+		c.add(`key COLLATE "C" = $?`, f.Key)
 	}
 	if f.ID != "" {
 		c.add(`id = $?`, f.ID)
@@ -87,7 +87,29 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.Backward {
 		order = `seq DESC`
 	}
+	if f.State == "" && f.Key == "" && f.ID == "" {
+		return byStatesPage(c, order, f.Limit)
+	}
 	return c.page(`SELECT `+jobRowColumns+` FROM leases_jobs`, order, f.Limit)
+}
+
+// byStatesPage ends a page of a production's jobs in seq order, whatever
+// their state: there is no index of a production's jobs in request order
+// (schema 12), so the page is each state's range of leases_jobs_by_state,
+// merged in seq order (a Merge Append pulls from each range only what the
+// page takes: about the page's rows, one more per state). The states are a
+// closed set (the table's CHECK, store.JobStates), so the merge is every
+// job of the production.
+func byStatesPage(c conds, order string, limit int) (string, []any) {
+	c.args = append(c.args, limit)
+	lim := `$` + strconv.Itoa(len(c.args))
+	where := strings.Join(c.where, ` AND `)
+	parts := make([]string, len(store.JobStates))
+	for i, st := range store.JobStates {
+		parts[i] = `(SELECT ` + jobRowColumns + ` FROM leases_jobs WHERE ` + where + ` AND state = '` + st +
+			`' ORDER BY ` + order + ` LIMIT ` + lim + `)`
+	}
+	return `SELECT * FROM (` + strings.Join(parts, ` UNION ALL `) + `) AS j ORDER BY ` + order + ` LIMIT ` + lim, c.args
 }
 
 // jobRowColumnsJ are jobRowColumns of leases_jobs named j.
@@ -122,7 +144,7 @@ func workerJobsSQL(f store.WorkerJobFilter) (string, []any) {
 		c.add(`j.state = ANY($?::text[])`, f.States)
 	}
 	if f.Key != "" {
-		c.add(`j.key = $?`, f.Key)
+		c.add(`j.key COLLATE "C" = $?`, f.Key)
 	}
 	if f.ID != "" {
 		c.add(`j.id = $?`, f.ID)
@@ -144,7 +166,8 @@ func (db *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]st
 // jobTimesSQL reads the times of a page of jobs in one statement: for each
 // id of $2, one probe of leases_jobs_pkey, one of leases_events_by_job to
 // the job's first claimed event (its first few events), one of
-// leases_attempts_by_job to its newest attempt (observe_test.go).
+// the attempts' primary key (job_id, id) to its newest attempt
+// (observe_test.go).
 const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
 	coalesce((SELECT e.at_unix_us FROM leases_events e WHERE e.job_id = j.id AND e.kind = 'claimed'
 		ORDER BY e.seq LIMIT 1), 0),
@@ -402,8 +425,9 @@ func (db *DB) CountEvents(ctx context.Context, productionID, kind string, since,
 // the workers last seen at or after the time. Each step is the first entry
 // in the index's order (ORDER BY ... LIMIT 1), not min() or max(): before
 // the tables have statistics the planner aggregates a min() over the whole
-// range. holdersSQL reads the unexpired part of the partial index of
-// claims by expiry.
+// range. holdersSQL reads the production's entries of the partial index of
+// claims (leases_jobs_claimed_ready), which hold each claim's expiry and
+// worker: every claim of the production, one entry each, never the table.
 var (
 	workerKindsSQL = `kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `')`
 	workersSeenSQL = `WITH RECURSIVE w(worker) AS (

@@ -101,12 +101,12 @@ func freshURL(t *testing.T) string {
 func observedStatements(pid string) map[string]storetest.Statement {
 	out := map[string]storetest.Statement{}
 	index := map[string]string{
-		"jobs":                   "leases_jobs_by_order",
-		"jobs key":               "leases_jobs_production_id_key_key",
-		"jobs key+state":         "leases_jobs_production_id_key_key",
+		"jobs":                   "leases_jobs_by_state", // each state's range, merged
+		"jobs key":               "leases_jobs_by_key",
+		"jobs key+state":         "leases_jobs_by_key",
 		"jobs id":                "leases_jobs_pkey",
 		"jobs id+state":          "leases_jobs_pkey",
-		"jobs backward":          "leases_jobs_by_order",
+		"jobs backward":          "leases_jobs_by_state",
 		"events":                 "leases_events_pkey",
 		"events production":      "leases_events_by_production",
 		"events production+kind": "leases_events_by_kind",
@@ -116,7 +116,7 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	for name, f := range storetest.JobPages(pid) {
 		want, ok := index[name]
 		if !ok {
-			want = "leases_jobs_by_state|leases_jobs_requested" // one state
+			want = "leases_jobs_by_state" // one state
 		}
 		text, args := jobPageSQL(f)
 		out[name] = storetest.Statement{SQL: text, Args: args, Want: want}
@@ -128,12 +128,13 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	// Productions are few: a table of one page is read whole, rightly.
 	out["productions"] = storetest.Statement{SQL: `SELECT id, name, created_unix_us FROM leases_productions
 		WHERE name COLLATE "C" > $1 ORDER BY name COLLATE "C" LIMIT $2`, Args: []any{"a", 10}, Want: ""}
+	out["job by key"] = storetest.Statement{SQL: jobByKeySQL, Args: []any{pid, "k17"}, Want: "leases_jobs_by_key"}
 	out["count by state"] = storetest.Statement{SQL: countByStateSQL, Args: []any{pid}, Want: "leases_jobs_by_state"}
-	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{pid, int64(5)}, Want: "leases_jobs_claimed_expiry"}
-	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{pid}, Want: "leases_jobs_requested"}
+	out["count expired"] = storetest.Statement{SQL: countExpiredSQL, Args: []any{pid, int64(5)}, Want: "leases_jobs_claimed_ready"}
+	out["oldest requested"] = storetest.Statement{SQL: oldestRequestedSQL, Args: []any{pid}, Want: "leases_jobs_by_state"}
 	out["count events"] = storetest.Statement{SQL: countEventsSQL, Args: []any{int64(60), pid, "completed", int64(3900)}, Want: "leases_events_by_kind_time"}
 	out["workers seen"] = storetest.Statement{SQL: workersSeenSQL, Args: []any{pid, int64(3900), 10}, Want: "leases_events_by_worker"}
-	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_expiry"}
+	out["holders"] = storetest.Statement{SQL: holdersSQL, Args: []any{pid, int64(3900)}, Want: "leases_jobs_claimed_ready"}
 	// A worker's jobs: its entries of the worker index from the top down,
 	// one probe of the job each.
 	for name, f := range map[string]store.WorkerJobFilter{
@@ -148,7 +149,7 @@ func observedStatements(pid string) map[string]storetest.Statement {
 	// A page's times: per id, a probe of the primary key, of the job's
 	// events and of its attempts (Also: each must be there).
 	out["job times"] = storetest.Statement{SQL: jobTimesSQL, Args: []any{pid, "{a,b,c}"}, Want: "leases_jobs_pkey",
-		Also: []string{"leases_events_by_job", "leases_attempts_by_job"}}
+		Also: []string{"leases_events_by_job", "leases_attempts_pkey"}}
 	// A key prefix is one range of leases_jobs_by_key, in byte order ("C"),
 	// read in its order: never the collation's unique index, never a sort.
 	for name, f := range map[string]store.JobFilter{

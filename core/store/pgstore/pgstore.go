@@ -657,7 +657,8 @@ func (t *Tx) finish() {
 // other refusal (a fact or output already there) would fail again.
 var creatorRaces = map[string]bool{
 	"leases_productions_name_key":       true,
-	"leases_jobs_production_id_key_key": true,
+	"leases_jobs_production_id_key_key": true, // the key's unique index before schema 12
+	"leases_jobs_by_key":                true,
 }
 
 // classify maps PostgreSQL errors onto the store's error values, keeping the

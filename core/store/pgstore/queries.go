@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -205,9 +206,14 @@ func (q queries) JobByID(ctx context.Context, id string) (store.Job, error) {
 // never change. A lock would hide the job from claims (they skip locked
 // rows) until the requesting transaction ends.
 func (q queries) JobByKey(ctx context.Context, productionID, key string) (store.Job, error) {
-	return scanJob(q.q.QueryRow(ctx, `SELECT `+jobColumns+` FROM leases_jobs
-		WHERE production_id = $1 AND key = $2`, productionID, key))
+	return scanJob(q.q.QueryRow(ctx, jobByKeySQL, productionID, key))
 }
+
+// jobByKeySQL finds a job by its key in the unique index of keys, which is
+// in byte order ("C"): the comparison names that collation, or the index
+// would not serve it (observe_test.go).
+const jobByKeySQL = `SELECT ` + jobColumns + ` FROM leases_jobs
+	WHERE production_id = $1 AND key COLLATE "C" = $2`
 
 func (q queries) Jobs(ctx context.Context, productionID string) ([]store.Job, error) {
 	rows, err := q.q.Query(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE production_id = $1 ORDER BY seq`, productionID)
@@ -308,15 +314,25 @@ func (q queries) UpdateRetention(ctx context.Context, productionID string, r sto
 	return nil
 }
 
-// NewestJobSeq reads the last entry of the production's jobs in order.
+// NewestJobSeq reads the last of the production's jobs in order.
 // PostgreSQL numbers jobs from a sequence, which never reuses a number, so
 // the rule this serves (pruning keeps the newest) costs it nothing more.
 func (q queries) NewestJobSeq(ctx context.Context, productionID string) (int64, error) {
 	var seq int64
-	err := q.q.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM leases_jobs WHERE production_id = $1`,
-		productionID).Scan(&seq)
+	err := q.q.QueryRow(ctx, newestJobSeqSQL, productionID).Scan(&seq)
 	return seq, classify(err)
 }
+
+// newestJobSeqSQL is the greatest of each state's last entry of
+// leases_jobs_by_state (there is no index of a production's jobs in
+// request order from schema 12): one seek per state.
+var newestJobSeqSQL = func() string {
+	parts := make([]string, len(store.JobStates))
+	for i, st := range store.JobStates {
+		parts[i] = `(SELECT seq FROM leases_jobs WHERE production_id = $1 AND state = '` + st + `' ORDER BY seq DESC LIMIT 1)`
+	}
+	return `SELECT COALESCE(greatest(` + strings.Join(parts, `, `) + `), 0)`
+}()
 
 func (q queries) NewestEvent(ctx context.Context) (int64, string, error) {
 	var seq int64
@@ -395,7 +411,7 @@ func (q queries) DeleteEvents(ctx context.Context, productionID string, seqs []i
 const attemptColumns = `job_id, number, worker, claimed_unix_us, ended_unix_us, ending, reason`
 
 func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+attemptColumns+` FROM leases_attempts WHERE job_id = $1 ORDER BY id`, jobID)
+	rows, err := q.q.Query(ctx, attemptsSQL, jobID)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -406,16 +422,24 @@ func (q queries) Attempts(ctx context.Context, jobID string) ([]store.Attempt, e
 	})
 }
 
+// The attempt history's statements: each reads one job's range of the
+// primary key (job_id, id), the table's only index from schema 12
+// (indexes_test.go pins their plans).
+const (
+	attemptsSQL     = `SELECT ` + attemptColumns + ` FROM leases_attempts WHERE job_id = $1 ORDER BY id`
+	trimAttemptsSQL = `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
+		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
+)
+
 // InsertAttempt appends to the history and drops what is older than the
-// newest keep entries of the job (leases_attempts_by_job). The job's row is
-// locked by the caller, so two writers never trim one history at once.
+// newest keep entries of the job. The job's row is locked by the caller, so
+// two writers never trim one history at once.
 func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
 	if err := q.write(ctx, nil, `INSERT INTO leases_attempts (`+attemptColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
 		return err
 	}
-	return q.write(ctx, nil, `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
-		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`, a.JobID, keep)
+	return q.write(ctx, nil, trimAttemptsSQL, a.JobID, keep)
 }
 
 // hasClaimableAt is claim-next's condition at now (an expression), read

@@ -21,8 +21,9 @@ import (
 // SQLite's alone) the retention policies (migrateV5toV7). Every table is prefixed
 // leases_ and lives in the connection's current schema, so an authority can
 // share a database. Version 8 adds the index of keys in byte order
-// (migrateV7toV8).
-const SchemaVersion = 8
+// (migrateV7toV8). Version 12 (SQLite's 9 to 11 are SQLite's alone) drops
+// the indexes of jobs that later schemas made redundant (migrateV8toV12).
+const SchemaVersion = 12
 
 // migrationLockSpace and the hash of the schema's name key the advisory
 // lock that serializes creating and migrating one schema (the one
@@ -226,6 +227,41 @@ var migrateV7toV8 = []string{
 	`UPDATE leases_meta SET v = 8 WHERE k = 'schema_version'`,
 }
 
+// migrateV8toV12 drops the indexes of leases_jobs a later schema made
+// redundant: a claim and a completion change the job's state, so neither is
+// a HOT update, and each writes an entry into every index whose predicate
+// its new row meets (docs/schema.md, "Schema 12"). The claims' index by
+// expiry goes: the index of claims by ready time carries each claim's
+// expiry and worker, which the expired claims and the claims held per
+// worker read (every claim of the production, one entry each). The index of
+// requested jobs in request order goes: it is one range of the index by
+// state. The unique index of keys in the database's collation goes: the
+// index of keys in byte order becomes unique, which is the same rule (a
+// deterministic collation calls two strings equal only when their bytes
+// are), and a lookup by key names its collation; a job without a key is
+// not in it (no reader of a key reads one), so its claim and completion
+// write no entry there. The index of a
+// production's jobs in request order goes: a page of them is each state's
+// range of the index by state merged (the states are a closed set, the
+// table's CHECK). The attempt history is
+// keyed by (job_id, id), its every reader's order: a completion writes its
+// attempt into one index, not a key by id and an index by job beside it.
+// Every path that opens a schema below 12 ends with these.
+var migrateV8toV12 = []string{
+	`DROP INDEX leases_jobs_claimed_expiry`,
+	`DROP INDEX leases_jobs_claimed_ready`,
+	`CREATE INDEX leases_jobs_claimed_ready ON leases_jobs (production_id, ready_unix_us)
+		INCLUDE (expiry_unix_us, worker) WHERE state = 'claimed'`,
+	`DROP INDEX leases_jobs_requested`,
+	`ALTER TABLE leases_jobs DROP CONSTRAINT leases_jobs_production_id_key_key`,
+	`DROP INDEX leases_jobs_by_key`,
+	`CREATE UNIQUE INDEX leases_jobs_by_key ON leases_jobs (production_id, key COLLATE "C") WHERE key IS NOT NULL`,
+	`DROP INDEX leases_jobs_by_order`,
+	`ALTER TABLE leases_attempts DROP CONSTRAINT leases_attempts_pkey, ADD PRIMARY KEY (job_id, id)`,
+	`DROP INDEX leases_attempts_by_job`,
+	`UPDATE leases_meta SET v = 12 WHERE k = 'schema_version'`,
+}
+
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
@@ -314,7 +350,7 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now); err != nil {
 			return err
 		}
-	case 2, 3, 4, 5, 7:
+	case 2, 3, 4, 5, 7, 8:
 	default:
 		if v > SchemaVersion {
 			return tooNew(v)
@@ -341,7 +377,12 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV7toV8); err != nil {
+	if v < 8 {
+		if err := execAll(ctx, tx, migrateV7toV8); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV8toV12); err != nil {
 		return err
 	}
 	return classify(tx.Commit(ctx))
