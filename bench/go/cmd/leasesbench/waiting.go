@@ -167,7 +167,10 @@ func walFrames(db string) int64 {
 // cmdIdle measures idle waiters: -w goroutines in this process wait for a
 // job that never comes (-procs 0), or -procs child processes of one waiter
 // each do. It reports the CPU they used together, in % of one core, and the
-// SQLite WAL frames written meanwhile.
+// SQLite WAL frames the waiters wrote meanwhile: the frames written in the
+// window less those of this process's own busy commits (-busy), with a
+// snapshot held open so that the WAL cannot start over during the window
+// (its frame counter would go back).
 func cmdIdle(args []string) {
 	fs := flag.NewFlagSet("idle", flag.ExitOnError)
 	db := fs.String("db", "", "SQLite file (created) or a postgres:// URL")
@@ -190,19 +193,24 @@ func cmdIdle(args []string) {
 	defer drop()
 	a := openBench(loc)
 	defer a.Close()
+	frames := countFrames(loc)
+	defer frames.close()
 	if *busy > 0 {
-		stopBusy := busyProduction(a, *busy, *secs+float64(*procs)+4)
+		stopBusy := busyProduction(a, frames, *busy, *secs+float64(*procs)+4)
 		defer stopBusy()
 	}
 	start := time.Now().Add(time.Second) // the waiters are settled by then
 	if *procs == 0 {
-		f0 := int64(-1)
+		var f0 frameSample
+		sampled := make(chan struct{})
 		go func() {
+			defer close(sampled)
 			time.Sleep(time.Until(start))
-			f0 = walFrames(loc)
+			f0 = frames.sample()
 		}()
 		cpu := idleWaiters(a, *w, start, window)
-		emit(idleResult(*w, *secs, cpu, walFrames(loc)-f0))
+		<-sampled
+		emit(idleResult(*w, *secs, cpu, frames.waiters(f0, frames.sample())))
 		return
 	}
 	type out struct {
@@ -219,9 +227,9 @@ func cmdIdle(args []string) {
 		}()
 	}
 	time.Sleep(time.Until(childStart))
-	f0 := walFrames(loc)
+	f0 := frames.sample()
 	time.Sleep(window)
-	f1 := walFrames(loc)
+	f1 := frames.sample()
 	var cpu int64
 	var errs []error
 	for i := 0; i < *procs; i++ {
@@ -233,13 +241,61 @@ func cmdIdle(args []string) {
 		cpu += int64(o.r.Extra["cpu_ns"])
 	}
 	must(errors.Join(errs...))
-	emit(idleResult(*procs, *secs, cpu, f1-f0))
+	emit(idleResult(*procs, *secs, cpu, frames.waiters(f0, f1)))
+}
+
+// windowFrames counts the WAL frames of a window: all of them, and those of
+// the bench process's own busy commits, counted commit by commit. A sample
+// never falls inside a busy commit.
+type windowFrames struct {
+	db    string
+	close func()
+	mu    sync.Mutex
+	own   int64
+}
+
+// countFrames starts counting the frames of db, holding a snapshot open
+// until close (a SQLite file; on PostgreSQL every count is 0).
+func countFrames(db string) *windowFrames {
+	f := &windowFrames{db: db, close: func() {}}
+	if !leases.IsPostgres(db) {
+		r := holdSnapshot(db)
+		f.close = func() { r.Close() }
+	}
+	return f
+}
+
+type frameSample struct{ total, own int64 }
+
+func (f *windowFrames) sample() frameSample {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return frameSample{walFrames(f.db), f.own}
+}
+
+// commit runs one busy commit (or several) and counts its frames.
+func (f *windowFrames) commit(run func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	before := walFrames(f.db)
+	run()
+	f.own += walFrames(f.db) - before
+}
+
+// waiters is how many frames others than the busy commits wrote between
+// two samples. The held snapshot keeps the WAL from starting over; should
+// it still have, the frames cannot be counted, and the row fails.
+func (f *windowFrames) waiters(a, b frameSample) int64 {
+	if b.total < a.total {
+		fail(fmt.Errorf("the WAL started over during the window (frame count %d, then %d): its frames cannot be counted", a.total, b.total))
+	}
+	return (b.total - a.total) - (b.own - a.own)
 }
 
 // busyProduction requests enough jobs of another production for secs at
 // rate, then claims and completes them at rate (one job every 1/rate s)
 // until stopped: the commits an idle waiter of prod must not pay for.
-func busyProduction(a *core.Authority, rate, secs float64) (stop func()) {
+func busyProduction(a *core.Authority, frames *windowFrames, rate, secs float64) (stop func()) {
 	const busyProd = "busy"
 	_, err := a.CreateProduction(busyProd)
 	must(err)
@@ -263,12 +319,14 @@ func busyProduction(a *core.Authority, rate, secs float64) (stop func()) {
 				return
 			case <-t.C:
 			}
-			l, err := a.Claim(busyProd, worker, leaseFor)
-			if core.KindOf(err) == core.KindNothingToClaim {
-				continue
-			}
-			must(err)
-			must(l.Complete(core.Facts{}))
+			frames.commit(func() {
+				l, err := a.Claim(busyProd, worker, leaseFor)
+				if core.KindOf(err) == core.KindNothingToClaim {
+					return
+				}
+				must(err)
+				must(l.Complete(core.Facts{}))
+			})
 		}
 	}()
 	return func() { close(done); <-finished }
@@ -448,7 +506,9 @@ func renderWaiting(o *opts, b *strings.Builder, rows []*row, n string) {
 	}
 	p("\nIdle cost: 16 waiting claims on a production with nothing to claim, measured over %s s after they settled\n"+
 		"(the last row: 18 waiting processes while the bench process claims and completes 22 jobs/s of another\n"+
-		"production in the same file; its own CPU is not counted, its commits are the WAL frames).\n\n",
+		"production in the same file; its own CPU is not counted, nor its commits' WAL frames: the frames column counts\n"+
+		"what the waiters wrote, the frames written in the window less the bench process's own, with a snapshot held open\n"+
+		"so that the WAL cannot start over meanwhile).\n\n",
 		fmt.Sprint(max(3*o.scale, 0.3)))
 	p("| store | waiters | CPU, %% of one core (all of them) | SQLite WAL frames written |\n|---|---|---:|---:|\n")
 	for _, r := range waitingOf(rows, "idle") {
