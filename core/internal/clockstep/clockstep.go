@@ -73,7 +73,8 @@ func Running() int64 { return runs.Load() }
 func Reports() int64 { return reports.Load() }
 
 // Subscribe calls f, on the watcher's goroutine, after the wall clock may
-// have been set; with poll, also every Period. f must not block. The
+// have been set; with poll, also every Period (the others are not told of
+// another's poll, unless the watcher cannot hear steps and polls for all). f must not block. The
 // watcher is armed when Subscribe returns: a step after that is reported.
 func Subscribe(f func(), poll bool) *Sub {
 	s := &Sub{f: f, poll: poll}
@@ -144,7 +145,8 @@ func (r *runner) loop() {
 	defer close(r.done)
 	for {
 		mu.Lock()
-		poll := polls > 0 || !r.src.hearsSteps()
+		hears := r.src.hearsSteps()
+		poll := polls > 0 || !hears
 		var deadline time.Time
 		if poll {
 			deadline = time.Now().Add(Period())
@@ -162,7 +164,9 @@ func (r *runner) loop() {
 		mu.Lock()
 		fs := make([]func(), 0, len(subs))
 		for s := range subs {
-			fs = append(fs, s.f)
+			if stepped || s.poll || !hears { // a poll's report is for those that poll
+				fs = append(fs, s.f)
+			}
 		}
 		mu.Unlock()
 		if !r.stop.Load() {

@@ -84,3 +84,20 @@ func TestNoReportReachesASubscriberOnceItsCancelReturned(t *testing.T) {
 		require.Zero(t, late.Load())
 	}
 }
+
+func TestOnLinuxOneSubscribersPollIsNotReportedToTheOthers(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("elsewhere the watcher polls for everyone")
+	}
+	old := SetPeriod(time.Millisecond)
+	t.Cleanup(func() { SetPeriod(old) })
+	polled, p := counter()
+	quiet, q := counter()
+	ps := Subscribe(p, true)
+	qs := Subscribe(q, false)
+	time.Sleep(200 * time.Millisecond)
+	qs.Cancel()
+	ps.Cancel()
+	require.Greater(t, polled.Load(), int64(10))
+	require.Zero(t, quiet.Load(), "a subscriber that does not poll was told of another's poll")
+}
