@@ -6,8 +6,10 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/libleases/libleases/core/internal/clockstep"
 	"github.com/libleases/libleases/core/internal/wake"
 	"github.com/libleases/libleases/core/store"
 )
@@ -64,9 +66,11 @@ func (w *wakes) add(ctx context.Context, tx store.Tx, productionID string) error
 	return nil
 }
 
-// waitroom holds an authority's waiting claims and the store watcher that
-// wakes them for commits made elsewhere. The watcher runs only while someone
-// waits (and watchLinger after).
+// waitroom holds an authority's waiting claims, the store watcher that
+// wakes them for commits made elsewhere, and its subscription to the
+// process's clock-step watcher (clockstep), which tells the waiters whose
+// clock is this host's to check it. Both run only while someone waits (and
+// watchLinger after).
 type waitroom struct {
 	hub     *wake.Hub
 	watcher store.Watcher // nil: the store has none
@@ -75,6 +79,8 @@ type waitroom struct {
 	quiet  map[string]quietClock // per production, its last look that found nothing
 	users  int
 	stop   func() // the running watcher's
+	clock  *clockstep.Sub
+	tick   chan struct{} // closed when the clock may have stepped, then replaced
 	linger *time.Timer
 	closed bool
 }
@@ -85,7 +91,7 @@ func newWaitroom(b store.Backend) *waitroom {
 	if w != nil && !w.MissesChanges() {
 		safety *= reliableSafetyPolls
 	}
-	return &waitroom{hub: wake.New(safety), watcher: w, quiet: map[string]quietClock{}}
+	return &waitroom{hub: wake.New(safety), watcher: w, quiet: map[string]quietClock{}, tick: make(chan struct{})}
 }
 
 // quietClock is when a look found nothing: on this host's monotonic clock,
@@ -144,9 +150,32 @@ func clockDrift(elapsed time.Duration) time.Duration {
 	return time.Millisecond + elapsed/1000
 }
 
-// clockCheck is how often a waiter whose authority clock is this host's
-// checks it against the monotonic clock (no store read unless it stepped).
-var clockCheck = 100 * time.Millisecond
+// clockChecks counts the checks of the clock that the clock-step watcher
+// woke a waiter for (tests read it).
+var clockChecks atomic.Int64
+
+// clockWatchersRunning is how many clock-step watchers run in this process.
+func clockWatchersRunning() int64 { return clockstep.Running() }
+
+// clockTick is closed when this host's wall clock may have been set (on a
+// system that cannot tell, and for a clock seam, every clockstep.Period): a
+// waiter whose authority clock is this host's then checks it against the
+// monotonic clock, without reading the store. Take it before the look or
+// check it is to follow.
+func (r *waitroom) clockTick() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tick
+}
+
+// clockMayHaveStepped is the clock-step watcher's report: every waiter's
+// tick fires.
+func (r *waitroom) clockMayHaveStepped() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	close(r.tick)
+	r.tick = make(chan struct{})
+}
 
 // committed wakes the first waiter of every production a transaction may
 // have made claimable, once it committed, or may have (outcome unknown).
@@ -168,13 +197,24 @@ func (r *waitroom) changed(productionID string) {
 	r.hub.Wake(productionID)
 }
 
-func (r *waitroom) enter() {
+// enter counts a waiter in. localClock: its authority's clock is this
+// host's, and the process's clock-step watcher is to tell it of steps;
+// poll: it is a seam that no kernel sees move, to check every
+// clockstep.Period.
+func (r *waitroom) enter(localClock, poll bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.users++
 	if r.linger != nil {
 		r.linger.Stop()
 		r.linger = nil
+	}
+	if localClock && !r.closed {
+		if r.clock == nil {
+			r.clock = clockstep.Subscribe(r.clockMayHaveStepped, poll)
+		} else if poll {
+			r.clock.Poll()
+		}
 	}
 	if r.stop == nil && r.watcher != nil && !r.closed {
 		// Commits made while no watcher ran were seen by nobody: no look
@@ -188,22 +228,27 @@ func (r *waitroom) leave() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.users--
-	if r.users == 0 && r.stop != nil && r.linger == nil {
+	if r.users == 0 && (r.stop != nil || r.clock != nil) && r.linger == nil {
 		r.linger = time.AfterFunc(watchLinger, r.idle)
 	}
 }
 
 func (r *waitroom) idle() {
 	r.mu.Lock()
-	stop := r.stop
-	if r.users > 0 || stop == nil {
+	stop, clock := r.stop, r.clock
+	if r.users > 0 || stop == nil && clock == nil {
 		r.mu.Unlock()
 		return
 	}
-	r.stop, r.linger = nil, nil
+	r.stop, r.clock, r.linger = nil, nil, nil
 	r.mu.Unlock()
-	stop()
-	r.hub.Invalidate()
+	if clock != nil {
+		clock.Cancel() // not under mu: its report takes mu
+	}
+	if stop != nil {
+		stop()
+		r.hub.Invalidate()
+	}
 }
 
 // watching reports whether the store's watcher runs.
@@ -222,9 +267,12 @@ func (r *waitroom) close() {
 		r.linger.Stop()
 		r.linger = nil
 	}
-	stop := r.stop
-	r.stop = nil
+	stop, clock := r.stop, r.clock
+	r.stop, r.clock = nil, nil
 	r.mu.Unlock()
+	if clock != nil {
+		clock.Cancel()
+	}
 	if stop != nil {
 		stop()
 	}
@@ -279,17 +327,16 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 	if err != nil {
 		return nil, errf(KindClosed, "authority is closed")
 	}
-	a.waits.enter()
+	local := a.clockIsLocal()
+	a.waits.enter(local, a.seam.Load() != nil)
 	defer a.waits.leave()
 	passOn := false
 	defer func() { w.Leave(passOn) }()
 	bound := time.NewTimer(wait)
 	defer bound.Stop()
-	var check <-chan time.Time // the clock check, when the clock is this host's
-	if a.clockIsLocal() {
-		t := time.NewTicker(clockCheck)
-		defer t.Stop()
-		check = t.C
+	var check <-chan struct{} // the clock check, when the clock is this host's
+	if local {
+		check = a.waits.clockTick()
 	}
 	look = look || (check != nil && a.waits.stale(p.ID, a.now()))
 	relook := lostRaceRelook
@@ -327,6 +374,8 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 		select {
 		case <-w.C():
 		case <-check:
+			clockChecks.Add(1)
+			check = a.waits.clockTick()
 			look = a.waits.stale(p.ID, a.now())
 		case <-bound.C:
 			return a.lastLook(ctx, p.ID, w, production, worker, d, wait)

@@ -6,10 +6,12 @@ package core
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libleases/libleases/core/internal/clockstep"
 	"github.com/stretchr/testify/require"
 )
 
@@ -105,9 +107,8 @@ func TestAWaitingClaimTakesAJobAForwardClockStepMadeClaimableWhileItWaited(t *te
 			// Only the end of the wait may see the step: no clock check
 			// during it, and a quiet look before it, so that the waiter
 			// need not look when it starts.
-			old := clockCheck
-			clockCheck = time.Hour
-			t.Cleanup(func() { clockCheck = old })
+			old := clockstep.SetPeriod(time.Hour)
+			t.Cleanup(func() { clockstep.SetPeriod(old) })
 			f, clk, id := afterAQuietLook(t, setUp)
 			c := startWaiting(t, context.Background(), f.a, "w", time.Minute, 300*time.Millisecond)
 			clk.jump(2 * time.Hour)
@@ -159,4 +160,61 @@ func TestWaitingInShortSlicesOnARunningClockReadsTheStoreOnlyAfterItStepped(t *t
 	before := looks.looks.Load()
 	slices()
 	require.Equal(t, before+1, looks.looks.Load(), "one look after the step, none after it")
+}
+
+// idleRealClockWaiters opens n authorities on this host's clock (no seam)
+// and starts per waiting claims on each that nothing will wake, with the
+// safety poll an hour away. It returns the authorities and a function that
+// ends the waits.
+func idleRealClockWaiters(t *testing.T, n, per int) ([]*Authority, func()) {
+	t.Helper()
+	longSafetyPoll(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var as []*Authority
+	var results []<-chan waitResult
+	for i := 0; i < n; i++ {
+		a, err := Open(newLocation(t, "leases.db"))
+		require.NoError(t, err)
+		t.Cleanup(func() { a.Close() })
+		_, err = a.CreateProduction("p")
+		require.NoError(t, err)
+		for j := 0; j < per; j++ {
+			results = append(results, startWaiting(t, ctx, a, "w", time.Minute, time.Hour))
+		}
+		as = append(as, a)
+	}
+	return as, func() {
+		cancel()
+		for _, c := range results {
+			r := receive(t, c)
+			requireKind(t, r.err, KindInterrupted)
+		}
+	}
+}
+
+func TestWaitingClaimsOfOneProcessShareOneClockWatcher(t *testing.T) {
+	old := watchLinger
+	watchLinger = 50 * time.Millisecond
+	t.Cleanup(func() { watchLinger = old })
+	as, stop := idleRealClockWaiters(t, 2, 8)
+	want := int64(1)
+	if !as[0].clockIsLocal() {
+		want = 0 // the server's clock: nothing on this host to watch
+	}
+	require.Equal(t, want, clockWatchersRunning(), "16 waiting claims of two authorities: one clock watcher for the process")
+	stop()
+	require.Eventually(t, func() bool { return clockWatchersRunning() == 0 }, wakeBound, 10*time.Millisecond,
+		"the clock watcher stops once nobody waits")
+}
+
+func TestIdleWaitersAreNotWokenToCheckAClockThatDoesNotStep(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux tells a process that its wall clock was set; elsewhere the clock is checked every " + clockstep.Period().String())
+	}
+	_, stop := idleRealClockWaiters(t, 1, 16)
+	before := clockChecks.Load()
+	time.Sleep(time.Second)
+	checks := clockChecks.Load() - before
+	stop()
+	require.Zero(t, checks, "16 idle waiters were woken to check the clock though it did not step")
 }

@@ -167,7 +167,9 @@ func walFrames(db string) int64 {
 // cmdIdle measures idle waiters: -w goroutines in this process wait for a
 // job that never comes (-procs 0), or -procs child processes of one waiter
 // each do. It reports the CPU they used together, in % of one core, and the
-// SQLite WAL frames written meanwhile.
+// SQLite WAL frames the waiters wrote meanwhile: the frames written in the
+// window less those of this process's own busy commits (-busy), counted
+// across the WAL's restarts (windowFrames).
 func cmdIdle(args []string) {
 	fs := flag.NewFlagSet("idle", flag.ExitOnError)
 	db := fs.String("db", "", "SQLite file (created) or a postgres:// URL")
@@ -190,19 +192,23 @@ func cmdIdle(args []string) {
 	defer drop()
 	a := openBench(loc)
 	defer a.Close()
+	frames := countFrames(loc)
 	if *busy > 0 {
-		stopBusy := busyProduction(a, *busy, *secs+float64(*procs)+4)
+		stopBusy := busyProduction(a, frames, *busy, *secs+float64(*procs)+4)
 		defer stopBusy()
 	}
 	start := time.Now().Add(time.Second) // the waiters are settled by then
 	if *procs == 0 {
-		f0 := int64(-1)
+		var f0 frameSample
+		sampled := make(chan struct{})
 		go func() {
+			defer close(sampled)
 			time.Sleep(time.Until(start))
-			f0 = walFrames(loc)
+			f0 = frames.sample()
 		}()
 		cpu := idleWaiters(a, *w, start, window)
-		emit(idleResult(*w, *secs, cpu, walFrames(loc)-f0))
+		<-sampled
+		emit(idleResult(*w, *secs, cpu, frames.waiters(f0, frames.sample())))
 		return
 	}
 	type out struct {
@@ -219,9 +225,9 @@ func cmdIdle(args []string) {
 		}()
 	}
 	time.Sleep(time.Until(childStart))
-	f0 := walFrames(loc)
+	f0 := frames.sample()
 	time.Sleep(window)
-	f1 := walFrames(loc)
+	f1 := frames.sample()
 	var cpu int64
 	var errs []error
 	for i := 0; i < *procs; i++ {
@@ -233,13 +239,102 @@ func cmdIdle(args []string) {
 		cpu += int64(o.r.Extra["cpu_ns"])
 	}
 	must(errors.Join(errs...))
-	emit(idleResult(*procs, *secs, cpu, f1-f0))
+	emit(idleResult(*procs, *secs, cpu, frames.waiters(f0, f1)))
 }
+
+// windowFrames counts the WAL frames written while it runs: those of the
+// bench process's own busy commits, and everyone else's (the waiters'). The
+// WAL-index header's frame count starts again from 0 when a checkpoint lets
+// a writer restart the WAL (its salts then change), so a difference of two
+// readings is no count. Instead the count advances at every reading: by the
+// growth since the last one, or, when the WAL restarted in between, by the
+// frames of the new WAL. The own commits are read just before and just
+// after each; what grows between them is the others'. (Frames another
+// writer appended to a WAL that restarted before the next reading are not
+// seen: the count of the others' frames is exact when they wrote nothing,
+// and at least 1 when they wrote anything else.)
+type windowFrames struct {
+	db     string
+	mu     sync.Mutex
+	last   walHeader
+	own    int64
+	others int64
+}
+
+// countFrames starts counting the frames of db (a SQLite file; on
+// PostgreSQL every count is 0).
+func countFrames(db string) *windowFrames {
+	return &windowFrames{db: db, last: readWALHeader(db)}
+}
+
+type frameSample struct{ own, others int64 }
+
+// advance reads the header and adds what was written since the last
+// reading to into.
+func (f *windowFrames) advance(into *int64) {
+	cur := readWALHeader(f.db)
+	if cur.salt != f.last.salt {
+		*into += cur.frames // the WAL restarted: its frames are all new
+	} else if cur.frames > f.last.frames {
+		*into += cur.frames - f.last.frames
+	}
+	f.last = cur
+}
+
+func (f *windowFrames) sample() frameSample {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.advance(&f.others)
+	return frameSample{f.own, f.others}
+}
+
+// commit runs one busy commit (or several) and counts its frames as the
+// bench process's own.
+func (f *windowFrames) commit(run func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.advance(&f.others)
+	run()
+	f.advance(&f.own)
+}
+
+// waiters is how many frames others than the busy commits wrote between
+// two samples.
+func (f *windowFrames) waiters(a, b frameSample) int64 { return b.others - a.others }
+
+// walHeader is what the WAL-index header in a database's -shm file says of
+// the WAL: its frame count (mxFrame, offset 16) and its salts (offset 32,
+// changed whenever the WAL restarts). Zero for a PostgreSQL location.
+type walHeader struct {
+	frames int64
+	salt   [8]byte
+}
+
+func readWALHeader(db string) walHeader {
+	if leases.IsPostgres(db) {
+		return walHeader{}
+	}
+	f, err := os.Open(db + "-shm")
+	if err != nil {
+		return walHeader{}
+	}
+	defer f.Close()
+	var b [walIndexHeaderLen]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return walHeader{}
+	}
+	h := walHeader{frames: int64(binary.NativeEndian.Uint32(b[16:]))}
+	copy(h.salt[:], b[32:40])
+	return h
+}
+
+// walIndexHeaderLen is the length of the WAL-index header's first copy.
+const walIndexHeaderLen = 48
 
 // busyProduction requests enough jobs of another production for secs at
 // rate, then claims and completes them at rate (one job every 1/rate s)
 // until stopped: the commits an idle waiter of prod must not pay for.
-func busyProduction(a *core.Authority, rate, secs float64) (stop func()) {
+func busyProduction(a *core.Authority, frames *windowFrames, rate, secs float64) (stop func()) {
 	const busyProd = "busy"
 	_, err := a.CreateProduction(busyProd)
 	must(err)
@@ -263,12 +358,14 @@ func busyProduction(a *core.Authority, rate, secs float64) (stop func()) {
 				return
 			case <-t.C:
 			}
-			l, err := a.Claim(busyProd, worker, leaseFor)
-			if core.KindOf(err) == core.KindNothingToClaim {
-				continue
-			}
-			must(err)
-			must(l.Complete(core.Facts{}))
+			frames.commit(func() {
+				l, err := a.Claim(busyProd, worker, leaseFor)
+				if core.KindOf(err) == core.KindNothingToClaim {
+					return
+				}
+				must(err)
+				must(l.Complete(core.Facts{}))
+			})
 		}
 	}()
 	return func() { close(done); <-finished }
@@ -448,7 +545,8 @@ func renderWaiting(o *opts, b *strings.Builder, rows []*row, n string) {
 	}
 	p("\nIdle cost: 16 waiting claims on a production with nothing to claim, measured over %s s after they settled\n"+
 		"(the last row: 18 waiting processes while the bench process claims and completes 22 jobs/s of another\n"+
-		"production in the same file; its own CPU is not counted, its commits are the WAL frames).\n\n",
+		"production in the same file; its own CPU is not counted, nor its commits' WAL frames: the frames column counts\n"+
+		"what the waiters wrote, the frames written in the window less the bench process's own, across the WAL's restarts).\n\n",
 		fmt.Sprint(max(3*o.scale, 0.3)))
 	p("| store | waiters | CPU, %% of one core (all of them) | SQLite WAL frames written |\n|---|---|---:|---:|\n")
 	for _, r := range waitingOf(rows, "idle") {
