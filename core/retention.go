@@ -230,7 +230,9 @@ type PruneOptions struct {
 	// policies (OlderThan 0) without an archive, its batches may be lost at
 	// a power cut, since the next pass prunes the same rows again: they
 	// commit without waiting for the flush to stable storage, so they hold
-	// the writer for less (docs/CONCEPTS.md, "Retention and pruning").
+	// the writer for less; after each batch it leaves the writer free for
+	// as long as the batch held it (docs/CONCEPTS.md, "Retention and
+	// pruning").
 	Background bool
 
 	// whole: every finished job and event, whatever its age
@@ -378,6 +380,18 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 				}
 				if !more {
 					break
+				}
+				if opts.Background && b.Held > 0 {
+					// The background pruner leaves the writer to the
+					// workers for as long as the batch held it: a worker
+					// that queued behind one batch is not then behind the
+					// next, and the writer's log (PostgreSQL's WAL flush,
+					// SQLite's fsync and checkpoint) carries a batch's
+					// writes at most half of the pass's time.
+					select {
+					case <-ctx.Done():
+					case <-time.After(b.Held):
+					}
 				}
 			}
 		}
