@@ -215,12 +215,15 @@ func cmdSteady(args []string) {
 	// deleted rows yet, so its size is no steady state to compare with; the
 	// first pass frees space that window 2 refills, and from then on the
 	// store must not grow. Size: the largest of windows 2..N within 1.1× of
-	// window 2's (a few pages of slack; a growing store passes that within
-	// a few windows). Claim p99: one window's p99 rests on its 6 slowest
+	// window 2's (a few pages of slack; a store that keeps growing goes past
+	// it within a few windows). Claim p99: one window's p99 rests on its 6 slowest
 	// claims of ~600 and moves by 2× from window to window on a shared
 	// machine, so the p99 of the later half of windows 2..N (pooled) is
-	// compared with that of the earlier half, within 1.25×: a trend shows,
-	// one slow window does not.
+	// compared with that of the earlier half, within 1.5×: a trend shows,
+	// one slow window does not. Six runs whose size was flat, at load
+	// average 3–5 on the shared 2-core machine, gave later ÷ earlier
+	// 0.81–1.53: 1.25× would have failed half of them on noise alone, 1.5×
+	// the noisiest one; make bench judges the median of its repetitions.
 	ex["size_second"] = sizes[min(1, len(sizes)-1)]
 	ex["size_max_after_2"] = 0
 	for i := 1; i < len(sizes); i++ {
@@ -279,7 +282,7 @@ func renderSteady(b *strings.Builder, rows []*row, n string) {
 		"kept one window (2 s of real time; 200 ms in the smoke run), and a prune pass (as the background pruner runs it) every quarter window. Size: the store after each\n" +
 		"window (SQLite: file and WAL; PostgreSQL: the schema's tables and indexes). Flat after the first window: window 1 holds\n" +
 		"no deleted rows yet, so the steady state starts at window 2; the size is flat when the largest of windows 2..N is\n" +
-		"within 1.1× of window 2's, and the claim p99 when that of the later half of windows 2..N is within 1.25× of the\n" +
+		"within 1.1× of window 2's, and the claim p99 when that of the later half of windows 2..N is within 1.5× of the\n" +
 		"earlier half's (pooled: one window's p99 alone moves 2× with the machine's load). Prune share: the time the prune passes' transactions held the writer\n" +
 		"over the run's (PruneResult.Held; their wall time, waits for the writer included, in brackets). Spike: claim p99 of claims that overlapped a prune pass, next to the others'.\n\n")
 	p("| row | jobs/s | size window 1 | size window 2 | largest after | flat | claim p99 windows 2..N early / late | flat | prune share | p99 during prune | p99 outside |\n")
@@ -290,7 +293,7 @@ func renderSteady(b *strings.Builder, rows []*row, n string) {
 		early, late := med("p99_early"), med("p99_late")
 		p("| %s | %s | %.1f MiB | %.1f MiB | %.1f MiB | %s | %s / %s | %s | %.1f %% (%.1f %%) %s | %s | %s |\n", r.name,
 			num(median(rates(r))), med("size_first")/(1<<20), second/(1<<20), after/(1<<20), met(after <= 1.1*second),
-			us(early), us(late), met(late <= 1.25*early),
+			us(early), us(late), met(late <= 1.5*early),
 			100*med("prune_share"), 100*med("prune_wall_share"), met(med("prune_share") <= 0.05),
 			us(med("p99_during_prune")), us(med("p99_outside")))
 	}
