@@ -189,7 +189,7 @@ func (a *Authority) SetPruneInterval(d time.Duration) {
 				return
 			case <-time.After(wait):
 			}
-			_, _ = a.Prune(ctx, PruneOptions{background: true})
+			_, _ = a.Prune(ctx, PruneOptions{Background: true})
 		}
 	})
 	a.mu.Lock()
@@ -224,12 +224,21 @@ type PruneOptions struct {
 	// DryRun deletes nothing and counts what would go: the jobs, and the
 	// events pruned by age (a pruned job's own events go with it besides).
 	DryRun bool
+	// Background runs the pass as the background pruner does
+	// (SetPruneInterval), for a program that schedules its own passes: it
+	// never rewrites the file (upgradeSpaceMode), and, pruning by the
+	// policies (OlderThan 0) without an archive, its batches may be lost at
+	// a power cut, since the next pass prunes the same rows again: they
+	// commit without waiting for the flush to stable storage, so they hold
+	// the writer for less; after each batch it leaves the writer free for
+	// as long as the batch held it (docs/CONCEPTS.md, "Retention and
+	// pruning").
+	Background bool
 
 	// whole: every finished job and event, whatever its age
 	// (ArchiveProduction); deleting: the production's newest job too
-	// (DeleteProduction); background: the pass of the background pruner,
-	// which never rewrites the file (upgradeSpaceMode).
-	whole, deleting, background bool
+	// (DeleteProduction).
+	whole, deleting bool
 }
 
 // Values of older (µs) below 0: every age (allAges), and the production's
@@ -328,6 +337,18 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 			return res, err
 		}
 	}
+	// The background pruner's batches need not be durable: one lost at a
+	// power cut is pruned again by the next pass, and a later durable
+	// commit makes it durable with its own (store.Redoable). Their commits
+	// then skip the flush that would hold the writer for most of a batch's
+	// time, and the claims queued behind them wait that much less. A prune
+	// with an archive stays durable (nothing archived is ever archived
+	// again), and so does one by an age given (OlderThan): the policy's
+	// next pass may keep what it deleted.
+	wctx := ctx
+	if opts.Background && ar == nil && older == 0 {
+		wctx = store.Redoable(ctx)
+	}
 	for _, name := range names {
 		for _, state := range append(FinishedStates[:len(FinishedStates):len(FinishedStates)], "") {
 			// A look outside any write first: a pass that finds nothing
@@ -349,9 +370,9 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 				case ar != nil:
 					b, more, err = a.pruneArchived(ctx, ar, name, state, older)
 				case state == "":
-					b, more, err = a.pruneEvents(ctx, name, older)
+					b, more, err = a.pruneEvents(wctx, name, older)
 				default:
-					b, more, err = a.pruneJobs(ctx, name, state, older)
+					b, more, err = a.pruneJobs(wctx, name, state, older)
 				}
 				res.add(b)
 				if err != nil {
@@ -360,16 +381,28 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 				if !more {
 					break
 				}
+				if opts.Background && b.Held > 0 {
+					// The background pruner leaves the writer to the
+					// workers for as long as the batch held it: a worker
+					// that queued behind one batch is not then behind the
+					// next, and the writer's log (PostgreSQL's WAL flush,
+					// SQLite's fsync and checkpoint) carries a batch's
+					// writes at most half of the pass's time.
+					select {
+					case <-ctx.Done():
+					case <-time.After(b.Held):
+					}
+				}
 			}
 		}
 	}
-	if !opts.background {
+	if !opts.Background {
 		if err := a.upgradeSpaceMode(ctx, &res.Held); err != nil {
 			return res, err
 		}
 	}
 	if res.Jobs+res.Events > 0 {
-		err := a.reclaim(ctx, &res.Held)
+		err := a.reclaim(wctx, &res.Held) // a reclaim lost is done again by the next
 		if err != nil {
 			return res, err
 		}

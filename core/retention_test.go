@@ -578,3 +578,196 @@ func TestAClaimWaitsBehindAtMostOnePruningBatchNotTheWholePass(t *testing.T) {
 	require.True(t, claimedBySecond, "the claim committed before the pass's next batch")
 	require.NoError(t, <-claimed)
 }
+
+// redoCounter records, for each write transaction begun, whether it was
+// begun redoable (store.Redoable), and counts the jobs and events deleted
+// in each kind.
+type redoCounter struct {
+	store.Backend
+	mu                sync.Mutex
+	redoable, durable int // write transactions begun
+	redoDeleted, kept int // jobs and events deleted in redoable, durable ones
+}
+
+type redoCountingTx struct {
+	store.Tx
+	c    *redoCounter
+	redo bool
+}
+
+func (c *redoCounter) BeginWrite(ctx context.Context) (store.Tx, error) {
+	tx, err := c.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if store.IsRedoable(ctx) {
+		c.redoable++
+	} else {
+		c.durable++
+	}
+	return redoCountingTx{Tx: tx, c: c, redo: store.IsRedoable(ctx)}, nil
+}
+
+func (t redoCountingTx) deleted(n int64) {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.redo {
+		t.c.redoDeleted += int(n)
+	} else {
+		t.c.kept += int(n)
+	}
+}
+
+func (t redoCountingTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	j, e, err := t.Tx.DeleteJobs(ctx, ids)
+	t.deleted(j + e)
+	return j, e, err
+}
+
+func (t redoCountingTx) DeleteJob(ctx context.Context, id string) error {
+	err := t.Tx.DeleteJob(ctx, id)
+	t.deleted(1)
+	return err
+}
+
+func (t redoCountingTx) DeleteJobEvents(ctx context.Context, id string, limit int) (int64, error) {
+	n, err := t.Tx.DeleteJobEvents(ctx, id, limit)
+	t.deleted(n)
+	return n, err
+}
+
+func (t redoCountingTx) DeleteEvents(ctx context.Context, p string, seqs []int64) (int64, error) {
+	n, err := t.Tx.DeleteEvents(ctx, p, seqs)
+	t.deleted(n)
+	return n, err
+}
+
+// Only the background pruner's batches by the policies without an archive
+// may be lost at a power cut (they are pruned again by the next pass), and
+// so commit without waiting for the flush: a prune with an archive (nothing
+// archived twice), one by an age given, and every worker's and
+// coordinator's write stay durable.
+func TestOnlyTheBackgroundPrunersBatchesByThePoliciesWithoutAnArchiveMayBeLostAtAPowerCut(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour, Events: time.Hour})
+	c := &redoCounter{Backend: f.a.b}
+	f.a.b = c
+	fill := func() {
+		for range 3 {
+			f.finished(StateCompleted)
+		}
+		f.request(1)
+		f.clk.advance(2 * time.Hour)
+	}
+	fill()
+	require.Zero(t, c.redoable, "no worker's or coordinator's write is redoable")
+	r := f.prune(PruneOptions{Background: true})
+	require.NotZero(t, r.Jobs)
+	require.NotZero(t, c.redoDeleted, "the background pass's batches are redoable")
+	require.Zero(t, c.kept, "every batch of the background pass is redoable")
+
+	for _, o := range []PruneOptions{{Archive: t.TempDir() + "/a.jsonl"}, {Background: true, Archive: t.TempDir() + "/b.jsonl"},
+		{OlderThan: time.Hour, Background: true}, {}} {
+		c.redoDeleted, c.kept = 0, 0
+		fill()
+		r := f.prune(o)
+		require.NotZero(t, r.Jobs, "%+v", o)
+		require.NotZero(t, c.kept, "%+v", o)
+		require.Zero(t, c.redoDeleted, "a prune with an archive, by an age given, or asked for is durable: %+v", o)
+	}
+	redo := c.redoable
+	f.finished(StateCompleted)
+	require.Equal(t, redo, c.redoable, "a worker's writes are durable")
+}
+
+// batchTimer records, for each write transaction that deleted jobs, when
+// its BeginWrite was called and when its Commit returned.
+type batchTimer struct {
+	store.Backend
+	mu    sync.Mutex
+	calls []time.Time // BeginWrite called
+	spans [][2]time.Time
+}
+
+type batchTimerTx struct {
+	store.Tx
+	b       *batchTimer
+	called  time.Time
+	deleted bool
+}
+
+func (b *batchTimer) BeginWrite(ctx context.Context) (store.Tx, error) {
+	called := time.Now()
+	tx, err := b.Backend.BeginWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &batchTimerTx{Tx: tx, b: b, called: called}, nil
+}
+
+func (t *batchTimerTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	t.deleted = true
+	return t.Tx.DeleteJobs(ctx, ids)
+}
+
+func (t *batchTimerTx) Commit() error {
+	err := t.Tx.Commit()
+	if t.deleted {
+		t.b.mu.Lock()
+		t.b.spans = append(t.b.spans, [2]time.Time{t.called, time.Now()})
+		t.b.mu.Unlock()
+	}
+	return err
+}
+
+// gaps is, for each job batch after the first, how long the writer was
+// left alone before the pass asked for it again, and how long the batch
+// before held it (from its BeginWrite call: the wait for the turn is
+// included, which makes the hold look longer, never shorter).
+func (b *batchTimer) gaps() (gaps, holds []time.Duration) {
+	for i := 1; i < len(b.spans); i++ {
+		gaps = append(gaps, b.spans[i][0].Sub(b.spans[i-1][1]))
+		holds = append(holds, b.spans[i-1][1].Sub(b.spans[i-1][0]))
+	}
+	return gaps, holds
+}
+
+// The background pruner paces itself: after each batch it leaves the
+// writer to the workers for as long as the batch held it, so that workers
+// queued behind a pass are never behind batch after batch, and a pass
+// holds the writer at most half of its time. A pass asked for does not
+// wait between its batches.
+func TestTheBackgroundPrunerLeavesTheWriterFreeBetweenBatchesForAsLongAsEachHeldIt(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour})
+	fill := func() {
+		for range 4*PruneJobBatch + 1 {
+			f.finished(StateCompleted)
+		}
+		f.request(1)
+		f.clk.advance(2 * time.Hour)
+	}
+	fill()
+	bt := &batchTimer{Backend: f.a.b}
+	f.a.b = bt
+	require.EqualValues(t, 4*PruneJobBatch+1, f.prune(PruneOptions{Background: true}).Jobs)
+	gaps, holds := bt.gaps()
+	require.Len(t, gaps, 4)
+	for i, g := range gaps {
+		// The pause is the batch's own measure of its hold, which starts
+		// once BeginWrite has returned: allow for that part of the turn.
+		require.GreaterOrEqual(t, g, holds[i]/2, "batch %d held the writer %v, then left it %v", i, holds[i], g)
+	}
+	bt.spans = nil
+	fill()
+	start := time.Now()
+	require.EqualValues(t, 4*PruneJobBatch+1, f.prune(PruneOptions{}).Jobs)
+	gaps, holds = bt.gaps()
+	var held, left time.Duration
+	for i := range gaps {
+		held, left = held+holds[i], left+gaps[i]
+	}
+	require.Less(t, left, held/2, "a pass asked for goes on at once (%v)", time.Since(start))
+}

@@ -6,10 +6,17 @@ package main
 
 import (
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	leases "github.com/libleases/libleases"
+	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/internal/pgtest"
 )
 
 type retentionJSON struct {
@@ -117,6 +124,115 @@ func TestAWholeProductionIsArchivedAndDeletedFromTheCommandLine(t *testing.T) {
 		b, err := os.ReadFile(archive)
 		if err != nil || !strings.Contains(string(b), ids[0]) || !strings.Contains(string(b), ids[1]) {
 			t.Fatalf("archive: %v\n%s", err, b)
+		}
+	})
+}
+
+// pruneJSON is what leases prune --json reports.
+type pruneJSON struct {
+	Jobs     int64   `json:"jobs"`
+	Events   int64   `json:"events"`
+	Vacuumed *int64  `json:"vacuumed_tables"`
+	Note     *string `json:"note"`
+}
+
+// finishedJobs requests n jobs of prod at location (creating prod if need
+// be) through the Go API and completes them, all in one edit.
+func finishedJobs(t *testing.T, location string, n int) {
+	t.Helper()
+	a, err := leases.Open(location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.SetPruneInterval(0)
+	if _, err := a.CreateProduction(prod); err != nil {
+		t.Fatal(err)
+	}
+	ed, err := a.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		id, err := ed.RequestJob(prod, "", nil)
+		var l *core.Lease
+		if err == nil {
+			l, err = ed.ClaimJob(prod, id, "w", time.Minute)
+		}
+		if err == nil {
+			err = ed.Complete(l, core.Facts{})
+		}
+		if err != nil {
+			ed.Abort()
+			t.Fatal(err)
+		}
+	}
+	if err := ed.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) pruneJSON(args ...string) pruneJSON {
+	e.t.Helper()
+	r := e.must(append([]string{"prune", "--older-than", "1us", "--json"}, args...)...)
+	var p pruneJSON
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+		e.t.Fatalf("prune --json: %v\n%s", err, r)
+	}
+	return p
+}
+
+// leases prune --json reports the tables a PostgreSQL prune vacuumed
+// (vacuumed_tables, once a pass deleted at least 128 rows and a tenth of a
+// table), and, run by a role that does not own the tables, a note saying
+// the space is left to the server's autovacuum, the deletes standing. A
+// SQLite prune reports neither.
+func TestPruneJSONReportsTheTablesItVacuumedOrANoteWhyItCouldNot(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		e := pgEnv(t)
+		finishedJobs(t, e.db, 600)
+		r := e.pruneJSON()
+		if r.Jobs != 599 || r.Vacuumed == nil || *r.Vacuumed == 0 || r.Note != nil {
+			t.Fatalf("a prune of 599 of 600 jobs by the tables' owner: %+v", r)
+		}
+
+		// A role that may read and write every row but owns no table.
+		u, err := url.Parse(e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema := u.Query().Get("search_path")
+		role := "leases_t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+		owner := e.db
+		pgtest.Exec(t, owner, `CREATE ROLE `+role+` NOLOGIN`)
+		t.Cleanup(func() {
+			pgtest.Exec(t, owner, `DROP OWNED BY `+role)
+			pgtest.Exec(t, owner, `DROP ROLE `+role)
+		})
+		for _, g := range []string{
+			`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+			`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
+		} {
+			pgtest.Exec(t, e.db, g)
+		}
+		q := u.Query()
+		q.Set("options", "-crole="+role)
+		u.RawQuery = q.Encode()
+		e.db = u.String()
+		finishedJobs(t, e.db, 600) // and the newest of before, kept then
+		r = e.pruneJSON()
+		if r.Jobs != 600 || (r.Vacuumed != nil && *r.Vacuumed != 0) || r.Note == nil ||
+			!strings.Contains(*r.Note, "does not own") || !strings.Contains(*r.Note, "autovacuum") {
+			t.Fatalf("a prune by a role that does not own the tables: %+v", r)
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		e := newEnv(t)
+		finishedJobs(t, e.db, 200)
+		r := e.pruneJSON()
+		if r.Jobs != 199 || r.Vacuumed != nil || r.Note != nil {
+			t.Fatalf("a SQLite prune: %+v", r)
 		}
 	})
 }

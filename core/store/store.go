@@ -445,3 +445,27 @@ func IsHoldingCaller(ctx context.Context) bool {
 	v, _ := ctx.Value(holdsCallerKey{}).(bool)
 	return v
 }
+
+type redoableKey struct{}
+
+// Redoable marks the context of a BeginWrite whose transaction may be lost
+// at a power cut, because running it again does the same and nothing waits
+// on it: a batch of the background pruner without an archive (its rows are
+// simply pruned again). A store may commit such a transaction without
+// waiting for its flush to stable storage (SQLite: synchronous=NORMAL for
+// that transaction; PostgreSQL: synchronous_commit off), which takes the
+// flush out of the time it holds the writer. No other write's commit may
+// ever run at that lower durability: a store whose writers share a commit
+// (SQLite's group commit) runs a redoable transaction alone, as it does an
+// edit (HoldsCaller), and nobody joins it. A later durable commit makes it
+// durable too on both stores (a log flushed to a point is flushed up to
+// it), so nothing durable can rest on a redoable write that was lost.
+func Redoable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, redoableKey{}, true)
+}
+
+// IsRedoable reports whether ctx was marked by Redoable.
+func IsRedoable(ctx context.Context) bool {
+	v, _ := ctx.Value(redoableKey{}).(bool)
+	return v
+}

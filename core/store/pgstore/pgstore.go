@@ -144,7 +144,11 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// BeginWrite starts a READ COMMITTED transaction on its own connection.
+// BeginWrite starts a READ COMMITTED transaction on its own connection. A
+// redoable one (store.Redoable) commits with synchronous_commit off, for
+// that transaction only (SET LOCAL, sent with BEGIN): its COMMIT does not
+// wait for the WAL flush, and the next durable commit flushes it with its
+// own.
 func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	// Waiting for a free connection is waiting for the writer: bound it by
 	// the busy timeout, plus the connect timeout for opening a new one.
@@ -153,6 +157,9 @@ func (db *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 	conn, err := db.pool.Acquire(actx)
 	if err == nil {
 		tc := &txConn{c: conn, db: db}
+		if store.IsRedoable(ctx) {
+			tc.hold(nil, "SET LOCAL synchronous_commit = off")
+		}
 		return &Tx{db: db, ctx: ctx, conn: tc, queries: queries{q: tc, inTx: true}}, nil
 	}
 	if ctx.Err() != nil {

@@ -51,6 +51,11 @@ type group struct {
 	stop  context.CancelFunc // ends ctx, the transaction's own context
 	begun time.Time
 
+	// restore, when not "", is the synchronous level to set conn back to
+	// once the group ends: its one member is redoable (store.Redoable) and
+	// committed at NORMAL. Such a group is never handed on.
+	restore string
+
 	released int   // members whose writes wait for the COMMIT
 	lost     error // SQLite rolled the whole transaction back (or its state is unknown)
 	cause    error // a statement's failure the released members must see if the transaction is lost
@@ -120,7 +125,7 @@ func (g *group) note(err error) {
 // of the handle, if that writer is first in the queue and the group may
 // still grow, and otherwise ends the group.
 func (g *group) pass() {
-	if g.lost == nil && !g.s.closing.Load() && time.Since(g.begun) < groupMaxOpen &&
+	if g.lost == nil && g.restore == "" && !g.s.closing.Load() && time.Since(g.begun) < groupMaxOpen &&
 		g.s.writers.handOff(g.s.writer, g) {
 		return
 	}
@@ -195,6 +200,9 @@ func (g *group) end() {
 		}
 	}
 	g.stop()
+	if !failed && g.restore != "" && !s.writer.setLevel(g.conn, g.restore) {
+		failed = true // never let the next writer commit at NORMAL
+	}
 	if failed {
 		s.writer.discard(g.conn)
 	}

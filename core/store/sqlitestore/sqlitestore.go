@@ -45,6 +45,7 @@ type DB struct {
 	writer  *writerConn  // the connection this handle's writes run on (writers.go)
 	closing atomic.Bool  // Close has begun: no writer joins an open group any more
 	busy    time.Duration
+	sync    string // the synchronous level every commit runs at, but a redoable one's (store.Redoable)
 	queries
 }
 
@@ -123,7 +124,7 @@ func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist b
 		return nil, classify(err)
 	}
 	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file, writers: queueFor(file.opened),
-		writer: &writerConn{db: db}, busy: busy}
+		writer: &writerConn{db: db}, busy: busy, sync: syncMode}
 	s.queries = queries{st: newStmtCache(db), file: file}
 	err = s.migrate(now, mustExist, path)
 	if err == nil {
@@ -416,7 +417,13 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	timer := time.AfterFunc(time.Until(deadline), cancel)
-	tx, conn, err := s.writer.begin(txCtx)
+	// A redoable transaction (store.Redoable) commits without the WAL's
+	// fsync: synchronous=NORMAL on the writer connection for it alone. It
+	// runs alone (the queue never hands its group on), and the group's end
+	// sets the authority's level back before the turn passes on, so no
+	// other writer's commit ever runs at NORMAL.
+	lowered := store.IsRedoable(ctx) && s.sync != "NORMAL"
+	tx, conn, err := s.writer.begin(txCtx, lowered, s.sync)
 	inTime := timer.Stop()
 	if !stop() || !inTime { // ctx ended, or the busy timeout passed, while BEGIN ran
 		if err == nil {
@@ -443,7 +450,11 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 		s.file.release()
 		return nil, err
 	}
-	return &group{s: s, tx: tx, conn: conn, ctx: txCtx, stop: cancel, begun: time.Now(), done: make(chan struct{})}, nil
+	g := &group{s: s, tx: tx, conn: conn, ctx: txCtx, stop: cancel, begun: time.Now(), done: make(chan struct{})}
+	if lowered {
+		g.restore = s.sync
+	}
+	return g, nil
 }
 
 // timedOut is the busy error of a writer whose busy timeout passed before

@@ -35,7 +35,7 @@ type writerQueue struct {
 type waiter struct {
 	turn  chan struct{} // closed when handed the turn
 	owner *writerConn
-	alone bool // an edit's (store.HoldsCaller): it never joins a group
+	alone bool // an edit's (store.HoldsCaller) or a redoable write's (store.Redoable): it never joins a group
 	grp   *group
 }
 
@@ -52,7 +52,7 @@ func (q *writerQueue) acquire(ctx context.Context, deadline time.Time, owner *wr
 		q.mu.Unlock()
 		return nil, true
 	}
-	w := &waiter{turn: make(chan struct{}), owner: owner, alone: store.IsHoldingCaller(ctx)}
+	w := &waiter{turn: make(chan struct{}), owner: owner, alone: store.IsHoldingCaller(ctx) || store.IsRedoable(ctx)}
 	q.waiters = append(q.waiters, w)
 	q.mu.Unlock()
 	timer := time.NewTimer(time.Until(deadline))
@@ -199,18 +199,30 @@ type writerConn struct {
 // connection must not poison the handle. Any other failure of BEGIN short
 // of busy discards the connection too, so the next writer starts on a
 // fresh one rather than one left in an unknown state.
-func (w *writerConn) begin(ctx context.Context) (*sql.Tx, *sql.Conn, error) {
+//
+// lowered first sets the connection's synchronous level to NORMAL, for a
+// redoable transaction (store.Redoable); the caller sets level back once
+// the transaction has ended (group.end). A BEGIN that fails sets it back at
+// once, and a connection whose level cannot be set back is discarded:
+// no other transaction may ever commit on it at NORMAL.
+func (w *writerConn) begin(ctx context.Context, lowered bool, level string) (*sql.Tx, *sql.Conn, error) {
 	for retried := false; ; retried = true {
 		c, err := w.get(ctx)
 		if err != nil {
 			return nil, nil, err
+		}
+		if lowered {
+			if _, err := c.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+				w.discard(c) // its level is unknown
+				return nil, nil, err
+			}
 		}
 		tx, err := c.BeginTx(ctx, nil)
 		if err == nil {
 			return tx, c, nil
 		}
 		gone := errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)
-		if gone || !errors.Is(classify(err), store.ErrBusy) {
+		if gone || !errors.Is(classify(err), store.ErrBusy) || (lowered && !w.setLevel(c, level)) {
 			w.discard(c)
 		}
 		if gone && !retried {
@@ -234,6 +246,13 @@ func (w *writerConn) get(ctx context.Context) (*sql.Conn, error) {
 		w.conn = c
 	}
 	return w.conn, nil
+}
+
+// setLevel sets c's synchronous level back to the authority's (level), on
+// a context of its own: it must run even once the writer's has ended.
+func (w *writerConn) setLevel(c *sql.Conn, level string) bool {
+	_, err := c.ExecContext(context.Background(), "PRAGMA synchronous="+level)
+	return err == nil
 }
 
 // discard closes c for good (not back into the pool) and forgets it; the

@@ -1,4 +1,4 @@
-// The steady-state row (section 11): jobs flow at a steady rate through
+// The steady-state row (section 12): jobs flow at a steady rate through
 // claim → complete while a short retention window prunes them, for several
 // windows. It reports the store's size and the claim p99 per window (flat
 // after the first, if pruning keeps up), pruning's share of the run's time,
@@ -139,7 +139,9 @@ func cmdSteady(args []string) {
 			case <-time.After(*window / 4):
 			}
 			t := time.Now()
-			r, err := a.Prune(ctx, leases.PruneOptions{})
+			// A pass as the background pruner runs it (its batches need not
+			// be durable), timed here.
+			r, err := a.Prune(ctx, leases.PruneOptions{Background: true})
 			if err != nil && ctx.Err() == nil {
 				fail(err)
 			}
@@ -209,6 +211,41 @@ func cmdSteady(args []string) {
 		ex["size_max_after_1"] = max(ex["size_max_after_1"], sizes[i])
 		ex["p99_max_after_1"] = max(ex["p99_max_after_1"], p99(perWindow[i]))
 	}
+	// Flat AFTER the first window (the words): window 1 holds no
+	// deleted rows yet, so its size is no steady state to compare with; the
+	// first pass frees space that window 2 refills, and from then on the
+	// store must not grow. Size: the largest of windows 2..N within 1.1× of
+	// window 2's (a few pages of slack; a store that keeps growing goes past
+	// it within a few windows). Claim p99: one window's p99 rests on its 6 slowest
+	// claims of ~600 and moves by 2× from window to window on a shared
+	// machine, so the p99 of the later half of windows 2..N (pooled) is
+	// compared with that of the earlier half, within 1.5×: a trend shows,
+	// one slow window does not. Six runs whose size was flat, at load
+	// average 3–5 on the shared 2-core machine, gave later ÷ earlier
+	// 0.81–1.53: 1.25× would have failed half of them on noise alone, 1.5×
+	// the noisiest one; make bench judges the median of its repetitions.
+	ex["size_second"] = sizes[min(1, len(sizes)-1)]
+	ex["size_max_after_2"] = 0
+	for i := 1; i < len(sizes); i++ {
+		ex["size_max_after_2"] = max(ex["size_max_after_2"], sizes[i])
+	}
+	var early, late []int64
+	half := 1 + (*windows-1)/2
+	for i := 1; i < *windows; i++ {
+		if i < half {
+			early = append(early, perWindow[i]...)
+		} else {
+			late = append(late, perWindow[i]...)
+		}
+	}
+	ex["p99_early"], ex["p99_late"] = p99(early), p99(late)
+	if os.Getenv("LEASESBENCH_STEADY_SIZES") != "" {
+		ps := make([]string, *windows)
+		for i := range perWindow {
+			ps[i] = fmt.Sprintf("%.0f", p99(perWindow[i])/1e3)
+		}
+		fmt.Fprintln(os.Stderr, "claim p99 of each window (µs):", strings.Join(ps, " "))
+	}
 	all := make([]int64, 0, len(claims))
 	for _, c := range claims {
 		all = append(all, c.lat)
@@ -242,17 +279,21 @@ func renderSteady(b *strings.Builder, rows []*row, n string) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("\n### 12. Steady state: ten retention windows of jobs flowing (%s)\n\n", n)
 	p("Jobs are requested at a steady rate and claimed and completed by 2 workers; completed jobs and events are\n" +
-		"kept one window (2 s of real time; 200 ms in the smoke run), and a prune pass runs every quarter window. Size: the store after each\n" +
-		"window (SQLite: file and WAL; PostgreSQL: the schema's tables and indexes). Flat means the largest size after\n" +
-		"the first window is within 1.5× of the first. Prune share: the time the prune passes' transactions held the writer\n" +
+		"kept one window (2 s of real time; 200 ms in the smoke run), and a prune pass (as the background pruner runs it) every quarter window. Size: the store after each\n" +
+		"window (SQLite: file and WAL; PostgreSQL: the schema's tables and indexes). Flat after the first window: window 1 holds\n" +
+		"no deleted rows yet, so the steady state starts at window 2; the size is flat when the largest of windows 2..N is\n" +
+		"within 1.1× of window 2's, and the claim p99 when that of the later half of windows 2..N is within 1.5× of the\n" +
+		"earlier half's (pooled: one window's p99 alone moves 2× with the machine's load). Prune share: the time the prune passes' transactions held the writer\n" +
 		"over the run's (PruneResult.Held; their wall time, waits for the writer included, in brackets). Spike: claim p99 of claims that overlapped a prune pass, next to the others'.\n\n")
-	p("| row | jobs/s | size after window 1 | largest after | flat | claim p99 window 1 | largest p99 after | prune share | p99 during prune | p99 outside |\n")
-	p("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	p("| row | jobs/s | size window 1 | size window 2 | largest after | flat | claim p99 windows 2..N early / late | flat | prune share | p99 during prune | p99 outside |\n")
+	p("|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|\n")
 	for _, r := range measuredIn(rows, "steady", 10, p) {
 		med := func(k string) float64 { return median(values(r, func(x result) float64 { return x.Extra[k] })) }
-		first, after := med("size_first"), med("size_max_after_1")
-		p("| %s | %s | %.1f MiB | %.1f MiB | %s | %s | %s | %.1f %% (%.1f %%) %s | %s | %s |\n", r.name, num(median(rates(r))),
-			first/(1<<20), after/(1<<20), met(after <= 1.5*first), us(med("p99_first")), us(med("p99_max_after_1")),
+		second, after := med("size_second"), med("size_max_after_2")
+		early, late := med("p99_early"), med("p99_late")
+		p("| %s | %s | %.1f MiB | %.1f MiB | %.1f MiB | %s | %s / %s | %s | %.1f %% (%.1f %%) %s | %s | %s |\n", r.name,
+			num(median(rates(r))), med("size_first")/(1<<20), second/(1<<20), after/(1<<20), met(after <= 1.1*second),
+			us(early), us(late), met(late <= 1.5*early),
 			100*med("prune_share"), 100*med("prune_wall_share"), met(med("prune_share") <= 0.05),
 			us(med("p99_during_prune")), us(med("p99_outside")))
 	}
