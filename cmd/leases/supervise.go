@@ -144,6 +144,11 @@ func startSupervised(cmd *exec.Cmd) (waited <-chan error, err error) {
 	}
 	cmd.SysProcAttr.Setpgid = true
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	// The reaper runs before the program does: started after it, a worker
+	// killed while the reaper was still starting left the program's group
+	// to nobody. What is left is the write of the group's number, on this
+	// thread right after the program's exec.
+	reaper.ready()
 	started := make(chan error, 1)
 	w := make(chan error, 1)
 	go func() {
@@ -172,8 +177,8 @@ const reaperArg = "--internal-reaper"
 // holds. When the pipe closes (this process is gone: SIGKILL, the OOM
 // killer, a crash), it kills every group still running. It sits in a
 // process group of its own and ignores SIGINT, SIGTERM and SIGHUP, so the
-// signals that drain a worker do not end it first; it is started with the
-// first program.
+// signals that drain a worker do not end it first; it is started before
+// the first program.
 var reaper = &reaperConn{}
 
 type reaperConn struct {
@@ -185,17 +190,34 @@ type reaperConn struct {
 func (r *reaperConn) watch(pgid int)   { r.send('+', pgid) }
 func (r *reaperConn) release(pgid int) { r.send('-', pgid) }
 
-func (r *reaperConn) send(op byte, pgid int) {
+// ready starts the reaper unless it runs (or could not be started: warned
+// once).
+func (r *reaperConn) ready() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.startOnce()
+}
+
+// startOnce starts the reaper unless it runs or failed; it reports whether
+// it runs. r.mu is held.
+func (r *reaperConn) startOnce() bool {
 	if r.failed {
-		return
+		return false
 	}
 	if r.w == nil {
 		if err := r.start(); err != nil {
 			r.warn(err)
-			return
+			return false
 		}
+	}
+	return true
+}
+
+func (r *reaperConn) send(op byte, pgid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.startOnce() {
+		return
 	}
 	if _, err := fmt.Fprintf(r.w, "%c%d\n", op, pgid); err != nil {
 		r.warn(err)

@@ -123,6 +123,36 @@ func TestAProgramAndItsChildrenNeverOutliveTheirWorker(t *testing.T) {
 	})
 }
 
+// The reaper that kills a program's group when its worker dies outright
+// runs before the program does, from the first program on: started after
+// it, a worker killed in between left the program's children to nobody.
+// The program records its own pid and its worker's other children (pid
+// and command line): the reaper is among them, started first (pids grow).
+func TestTheReaperRunsBeforeTheFirstProgramStarts(t *testing.T) {
+	onBothStores(t, func(t *testing.T, e *env) {
+		ids := e.setup(1)
+		tok, _ := e.claim("w-exec", "1m")
+		seen := filepath.Join(e.dir, "children."+ids[0])
+		e.must("exec", "--token-file", tok, "--output-dir", e.outDir(), "--", "sh", "-c",
+			`{ echo "$$"; for c in $(cat /proc/$PPID/task/*/children); do printf '%s ' "$c"; tr '\0' ' ' < /proc/$c/cmdline; echo; done; } > "`+seen+`"`)
+		b, err := os.ReadFile(seen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		self, _ := strconv.Atoi(lines[0])
+		reaperPid := 0
+		for _, l := range lines[1:] {
+			if pid, cmdline, _ := strings.Cut(l, " "); strings.Contains(cmdline, reaperArg) {
+				reaperPid, _ = strconv.Atoi(pid)
+			}
+		}
+		if reaperPid == 0 || reaperPid > self {
+			t.Fatalf("the reaper was not started before the first program (program %d); the worker's children: %q", self, b)
+		}
+	})
+}
+
 // A killed worker's temporary output does not stay for good: once its owner
 // is gone and its job is no longer claimed (here: run again and completed by
 // the next worker, or cancelled after the crash), the next sweep of the
