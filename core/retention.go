@@ -388,10 +388,7 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 					// next, and the writer's log (PostgreSQL's WAL flush,
 					// SQLite's fsync and checkpoint) carries a batch's
 					// writes at most half of the pass's time.
-					select {
-					case <-ctx.Done():
-					case <-time.After(b.Held):
-					}
+					restAfterBatch(ctx, b.Held)
 				}
 			}
 		}
@@ -893,4 +890,13 @@ func (a *Authority) ArchiveProduction(ctx context.Context, production, archive s
 		return PruneResult{}, err
 	}
 	return a.Prune(ctx, PruneOptions{Production: production, Archive: archive, whole: true})
+}
+
+// restAfterBatch is the background pruner's rest between two batches: d,
+// or until ctx ends. A variable so that a test can count the rests.
+var restAfterBatch = func(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
