@@ -31,9 +31,8 @@ func TestAPollingSubscriberIsToldEveryPeriod(t *testing.T) {
 	t.Cleanup(func() { SetPeriod(old) })
 	n, f := counter()
 	s := Subscribe(f, true)
-	time.Sleep(300 * time.Millisecond)
-	s.Cancel()
-	require.GreaterOrEqual(t, n.Load(), int64(5))
+	defer s.Cancel()
+	require.Eventually(t, func() bool { return n.Load() >= 5 }, 10*time.Second, 5*time.Millisecond)
 }
 
 func TestASubscriberThatStartsToPollIsToldWithoutWaitingForAStep(t *testing.T) {
@@ -95,9 +94,8 @@ func TestOnLinuxOneSubscribersPollIsNotReportedToTheOthers(t *testing.T) {
 	quiet, q := counter()
 	ps := Subscribe(p, true)
 	qs := Subscribe(q, false)
-	time.Sleep(200 * time.Millisecond)
+	require.Eventually(t, func() bool { return polled.Load() > 10 }, 10*time.Second, 5*time.Millisecond)
 	qs.Cancel()
 	ps.Cancel()
-	require.Greater(t, polled.Load(), int64(10))
 	require.Zero(t, quiet.Load(), "a subscriber that does not poll was told of another's poll")
 }
