@@ -89,6 +89,11 @@ fn link_static(lib_dir: Option<PathBuf>) {
             ),
         },
     };
+    // The archive is linked into the program: a newer one installed over it
+    // (an upgrade, a rebuilt checkout) must be linked by the next build,
+    // which cargo does only when this script reruns. (Not for `bundled`:
+    // that archive is this script's own output.)
+    println!("cargo:rerun-if-changed={}", dir.join("libleases.a").display());
     link_static_dir(&dir);
 }
 

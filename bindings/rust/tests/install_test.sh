@@ -80,6 +80,12 @@ PATH=$nogo command -v go >/dev/null && fail "go is still on the offline build's 
   || fail "the default (an installed libleases found by pkg-config) does not build offline without Go"
 runs "$tmp/target/release/leases-fresh-app" installed
 
+# A libleases.a installed over the one linked (an upgrade) is linked by the
+# next build: the build script reruns when the archive changes.
+touch "$tmp/prefix/lib/libleases.a"
+out=$(cd "$tmp/installed" && env -i PATH="$nogo" HOME="$HOME" CARGO_TARGET_DIR="$tmp/target" PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"   CARGO_NET_OFFLINE=true GOPROXY=off cargo build --offline --release -j 2 -v 2>&1)   || { echo "$out" >&2; fail "the rebuild after a new libleases.a failed"; }
+case $out in *build-script-build*) ;; *) echo "$out" >&2; fail "a new libleases.a did not rerun the build script: the program keeps the old library";; esac
+
 # Without an installed library, the default says what to do.
 app "$tmp/missing" ""
 if out=$(cd "$tmp/missing" && env -i PATH="$nogo" HOME="$HOME" CARGO_TARGET_DIR="$tmp/target" PKG_CONFIG_PATH="$tmp/nowhere" \
