@@ -203,3 +203,17 @@ func tokenSecretForms(t *testing.T, tok string) []string {
 	b := dec.Secret.Bytes()
 	return []string{tok, strings.TrimPrefix(tok, "lt1."), hex.EncodeToString(b[:]), uuid.UUID(b).String()}
 }
+
+// doomed requests a job of production (a policy of 2 attempts) and fails it
+// for a retry twice, so that it is dead; it returns the job's id.
+func doomed(t *testing.T, st *site, production string) string {
+	t.Helper()
+	id, err := st.writer.RequestJob(production, "doomed", nil)
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		l, err := st.writer.ClaimJob(production, id, "flaky", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.FailRetry("flaky input", 0))
+	}
+	return id
+}

@@ -138,13 +138,7 @@ func TestCountersCountEveryEventCommittedAfterTheServerStarted(t *testing.T) {
 		st.seed("p2", 6)
 		_, err = st.writer.CreateProductionWithPolicy("q", core.RetryPolicy{MaxAttempts: 2})
 		require.NoError(t, err)
-		id, err := st.writer.RequestJob("q", "doomed", nil)
-		require.NoError(t, err)
-		for i := 0; i < 2; i++ {
-			l, err := st.writer.ClaimJob("q", id, "flaky", time.Minute)
-			require.NoError(t, err)
-			require.NoError(t, l.FailRetry("flaky input", 0))
-		}
+		id := doomed(t, st, "q")
 		require.NoError(t, st.writer.RetryJob("q", id))
 		l, err := st.writer.ClaimJob("q", id, "slow", 50*time.Millisecond)
 		require.NoError(t, err)

@@ -210,13 +210,7 @@ func TestMetricsParseBackAndMatchTheListingsAndTheEventLog(t *testing.T) {
 		time.Sleep(60 * time.Millisecond)
 		_, err = st.writer.ClaimJob("q", l.JobID(), "again", time.Minute)
 		require.NoError(t, err)
-		id, err := st.writer.RequestJob("q", "doomed", nil)
-		require.NoError(t, err)
-		for i := 0; i < 2; i++ {
-			l, err := st.writer.ClaimJob("q", id, "flaky", time.Minute)
-			require.NoError(t, err)
-			require.NoError(t, l.FailRetry("flaky input", 0))
-		}
+		id := doomed(t, st, "q")
 		require.Equal(t, core.StateDead, jobState(t, st, "q", id))
 		require.NoError(t, st.writer.RetryJob("q", id))
 

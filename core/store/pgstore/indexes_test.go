@@ -229,16 +229,7 @@ func TestASchema8DatabaseIsMigratedTo12AndEveryReaderOfItsClaimsAndKeysStaysExac
 		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending) VALUES
 			('j6', 2, 'w', 5, 6, 'retry'), ('j6', 1, 'w', 7, 8, 'retry'), ('j6', 1, 'w', 13, 14, 'failed')`)...)
 	require.Contains(t, jobIndexes(t, old), "leases_jobs_claimed_expiry")
-	v, err := version(ctx, connect(t, old))
-	require.NoError(t, err)
-	require.EqualValues(t, 8, v)
-
-	db, err := Open(old, Options{})
-	require.NoError(t, err)
-	defer db.Close()
-	v, err = version(ctx, db.pool)
-	require.NoError(t, err)
-	require.EqualValues(t, SchemaVersion, v)
+	db := openMigrated(t, old, 8)
 	require.EqualValues(t, 12, SchemaVersion)
 	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
 
@@ -260,13 +251,7 @@ func TestASchema8DatabaseIsMigratedTo12AndEveryReaderOfItsClaimsAndKeysStaysExac
 	j, err := db.JobByKey(ctx, "pid", "ka")
 	require.NoError(t, err)
 	require.Equal(t, "j5", j.ID)
-	rows, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", KeyFrom: "k", KeyBelow: "l", Limit: 10})
-	require.NoError(t, err)
-	var keys []string
-	for _, r := range rows {
-		keys = append(keys, r.Key)
-	}
-	require.Equal(t, []string{"k", "kB", "k_", "ka"}, keys)
+	requireKeysInByteOrder(t, db)
 	_, err = connect(t, old).Exec(ctx, `INSERT INTO leases_jobs (id, production_id, key, payload, state,
 		requested_unix_us, updated_unix_us) VALUES ('j7', 'pid', 'ka', '', 'requested', 18, 18)`)
 	require.Error(t, err, "a key is unique in its production")

@@ -4,6 +4,7 @@
 package pgstore
 
 import (
+	"context"
 	"testing"
 
 	"github.com/libleases/libleases/core/store"
@@ -159,27 +160,43 @@ func TestASchema7DatabaseIsMigratedTo8WithItsKeysInByteOrderAndKeepsEveryJob(t *
 			updated_unix_us) VALUES ('j4', 'pid', 'kB', '', 'requested', 15, 15), ('j5', 'pid', 'ka', '', 'requested', 16, 16),
 			('j6', 'pid', 'k_', '', 'requested', 17, 17), ('j7', 'pid', 'l', '', 'requested', 18, 18)`)...)
 	require.NotContains(t, schemaOf(t, old), "leases_jobs_by_key")
-	v, err := version(ctx, connect(t, old))
-	require.NoError(t, err)
-	require.EqualValues(t, 7, v)
-
-	db, err := Open(old, Options{})
-	require.NoError(t, err)
-	defer db.Close()
-	v, err = version(ctx, db.pool)
-	require.NoError(t, err)
-	require.EqualValues(t, SchemaVersion, v, "through 8 to the current schema")
+	db := openMigrated(t, old, 7)
 	require.Contains(t, schemaOf(t, old), `leases_jobs_by_key ON leases_jobs USING btree (production_id, key COLLATE "C")`)
 	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
 	// Every job of before is in the index, in byte order.
-	rows, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", KeyFrom: "k", KeyBelow: "l", Limit: 10})
+	requireKeysInByteOrder(t, db)
+
+	// A migrated schema is exactly a new one.
+	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
+}
+
+// openMigrated checks that the database at old has schema version from,
+// opens it (migrating it to the current schema, through every version
+// between) and checks its version; it is closed when the test ends.
+func openMigrated(t *testing.T, old string, from int64) *DB {
+	t.Helper()
+	ctx := context.Background()
+	v, err := version(ctx, connect(t, old))
+	require.NoError(t, err)
+	require.EqualValues(t, from, v)
+	db, err := Open(old, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	v, err = version(ctx, db.pool)
+	require.NoError(t, err)
+	require.EqualValues(t, SchemaVersion, v, "migrated to the current schema")
+	return db
+}
+
+// requireKeysInByteOrder checks that the migration fixture's jobs of
+// production pid with keys from k below l are listed in byte order.
+func requireKeysInByteOrder(t *testing.T, db *DB) {
+	t.Helper()
+	rows, err := db.ListJobs(context.Background(), store.JobFilter{ProductionID: "pid", KeyFrom: "k", KeyBelow: "l", Limit: 10})
 	require.NoError(t, err)
 	var keys []string
 	for _, r := range rows {
 		keys = append(keys, r.Key)
 	}
 	require.Equal(t, []string{"k", "kB", "k_", "ka"}, keys)
-
-	// A migrated schema is exactly a new one.
-	require.Equal(t, schemaOf(t, freshURL(t)), schemaOf(t, old))
 }

@@ -34,19 +34,6 @@ func TestOnlyARedoableWriteCommitsWithoutTheFsyncAndNoOtherWriteSharesItsCommit(
 	insert := func(tx store.Tx, name string) {
 		require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: name, CreatedAt: 1}))
 	}
-	queued := func(ctx context.Context) <-chan store.Tx {
-		got := make(chan store.Tx, 1)
-		go func() {
-			tx, err := s.BeginWrite(ctx)
-			if err != nil {
-				t.Error(err)
-				close(got)
-				return
-			}
-			got <- tx
-		}()
-		return got
-	}
 
 	// A redoable write, with a plain one queued behind it.
 	redo, err := s.BeginWrite(store.Redoable(ctx))
@@ -55,7 +42,7 @@ func TestOnlyARedoableWriteCommitsWithoutTheFsyncAndNoOtherWriteSharesItsCommit(
 	t.Cleanup(func() { first.Rollback() }) // before Close, should an assertion fail
 	require.Equal(t, 1, syncLevel(t, redo), "a redoable write commits at NORMAL")
 	insert(redo, "pruned")
-	next := queued(ctx)
+	next := queuedBegin(t, s, ctx)
 	untilQueued(t, s.writers, 1)
 	before := walCommits(t, s)
 	require.NoError(t, redo.Commit())
@@ -67,7 +54,7 @@ func TestOnlyARedoableWriteCommitsWithoutTheFsyncAndNoOtherWriteSharesItsCommit(
 
 	// A redoable writer queued behind a plain group begins its own.
 	insert(plain, "plain")
-	nextRedo := queued(store.Redoable(ctx))
+	nextRedo := queuedBegin(t, s, store.Redoable(ctx))
 	untilQueued(t, s.writers, 1)
 	require.NoError(t, plain.Commit())
 	redo = <-nextRedo
