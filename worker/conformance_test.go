@@ -213,17 +213,18 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForRun(t *testing.T) {
 	}
 }
 
-// holdClaims makes every claim through another handle with a 1 ms busy
-// timeout fail until release is called: on SQLite an edit of holder holds
-// the writer lock; on PostgreSQL a transaction holds the jobs table in
-// EXCLUSIVE mode, which lets a look read the job but makes the claim's row
-// lock wait past its lock_timeout.
-func holdClaims(t *testing.T, holder *core.Authority, where string) (release func()) {
+// holdWrites makes every write to production "p"'s jobs through another
+// handle wait until release is called (and fail, past a short busy
+// timeout): on SQLite an edit of holder holds the writer lock; on
+// PostgreSQL a transaction holds the jobs table in EXCLUSIVE mode, which
+// lets a look read the jobs but makes a claim's or a release's row lock
+// wait (past its lock_timeout, it fails).
+func holdWrites(t *testing.T, holder *core.Authority, where string) (release func()) {
 	t.Helper()
 	if os.Getenv("LEASES_TEST_STORE") != "postgres" {
 		e, err := holder.Begin()
 		require.NoError(t, err)
-		_, err = e.Claim("p", "holder", time.Minute) // takes the writer lock
+		_, err = e.RequestJob("p", "", nil) // takes the writer lock
 		require.NoError(t, err)
 		return e.Abort
 	}
@@ -234,9 +235,13 @@ func holdClaims(t *testing.T, holder *core.Authority, where string) (release fun
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `LOCK TABLE leases_jobs IN EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	return func() {
-		require.NoError(t, tx.Rollback(ctx))
-		require.NoError(t, c.Close(ctx))
+	return func() { // t.Error, not require: it may run on another goroutine
+		if err := tx.Rollback(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
@@ -255,7 +260,7 @@ func TestALoopWhoseClaimsFailBacksOffByTheSharedSequence(t *testing.T) {
 	a, err := leases.OpenWith(where, leases.Options{BusyTimeout: time.Millisecond})
 	require.NoError(t, err)
 	defer a.Close()
-	release := holdClaims(t, holder, where)
+	release := holdWrites(t, holder, where)
 	cfg := loop.Config{Production: "p", Worker: "w", Duration: time.Minute, Logger: quietLog}
 	w, err := loop.New(a, cfg)
 	require.NoError(t, err)

@@ -252,19 +252,16 @@ func TestTheDrainTimeoutReleasesJobsStillRunning(t *testing.T) {
 // A give-back returns once the jobs out are released, also while the drain
 // timeout is releasing them already: a caller that ends (closes the
 // authority, exits) when it returns must not cut a release short. The
-// release is held back by SQLite's writer lock, held by another handle.
+// release is held back by another handle (holdWrites).
 func TestAGiveBackReturnsOnceTheJobsAreReleasedAlsoWhileTheDrainTimeoutReleasesThem(t *testing.T) {
-	if os.Getenv("LEASES_TEST_STORE") == "postgres" {
-		t.Skip("SQLite's writer lock holds a release back on demand; the loop's ordering is the same on either store")
-	}
-	path := filepath.Join(t.TempDir(), "leases.db")
-	a, err := leases.Open(path)
+	where := location(t)
+	a, err := leases.Open(where)
 	require.NoError(t, err)
 	defer a.Close()
 	_, err = a.CreateProduction("p")
 	require.NoError(t, err)
 	ids := request(t, a, 1)
-	holder, err := leases.Open(path)
+	holder, err := leases.Open(where)
 	require.NoError(t, err)
 	defer holder.Close()
 	cfg := loop.Config{Production: "p", Worker: "w", Duration: time.Minute, DrainTimeout: time.Millisecond, Logger: quietLog}
@@ -274,21 +271,21 @@ func TestAGiveBackReturnsOnceTheJobsAreReleasedAlsoWhileTheDrainTimeoutReleasesT
 	l, err := w.Next(context.Background(), 10*time.Second)
 	require.NoError(t, err)
 	require.NotNil(t, l)
-	e, err := holder.Begin()
-	require.NoError(t, err)
-	_, err = e.RequestJob("p", "", nil) // takes the writer lock
-	require.NoError(t, err)
+	release := holdWrites(t, holder, where)
 	w.Stop(loop.Drain)
 	require.Eventually(t, func() bool { return w.GivenBack(l) }, testwait.EventuallyBound, time.Millisecond,
 		"the drain timeout gives the job back (its release waits for the lock)")
+	j, err := a.Job("p", ids[0])
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, j.State, "the release waits for the writes held elsewhere")
 	released := make(chan struct{})
 	go func() {
 		time.Sleep(300 * time.Millisecond) // the give-back below has begun
-		e.Abort()
+		release()
 		close(released)
 	}()
 	w.Stop(loop.GiveBack)
-	j, err := a.Job("p", ids[0])
+	j, err = a.Job("p", ids[0])
 	require.NoError(t, err)
 	require.Equal(t, core.StateRequested, j.State, "the job is released when the give-back returns")
 	<-released
