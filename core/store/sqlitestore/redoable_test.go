@@ -90,6 +90,25 @@ func TestARedoableWriteComesBackToTheAuthoritysSynchronousLevel(t *testing.T) {
 	}
 }
 
+// A redoable write whose context ends while its BEGIN runs begins nothing,
+// and leaves the writer connection at the authority's level: the next
+// write commits with its flush.
+func TestARedoableWriteAbandonedAtItsBeginLeavesTheConnectionAtTheAuthoritysLevel(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "abandoned.db"), Options{BusyTimeout: time.Minute}, func() int64 { return 0 })
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	old := beginReturned
+	t.Cleanup(func() { beginReturned = old })
+	beginReturned = cancel
+	_, err = s.BeginWrite(store.Redoable(ctx))
+	require.Error(t, err, "the redoable write's context ended while its BEGIN ran")
+	beginReturned = old
+	tx := mustBegin(t, s, context.Background())
+	t.Cleanup(func() { tx.Rollback() }) // before Close, should the assertion fail
+	require.Equal(t, 2, syncLevel(t, tx), "the next write commits at FULL")
+}
+
 func mustBegin(t *testing.T, s *DB, ctx context.Context) store.Tx {
 	t.Helper()
 	tx, err := s.BeginWrite(ctx)

@@ -424,10 +424,20 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	// other writer's commit ever runs at NORMAL.
 	lowered := store.IsRedoable(ctx) && s.sync != "NORMAL"
 	tx, conn, err := s.writer.begin(txCtx, lowered, s.sync)
+	beginReturned()
+	// undo rolls back a transaction that begun but opens no group, and
+	// sets a lowered connection's level back (or discards it), as a
+	// group's end does.
+	undo := func() {
+		tx.Rollback()
+		if lowered && !s.writer.setLevel(conn, s.sync) {
+			s.writer.discard(conn)
+		}
+	}
 	inTime := timer.Stop()
 	if !stop() || !inTime { // ctx ended, or the busy timeout passed, while BEGIN ran
 		if err == nil {
-			tx.Rollback()
+			undo()
 		}
 		cancel()
 		s.writers.release()
@@ -444,7 +454,7 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	// Holding the writer lock, before anything is written: is the path
 	// still the file this handle writes to?
 	if err := s.file.check(); err != nil {
-		tx.Rollback()
+		undo()
 		cancel()
 		s.writers.release()
 		s.file.release()
@@ -456,6 +466,10 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	}
 	return g, nil
 }
+
+// beginReturned runs as soon as a writer's BEGIN returned (a test's hook:
+// it may end the writer's context there).
+var beginReturned = func() {}
 
 // timedOut is the busy error of a writer whose busy timeout passed before
 // it held the writer lock.
