@@ -18,7 +18,8 @@ import (
 
 // followBudget bounds the event-log reading of one scrape: a burst of
 // events between two scrapes is read over several rather than timing out.
-const followBudget = 5 * time.Second
+// A variable for tests.
+var followBudget = 5 * time.Second
 
 // counted maps the event kinds kept as counters to their metrics.
 var counted = map[string]*prometheus.Desc{
@@ -182,7 +183,8 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	if err := c.start(ctx); err != nil {
 		return err
 	}
-	if err := c.follow(ctx); err != nil {
+	caughtUp, err := c.follow(ctx)
+	if err != nil {
 		return err
 	}
 	var productions []core.Production
@@ -214,9 +216,11 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 		// a read, so thousands of empty productions cost a scrape no reads
 		// after the first. A job comes only with a requested event, which
 		// the counters read (PostgreSQL: not before it is final, so none
-		// read later lies below the cursor).
+		// read later lies below the cursor). While the counters have not
+		// caught up with the log, a request may wait unread: then every
+		// production is counted.
 		n := core.JobCounts{}
-		if !c.empty[p.Name] {
+		if !caughtUp || !c.empty[p.Name] {
 			var err error
 			if n, err = c.a.Counts(ctx, p.Name); err != nil {
 				return err
@@ -332,24 +336,25 @@ func (c *collector) label(productions []core.Production) {
 }
 
 // follow reads the event log from where it stopped, page by page, for at
-// most followBudget, counting events and pairing claims with completions.
-// Counters only grow: the log is append-only and read once, in order.
-func (c *collector) follow(ctx context.Context) error {
+// most followBudget, counting events and pairing claims with completions;
+// caughtUp says it read to the log's end. Counters only grow: the log is
+// append-only and read once, in order.
+func (c *collector) follow(ctx context.Context) (caughtUp bool, err error) {
 	deadline := time.Now().Add(followBudget)
 	for time.Now().Before(deadline) {
 		page, err := c.a.ListEvents(ctx, core.EventQuery{After: c.after, Limit: core.MaxPageSize})
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, e := range page.Events {
 			c.count(e)
 		}
 		c.after = page.Next
 		if !page.More {
-			return nil
+			return true, nil
 		}
 	}
-	return nil
+	return false, nil
 }
 
 func (c *collector) count(e core.Event) {

@@ -231,5 +231,18 @@ func TestTheJobGaugesCountJobsWhoseEventsTheServerNeverRead(t *testing.T) {
 		fams = metricsOf(t, st)
 		require.EqualValues(t, 1, sample(t, fams, "leases_jobs",
 			map[string]string{"production": "empty", "state": core.StateRequested}).GetGauge().GetValue())
+		// A job whose request the counters have not read yet (a burst
+		// longer than one scrape's reading) shows all the same.
+		_, err = st.writer.CreateProduction("late")
+		require.NoError(t, err)
+		metricsOf(t, st) // counts none: "late" has no job
+		budget := followBudget
+		followBudget = 0 // this scrape reads no event
+		defer func() { followBudget = budget }()
+		_, err = st.writer.RequestJob("late", "", nil)
+		require.NoError(t, err)
+		fams = metricsOf(t, st)
+		require.EqualValues(t, 1, sample(t, fams, "leases_jobs",
+			map[string]string{"production": "late", "state": core.StateRequested}).GetGauge().GetValue())
 	})
 }
