@@ -60,8 +60,9 @@ const jobRowColumns = `id, production_id, key, seq, state, worker, claimed_unix_
 
 // jobPageSQL is one page of jobs, one index range for each filter
 // (observe_test.go): each state's range of leases_jobs_by_state merged
-// without a filter (byStatesPage), its range with a state, the unique index of keys in byte order (leases_jobs_by_key) with a
-// key, the primary key with an id.
+// without a filter (byStatesPage), its range with a state, the unique index
+// of keys in byte order (leases_jobs_by_key) with a key, the primary key
+// with an id.
 func jobPageSQL(f store.JobFilter) (string, []any) {
 	if f.KeyFrom != "" {
 		return keyPageSQL(f)

@@ -240,10 +240,9 @@ var migrateV7toV8 = []string{
 // deterministic collation calls two strings equal only when their bytes
 // are), and a lookup by key names its collation; a job without a key is
 // not in it (no reader of a key reads one), so its claim and completion
-// write no entry there. The index of a
-// production's jobs in request order goes: a page of them is each state's
-// range of the index by state merged (the states are a closed set, the
-// table's CHECK). The attempt history is
+// write no entry there. The index of a production's jobs in request order
+// goes: a page of them is each state's range of the index by state merged
+// (the states are a closed set, the table's CHECK). The attempt history is
 // keyed by (job_id, id), its every reader's order: a completion writes its
 // attempt into one index, not a key by id and an index by job beside it.
 // Every path that opens a schema below 12 ends with these.
