@@ -578,15 +578,13 @@ class Worker(Closing):
         self._left_by = exc
         self.close()
 
-    def _abandon(self) -> None:
-        """Ends the loop as a bare ``for`` that let go of it does: a job
-        the body left unsettled is failed for a retry (``leases.aio``'s
-        ``async for``, whose generator outlives the loop)."""
-        self._close_loop()
-
     def _close_loop(self) -> None:
-        # One closer at a time: a generator closed from two threads at once
-        # raises "generator already executing" in one of them.
+        """Closes the loop's generator. Called by ``close()`` (which set
+        ``_closing``: it knows why), or by ``leases.aio``'s ``async for``
+        (whose generator outlives the loop) as a bare ``for`` that let go of
+        it: a job the body left unsettled is then failed for a retry. One
+        closer at a time: a generator closed from two threads at once
+        raises "generator already executing" in one of them."""
         with self._closer:
             loop = None if self._loop_gen is None else self._loop_gen()
             self._loop_held = None

@@ -545,7 +545,7 @@ class AsyncWorker(_AsyncHandle):
                 yield lease
         finally:
             if not self._scoped:
-                await _run(self.sync._abandon)
+                await _run(self.sync._close_loop)
 
     async def __aenter__(self) -> "AsyncWorker":
         self._scoped = True
