@@ -21,6 +21,14 @@ GO_FRAMES = [
     # the runtime's assembly helpers have no package prefix: hashing and
     # comparing read whole 16-byte words past a string's end, by design
     "aeshashbody", "memeqbody", "indexbytebody", "countbody", "cmpbody", "indexbody",
+    # the scheduler's assembly, also without a prefix: switching goroutine
+    # stacks reads and writes the stack it leaves or enters (seen in the C++
+    # worker-runtime suite under load, innermost frame gosave_systemstack_switch
+    # or gogo, reached from runtime.schedule)
+    "gogo", "gosave_systemstack_switch", "callRet", "debugCall*", "setg_gcc", "_rt0_amd64*",
+    # the cryptography's assembly (TLS and SCRAM on PostgreSQL): P-256,
+    # POLYVAL/GHASH, AES key expansion, and the runtime's AVX-512 expansions
+    "p256*", "polyHashADInternal", "_expand_key_*", "expandAVX512_*",
 ]
 KINDS = ["Addr1", "Addr2", "Addr4", "Addr8", "Addr16", "Addr32", "Value1", "Value2", "Value4",
          "Value8", "Value16", "Value32", "Cond"]
