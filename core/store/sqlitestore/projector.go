@@ -1,0 +1,172 @@
+// The projection of the event log's secondary indexes (schema 12).
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/libleases/libleases/core/store"
+)
+
+// An event is recorded unprojected: its commit writes the events b-tree
+// (and events_by_kind_late for a late one), none of the four secondary
+// indexes, which are partial indexes of projected events. The projector
+// marks the events after the mark in meta projected, in write
+// transactions of its own, and advances the mark with them, so every event
+// with seq at or below the mark is projected and every later one is not.
+// A listing reads its projected part from an index (projected = 1) and its
+// unprojected part from the tail after the mark (tailSQL: a range of the
+// primary key, as long as the tail): the two parts are disjoint and cover
+// every event, whatever the projector's progress, in one read transaction.
+const (
+	// projectedMarkSQL is the mark: every event at or below it is projected.
+	projectedMarkSQL = `(SELECT v FROM meta WHERE k = 'projected_seq')`
+	// ProjectAfter is how many events a handle records before it wakes its
+	// projector, which then projects every event recorded so far: the tail
+	// a reader scans is about this long per process writing the file.
+	ProjectAfter = 64
+	// ProjectBatch is how many numbers of seq one projector transaction
+	// covers at most.
+	ProjectBatch = 256
+	// inTail is the condition of a listing's unprojected part without a
+	// lower bound of its own (tailSQL).
+	inTail = `seq > ` + projectedMarkSQL + ` AND projected = 0`
+)
+
+// tailSQL is the condition of a listing's unprojected part: seq above
+// both after and the mark, projected = 0. after is an SQL expression of
+// the listing's own lower bound of seq ("0" for none); one bound of the
+// primary key, so the scan starts at the mark.
+func tailSQL(after string) string {
+	return `seq > max(` + after + `, ` + projectedMarkSQL + `) AND projected = 0`
+}
+
+// projector projects a writable handle's events in the background.
+type projector struct {
+	s       *DB
+	pending atomic.Int64 // events this handle recorded since its last pass
+	wake    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	held    atomic.Bool // a test's seam: the projector stands still
+	off     atomic.Bool // the file cannot be written: readers scan the tail
+	mu      sync.Mutex  // one batch at a time (a test's projectTo beside the goroutine)
+}
+
+func newProjector(s *DB) *projector {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &projector{s: s, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// recorded counts an event recorded by a transaction of the handle.
+func (p *projector) recorded() {
+	if p != nil {
+		p.pending.Add(1)
+	}
+}
+
+// committed runs after each commit of the handle: it wakes the projector
+// once the handle recorded ProjectAfter events since its last pass.
+func (p *projector) committed() {
+	if p != nil && p.pending.Load() >= ProjectAfter {
+		p.poke()
+	}
+}
+
+func (p *projector) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *projector) run() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		}
+		p.pending.Store(0)
+		for !p.held.Load() && !p.off.Load() && p.ctx.Err() == nil {
+			more, err := p.batch(p.ctx, 1<<62)
+			if errors.Is(err, store.ErrReadOnly) {
+				p.off.Store(true)
+			}
+			if err != nil || !more {
+				break
+			}
+		}
+	}
+}
+
+// stop ends the projector: a batch in progress ends (or is abandoned
+// while it waits for the writer lock), none starts.
+func (p *projector) stop() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+}
+
+// batch projects the events after the mark, at most ProjectBatch numbers
+// of seq and none above limit, in one redoable transaction: lost at a
+// power cut, its events are still unprojected and the mark where it was,
+// so they are projected again. more says events remain to project.
+func (p *projector) batch(ctx context.Context, limit int64) (more bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tx, err := p.s.BeginWrite(store.Redoable(ctx))
+	if err != nil {
+		return false, err
+	}
+	t := tx.(*Tx)
+	defer t.Rollback()
+	var mark, top int64
+	if err := t.queryRow(ctx, `SELECT `+projectedMarkSQL+`, (SELECT coalesce(max(seq), 0) FROM events)`).
+		Scan(&mark, &top); err != nil {
+		return false, classify(err)
+	}
+	upTo := min(mark+ProjectBatch, top, limit)
+	if upTo <= mark {
+		return false, nil
+	}
+	if _, err := t.exec(ctx, `UPDATE events SET projected = 1 WHERE seq > ? AND seq <= ? AND projected = 0`,
+		mark, upTo); err != nil {
+		return false, classify(err)
+	}
+	if _, err := t.exec(ctx, `UPDATE meta SET v = ? WHERE k = 'projected_seq'`, upTo); err != nil {
+		return false, classify(err)
+	}
+	if err := t.Commit(); err != nil {
+		return false, err
+	}
+	return upTo < min(top, limit), nil
+}
+
+// projectTo projects every event up to seq (a test's seam, and the
+// bench's: with the projector held, the projection stands where it is
+// left).
+func (s *DB) projectTo(ctx context.Context, seq int64) error {
+	for {
+		more, err := s.proj.batch(ctx, seq)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// ProjectionMark is the projection's mark: every event at or below it is
+// projected.
+func (s *DB) ProjectionMark(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.queryRow(ctx, `SELECT `+projectedMarkSQL).Scan(&v)
+	return v, classify(err)
+}
