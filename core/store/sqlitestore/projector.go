@@ -170,3 +170,37 @@ func (s *DB) ProjectionMark(ctx context.Context) (int64, error) {
 	err := s.queryRow(ctx, `SELECT `+projectedMarkSQL).Scan(&v)
 	return v, classify(err)
 }
+
+// HoldProjection holds the handle's background projection still (true) or
+// lets it run again (false), for diagnostics and the benchmarks: while it
+// is held, the handle's commits leave their events unprojected (every
+// listing stays exact: it scans a longer tail) until Project or another
+// handle projects them.
+func (s *DB) HoldProjection(hold bool) {
+	s.proj.held.Store(hold)
+	if !hold {
+		s.proj.poke()
+	}
+}
+
+// Project projects every event recorded so far, in the projector's
+// batches, and returns how many it projected.
+func (s *DB) Project(ctx context.Context) (int64, error) {
+	top, _, err := s.NewestEvent(ctx)
+	if err != nil {
+		return 0, err
+	}
+	count := func() (n int64, err error) {
+		err = s.queryRow(ctx, `SELECT count(*) FROM events WHERE `+inTail+` AND seq <= ?`, top).Scan(&n)
+		return n, classify(err)
+	}
+	before, err := count()
+	if err != nil {
+		return 0, err
+	}
+	if err := s.projectTo(ctx, top); err != nil {
+		return 0, err
+	}
+	after, err := count()
+	return before - after, err
+}
