@@ -28,8 +28,13 @@ const (
 	// a reader scans is about this long per process writing the file.
 	ProjectAfter = 64
 	// ProjectBatch is how many numbers of seq one projector transaction
-	// covers at most.
-	ProjectBatch = 256
+	// covers while the tail is short; a longer tail (an edit that recorded
+	// thousands of events in one commit) is projected half at a time, at
+	// most ProjectBatchMax numbers, so the projector, which gets one turn
+	// of the writer lock among the writers queued for it, keeps up with
+	// writers that record many events per turn.
+	ProjectBatch    = 256
+	ProjectBatchMax = 8192
 	// inTail is the condition of a listing's unprojected part without a
 	// lower bound of its own (tailSQL).
 	inTail = `seq > ` + projectedMarkSQL + ` AND projected = 0`
@@ -116,8 +121,9 @@ func (p *projector) stop() {
 	<-p.done
 }
 
-// batch projects the events after the mark, at most ProjectBatch numbers
-// of seq and none above limit, in one redoable transaction: lost at a
+// batch projects the events after the mark, ProjectBatch numbers of seq
+// or half the tail (at most ProjectBatchMax), none above limit, in one
+// redoable transaction: lost at a
 // power cut, its events are still unprojected and the mark where it was,
 // so they are projected again. more says events remain to project.
 func (p *projector) batch(ctx context.Context, limit int64) (more bool, err error) {
@@ -134,7 +140,7 @@ func (p *projector) batch(ctx context.Context, limit int64) (more bool, err erro
 		Scan(&mark, &top); err != nil {
 		return false, classify(err)
 	}
-	upTo := min(mark+ProjectBatch, top, limit)
+	upTo := min(mark+min(max(ProjectBatch, (top-mark)/2), ProjectBatchMax), top, limit)
 	if upTo <= mark {
 		return false, nil
 	}

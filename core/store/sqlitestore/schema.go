@@ -10,9 +10,9 @@ package sqlitestore
 // index of claims (migrateV7toV9; 8 is PostgreSQL's alone); version 10
 // counts events per minute from the index by kind (migrateV9toV10); version
 // 11 keeps the attempt history in one b-tree by job (migrateV10toV11);
-// version 12 builds the event log's secondary indexes by a projection that
-// trails the log (migrateV11toV12, projector.go).
-const SchemaVersion = 12
+// version 13 builds the event log's secondary indexes by a projection that
+// trails the log (migrateV11toV13, projector.go; 12 is PostgreSQL's alone).
+const SchemaVersion = 13
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -293,7 +293,7 @@ var migrateV10toV11 = []string{
 	`PRAGMA user_version = 11`,
 }
 
-// migrateV11toV12 takes the event log's four secondary indexes out of the
+// migrateV11toV13 takes the event log's four secondary indexes out of the
 // commit that records an event: an event is inserted unprojected
 // (projected = 0), which none of them holds, and the projector
 // (projector.go) marks the events after the mark projected in batches of
@@ -303,9 +303,9 @@ var migrateV10toV11 = []string{
 // projected = 1) and the rest from the tail after the mark, read by the
 // primary key. The column defaults to 1, so the events of before count as
 // projected without a rewrite, and the mark starts at the newest event.
-// Every path that opens a file below version 12 ends with these, a new
+// Every path that opens a file below version 13 ends with these, a new
 // file too.
-var migrateV11toV12 = []string{
+var migrateV11toV13 = []string{
 	`ALTER TABLE events ADD COLUMN projected INTEGER NOT NULL DEFAULT 1`,
 	`INSERT INTO meta (k, v) VALUES ('projected_seq', (SELECT coalesce(max(seq), 0) FROM events))`,
 	`DROP INDEX events_by_production`,
@@ -317,5 +317,5 @@ var migrateV11toV12 = []string{
 	`CREATE INDEX events_by_kind ON events (production_id, kind, late, seq) WHERE projected = 1`,
 	`CREATE INDEX events_by_worker ON events (production_id, worker, at_unix_us)
 		WHERE kind IN ('claimed', 'renewed', 'released', 'failed', 'retry', 'completed') AND projected = 1`,
-	`PRAGMA user_version = 12`,
+	`PRAGMA user_version = 13`,
 }

@@ -340,7 +340,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV11toV12); err != nil {
+	if err := execAll(ctx, tx, migrateV11toV13); err != nil {
 		return err
 	}
 	return classify(tx.Commit())

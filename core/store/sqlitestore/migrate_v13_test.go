@@ -1,10 +1,11 @@
 // The migration from schema 11 (the event log's indexes as a trailing
-// projection).
+// projection, schema 13).
 package sqlitestore
 
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -19,7 +20,7 @@ var manyEventsV11 = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FRO
 	SELECT 1000 + i, 'pid', 'm' || (i % 50), CASE i % 3 WHEN 0 THEN 'claimed' WHEN 1 THEN 'completed' ELSE 'requested' END,
 		'w' || (i % 4) FROM n`
 
-func TestASchema11FileIsMigratedTo12WithEveryEventProjectedAndEveryListingExact(t *testing.T) {
+func TestASchema11FileIsMigratedTo13WithEveryEventProjectedAndEveryListingExact(t *testing.T) {
 	dir := t.TempDir()
 	old := filepath.Join(dir, "v11.db")
 	// The schema-11 fixture: exactly what version 11 wrote, and many events.
@@ -80,4 +81,22 @@ func refEventsOf(t *testing.T, path string) []store.Event {
 	es, err := scanEvents(rows)
 	require.NoError(t, err)
 	return es
+}
+
+// Schemas 8 and 12 are PostgreSQL's alone: a SQLite file that says it has
+// one was never written by this library.
+func TestASQLiteFileOfASchemaOnlyPostgreSQLHasIsRefused(t *testing.T) {
+	for _, v := range []int{8, 12} {
+		path := filepath.Join(t.TempDir(), "x.db")
+		s, err := Open(path, Options{}, func() int64 { return 1 })
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		db, err := sql.Open("sqlite", "file:"+path)
+		require.NoError(t, err)
+		_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v))
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+		_, err = Open(path, Options{}, func() int64 { return 1 })
+		require.ErrorIs(t, err, store.ErrNotLeases, "version %d", v)
+	}
 }
