@@ -61,7 +61,7 @@ func TestASchema11FileIsMigratedTo13WithEveryEventProjectedAndEveryListingExact(
 	job, err := s.ListEvents(ctx, store.EventFilter{JobID: "m7", Before: 1 << 62, Limit: 1 << 20})
 	require.NoError(t, err)
 	require.Equal(t, newest, job[len(job)-1])
-	require.NoError(t, s.projectTo(ctx, newest.Seq))
+	require.NoError(t, s.ProjectTo(ctx, newest.Seq))
 	require.NoError(t, s.db.QueryRow(`SELECT count(*) FROM events WHERE projected = 0`).Scan(&unprojected))
 	require.Zero(t, unprojected)
 	require.NoError(t, s.Close())

@@ -18,7 +18,7 @@ import (
 )
 
 // heldStore opens a new file whose projector stands still until the test
-// moves it (projectTo).
+// moves it (ProjectTo).
 func heldStore(t *testing.T) *DB {
 	t.Helper()
 	s, err := Open(filepath.Join(t.TempDir(), "proj.db"), Options{Synchronous: "NORMAL"}, func() int64 { return 1 })
@@ -323,12 +323,12 @@ func TestAListingIsExactWhileTheProjectionTrailsTheLog(t *testing.T) {
 	require.Zero(t, mark, "nothing projected")
 	points := map[string]map[string]string{}
 	points["nothing projected"] = views(t, s, "nothing projected")
-	require.NoError(t, s.projectTo(ctx, top/2))
+	require.NoError(t, s.ProjectTo(ctx, top/2))
 	mark, err = s.ProjectionMark(ctx)
 	require.NoError(t, err)
 	require.Equal(t, top/2, mark)
 	points["half"] = views(t, s, "half")
-	require.NoError(t, s.projectTo(ctx, top))
+	require.NoError(t, s.ProjectTo(ctx, top))
 	points["all"] = views(t, s, "all")
 	for _, point := range []string{"nothing projected", "half"} {
 		for reader, v := range points["all"] {
@@ -338,6 +338,6 @@ func TestAListingIsExactWhileTheProjectionTrailsTheLog(t *testing.T) {
 	// A new tail after a whole projection.
 	projLog(t, s, 45, 5)
 	views(t, s, "all and a new tail")
-	require.NoError(t, s.projectTo(ctx, top+1000))
+	require.NoError(t, s.ProjectTo(ctx, top+1000))
 	views(t, s, "all again")
 }

@@ -58,7 +58,7 @@ type projector struct {
 	done    chan struct{}
 	held    atomic.Bool // a test's seam: the projector stands still
 	off     atomic.Bool // the file cannot be written: readers scan the tail
-	mu      sync.Mutex  // one batch at a time (a test's projectTo beside the goroutine)
+	mu      sync.Mutex  // one batch at a time (ProjectTo beside the goroutine)
 }
 
 func newProjector(s *DB) *projector {
@@ -157,10 +157,10 @@ func (p *projector) batch(ctx context.Context, limit int64) (more bool, err erro
 	return upTo < min(top, limit), nil
 }
 
-// projectTo projects every event up to seq (a test's seam, and the
-// bench's: with the projector held, the projection stands where it is
-// left).
-func (s *DB) projectTo(ctx context.Context, seq int64) error {
+// ProjectTo projects every event up to seq, for diagnostics, the tests and
+// the benchmarks: with the projection held (HoldProjection), it stands
+// where it is left.
+func (s *DB) ProjectTo(ctx context.Context, seq int64) error {
 	for {
 		more, err := s.proj.batch(ctx, seq)
 		if err != nil || !more {
@@ -204,7 +204,7 @@ func (s *DB) Project(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := s.projectTo(ctx, top); err != nil {
+	if err := s.ProjectTo(ctx, top); err != nil {
 		return 0, err
 	}
 	after, err := count()

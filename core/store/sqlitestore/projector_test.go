@@ -107,7 +107,7 @@ func TestHandlesProjectingOneFileTogetherKeepTheMarkExact(t *testing.T) {
 		go func() { // a test's pass beside the background one
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
-				require.NoError(t, s.projectTo(context.Background(), 1<<62))
+				require.NoError(t, s.ProjectTo(context.Background(), 1<<62))
 			}
 		}()
 	}
@@ -116,7 +116,7 @@ func TestHandlesProjectingOneFileTogetherKeepTheMarkExact(t *testing.T) {
 		_, exact := tail(t, s)
 		require.True(t, exact)
 	}
-	require.NoError(t, handles[0].projectTo(context.Background(), 1<<62))
+	require.NoError(t, handles[0].ProjectTo(context.Background(), 1<<62))
 	n, exact := tail(t, handles[1])
 	require.True(t, exact)
 	require.Zero(t, n)
