@@ -95,24 +95,43 @@ func (p *projector) run() {
 	for {
 		select {
 		case <-p.ctx.Done():
+			// Closing: a pass asked for (at open, or by the handle's last
+			// commits) still runs its first batch, so a short-lived
+			// handle of a file with a long tail shortens it.
+			select {
+			case <-p.wake:
+				p.pass(1)
+			default:
+			}
 			return
 		case <-p.wake:
 		}
-		p.pending.Store(0)
-		for !p.held.Load() && !p.off.Load() && p.ctx.Err() == nil {
-			more, err := p.batch(p.ctx, 1<<62)
-			if errors.Is(err, store.ErrReadOnly) {
-				p.off.Store(true)
-			}
-			if err != nil || !more {
-				break
-			}
+		p.pass(-1)
+	}
+}
+
+// pass projects the events recorded so far, at most batches batches (-1:
+// all), and none started once the handle is closing but the first. A
+// batch that has begun, including its wait for the writer lock (at most
+// the busy timeout), runs to its end.
+func (p *projector) pass(batches int) {
+	p.pending.Store(0)
+	for i := 0; i != batches && !p.held.Load() && !p.off.Load(); i++ {
+		if i > 0 && p.ctx.Err() != nil {
+			return
+		}
+		more, err := p.batch(context.Background(), 1<<62)
+		if errors.Is(err, store.ErrReadOnly) {
+			p.off.Store(true)
+		}
+		if err != nil || !more {
+			return
 		}
 	}
 }
 
-// stop ends the projector: a batch in progress ends (or is abandoned
-// while it waits for the writer lock), none starts.
+// stop ends the projector: a batch in progress runs to its end, a pass
+// asked for runs its first batch, no other starts.
 func (p *projector) stop() {
 	if p == nil {
 		return

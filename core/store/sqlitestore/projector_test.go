@@ -124,3 +124,33 @@ func TestHandlesProjectingOneFileTogetherKeepTheMarkExact(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, es, 3000)
 }
+
+func TestAShortLivedHandleOfAFileWithALongTailShortensItAndKeepsTheMarkExact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "closed.db")
+	s, err := Open(path, Options{Synchronous: "NORMAL"}, func() int64 { return 1 })
+	require.NoError(t, err)
+	s.HoldProjection(true)
+	write(t, s, func(tx store.Tx) {
+		require.NoError(t, tx.InsertProduction(context.Background(), store.Production{ID: "pid", Name: "p", CreatedAt: 1}))
+	})
+	events(t, s, 20000, 500)
+	require.NoError(t, s.Close())
+	for i := 0; i < 5; i++ {
+		// Opened with a long tail, it projects at once; closed at once, it
+		// ends the batch in progress and starts none.
+		s, err := Open(path, Options{Synchronous: "NORMAL"}, func() int64 { return 1 })
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
+	s, err = Open(path, Options{}, func() int64 { return 1 })
+	require.NoError(t, err)
+	defer s.Close()
+	s.HoldProjection(true)
+	n, exact := tail(t, s)
+	require.True(t, exact)
+	require.LessOrEqual(t, n, int64(20000-5*ProjectBatch), "each handle ran a batch")
+	es, err := s.ListEvents(context.Background(), store.EventFilter{ProductionID: "pid", Kind: "claimed", Before: 1 << 62, Limit: 1 << 20})
+	require.NoError(t, err)
+	require.Len(t, es, 20000)
+	t.Logf("tail after five short-lived handles: %d events", n)
+}
