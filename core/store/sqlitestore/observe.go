@@ -81,17 +81,20 @@ func jobPageSQL(f store.JobFilter) (string, []any) {
 
 // workerJobsSQL is one page of a worker's jobs: a walk down the worker's
 // entries of events_by_worker (newest first), one primary-key seek of the
-// job per claimed event (observe_plan_test.go).
+// job per claimed event (observe_plan_test.go), merged with the worker's
+// claimed events in the tail after the projection's mark (projector.go).
+// Each row carries its event's time (k) last, which orders the page, so
+// the index's order serves the projected part.
 func workerJobsSQL(f store.WorkerJobFilter) (string, []any) {
 	where := []string{`e.production_id = ?`, `e.worker = ?`, `e.` + workerKindsSQL, `e.kind = 'claimed'`,
 		`j.worker = e.worker`, `j.claimed_unix_us = e.at_unix_us`, `j.state <> 'requested'`}
 	args := []any{f.ProductionID, f.Worker}
-	order := `e.at_unix_us DESC, j.id DESC`
+	order := `k DESC, id DESC`
 	switch {
 	case f.Newer:
 		where = append(where, `e.at_unix_us >= ?`, `(e.at_unix_us > ? OR j.id > ?)`)
 		args = append(args, f.AfterAt, f.AfterAt, f.AfterID)
-		order = `e.at_unix_us, j.id`
+		order = `k, id`
 	case f.BeforeAt != 0:
 		where = append(where, `e.at_unix_us <= ?`, `(e.at_unix_us < ? OR j.id < ?)`)
 		args = append(args, f.BeforeAt, f.BeforeAt, f.BeforeID)
@@ -108,8 +111,12 @@ func workerJobsSQL(f store.WorkerJobFilter) (string, []any) {
 	if f.ID != "" {
 		where, args = append(where, `j.id = ?`), append(args, f.ID)
 	}
-	return `SELECT ` + jobRowColumnsJ + ` FROM events e INDEXED BY events_by_worker CROSS JOIN jobs j ON j.id = e.job_id
-		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + order + ` LIMIT ?`, append(args, f.Limit)
+	filter := strings.Join(where, ` AND `)
+	return `SELECT ` + jobRowColumnsJ + `, e.at_unix_us AS k FROM events e INDEXED BY events_by_worker
+		CROSS JOIN jobs j ON j.id = e.job_id WHERE e.projected = 1 AND ` + filter + `
+		UNION ALL SELECT ` + jobRowColumnsJ + `, e.at_unix_us FROM events e CROSS JOIN jobs j ON j.id = e.job_id
+		WHERE e.seq > ` + projectedMarkSQL + ` AND e.projected = 0 AND ` + filter + `
+		ORDER BY ` + order + ` LIMIT ?`, append(append(args, args...), f.Limit)
 }
 
 // ListWorkerJobs reads one page of a worker's jobs.
@@ -120,17 +127,30 @@ func (s *DB) ListWorkerJobs(ctx context.Context, f store.WorkerJobFilter) ([]sto
 	if err != nil {
 		return nil, classify(err)
 	}
-	return collect(rows, scanJobRow)
+	return collect(rows, func(r scanner) (store.JobRow, error) {
+		var j store.JobRow
+		var key sql.NullString
+		var k int64 // the order's key, the claimed event's time
+		err := r.Scan(&j.ID, &j.ProductionID, &key, &j.Seq, &j.State, &j.Worker, &j.ClaimedAt, &j.Expiry, &j.Attempts,
+			&j.Reason, &j.RequestedAt, &j.UpdatedAt, &j.PayloadSize, &j.Priority, &j.ClaimableAt, &j.ReadyAt, &j.Due, &k)
+		j.Key, j.HasKey = key.String, key.Valid
+		return j, err
+	})
 }
 
 // jobTimesSQL reads the times of a page of jobs in one statement: for each
 // id of the JSON array ?2, one seek of the primary key, one of
 // events_by_job to the job's first claimed event (its first few events),
 // one of the attempts' primary key to its newest attempt (observe_plan_test.go).
+// A job none of whose projected events is claimed has its first claimed
+// event in the tail after the projection's mark, if anywhere (projector.go).
 // CROSS JOIN keeps the ids outside; the unary + keeps the planner off the
 // production's indexes, which would visit every job of the production.
 const jobTimesSQL = `SELECT j.id, j.requested_unix_us,
-	coalesce((SELECT e.at_unix_us FROM events e WHERE e.job_id = j.id AND e.kind = 'claimed' ORDER BY e.seq LIMIT 1), 0),
+	coalesce((SELECT e.at_unix_us FROM events e WHERE e.job_id = j.id AND e.projected = 1 AND e.kind = 'claimed'
+			ORDER BY e.seq LIMIT 1),
+		(SELECT t.at_unix_us FROM events t WHERE t.seq > ` + projectedMarkSQL + ` AND t.projected = 0
+			AND t.job_id = j.id AND t.kind = 'claimed' ORDER BY t.seq LIMIT 1), 0),
 	coalesce(a.number, 0), coalesce(a.worker, ''), coalesce(a.claimed_unix_us, 0), coalesce(a.ended_unix_us, 0),
 	coalesce(a.ending, ''), coalesce(a.reason, '')
 	FROM json_each(?2) AS ids CROSS JOIN jobs j ON j.id = ids.value
@@ -266,21 +286,27 @@ const eventColumns = `seq, at_unix_us, production_id, job_id, kind, worker, expi
 
 // eventPageSQL is one page of events, one index range for each filter
 // (observe_plan_test.go): the primary key, events_by_production,
-// events_by_kind, or events_by_job (a job's few events, filtered by kind).
-// Without statistics SQLite would read a production's kind through
-// events_by_production, every kind's rows: the kind index is named. It
-// holds a kind's in-order and late events apart (CountEvents), so a page
-// of a kind merges the two ranges in seq order, each read in its order.
+// events_by_kind, or events_by_job (a job's few events, filtered by kind),
+// each for the projected events, merged in seq order with the same filter
+// over the tail after the projection's mark, a range of the primary key
+// (projector.go). Without statistics SQLite would read a production's kind
+// through events_by_production, every kind's rows: the kind index is
+// named. It holds a kind's in-order and late events apart (CountEvents),
+// so a page of a kind merges the two ranges and the tail in seq order,
+// each read in its order.
 func eventPageSQL(f store.EventFilter) (string, []any) {
 	order := `seq`
 	if f.Newest {
 		order = `seq DESC`
 	}
+	tail := `SELECT ` + eventColumns + ` FROM events WHERE ` + tailSQL(`?`) + ` AND seq < ?`
 	if f.JobID == "" && f.ProductionID != "" && f.Kind != "" {
 		part := `SELECT ` + eventColumns + ` FROM events INDEXED BY events_by_kind
-			WHERE production_id = ? AND kind = ? AND late = %d AND seq > ? AND seq < ?`
-		args := []any{f.ProductionID, f.Kind, f.AfterSeq, f.Before, f.ProductionID, f.Kind, f.AfterSeq, f.Before, f.Limit}
-		return fmt.Sprintf(part, 0) + ` UNION ALL ` + fmt.Sprintf(part, 1) + ` ORDER BY ` + order + ` LIMIT ?`, args
+			WHERE production_id = ? AND kind = ? AND late = %d AND projected = 1 AND seq > ? AND seq < ?`
+		args := []any{f.ProductionID, f.Kind, f.AfterSeq, f.Before, f.ProductionID, f.Kind, f.AfterSeq, f.Before,
+			f.AfterSeq, f.Before, f.ProductionID, f.Kind, f.Limit}
+		return fmt.Sprintf(part, 0) + ` UNION ALL ` + fmt.Sprintf(part, 1) + ` UNION ALL ` + tail +
+			` AND production_id = ? AND kind = ? ORDER BY ` + order + ` LIMIT ?`, args
 	}
 	var where []string
 	var args []any
@@ -293,9 +319,15 @@ func eventPageSQL(f store.EventFilter) (string, []any) {
 	if f.Kind != "" {
 		where, args = append(where, `kind = ?`), append(args, f.Kind)
 	}
-	where, args = append(where, `seq > ?`, `seq < ?`), append(args, f.AfterSeq, f.Before, f.Limit)
-	return `SELECT ` + eventColumns + ` FROM events WHERE ` + strings.Join(where, ` AND `) +
-		` ORDER BY ` + order + ` LIMIT ?`, args
+	if len(where) == 0 { // the primary key: every event, projected or not
+		return `SELECT ` + eventColumns + ` FROM events WHERE seq > ? AND seq < ? ORDER BY ` + order + ` LIMIT ?`,
+			[]any{f.AfterSeq, f.Before, f.Limit}
+	}
+	filter := ` AND ` + strings.Join(where, ` AND `)
+	all := append(append([]any{f.AfterSeq, f.Before}, args...), f.AfterSeq, f.Before)
+	all = append(append(all, args...), f.Limit)
+	return `SELECT ` + eventColumns + ` FROM events WHERE projected = 1 AND seq > ? AND seq < ?` + filter +
+		` UNION ALL ` + tail + filter + ` ORDER BY ` + order + ` LIMIT ?`, all
 }
 
 // ListEvents reads one page of events.
@@ -326,17 +358,21 @@ func scanEvents(rows *sql.Rows) ([]store.Event, error) {
 // seq. Each bucket is found by a binary search of seq (firstInOrderSQL,
 // one seek of the index per step) and counted as a bare count of that
 // range; late events, few unless a clock misbehaved, have their own partial
-// index by time (events_by_kind_late) and are counted from it. The
-// searches and counts run in one read transaction, so they see one
-// snapshot.
+// index by time (events_by_kind_late) and are counted from it. The index
+// by kind holds projected events only: the in-order events of the tail
+// after the projection's mark (projector.go) are counted by bucket from a
+// scan of the tail. The searches and counts run in one read transaction,
+// so they see one snapshot.
 const (
 	firstInOrderSQL = `SELECT seq, at_unix_us FROM events INDEXED BY events_by_kind
-		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 ORDER BY seq LIMIT 1`
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND projected = 1 AND seq >= ?3 ORDER BY seq LIMIT 1`
 	countInOrderSQL = `SELECT count(*) FROM events INDEXED BY events_by_kind
-		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND seq >= ?3 AND seq < ?4`
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND projected = 1 AND seq >= ?3 AND seq < ?4`
 	lastSeqSQL     = `SELECT coalesce(max(seq), 0) FROM events`
 	lastInOrderSQL = `SELECT seq, at_unix_us FROM events INDEXED BY events_by_kind
-		WHERE production_id = ?1 AND kind = ?2 AND late = 0 ORDER BY seq DESC LIMIT 1`
+		WHERE production_id = ?1 AND kind = ?2 AND late = 0 AND projected = 1 ORDER BY seq DESC LIMIT 1`
+	countTailSQL = `SELECT at_unix_us / ?3, count(*) FROM events WHERE ` + inTail + `
+		AND production_id = ?1 AND kind = ?2 AND late = 0 AND at_unix_us >= ?4 GROUP BY 1`
 	countLateSQL = `SELECT at_unix_us / ?3, count(*) FROM events INDEXED BY events_by_kind_late
 		WHERE production_id = ?1 AND kind = ?2 AND late = 1 AND at_unix_us >= ?4 GROUP BY 1`
 )
@@ -452,20 +488,22 @@ func (s *DB) CountEvents(ctx context.Context, productionID, kind string, since, 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := conn.QueryContext(ctx, countLateSQL, productionID, kind, width, since)
-	if err != nil {
-		return nil, classify(err)
-	}
-	late, err := collect(rows, func(r scanner) (store.Bucket, error) {
-		var b store.Bucket
-		err := r.Scan(&b.Start, &b.Count)
-		return b, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range late {
-		counts[b.Start] += b.Count
+	for _, text := range []string{countLateSQL, countTailSQL} {
+		rows, err := conn.QueryContext(ctx, text, productionID, kind, width, since)
+		if err != nil {
+			return nil, classify(err)
+		}
+		more, err := collect(rows, func(r scanner) (store.Bucket, error) {
+			var b store.Bucket
+			err := r.Scan(&b.Start, &b.Count)
+			return b, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range more {
+			counts[b.Start] += b.Count
+		}
 	}
 	out := make([]store.Bucket, 0, len(counts))
 	for b, n := range counts {
@@ -478,24 +516,30 @@ func (s *DB) CountEvents(ctx context.Context, productionID, kind string, since, 
 // workersSeenSQL walks events_by_worker from one worker to the next (each
 // step the first entry past the last worker: a loose index scan) and reads
 // each worker's last entry, so it costs a few index steps per worker the
-// production has seen, however many events the window holds. It keeps the
-// workers last seen at or after the time. holdersSQL reads the production's
-// claims in the partial index of claims, which holds each one's expiry and
-// worker.
+// production has seen, however many events the window holds. The index
+// holds projected events only: the workers' events in the tail after the
+// projection's mark (projector.go) are grouped by worker from a scan of
+// the tail, and each worker's last time is the later of the two. It keeps
+// the workers last seen at or after the time. holdersSQL reads the
+// production's claims in the partial index of claims, which holds each
+// one's expiry and worker.
 var (
 	workerKindsSQL = `kind IN ('` + strings.Join(store.WorkerKinds, `', '`) + `')`
 	workersSeenSQL = `WITH RECURSIVE w(worker) AS (
 			SELECT (SELECT min(worker) FROM events INDEXED BY events_by_worker
-				WHERE production_id = ?1 AND ` + workerKindsSQL + `)
+				WHERE production_id = ?1 AND ` + workerKindsSQL + ` AND projected = 1)
 			UNION ALL
 			SELECT (SELECT min(worker) FROM events INDEXED BY events_by_worker
-				WHERE production_id = ?1 AND ` + workerKindsSQL + ` AND worker > w.worker)
+				WHERE production_id = ?1 AND ` + workerKindsSQL + ` AND projected = 1 AND worker > w.worker)
 			FROM w WHERE w.worker IS NOT NULL),
 		seen(worker, at) AS (
 			SELECT worker, (SELECT max(at_unix_us) FROM events INDEXED BY events_by_worker
-				WHERE production_id = ?1 AND ` + workerKindsSQL + ` AND worker = w.worker)
-			FROM w WHERE w.worker IS NOT NULL)
-		SELECT worker, at FROM seen WHERE at >= ?2 ORDER BY at DESC, worker LIMIT ?3`
+				WHERE production_id = ?1 AND ` + workerKindsSQL + ` AND projected = 1 AND worker = w.worker)
+			FROM w WHERE w.worker IS NOT NULL
+			UNION ALL
+			SELECT worker, max(at_unix_us) FROM events WHERE ` + inTail + `
+				AND production_id = ?1 AND ` + workerKindsSQL + ` GROUP BY worker)
+		SELECT worker, max(at) AS last FROM seen GROUP BY worker HAVING last >= ?2 ORDER BY last DESC, worker LIMIT ?3`
 	holdersSQL = `SELECT worker, count(*) FROM jobs INDEXED BY jobs_claimed_ready
 		WHERE production_id = ? AND state = 'claimed' AND expiry_unix_us > ? GROUP BY worker`
 )

@@ -51,6 +51,7 @@ type queries struct {
 	tx   *sql.Tx
 	g    *group        // tx's group, told of failed statements (group.note)
 	file *fileIdentity // checked before each read on the pool (BeginWrite checks a tx's)
+	proj *projector    // counts the events a tx records (projector.go)
 }
 
 func (q queries) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
@@ -352,10 +353,13 @@ func (q queries) NewestEvent(ctx context.Context) (int64, string, error) {
 	return seq, job, classify(err)
 }
 
-// DeleteJobEvents deletes a range of events_by_job.
+// DeleteJobEvents deletes the oldest of a job's events: a range of
+// events_by_job (its projected events), then the tail after the
+// projection's mark (projector.go).
 func (q queries) DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error) {
 	res, err := q.exec(ctx, `DELETE FROM events WHERE seq IN
-		(SELECT seq FROM events WHERE job_id = ? ORDER BY seq LIMIT ?)`, jobID, limit)
+		(SELECT seq FROM events WHERE job_id = ?1 AND projected = 1
+			UNION ALL SELECT seq FROM events WHERE `+inTail+` AND job_id = ?1 ORDER BY 1 LIMIT ?2)`, jobID, limit)
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -369,8 +373,7 @@ func (q queries) CountJobEvents(ctx context.Context, ids []string) (int64, error
 		return 0, err
 	}
 	var n int64
-	err = q.queryRow(ctx, `SELECT count(*) FROM events WHERE job_id IN (SELECT value FROM json_each(?))`,
-		string(list)).Scan(&n)
+	err = q.queryRow(ctx, countJobEventsSQL, string(list)).Scan(&n)
 	return n, classify(err)
 }
 
@@ -382,7 +385,11 @@ func (q queries) DeleteJobs(ctx context.Context, ids []string) (int64, int64, er
 	list := string(b)
 	var n [2]int64
 	for i, st := range []string{
-		`DELETE FROM events WHERE job_id IN (SELECT value FROM json_each(?))`,
+		// A job's projected events by events_by_job, the others in the tail
+		// after the projection's mark (projector.go).
+		`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE job_id IN (SELECT value FROM json_each(?1))
+			AND projected = 1 UNION ALL SELECT seq FROM events WHERE ` + inTail + `
+			AND job_id IN (SELECT value FROM json_each(?1)))`,
 		`DELETE FROM facts WHERE job_id IN (SELECT value FROM json_each(?))`,
 		`DELETE FROM outputs WHERE job_id IN (SELECT value FROM json_each(?))`,
 		`DELETE FROM attempts WHERE job_id IN (SELECT value FROM json_each(?))`,
@@ -522,18 +529,29 @@ const (
 			WHERE production_id = ?1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
 )
 
+// pruneEventsSQL is a production's events after a seq: the projected ones
+// by events_by_production, then the tail after the projection's mark
+// (projector.go). countJobEventsSQL counts the events of a list of jobs
+// the same way, by events_by_job and the tail.
+var (
+	pruneEventsSQL = `SELECT ` + eventColumns + ` FROM events WHERE production_id = ?1 AND projected = 1 AND seq > ?2
+		UNION ALL SELECT ` + eventColumns + ` FROM events WHERE ` + tailSQL(`?2`) + ` AND production_id = ?1
+		ORDER BY seq LIMIT ?3`
+	countJobEventsSQL = `SELECT (SELECT count(*) FROM events WHERE job_id IN (SELECT value FROM json_each(?1))
+			AND projected = 1)
+		+ (SELECT count(*) FROM events WHERE ` + inTail + ` AND job_id IN (SELECT value FROM json_each(?1)))`
+)
+
 func (q queries) Events(ctx context.Context, productionID string, after int64, limit int) ([]store.Event, error) {
 	if limit <= 0 {
 		limit = -1
 	}
 	var rows *sql.Rows
 	var err error
-	const cols = `SELECT ` + eventColumns + ` FROM events`
 	if productionID == "" {
-		rows, err = q.query(ctx, cols+` WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+		rows, err = q.query(ctx, `SELECT `+eventColumns+` FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	} else {
-		rows, err = q.query(ctx, cols+` WHERE production_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
-			productionID, after, limit)
+		rows, err = q.query(ctx, pruneEventsSQL, productionID, after, limit)
 	}
 	if err != nil {
 		return nil, classify(err)
@@ -643,16 +661,24 @@ func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	return nil
 }
 
-// insertEventSQL records an event, late when its time is earlier than
-// that of the newest in-order event of its production and kind (one seek
-// to the end of that range of events_by_kind): the in-order events' times
-// then never decrease along seq (CountEvents).
-const insertEventSQL = `INSERT INTO events (at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail, late)
-	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce((SELECT ?1 < at_unix_us FROM events INDEXED BY events_by_kind
-		WHERE production_id = ?2 AND kind = ?4 AND late = 0 ORDER BY seq DESC LIMIT 1), 0))`
+// insertEventSQL records an event, unprojected (projector.go), late when
+// its time is earlier than that of the newest in-order event of its
+// production and kind: the newest in the tail after the mark (a backward
+// walk of the primary key over the tail), else the newest projected one
+// (one seek to the end of that range of events_by_kind). The in-order
+// events' times then never decrease along seq (CountEvents).
+const insertEventSQL = `INSERT INTO events (at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail, late, projected)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(
+		(SELECT ?1 < at_unix_us FROM events WHERE ` + inTail + `
+			AND production_id = ?2 AND kind = ?4 AND late = 0 ORDER BY seq DESC LIMIT 1),
+		(SELECT ?1 < at_unix_us FROM events INDEXED BY events_by_kind
+			WHERE production_id = ?2 AND kind = ?4 AND late = 0 AND projected = 1 ORDER BY seq DESC LIMIT 1), 0), 0)`
 
 func (q queries) InsertEvent(ctx context.Context, e store.Event) error {
 	_, err := q.exec(ctx, insertEventSQL, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	if err == nil {
+		q.proj.recorded()
+	}
 	return classify(err)
 }
 

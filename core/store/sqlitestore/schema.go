@@ -9,8 +9,10 @@ package sqlitestore
 // version 7 adds retention policies (migrateV6toV7); version 9 keeps one
 // index of claims (migrateV7toV9; 8 is PostgreSQL's alone); version 10
 // counts events per minute from the index by kind (migrateV9toV10); version
-// 11 keeps the attempt history in one b-tree by job (migrateV10toV11).
-const SchemaVersion = 11
+// 11 keeps the attempt history in one b-tree by job (migrateV10toV11);
+// version 13 builds the event log's secondary indexes by a projection that
+// trails the log (migrateV11toV13, projector.go; 12 is PostgreSQL's alone).
+const SchemaVersion = 13
 
 // schemaV2 creates the lease schema from nothing.
 var schemaV2 = []string{
@@ -289,4 +291,31 @@ var migrateV10toV11 = []string{
 	`DROP TABLE attempts`,
 	`ALTER TABLE attempts_v11 RENAME TO attempts`,
 	`PRAGMA user_version = 11`,
+}
+
+// migrateV11toV13 takes the event log's four secondary indexes out of the
+// commit that records an event: an event is inserted unprojected
+// (projected = 0), which none of them holds, and the projector
+// (projector.go) marks the events after the mark projected in batches of
+// its own, each advancing the mark in meta. Every event with seq at or
+// below the mark is projected, every later one is not, so a reader serves
+// the projected part of a listing from an index (its query names
+// projected = 1) and the rest from the tail after the mark, read by the
+// primary key. The column defaults to 1, so the events of before count as
+// projected without a rewrite, and the mark starts at the newest event.
+// Every path that opens a file below version 13 ends with these, a new
+// file too.
+var migrateV11toV13 = []string{
+	`ALTER TABLE events ADD COLUMN projected INTEGER NOT NULL DEFAULT 1`,
+	`INSERT INTO meta (k, v) VALUES ('projected_seq', (SELECT coalesce(max(seq), 0) FROM events))`,
+	`DROP INDEX events_by_production`,
+	`DROP INDEX events_by_job`,
+	`DROP INDEX events_by_kind`,
+	`DROP INDEX events_by_worker`,
+	`CREATE INDEX events_by_production ON events (production_id, seq) WHERE projected = 1`,
+	`CREATE INDEX events_by_job ON events (job_id, seq) WHERE projected = 1`,
+	`CREATE INDEX events_by_kind ON events (production_id, kind, late, seq) WHERE projected = 1`,
+	`CREATE INDEX events_by_worker ON events (production_id, worker, at_unix_us)
+		WHERE kind IN ('claimed', 'renewed', 'released', 'failed', 'retry', 'completed') AND projected = 1`,
+	`PRAGMA user_version = 13`,
 }

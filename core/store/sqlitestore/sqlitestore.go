@@ -45,7 +45,8 @@ type DB struct {
 	writer  *writerConn  // the connection this handle's writes run on (writers.go)
 	closing atomic.Bool  // Close has begun: no writer joins an open group any more
 	busy    time.Duration
-	sync    string // the synchronous level every commit runs at, but a redoable one's (store.Redoable)
+	sync    string     // the synchronous level every commit runs at, but a redoable one's (store.Redoable)
+	proj    *projector // projects the event log's indexes in the background (projector.go)
 	queries
 }
 
@@ -137,6 +138,15 @@ func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist b
 		s.Close()
 		return nil, err
 	}
+	s.proj = newProjector(s)
+	s.queries.proj = s.proj
+	// A file with a long tail (written by handles that closed before
+	// their projector caught up) is projected from the start.
+	var tail int64
+	if s.queryRow(context.Background(), `SELECT (SELECT coalesce(max(seq), 0) FROM events) - `+projectedMarkSQL).
+		Scan(&tail) == nil && tail > ProjectAfter {
+		s.proj.poke()
+	}
 	return s, nil
 }
 
@@ -212,6 +222,7 @@ func (s *DB) Pragma(name string) (string, error) {
 // emptied first (fileIdentity.release).
 func (s *DB) Close() error {
 	s.closing.Store(true)
+	s.proj.stop()
 	if s.file.check() != nil {
 		s.file.release()
 	}
@@ -276,7 +287,7 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now()); err != nil {
 			return err
 		}
-	case version >= 2 && version <= 7, version == 9, version == 10:
+	case version >= 2 && version <= 7, version >= 9 && version <= 11:
 	default:
 		return store.ErrNotLeases
 	}
@@ -324,7 +335,12 @@ func (s *DB) migrate(now func() int64, mustExist bool, path string) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV10toV11); err != nil {
+	if version < 11 {
+		if err := execAll(ctx, tx, migrateV10toV11); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV11toV13); err != nil {
 		return err
 	}
 	return classify(tx.Commit())
@@ -408,7 +424,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 }
 
 func (s *DB) member(ctx context.Context, g *group, first bool) *Tx {
-	return &Tx{g: g, ctx: ctx, first: first, path: s.path, queries: queries{st: s.st, tx: g.tx, g: g}}
+	return &Tx{g: g, ctx: ctx, first: first, path: s.path, queries: queries{st: s.st, tx: g.tx, g: g, proj: s.proj}}
 }
 
 // begin sends BEGIN IMMEDIATE for a writer holding the turn alone, and
@@ -530,6 +546,9 @@ func (t *Tx) Commit() error {
 	g.pass()
 	err := g.outcome(since)
 	t.ringUnlessRolledBack(err)
+	if err == nil {
+		t.proj.committed()
+	}
 	return err
 }
 

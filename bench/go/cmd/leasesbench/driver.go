@@ -633,13 +633,18 @@ func render(o *opts, rows []*row, scales []*scaleRow, rss *result, rssErr error)
 			"goqite cycle = Receive + Delete (two commits). River cycle = one job through a started client with a no-op worker,\n" +
 			"timed from Start until every job's completion event (River fetches and completes in batches).\n\n")
 		p("Pages per commit (`leasesbench frames`, synchronous=NORMAL, not timed): the WAL frames each commit appends, one per\n" +
-			"page it changed, while a reader holds the WAL back.\n\n")
-		p("| row | claim commit | completion commit |\n|---|---:|---:|\n")
-		for _, r := range measuredIn(rows, "frames", 3, p) {
-			frames := func(k string) string {
-				return strconv.FormatFloat(median(values(r, func(x result) float64 { return x.Extra[k] })), 'f', 1, 64)
+			"page it changed, while a reader holds the WAL back; the core's projection of the event log's indexes\n" +
+			"(docs/schema.md, \"Schema 13\") runs in windows of its own, its frames counted per event it projects.\n\n")
+		p("| row | claim commit | completion commit | the projection, per event |\n|---|---:|---:|---:|\n")
+		for _, r := range measuredIn(rows, "frames", 4, p) {
+			frames := func(k string, prec int) string {
+				return strconv.FormatFloat(median(values(r, func(x result) float64 { return x.Extra[k] })), 'f', prec, 64)
 			}
-			p("| %s | %s | %s |\n", r.name, frames("claim_frames"), frames("complete_frames"))
+			proj := "—" // the floor has no projection
+			if r.name == "core" {
+				proj = frames("projector_frames_per_event", 2)
+			}
+			p("| %s | %s | %s | %s |\n", r.name, frames("claim_frames", 1), frames("complete_frames", 1), proj)
 		}
 		p("\n")
 
