@@ -1,4 +1,4 @@
-// The projection of the event log's secondary indexes (schema 12).
+// The projection of the event log's secondary indexes (schema 13).
 package sqlitestore
 
 import (
