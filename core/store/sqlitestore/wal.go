@@ -18,8 +18,8 @@ import (
 // a writer starts it over. Without it a WAL that once grew keeps its size
 // until the last connection closes. It is also the size past which a writer
 // checkpoints with RESTART (walKeeper): a WAL that starts over in time
-// never grows past the automatic checkpoint's 4 MiB and one transaction, so
-// a file larger than this has been held back by readers.
+// never grows past walWriterCheckpoint's 8 MiB and one transaction, so a
+// file larger than this has been held back by readers.
 const JournalSizeLimit = 16 << 20
 
 // WALAutoCheckpoint is the WAL's checkpoint threshold in pages (4 KiB
