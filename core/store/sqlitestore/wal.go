@@ -97,7 +97,7 @@ type walKeeper struct {
 	closeOnce sync.Once
 
 	offTurn atomic.Int64 // PASSIVE checkpoints run off the writers' turn
-	onTurn  atomic.Int64 // PASSIVE checkpoints a writer ran itself (walWriterCheckpoint)
+	onTurn  atomic.Int64 // PASSIVE checkpoints a writer ran itself (walResidue, walWriterCheckpoint)
 }
 
 func newWALKeeper(abs, syncMode string, file *fileIdentity) *walKeeper {
@@ -118,8 +118,8 @@ var walCheckpointStarts = func() {}
 // meanwhile, so a checkpoint there always leaves a residue (the commits
 // during its copy and fsyncs) and the WAL never starts over by itself.
 // The writer's checkpoint of the residue, holding the turn (no writer of
-// the handle appends meanwhile), copies those few frames and one fsync,
-// not a thousand: the bulk was copied off the turn.
+// the handle appends meanwhile), copies those few frames with one small
+// fsync, not a thousand: the bulk was copied, and synced, off the turn.
 const walResidue = WALAutoCheckpoint / 8
 
 // committed runs after a commit of the handle's writer connection, while
@@ -132,8 +132,8 @@ func (w *walKeeper) committed() {
 	frames, copied, ok := w.frames()
 	switch {
 	case !ok:
-		// The WAL index cannot be read here: the checkpointer finds out
-		// (its checkpoint reports the WAL's frames).
+		// The WAL index cannot be read here: the checkpointer runs after
+		// every commit (one with nothing to copy costs little), off the turn.
 		w.signal()
 	case frames <= WALAutoCheckpoint || copied >= frames:
 	case frames >= walWriterCheckpoint:
