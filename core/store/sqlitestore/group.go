@@ -172,8 +172,8 @@ func (g *group) ended() bool {
 // end commits the released members' writes (or rolls back a group with
 // none), tells every member the outcome, and passes the turn on. As for a
 // lone writer before, a connection whose COMMIT or ROLLBACK failed is
-// closed before the next writer comes in, and the WAL keeper's checkpoint
-// runs before the turn passes on.
+// closed before the next writer comes in, and the WAL keeper looks at the
+// WAL before the turn passes on (walKeeper.committed).
 func (g *group) end() {
 	s := g.s
 	failed := false
@@ -196,7 +196,7 @@ func (g *group) end() {
 			s.file.release()
 			g.err = err
 		} else {
-			s.wal.yield()
+			s.wal.committed()
 		}
 	}
 	g.stop()

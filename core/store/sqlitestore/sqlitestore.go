@@ -124,7 +124,7 @@ func openOnce(abs, path string, busy time.Duration, syncMode string, mustExist b
 		file.close()
 		return nil, classify(err)
 	}
-	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode), file: file, writers: queueFor(file.opened),
+	s := &DB{db: db, path: abs, wal: newWALKeeper(abs, syncMode, file), file: file, writers: queueFor(file.opened),
 		writer: &writerConn{db: db}, busy: busy, sync: syncMode}
 	s.queries = queries{st: newStmtCache(db), file: file}
 	err = s.migrate(now, mustExist, path)

@@ -243,6 +243,12 @@ func (w *writerConn) get(ctx context.Context) (*sql.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Its commits never checkpoint: the WAL keeper does, off the
+		// writers' turn (WALAutoCheckpoint).
+		if _, err := c.ExecContext(ctx, "PRAGMA wal_autocheckpoint=0"); err != nil {
+			c.Raw(func(any) error { return driver.ErrBadConn })
+			return nil, err
+		}
 		w.conn = c
 	}
 	return w.conn, nil
