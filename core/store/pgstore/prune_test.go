@@ -5,9 +5,11 @@ package pgstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/storetest"
+	"github.com/libleases/libleases/internal/pgtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -122,4 +124,37 @@ func TestASchema12DatabaseIsMigratedTo13WithoutTheForeignKeysOntoJobsAndKeepsEve
 	js, err := db.ListJobs(ctx, store.JobFilter{ProductionID: "pid", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, js, 3)
+}
+
+// TestTheStoresVacuumOfPrunedTablesYieldsAsAutovacuumDoes: the vacuum a
+// prune runs after it deleted enough rows sleeps as autovacuum's does
+// (vacuum_cost_delay 2 ms for every vacuum_cost_limit of cost, a page it
+// dirties costing vacuum_cost_page_dirty), instead of a plain VACUUM's run
+// without a pause: it reads every index whole, and on a 2-core machine the
+// workers' claims that overlapped one waited for the CPU it took at once.
+// So the vacuum of a table whose every page it dirties sleeps at least
+// 2 ms per 200 / 20 = 10 pages; an unpaused one takes a fraction of that.
+func TestTheStoresVacuumOfPrunedTablesYieldsAsAutovacuumDoes(t *testing.T) {
+	u := freshURL(t)
+	pgtest.Exec(t, u, `INSERT INTO leases_events (at_unix_us, production_id, job_id, kind)
+		SELECT g, 'pid', 'j' || g, 'requested' FROM generate_series(1, 100000) g`)
+	pgtest.Exec(t, u, `DELETE FROM leases_events`)
+	// Written out, so that the vacuum dirties each page it changes (the
+	// cost of a page is vacuum_cost_page_dirty only when it was clean).
+	pgtest.Exec(t, u, `CHECKPOINT`)
+	var pages, limit, dirty int64
+	c := connect(t, u)
+	require.NoError(t, c.QueryRow(ctx, `SELECT pg_relation_size('leases_events') / current_setting('block_size')::int,
+		current_setting('vacuum_cost_limit')::int, current_setting('vacuum_cost_page_dirty')::int`).Scan(&pages, &limit, &dirty))
+	require.Greater(t, pages, int64(500))
+	db, err := Open(u, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	start := time.Now()
+	require.NoError(t, db.vacuum(ctx, []string{"leases_events"}))
+	took := time.Since(start)
+	delay := 2.0 // ms, autovacuum's autovacuum_vacuum_cost_delay
+	least := time.Duration(float64(pages*dirty) / float64(limit) * delay * float64(time.Millisecond))
+	require.GreaterOrEqual(t, took, least, "%d pages dirtied: at least %d pauses of %v ms", pages, pages*dirty/limit, delay)
+	t.Logf("vacuum of %d pages took %v (at least %v)", pages, took, least)
 }
