@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/libleases/libleases/core/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -297,5 +298,50 @@ func TestACompletionThatClaimsTheNextJobTakesAtMostSixRoundTripsOnPostgreSQL(t *
 	for i := 0; i < cycles; i++ {
 		trips := proxy.count(step)
 		require.LessOrEqual(t, len(trips), maxNextRoundTrips, "round trips of one complete-and-claim-next:\n%s", describeTrips(trips))
+	}
+}
+
+// TestABackgroundPruningBatchTakesAtMostSixRoundTripsOnPostgreSQL: a batch
+// of the background pruner is its begin with the mark, its production, its
+// jobs (locked) with the production's newest job and the store's newest
+// event in the same round trip, the count of their events, the delete and
+// the commit. Each round trip is a wait for a core beside the workers on a
+// small machine, and the workers' claims that overlap a batch are the slow
+// ones of a pass (docs/PERFORMANCE.md, section 12).
+func TestABackgroundPruningBatchTakesAtMostSixRoundTripsOnPostgreSQL(t *testing.T) {
+	proxy, location := newPGProxy(t, freshSchema(t))
+	a, err := Open(location)
+	require.NoError(t, err)
+	defer a.Close()
+	a.SetPruneInterval(0)
+	_, err = a.CreateProductionWithPolicies("p", DefaultRetryPolicy(), RetentionPolicy{Completed: time.Millisecond,
+		Failed: time.Millisecond, Dead: time.Millisecond, Cancelled: time.Millisecond, Events: time.Millisecond})
+	require.NoError(t, err)
+	const batches = 4
+	for i := 0; i < (batches+1)*PruneJobBatch; i++ {
+		_, err := a.RequestJob("p", "", nil)
+		require.NoError(t, err)
+		l, err := a.Claim("p", "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Complete(Facts{}))
+	}
+	time.Sleep(5 * time.Millisecond)
+	ctx := store.Redoable(context.Background())
+	for i := 0; i < batches; i++ {
+		var res PruneResult
+		var more bool
+		trips := proxy.count(func() {
+			res, more, err = a.pruneJobs(ctx, "p", StateCompleted, 0)
+			require.NoError(t, err)
+		})
+		require.EqualValues(t, PruneJobBatch, res.Jobs)
+		require.True(t, more)
+		if i == 0 {
+			continue // its statements are prepared on the connection now
+		}
+		require.LessOrEqual(t, len(trips), 6, "round trips of one batch:\n%s", describeTrips(trips))
+		if i == 1 {
+			t.Logf("one batch, %d round trips:\n%s", len(trips), describeTrips(trips))
+		}
 	}
 }

@@ -230,7 +230,7 @@ func TestASchema8DatabaseIsMigratedTo12AndEveryReaderOfItsClaimsAndKeysStaysExac
 			('j6', 2, 'w', 5, 6, 'retry'), ('j6', 1, 'w', 7, 8, 'retry'), ('j6', 1, 'w', 13, 14, 'failed')`)...)
 	require.Contains(t, jobIndexes(t, old), "leases_jobs_claimed_expiry")
 	db := openMigrated(t, old, 8)
-	require.EqualValues(t, 12, SchemaVersion)
+	require.EqualValues(t, 14, SchemaVersion, "through 12 (these indexes) to 14")
 	require.NoError(t, storetest.CheckV4Fixture(ctx, db))
 
 	// At 450: j4's claim has expired (its backoff has not passed), j2's and

@@ -429,6 +429,22 @@ type Tx struct {
 	markAt      int
 	hasMark     bool
 	markRead    bool
+	// The production's newest job and the store's newest event a read of
+	// a state's jobs took with them (JobsInState), for the NewestJobSeq and
+	// NewestEvent that come next, under the same condition.
+	newest newestStash
+}
+
+// newestStash is what JobsInState read besides the jobs: the newest job
+// of production, and the newest event (its seq and job), as read with
+// statement number at of the connection.
+type newestStash struct {
+	production string
+	jobSeq     int64
+	eventSeq   int64
+	eventJob   string
+	at         int
+	has        bool
 }
 
 var _ store.Clock = (*Tx)(nil)
@@ -535,6 +551,72 @@ func (t *Tx) JobByID(ctx context.Context, id string) (store.Job, error) {
 // transaction holds, locked, with the clock once it is held.
 func (t *Tx) NextClaimable(ctx context.Context, productionID string, now int64) (store.Job, error) {
 	return t.lockedRead(ctx, nextClaimableSQL+` FOR UPDATE SKIP LOCKED`, productionID)
+}
+
+// JobsInState reads a page of one state in request order, locked
+// (skipping rows others hold), and in the same round trip the production's
+// newest job and the store's newest event, which a prune's batch reads
+// next (core's planJobs): NewestJobSeq and NewestEvent then answer from
+// them if no statement came between. Reading them with the page instead of
+// after it is reading them a moment earlier, which any commit's timing
+// could have made them anyway.
+func (t *Tx) JobsInState(ctx context.Context, productionID, state string, limit int) ([]store.Job, error) {
+	ctx, cancel := t.db.bounded(ctx)
+	defer cancel()
+	t.newest.has = false
+	t.conn.sent++
+	br, err := t.conn.pipeline(ctx,
+		queued{`SELECT ` + jobColumns + ` FROM leases_jobs
+		WHERE production_id = $1 AND state = $2 ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED`, []any{productionID, state, limit}},
+		queued{newestJobSeqSQL, []any{productionID}},
+		queued{newestEventSQL, nil})
+	if err != nil {
+		return nil, err
+	}
+	var jobs []store.Job
+	n := newestStash{production: productionID}
+	err = func() error {
+		defer br.Close()
+		rows, err := br.Query()
+		if err != nil {
+			return classify(err)
+		}
+		if jobs, err = collect(rows, func(r pgx.CollectableRow) (store.Job, error) { return scanJob(r) }); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&n.jobSeq); err != nil {
+			return classify(err)
+		}
+		err = br.QueryRow().Scan(&n.eventSeq, &n.eventJob)
+		if errors.Is(err, pgx.ErrNoRows) {
+			n.eventSeq, n.eventJob, err = 0, "", nil
+		}
+		return classify(err)
+	}()
+	if err != nil {
+		return nil, t.conn.saw(err)
+	}
+	n.at, n.has = t.conn.sent, true
+	t.newest = n
+	return jobs, nil
+}
+
+// NewestJobSeq is the one JobsInState read with its page, if no statement
+// came between, or a read of its own.
+func (t *Tx) NewestJobSeq(ctx context.Context, productionID string) (int64, error) {
+	if n := t.newest; n.has && n.at == t.conn.sent && n.production == productionID {
+		return n.jobSeq, nil
+	}
+	return t.queries.NewestJobSeq(ctx, productionID)
+}
+
+// NewestEvent is the one JobsInState read with its page, if no statement
+// came between, or a read of its own.
+func (t *Tx) NewestEvent(ctx context.Context) (int64, string, error) {
+	if n := t.newest; n.has && n.at == t.conn.sent {
+		return n.eventSeq, n.eventJob, nil
+	}
+	return t.queries.NewestEvent(ctx)
 }
 
 // ClaimScan sends the claim's three looks in one round trip: the lapsed

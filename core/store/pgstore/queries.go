@@ -334,10 +334,12 @@ var newestJobSeqSQL = func() string {
 	return `SELECT COALESCE(greatest(` + strings.Join(parts, `, `) + `), 0)`
 }()
 
+const newestEventSQL = `SELECT seq, job_id FROM leases_events ORDER BY seq DESC LIMIT 1`
+
 func (q queries) NewestEvent(ctx context.Context) (int64, string, error) {
 	var seq int64
 	var job string
-	err := q.q.QueryRow(ctx, `SELECT seq, job_id FROM leases_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &job)
+	err := q.q.QueryRow(ctx, newestEventSQL).Scan(&seq, &job)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, "", nil
 	}

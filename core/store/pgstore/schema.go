@@ -23,7 +23,9 @@ import (
 // share a database. Version 8 adds the index of keys in byte order
 // (migrateV7toV8). Version 12 (SQLite's 9 to 11 are SQLite's alone) drops
 // the indexes of jobs that later schemas made redundant (migrateV8toV12).
-const SchemaVersion = 12
+// Version 14 (13 is SQLite's alone) drops the foreign keys onto
+// leases_jobs (migrateV12toV14).
+const SchemaVersion = 14
 
 // migrationLockSpace and the hash of the schema's name key the advisory
 // lock that serializes creating and migrating one schema (the one
@@ -261,6 +263,22 @@ var migrateV8toV12 = []string{
 	`UPDATE leases_meta SET v = 12 WHERE k = 'schema_version'`,
 }
 
+// migrateV12toV14 drops the foreign keys of the facts, the outputs and the
+// attempt history onto leases_jobs (docs/schema.md, "Schema 14"). Each
+// made the server check every deleted job against its table once more at
+// the end of the delete: three checks per job, most of a pruning batch's
+// time on the server, for a rule the deletes keep themselves (a job's
+// delete takes its facts, outputs and attempts in the same statement, and
+// nothing else deletes a job), and the inserts too (a fact, an output or an
+// attempt is written only by a transaction that holds its job's row). Every
+// path that opens a schema below 14 ends with these.
+var migrateV12toV14 = []string{
+	`ALTER TABLE leases_facts DROP CONSTRAINT leases_facts_job_id_fkey`,
+	`ALTER TABLE leases_outputs DROP CONSTRAINT leases_outputs_job_id_fkey`,
+	`ALTER TABLE leases_attempts DROP CONSTRAINT leases_attempts_job_id_fkey`,
+	`UPDATE leases_meta SET v = 14 WHERE k = 'schema_version'`,
+}
+
 // version reads the schema version: 0 when there is no leases_meta table.
 func version(ctx context.Context, q querier) (int64, error) {
 	var exists bool
@@ -349,7 +367,7 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 		if err := execAll(ctx, tx, migrateV1toV2Copy, now); err != nil {
 			return err
 		}
-	case 2, 3, 4, 5, 7, 8:
+	case 2, 3, 4, 5, 7, 8, 12:
 	default:
 		if v > SchemaVersion {
 			return tooNew(v)
@@ -381,7 +399,12 @@ func (db *DB) migrate(ctx context.Context, mustExist bool) error {
 			return err
 		}
 	}
-	if err := execAll(ctx, tx, migrateV8toV12); err != nil {
+	if v < 12 {
+		if err := execAll(ctx, tx, migrateV8toV12); err != nil {
+			return err
+		}
+	}
+	if err := execAll(ctx, tx, migrateV12toV14); err != nil {
 		return err
 	}
 	return classify(tx.Commit(ctx))

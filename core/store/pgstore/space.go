@@ -107,9 +107,18 @@ func (db *DB) ReuseDeadSpace(ctx context.Context, jobs, events int64) (vacuumed 
 	return len(tables), "", nil
 }
 
+// vacuumCostDelay is the pause of the store's vacuums, autovacuum's own
+// (autovacuum_vacuum_cost_delay's default): each sleeps that long every
+// vacuum_cost_limit of cost (a page read, a page dirtied), where a plain
+// VACUUM never pauses. Without it a vacuum read the pruned tables and every
+// index whole in one burst of the server's CPU, and the workers' claims
+// that overlapped it waited for that CPU (docs/PERFORMANCE.md, section 12).
+const vacuumCostDelay = "2ms"
+
 // vacuum runs one plain VACUUM of tables on a connection of its own, with
 // no statement deadline (a vacuum of a large table may take longer than any
-// statement's bound; ctx ends it).
+// statement's bound; ctx ends it), pausing as autovacuum does
+// (vacuumCostDelay).
 func (db *DB) vacuum(ctx context.Context, tables []string) error {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -124,13 +133,13 @@ func (db *DB) vacuum(ctx context.Context, tables []string) error {
 		}
 		conn.Release()
 	}()
-	if _, err := conn.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+	if _, err := conn.Exec(ctx, `SET statement_timeout = 0; SET vacuum_cost_delay = '`+vacuumCostDelay+`'`); err != nil {
 		return classify(err)
 	}
 	if _, err := conn.Exec(ctx, `VACUUM (SKIP_LOCKED, TRUNCATE false) `+strings.Join(tables, ", ")); err != nil {
 		return classify(err)
 	}
-	if _, err := conn.Exec(ctx, `RESET statement_timeout`); err != nil {
+	if _, err := conn.Exec(ctx, `RESET statement_timeout; RESET vacuum_cost_delay`); err != nil {
 		return classify(err)
 	}
 	ok = true
