@@ -22,6 +22,9 @@ import (
 
 	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
+	"github.com/libleases/libleases/core/store"
+	"github.com/libleases/libleases/core/store/sqlitestore"
+	"github.com/libleases/libleases/core/store/stores"
 	workerloop "github.com/libleases/libleases/worker"
 )
 
@@ -190,11 +193,20 @@ func cmdIdle(args []string) {
 	}
 	loc, drop := benchLocation(*db)
 	defer drop()
-	a := openBench(loc)
+	// With a busy production on SQLite, this process's own projection of
+	// its events runs inside its counted commits (busyProduction), not in
+	// the background, where its frames would count as the waiters'.
+	var a *core.Authority
+	var s *sqlitestore.DB
+	if *busy > 0 && !leases.IsPostgres(loc) {
+		a, s = openBenchHeld(loc)
+	} else {
+		a = openBench(loc)
+	}
 	defer a.Close()
 	frames := countFrames(loc)
 	if *busy > 0 {
-		stopBusy := busyProduction(a, frames, *busy, *secs+float64(*procs)+4)
+		stopBusy := busyProduction(a, s, frames, *busy, *secs+float64(*procs)+4)
 		defer stopBusy()
 	}
 	start := time.Now().Add(time.Second) // the waiters are settled by then
@@ -334,7 +346,32 @@ const walIndexHeaderLen = 48
 // busyProduction requests enough jobs of another production for secs at
 // rate, then claims and completes them at rate (one job every 1/rate s)
 // until stopped: the commits an idle waiter of prod must not pay for.
-func busyProduction(a *core.Authority, frames *windowFrames, rate, secs float64) (stop func()) {
+// openBenchHeld is openBench on a SQLite file at the default durability,
+// with the handle's background projection of its event log held
+// (sqlitestore.DB.HoldProjection): its caller projects.
+func openBenchHeld(path string) (*core.Authority, *sqlitestore.DB) {
+	var s *sqlitestore.DB
+	a, err := core.OpenStore(path, "SQLite", func() (store.Backend, error) {
+		b, err := stores.Open(path, stores.Options{})
+		if err == nil {
+			s = b.(*sqlitestore.DB)
+			s.HoldProjection(true)
+		}
+		return b, err
+	})
+	must(err)
+	_, err = a.CreateProduction(prod)
+	must(err)
+	return a, s
+}
+
+// busyProduction claims and completes rate jobs/s of a production of its
+// own, each cycle a commit of this process counted as its own frames. With
+// s (SQLite, its background projection held), a cycle that brings the
+// events this process recorded since its last projection to the
+// projector's threshold also projects them, as the background projector
+// would, inside the counted commit.
+func busyProduction(a *core.Authority, s *sqlitestore.DB, frames *windowFrames, rate, secs float64) (stop func()) {
 	const busyProd = "busy"
 	_, err := a.CreateProduction(busyProd)
 	must(err)
@@ -348,6 +385,7 @@ func busyProduction(a *core.Authority, frames *windowFrames, rate, secs float64)
 	must(e.Commit())
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	recorded := 0 // events since the last projection: a claim's and a completion's
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
@@ -365,6 +403,10 @@ func busyProduction(a *core.Authority, frames *windowFrames, rate, secs float64)
 				}
 				must(err)
 				must(l.Complete(core.Facts{}))
+				if recorded += 2; s != nil && recorded >= sqlitestore.ProjectAfter {
+					must1(s.Project(context.Background()))
+					recorded = 0
+				}
 			})
 		}
 	}()
