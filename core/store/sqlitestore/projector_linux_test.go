@@ -1,10 +1,8 @@
 package sqlitestore
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,13 +29,7 @@ func TestAReadOnlyHandleNeverProjectsAndStillListsExactly(t *testing.T) {
 	all := refEvents(t, s)
 	require.NoError(t, s.Close())
 
-	ro := filepath.Join(t.TempDir(), "ro.db")
-	require.NoError(t, os.WriteFile(ro, nil, 0o644))
-	for _, args := range [][]string{{"--bind", path, ro}, {"-o", "remount,bind,ro", ro}} {
-		out, err := exec.Command("mount", args...).CombinedOutput()
-		require.NoError(t, err, "mount %v: %s", args, bytes.TrimSpace(out))
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", ro).Run() })
+	ro := readOnlyBind(t, path)
 	r, err := Open(ro, Options{}, func() int64 { return 1 })
 	require.NoError(t, err)
 	defer r.Close()

@@ -109,13 +109,7 @@ func TestARewriteIntoIncrementalAutoVacuumOfAReadOnlyFileLeavesItUsableAndSaysWh
 	// The file alone read-only (as a file of another user's is to a user
 	// who may only read it), in a directory where SQLite can keep its WAL
 	// index: SQLite opens it for reading only.
-	ro := filepath.Join(t.TempDir(), "ro.db")
-	require.NoError(t, os.WriteFile(ro, nil, 0o644))
-	for _, args := range [][]string{{"--bind", path, ro}, {"-o", "remount,bind,ro", ro}} {
-		out, err := exec.Command("mount", args...).CombinedOutput()
-		require.NoError(t, err, "mount %v: %s", args, bytes.TrimSpace(out))
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", ro).Run() })
+	ro := readOnlyBind(t, path)
 	s, err := Open(ro, Options{}, func() int64 { return 1 })
 	require.NoError(t, err)
 	a, err = core.OpenStore(ro, "SQLite", func() (store.Backend, error) { return s, nil })
@@ -134,4 +128,20 @@ func TestARewriteIntoIncrementalAutoVacuumOfAReadOnlyFileLeavesItUsableAndSaysWh
 	mode, err := s.Pragma("auto_vacuum")
 	require.NoError(t, err)
 	require.Equal(t, "0", mode)
+}
+
+// readOnlyBind mounts the file at path read-only at a path of its own (a
+// bind mount, remounted read-only; unmounted at the test's end) and
+// returns that path, in a directory where SQLite can keep its WAL index.
+// It needs root.
+func readOnlyBind(t *testing.T, path string) string {
+	t.Helper()
+	ro := filepath.Join(t.TempDir(), "ro.db")
+	require.NoError(t, os.WriteFile(ro, nil, 0o644))
+	for _, args := range [][]string{{"--bind", path, ro}, {"-o", "remount,bind,ro", ro}} {
+		out, err := exec.Command("mount", args...).CombinedOutput()
+		require.NoError(t, err, "mount %v: %s", args, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", ro).Run() })
+	return ro
 }
