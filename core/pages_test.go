@@ -123,7 +123,7 @@ func cycleBTrees(t *testing.T) (claim, complete []string) {
 // index, by the time a lapse returns the job, which also holds each claim's
 // expiry and worker for the status page; no second index of claims by
 // expiry. The event log's secondary indexes are written by the projection
-// that trails the log, not by the commit (docs/schema.md, "Schema 12").
+// that trails the log, not by the commit (docs/schema.md, "Schema 13").
 func TestClaimsAreIndexedOnceSoAClaimAndACompletionWriteOneIndexOfClaims(t *testing.T) {
 	if testingPostgres() {
 		t.Skip("pages per commit are SQLite's")
@@ -143,7 +143,7 @@ func TestClaimsAreIndexedOnceSoAClaimAndACompletionWriteOneIndexOfClaims(t *test
 // index of their own), so an event in time order is written into one index
 // by kind, not a second one by kind and time; and since the index by kind
 // is written by the projection that trails the log (docs/schema.md,
-// "Schema 12"), a commit in time order writes no index by kind at all.
+// "Schema 13"), a commit in time order writes no index by kind at all.
 func TestAnEventIsIndexedByKindOnceSoNoCommitWritesAnIndexOfEventsByTime(t *testing.T) {
 	if testingPostgres() {
 		t.Skip("pages per commit are SQLite's")

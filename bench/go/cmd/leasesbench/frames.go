@@ -82,7 +82,7 @@ func cmdFrames(args []string) {
 		must1(s.Project(context.Background()))
 		defer holdSnapshot(*db).Close()
 		// The projection of the event log's indexes runs in its own
-		// transactions (docs/schema.md, "Schema 12"): held here, so each
+		// transactions (docs/schema.md, "Schema 13"): held here, so each
 		// window holds one commit alone, and run by hand once as many
 		// events as wake it were recorded, in a window of its own.
 		for i := 0; i < *n; i++ {
