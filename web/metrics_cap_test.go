@@ -53,7 +53,7 @@ next:
 
 func TestMetricsLabelAtMostTheBusiestNProductionsAndSumTheRestUnderOther(t *testing.T) {
 	if testing.Short() {
-		t.Skip("creates 5,000 productions")
+		t.Skip("skipped under -short only: it creates 5,000 productions on each store (make test runs it)")
 	}
 	const n, productions, busy = 10, 5000, 20
 	eachStore(t, func(t *testing.T, location string) {
