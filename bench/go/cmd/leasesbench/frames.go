@@ -32,12 +32,13 @@ func holdSnapshot(path string) *sql.DB {
 	return r
 }
 
-// openCoreHeld opens the core on a SQLite file at NORMAL with the
-// projection of its event log held (sqlitestore.DB.HoldProjection).
-func openCoreHeld(path string) (*core.Authority, *sqlitestore.DB) {
+// openCoreHeld opens the core on a SQLite file with opts and the
+// projection of its event log held (sqlitestore.DB.HoldProjection): its
+// caller projects.
+func openCoreHeld(path string, opts stores.Options) (*core.Authority, *sqlitestore.DB) {
 	var s *sqlitestore.DB
 	a, err := core.OpenStore(path, "SQLite", func() (store.Backend, error) {
-		b, err := stores.Open(path, stores.Options{Synchronous: "NORMAL"})
+		b, err := stores.Open(path, opts)
 		if err == nil {
 			s = b.(*sqlitestore.DB)
 			s.HoldProjection(true)
@@ -77,7 +78,7 @@ func cmdFrames(args []string) {
 		}
 	} else {
 		fillCore(*db, *n)
-		a, s := openCoreHeld(*db)
+		a, s := openCoreHeld(*db, stores.Options{Synchronous: "NORMAL"})
 		defer a.Close()
 		must1(s.Project(context.Background()))
 		defer holdSnapshot(*db).Close()

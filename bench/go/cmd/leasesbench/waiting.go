@@ -22,7 +22,6 @@ import (
 
 	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
-	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/sqlitestore"
 	"github.com/libleases/libleases/core/store/stores"
 	workerloop "github.com/libleases/libleases/worker"
@@ -347,20 +346,10 @@ const walIndexHeaderLen = 48
 // rate, then claims and completes them at rate (one job every 1/rate s)
 // until stopped: the commits an idle waiter of prod must not pay for.
 // openBenchHeld is openBench on a SQLite file at the default durability,
-// with the handle's background projection of its event log held
-// (sqlitestore.DB.HoldProjection): its caller projects.
+// with the handle's background projection of its event log held.
 func openBenchHeld(path string) (*core.Authority, *sqlitestore.DB) {
-	var s *sqlitestore.DB
-	a, err := core.OpenStore(path, "SQLite", func() (store.Backend, error) {
-		b, err := stores.Open(path, stores.Options{})
-		if err == nil {
-			s = b.(*sqlitestore.DB)
-			s.HoldProjection(true)
-		}
-		return b, err
-	})
-	must(err)
-	_, err = a.CreateProduction(prod)
+	a, s := openCoreHeld(path, stores.Options{})
+	_, err := a.CreateProduction(prod)
 	must(err)
 	return a, s
 }
