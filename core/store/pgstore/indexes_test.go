@@ -198,8 +198,9 @@ func TestAnAttemptIsWrittenIntoOneIndexThatEveryReaderOfTheHistoryReads(t *testi
 		sql  string
 		args []any
 	}{
-		"history": {attemptsSQL, []any{job}},
-		"trim":    {trimAttemptsSQL, []any{job, 20}},
+		"history":         {attemptsSQL, []any{job}},
+		"trim":            {trimAttemptsSQL, []any{job, 20}},
+		"append and trim": {insertAttemptSQL, []any{job, 9, "w", 1, 2, "completed", "", 19}},
 	} {
 		p := plan(t, c, name, st.sql, st.args)
 		require.NotRegexp(t, "Seq Scan on leases_attempts|Sort", p, "%s:\n%s", name, p)

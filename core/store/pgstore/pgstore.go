@@ -189,10 +189,13 @@ type txConn struct {
 }
 
 // heldWrite is a write sent with the next statement; check judges its tag.
+// single: it writes exactly one row (or check fails it), so a RETURNING
+// clause on it returns one row (Tx.Now).
 type heldWrite struct {
-	sql   string
-	args  []any
-	check func(pgconn.CommandTag) error
+	sql    string
+	args   []any
+	check  func(pgconn.CommandTag) error
+	single bool
 }
 
 const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
@@ -201,6 +204,67 @@ const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 func (t *txConn) hold(check func(pgconn.CommandTag) error, sql string, args ...any) {
 	t.sent++
 	t.pending = append(t.pending, heldWrite{sql: sql, args: args, check: check})
+}
+
+// holdSingle queues a write of exactly one row (heldWrite.single).
+func (t *txConn) holdSingle(check func(pgconn.CommandTag) error, sql string, args ...any) {
+	t.hold(check, sql, args...)
+	t.pending[len(t.pending)-1].single = true
+}
+
+// sampleInLast sends the held writes, the last of them (single) with the
+// server's clock in its RETURNING clause, and returns that clock: the
+// sample is taken when that write runs, once its row is written, after
+// every statement of the transaction before it, and the statement that
+// sent it alone would have come right after it with nothing between. A
+// failure of the write is a held write's (heldErr), as it would have been.
+func (t *txConn) sampleInLast(ctx context.Context) (int64, error) {
+	ctx, cancel := t.db.bounded(ctx)
+	defer cancel()
+	t.sent++
+	last := t.pending[len(t.pending)-1]
+	t.pending = t.pending[:len(t.pending)-1]
+	br, err := t.pipeline(ctx, queued{last.sql + ` RETURNING ` + clockSQL, last.args})
+	if err != nil {
+		return 0, err
+	}
+	var now int64
+	n := 0
+	err = func() error {
+		defer br.Close()
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := rows.Scan(&now); err != nil {
+				rows.Close()
+				return err
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if last.check != nil {
+			if err := last.check(rows.CommandTag()); err != nil {
+				return err
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("a write of this transaction returned %d rows, not 1", n)
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return 0, t.saw(heldErr(err))
+	}
+	return now, nil
+}
+
+// lastSingle reports whether the last held write is single.
+func (t *txConn) lastSingle() bool {
+	return len(t.pending) > 0 && t.pending[len(t.pending)-1].single
 }
 
 // oneRow is the check of a write that must change exactly one row.
@@ -490,6 +554,14 @@ func (t *Tx) Now(ctx context.Context) (int64, error) {
 		if time.Since(t.startAt) < startFresh {
 			return t.startUS, nil
 		}
+	}
+	if t.conn.lastSingle() {
+		// The pre-commit sample, and any sample taken after a write: the
+		// statement before it takes it, one statement fewer. A sample is
+		// ordered by when its statement runs, and nothing of this
+		// transaction runs between that write and the sample either way
+		// (docs/CLOCK.md keeps its order).
+		return t.conn.sampleInLast(ctx)
 	}
 	var v int64
 	err := t.conn.QueryRow(ctx, `SELECT `+clockSQL).Scan(&v)

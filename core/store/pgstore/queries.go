@@ -161,6 +161,17 @@ func (q queries) write(ctx context.Context, check func(pgconn.CommandTag) error,
 	return nil
 }
 
+// writeSingle is write for a write of exactly one row: one insert, or an
+// update that check fails unless it changed one row. A transaction may
+// send the clock's next sample with it (Tx.Now).
+func (q queries) writeSingle(ctx context.Context, check func(pgconn.CommandTag) error, sql string, args ...any) error {
+	if t, ok := q.q.(*txConn); ok {
+		t.holdSingle(check, sql, args...)
+		return nil
+	}
+	return q.write(ctx, check, sql, args...)
+}
+
 // productionColumns are read by scanProduction.
 const productionColumns = `id, name, created_unix_us, max_attempts, backoff_base_us, backoff_cap_us, jitter_percent,
 	keep_completed_us, keep_failed_us, keep_dead_us, keep_cancelled_us, keep_events_us`
@@ -431,17 +442,31 @@ const (
 	attemptsSQL     = `SELECT ` + attemptColumns + ` FROM leases_attempts WHERE job_id = $1 ORDER BY id`
 	trimAttemptsSQL = `DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
 		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
+	// insertAttemptSQL appends an attempt ($1..$7) and trims the history
+	// to its newest $8 + 1 entries in one statement. The trim runs on the
+	// statement's snapshot, which does not hold the new entry: it keeps
+	// the newest $8 of the entries before it, and the new one, whose id
+	// (drawn from the identity while the job's row is held, as every
+	// entry's of the job was) is greater than all of theirs. So it deletes
+	// the rows the insert and then trimAttemptsSQL with $8 + 1 would.
+	insertAttemptSQL = `WITH a AS (INSERT INTO leases_attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7))
+	DELETE FROM leases_attempts WHERE job_id = $1 AND id <= (SELECT id FROM leases_attempts
+		WHERE job_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $8)`
 )
 
 // InsertAttempt appends to the history and drops what is older than the
-// newest keep entries of the job. The job's row is locked by the caller, so
-// two writers never trim one history at once.
+// newest keep entries of the job, in one statement. The job's row is
+// locked by the caller, so two writers never trim one history at once.
 func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) error {
-	if err := q.write(ctx, nil, `INSERT INTO leases_attempts (`+attemptColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
-		return err
+	if keep < 1 { // the new entry goes too: the trim must see it
+		if err := q.write(ctx, nil, `INSERT INTO leases_attempts (`+attemptColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason); err != nil {
+			return err
+		}
+		return q.write(ctx, nil, trimAttemptsSQL, a.JobID, keep)
 	}
-	return q.write(ctx, nil, trimAttemptsSQL, a.JobID, keep)
+	return q.write(ctx, nil, insertAttemptSQL,
+		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason, keep-1)
 }
 
 // hasClaimableAt is claim-next's condition at now (an expression), read
@@ -632,7 +657,7 @@ func (q queries) InsertJob(ctx context.Context, j store.Job) error {
 }
 
 func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
-	return q.write(ctx, oneRow("the update of job "+j.ID), `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
+	return q.writeSingle(ctx, oneRow("the update of job "+j.ID), `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
 			expiry_unix_us = $5, attempts = $6, reason = $7, updated_unix_us = $8,
 			claimable_unix_us = $9, ready_unix_us = $10, due = $11 WHERE id = $12`,
 		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
@@ -647,7 +672,7 @@ func (t *Tx) InsertEvent(ctx context.Context, e store.Event) error {
 	if !t.registered {
 		stmt = registerAndInsertEvent
 	}
-	err := t.write(ctx, nil, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	err := t.writeSingle(ctx, nil, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
 	if err == nil {
 		t.registered = true // held: if it fails, so does the transaction
 	}
