@@ -457,3 +457,78 @@ func TestAVerdictOfCompleteAndClaimNextIsTrueOfTheLeaseItIsAbout(t *testing.T) {
 		requireKind(t, l.Check(context.Background()), KindExpired)
 	})
 }
+
+// ownClockAuthority opens a fresh authority on its own clock (no test
+// seam: on PostgreSQL the server's), with production "p" whose lapsed
+// claims are claimable again at their expiry.
+func ownClockAuthority(t *testing.T) *Authority {
+	t.Helper()
+	a, err := Open(newLocation(t, "leases.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	_, err = a.CreateProductionWithPolicy("p", noBackoff)
+	require.NoError(t, err)
+	return a
+}
+
+// A claim of the next job promotes a delayed job whose time has come by the
+// authority's own clock, and takes it, alone or after a completion in the
+// same commit: a store may skip the promotion only when nothing is due.
+func TestAClaimOfTheNextJobTakesADelayedJobWhoseTimeHasComeOnTheAuthoritysOwnClock(t *testing.T) {
+	a := ownClockAuthority(t)
+	first, err := a.RequestJob("p", "", nil)
+	require.NoError(t, err)
+	l, err := a.Claim("p", "w", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, first, l.JobID())
+	delayed, err := a.RequestJobWith("p", "", nil, RequestOptions{Delay: 50 * time.Millisecond})
+	require.NoError(t, err)
+	time.Sleep(80 * time.Millisecond)
+	n, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
+	require.NoError(t, err)
+	require.NotNil(t, n, "the delayed job's time has come")
+	require.Equal(t, delayed, n.JobID())
+
+	alone, err := a.RequestJobWith("p", "", nil, RequestOptions{Delay: 50 * time.Millisecond})
+	require.NoError(t, err)
+	time.Sleep(80 * time.Millisecond)
+	m, err := a.Claim("p", "w", time.Hour)
+	require.NoError(t, err, "the delayed job's time has come")
+	require.Equal(t, alone, m.JobID())
+}
+
+// A claim of the next job ends a claim whose expiry has passed by the
+// authority's own clock and takes its job, alone or after a completion in
+// the same commit: a store may skip the lapsed claims' look only when none
+// has lapsed.
+func TestAClaimOfTheNextJobEndsALapsedClaimOnTheAuthoritysOwnClock(t *testing.T) {
+	a := ownClockAuthority(t)
+	ids := make([]string, 3)
+	for i := range ids {
+		id, err := a.RequestJob("p", "", nil)
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	short, err := a.Claim("p", "gone", 30*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, ids[0], short.JobID())
+	l, err := a.Claim("p", "w", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, ids[1], l.JobID())
+	time.Sleep(60 * time.Millisecond)
+	n, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
+	require.NoError(t, err)
+	require.NotNil(t, n)
+	require.Equal(t, ids[0], n.JobID(), "the lapsed claim's job comes first in claim order")
+	j, err := a.Job("p", ids[0])
+	require.NoError(t, err)
+	require.EqualValues(t, 2, j.Attempts)
+
+	short, err = a.Claim("p", "gone", 30*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, ids[2], short.JobID())
+	time.Sleep(60 * time.Millisecond)
+	m, err := a.Claim("p", "w", time.Hour)
+	require.NoError(t, err, "the claim on %s has lapsed", ids[2])
+	require.Equal(t, ids[2], m.JobID())
+}

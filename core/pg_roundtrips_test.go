@@ -345,3 +345,95 @@ func TestABackgroundPruningBatchTakesAtMostSixRoundTripsOnPostgreSQL(t *testing.
 		}
 	}
 }
+
+// statementsOf counts the statements the server ran in trips, besides the
+// transaction's BEGIN and COMMIT (as pg_stat_statements does in the
+// profile of docs/PERFORMANCE.md, section 11); a statement's preparation is
+// not one.
+func statementsOf(trips [][]string) int {
+	n := 0
+	for _, t := range trips {
+		for _, s := range t {
+			if strings.HasPrefix(s, "prepare ") || strings.HasPrefix(s, "BEGIN") || s == "COMMIT" {
+				continue
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// maxNextStatements is the bound on the statements of a worker loop's step
+// on PostgreSQL: the mark, the job's row, the attempt with the history's
+// trim (one statement), the job's update, the completion's event, the
+// production (with the claim's first sample and whether anything is due to
+// be promoted or lapsed), the next claimable job, the job's update, the
+// claim's event (with the pre-commit sample), the mark's update. Every
+// statement costs the server a bind, an execution and a message, however
+// little it does.
+const maxNextStatements = 10
+
+func TestAWorkerLoopStepSendsAtMostTenStatementsOnPostgreSQL(t *testing.T) {
+	proxy, location := newPGProxy(t, freshSchema(t))
+	a, err := Open(location)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	const warm, cycles = 3, 5
+	for i := 0; i < warm+cycles+1; i++ {
+		_, err := a.RequestJob("p", "", []byte("x"))
+		require.NoError(t, err)
+	}
+	l, err := a.Claim("p", "w", time.Minute)
+	require.NoError(t, err)
+	step := func() {
+		n, err := l.CompleteAndClaimNext(Facts{}, time.Minute)
+		require.NoError(t, err)
+		require.NotNil(t, n)
+		l = n
+	}
+	for i := 0; i < warm; i++ {
+		step()
+	}
+	for i := 0; i < cycles; i++ {
+		trips := proxy.count(step)
+		require.LessOrEqual(t, statementsOf(trips), maxNextStatements, "statements of one complete-and-claim-next:\n%s", describeTrips(trips))
+		require.LessOrEqual(t, len(trips), maxNextRoundTrips, "round trips of one complete-and-claim-next:\n%s", describeTrips(trips))
+	}
+}
+
+// maxCycleStatements is the bound on the statements of a lone claim and
+// completion on PostgreSQL: the claim's production (with the mark, the
+// first sample and whether anything is due to be promoted or lapsed), the
+// next claimable job, the job's update, the event (with the pre-commit
+// sample), the mark's update; the completion's mark, job row, attempt with
+// the history's trim, job update, event (with the pre-commit sample), mark
+// update.
+const maxCycleStatements = 11
+
+func TestAClaimToCompleteCycleSendsAtMostElevenStatementsOnPostgreSQL(t *testing.T) {
+	proxy, location := newPGProxy(t, freshSchema(t))
+	a, err := Open(location)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	const warm, cycles = 3, 5
+	for i := 0; i < warm+cycles; i++ {
+		_, err := a.RequestJob("p", "", []byte("x"))
+		require.NoError(t, err)
+	}
+	cycle := func() {
+		l, err := a.Claim("p", "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Complete(Facts{}))
+	}
+	for i := 0; i < warm; i++ {
+		cycle()
+	}
+	for i := 0; i < cycles; i++ {
+		trips := proxy.count(cycle)
+		require.LessOrEqual(t, statementsOf(trips), maxCycleStatements, "statements of one claim → complete:\n%s", describeTrips(trips))
+	}
+}

@@ -493,6 +493,11 @@ type Tx struct {
 	markAt      int
 	hasMark     bool
 	markRead    bool
+	// Whether the production a read took (ProductionByName) had, at the
+	// clock it sampled, a delayed job whose time had come or a claim whose
+	// expiry and backoff had passed, for the ClaimScan that comes next,
+	// under the same condition (no statement came between).
+	due dueHint
 	// The production's newest job and the store's newest event a read of
 	// a state's jobs took with them (JobsInState), for the NewestJobSeq and
 	// NewestEvent that come next, under the same condition.
@@ -510,6 +515,26 @@ type newestStash struct {
 	at         int
 	has        bool
 }
+
+// dueHint is what a production's read found of the work a claim's scan
+// does besides its look: none is true when no delayed job of production
+// was ready and no claim had lapsed at now, in the read's snapshot, taken
+// with statement number at of the connection.
+type dueHint struct {
+	production string
+	now        int64
+	at         int
+	none       bool
+	has        bool
+}
+
+// dueSQL is true when the production p has, at c.now, a delayed job whose
+// time has come (the promotion's work) or a claim whose expiry and backoff
+// have passed (the lapsed claims' look): the first entry of each of their
+// partial indexes, leases_jobs_delayed and leases_jobs_claimed_ready.
+const dueSQL = `(EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = p.id AND state = 'requested' AND NOT due
+		AND ready_unix_us <= c.now)
+	OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = p.id AND state = 'claimed' AND ready_unix_us <= c.now))`
 
 var _ store.Clock = (*Tx)(nil)
 
@@ -593,17 +618,25 @@ func (t *Tx) lockedRead(ctx context.Context, sql string, args ...any) (store.Job
 // Until the transaction has read the durable mark, the same statement reads
 // it too (before the clock, as HWM does), for the HWM that comes next: a
 // lone claim's first statement is then its production's read.
+//
+// The same statement reads, at that clock, whether the production has a
+// delayed job whose time has come or a lapsed claim (dueSQL), for the
+// ClaimScan that may come next: with neither, it sends only its look.
 func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Production, error) {
 	var p store.Production
 	var now, mark int64
-	dest := append(productionDest(&p), &now)
+	var due bool
+	dest := append(productionDest(&p), &now, &due)
 	withMark := !t.markRead
-	sql := `SELECT ` + productionColumns + `, ` + clockSQL + ` FROM leases_productions WHERE name = $1`
+	cols := `p.` + strings.ReplaceAll(productionColumns, `, `, `, p.`)
+	sql := `SELECT ` + cols + `, c.now, ` + dueSQL + `
+		FROM (SELECT ` + clockSQL + ` AS now) c, leases_productions p WHERE p.name = $1`
 	if withMark {
-		sql = `SELECT ` + productionColumns + `, (SELECT COALESCE(max(v), 0) FROM leases_hwm), ` + clockSQL + `
-			FROM leases_productions WHERE name = $1`
-		dest = append(dest[:len(dest)-1], &mark, &now)
+		sql = `SELECT ` + cols + `, (SELECT COALESCE(max(v), 0) FROM leases_hwm), c.now, ` + dueSQL + `
+			FROM (SELECT ` + clockSQL + ` AS now) c, leases_productions p WHERE p.name = $1`
+		dest = append(dest[:len(dest)-2], &mark, &now, &due)
 	}
+	t.due.has = false
 	if err := t.conn.QueryRow(ctx, sql, name).Scan(dest...); err != nil {
 		return store.Production{}, classify(err)
 	}
@@ -611,6 +644,7 @@ func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Productio
 	if withMark {
 		t.stashedMark, t.markAt, t.hasMark = mark, t.conn.sent, true
 	}
+	t.due = dueHint{production: p.ID, now: now, at: t.conn.sent, none: !due, has: true}
 	return p, nil
 }
 
@@ -695,8 +729,30 @@ func (t *Tx) NewestEvent(ctx context.Context) (int64, string, error) {
 // claims (locked), the promotion of due delayed jobs, and the next
 // claimable job (locked, with the clock once it is held, as NextClaimable).
 // The server runs them in order, so the look sees what the promotion made due.
+//
+// When the production's read just before it (no statement between) found,
+// at the same clock as now, no delayed job whose time had come and no
+// lapsed claim, it sends only the look: the promotion and the lapsed
+// claims' look would find nothing to do at now. Only a transaction that
+// commits between that read and the look could give them work (a job
+// delayed by a sample taken before now, a claim shorter than the time
+// between): one that commits after the look would give none either, and
+// the next claim finds it, as it would have then.
 func (t *Tx) ClaimScan(ctx context.Context, productionID string, now int64, lapseLimit, promoteLimit int) (store.ClaimScan, error) {
 	var sc store.ClaimScan
+	h := t.due
+	t.due.has = false
+	if h.has && h.none && h.at == t.conn.sent && h.production == productionID && h.now == now {
+		j, err := t.NextClaimable(ctx, productionID, now)
+		if errors.Is(err, store.ErrNoRow) {
+			return sc, nil
+		}
+		if err != nil {
+			return sc, err
+		}
+		sc.Next, sc.Found = j, true
+		return sc, nil
+	}
 	ctx, cancel := t.db.bounded(ctx)
 	defer cancel()
 	t.conn.sent++
