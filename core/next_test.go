@@ -532,3 +532,46 @@ func TestAClaimOfTheNextJobEndsALapsedClaimOnTheAuthoritysOwnClock(t *testing.T)
 	require.NoError(t, err, "the claim on %s has lapsed", ids[2])
 	require.Equal(t, ids[2], m.JobID())
 }
+
+// A worker loop's step records the completion's event before the claim's,
+// in seq order, on the authority's own clock (where a store may send both
+// events, and both jobs' updates, as one statement each), step after step.
+func TestAWorkerLoopStepRecordsTheCompletionsEventBeforeTheClaimsEvent(t *testing.T) {
+	a := ownClockAuthority(t)
+	ids := make([]string, 5)
+	for i := range ids {
+		id, err := a.RequestJob("p", "", nil)
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	l, err := a.Claim("p", "w", time.Hour)
+	require.NoError(t, err)
+	for i := 1; i < len(ids); i++ {
+		es, err := a.Events("p", 0)
+		require.NoError(t, err)
+		after := es[len(es)-1].Seq
+		n, err := l.CompleteAndClaimNext(Facts{}, time.Hour)
+		require.NoError(t, err)
+		require.NotNil(t, n)
+		require.Equal(t, ids[i], n.JobID())
+		es, err = a.Events("p", after)
+		require.NoError(t, err)
+		got := []string{}
+		for _, e := range es {
+			got = append(got, e.Kind+" "+e.JobID)
+		}
+		require.Equal(t, []string{"completed " + ids[i-1], "claimed " + ids[i]}, got, "step %d", i)
+		require.Equal(t, StateCompleted, mustJob(t, a, ids[i-1]).State)
+		require.Equal(t, StateClaimed, mustJob(t, a, ids[i]).State)
+		require.Equal(t, n.Expiry(), mustJob(t, a, ids[i]).Expiry)
+		l = n
+	}
+	require.NoError(t, l.Complete(Facts{}))
+}
+
+func mustJob(t *testing.T, a *Authority, id string) Job {
+	t.Helper()
+	j, err := a.Job("p", id)
+	require.NoError(t, err)
+	return j
+}

@@ -189,39 +189,45 @@ type txConn struct {
 }
 
 // heldWrite is a write sent with the next statement; check judges its tag.
-// single: it writes exactly one row (or check fails it), so a RETURNING
-// clause on it returns one row (Tx.Now).
+// rows: how many rows it writes exactly (or check fails it), so that a
+// RETURNING clause on it returns as many (Tx.Now); 0: not known. kind
+// says which writes of one flush may become one statement (held.go);
+// mayWait: no read sent ahead of it (queryRowAhead) can see what it
+// writes.
 type heldWrite struct {
-	sql    string
-	args   []any
-	check  func(pgconn.CommandTag) error
-	single bool
+	sql     string
+	args    []any
+	check   func(pgconn.CommandTag) error
+	rows    int
+	kind    heldKind
+	mayWait bool
 }
 
 const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 // hold queues a write for the next round trip.
 func (t *txConn) hold(check func(pgconn.CommandTag) error, sql string, args ...any) {
+	t.holdWrite(heldWrite{sql: sql, args: args, check: check})
+}
+
+// holdWrite queues w for the next round trip.
+func (t *txConn) holdWrite(w heldWrite) {
 	t.sent++
-	t.pending = append(t.pending, heldWrite{sql: sql, args: args, check: check})
+	t.pending = append(t.pending, w)
 }
 
-// holdSingle queues a write of exactly one row (heldWrite.single).
-func (t *txConn) holdSingle(check func(pgconn.CommandTag) error, sql string, args ...any) {
-	t.hold(check, sql, args...)
-	t.pending[len(t.pending)-1].single = true
-}
-
-// sampleInLast sends the held writes, the last of them (single) with the
-// server's clock in its RETURNING clause, and returns that clock: the
-// sample is taken when that write runs, once its row is written, after
-// every statement of the transaction before it, and the statement that
-// sent it alone would have come right after it with nothing between. A
-// failure of the write is a held write's (heldErr), as it would have been.
+// sampleInLast sends the held writes, the last of them (one whose rows are
+// known) with the server's clock in its RETURNING clause, and returns that
+// clock (the latest, if it wrote several rows): the sample is taken when
+// that write runs, once its rows are written, after every statement of the
+// transaction before it, and the statement that sent it alone would have
+// come right after it with nothing between. A failure of the write is a
+// held write's (heldErr), as it would have been.
 func (t *txConn) sampleInLast(ctx context.Context) (int64, error) {
 	ctx, cancel := t.db.bounded(ctx)
 	defer cancel()
 	t.sent++
+	t.pending = coalesce(t.pending)
 	last := t.pending[len(t.pending)-1]
 	t.pending = t.pending[:len(t.pending)-1]
 	br, err := t.pipeline(ctx, queued{last.sql + ` RETURNING ` + clockSQL, last.args})
@@ -237,10 +243,12 @@ func (t *txConn) sampleInLast(ctx context.Context) (int64, error) {
 			return err
 		}
 		for rows.Next() {
-			if err := rows.Scan(&now); err != nil {
+			var v int64
+			if err := rows.Scan(&v); err != nil {
 				rows.Close()
 				return err
 			}
+			now = max(now, v)
 			n++
 		}
 		if err := rows.Err(); err != nil {
@@ -251,8 +259,8 @@ func (t *txConn) sampleInLast(ctx context.Context) (int64, error) {
 				return err
 			}
 		}
-		if n != 1 {
-			return fmt.Errorf("a write of this transaction returned %d rows, not 1", n)
+		if n != last.rows {
+			return fmt.Errorf("a write of this transaction returned %d rows, not %d", n, last.rows)
 		}
 		return br.Close()
 	}()
@@ -262,9 +270,27 @@ func (t *txConn) sampleInLast(ctx context.Context) (int64, error) {
 	return now, nil
 }
 
-// lastSingle reports whether the last held write is single.
-func (t *txConn) lastSingle() bool {
-	return len(t.pending) > 0 && t.pending[len(t.pending)-1].single
+// lastReturns reports whether the last held write's rows are known.
+func (t *txConn) lastReturns() bool {
+	return len(t.pending) > 0 && t.pending[len(t.pending)-1].rows > 0
+}
+
+// queryRowAhead is QueryRow for a read that no held write whose mayWait is
+// set can change: when every held write may wait, it is sent alone, ahead
+// of them, and they wait for the next statement, where they may become
+// fewer statements (coalesce). Otherwise it is QueryRow.
+func (t *txConn) queryRowAhead(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !t.begun || len(t.pending) == 0 {
+		return t.QueryRow(ctx, sql, args...)
+	}
+	for _, w := range t.pending {
+		if !w.mayWait {
+			return t.QueryRow(ctx, sql, args...)
+		}
+	}
+	ctx, cancel := t.db.bounded(ctx)
+	t.sent++
+	return sawRow{row: t.c.QueryRow(ctx, sql, args...), t: t, end: cancel}
 }
 
 // oneRow is the check of a write that must change exactly one row.
@@ -291,7 +317,7 @@ func (t *txConn) pipeline(ctx context.Context, sqls ...queued) (pgx.BatchResults
 	if !t.begun {
 		b.Queue(beginSQL)
 	}
-	held := t.pending
+	held := coalesce(t.pending)
 	t.begun, t.pending = true, nil
 	for _, w := range held {
 		b.Queue(w.sql, w.args...)
@@ -580,7 +606,7 @@ func (t *Tx) Now(ctx context.Context) (int64, error) {
 			return t.startUS, nil
 		}
 	}
-	if t.conn.lastSingle() {
+	if t.conn.lastReturns() {
 		// The pre-commit sample, and any sample taken after a write: the
 		// statement before it takes it, one statement fewer. A sample is
 		// ordered by when its statement runs, and nothing of this
@@ -600,8 +626,14 @@ func (t *Tx) Now(ctx context.Context) (int64, error) {
 // for is fetched again (and its clock evaluated again) before it is
 // returned. No row: ErrNoRow, and no sample.
 func (t *Tx) lockedRead(ctx context.Context, sql string, args ...any) (store.Job, error) {
+	return t.lockedReadOn(t.conn.QueryRow, ctx, sql, args...)
+}
+
+// lockedReadOn is lockedRead sent by query (QueryRow, or queryRowAhead).
+func (t *Tx) lockedReadOn(query func(context.Context, string, ...any) pgx.Row, ctx context.Context,
+	sql string, args ...any) (store.Job, error) {
 	var now int64
-	j, err := scanJobAnd(t.conn.QueryRow(ctx, `SELECT j.*, `+clockSQL+` FROM (`+sql+`) j`, args...), &now)
+	j, err := scanJobAnd(query(ctx, `SELECT j.*, `+clockSQL+` FROM (`+sql+`) j`, args...), &now)
 	if err == nil {
 		t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
 	}
@@ -637,7 +669,9 @@ func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Productio
 		dest = append(dest[:len(dest)-2], &mark, &now, &due)
 	}
 	t.due.has = false
-	if err := t.conn.QueryRow(ctx, sql, name).Scan(dest...); err != nil {
+	// No held write of a completion or a failure changes what it reads
+	// (UpdateJob): it may go ahead of them.
+	if err := t.conn.queryRowAhead(ctx, sql, name).Scan(dest...); err != nil {
 		return store.Production{}, classify(err)
 	}
 	t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
@@ -743,7 +777,9 @@ func (t *Tx) ClaimScan(ctx context.Context, productionID string, now int64, laps
 	h := t.due
 	t.due.has = false
 	if h.has && h.none && h.at == t.conn.sent && h.production == productionID && h.now == now {
-		j, err := t.NextClaimable(ctx, productionID, now)
+		// No held write of a completion or a failure changes which job is
+		// due (UpdateJob): the look may go ahead of them.
+		j, err := t.lockedReadOn(t.conn.queryRowAhead, ctx, nextClaimableSQL+` FOR UPDATE SKIP LOCKED`, productionID)
 		if errors.Is(err, store.ErrNoRow) {
 			return sc, nil
 		}

@@ -56,11 +56,14 @@ const insertEvent = `INSERT INTO leases_events (at_unix_us, production_id, job_i
 
 // registerAndInsertEvent is the first event of a transaction: the insert
 // reads the row of reg, so both locks are held before its number is drawn.
-var registerAndInsertEvent = `WITH reg AS (SELECT pg_advisory_xact_lock_shared(` +
-	strconv.Itoa(int(writersLockSpace)) + `, hashtext(current_schema())) AS w,
-		pg_advisory_xact_lock_shared(nextval('leases_event_seq')) AS r)
+var registerAndInsertEvent = registerEvents + `
 	INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail)
 	SELECT $1, $2, $3, $4, $5, $6, $7 FROM reg`
+
+// registerEvents is the registration's CTE, reg.
+var registerEvents = `WITH reg AS (SELECT pg_advisory_xact_lock_shared(` +
+	strconv.Itoa(int(writersLockSpace)) + `, hashtext(current_schema())) AS w,
+		pg_advisory_xact_lock_shared(nextval('leases_event_seq')) AS r)`
 
 // registeredFloor is the least number drawn by a running writer of this
 // schema (NULL when none runs). Its bigint advisory locks show as classid
@@ -161,15 +164,14 @@ func (q queries) write(ctx context.Context, check func(pgconn.CommandTag) error,
 	return nil
 }
 
-// writeSingle is write for a write of exactly one row: one insert, or an
-// update that check fails unless it changed one row. A transaction may
-// send the clock's next sample with it (Tx.Now).
-func (q queries) writeSingle(ctx context.Context, check func(pgconn.CommandTag) error, sql string, args ...any) error {
+// writeHeld is write for a write a transaction holds as w (heldWrite: its
+// rows, its kind, whether a read may go ahead of it).
+func (q queries) writeHeld(ctx context.Context, w heldWrite) error {
 	if t, ok := q.q.(*txConn); ok {
-		t.holdSingle(check, sql, args...)
+		t.holdWrite(w)
 		return nil
 	}
-	return q.write(ctx, check, sql, args...)
+	return q.write(ctx, w.check, w.sql, w.args...)
 }
 
 // productionColumns are read by scanProduction.
@@ -465,8 +467,8 @@ func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) e
 		}
 		return q.write(ctx, nil, trimAttemptsSQL, a.JobID, keep)
 	}
-	return q.write(ctx, nil, insertAttemptSQL,
-		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason, keep-1)
+	return q.writeHeld(ctx, heldWrite{sql: insertAttemptSQL, mayWait: true, args: []any{
+		a.JobID, a.Number, a.Worker, a.ClaimedAt, a.EndedAt, a.Ending, a.Reason, keep - 1}})
 }
 
 // hasClaimableAt is claim-next's condition at now (an expression), read
@@ -656,23 +658,33 @@ func (q queries) InsertJob(ctx context.Context, j store.Job) error {
 	return classify(err)
 }
 
+// UpdateJob writes the job's row. A completion's or a failure's (the job
+// leaves a claim for good) may wait behind a read sent ahead
+// (queryRowAhead): neither a production's read nor the look for the next
+// due job can see the row of a job that was claimed and will not be
+// requested again.
 func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
-	return q.writeSingle(ctx, oneRow("the update of job "+j.ID), `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
-			expiry_unix_us = $5, attempts = $6, reason = $7, updated_unix_us = $8,
-			claimable_unix_us = $9, ready_unix_us = $10, due = $11 WHERE id = $12`,
-		j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
-		j.ClaimableAt, j.ReadyAt, j.Due, j.ID)
+	return q.writeHeld(ctx, heldWrite{sql: updateJobSQL, rows: 1, kind: heldJobUpdate,
+		mayWait: j.State == store.StateCompleted || j.State == store.StateFailed,
+		check:   oneRow("the update of job " + j.ID),
+		args: []any{j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
+			j.ClaimableAt, j.ReadyAt, j.Due, j.ID}})
 }
+
+const updateJobSQL = `UPDATE leases_jobs SET state = $1, claim_hash = $2, worker = $3, claimed_unix_us = $4,
+	expiry_unix_us = $5, attempts = $6, reason = $7, updated_unix_us = $8,
+	claimable_unix_us = $9, ready_unix_us = $10, due = $11 WHERE id = $12`
 
 // InsertEvent appends an event; its seq is drawn from leases_event_seq (the
 // column's identity sequence) now, while the transaction holds its job row.
 // The transaction's first event registers it as a writer.
 func (t *Tx) InsertEvent(ctx context.Context, e store.Event) error {
-	stmt := insertEvent
+	w := heldWrite{sql: insertEvent, rows: 1, kind: heldEvent, mayWait: true,
+		args: []any{e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail}}
 	if !t.registered {
-		stmt = registerAndInsertEvent
+		w.sql, w.kind = registerAndInsertEvent, heldRegEvent
 	}
-	err := t.writeSingle(ctx, nil, stmt, e.At, e.ProductionID, e.JobID, e.Kind, e.Worker, e.Expiry, e.Detail)
+	err := t.writeHeld(ctx, w)
 	if err == nil {
 		t.registered = true // held: if it fails, so does the transaction
 	}
