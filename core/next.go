@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/libleases/libleases/core/store"
 )
 
 // CompleteAndClaimNext completes the lease with f, as Complete does, and
@@ -49,6 +51,11 @@ func (l *Lease) completeAndClaimNext(ctx context.Context, f Facts, d time.Durati
 	var claimErr error // the claim half's refusal, in the last attempt
 	err = l.transitionOf(ctx, "completed", func(g *guard) error {
 		next, claimErr = nil, nil // a retried transaction chooses again
+		// The claim reads its production right after the completion reads
+		// its job: a store may send both reads at once.
+		if ra, ok := g.tx.(store.ReadAhead); ok {
+			ra.ProductionAhead(l.production)
+		}
 		if err := completeIn(g, l, f); err != nil {
 			return err
 		}

@@ -108,6 +108,18 @@ type Clock interface {
 	Now(ctx context.Context) (int64, error)
 }
 
+// ReadAhead is implemented by a Tx that can send a read the operation will
+// need with the statement before it. ProductionAhead says that the
+// transaction's next read of a job by id (JobByID) is followed, usually
+// with nothing else the server must answer in between, by a read of the
+// production named name (ProductionByName): the store may read the
+// production in the same round trip as the job, and answer
+// ProductionByName from that read (with its clock sample, as it answers
+// its own reads' samples) if nothing was sent between.
+type ReadAhead interface {
+	ProductionAhead(name string)
+}
+
 // Watcher is implemented by a Backend that can tell that a change was
 // committed by another connection, process or host, without writing and
 // without taking any writer lock. Watch starts watching and returns a

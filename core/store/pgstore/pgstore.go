@@ -186,6 +186,7 @@ type txConn struct {
 	broken  bool // a session failure or a deadline: close, do not pool (session.go)
 	pending []heldWrite
 	sent    int // statements sent or held so far: a stashed sample is only as fresh as this count
+	trips   int // round trips sent so far
 }
 
 // heldWrite is a write sent with the next statement; check judges its tag.
@@ -290,7 +291,18 @@ func (t *txConn) queryRowAhead(ctx context.Context, sql string, args ...any) pgx
 	}
 	ctx, cancel := t.db.bounded(ctx)
 	t.sent++
+	t.trips++
 	return sawRow{row: t.c.QueryRow(ctx, sql, args...), t: t, end: cancel}
+}
+
+// mayWaitAll reports whether every held write may wait (heldWrite.mayWait).
+func (t *txConn) mayWaitAll() bool {
+	for _, w := range t.pending {
+		if !w.mayWait {
+			return false
+		}
+	}
+	return true
 }
 
 // oneRow is the check of a write that must change exactly one row.
@@ -306,6 +318,7 @@ func oneRow(what string) func(pgconn.CommandTag) error {
 // direct reports whether sql can go alone: begun, nothing held.
 func (t *txConn) direct() bool {
 	t.sent++
+	t.trips++
 	return t.begun && len(t.pending) == 0
 }
 
@@ -319,6 +332,7 @@ func (t *txConn) pipeline(ctx context.Context, sqls ...queued) (pgx.BatchResults
 	}
 	held := coalesce(t.pending)
 	t.begun, t.pending = true, nil
+	t.trips++
 	for _, w := range held {
 		b.Queue(w.sql, w.args...)
 	}
@@ -524,6 +538,10 @@ type Tx struct {
 	// expiry and backoff had passed, for the ClaimScan that comes next,
 	// under the same condition (no statement came between).
 	due dueHint
+	// The production a job's read is to read in its round trip
+	// (ProductionAhead), and what it read (aheadRead).
+	aheadName string
+	ahead     aheadRead
 	// The production's newest job and the store's newest event a read of
 	// a state's jobs took with them (JobsInState), for the NewestJobSeq and
 	// NewestEvent that come next, under the same condition.
@@ -540,6 +558,18 @@ type newestStash struct {
 	eventJob   string
 	at         int
 	has        bool
+}
+
+// aheadRead is a production's read sent with a job's (ProductionAhead):
+// the row, the clock it sampled and its dueSQL, as read in round trip
+// trips of the connection.
+type aheadRead struct {
+	p     store.Production
+	now   int64
+	due   bool
+	at    time.Time
+	trips int
+	has   bool
 }
 
 // dueHint is what a production's read found of the work a claim's scan
@@ -655,23 +685,30 @@ func (t *Tx) lockedReadOn(query func(context.Context, string, ...any) pgx.Row, c
 // delayed job whose time has come or a lapsed claim (dueSQL), for the
 // ClaimScan that may come next: with neither, it sends only its look.
 func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	t.due.has = false
+	if r := t.ahead; r.has && t.markRead && r.p.Name == name && r.trips == t.conn.trips && t.conn.mayWaitAll() &&
+		time.Since(r.at) < startFresh {
+		// Read with the job before it, and nothing reached the server
+		// since: its sample is the last the server took (the held writes
+		// in between wait for a later round trip, and change nothing it
+		// read).
+		t.ahead.has = false
+		t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = r.now, t.conn.sent, r.at, true
+		t.due = dueHint{production: r.p.ID, now: r.now, at: t.conn.sent, none: !r.due, has: true}
+		return r.p, nil
+	}
+	t.ahead.has = false
 	var p store.Production
 	var now, mark int64
 	var due bool
 	dest := append(productionDest(&p), &now, &due)
 	withMark := !t.markRead
-	cols := `p.` + strings.ReplaceAll(productionColumns, `, `, `, p.`)
-	sql := `SELECT ` + cols + `, c.now, ` + dueSQL + `
-		FROM (SELECT ` + clockSQL + ` AS now) c, leases_productions p WHERE p.name = $1`
 	if withMark {
-		sql = `SELECT ` + cols + `, (SELECT COALESCE(max(v), 0) FROM leases_hwm), c.now, ` + dueSQL + `
-			FROM (SELECT ` + clockSQL + ` AS now) c, leases_productions p WHERE p.name = $1`
 		dest = append(dest[:len(dest)-2], &mark, &now, &due)
 	}
-	t.due.has = false
 	// No held write of a completion or a failure changes what it reads
 	// (UpdateJob): it may go ahead of them.
-	if err := t.conn.queryRowAhead(ctx, sql, name).Scan(dest...); err != nil {
+	if err := t.conn.queryRowAhead(ctx, productionSQL(withMark), name).Scan(dest...); err != nil {
 		return store.Production{}, classify(err)
 	}
 	t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
@@ -682,9 +719,67 @@ func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Productio
 	return p, nil
 }
 
-// JobByID reads the job's row locked, with the clock once it is held.
+// productionSQL is ProductionByName's read ($1 the name): the production,
+// the mark (withMark), the clock and dueSQL at that clock.
+func productionSQL(withMark bool) string {
+	cols := `p.` + strings.ReplaceAll(productionColumns, `, `, `, p.`)
+	mark := ``
+	if withMark {
+		mark = `(SELECT COALESCE(max(v), 0) FROM leases_hwm), `
+	}
+	return `SELECT ` + cols + `, ` + mark + `c.now, ` + dueSQL + `
+		FROM (SELECT ` + clockSQL + ` AS now) c, leases_productions p WHERE p.name = $1`
+}
+
+// ProductionAhead: the next JobByID reads the production named name in its
+// round trip, after the job (store.ReadAhead).
+func (t *Tx) ProductionAhead(name string) { t.aheadName = name }
+
+const jobByIDSQL = `SELECT j.*, ` + clockSQL + ` FROM (SELECT ` + jobColumns + ` FROM leases_jobs WHERE id = $1 FOR UPDATE) j`
+
+// JobByID reads the job's row locked, with the clock once it is held; and
+// after it, in the same round trip, the production ProductionAhead named,
+// with its own clock sample (taken after the job's), for the
+// ProductionByName that follows.
 func (t *Tx) JobByID(ctx context.Context, id string) (store.Job, error) {
-	return t.lockedRead(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE id = $1 FOR UPDATE`, id)
+	name := t.aheadName
+	t.aheadName, t.ahead.has = "", false
+	if name == "" || !t.markRead {
+		return t.lockedRead(ctx, `SELECT `+jobColumns+` FROM leases_jobs WHERE id = $1 FOR UPDATE`, id)
+	}
+	ctx, cancel := t.db.bounded(ctx)
+	defer cancel()
+	t.conn.sent += 2
+	br, err := t.conn.pipeline(ctx, queued{jobByIDSQL, []any{id}}, queued{productionSQL(false), []any{name}})
+	if err != nil {
+		return store.Job{}, err
+	}
+	var j store.Job
+	var r aheadRead
+	err = func() error {
+		defer br.Close()
+		var now int64
+		j, err = scanJobAnd(br.QueryRow(), &now)
+		if err != nil {
+			return err
+		}
+		t.lockedUS, t.lockedAt, t.lockedTime, t.hasLocked = now, t.conn.sent, time.Now(), true
+		err = br.QueryRow().Scan(append(productionDest(&r.p), &r.now, &r.due)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // ProductionByName reads again, and answers
+		}
+		if err != nil {
+			return classify(err)
+		}
+		r.at, r.trips, r.has = time.Now(), t.conn.trips, true
+		return nil
+	}()
+	if err != nil {
+		t.hasLocked = false
+		return store.Job{}, t.conn.saw(err)
+	}
+	t.ahead = r
+	return j, nil
 }
 
 // NextClaimable takes the first due job in claim order that no other
