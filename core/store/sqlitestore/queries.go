@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/libleases/libleases/core/store"
 )
@@ -52,6 +53,9 @@ type queries struct {
 	g    *group        // tx's group, told of failed statements (group.note)
 	file *fileIdentity // checked before each read on the pool (BeginWrite checks a tx's)
 	proj *projector    // counts the events a tx records (projector.go)
+	// ran counts the statements a tx runs (DB.WriteStatements); BEGIN,
+	// SAVEPOINT, RELEASE and COMMIT are not counted.
+	ran *atomic.Int64
 }
 
 func (q queries) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
@@ -64,6 +68,9 @@ func (q queries) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
 	st, err := q.st.get(ctx, text)
 	if err != nil || q.tx == nil {
 		return st, err
+	}
+	if q.ran != nil {
+		q.ran.Add(1)
 	}
 	return q.tx.StmtContext(ctx, st), nil
 }
