@@ -517,6 +517,7 @@ type Tx struct {
 	first bool
 	path  string   // the database's, for its doorbells (bells.go)
 	rings []string // productions whose doorbells ring once it committed
+	read  txReads  // what it read that it may answer again (reads.go)
 	queries
 }
 
