@@ -454,6 +454,7 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	// group's end does.
 	undo := func() {
 		tx.Rollback()
+		s.writer.txEnded()
 		if lowered && !s.writer.setLevel(conn, s.sync) {
 			s.writer.discard(conn)
 		}

@@ -34,12 +34,16 @@ func write(t *testing.T, s *DB, fn func(tx store.Tx)) {
 	require.NoError(t, tx.Commit())
 }
 
-// prepared tells whether the statement text ever ran on s.
+// prepared tells whether the statement text ever ran on s: in a read on
+// the pool, or in a write transaction on the writer connection.
 func prepared(s *DB, text string) bool {
 	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
 	_, ok := s.st.m[text]
-	return ok
+	s.st.mu.Unlock()
+	s.writer.mu.Lock()
+	_, inTx := s.writer.stmts[text]
+	s.writer.mu.Unlock()
+	return ok || inTx
 }
 
 // requested is a requested job of pid, due or delayed until ready.
