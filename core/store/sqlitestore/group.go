@@ -203,6 +203,7 @@ func (g *group) end() {
 	if !failed && g.restore != "" && !s.writer.setLevel(g.conn, g.restore) {
 		failed = true // never let the next writer commit at NORMAL
 	}
+	s.writer.txEnded()
 	if failed {
 		s.writer.discard(g.conn)
 	}

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/libleases/libleases/core/store"
 )
 
-// stmtCache prepares each statement once per database handle; database/sql
-// then keeps it prepared on every connection that runs it, so SQLite parses
-// and plans each statement once per connection instead of once per call.
+// stmtCache prepares each statement of the pool's reads once per database
+// handle; database/sql then keeps it prepared on every connection that runs
+// it, so SQLite parses and plans each statement once per connection instead
+// of once per call. A write transaction's statements are prepared on the
+// writer connection instead (writerConn.stmt).
 type stmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
@@ -52,6 +55,9 @@ type queries struct {
 	g    *group        // tx's group, told of failed statements (group.note)
 	file *fileIdentity // checked before each read on the pool (BeginWrite checks a tx's)
 	proj *projector    // counts the events a tx records (projector.go)
+	// ran counts the statements a tx runs (DB.WriteStatements); BEGIN,
+	// SAVEPOINT, RELEASE and COMMIT are not counted.
+	ran *atomic.Int64
 }
 
 func (q queries) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
@@ -61,9 +67,25 @@ func (q queries) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
 			return nil, err
 		}
 	}
+	if q.tx == nil {
+		return q.st.get(ctx, text)
+	}
+	if q.ran != nil {
+		q.ran.Add(1)
+	}
+	if q.g != nil {
+		// On the writer connection, which is in the group's transaction
+		// (writerConn.stmt); never once the group has ended, when the
+		// connection is in none.
+		if q.g.ended() {
+			return nil, sql.ErrTxDone
+		}
+		st, err := q.g.s.writer.stmt(ctx, q.g.conn, text)
+		return st, classify(err)
+	}
 	st, err := q.st.get(ctx, text)
-	if err != nil || q.tx == nil {
-		return st, err
+	if err != nil {
+		return nil, err
 	}
 	return q.tx.StmtContext(ctx, st), nil
 }

@@ -45,8 +45,9 @@ type DB struct {
 	writer  *writerConn  // the connection this handle's writes run on (writers.go)
 	closing atomic.Bool  // Close has begun: no writer joins an open group any more
 	busy    time.Duration
-	sync    string     // the synchronous level every commit runs at, but a redoable one's (store.Redoable)
-	proj    *projector // projects the event log's indexes in the background (projector.go)
+	sync    string       // the synchronous level every commit runs at, but a redoable one's (store.Redoable)
+	proj    *projector   // projects the event log's indexes in the background (projector.go)
+	ran     atomic.Int64 // statements run in write transactions (WriteStatements)
 	queries
 }
 
@@ -424,8 +425,15 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 }
 
 func (s *DB) member(ctx context.Context, g *group, first bool) *Tx {
-	return &Tx{g: g, ctx: ctx, first: first, path: s.path, queries: queries{st: s.st, tx: g.tx, g: g, proj: s.proj}}
+	return &Tx{g: g, ctx: ctx, first: first, path: s.path,
+		queries: queries{st: s.st, tx: g.tx, g: g, proj: s.proj, ran: &s.ran}}
 }
+
+// WriteStatements is how many statements the handle's write transactions
+// have run since it was opened (the projector's included), besides BEGIN,
+// the group's savepoints and COMMIT: a count for diagnostics, the tests
+// and the benchmarks (statements per commit).
+func (s *DB) WriteStatements() int64 { return s.ran.Load() }
 
 // begin sends BEGIN IMMEDIATE for a writer holding the turn alone, and
 // opens the group that writers of the handle queued behind it may join.
@@ -446,6 +454,7 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	// group's end does.
 	undo := func() {
 		tx.Rollback()
+		s.writer.txEnded()
 		if lowered && !s.writer.setLevel(conn, s.sync) {
 			s.writer.discard(conn)
 		}
@@ -509,6 +518,7 @@ type Tx struct {
 	first bool
 	path  string   // the database's, for its doorbells (bells.go)
 	rings []string // productions whose doorbells ring once it committed
+	read  txReads  // what it read that it may answer again (reads.go)
 	queries
 }
 

@@ -34,12 +34,16 @@ func write(t *testing.T, s *DB, fn func(tx store.Tx)) {
 	require.NoError(t, tx.Commit())
 }
 
-// prepared tells whether the statement text ever ran on s.
+// prepared tells whether the statement text ever ran on s: in a read on
+// the pool, or in a write transaction on the writer connection.
 func prepared(s *DB, text string) bool {
 	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
 	_, ok := s.st.m[text]
-	return ok
+	s.st.mu.Unlock()
+	s.writer.mu.Lock()
+	_, inTx := s.writer.stmts[text]
+	s.writer.mu.Unlock()
+	return ok || inTx
 }
 
 // requested is a requested job of pid, due or delayed until ready.
@@ -104,4 +108,72 @@ func TestTheUsualClaimLooksWithOneStatementAndTheOthersRunOnlyWhenNeeded(t *test
 	for _, text := range []string{lapsedClaimsSQL, promoteDueSQL, nextClaimableSQL} {
 		require.True(t, prepared(s, text), text)
 	}
+}
+
+// A write transaction answers a production it read again without a
+// statement (an edit's claims read it once), but never as it was before
+// the transaction's own change of it.
+func TestAProductionReadAgainInAWriteTransactionShowsTheTransactionsOwnChanges(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	write(t, s, func(tx store.Tx) {
+		p, err := tx.ProductionByName(ctx, "p")
+		require.NoError(t, err)
+		before := s.WriteStatements()
+		again, err := tx.ProductionByName(ctx, "p")
+		require.NoError(t, err)
+		require.Equal(t, p, again)
+		require.Equal(t, before, s.WriteStatements(), "read again without a statement")
+
+		pol := store.Policy{MaxAttempts: 7, BackoffBaseUS: 2, BackoffCapUS: 3, JitterPercent: 4}
+		require.NoError(t, tx.UpdatePolicy(ctx, "pid", pol))
+		p, err = tx.ProductionByName(ctx, "p")
+		require.NoError(t, err)
+		require.Equal(t, pol, p.Policy)
+
+		ret := store.Retention{CompletedUS: 5, EventsUS: 6}
+		require.NoError(t, tx.UpdateRetention(ctx, "pid", ret))
+		p, err = tx.ProductionByName(ctx, "p")
+		require.NoError(t, err)
+		require.Equal(t, ret, p.Retention)
+
+		require.NoError(t, tx.DeleteProduction(ctx, "pid"))
+		_, err = tx.ProductionByName(ctx, "p")
+		require.ErrorIs(t, err, store.ErrNoRow)
+
+		require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: "pid2", Name: "p", CreatedAt: 9}))
+		p, err = tx.ProductionByName(ctx, "p")
+		require.NoError(t, err)
+		require.Equal(t, "pid2", p.ID)
+	})
+}
+
+// The mark a production's read takes with it (a claim's first statement)
+// answers the HWM that follows only when no statement came between: then
+// it is the mark, under the writer lock.
+func TestTheMarkReadWithAProductionIsTheMarkOnlyUntilTheNextStatement(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	write(t, s, func(tx store.Tx) { require.NoError(t, tx.SetHWM(ctx, 100)) })
+	write(t, s, func(tx store.Tx) {
+		_, err := tx.ProductionByName(ctx, "p")
+		require.NoError(t, err)
+		before := s.WriteStatements()
+		hwm, err := tx.HWM(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 100, hwm)
+		require.Equal(t, before, s.WriteStatements(), "the mark came with the production")
+		require.NoError(t, tx.SetHWM(ctx, 200))
+		hwm, err = tx.HWM(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 200, hwm)
+	})
+	write(t, s, func(tx store.Tx) {
+		_, err := tx.ProductionByName(ctx, "p")
+		require.NoError(t, err)
+		require.NoError(t, tx.SetHWM(ctx, 300)) // a statement between
+		hwm, err := tx.HWM(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 300, hwm)
+	})
 }

@@ -191,6 +191,64 @@ type writerConn struct {
 	mu     sync.Mutex
 	conn   *sql.Conn // nil until the first write, and after a discard
 	closed bool
+	// stmts are the statements prepared on conn, by text (stmt).
+	stmts map[string]*sql.Stmt
+	// inTx: a transaction is open on conn, from its BEGIN to the end of
+	// its group (txEnded); close waits for it (ended) before it closes
+	// the statements, which must be closed before their connection.
+	inTx  bool
+	ended *sync.Cond
+}
+
+// stmt is text prepared on c, the writer connection, once: a write
+// transaction's statements run on the connection itself, which is in the
+// transaction, with no per-statement copy for the transaction
+// (sql.Tx.StmtContext: a lock, an allocation and a registration each) and
+// no goroutine per query watching the transaction's context, which the
+// group's own context (it ends only once the group has) would need. A
+// connection discarded meanwhile answers sql.ErrConnDone.
+func (w *writerConn) stmt(ctx context.Context, c *sql.Conn, text string) (*sql.Stmt, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn != c || c == nil {
+		return nil, sql.ErrConnDone
+	}
+	if st, ok := w.stmts[text]; ok {
+		return st, nil
+	}
+	st, err := c.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	if w.stmts == nil {
+		w.stmts = map[string]*sql.Stmt{}
+	}
+	w.stmts[text] = st
+	return st, nil
+}
+
+// forgetStmts closes the statements prepared on the connection, which is
+// in no transaction; w.mu is held. A connection database/sql closed by
+// itself (a driver answer of ErrBadConn) has taken SQLite's statements
+// with it: they are dropped, never closed again.
+func (w *writerConn) forgetStmts() {
+	if w.conn != nil && w.conn.Raw(func(any) error { return nil }) == nil {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}
+	w.stmts = nil
+}
+
+// txEnded records that the transaction open on the connection has ended
+// (its group's end, or a BEGIN that opened none).
+func (w *writerConn) txEnded() {
+	w.mu.Lock()
+	w.inTx = false
+	if w.ended != nil {
+		w.ended.Broadcast()
+	}
+	w.mu.Unlock()
 }
 
 // begin sends BEGIN IMMEDIATE on the writer connection, opening one first
@@ -219,6 +277,9 @@ func (w *writerConn) begin(ctx context.Context, lowered bool, level string) (*sq
 		}
 		tx, err := c.BeginTx(ctx, nil)
 		if err == nil {
+			w.mu.Lock()
+			w.inTx = true
+			w.mu.Unlock()
 			return tx, c, nil
 		}
 		gone := errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)
@@ -266,6 +327,7 @@ func (w *writerConn) setLevel(c *sql.Conn, level string) bool {
 func (w *writerConn) discard(c *sql.Conn) {
 	w.mu.Lock()
 	if w.conn == c {
+		w.forgetStmts()
 		w.conn = nil
 	}
 	w.mu.Unlock()
@@ -277,6 +339,15 @@ func (w *writerConn) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
+	// A transaction still open on the connection ends first, as closing
+	// the connection alone would wait for it.
+	if w.ended == nil {
+		w.ended = sync.NewCond(&w.mu)
+	}
+	for w.inTx {
+		w.ended.Wait()
+	}
+	w.forgetStmts()
 	if w.conn != nil {
 		w.conn.Close()
 		w.conn = nil

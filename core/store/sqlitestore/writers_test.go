@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -344,4 +345,64 @@ func TestABrokenWriterConnectionIsReplacedAndTheNextWriteSucceeds(t *testing.T) 
 		require.Equal(t, map[string]bool{"after": true}, productionNames(t, s), "the interrupted transaction left its writes")
 		require.Zero(t, s.writers.waiting())
 	})
+}
+
+// A write transaction's statements run on the writer connection itself,
+// prepared there once: never once the transaction has ended, when the
+// connection is in none and a statement would commit on its own.
+func TestAStatementOfAWriteTransactionThatHasEndedFailsAndWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := openWriters(t, filepath.Join(t.TempDir(), "ended.db"), time.Minute)
+	for i, end := range []func(store.Tx) error{store.Tx.Commit, store.Tx.Rollback} {
+		tx, err := s.BeginWrite(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: fmt.Sprint("in", i), CreatedAt: 1}))
+		require.NoError(t, end(tx))
+		require.Error(t, tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: "after", CreatedAt: 1}))
+	}
+	require.False(t, productionNames(t, s)["after"], "a statement ran after its transaction ended")
+}
+
+// Closing a handle while a write transaction runs waits for it to end,
+// then closes the statements prepared on the writer connection and the
+// connection: the write commits whole, and nothing crashes.
+func TestClosingAHandleWhileAWriteRunsWaitsForItAndLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "closing.db")
+	s, err := Open(path, Options{Synchronous: "NORMAL", BusyTimeout: time.Minute}, func() int64 { return 0 })
+	require.NoError(t, err)
+	markedWrite(t, s, "before") // statements prepared on the writer connection
+	tx, err := s.BeginWrite(ctx)
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for s.closing.Load() == false {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a write transaction ran", err)
+	default:
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		err := tx.InsertProduction(ctx, store.Production{ID: uuid.NewString(), Name: "during", CreatedAt: 1})
+		if _, rerr := tx.JobByID(ctx, "none"); err == nil && !errors.Is(rerr, store.ErrNoRow) {
+			err = rerr
+		}
+		if err == nil {
+			err = tx.Commit()
+		}
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write transaction could not go on while Close waited for it")
+	}
+	require.NoError(t, <-closed)
+	again := openWriters(t, path, time.Minute)
+	require.Equal(t, map[string]bool{"before": true, "during": true}, productionNames(t, again))
 }
