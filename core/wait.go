@@ -465,14 +465,23 @@ func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waite
 		if now, err = a.observedNow(ctx); err != nil {
 			return false, err
 		}
-		if now >= mark {
+		la, oneRead := a.b.(store.LookerAt)
+		switch {
+		case now < mark: // the claim answers clock_regressed
+		case oneRead:
+			// One read after the sample (SQLite): an idle waiter, which
+			// every commit that rang no doorbell makes look, reads twice.
+			if found, at, ok, err = la.LookAt(ctx, productionID, now); err != nil {
+				return false, storageErr("look for a claimable job", err)
+			}
+		default:
 			if found, err = a.b.HasClaimable(ctx, productionID, now); err != nil {
 				return false, storageErr("look for a claimable job", err)
 			}
-		}
-		if !found && now >= mark {
-			if at, ok, err = a.b.NextWakeAt(ctx, productionID); err != nil {
-				return false, storageErr("look for the next claim expiry", err)
+			if !found {
+				if at, ok, err = a.b.NextWakeAt(ctx, productionID); err != nil {
+					return false, storageErr("look for the next claim expiry", err)
+				}
 			}
 		}
 	}

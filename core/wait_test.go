@@ -710,3 +710,57 @@ func TestAWaiterIsNotWokenByCommitsToAnotherProduction(t *testing.T) {
 	require.LessOrEqual(t, looks.looks.Load()-settled, allowed,
 		"looks of a waiter of p while another handle made %d commits of each kind to production busy", commits)
 }
+
+// readCounter counts a waiter's reads of the store: the mark, and what a
+// look reads after its clock sample.
+type readCounter struct {
+	store.Backend
+	marks, reads atomic.Int64
+}
+
+func (b *readCounter) HWM(ctx context.Context) (int64, error) {
+	b.marks.Add(1)
+	b.reads.Add(1)
+	return b.Backend.HWM(ctx)
+}
+
+func (b *readCounter) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	b.reads.Add(1)
+	return b.Backend.HasClaimable(ctx, productionID, now)
+}
+
+func (b *readCounter) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	b.reads.Add(1)
+	return b.Backend.NextWakeAt(ctx, productionID)
+}
+
+func (b *readCounter) LookAt(ctx context.Context, productionID string, now int64) (bool, int64, bool, error) {
+	b.reads.Add(1)
+	return b.Backend.(interface {
+		LookAt(context.Context, string, int64) (bool, int64, bool, error)
+	}).LookAt(ctx, productionID, now)
+}
+
+// A look on a clock read on this host (SQLite) is two reads of the store:
+// the mark, and, after the clock sample, whether a job is claimable at that
+// time together with the next time one becomes claimable by itself. An
+// idle SQLite waiter looks after every commit that rang no doorbell (at
+// most once a second), so each read it saves is saved every second.
+func TestALookOnAClockReadOnThisHostIsTwoReadsOfTheStore(t *testing.T) {
+	longSafetyPoll(t)
+	a, err := Open(filepath.Join(t.TempDir(), "leases.db"))
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	reads := &readCounter{Backend: a.b}
+	a.b = reads
+	for i := 0; i < 3; i++ {
+		a.waits.hub.Invalidate() // each wait looks
+		_, err := a.ClaimWait(context.Background(), "p", "w", time.Minute, 5*time.Millisecond)
+		requireKind(t, err, KindNothingToClaim)
+	}
+	looks, n := reads.marks.Load(), reads.reads.Load()
+	require.GreaterOrEqual(t, looks, int64(3), "every wait looked")
+	require.Equal(t, 2*looks, n, "%d looks read the store %d times", looks, n)
+}

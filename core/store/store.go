@@ -132,6 +132,14 @@ type Looker interface {
 	Look(ctx context.Context, productionID string) (now, mark int64, claimable bool, wakeAt int64, hasWake bool, err error)
 }
 
+// LookerAt is implemented by a Backend whose clock is read on this host
+// (the embedded SQLite store): after the mark and the clock sample, it
+// answers the rest of a waiting claim's look in one read — HasClaimable at
+// now, and NextWakeAt.
+type LookerAt interface {
+	LookAt(ctx context.Context, productionID string, now int64) (claimable bool, wakeAt int64, hasWake bool, err error)
+}
+
 // Run runs fn on a goroutine of its own until the returned stop is called;
 // stop ends fn's context and returns once fn has returned. It is a watcher's
 // Watch made of its loop.

@@ -513,6 +513,15 @@ func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bo
 	return v.Int64, v.Valid, classify(err)
 }
 
+// LookAt is HasClaimable at now and NextWakeAt in one statement: a waiting
+// claim's look after its sample of the clock (store.LookerAt).
+func (q queries) LookAt(ctx context.Context, productionID string, now int64) (bool, int64, bool, error) {
+	var has bool
+	var v sql.NullInt64
+	err := q.queryRow(ctx, lookAtSQL, productionID, now).Scan(&has, &v)
+	return has, v.Int64, v.Valid, classify(err)
+}
+
 // The waiting claim's statements.
 const (
 	hasClaimableSQL = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_due
@@ -527,6 +536,7 @@ const (
 		UNION ALL
 		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_claimed_ready
 			WHERE production_id = ?1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
+	lookAtSQL = `SELECT (` + hasClaimableSQL + `), (` + nextWakeAtSQL + `)`
 )
 
 // pruneEventsSQL is a production's events after a seq: the projected ones
