@@ -283,7 +283,9 @@ type Reader interface {
 	// (promotion decides what is due); a server store skips locked rows.
 	NextClaimable(ctx context.Context, productionID string, now int64) (Job, error)
 	// HasClaimable reports whether NextClaimable would find a job, without
-	// reading it (a waiting claim's look). Its condition is NextClaimable's.
+	// reading it (a waiting claim's look). Its condition is NextClaimable's,
+	// or that the production no longer exists (deleted while a claim waited
+	// on it, by its id): the claim that follows then answers not_found.
 	HasClaimable(ctx context.Context, productionID string, now int64) (bool, error)
 	// NextWakeAt is the earliest instant (unix µs, on the authority's
 	// clock) at which a job of the production can become claimable without

@@ -497,7 +497,8 @@ const trimAttemptsSQL = `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELEC
 // path's partial indexes without a row: a due job, a delayed job whose time
 // has come (promotion makes it due), or a claim whose expiry and backoff have
 // passed (it may also be a last attempt, which the claim ends dead: a look
-// may wake for nothing, never sleep through a job).
+// may wake for nothing, never sleep through a job). A production that no
+// longer exists answers true too: the claim that follows says not_found.
 func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
 	var has bool
 	err := q.queryRow(ctx, hasClaimableSQL, productionID, now).Scan(&has)
@@ -529,7 +530,8 @@ const (
 		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_delayed
 			WHERE production_id = ?1 AND state = 'requested' AND due = 0 AND ready_unix_us <= ?2)
 		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claimed_ready
-			WHERE production_id = ?1 AND state = 'claimed' AND ready_unix_us <= ?2)`
+			WHERE production_id = ?1 AND state = 'claimed' AND ready_unix_us <= ?2)
+		OR NOT EXISTS (SELECT 1 FROM productions WHERE id = ?1)`
 	nextWakeAtSQL = `SELECT min(r) FROM (
 		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_delayed
 			WHERE production_id = ?1 AND state = 'requested' AND due = 0 ORDER BY ready_unix_us LIMIT 1) AS r
