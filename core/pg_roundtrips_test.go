@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/libleases/libleases/core/internal/wake"
 	"github.com/libleases/libleases/core/store"
 	"github.com/stretchr/testify/require"
 )
@@ -435,5 +436,53 @@ func TestAClaimToCompleteCycleSendsAtMostElevenStatementsOnPostgreSQL(t *testing
 	for i := 0; i < cycles; i++ {
 		trips := proxy.count(cycle)
 		require.LessOrEqual(t, statementsOf(trips), maxCycleStatements, "statements of one claim → complete:\n%s", describeTrips(trips))
+	}
+}
+
+// countAll runs fn and returns every round trip made meanwhile, the pool's
+// pings included.
+func (p *pgProxy) countAll(fn func()) [][]string {
+	p.mu.Lock()
+	p.counting, p.trips = true, nil
+	p.mu.Unlock()
+	fn()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counting = false
+	return p.trips
+}
+
+// An idle waiter on PostgreSQL costs one round trip per look, the safety
+// poll's: the pool does not ping a connection that idled past a second
+// before the look runs on it (a look on a connection the server ended is
+// run again on a fresh one, so the ping was a second round trip for
+// nothing).
+func TestAnIdleWaiterOnPostgreSQLLooksInOneRoundTripWithNoPingBefore(t *testing.T) {
+	proxy, location := newPGProxy(t, freshSchema(t))
+	a, err := Open(location)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	// Looks 1.2–1.8 s apart (the poll, jittered): the pool's connections
+	// idle longer than the second after which pgxpool pings by default.
+	a.waits.hub = wake.New(1500 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.ClaimWait(ctx, "p", "w", time.Minute, time.Hour)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // its first looks and the watcher's start are past
+	trips := proxy.countAll(func() { time.Sleep(4 * time.Second) })
+	cancel()
+	requireKind(t, <-done, KindInterrupted)
+	require.GreaterOrEqual(t, len(trips), 2, "the safety poll looked at least twice in 4 s:\n%s", describeTrips(trips))
+	for _, trip := range trips {
+		for _, st := range trip {
+			require.True(t, strings.HasPrefix(strings.TrimPrefix(st, "prepare "), "SELECT c.now,"),
+				"an idle waiter's round trips are its looks, and nothing else:\n%s", describeTrips(trips))
+		}
 	}
 }

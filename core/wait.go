@@ -77,6 +77,7 @@ type waitroom struct {
 
 	mu     sync.Mutex
 	quiet  map[string]quietClock // per production, its last look that found nothing
+	ids    map[string]string     // production name → id, while someone waits (and watchLinger after)
 	users  int
 	stop   func() // the running watcher's
 	clock  *clockstep.Sub
@@ -91,7 +92,8 @@ func newWaitroom(b store.Backend) *waitroom {
 	if w != nil && !w.MissesChanges() {
 		safety *= reliableSafetyPolls
 	}
-	return &waitroom{hub: wake.New(safety), watcher: w, quiet: map[string]quietClock{}, tick: make(chan struct{})}
+	return &waitroom{hub: wake.New(safety), watcher: w, quiet: map[string]quietClock{}, ids: map[string]string{},
+		tick: make(chan struct{})}
 }
 
 // quietClock is when a look found nothing: on this host's monotonic clock,
@@ -116,6 +118,33 @@ func (r *waitroom) forget(productionID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.quiet, productionID)
+}
+
+// productionID is the id of the production named name that a wait looked
+// up while the waitroom was in use (someone waited, or did within
+// watchLinger): a caller that waits in slices looks it up once, not once a
+// slice. Every look checks that the production still exists (a look that
+// does not find it goes to the claim, which looks it up by name and answers
+// not_found), and a look that finds something drops the entry.
+func (r *waitroom) productionID(name string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.ids[name]
+	return id, ok
+}
+
+func (r *waitroom) knowProduction(name, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.users > 0 && !r.closed {
+		r.ids[name] = id
+	}
+}
+
+func (r *waitroom) forgetProduction(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.ids, name)
 }
 
 // stale reports whether the last look at productionID that found nothing
@@ -241,6 +270,7 @@ func (r *waitroom) idle() {
 		return
 	}
 	r.stop, r.clock, r.linger = nil, nil, nil
+	clear(r.ids) // nobody looks at them any more: the next wait looks them up
 	r.mu.Unlock()
 	if clock != nil {
 		clock.Cancel() // not under mu: its report takes mu
@@ -319,10 +349,15 @@ func (a *Authority) ClaimWait(ctx context.Context, production, worker string, d,
 }
 
 func (a *Authority) claimWaiting(ctx context.Context, production, worker string, d, wait time.Duration) (*Lease, error) {
-	p, err := productionByName(ctx, a.b, production)
-	if err != nil {
-		return nil, err
+	id, known := a.waits.productionID(production)
+	if !known {
+		p, err := productionByName(ctx, a.b, production)
+		if err != nil {
+			return nil, err
+		}
+		id = p.ID
 	}
+	p := store.Production{ID: id, Name: production}
 	w, look, err := a.waits.hub.Join(p.ID)
 	if err != nil {
 		return nil, errf(KindClosed, "authority is closed")
@@ -330,6 +365,9 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 	local := a.clockIsLocal()
 	a.waits.enter(local, a.seam.Load() != nil)
 	defer a.waits.leave()
+	if !known {
+		a.waits.knowProduction(production, id)
+	}
 	passOn := false
 	defer func() { w.Leave(passOn) }()
 	bound := time.NewTimer(wait)
@@ -347,6 +385,9 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 				return nil, a.closedOr(err)
 			}
 			if found {
+				// The claim looks the production up by name: it may be
+				// gone (not_found), or another of that name.
+				a.waits.forgetProduction(production)
 				l, err := a.claimOne(ctx, production, "", worker, d)
 				if err == nil {
 					passOn = true // more jobs may be there
@@ -413,6 +454,7 @@ func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.W
 	if !found {
 		return nil, nothing
 	}
+	a.waits.forgetProduction(production)
 	l, err := a.claimOne(ctx, production, "", worker, d)
 	if err != nil && KindOf(err) == KindNothingToClaim {
 		return nil, nothing
@@ -465,14 +507,23 @@ func (a *Authority) look(ctx context.Context, productionID string, w *wake.Waite
 		if now, err = a.observedNow(ctx); err != nil {
 			return false, err
 		}
-		if now >= mark {
+		la, oneRead := a.b.(store.LookerAt)
+		switch {
+		case now < mark: // the claim answers clock_regressed
+		case oneRead:
+			// One read after the sample (SQLite): an idle waiter, which
+			// every commit that rang no doorbell makes look, reads twice.
+			if found, at, ok, err = la.LookAt(ctx, productionID, now); err != nil {
+				return false, storageErr("look for a claimable job", err)
+			}
+		default:
 			if found, err = a.b.HasClaimable(ctx, productionID, now); err != nil {
 				return false, storageErr("look for a claimable job", err)
 			}
-		}
-		if !found && now >= mark {
-			if at, ok, err = a.b.NextWakeAt(ctx, productionID); err != nil {
-				return false, storageErr("look for the next claim expiry", err)
+			if !found {
+				if at, ok, err = a.b.NextWakeAt(ctx, productionID); err != nil {
+					return false, storageErr("look for the next claim expiry", err)
+				}
 			}
 		}
 	}

@@ -710,3 +710,139 @@ func TestAWaiterIsNotWokenByCommitsToAnotherProduction(t *testing.T) {
 	require.LessOrEqual(t, looks.looks.Load()-settled, allowed,
 		"looks of a waiter of p while another handle made %d commits of each kind to production busy", commits)
 }
+
+// readCounter counts a waiter's reads of the store: the mark, and what a
+// look reads after its clock sample.
+type readCounter struct {
+	store.Backend
+	marks, reads atomic.Int64
+}
+
+func (b *readCounter) HWM(ctx context.Context) (int64, error) {
+	b.marks.Add(1)
+	b.reads.Add(1)
+	return b.Backend.HWM(ctx)
+}
+
+func (b *readCounter) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	b.reads.Add(1)
+	return b.Backend.HasClaimable(ctx, productionID, now)
+}
+
+func (b *readCounter) NextWakeAt(ctx context.Context, productionID string) (int64, bool, error) {
+	b.reads.Add(1)
+	return b.Backend.NextWakeAt(ctx, productionID)
+}
+
+func (b *readCounter) LookAt(ctx context.Context, productionID string, now int64) (bool, int64, bool, error) {
+	b.reads.Add(1)
+	return b.Backend.(interface {
+		LookAt(context.Context, string, int64) (bool, int64, bool, error)
+	}).LookAt(ctx, productionID, now)
+}
+
+// A look on a clock read on this host (SQLite) is two reads of the store:
+// the mark, and, after the clock sample, whether a job is claimable at that
+// time together with the next time one becomes claimable by itself. An
+// idle SQLite waiter looks after every commit that rang no doorbell (at
+// most once a second), so each read it saves is saved every second.
+func TestALookOnAClockReadOnThisHostIsTwoReadsOfTheStore(t *testing.T) {
+	longSafetyPoll(t)
+	a, err := Open(filepath.Join(t.TempDir(), "leases.db"))
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	reads := &readCounter{Backend: a.b}
+	a.b = reads
+	for i := 0; i < 3; i++ {
+		a.waits.hub.Invalidate() // each wait looks
+		_, err := a.ClaimWait(context.Background(), "p", "w", time.Minute, 5*time.Millisecond)
+		requireKind(t, err, KindNothingToClaim)
+	}
+	looks, n := reads.marks.Load(), reads.reads.Load()
+	require.GreaterOrEqual(t, looks, int64(3), "every wait looked")
+	require.Equal(t, 2*looks, n, "%d looks read the store %d times", looks, n)
+}
+
+// lookupCounter counts the lookups of a production by name.
+type lookupCounter struct {
+	store.Backend
+	lookups atomic.Int64
+}
+
+func (b *lookupCounter) ProductionByName(ctx context.Context, name string) (store.Production, error) {
+	b.lookups.Add(1)
+	return b.Backend.ProductionByName(ctx, name)
+}
+
+// A caller that waits in slices (the bindings, 100 ms; Python's worker
+// loop, 1 s) keeps its production's id between them: a slice costs no
+// lookup by name (on PostgreSQL a round trip each), only what a long wait
+// costs. A production deleted meanwhile is still found out by the next look
+// (TestAWaitEndsNotFoundWhenItsProductionIsDeletedWhileItWaits).
+func TestWaitingInSlicesLooksUpTheProductionOnce(t *testing.T) {
+	longSafetyPoll(t)
+	f := newFixture(t)
+	lookups := &lookupCounter{Backend: f.a.b}
+	f.a.b = lookups
+	bg := context.Background()
+	for i := 0; i < 20; i++ {
+		_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
+		requireKind(t, err, KindNothingToClaim)
+	}
+	require.EqualValues(t, 1, lookups.lookups.Load(), "20 slices looked the production up")
+	id := f.request(1)[0] // the slices still see a commit, and claim
+	l, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, id, l.JobID())
+}
+
+// A look that no longer finds its production (deleted, through any handle
+// or process) hands over to the claim, which answers not_found: a waiter,
+// or a caller waiting in slices, learns it as it learns of any change.
+func TestAWaitEndsNotFoundWhenItsProductionIsDeletedWhileItWaits(t *testing.T) {
+	for _, sliced := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one wait", true: "slices"}[sliced], func(t *testing.T) {
+			location := newLocation(t, "leases.db")
+			a, err := Open(location)
+			require.NoError(t, err)
+			defer a.Close()
+			_, err = a.CreateProduction("gone")
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			waiting := make(chan struct{})
+			go func() {
+				if !sliced {
+					close(waiting)
+					_, err := a.ClaimWait(context.Background(), "gone", "w", time.Minute, time.Hour)
+					done <- err
+					return
+				}
+				for i := 0; ; i++ {
+					_, err := a.ClaimWait(context.Background(), "gone", "w", time.Minute, 100*time.Millisecond)
+					if i == 0 {
+						close(waiting)
+					}
+					if KindOf(err) != KindNothingToClaim {
+						done <- err
+						return
+					}
+				}
+			}()
+			<-waiting
+			time.Sleep(200 * time.Millisecond)
+			other, err := Open(location) // another handle deletes it: nothing rings
+			require.NoError(t, err)
+			defer other.Close()
+			_, err = other.DeleteProduction(context.Background(), "gone", "")
+			require.NoError(t, err)
+			select {
+			case err := <-done:
+				requireKind(t, err, KindNotFound)
+			case <-time.After(wakeBound):
+				t.Fatal("the waiter did not learn that its production was deleted")
+			}
+		})
+	}
+}

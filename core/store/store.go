@@ -144,6 +144,14 @@ type Looker interface {
 	Look(ctx context.Context, productionID string) (now, mark int64, claimable bool, wakeAt int64, hasWake bool, err error)
 }
 
+// LookerAt is implemented by a Backend whose clock is read on this host
+// (the embedded SQLite store): after the mark and the clock sample, it
+// answers the rest of a waiting claim's look in one read — HasClaimable at
+// now, and NextWakeAt.
+type LookerAt interface {
+	LookAt(ctx context.Context, productionID string, now int64) (claimable bool, wakeAt int64, hasWake bool, err error)
+}
+
 // Run runs fn on a goroutine of its own until the returned stop is called;
 // stop ends fn's context and returns once fn has returned. It is a watcher's
 // Watch made of its loop.
@@ -287,7 +295,9 @@ type Reader interface {
 	// (promotion decides what is due); a server store skips locked rows.
 	NextClaimable(ctx context.Context, productionID string, now int64) (Job, error)
 	// HasClaimable reports whether NextClaimable would find a job, without
-	// reading it (a waiting claim's look). Its condition is NextClaimable's.
+	// reading it (a waiting claim's look). Its condition is NextClaimable's,
+	// or that the production no longer exists (deleted while a claim waited
+	// on it, by its id): the claim that follows then answers not_found.
 	HasClaimable(ctx context.Context, productionID string, now int64) (bool, error)
 	// NextWakeAt is the earliest instant (unix µs, on the authority's
 	// clock) at which a job of the production can become claimable without

@@ -116,6 +116,7 @@ func Open(location string, opts Options) (*DB, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	cfg.ShouldPing = shouldPing
 	if !strings.HasPrefix(cfg.ConnConfig.Host, "/") { // a Unix socket has no keepalive
 		cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout)
 	}

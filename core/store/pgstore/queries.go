@@ -476,12 +476,14 @@ func (q queries) InsertAttempt(ctx context.Context, a store.Attempt, keep int) e
 // due job, a delayed job whose time has come (promotion makes it due), or a
 // claim whose expiry and backoff have passed (it may also be a last attempt,
 // which the claim ends dead: a look may wake for nothing, never sleep through
-// a job).
+// a job). A production that no longer exists answers true too: the claim
+// that follows says not_found.
 func hasClaimableAt(now string) string {
 	return `EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'requested' AND due)
 		OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'requested' AND NOT due
 			AND ready_unix_us <= ` + now + `)
-		OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'claimed' AND ready_unix_us <= ` + now + `)`
+		OR EXISTS (SELECT 1 FROM leases_jobs WHERE production_id = $1 AND state = 'claimed' AND ready_unix_us <= ` + now + `)
+		OR NOT EXISTS (SELECT 1 FROM leases_productions WHERE id = $1)`
 }
 
 // HasClaimable takes no lock: it answers a look, and decides nothing.

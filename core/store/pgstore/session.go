@@ -107,6 +107,27 @@ func (db *DB) bounded(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, db.bound)
 }
 
+// rerunKey marks the context of a read that poolQ runs again on a fresh
+// connection when its own connection turns out dead (a session failure):
+// such a read needs no ping of the connection first.
+type rerunKey struct{}
+
+// rerun is the context of a statement poolQ runs again after a session
+// failure.
+func rerun(ctx context.Context) context.Context { return context.WithValue(ctx, rerunKey{}, true) }
+
+// shouldPing is the pool's check before it hands out a connection: pgx's
+// default (a connection idle for more than a second is pinged first, one
+// round trip), except for a statement that is run again on a fresh
+// connection when its own is dead anyway. An idle waiter's look every
+// second would otherwise cost two round trips, the ping and the look.
+func shouldPing(ctx context.Context, p pgxpool.ShouldPingParams) bool {
+	if ctx.Value(rerunKey{}) != nil {
+		return false
+	}
+	return p.IdleDuration > time.Second
+}
+
 // ---- statements of a write transaction --------------------------------------
 
 // saw notes a failed statement of the transaction: after a session failure
@@ -163,7 +184,7 @@ type poolQ struct{ db *DB }
 
 func (p poolQ) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	for attempt := 0; ; attempt++ {
-		bctx, cancel := p.db.bounded(ctx)
+		bctx, cancel := p.db.bounded(rerun(ctx))
 		tag, err := p.db.pool.Exec(bctx, sql, args...)
 		cancel()
 		if attempt == 0 && p.retry(err) {
@@ -186,7 +207,7 @@ type poolRow struct {
 
 func (r poolRow) Scan(dest ...any) error {
 	for attempt := 0; ; attempt++ {
-		bctx, cancel := r.p.db.bounded(r.ctx)
+		bctx, cancel := r.p.db.bounded(rerun(r.ctx))
 		err := r.p.db.pool.QueryRow(bctx, r.sql, r.args...).Scan(dest...)
 		cancel()
 		if attempt == 0 && r.p.retry(err) {
@@ -200,7 +221,7 @@ func (r poolRow) Scan(dest ...any) error {
 // connection is found (and the read run again) before any row is seen.
 func (p poolQ) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	for attempt := 0; ; attempt++ {
-		bctx, cancel := p.db.bounded(ctx)
+		bctx, cancel := p.db.bounded(rerun(ctx))
 		rows, err := p.db.pool.Query(bctx, sql, args...)
 		if err == nil {
 			if rows.Next() {

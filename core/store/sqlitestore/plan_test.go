@@ -20,7 +20,7 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 	defer s.Close()
 	args := map[string][]any{"next": {"p"}, "promote": {"p", 5, 1000}, "lapsed": {"p", 5, 64}, "next wake": {"p"},
 		"has claimable": {"p", 5}, "insert attempt": {"j", 1, "w", 1, 2, "released", ""},
-		"next with looks": {"p", 5}}
+		"next with looks": {"p", 5}, "look at": {"p", 5}}
 	plans := map[string]string{
 		"next":          `EXPLAIN QUERY PLAN ` + nextClaimableSQL,
 		"promote":       `EXPLAIN QUERY PLAN ` + promoteDueSQL,
@@ -30,6 +30,7 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 		// EXPLAIN runs nothing: no attempt of an unknown job is written.
 		"insert attempt":  `EXPLAIN QUERY PLAN ` + insertAttemptSQL,
 		"next with looks": `EXPLAIN QUERY PLAN ` + nextWithLooksSQL,
+		"look at":         `EXPLAIN QUERY PLAN ` + lookAtSQL,
 	}
 	// The best due job is the first entry of jobs_due (no sort: delayed
 	// jobs and claims are not in it); promotion and lapses read a range of
@@ -52,6 +53,13 @@ func TestClaimingUsesIndexesAndNeverScansUnexpiredClaims(t *testing.T) {
 		"next with looks": {"SEARCH jobs USING INDEX jobs_due (production_id=?)",
 			"USING COVERING INDEX jobs_delayed (production_id=? AND ready_unix_us<?)",
 			"USING COVERING INDEX jobs_claimed_ready (production_id=? AND ready_unix_us<?)"},
+		// A waiter's look after its clock sample: the has-claimable probes
+		// and the next wake's first entries, in one statement.
+		"look at": {"USING COVERING INDEX jobs_due (production_id=?)",
+			"USING COVERING INDEX jobs_delayed (production_id=? AND ready_unix_us<?)",
+			"USING COVERING INDEX jobs_claimed_ready (production_id=? AND ready_unix_us<?)",
+			"SEARCH jobs USING COVERING INDEX jobs_delayed (production_id=?)",
+			"SEARCH jobs USING COVERING INDEX jobs_claimed_ready (production_id=?)"},
 	}
 	for name, q := range plans {
 		rows, err := s.db.QueryContext(context.Background(), q, args[name]...)

@@ -519,7 +519,8 @@ const trimAttemptsSQL = `DELETE FROM attempts WHERE job_id = ?1 AND id <= (SELEC
 // path's partial indexes without a row: a due job, a delayed job whose time
 // has come (promotion makes it due), or a claim whose expiry and backoff have
 // passed (it may also be a last attempt, which the claim ends dead: a look
-// may wake for nothing, never sleep through a job).
+// may wake for nothing, never sleep through a job). A production that no
+// longer exists answers true too: the claim that follows says not_found.
 func (q queries) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
 	var has bool
 	err := q.queryRow(ctx, hasClaimableSQL, productionID, now).Scan(&has)
@@ -535,6 +536,15 @@ func (q queries) NextWakeAt(ctx context.Context, productionID string) (int64, bo
 	return v.Int64, v.Valid, classify(err)
 }
 
+// LookAt is HasClaimable at now and NextWakeAt in one statement: a waiting
+// claim's look after its sample of the clock (store.LookerAt).
+func (q queries) LookAt(ctx context.Context, productionID string, now int64) (bool, int64, bool, error) {
+	var has bool
+	var v sql.NullInt64
+	err := q.queryRow(ctx, lookAtSQL, productionID, now).Scan(&has, &v)
+	return has, v.Int64, v.Valid, classify(err)
+}
+
 // The waiting claim's statements.
 const (
 	hasClaimableSQL = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_due
@@ -542,13 +552,15 @@ const (
 		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_delayed
 			WHERE production_id = ?1 AND state = 'requested' AND due = 0 AND ready_unix_us <= ?2)
 		OR EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claimed_ready
-			WHERE production_id = ?1 AND state = 'claimed' AND ready_unix_us <= ?2)`
+			WHERE production_id = ?1 AND state = 'claimed' AND ready_unix_us <= ?2)
+		OR NOT EXISTS (SELECT 1 FROM productions WHERE id = ?1)`
 	nextWakeAtSQL = `SELECT min(r) FROM (
 		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_delayed
 			WHERE production_id = ?1 AND state = 'requested' AND due = 0 ORDER BY ready_unix_us LIMIT 1) AS r
 		UNION ALL
 		SELECT (SELECT ready_unix_us FROM jobs INDEXED BY jobs_claimed_ready
 			WHERE production_id = ?1 AND state = 'claimed' ORDER BY ready_unix_us LIMIT 1))`
+	lookAtSQL = `SELECT (` + hasClaimableSQL + `), (` + nextWakeAtSQL + `)`
 )
 
 // pruneEventsSQL is a production's events after a seq: the projected ones

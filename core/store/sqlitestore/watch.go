@@ -231,17 +231,16 @@ func unrung(ctx context.Context, ev writeEvents, r *shmReader, changed func(stri
 			return false
 		case <-t.C:
 		}
-		for { // the writes reported meanwhile
-			wrote, err := ev.wait(time.Now().Add(time.Millisecond))
-			if err != nil {
-				if ctx.Err() == nil {
-					poll(ctx, r, changed)
-				}
-				return false
+		// The writes reported meanwhile, as they stand: waiting a moment
+		// for more would be a second wake-up of the process.
+		wrote, err := ev.drain()
+		if err != nil {
+			if ctx.Err() == nil {
+				poll(ctx, r, changed)
 			}
-			if !wrote {
-				break
-			}
+			return false
+		}
+		if wrote {
 			lastWrite = time.Now()
 		}
 		now := time.Now()
@@ -295,6 +294,9 @@ type writeEvents interface {
 	// files (true), at deadline (false; zero: none), or with an error once
 	// closed or broken.
 	wait(deadline time.Time) (bool, error)
+	// drain takes the events reported so far, without waiting for more,
+	// and says whether any was one that wait reports as true.
+	drain() (bool, error)
 	close()
 }
 

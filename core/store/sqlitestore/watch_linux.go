@@ -48,6 +48,44 @@ func (e *inotifyEvents) wait(deadline time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return e.parse(n)
+}
+
+// drain reads the events queued on the (non-blocking) descriptor until
+// none is left, without arming the poller or a timer.
+func (e *inotifyEvents) drain() (bool, error) {
+	rc, err := e.f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	ours := false
+	for {
+		var n int
+		var rerr error
+		if err := rc.Control(func(fd uintptr) { n, rerr = syscall.Read(int(fd), e.buf) }); err != nil {
+			return ours, err // closed
+		}
+		switch {
+		case rerr == syscall.EINTR:
+			continue
+		case rerr == syscall.EAGAIN:
+			return ours, nil
+		case rerr != nil:
+			return ours, rerr
+		case n == 0:
+			return ours, errors.New("the inotify descriptor reported end of file")
+		}
+		got, err := e.parse(n)
+		ours = ours || got
+		if err != nil {
+			return ours, err
+		}
+	}
+}
+
+// parse reads the first n bytes of buf: whether an event concerns the
+// database's files, or says that the directory is no longer watched.
+func (e *inotifyEvents) parse(n int) (bool, error) {
 	ours := false
 	for off := 0; off+syscall.SizeofInotifyEvent <= n; {
 		mask := binary.NativeEndian.Uint32(e.buf[off+4:])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,4 +193,60 @@ func TestACommitThatMayMakeAJobClaimableIsReportedAsItsProductions(t *testing.T)
 	for len(changes) > 0 {
 		require.NotEqual(t, "p2", <-changes, "a transaction that did not commit rang")
 	}
+}
+
+// timedEvents is a writeEvents that reports one write, then none, and
+// counts the waits with a deadline the watcher makes (each a timer
+// wake-up of the process when nothing comes).
+type timedEvents struct {
+	first bool
+	timed int
+	calls chan struct{}
+}
+
+func (e *timedEvents) wait(deadline time.Time) (bool, error) {
+	defer func() { e.calls <- struct{}{} }()
+	if !e.first {
+		e.first = true
+		return true, nil
+	}
+	if !deadline.IsZero() {
+		e.timed++
+		time.Sleep(time.Until(deadline))
+		return false, nil
+	}
+	select {} // no more writes: the test ends the watcher
+}
+
+func (e *timedEvents) drain() (bool, error) {
+	e.calls <- struct{}{}
+	return false, nil
+}
+
+func (e *timedEvents) close() {}
+
+// While doorbells are heard, the watcher reads the header after writes at
+// most every foreignEvery; when it wakes for that, it takes the writes
+// reported while it slept as they stand, without waiting a moment longer
+// for more: one wake-up of the process per reading, not two (an idle
+// waiter's process pays every wake-up, every second while another
+// production of the file is busy).
+func TestTheWatcherGathersTheWritesReportedWhileItSleptWithoutWaitingForMore(t *testing.T) {
+	old := foreignEvery
+	foreignEvery = 5 * time.Millisecond
+	t.Cleanup(func() { foreignEvery = old })
+	ev := &timedEvents{calls: make(chan struct{}, 100)}
+	r := shmReader{path: filepath.Join(t.TempDir(), "none.db-shm"), db: heldDB(t)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		unrung(ctx, ev, &r, func(string) {}, new(atomic.Bool))
+	}()
+	for i := 0; i < 6; i++ { // the write, then readings a foreignEvery apart
+		testwait.Receive(t, ev.calls, testwait.EventuallyBound, "the watcher's next look at its events")
+	}
+	cancel()
+	<-done
+	require.Zero(t, ev.timed, "the watcher waited for more writes after it woke")
 }
