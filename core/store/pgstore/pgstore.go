@@ -722,6 +722,16 @@ func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Productio
 // productionSQL is ProductionByName's read ($1 the name): the production,
 // the mark (withMark), the clock and dueSQL at that clock.
 func productionSQL(withMark bool) string {
+	if withMark {
+		return productionWithMarkText
+	}
+	return productionText
+}
+
+// The production's reads, built once.
+var productionText, productionWithMarkText = buildProductionSQL(false), buildProductionSQL(true)
+
+func buildProductionSQL(withMark bool) string {
 	cols := `p.` + strings.ReplaceAll(productionColumns, `, `, `, p.`)
 	mark := ``
 	if withMark {
