@@ -77,3 +77,11 @@ func TestAMergedWriteNumbersEachOfItsArgumentsOnceWhateverItsRowCount(t *testing
 	require.Contains(t, eventsSQL(2, true), registerEvents)
 	require.NotContains(t, eventsSQL(2, false), registerEvents)
 }
+
+// A held job update that changes no row fails naming the job, and one that
+// changes its row passes.
+func TestAHeldJobUpdateThatChangesNoRowFailsNamingItsJob(t *testing.T) {
+	check := oneRowOf("the update of job ", "j1")
+	require.EqualError(t, check(pgconn.NewCommandTag("UPDATE 0")), "the update of job j1 changed 0 rows, not 1")
+	require.NoError(t, check(pgconn.NewCommandTag("UPDATE 1")))
+}

@@ -315,6 +315,16 @@ func oneRow(what string) func(pgconn.CommandTag) error {
 	}
 }
 
+// oneRowOf is oneRow for what+id, built only when the check fails.
+func oneRowOf(what, id string) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%s%s changed %d rows, not 1", what, id, tag.RowsAffected())
+		}
+		return nil
+	}
+}
+
 // direct reports whether sql can go alone: begun, nothing held.
 func (t *txConn) direct() bool {
 	t.sent++
