@@ -15,10 +15,36 @@ const MinKeepAliveInterval = time.Millisecond
 // the interval (and never less than keepAliveRetry).
 const keepAliveRetry = 10 * time.Millisecond
 
-// keeper is a running renewer.
+// keeper is a renewer. Its goroutine starts at the first renewal's time
+// (start fires then): a lease settled sooner, as most are, never has one,
+// and stopping it costs no goroutine handoff. Stopped before it fires, the
+// renewer never runs and its stopper ends it (ended).
 type keeper struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	start  *time.Timer
+}
+
+// ended is what a renewer's end does: the lease forgets it, the authority
+// no longer stops it, and its stopper learns that it ended (done).
+func (k *keeper) ended(l *Lease) {
+	l.smu.Lock()
+	if l.keeper == k {
+		l.keeper = nil
+	}
+	l.smu.Unlock()
+	l.a.unkeep(l)
+	close(k.done)
+}
+
+// stopNow makes a renewer that has not started start at once, to find its
+// context cancelled and end; l.smu is held. A stop that found the timer
+// pending prevented its run, so the renewer still runs exactly once, and a
+// stopper that stops it again first ends it itself.
+func (k *keeper) stopNow() {
+	if k.start != nil && k.start.Stop() {
+		k.start.Reset(0)
+	}
 }
 
 // KeepAliveOption adjusts KeepAlive.
@@ -85,6 +111,7 @@ func (l *Lease) markLost(why error) {
 	close(l.lost)
 	if l.keeper != nil {
 		l.keeper.cancel()
+		l.keeper.stopNow()
 	}
 }
 
@@ -181,6 +208,10 @@ func (l *Lease) KeepAlive(d time.Duration, opts ...KeepAliveOption) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
+	// The first renewal: when less than d-interval is left (renewLoop).
+	l.mu.Lock()
+	first := time.Until(l.heldUntil.Add(cfg.interval - d))
+	l.mu.Unlock()
 	l.kmu.Lock()
 	defer l.kmu.Unlock()
 	l.stopKeeper()
@@ -197,9 +228,10 @@ func (l *Lease) KeepAlive(d time.Duration, opts ...KeepAliveOption) error {
 		cancel()
 		return l.Err()
 	}
+	// Published under smu, so that markLost sees the timer with the keeper.
+	k.start = time.AfterFunc(first, func() { l.renewLoop(ctx, k, d, cfg.interval) })
 	l.keeper = k
 	l.smu.Unlock()
-	go l.renewLoop(ctx, k, d, cfg.interval)
 	return nil
 }
 
@@ -222,20 +254,18 @@ func (l *Lease) stopKeeper() {
 	l.smu.Unlock()
 	if k != nil {
 		k.cancel()
+		if k.start.Stop() { // it never ran, and now never will
+			k.ended(l)
+		}
 		<-k.done
 	}
 }
 
 func (l *Lease) renewLoop(ctx context.Context, k *keeper, d, interval time.Duration) {
-	defer close(k.done)
-	defer l.a.unkeep(l)
-	defer func() {
-		l.smu.Lock()
-		if l.keeper == k {
-			l.keeper = nil
-		}
-		l.smu.Unlock()
-	}()
+	defer k.ended(l)
+	if ctx.Err() != nil { // stopped before its first renewal
+		return
+	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()

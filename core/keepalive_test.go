@@ -361,3 +361,43 @@ func TestALeaseCheckNeverCallsTheClockRegressedOverAMarkMovedAfterItsSample(t *t
 	require.Greater(t, f.hwm(), t0+time.Millisecond.Microseconds(), "the renewal moved the mark past the check's sample")
 	requireNotDone(t, held)
 }
+
+func (f *fixture) keepers() int {
+	f.a.mu.Lock()
+	defer f.a.mu.Unlock()
+	return len(f.a.keepers)
+}
+
+// A keep-alive's renewer runs from its first renewal's time on; one stopped
+// before then stops at once, writes nothing and leaves no renewer behind.
+func TestAKeepAliveStoppedBeforeItsFirstRenewalStopsAtOnceAndWritesNothing(t *testing.T) {
+	f := realFixture(t)
+	id := f.request(1)[0]
+	const d = 600 * time.Millisecond
+	l := f.claim("w", d)
+	require.NoError(t, l.KeepAlive(d))
+	require.Equal(t, 1, f.keepers())
+	stopped := make(chan struct{})
+	go func() { l.StopKeepAlive(); close(stopped) }()
+	testwait.Receive(t, stopped, testwait.EventuallyBound, "StopKeepAlive's return")
+	require.Zero(t, f.keepers())
+	time.Sleep(d / 2) // past the first renewal's time, a third of d
+	require.Zero(t, f.renewals(id))
+	requireNotDone(t, l)
+	require.NoError(t, l.Release())
+}
+
+// A lease found lost before its keep-alive's first renewal ends its renewer
+// at once, not when that renewal would have been due.
+func TestALeaseLostBeforeItsKeepAlivesFirstRenewalEndsItsRenewerAtOnce(t *testing.T) {
+	f := realFixture(t)
+	id := f.request(1)[0]
+	l := f.claim("w", time.Hour)
+	require.NoError(t, l.KeepAlive(time.Hour)) // first renewal in twenty minutes
+	require.NoError(t, f.a.Cancel("p", id))
+	require.Error(t, l.Check(context.Background()))
+	requireDone(t, l, KindCancelled)
+	testwait.Eventually(t, func() bool { return f.keepers() == 0 })
+	l.StopKeepAlive() // returns: nothing left to stop
+	require.Zero(t, f.renewals(id))
+}

@@ -91,6 +91,36 @@ func rowsChanged(what string, n int) func(pgconn.CommandTag) error {
 	}
 }
 
+// manyRowsChanged is rowsChanged for a merged write, its name a format of
+// the row count: the name is built only when the check fails.
+func manyRowsChanged(format string, n int) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != int64(n) {
+			return fmt.Errorf(format+" changed %d rows, not %d", n, tag.RowsAffected(), n)
+		}
+		return nil
+	}
+}
+
+// builtRows is how many rows of a merged write have their statement's text
+// built once, at start: a step merges two or three writes of a kind, the
+// flush of a batch a few more, and the same text is then also the same
+// entry of each connection's prepared-statement cache.
+const builtRows = 16
+
+var (
+	jobUpdatesText [builtRows + 1]string
+	eventsText     [2][builtRows + 1]string // [reg]
+)
+
+func init() {
+	for n := 1; n <= builtRows; n++ {
+		jobUpdatesText[n] = buildJobUpdatesSQL(n)
+		eventsText[0][n] = buildEventsSQL(n, false)
+		eventsText[1][n] = buildEventsSQL(n, true)
+	}
+}
+
 // placeholders is the VALUES rows of n rows of the given column types.
 func placeholders(n int, types []string) string {
 	rows := make([]string, n)
@@ -109,6 +139,13 @@ var jobUpdateTypes = []string{"::text", "::bytea", "::text", "::bigint", "::bigi
 
 // jobUpdatesSQL updates n jobs, each as updateJobSQL does.
 func jobUpdatesSQL(n int) string {
+	if n <= builtRows {
+		return jobUpdatesText[n]
+	}
+	return buildJobUpdatesSQL(n)
+}
+
+func buildJobUpdatesSQL(n int) string {
 	return `UPDATE leases_jobs j SET state = v.state, claim_hash = v.claim_hash, worker = v.worker,
 		claimed_unix_us = v.claimed, expiry_unix_us = v.expiry, attempts = v.attempts, reason = v.reason,
 		updated_unix_us = v.updated, claimable_unix_us = v.claimable, ready_unix_us = v.ready, due = v.due
@@ -123,7 +160,7 @@ func mergeJobUpdates(ws []heldWrite, at []int) heldWrite {
 		args = append(args, ws[i].args...)
 	}
 	return heldWrite{sql: jobUpdatesSQL(len(at)), args: args, rows: len(at), kind: heldJobUpdate,
-		check: rowsChanged(fmt.Sprintf("the update of %d jobs", len(at)), len(at))}
+		check: manyRowsChanged("the update of %d jobs", len(at))}
 }
 
 var eventTypes = []string{"::bigint", "::text", "::text", "::text", "::text", "::bigint", "::text"}
@@ -133,6 +170,16 @@ var eventTypes = []string{"::bigint", "::text", "::text", "::text", "::text", ":
 // is read before any row is inserted, so both locks are held before the
 // first number is drawn.
 func eventsSQL(n int, reg bool) string {
+	if n <= builtRows {
+		if reg {
+			return eventsText[1][n]
+		}
+		return eventsText[0][n]
+	}
+	return buildEventsSQL(n, reg)
+}
+
+func buildEventsSQL(n int, reg bool) string {
 	if !reg {
 		return `INSERT INTO leases_events (at_unix_us, production_id, job_id, kind, worker, expiry_unix_us, detail)
 			VALUES ` + placeholders(n, eventTypes)
@@ -148,5 +195,5 @@ func mergeEvents(ws []heldWrite, at []int) heldWrite {
 	}
 	kind := ws[at[0]].kind
 	return heldWrite{sql: eventsSQL(len(at), kind == heldRegEvent), args: args, rows: len(at), kind: kind,
-		check: rowsChanged(fmt.Sprintf("the insert of %d events", len(at)), len(at))}
+		check: manyRowsChanged("the insert of %d events", len(at))}
 }

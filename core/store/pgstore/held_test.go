@@ -1,7 +1,12 @@
 package pgstore
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stretchr/testify/require"
 )
@@ -38,4 +43,45 @@ func TestHeldWritesBecomeOneStatementPerKindOnlyWhereThatWritesTheSame(t *testin
 	require.Equal(t, lateReg, coalesce(lateReg), "a registration after an event")
 	one := []heldWrite{other, update("a"), ev("1", heldEvent)}
 	require.Equal(t, one, coalesce(one))
+}
+
+// A merged write numbers every argument it sends exactly once, from $1 to
+// the last, whatever its row count (the texts built at start and the ones
+// built past them alike), and its rows-changed check names the count.
+func TestAMergedWriteNumbersEachOfItsArgumentsOnceWhateverItsRowCount(t *testing.T) {
+	params := regexp.MustCompile(`\$(\d+)`)
+	for n := 1; n <= builtRows+3; n++ {
+		updates := make([]heldWrite, n)
+		events := make([]heldWrite, n)
+		at := make([]int, n)
+		for i := range updates {
+			updates[i], events[i], at[i] = update(fmt.Sprint("j", i)), ev(fmt.Sprint(i), heldRegEvent), i
+		}
+		for _, w := range []heldWrite{mergeJobUpdates(updates, at), mergeEvents(events, at)} {
+			seen := map[int]int{}
+			for _, m := range params.FindAllStringSubmatch(w.sql, -1) {
+				k, err := strconv.Atoi(m[1])
+				require.NoError(t, err)
+				seen[k]++
+			}
+			require.Len(t, seen, len(w.args), "%d rows: %s", n, w.sql)
+			for k := 1; k <= len(w.args); k++ {
+				require.Equal(t, 1, seen[k], "%d rows: $%d in %s", n, k, w.sql)
+			}
+			require.Equal(t, n, w.rows)
+			require.NoError(t, w.check(pgconn.NewCommandTag(fmt.Sprint("UPDATE ", n))))
+		}
+		err := mergeJobUpdates(updates, at).check(pgconn.NewCommandTag(fmt.Sprint("UPDATE ", n-1)))
+		require.EqualError(t, err, fmt.Sprintf("the update of %d jobs changed %d rows, not %d", n, n-1, n))
+	}
+	require.Contains(t, eventsSQL(2, true), registerEvents)
+	require.NotContains(t, eventsSQL(2, false), registerEvents)
+}
+
+// A held job update that changes no row fails naming the job, and one that
+// changes its row passes.
+func TestAHeldJobUpdateThatChangesNoRowFailsNamingItsJob(t *testing.T) {
+	check := oneRowOf("the update of job ", "j1")
+	require.EqualError(t, check(pgconn.NewCommandTag("UPDATE 0")), "the update of job j1 changed 0 rows, not 1")
+	require.NoError(t, check(pgconn.NewCommandTag("UPDATE 1")))
 }

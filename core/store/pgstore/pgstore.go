@@ -316,6 +316,16 @@ func oneRow(what string) func(pgconn.CommandTag) error {
 	}
 }
 
+// oneRowOf is oneRow for what+id, built only when the check fails.
+func oneRowOf(what, id string) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%s%s changed %d rows, not 1", what, id, tag.RowsAffected())
+		}
+		return nil
+	}
+}
+
 // direct reports whether sql can go alone: begun, nothing held.
 func (t *txConn) direct() bool {
 	t.sent++
@@ -723,6 +733,16 @@ func (t *Tx) ProductionByName(ctx context.Context, name string) (store.Productio
 // productionSQL is ProductionByName's read ($1 the name): the production,
 // the mark (withMark), the clock and dueSQL at that clock.
 func productionSQL(withMark bool) string {
+	if withMark {
+		return productionWithMarkText
+	}
+	return productionText
+}
+
+// The production's reads, built once.
+var productionText, productionWithMarkText = buildProductionSQL(false), buildProductionSQL(true)
+
+func buildProductionSQL(withMark bool) string {
 	cols := `p.` + strings.ReplaceAll(productionColumns, `, `, `, p.`)
 	mark := ``
 	if withMark {

@@ -668,7 +668,7 @@ func (q queries) InsertJob(ctx context.Context, j store.Job) error {
 func (q queries) UpdateJob(ctx context.Context, j store.Job) error {
 	return q.writeHeld(ctx, heldWrite{sql: updateJobSQL, rows: 1, kind: heldJobUpdate,
 		mayWait: j.State == store.StateCompleted || j.State == store.StateFailed,
-		check:   oneRow("the update of job " + j.ID),
+		check:   oneRowOf("the update of job ", j.ID),
 		args: []any{j.State, j.ClaimHash, j.Worker, j.ClaimedAt, j.Expiry, j.Attempts, j.Reason, j.UpdatedAt,
 			j.ClaimableAt, j.ReadyAt, j.Due, j.ID}})
 }

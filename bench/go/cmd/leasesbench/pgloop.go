@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -53,6 +54,8 @@ func cmdPGLoop(args []string) {
 	n := fs.Int("n", 3000, "jobs")
 	mode := fs.String("mode", "loop", "loop (worker.Run) or floor (hand-written SQL)")
 	profile := fs.Bool("profile", false, "count statements, round trips, commits, WAL and NOTIFYs per job")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed loop to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the timed loop to this file")
 	must(fs.Parse(args))
 	if !leases.IsPostgres(*db) {
 		fail(fmt.Errorf("pgloop needs a postgres:// URL"))
@@ -92,8 +95,23 @@ func cmdPGLoop(args []string) {
 		proxy.start()
 	}
 	srv0 := backendCPU(*db, app)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer f.Close()
+	}
 	cpu0, t0 := cpuNS(), time.Now()
 	run()
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		must(err)
+		must(pprof.Lookup("allocs").WriteTo(f, 0))
+		must(f.Close())
+	}
 	secs := time.Since(t0).Seconds()
 	cpu := cpuNS() - cpu0
 	r := result{Ops: *n, Secs: secs, CPUNS: float64(cpu) / float64(*n), Extra: map[string]float64{}}
