@@ -275,6 +275,16 @@ const maxNextRoundTrips = 5
 // its first clock sample from that read: no round trip of its own; the
 // completion's writes wait for the claim's.
 func TestACompletionThatClaimsTheNextJobTakesAtMostFiveRoundTripsOnPostgreSQL(t *testing.T) {
+	for _, trips := range workerLoopStepTrips(t) {
+		require.LessOrEqual(t, len(trips), maxNextRoundTrips, "round trips of one complete-and-claim-next:\n%s", describeTrips(trips))
+	}
+}
+
+// workerLoopStepTrips runs warm-up steps of a worker loop (a completion
+// that claims the next job) on a fresh schema behind the counting proxy,
+// then returns the round trips of each of five more steps.
+func workerLoopStepTrips(t *testing.T) [][][]string {
+	t.Helper()
 	proxy, location := newPGProxy(t, freshSchema(t))
 	a, err := Open(location)
 	require.NoError(t, err)
@@ -297,10 +307,11 @@ func TestACompletionThatClaimsTheNextJobTakesAtMostFiveRoundTripsOnPostgreSQL(t 
 	for i := 0; i < warm; i++ {
 		step()
 	}
+	var steps [][][]string
 	for i := 0; i < cycles; i++ {
-		trips := proxy.count(step)
-		require.LessOrEqual(t, len(trips), maxNextRoundTrips, "round trips of one complete-and-claim-next:\n%s", describeTrips(trips))
+		steps = append(steps, proxy.count(step))
 	}
+	return steps
 }
 
 // TestABackgroundPruningBatchTakesAtMostSixRoundTripsOnPostgreSQL: a batch
@@ -375,30 +386,7 @@ func statementsOf(trips [][]string) int {
 const maxNextStatements = 8
 
 func TestAWorkerLoopStepSendsAtMostEightStatementsOnPostgreSQL(t *testing.T) {
-	proxy, location := newPGProxy(t, freshSchema(t))
-	a, err := Open(location)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
-	const warm, cycles = 3, 5
-	for i := 0; i < warm+cycles+1; i++ {
-		_, err := a.RequestJob("p", "", []byte("x"))
-		require.NoError(t, err)
-	}
-	l, err := a.Claim("p", "w", time.Minute)
-	require.NoError(t, err)
-	step := func() {
-		n, err := l.CompleteAndClaimNext(Facts{}, time.Minute)
-		require.NoError(t, err)
-		require.NotNil(t, n)
-		l = n
-	}
-	for i := 0; i < warm; i++ {
-		step()
-	}
-	for i := 0; i < cycles; i++ {
-		trips := proxy.count(step)
+	for _, trips := range workerLoopStepTrips(t) {
 		require.LessOrEqual(t, statementsOf(trips), maxNextStatements, "statements of one complete-and-claim-next:\n%s", describeTrips(trips))
 		require.LessOrEqual(t, len(trips), maxNextRoundTrips, "round trips of one complete-and-claim-next:\n%s", describeTrips(trips))
 	}
