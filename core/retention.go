@@ -857,7 +857,7 @@ func (a *Authority) DeleteProduction(ctx context.Context, production, archive st
 	if err != nil {
 		return res, err
 	}
-	err = a.write(ctx, func(tx store.Tx, now int64, _ *wakes) error {
+	err = a.write(ctx, func(tx store.Tx, now int64, w *wakes) error {
 		p, err := productionByName(ctx, tx, production)
 		if err != nil {
 			return err
@@ -873,6 +873,11 @@ func (a *Authority) DeleteProduction(ctx context.Context, production, archive st
 		}
 		if err := tx.DeleteProduction(ctx, p.ID); err != nil {
 			return storageErr("delete production", err)
+		}
+		// Its waiters, in any process, look again: their look no longer
+		// finds it, and their claim answers not_found.
+		if err := w.add(ctx, tx, p.ID); err != nil {
+			return err
 		}
 		return event(ctx, tx, store.Event{At: now, ProductionID: p.ID, Kind: "production_deleted",
 			Detail: fmt.Sprintf("production %q deleted", production)})

@@ -50,7 +50,8 @@ const lostRaceRelook = 10 * time.Millisecond
 // wakes lists the productions a transaction may make claimable, now or at a
 // later time (a waiter then looks again and sleeps until that time). add is
 // the one place that says so: a request, a release, a retryable failure and
-// a redrive call it inside their transaction (so does an edit's request).
+// a redrive call it inside their transaction (so does an edit's request), and
+// so does a production's deletion (its waiters' claims answer not_found).
 type wakes []string
 
 func (w *wakes) add(ctx context.Context, tx store.Tx, productionID string) error {

@@ -846,3 +846,22 @@ func TestAWaitEndsNotFoundWhenItsProductionIsDeletedWhileItWaits(t *testing.T) {
 		})
 	}
 }
+
+// A production's deletion is a change its waiters are woken by, from any
+// handle or process, as by a request: their look no longer finds it and
+// the claim answers not_found, with no wait for the safety poll (an hour
+// here).
+func TestAWaiterIsWokenByItsProductionsDeletionThroughAnotherHandle(t *testing.T) {
+	longSafetyPoll(t)
+	f := newFixture(t)
+	c := startWaiting(t, context.Background(), f.a, "w", time.Minute, time.Hour)
+	other, err := Open(f.path) // another handle: only the store can tell
+	require.NoError(t, err)
+	defer other.Close()
+	start := time.Now()
+	_, err = other.DeleteProduction(context.Background(), "p", "")
+	require.NoError(t, err)
+	r := receive(t, c)
+	requireKind(t, r.err, KindNotFound)
+	require.Less(t, r.at.Sub(start), wakeBound, "the waiter was not woken by the deletion")
+}
