@@ -85,3 +85,17 @@ func TestAHeldJobUpdateThatChangesNoRowFailsNamingItsJob(t *testing.T) {
 	require.EqualError(t, check(pgconn.NewCommandTag("UPDATE 0")), "the update of job j1 changed 0 rows, not 1")
 	require.NoError(t, check(pgconn.NewCommandTag("UPDATE 1")))
 }
+
+// The clock sample rides on the last held write only if that write, as it
+// will be sent (after merging), returns rows: a write of unknown rows that
+// ends the list once the others of its kind are merged ahead of it must not
+// carry the sample (its RETURNING could answer nothing).
+func TestTheSampleRidesOnlyOnALastWriteWhoseRowsAreKnownOnceMerged(t *testing.T) {
+	unknown := heldWrite{sql: "attempt"} // rows unknown
+	tx := &txConn{pending: []heldWrite{update("a"), unknown, update("b")}}
+	require.False(t, tx.lastReturns(), "merged, the updates go first and the attempt is last")
+	tx = &txConn{pending: []heldWrite{unknown, update("a"), update("b")}}
+	require.True(t, tx.lastReturns())
+	tx = &txConn{pending: []heldWrite{update("a"), unknown}}
+	require.False(t, tx.lastReturns())
+}

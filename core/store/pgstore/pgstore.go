@@ -272,8 +272,11 @@ func (t *txConn) sampleInLast(ctx context.Context) (int64, error) {
 	return now, nil
 }
 
-// lastReturns reports whether the last held write's rows are known.
+// lastReturns reports whether the last held write, as it will be sent
+// (merged: coalesce), has its rows known; the held writes are merged here,
+// so that the write sampleInLast sends with the sample is the one judged.
 func (t *txConn) lastReturns() bool {
+	t.pending = coalesce(t.pending)
 	return len(t.pending) > 0 && t.pending[len(t.pending)-1].rows > 0
 }
 
