@@ -22,7 +22,7 @@ func (t *Tx) LoseGroupForTest() (released int, err error) {
 	}
 	released = t.g.released
 	if !t.first {
-		if _, err := t.g.tx.ExecContext(t.g.ctx, "ROLLBACK"); err != nil {
+		if _, err := t.g.conn.ExecContext(t.g.ctx, "ROLLBACK"); err != nil {
 			t.Rollback()
 			return released, err
 		}

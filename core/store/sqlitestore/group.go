@@ -45,8 +45,7 @@ const memberSavepoint = "member"
 // passes through the queue's lock, and done publishes err.
 type group struct {
 	s     *DB
-	tx    *sql.Tx   // BEGIN IMMEDIATE on conn; ends with the group
-	conn  *sql.Conn // the handle's writer connection
+	conn  *sql.Conn // the handle's writer connection, in BEGIN IMMEDIATE until the group ends
 	ctx   context.Context
 	stop  context.CancelFunc // ends ctx, the transaction's own context
 	begun time.Time
@@ -68,7 +67,7 @@ type group struct {
 // context: SQLite would roll back the whole transaction if it were
 // interrupted, and the member's context was looked at just before.
 func (g *group) join() error {
-	if _, err := g.tx.ExecContext(g.ctx, "SAVEPOINT "+memberSavepoint); err != nil {
+	if err := g.s.writer.run(g.ctx, g.conn, "SAVEPOINT "+memberSavepoint); err != nil {
 		g.lose(err)
 		return classify(err)
 	}
@@ -77,7 +76,7 @@ func (g *group) join() error {
 
 // release keeps the member's writes for the group's COMMIT.
 func (g *group) release() error {
-	if _, err := g.tx.ExecContext(g.ctx, "RELEASE "+memberSavepoint); err != nil {
+	if err := g.s.writer.run(g.ctx, g.conn, "RELEASE "+memberSavepoint); err != nil {
 		g.lose(err)
 		return classify(err)
 	}
@@ -90,9 +89,9 @@ func (g *group) release() error {
 // interrupted write, out of memory): the savepoint is then gone, and with
 // it every write of the members before.
 func (g *group) undo() error {
-	_, err := g.tx.ExecContext(g.ctx, "ROLLBACK TO "+memberSavepoint)
+	err := g.s.writer.run(g.ctx, g.conn, "ROLLBACK TO "+memberSavepoint)
 	if err == nil {
-		_, err = g.tx.ExecContext(g.ctx, "RELEASE "+memberSavepoint)
+		err = g.s.writer.run(g.ctx, g.conn, "RELEASE "+memberSavepoint)
 	}
 	if err != nil {
 		g.lose(err)
@@ -180,13 +179,15 @@ func (g *group) end() {
 	switch {
 	case g.lost != nil:
 		g.err = g.lostErr()
-		g.tx.Rollback() // SQLite has none open any more, or its state is unknown: the connection goes
+		g.s.writer.run(context.Background(), g.conn, "ROLLBACK") // SQLite has none open any more, or its state is unknown: the connection goes
 		failed = true
 	case g.released == 0:
-		g.err = g.tx.Rollback() // nobody waits for it: the first member's Rollback reports it
-		failed = g.err != nil && !errors.Is(g.err, sql.ErrTxDone)
+		g.err = g.s.writer.run(context.Background(), g.conn, "ROLLBACK") // nobody waits for it: the first member's Rollback reports it
+		failed = g.err != nil
 	default:
-		if err := g.tx.Commit(); err != nil {
+		if err := g.s.writer.run(context.Background(), g.conn, "COMMIT"); err != nil {
+			// SQLite may still be in the transaction: the connection goes
+			// (discard), which rolls it back.
 			failed = true
 			g.err = s.file.explain(classify(err))
 		} else if err := s.file.check(); err != nil {

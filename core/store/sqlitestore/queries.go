@@ -48,10 +48,11 @@ func (c *stmtCache) close() {
 	c.m = map[string]*sql.Stmt{}
 }
 
-// queries holds every statement; it runs on the pool, or inside tx.
+// queries holds every statement; it runs on the pool, or on tx, the writer
+// connection, inside the transaction of g.
 type queries struct {
 	st   *stmtCache
-	tx   *sql.Tx
+	tx   *sql.Conn
 	g    *group        // tx's group, told of failed statements (group.note)
 	file *fileIdentity // checked before each read on the pool (BeginWrite checks a tx's)
 	proj *projector    // counts the events a tx records (projector.go)
@@ -73,21 +74,14 @@ func (q queries) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
 	if q.ran != nil {
 		q.ran.Add(1)
 	}
-	if q.g != nil {
-		// On the writer connection, which is in the group's transaction
-		// (writerConn.stmt); never once the group has ended, when the
-		// connection is in none.
-		if q.g.ended() {
-			return nil, sql.ErrTxDone
-		}
-		st, err := q.g.s.writer.stmt(ctx, q.g.conn, text)
-		return st, classify(err)
+	// On the writer connection, which is in the group's transaction
+	// (writerConn.stmt); never once the group has ended, when the
+	// connection is in none.
+	if q.g.ended() {
+		return nil, sql.ErrTxDone
 	}
-	st, err := q.st.get(ctx, text)
-	if err != nil {
-		return nil, err
-	}
-	return q.tx.StmtContext(ctx, st), nil
+	st, err := q.g.s.writer.stmt(ctx, q.g.conn, text)
+	return st, classify(err)
 }
 
 func (q queries) exec(ctx context.Context, text string, args ...any) (sql.Result, error) {

@@ -16,7 +16,7 @@ import (
 func syncLevel(t *testing.T, tx store.Tx) int {
 	t.Helper()
 	var n int
-	require.NoError(t, tx.(*Tx).g.tx.QueryRowContext(context.Background(), "PRAGMA synchronous").Scan(&n))
+	require.NoError(t, tx.(*Tx).g.conn.QueryRowContext(context.Background(), "PRAGMA synchronous").Scan(&n))
 	return n
 }
 

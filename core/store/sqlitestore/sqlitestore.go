@@ -374,14 +374,15 @@ func execAll(ctx context.Context, tx *sql.Tx, stmts []string, args ...any) error
 // writer's open transaction instead (group.go): it opens a savepoint, and
 // its Commit waits for the group's COMMIT.
 //
-// database/sql ties a transaction to the context given to BeginTx: once it
-// ends, the transaction is rolled back, and the driver (modernc.org/sqlite)
-// interrupts a COMMIT in progress. A commit that has started must run to
-// its end (else a committed change could be reported as failed), and a
-// group outlives the writer that began it, so the transaction gets a
-// context of its own, which ends with ctx (or at the busy timeout) only
-// while BEGIN waits for the lock: the driver's busy handler gives that wait
-// up as soon as it ends. Every statement of a member runs on its ctx (the
+// The transaction's BEGIN, COMMIT and ROLLBACK are statements prepared once
+// on the writer connection (writerConn.run), not database/sql's Tx, which
+// prepares BEGIN and COMMIT anew each time and watches its context with a
+// goroutine of its own. A commit that has started must run to its end
+// (else a committed change could be reported as failed), so COMMIT runs on
+// no context that can end; and a group outlives the writer that began it,
+// so the transaction gets a context of its own, which ends with ctx (or at
+// the busy timeout) only while BEGIN waits for the lock: the driver's busy
+// handler gives that wait up as soon as it ends. Every statement of a member runs on its ctx (the
 // driver interrupts it when ctx ends), and Commit looks at ctx once, before
 // it releases its savepoint.
 func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
@@ -426,7 +427,7 @@ func (s *DB) BeginWrite(ctx context.Context) (store.Tx, error) {
 
 func (s *DB) member(ctx context.Context, g *group, first bool) *Tx {
 	return &Tx{g: g, ctx: ctx, first: first, path: s.path,
-		queries: queries{st: s.st, tx: g.tx, g: g, proj: s.proj, ran: &s.ran}}
+		queries: queries{st: s.st, tx: g.conn, g: g, proj: s.proj, ran: &s.ran}}
 }
 
 // WriteStatements is how many statements the handle's write transactions
@@ -447,13 +448,17 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 	// sets the authority's level back before the turn passes on, so no
 	// other writer's commit ever runs at NORMAL.
 	lowered := store.IsRedoable(ctx) && s.sync != "NORMAL"
-	tx, conn, err := s.writer.begin(txCtx, lowered, s.sync)
+	conn, err := s.writer.begin(txCtx, lowered, s.sync)
 	beginReturned()
 	// undo rolls back a transaction that begun but opens no group, and
 	// sets a lowered connection's level back (or discards it), as a
 	// group's end does.
 	undo := func() {
-		tx.Rollback()
+		if s.writer.run(context.Background(), conn, "ROLLBACK") != nil {
+			s.writer.txEnded()
+			s.writer.discard(conn)
+			return
+		}
 		s.writer.txEnded()
 		if lowered && !s.writer.setLevel(conn, s.sync) {
 			s.writer.discard(conn)
@@ -485,7 +490,7 @@ func (s *DB) begin(ctx context.Context, deadline time.Time) (*group, error) {
 		s.file.release()
 		return nil, err
 	}
-	g := &group{s: s, tx: tx, conn: conn, ctx: txCtx, stop: cancel, begun: time.Now(), done: make(chan struct{})}
+	g := &group{s: s, conn: conn, ctx: txCtx, stop: cancel, begun: time.Now(), done: make(chan struct{})}
 	if lowered {
 		g.restore = s.sync
 	}
@@ -599,9 +604,6 @@ func (t *Tx) undo(since time.Time) error {
 	g := t.g
 	if t.first {
 		g.end()
-		if errors.Is(g.err, sql.ErrTxDone) {
-			return nil
-		}
 		return classify(g.err)
 	}
 	err := g.undo()

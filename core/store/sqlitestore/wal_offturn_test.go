@@ -21,7 +21,7 @@ func walBlobWrite(t *testing.T, s *DB) {
 	ctx := context.Background()
 	tx, err := s.BeginWrite(ctx)
 	require.NoError(t, err)
-	_, err = tx.(*Tx).g.tx.ExecContext(ctx, `INSERT INTO wal_test_blobs VALUES (randomblob(3 * 4096))`)
+	_, err = tx.(*Tx).g.conn.ExecContext(ctx, `INSERT INTO wal_test_blobs VALUES (randomblob(3 * 4096))`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit())
 }

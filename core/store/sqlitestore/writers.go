@@ -251,36 +251,38 @@ func (w *writerConn) txEnded() {
 	w.mu.Unlock()
 }
 
-// begin sends BEGIN IMMEDIATE on the writer connection, opening one first
+// begin sends BEGIN IMMEDIATE on the writer connection (run), opening one first
 // if there is none. A connection database/sql has given up on (a driver
 // answer of ErrBadConn closes it) is replaced once, at once: a broken
 // connection must not poison the handle. Any other failure of BEGIN short
 // of busy discards the connection too, so the next writer starts on a
-// fresh one rather than one left in an unknown state.
+// fresh one rather than one left in an unknown state: that includes a
+// BEGIN that took effect just as ctx ended, which the driver reports as
+// the context's error.
 //
 // lowered first sets the connection's synchronous level to NORMAL, for a
 // redoable transaction (store.Redoable); the caller sets level back once
 // the transaction has ended (group.end). A BEGIN that fails sets it back at
 // once, and a connection whose level cannot be set back is discarded:
 // no other transaction may ever commit on it at NORMAL.
-func (w *writerConn) begin(ctx context.Context, lowered bool, level string) (*sql.Tx, *sql.Conn, error) {
+func (w *writerConn) begin(ctx context.Context, lowered bool, level string) (*sql.Conn, error) {
 	for retried := false; ; retried = true {
 		c, err := w.get(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if lowered {
 			if _, err := c.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
 				w.discard(c) // its level is unknown
-				return nil, nil, err
+				return nil, err
 			}
 		}
-		tx, err := c.BeginTx(ctx, nil)
+		err = w.run(ctx, c, "BEGIN IMMEDIATE")
 		if err == nil {
 			w.mu.Lock()
 			w.inTx = true
 			w.mu.Unlock()
-			return tx, c, nil
+			return c, nil
 		}
 		gone := errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)
 		if gone || !errors.Is(classify(err), store.ErrBusy) || (lowered && !w.setLevel(c, level)) {
@@ -289,8 +291,21 @@ func (w *writerConn) begin(ctx context.Context, lowered bool, level string) (*sq
 		if gone && !retried {
 			continue
 		}
-		return nil, nil, err
+		return nil, err
 	}
+}
+
+// run runs text, a statement without rows or arguments (BEGIN, COMMIT,
+// ROLLBACK, a savepoint's), prepared once on c (stmt). A statement that
+// fails leaves the transaction as SQLite left it: a caller that cannot
+// tell ends it by discarding c (closing it rolls back).
+func (w *writerConn) run(ctx context.Context, c *sql.Conn, text string) error {
+	st, err := w.stmt(ctx, c, text)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx)
+	return err
 }
 
 func (w *writerConn) get(ctx context.Context) (*sql.Conn, error) {
