@@ -165,21 +165,27 @@ func summary(sql string) string {
 // count runs fn and returns the round trips it made (the pool's pings of
 // an idle connection are not the cycle's and are left out).
 func (p *pgProxy) count(fn func()) [][]string {
-	p.mu.Lock()
-	p.counting, p.trips = true, nil
-	p.mu.Unlock()
-	fn()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.counting = false
 	var out [][]string
-	for _, t := range p.trips {
+	for _, t := range p.countAll(fn) {
 		if len(t) == 1 && t[0] == "-- ping" {
 			continue
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// proxiedAuthority opens an authority on a fresh schema behind a counting
+// proxy, with production "p"; it closes when the test ends.
+func proxiedAuthority(t *testing.T) (*pgProxy, *Authority) {
+	t.Helper()
+	proxy, location := newPGProxy(t, freshSchema(t))
+	a, err := Open(location)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	_, err = a.CreateProduction("p")
+	require.NoError(t, err)
+	return proxy, a
 }
 
 func describeTrips(trips [][]string) string {
@@ -196,12 +202,7 @@ func describeTrips(trips [][]string) string {
 const maxCycleRoundTrips = 8
 
 func TestAClaimToCompleteCycleTakesAtMostEightRoundTripsOnPostgreSQL(t *testing.T) {
-	proxy, location := newPGProxy(t, freshSchema(t))
-	a, err := Open(location)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	proxy, a := proxiedAuthority(t)
 	request := func(n int) {
 		for i := 0; i < n; i++ {
 			_, err := a.RequestJob("p", "", []byte("x"))
@@ -285,12 +286,7 @@ func TestACompletionThatClaimsTheNextJobTakesAtMostFiveRoundTripsOnPostgreSQL(t 
 // then returns the round trips of each of five more steps.
 func workerLoopStepTrips(t *testing.T) [][][]string {
 	t.Helper()
-	proxy, location := newPGProxy(t, freshSchema(t))
-	a, err := Open(location)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	proxy, a := proxiedAuthority(t)
 	const warm, cycles = 3, 5
 	for i := 0; i < warm+cycles+1; i++ {
 		_, err := a.RequestJob("p", "", []byte("x"))
@@ -402,12 +398,7 @@ func TestAWorkerLoopStepSendsAtMostEightStatementsOnPostgreSQL(t *testing.T) {
 const maxCycleStatements = 11
 
 func TestAClaimToCompleteCycleSendsAtMostElevenStatementsOnPostgreSQL(t *testing.T) {
-	proxy, location := newPGProxy(t, freshSchema(t))
-	a, err := Open(location)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	proxy, a := proxiedAuthority(t)
 	const warm, cycles = 3, 5
 	for i := 0; i < warm+cycles; i++ {
 		_, err := a.RequestJob("p", "", []byte("x"))
@@ -446,12 +437,7 @@ func (p *pgProxy) countAll(fn func()) [][]string {
 // run again on a fresh one, so the ping was a second round trip for
 // nothing).
 func TestAnIdleWaiterOnPostgreSQLLooksInOneRoundTripWithNoPingBefore(t *testing.T) {
-	proxy, location := newPGProxy(t, freshSchema(t))
-	a, err := Open(location)
-	require.NoError(t, err)
-	defer a.Close()
-	_, err = a.CreateProduction("p")
-	require.NoError(t, err)
+	proxy, a := proxiedAuthority(t)
 	// Looks 1.2–1.8 s apart (the poll, jittered): the pool's connections
 	// idle longer than the second after which pgxpool pings by default.
 	a.waits.hub = wake.New(1500 * time.Millisecond)
