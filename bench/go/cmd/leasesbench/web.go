@@ -412,6 +412,9 @@ func renderWeb(o *opts, b *strings.Builder, rows []*row, jobs int, n string) {
 	for _, store := range []string{"SQLite FULL", "PostgreSQL"} {
 		none, open := find(rows, "web", webWorkersName(store, false)), find(rows, "web", webWorkersName(store, true))
 		for _, r := range []*row{none, open} {
+			if r == nil { // not run (-rows)
+				continue
+			}
 			if s := status(r); s != "" {
 				p("| %s | %s | | | | |\n", r.name, s)
 				continue
@@ -423,7 +426,7 @@ func renderWeb(o *opts, b *strings.Builder, rows []*row, jobs int, n string) {
 					p("| %s | **invalid**: %s | | | %s | |\n", r.name, bad, fetches)
 					continue
 				}
-				if len(none.res) > 0 {
+				if none != nil && len(none.res) > 0 {
 					vs = fmt.Sprintf("%.2f×", ratio(rates(open), rates(none)))
 				}
 			}

@@ -160,3 +160,21 @@ func TestAPageOpenRowWithARepetitionThatFetchedNoPageIsInvalid(t *testing.T) {
 		t.Errorf("a valid page-open row lacks its fetches or ratio:\n%s", b.String())
 	}
 }
+
+// `run -rows` may leave out either workers row of a store: the section's
+// table shows the row that ran (without a ratio) instead of failing.
+func TestTheStatusPageTableShowsAWorkersRowRunWithoutItsTwin(t *testing.T) {
+	o := &opts{reps: 1, scale: 1}
+	open := &row{section: "web", name: webWorkersName("SQLite FULL", true),
+		res: []result{{Ops: 12000, Secs: 4, P99NS: 2e6, Extra: map[string]float64{"page_fetches": 6}}}}
+	none := &row{section: "web", name: webWorkersName("PostgreSQL", false), res: []result{{Ops: 4000, Secs: 4, P99NS: 3e6}}}
+	var b strings.Builder
+	renderWeb(o, &b, []*row{open, none}, 100000, "median of 1 interleaved repetitions")
+	webTargets(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }, []*row{open, none}, 100000)
+	for _, want := range []string{"| " + open.name + " | 3000 | 3000–3000 | 2000 µs | 6 |  |",
+		"| " + none.name + " | 1000 | 1000–1000 | 3000 µs |  |  |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
