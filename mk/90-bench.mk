@@ -14,7 +14,7 @@
 # (riverpgxv5) and a hand-written floor on the same server, 1 to 64 handlers.
 # Section 10 (the status page) serves a busy production of 100,000 jobs of its
 # own on SQLite and on PostgreSQL with the CLI's `leases serve`, and runs
-# section 7's 4 workers with the page open and without.
+# section 7's 4 workers for 4 s with the page open and without.
 # Section 7 (workers) runs on PostgreSQL too. `make bench` starts a throwaway
 # cluster of its own with fsync on (LEASES_PG_DURABLE=1), never the fsync=off
 # one `make test` shares: its figures stand next to SQLite synchronous=FULL.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ type opts struct {
 	scale                    float64
 	full, smoke              bool
 	sections                 string
+	rows                     *regexp.Regexp // run only the rows whose name matches (nil: all)
 	python                   string
 	pg                       string   // PostgreSQL server URL for the workers rows
 	observeJobs              int      // jobs in the file of the observation rows
@@ -59,8 +61,14 @@ func cmdRun(args []string) {
 	fs.BoolVar(&o.full, "full", false, "add the 1M-job scaling row")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes: proves the harness runs, measures nothing")
 	fs.StringVar(&o.sections, "sections", "", "comma-separated sections to run (cycle,edit,scale,contention,boundary,memory,workers,waiting,observe,web,pgloop,steady,faces); empty: all")
+	rowsRE := fs.String("rows", "", "regexp: run only the rows whose name matches it, e.g. -sections web -rows '4 workers' (empty: all)")
 	fs.StringVar(&o.pg, "pg", os.Getenv("LEASES_TEST_PG_URL"), "PostgreSQL server for the workers rows (default $LEASES_TEST_PG_URL; make bench starts a durable one)")
 	must(fs.Parse(args))
+	if *rowsRE != "" {
+		re, err := regexp.Compile(*rowsRE)
+		must(err)
+		o.rows = re
+	}
 	if o.smoke {
 		o.scale = 0.05
 	}
@@ -406,7 +414,7 @@ func buildRows(o *opts) ([]*row, []*scaleRow, func() (result, error)) {
 	}
 	var kept []*row
 	for _, r := range rows {
-		if o.want(r.section) {
+		if o.want(r.section) && (o.rows == nil || o.rows.MatchString(r.name)) {
 			kept = append(kept, r)
 		}
 	}

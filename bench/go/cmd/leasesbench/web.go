@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -53,15 +54,23 @@ func serve(cli, loc string) (string, func()) {
 }
 
 // fetch GETs base+path and reads the whole answer; anything but 200 fails.
-func fetch(c *http.Client, base, path string) {
+func fetch(c *http.Client, base, path string) { must(get(c, base, path)) }
+
+// get GETs base+path and reads the whole answer; anything but 200 is an error.
+func get(c *http.Client, base, path string) error {
 	resp, err := c.Get(base + path)
-	must(err)
+	if err != nil {
+		return err
+	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	must(err)
-	if resp.StatusCode != http.StatusOK {
-		fail(fmt.Errorf("GET %s: %s", path, resp.Status))
+	if err != nil {
+		return err
 	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return nil
 }
 
 // webView is one timed view: a label the same on every store, and the path
@@ -168,44 +177,117 @@ func cmdWebPage(args []string) {
 	emit(result{Ops: len(lat), Secs: secs, P50NS: percentile(lat, 0.5), P99NS: percentile(lat, 0.99), Extra: extra})
 }
 
-// pageOpen serves loc and, until the returned stop is called, fetches the
-// overview and the production page every second, as two open tabs do.
-// stop returns how many refreshes were made.
-func pageOpen(cli, loc string) func() int {
-	base, stopServe := serve(cli, loc)
+// webRefresh is how often the open page refreshes: the overview and the
+// production page, as two open tabs do.
+const webRefresh = time.Second
+
+// webTabPaths are the pages the open tabs fetch at each refresh.
+var webTabPaths = []string{"/", "/production?" + url.Values{"name": {prod}}.Encode()}
+
+// pageTabs fetches webTabPaths from a server every refresh until closed, and
+// records when each answered fetch started.
+type pageTabs struct {
+	done       chan struct{}
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	starts     []time.Time
+	err        error
+	stopServer func()
+}
+
+// openTabs starts refreshing the pages of the server at base: the first
+// refresh one interval from now.
+func openTabs(base string, every time.Duration) *pageTabs {
+	p := &pageTabs{done: make(chan struct{})}
 	c := &http.Client{Timeout: time.Minute}
-	fetch(c, base, "/") // warm: the server's first answer opens its store
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var n int
-	wg.Add(1)
+	p.wg.Add(1)
 	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(time.Second)
+		defer p.wg.Done()
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
-			case <-done:
+			case <-p.done:
 				return
 			case <-tick.C:
-				fetch(c, base, "/")
-				fetch(c, base, "/production?"+url.Values{"name": {prod}}.Encode())
-				n++
+			}
+			for _, path := range webTabPaths {
+				t := time.Now()
+				err := get(c, base, path)
+				p.mu.Lock()
+				if err != nil {
+					p.err = err
+				} else {
+					p.starts = append(p.starts, t)
+				}
+				p.mu.Unlock()
+				if err != nil {
+					return
+				}
 			}
 		}
 	}()
-	return func() int {
-		close(done)
-		wg.Wait()
-		stopServe()
-		return n
+	return p
+}
+
+// fetchesBetween counts the answered fetches that started from from to to.
+func (p *pageTabs) fetchesBetween(from, to time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, t := range p.starts {
+		if !t.Before(from) && !t.After(to) {
+			n++
+		}
 	}
+	return n
+}
+
+// close stops the refreshes (waiting for one under way), then the server
+// when the tabs have one; it returns the error a fetch met, if any.
+func (p *pageTabs) close() error {
+	close(p.done)
+	p.wg.Wait()
+	if p.stopServer != nil {
+		p.stopServer()
+	}
+	return p.err
+}
+
+// pageOpen serves loc with the CLI and opens the tabs on it (webRefresh).
+func pageOpen(cli, loc string) *pageTabs {
+	base, stopServe := serve(cli, loc)
+	fetch(&http.Client{Timeout: time.Minute}, base, "/") // warm: the server's first answer opens its store
+	p := openTabs(base, webRefresh)
+	p.stopServer = stopServe
+	return p
+}
+
+// webLoopSecs is how long the section's workers rows are timed at scale 1:
+// several of the page's refreshes, so every "page open" repetition reads
+// the page while the workers write (a count of cycles ended before the
+// first refresh once the loop got fast enough).
+const webLoopSecs = 4
+
+// webJobsPerSecond bounds the 4 workers' rate on each store, with room to
+// spare (about 3,000 cycles/s on SQLite FULL, 1,400 on PostgreSQL with fsync
+// on): the jobs requested before a timed loop are its duration's worth; a
+// loop that drains them fails. PostgreSQL's bound is lower because its
+// jobs are requested a round trip each (32,000 take about 10 s).
+var webJobsPerSecond = map[string]int{"SQLite FULL": 8000, "PostgreSQL": 4000}
+
+// webLoop is how the section's workers rows of a store are bounded: timed
+// for webLoopSecs × scale, never less than two refreshes (the smoke run),
+// with the jobs that lasts.
+func webLoop(o *opts, store string) (jobs int, dur time.Duration) {
+	dur = max(time.Duration(webLoopSecs*o.scale*float64(time.Second)), 2*webRefresh)
+	return int(dur.Seconds() * float64(webJobsPerSecond[store])), dur
 }
 
 // webRows: section 10's rows. The page rows read a busy file of their own
 // (webFill), on SQLite and on PostgreSQL, filled once and read by every
-// repetition; the workers rows are section 7's 4-worker rows, longer, with
-// and without the page open.
+// repetition; the workers rows are section 7's 4-worker loop timed for
+// several of the page's refreshes (webLoop), with and without the page open.
 func webRows(o *opts, jobs int) []*row {
 	lb := o.exe("leasesbench")
 	m := max(o.n(30), 3)
@@ -239,7 +321,6 @@ func webRows(o *opts, jobs int) []*row {
 		pr.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
 	}
 	rows = append(rows, pr)
-	wn := o.n(3000)
 	var pgEnv []string
 	if o.smoke {
 		pgEnv = append(pgEnv, "LEASESBENCH_ALLOW_NOFSYNC=1") // smoke may reuse make test's fsync=off cluster
@@ -250,10 +331,14 @@ func webRows(o *opts, jobs int) []*row {
 			extra = []string{"-web", o.cli}
 		}
 		rows = append(rows, &row{section: "web", name: webWorkersName("SQLite FULL", open), run: func(dir string) (result, error) {
-			return child(append([]string{lb, "workers", "-db", dir + "/web.db", "-sync", "FULL", "-w", "4", "-n", itoa(wn)}, extra...))
+			wn, wdur := webLoop(o, "SQLite FULL")
+			return child(append([]string{lb, "workers", "-db", dir + "/web.db", "-sync", "FULL", "-w", "4", "-n", itoa(wn),
+				"-dur", wdur.String()}, extra...))
 		}})
 		r := &row{section: "web", name: webWorkersName("PostgreSQL", open), run: func(string) (result, error) {
-			return child(append([]string{lb, "workers", "-db", o.pg, "-w", "4", "-n", itoa(wn)}, extra...), pgEnv...)
+			wn, wdur := webLoop(o, "PostgreSQL")
+			return child(append([]string{lb, "workers", "-db", o.pg, "-w", "4", "-n", itoa(wn), "-dur", wdur.String()},
+				extra...), pgEnv...)
 		}}
 		if o.pg == "" {
 			r.skip = "no PostgreSQL server: LEASES_TEST_PG_URL unset (make bench starts one)"
@@ -320,30 +405,44 @@ func renderWeb(o *opts, b *strings.Builder, rows []*row, jobs int, n string) {
 		first := func(x result) float64 { return x.Extra["first_metrics_ns"] }
 		p("| first `/metrics` of a server just started | %s | %s |\n\n", cell("SQLite", first), cell("PostgreSQL", first))
 	}
-	p("| workers | cycles/s | range | claim p99 | page refreshes | open ÷ none |\n|---|---:|---:|---:|---:|---:|\n")
+	sqJobs, wdur := webLoop(o, "SQLite FULL")
+	pgJobs, _ := webLoop(o, "PostgreSQL")
+	p("| workers, claim → complete for %g s | cycles/s | range | claim p99 | page fetches (each repetition) | open ÷ none |\n"+
+		"|---|---:|---:|---:|---:|---:|\n", wdur.Seconds())
 	for _, store := range []string{"SQLite FULL", "PostgreSQL"} {
 		none, open := find(rows, "web", webWorkersName(store, false)), find(rows, "web", webWorkersName(store, true))
 		for _, r := range []*row{none, open} {
+			if r == nil { // not run (-rows)
+				continue
+			}
 			if s := status(r); s != "" {
 				p("| %s | %s | | | | |\n", r.name, s)
 				continue
 			}
-			vs, refreshes := "", ""
+			fetches, vs := "", ""
 			if r == open {
-				refreshes = num(median(values(r, func(x result) float64 { return x.Extra["refreshes"] })))
-				if len(none.res) > 0 {
+				fetches = pageFetches(r)
+				if bad := pageInvalid(r); bad != "" {
+					p("| %s | **invalid**: %s | | | %s | |\n", r.name, bad, fetches)
+					continue
+				}
+				if none != nil && len(none.res) > 0 {
 					vs = fmt.Sprintf("%.2f×", ratio(rates(open), rates(none)))
 				}
 			}
 			p("| %s | %s | %s | %s | %s | %s |\n", r.name, num(median(rates(r))), spread(rates(r)),
-				us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))), refreshes, vs)
+				us(median(values(r, func(x result) float64 { return float64(x.P99NS) }))), fetches, vs)
 		}
 	}
 	p("\nViews: `leases serve` (the release CLI) over a busy production of %d jobs on each store (%d completed by 4\n"+
 		"workers within the hour before, %d failed, %d claimed and held, the rest waiting), %d rounds of every view after\n"+
-		"one untimed round, each answer read whole over loopback HTTP. Workers: section 7's 4-worker row with %d cycles;\n"+
-		"\"page open\" runs `leases serve` on the same database and fetches the overview and the production page\n"+
-		"every second during the timed loop (two open tabs).\n", jobs, jobs*6/10, jobs/200, jobs/500, max(o.n(30), 3), o.n(3000))
+		"one untimed round, each answer read whole over loopback HTTP. Workers: section 7's 4-worker loop timed for %g s\n"+
+		"(not a count of cycles, so the page refreshes during it) on %d jobs requested before it on SQLite, %d on\n"+
+		"PostgreSQL (more than it can take); \"page open\" runs `leases serve` on the same database and fetches the\n"+
+		"overview and the production page every second during the timed loop (two open tabs). Page fetches: the\n"+
+		"GETs answered that started within each repetition's timed loop; a \"page open\" repetition with none\n"+
+		"fails, and the row is then invalid.\n",
+		jobs, jobs*6/10, jobs/200, jobs/500, max(o.n(30), 3), wdur.Seconds(), sqJobs, pgJobs)
 }
 
 // webTargets adds the section's targets to the Targets table.
@@ -361,8 +460,38 @@ func webTargets(p func(string, ...any), rows []*row, jobs int) {
 		if none == nil || open == nil || len(none.res) == 0 || len(open.res) == 0 {
 			continue
 		}
+		if bad := pageInvalid(open); bad != "" {
+			p("| 4 workers with the page open ÷ none, %s | not measured: the \"page open\" row is invalid (%s) | |\n", store, bad)
+			continue
+		}
 		q := ratio(rates(open), rates(none))
 		p("| 4 workers with the page open ÷ none, %s | %.2f (want ≥ 0.9: the page does not slow the workers) | %s |\n",
 			store, q, met(q >= 0.9))
 	}
+}
+
+// pageFetches lists the page fetches of each repetition of a "page open"
+// row: "8, 8, 10".
+func pageFetches(r *row) string {
+	var f []string
+	for _, x := range r.res {
+		f = append(f, strconv.Itoa(int(x.Extra["page_fetches"])))
+	}
+	return strings.Join(f, ", ")
+}
+
+// pageInvalid says why a "page open" row proves nothing about the page, or
+// "": a repetition failed (one that fetched no page fails), or one has no
+// page fetch on record. Its figures would then compare runs without the
+// page, or repetitions of the two rows that do not pair up.
+func pageInvalid(r *row) string {
+	if len(r.errs) > 0 {
+		return fmt.Sprintf("%d of %d repetitions failed: %s", len(r.errs), len(r.errs)+len(r.res), strings.Join(uniq(r.errs), "; "))
+	}
+	for i, x := range r.res {
+		if x.Extra["page_fetches"] < 1 {
+			return fmt.Sprintf("repetition %d fetched no page", i+1)
+		}
+	}
+	return ""
 }

@@ -123,7 +123,8 @@ func cmdWorkers(args []string) {
 	fs := flag.NewFlagSet("workers", flag.ExitOnError)
 	db := fs.String("db", "", "SQLite file (created) or a postgres:// URL (a fresh schema is created in it)")
 	level := fs.String("sync", "FULL", "synchronous level (SQLite only)")
-	n := fs.Int("n", 400, "timed cycles in all")
+	n := fs.Int("n", 400, "timed cycles in all; with -dur, the jobs requested before the loop (running out fails the row)")
+	dur := fs.Duration("dur", 0, "time the loop for this long instead of for -n cycles")
 	w := fs.Int("w", 1, "worker goroutines")
 	web := fs.String("web", "", "the leases CLI: serve the status page and refresh it every second during the loop")
 	must(fs.Parse(args))
@@ -141,57 +142,16 @@ func cmdWorkers(args []string) {
 	a := openRow(loc, pg, *level)
 	defer a.Close()
 
-	cycle := func() int64 {
-		t := time.Now()
-		l, err := a.Claim(prod, worker, leaseFor)
-		lat := since(t)
-		must(err)
-		must(l.Complete(core.Facts{}))
-		return lat
+	run := workersRun{a: a, w: *w, n: *n, dur: *dur}
+	if *web != "" {
+		run.page = func() *pageTabs { return pageOpen(*web, loc) }
 	}
-	// Warm-up: one cycle per worker, all at once, then everyone starts together.
-	var warm, done sync.WaitGroup
-	warm.Add(*w)
-	start := make(chan struct{})
-	var left atomic.Int64
-	left.Store(int64(*n))
-	lats := make([][]int64, *w)
-	for i := 0; i < *w; i++ {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			cycle()
-			warm.Done()
-			<-start
-			for left.Add(-1) >= 0 {
-				lats[i] = append(lats[i], cycle())
-			}
-		}()
-	}
-	warm.Wait()
 	var srv0 map[int32]int64
 	if pg {
-		srv0 = backendCPU(*db, app)
+		run.armed = func() { srv0 = backendCPU(*db, app) }
 	}
-	var stopPage func() int
-	if *web != "" {
-		stopPage = pageOpen(*web, loc)
-	}
-	cpu0, t0 := cpuNS(), time.Now()
-	close(start)
-	done.Wait()
-	secs := time.Since(t0).Seconds()
-	cpu := cpuNS() - cpu0
-	refreshes := -1
-	if stopPage != nil {
-		refreshes = stopPage()
-	}
-	var lat []int64
-	for _, l := range lats {
-		lat = append(lat, l...)
-	}
-	r := result{Ops: *n, Secs: secs, CPUNS: float64(cpu) / float64(*n),
-		P50NS: percentile(lat, 0.5), P99NS: percentile(lat, 0.99)}
+	r, err := run.run()
+	must(err)
 	if pg {
 		// Per process, so a connection opened or closed meanwhile counts only
 		// what it spent in the loop (a new one from zero).
@@ -200,16 +160,136 @@ func cmdWorkers(args []string) {
 			for pid, c := range srv1 {
 				ns += c - srv0[pid]
 			}
-			r.Extra = map[string]float64{"server_cpu_ns": float64(ns) / float64(*n)}
+			if r.Extra == nil {
+				r.Extra = map[string]float64{}
+			}
+			r.Extra["server_cpu_ns"] = float64(ns) / float64(r.Ops)
 		}
-	}
-	if refreshes >= 0 {
-		if r.Extra == nil {
-			r.Extra = map[string]float64{}
-		}
-		r.Extra["refreshes"] = float64(refreshes)
 	}
 	emit(r)
+}
+
+// workersRun is one repetition of a workers row: w goroutines sharing a run
+// claim → complete cycles, n in all or, when dur is set, for dur (the n jobs
+// requested beforehand must last it: running out is an error, not a shorter
+// loop). Each worker runs one untimed warm-up cycle first; then armed is
+// called, the page opened (page, when set), and the timer started.
+type workersRun struct {
+	a     *core.Authority
+	w, n  int
+	dur   time.Duration
+	page  func() *pageTabs
+	armed func()
+}
+
+// run times the loop. With the page open, the result counts the page's
+// fetches started during the timed loop ("page_fetches"), and a loop that
+// saw none is an error: it measured the workers without the page.
+func (wr workersRun) run() (result, error) {
+	a := wr.a
+	var left atomic.Int64
+	left.Store(int64(wr.n))
+	var end time.Time // set before start is closed: every worker reads it after
+	var errOnce sync.Once
+	var loopErr error
+	var stopped atomic.Bool
+	stop := func(err error) {
+		errOnce.Do(func() { loopErr = err })
+		stopped.Store(true)
+	}
+	cycle := func() (int64, error) {
+		t := time.Now()
+		l, err := a.Claim(prod, worker, leaseFor)
+		lat := since(t)
+		if err != nil {
+			return 0, err
+		}
+		return lat, l.Complete(core.Facts{})
+	}
+	more := func() bool {
+		if stopped.Load() {
+			return false
+		}
+		if wr.dur > 0 {
+			return time.Now().Before(end)
+		}
+		return left.Add(-1) >= 0
+	}
+	// Warm-up: one cycle per worker, all at once, then everyone starts together.
+	var warm, done sync.WaitGroup
+	warm.Add(wr.w)
+	start := make(chan struct{})
+	lats := make([][]int64, wr.w)
+	var t0 time.Time
+	for i := 0; i < wr.w; i++ {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			_, err := cycle()
+			warm.Done()
+			if err != nil {
+				stop(fmt.Errorf("warm-up cycle: %w", err))
+			}
+			<-start
+			for more() {
+				lat, err := cycle()
+				if err != nil {
+					if wr.dur > 0 && core.KindOf(err) == core.KindNothingToClaim {
+						err = fmt.Errorf("the %d jobs requested ran out %.2f s into the %s loop: request more (-n)",
+							wr.n, time.Since(t0).Seconds(), wr.dur)
+					}
+					stop(err)
+					return
+				}
+				lats[i] = append(lats[i], lat)
+			}
+		}()
+	}
+	warm.Wait()
+	if wr.armed != nil {
+		wr.armed()
+	}
+	var tabs *pageTabs
+	if wr.page != nil {
+		tabs = wr.page()
+	}
+	cpu0 := cpuNS()
+	t0 = time.Now()
+	end = t0.Add(wr.dur)
+	close(start)
+	done.Wait()
+	t1 := time.Now()
+	secs := t1.Sub(t0).Seconds()
+	cpu := cpuNS() - cpu0
+	fetches := -1
+	if tabs != nil {
+		fetches = tabs.fetchesBetween(t0, t1)
+		if err := tabs.close(); err != nil {
+			stop(fmt.Errorf("the page: %w", err))
+		}
+	}
+	if loopErr != nil {
+		return result{}, loopErr
+	}
+	var lat []int64
+	for _, l := range lats {
+		lat = append(lat, l...)
+	}
+	ops := len(lat)
+	if ops == 0 {
+		return result{}, fmt.Errorf("no cycle ran in the timed loop")
+	}
+	r := result{Ops: ops, Secs: secs, CPUNS: float64(cpu) / float64(ops),
+		P50NS: percentile(lat, 0.5), P99NS: percentile(lat, 0.99)}
+	if fetches >= 0 {
+		if fetches == 0 {
+			return result{}, fmt.Errorf("page open, but no page was fetched during the %.2f s timed loop "+
+				"(it refreshes every %s): the repetition measured the workers without the page; time the loop "+
+				"for longer (-dur)", secs, webRefresh)
+		}
+		r.Extra = map[string]float64{"page_fetches": float64(fetches)}
+	}
+	return r, nil
 }
 
 // renderWorkers is section 7 of the table: per worker count, the SQLite row
