@@ -21,8 +21,8 @@ import (
 
 // rowCounter is a backend that counts the rows its observations give core:
 // the events and jobs listed, the workers seen, the buckets counted, and
-// for the counts by state, every job counted (an index-only count visits
-// each entry it counts). Every observation is one index range from its
+// for the counts by state (of one production or of every one), every job
+// counted (an index-only count visits each entry it counts). Every observation is one index range from its
 // first row (the plan tests of both stores), so what it visits is what it
 // gives, give or take the row that ends the range.
 type rowCounter struct {
@@ -61,6 +61,16 @@ func (b rowCounter) CountJobs(ctx context.Context, p string, now int64) (store.J
 		b.rows.Add(n)
 	}
 	return c, err
+}
+
+func (b rowCounter) CountEveryProduction(ctx context.Context, now int64) (map[string]store.JobCounts, error) {
+	all, err := b.Backend.CountEveryProduction(ctx, now)
+	for _, c := range all {
+		for _, n := range c.ByState {
+			b.rows.Add(n)
+		}
+	}
+	return all, err
 }
 
 // cycle runs n jobs of production p through a claim by worker and a

@@ -1,5 +1,5 @@
 // /metrics: gauges read at each scrape (jobs by production and state from
-// Counts, the clock) and counters of the events committed since the server
+// CountsByProduction, the clock) and counters of the events committed since the server
 // started, kept by following the event log from its end at the start, each
 // scrape from where the last one stopped (docs/web.md, Metrics).
 package web
@@ -115,17 +115,11 @@ type collector struct {
 	limit    int              // how many productions are labelled by name
 	activity map[string]int64 // production → events read (every kind)
 	labelled map[string]bool  // the productions labelled by name (label)
-
-	// empty holds the productions whose Counts found no job and that have
-	// had no job requested since (no requested event read after that
-	// Counts): their counts are zeros without a read.
-	empty map[string]bool
 }
 
 func newCollector(a *core.Authority, limit int) *collector {
 	return &collector{a: a, totals: map[string]map[string]int64{}, hist: map[string]*histogram{},
-		claimed: map[string]time.Time{}, limit: limit, activity: map[string]int64{}, labelled: map[string]bool{},
-		empty: map[string]bool{}}
+		claimed: map[string]time.Time{}, limit: limit, activity: map[string]int64{}, labelled: map[string]bool{}}
 }
 
 // start sets the counters' cursor at the log's end, once: the seq of its
@@ -183,8 +177,7 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	if err := c.start(ctx); err != nil {
 		return err
 	}
-	caughtUp, err := c.follow(ctx)
-	if err != nil {
+	if err := c.follow(ctx); err != nil {
 		return err
 	}
 	var productions []core.Production
@@ -201,6 +194,12 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 		q.After = page.Next
 	}
 	c.label(productions)
+	// Every production's counts in one read, whatever the number of
+	// productions: a production with no job is not in it (zeros).
+	counts, err := c.a.CountsByProduction(ctx)
+	if err != nil {
+		return err
+	}
 	// Gauges: each labelled production's own, the others summed (the age
 	// of the oldest waiting job: the oldest of theirs).
 	var other struct {
@@ -211,28 +210,7 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	}
 	other.states = map[string]int64{}
 	for _, p := range productions {
-		// A production whose last Counts found no job, and that has had
-		// no job requested since, has none: its counts are zeros without
-		// a read, so thousands of empty productions cost a scrape no reads
-		// after the first. A job comes only with a requested event, which
-		// the counters read (PostgreSQL: not before it is final, so none
-		// read later lies below the cursor). While the counters have not
-		// caught up with the log, a request may wait unread: then every
-		// production is counted.
-		n := core.JobCounts{}
-		if !caughtUp || !c.empty[p.Name] {
-			var err error
-			if n, err = c.a.Counts(ctx, p.Name); err != nil {
-				return err
-			}
-			none := true
-			for _, st := range allStates {
-				none = none && countOf(n, st) == 0
-			}
-			if none {
-				c.empty[p.Name] = true
-			}
-		}
+		n := counts[p.ID]
 		oldest := 0.0
 		if !n.OldestRequested.IsZero() {
 			oldest = max(0, n.At.Sub(n.OldestRequested).Seconds())
@@ -336,25 +314,24 @@ func (c *collector) label(productions []core.Production) {
 }
 
 // follow reads the event log from where it stopped, page by page, for at
-// most followBudget, counting events and pairing claims with completions;
-// caughtUp says it read to the log's end. Counters only grow: the log is
-// append-only and read once, in order.
-func (c *collector) follow(ctx context.Context) (caughtUp bool, err error) {
+// most followBudget, counting events and pairing claims with completions.
+// Counters only grow: the log is append-only and read once, in order.
+func (c *collector) follow(ctx context.Context) error {
 	deadline := time.Now().Add(followBudget)
 	for time.Now().Before(deadline) {
 		page, err := c.a.ListEvents(ctx, core.EventQuery{After: c.after, Limit: core.MaxPageSize})
 		if err != nil {
-			return false, err
+			return err
 		}
 		for _, e := range page.Events {
 			c.count(e)
 		}
 		c.after = page.Next
 		if !page.More {
-			return true, nil
+			return nil
 		}
 	}
-	return false, nil
+	return nil
 }
 
 func (c *collector) count(e core.Event) {
@@ -366,8 +343,6 @@ func (c *collector) count(e core.Event) {
 	kinds[e.Kind]++
 	c.activity[e.Production]++
 	switch e.Kind {
-	case "requested":
-		delete(c.empty, e.Production)
 	case "claimed":
 		c.claimed[e.JobID] = e.At
 	case "completed":

@@ -168,6 +168,12 @@ type Observer interface {
 	// CountJobs counts a production's jobs; claims with expiry <= now are
 	// the expired ones.
 	CountJobs(ctx context.Context, productionID string, now int64) (JobCounts, error)
+	// CountEveryProduction counts the jobs of every production that has
+	// any, as CountJobs counts one production's, by production id; a
+	// production without jobs is absent. It is one read (a statement or
+	// two, however many productions there are) of the index of jobs by
+	// state and of the partial index of claims, never of the event log.
+	CountEveryProduction(ctx context.Context, now int64) (map[string]JobCounts, error)
 	// EventHorizon is the seq below which every event is final: none will
 	// ever be added there (PostgreSQL: docs/postgres.md).
 	EventHorizon(ctx context.Context) (int64, error)
