@@ -112,6 +112,12 @@ func Open(location string, opts Options) (*DB, error) {
 		rp["application_name"] = "libleases"
 	}
 	rp["timezone"] = "UTC"
+	// Every statement is short, but an estimate over a large table can pass
+	// jit_above_cost, and compiling the plan then costs far more than
+	// running it: no JIT unless the URL asks for it.
+	if _, set := rp["jit"]; !set {
+		rp["jit"] = "off"
+	}
 	_, bound := statementTimeout(rp, busy)
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout

@@ -81,3 +81,19 @@ func TestEverySessionHasAStatementTimeoutPastTheBusyTimeout(t *testing.T) {
 	require.NoError(t, db.pool.QueryRow(ctx, `SHOW statement_timeout`).Scan(&v))
 	require.Equal(t, "2300ms", v)
 }
+
+// The store's statements are short and touch few rows, but the planner's
+// estimate of one over a large or freshly touched table can pass
+// jit_above_cost, and compiling it then costs hundreds of milliseconds: a
+// session runs without JIT unless the URL asks for it.
+func TestEverySessionRunsWithoutJITUnlessTheURLTurnsItOn(t *testing.T) {
+	_, u := open(t, time.Second)
+	for url, want := range map[string]string{u: "off", u + "&jit=on": "on"} {
+		db, err := Open(url, Options{BusyTimeout: time.Second})
+		require.NoError(t, err)
+		var v string
+		require.NoError(t, db.pool.QueryRow(ctx, `SHOW jit`).Scan(&v))
+		db.Close()
+		require.Equal(t, want, v, "jit of a session")
+	}
+}
