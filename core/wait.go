@@ -76,6 +76,8 @@ type waitroom struct {
 	hub     *wake.Hub
 	watcher store.Watcher // nil: the store has none
 
+	handedOver atomic.Int64 // looks a waiter left to the first of its queue (tests read it)
+
 	mu     sync.Mutex
 	quiet  map[string]quietClock // per production, its last look that found nothing
 	ids    map[string]string     // production name → id, while someone waits (and watchLinger after)
@@ -323,7 +325,8 @@ func (r *waitroom) close() {
 // same SQLite file within milliseconds; on PostgreSQL by a notification from
 // any host), when the earliest claim of the production expires, and at least
 // once a second whatever happens. Of many waiters of one production, one is
-// woken per change, in the order they started waiting.
+// woken per change, in the order they started waiting, and only the first
+// looks: one change costs one claim transaction.
 //
 // When ctx ends first it returns an error of KindInterrupted that wraps
 // ctx's cause (errors.Is(err, context.Canceled)); nothing was claimed.
@@ -380,6 +383,13 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 	look = look || (check != nil && a.waits.stale(p.ID, a.now()))
 	relook := lostRaceRelook
 	for {
+		if look && !w.MayLook() {
+			// A waiter behind the first leaves the look to it: looking
+			// too, it could find the job the first is claiming, and run a
+			// claim transaction that finds nothing.
+			a.waits.handedOver.Add(1)
+			look = false
+		}
 		if look { // else nothing happened since the last look found nothing
 			found, err := a.look(ctx, p.ID, w)
 			if err != nil {
