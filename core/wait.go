@@ -430,7 +430,9 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 			check = a.waits.clockTick()
 			look = a.waits.stale(p.ID, a.now())
 		case <-bound.C:
-			return a.lastLook(ctx, p.ID, w, production, worker, d, wait)
+			var l *Lease
+			l, passOn, err = a.lastLook(ctx, p.ID, w, production, worker, d, wait)
+			return l, err
 		case <-ctx.Done():
 			return nil, interrupted(ctx)
 		case <-a.waits.hub.Done():
@@ -446,8 +448,9 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 // store whose clock is a server's is asked, as it cannot be checked here).
 // A look that finds a job, or a clock behind the mark, claims: the claim's
 // answer (a lease, clock_regressed, nothing_to_claim when another claimer
-// won) is the wait's.
-func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.Waiter, production, worker string, d, wait time.Duration) (*Lease, error) {
+// won) is the wait's. passOn: the next waiter is to be woken, as after any
+// claim that did not lose the race (more jobs may be there).
+func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.Waiter, production, worker string, d, wait time.Duration) (l *Lease, passOn bool, err error) {
 	nothing := errf(KindNothingToClaim, "production %q had no claimable job within %s", production, wait)
 	woken := false
 	select {
@@ -456,21 +459,21 @@ func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.W
 	default:
 	}
 	if !woken && a.clockIsLocal() && !a.waits.stale(productionID, a.now()) {
-		return nil, nothing
+		return nil, false, nothing
 	}
 	found, err := a.look(ctx, productionID, w)
 	if err != nil {
-		return nil, a.closedOr(err)
+		return nil, false, a.closedOr(err)
 	}
 	if !found {
-		return nil, nothing
+		return nil, false, nothing
 	}
 	a.waits.forgetProduction(production)
-	l, err := a.claimOne(ctx, production, "", worker, d)
+	l, err = a.claimOne(ctx, production, "", worker, d)
 	if err != nil && KindOf(err) == KindNothingToClaim {
-		return nil, nothing
+		return nil, false, nothing
 	}
-	return l, err
+	return l, true, err
 }
 
 // clockIsLocal reports whether the authority's clock is read on this host

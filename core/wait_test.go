@@ -555,6 +555,31 @@ func TestAWaiterThatLosesTheRaceForAJobKeepsWaitingWithinItsBound(t *testing.T) 
 	requireWokenBy(t, c, second, start)
 }
 
+func TestAWaiterThatClaimsAsItsWaitEndsWakesTheNext(t *testing.T) {
+	// Two jobs become claimable by the clock alone, which writes nothing and
+	// wakes nobody; the first waiter's wait then passes, and its last look
+	// claims one. More may be there: the next waiter must be woken, as after
+	// any claim, since no timer or clock check of this test wakes it.
+	f := ownCommitsOnly(t)
+	testwait.Eventually(t, func() bool { return clockWatchersRunning() == 0 })
+	old := clockstep.SetPeriod(time.Hour) // the watcher starts with it: no clock check comes
+	t.Cleanup(func() { clockstep.SetPeriod(old) })
+	ids := make([]string, 2)
+	for i := range ids {
+		id, err := f.a.RequestJobWith("p", "", nil, RequestOptions{Delay: time.Hour})
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	ctx := context.Background()
+	first := startWaiting(t, ctx, f.a, "first", time.Minute, 300*time.Millisecond)
+	second := startWaiting(t, ctx, f.a, "second", time.Minute, time.Hour)
+	f.clk.advance(2 * time.Hour) // not setClock, which wakes every waiter
+	r := receive(t, first)
+	require.NoError(t, r.err)
+	require.Equal(t, ids[0], r.l.JobID())
+	requireWokenBy(t, second, ids[1], r.at)
+}
+
 func TestCancellingTheContextInterruptsAWait(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
