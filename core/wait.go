@@ -76,6 +76,8 @@ type waitroom struct {
 	hub     *wake.Hub
 	watcher store.Watcher // nil: the store has none
 
+	handedOver atomic.Int64 // looks a waiter left to the first of its queue (tests read it)
+
 	mu     sync.Mutex
 	quiet  map[string]quietClock // per production, its last look that found nothing
 	ids    map[string]string     // production name → id, while someone waits (and watchLinger after)
@@ -323,7 +325,8 @@ func (r *waitroom) close() {
 // same SQLite file within milliseconds; on PostgreSQL by a notification from
 // any host), when the earliest claim of the production expires, and at least
 // once a second whatever happens. Of many waiters of one production, one is
-// woken per change, in the order they started waiting.
+// woken per change, in the order they started waiting, and only the first
+// looks: one change costs one claim transaction.
 //
 // When ctx ends first it returns an error of KindInterrupted that wraps
 // ctx's cause (errors.Is(err, context.Canceled)); nothing was claimed.
@@ -380,6 +383,13 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 	look = look || (check != nil && a.waits.stale(p.ID, a.now()))
 	relook := lostRaceRelook
 	for {
+		if look && !w.MayLook() {
+			// A waiter behind the first leaves the look to it: looking
+			// too, it could find the job the first is claiming, and run a
+			// claim transaction that finds nothing.
+			a.waits.handedOver.Add(1)
+			look = false
+		}
 		if look { // else nothing happened since the last look found nothing
 			found, err := a.look(ctx, p.ID, w)
 			if err != nil {
@@ -420,7 +430,9 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 			check = a.waits.clockTick()
 			look = a.waits.stale(p.ID, a.now())
 		case <-bound.C:
-			return a.lastLook(ctx, p.ID, w, production, worker, d, wait)
+			var l *Lease
+			l, passOn, err = a.lastLook(ctx, p.ID, w, production, worker, d, wait)
+			return l, err
 		case <-ctx.Done():
 			return nil, interrupted(ctx)
 		case <-a.waits.hub.Done():
@@ -436,8 +448,9 @@ func (a *Authority) claimWaiting(ctx context.Context, production, worker string,
 // store whose clock is a server's is asked, as it cannot be checked here).
 // A look that finds a job, or a clock behind the mark, claims: the claim's
 // answer (a lease, clock_regressed, nothing_to_claim when another claimer
-// won) is the wait's.
-func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.Waiter, production, worker string, d, wait time.Duration) (*Lease, error) {
+// won) is the wait's. passOn: the next waiter is to be woken, as after any
+// claim that did not lose the race (more jobs may be there).
+func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.Waiter, production, worker string, d, wait time.Duration) (l *Lease, passOn bool, err error) {
 	nothing := errf(KindNothingToClaim, "production %q had no claimable job within %s", production, wait)
 	woken := false
 	select {
@@ -446,21 +459,21 @@ func (a *Authority) lastLook(ctx context.Context, productionID string, w *wake.W
 	default:
 	}
 	if !woken && a.clockIsLocal() && !a.waits.stale(productionID, a.now()) {
-		return nil, nothing
+		return nil, false, nothing
 	}
 	found, err := a.look(ctx, productionID, w)
 	if err != nil {
-		return nil, a.closedOr(err)
+		return nil, false, a.closedOr(err)
 	}
 	if !found {
-		return nil, nothing
+		return nil, false, nothing
 	}
 	a.waits.forgetProduction(production)
-	l, err := a.claimOne(ctx, production, "", worker, d)
+	l, err = a.claimOne(ctx, production, "", worker, d)
 	if err != nil && KindOf(err) == KindNothingToClaim {
-		return nil, nothing
+		return nil, false, nothing
 	}
-	return l, err
+	return l, true, err
 }
 
 // clockIsLocal reports whether the authority's clock is read on this host

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libleases/libleases/core/internal/clockstep"
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/internal/testwait"
 	"github.com/stretchr/testify/require"
@@ -311,6 +312,208 @@ func TestSixteenWaitersAndOneRequestCostOneClaimTransaction(t *testing.T) {
 	}
 }
 
+// waiterTag marks a waiting claim's context with its worker, so that a
+// hookedBackend can tell whose look or claim it is.
+type waiterTag struct{}
+
+func tagged(ctx context.Context, worker string) context.Context {
+	return context.WithValue(ctx, waiterTag{}, worker)
+}
+
+func tagOf(ctx context.Context) string {
+	w, _ := ctx.Value(waiterTag{}).(string)
+	return w
+}
+
+// hookedBackend counts write transactions, like countingBackend, and lets a
+// test hold a tagged waiter's look (its read of whether a job is claimable)
+// and its claim. The hooks are set before it is installed.
+type hookedBackend struct {
+	store.Backend
+	begun       atomic.Int64
+	beforeLook  func(worker string) // may block
+	afterLook   func(worker string, found bool)
+	beforeClaim func(worker string) // may block; the write is counted already
+}
+
+func (b *hookedBackend) HasClaimable(ctx context.Context, productionID string, now int64) (bool, error) {
+	w := tagOf(ctx)
+	if w != "" && b.beforeLook != nil {
+		b.beforeLook(w)
+	}
+	found, err := b.Backend.HasClaimable(ctx, productionID, now)
+	if w != "" && b.afterLook != nil {
+		b.afterLook(w, found)
+	}
+	return found, err
+}
+
+func (b *hookedBackend) BeginWrite(ctx context.Context) (store.Tx, error) {
+	b.begun.Add(1)
+	if w := tagOf(ctx); w != "" && b.beforeClaim != nil {
+		b.beforeClaim(w)
+	}
+	return b.Backend.BeginWrite(ctx)
+}
+
+// startTagged runs a tagged ClaimWait of an hour in a goroutine.
+func startTagged(ctx context.Context, a *Authority, worker string) <-chan waitResult {
+	out := make(chan waitResult, 1)
+	go func() {
+		l, err := a.ClaimWait(tagged(ctx, worker), "p", worker, time.Minute, time.Hour)
+		out <- waitResult{l, err, time.Now()}
+	}()
+	return out
+}
+
+// until waits, outside the test's goroutine, until cond holds (false: it
+// never did within testwait.EventuallyBound).
+func until(cond func() bool) bool {
+	deadline := time.Now().Add(testwait.EventuallyBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+func TestOneRequestCostsOneClaimTransactionWhenAWaiterJoinsWhileTheFirstLooks(t *testing.T) {
+	// The first waiter's first look is held before it reads; a second waiter
+	// joins meanwhile, when no look has found nothing yet; the request
+	// commits; then every held look reads, and no claim starts before every
+	// look that was let through has its answer. A second waiter that looked
+	// by itself would find the job too, and claim it in vain.
+	longSafetyPoll(t)
+	f := newFixture(t)
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	open := false               // held looks may read
+	arrived := map[string]int{} // looks that reached the hook, per waiter
+	pending := 0                // looks that reached the hook and have no answer yet
+	b := &hookedBackend{Backend: f.a.b}
+	b.beforeLook = func(w string) {
+		mu.Lock()
+		defer mu.Unlock()
+		arrived[w]++
+		pending++
+		cond.Broadcast()
+		for !open {
+			cond.Wait()
+		}
+	}
+	b.afterLook = func(string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		pending--
+		cond.Broadcast()
+	}
+	b.beforeClaim = func(string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for pending > 0 {
+			cond.Wait()
+		}
+	}
+	f.a.b = b
+	arrivals := func(w string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return arrived[w]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := startTagged(ctx, f.a, "first")
+	testwait.Eventually(t, func() bool { return arrivals("first") == 1 })
+	before := f.a.waits.handedOver.Load()
+	second := startTagged(ctx, f.a, "second")
+	// It either looks (held like the first) or leaves its look to the first.
+	testwait.Eventually(t, func() bool { return arrivals("second") > 0 || f.a.waits.handedOver.Load() > before })
+	id := f.request(1)[0]
+	mu.Lock()
+	open = true
+	cond.Broadcast()
+	mu.Unlock()
+	r, other := firstOfTwo(t, first, second)
+	// Let the other look once (the claimer's departure wakes it), then end it.
+	testwait.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return arrived["second"] > 0 && pending == 0
+	})
+	cancel()
+	o := receive(t, other)
+	require.Equal(t, int64(2), b.begun.Load(), "one request and one claim transaction, no more")
+	require.NoError(t, r.err)
+	require.Equal(t, id, r.l.JobID())
+	require.Equal(t, "first", r.l.Worker(), "the first waiter claims the job")
+	requireKind(t, o.err, KindInterrupted)
+}
+
+// firstOfTwo receives the result of whichever of two waiting claims returns
+// first, and the other's channel.
+func firstOfTwo(t *testing.T, a, b <-chan waitResult) (waitResult, <-chan waitResult) {
+	t.Helper()
+	select {
+	case r := <-a:
+		return r, b
+	case r := <-b:
+		return r, a
+	case <-time.After(30 * time.Second):
+		t.Fatal("nobody claimed the job")
+	}
+	return waitResult{}, nil
+}
+
+func TestOneRequestCostsOneClaimTransactionWhenTheWaitersCheckTheClockDuringTheClaim(t *testing.T) {
+	// The test's clock seam makes every waiter check the clock every
+	// period. The first waiter's look finds the job (which forgets the last
+	// quiet look: a clock check then cannot tell that nothing changed), and
+	// its claim is held until the second waiter either found the job too,
+	// in a look of its own after a check, or left that look to the first.
+	longSafetyPoll(t)
+	old := clockstep.SetPeriod(5 * time.Millisecond)
+	t.Cleanup(func() { clockstep.SetPeriod(old) })
+	f := newFixture(t)
+	var looked, found sync.Map // worker → struct{}: it looked; it found a job
+	b := &hookedBackend{Backend: f.a.b}
+	b.afterLook = func(w string, has bool) {
+		looked.Store(w, struct{}{})
+		if has {
+			found.Store(w, struct{}{})
+		}
+	}
+	var handedOver atomic.Int64 // looks left to the first waiter when the request commits
+	var hold atomic.Bool
+	b.beforeClaim = func(w string) {
+		if w == "first" && hold.Load() {
+			until(func() bool {
+				_, ok := found.Load("second")
+				return ok || f.a.waits.handedOver.Load() > handedOver.Load()
+			})
+		}
+	}
+	f.a.b = b
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := startTagged(ctx, f.a, "first")
+	testwait.Eventually(t, func() bool { _, ok := looked.Load("first"); return ok })
+	second := startTagged(ctx, f.a, "second")
+	waitersReady(t, f.a, 2)
+	handedOver.Store(f.a.waits.handedOver.Load())
+	hold.Store(true)
+	id := f.request(1)[0]
+	r, other := firstOfTwo(t, first, second)
+	cancel()
+	o := receive(t, other)
+	require.Equal(t, int64(2), b.begun.Load(), "one request and one claim transaction, no more")
+	require.NoError(t, r.err)
+	require.Equal(t, id, r.l.JobID())
+	require.Equal(t, "first", r.l.Worker(), "the first waiter claims the job")
+	requireKind(t, o.err, KindInterrupted)
+}
+
 // thiefBackend lets another claimer take the job a waiter's look found,
 // between the look and the waiter's claim.
 type thiefBackend struct {
@@ -350,6 +553,31 @@ func TestAWaiterThatLosesTheRaceForAJobKeepsWaitingWithinItsBound(t *testing.T) 
 	start := time.Now()
 	second := f.request(1)[0]
 	requireWokenBy(t, c, second, start)
+}
+
+func TestAWaiterThatClaimsAsItsWaitEndsWakesTheNext(t *testing.T) {
+	// Two jobs become claimable by the clock alone, which writes nothing and
+	// wakes nobody; the first waiter's wait then passes, and its last look
+	// claims one. More may be there: the next waiter must be woken, as after
+	// any claim, since no timer or clock check of this test wakes it.
+	f := ownCommitsOnly(t)
+	testwait.Eventually(t, func() bool { return clockWatchersRunning() == 0 })
+	old := clockstep.SetPeriod(time.Hour) // the watcher starts with it: no clock check comes
+	t.Cleanup(func() { clockstep.SetPeriod(old) })
+	ids := make([]string, 2)
+	for i := range ids {
+		id, err := f.a.RequestJobWith("p", "", nil, RequestOptions{Delay: time.Hour})
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	ctx := context.Background()
+	first := startWaiting(t, ctx, f.a, "first", time.Minute, 300*time.Millisecond)
+	second := startWaiting(t, ctx, f.a, "second", time.Minute, time.Hour)
+	f.clk.advance(2 * time.Hour) // not setClock, which wakes every waiter
+	r := receive(t, first)
+	require.NoError(t, r.err)
+	require.Equal(t, ids[0], r.l.JobID())
+	requireWokenBy(t, second, ids[1], r.at)
 }
 
 func TestCancellingTheContextInterruptsAWait(t *testing.T) {

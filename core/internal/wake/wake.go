@@ -7,7 +7,10 @@
 //  1. a waiter joins its key's queue before it looks at the store;
 //  2. before each look it calls Arm, which forgets the wake it was given;
 //  3. a wake given to a waiter after Arm is kept (its channel holds it),
-//     so a commit that lands during the look is seen by the next look.
+//     so a commit that lands during the look is seen by the next look;
+//  4. only the head of a queue looks: a waiter behind it that wants to
+//     look (it just joined, or its clock check says the last look that
+//     found nothing no longer stands) wakes the head instead (MayLook).
 //
 // A wake signals the head of the queue only; a head already signalled
 // (about to look) absorbs it, because its look will see that commit too. A
@@ -128,6 +131,31 @@ func (w *Waiter) Arm() uint64 {
 	default:
 	}
 	return w.h.epoch
+}
+
+// MayLook reports whether this waiter may look at the store now: only the
+// head of its queue looks (and claims), so that waiters that want to look
+// at once (one joining while the head looks, every waiter checking the
+// clock) cost one look and at most one claim, never one each. A waiter
+// behind the head hands its look over: it forgets the wake it holds and
+// wakes the head instead. The head's next look starts after this call (a
+// head already woken has not yet armed; one looking or claiming keeps the
+// wake for its next look, or passes it on when it leaves), so it sees all
+// this waiter would have seen.
+func (w *Waiter) MayLook() bool {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.gone || w.q.head == w {
+		return true
+	}
+	w.signalled = false
+	select {
+	case <-w.c:
+	default:
+	}
+	signalLocked(w.q.head)
+	return false
 }
 
 // FoundNothing records that the look started at epoch, at the local time

@@ -58,6 +58,34 @@ func TestAWakeAfterArmIsKeptForTheNextLook(t *testing.T) {
 	require.True(t, woken(w), "a wake during a look must not be lost")
 }
 
+func TestOnlyTheHeadLooksAndAWaiterBehindItWakesTheHeadInstead(t *testing.T) {
+	h := New(0)
+	ws := join(t, h, "p", 3)
+	require.True(t, ws[0].MayLook())
+	require.False(t, woken(ws[0]), "the head's own look wakes nobody")
+	ws[0].Arm() // the head looks
+	require.False(t, ws[2].MayLook())
+	require.True(t, woken(ws[0]), "the head looks again for the waiter behind it")
+	require.False(t, woken(ws[1]))
+	require.False(t, woken(ws[2]))
+	ws[0].Arm() // looks again; then claims and leaves, waking the next
+	ws[0].Leave(true)
+	require.True(t, ws[1].MayLook(), "the next head looks")
+}
+
+func TestAWaiterThatHandedItsLookOverIsWokenOnceItIsTheHead(t *testing.T) {
+	h := New(0)
+	ws := join(t, h, "p", 2)
+	h.WakeAll()
+	<-ws[1].C()
+	require.False(t, ws[1].MayLook()) // the wake it held goes to the head
+	ws[0].Arm()
+	ws[0].Leave(false) // found nothing, then its wait passed
+	require.False(t, woken(ws[1]))
+	h.Wake("p") // a commit
+	require.True(t, woken(ws[1]), "a wake of the new head must not be lost")
+}
+
 func TestLeavingAfterAClaimPassesTheWakeToTheNextHead(t *testing.T) {
 	h := New(0)
 	ws := join(t, h, "p", 3)
