@@ -6,12 +6,16 @@ package core
 // (SIGSTOP). They run in the PostgreSQL pass (make test).
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -249,7 +253,10 @@ func TestABackendTerminatedBetweenTheStatementsOfATransactionIsRetriedOnAFreshCo
 }
 
 // stopper stops (SIGSTOP) every backend of app, including those it starts
-// meanwhile, until released; then continues them all (SIGCONT).
+// meanwhile, until released; then continues them all (SIGCONT). It stops a
+// backend only where it waits for its client (stopWaiting): the server is
+// shared with the other tests of a run, and a backend stopped while it held
+// a lock of the server's shared memory stalled every session of the server.
 type stopper struct {
 	once    sync.Once
 	count   int
@@ -283,15 +290,16 @@ func stopBackends(t *testing.T, app string) *stopper {
 			// stopped backend blocks is skipped, and release continues the
 			// backends itself rather than waiting for this loop.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			pids, _ := queryPids(ctx, admin, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
-			cancel()
+			pids, _ := queryPids(ctx, admin, `SELECT pid FROM pg_stat_activity WHERE application_name = $1
+				AND wait_event = 'ClientRead'`, app)
 			s.mu.Lock()
-			for _, pid := range pids {
-				if !s.released && !s.stopped[pid] && syscall.Kill(pid, syscall.SIGSTOP) == nil {
+			if !s.released {
+				for _, pid := range stopWaiting(ctx, admin, pids, s.stopped) {
 					s.stopped[pid] = true
 				}
 			}
 			s.mu.Unlock()
+			cancel()
 			if round == 0 {
 				close(s.first)
 			}
@@ -304,6 +312,51 @@ func stopBackends(t *testing.T, app string) *stopper {
 		}
 	}()
 	return s
+}
+
+// stopWaiting stops those of pids not stopped already that wait for their
+// client, and returns them; it continues the others. A backend waits for
+// its client holding no lock of the server's shared memory: stopped there,
+// it stalls its own sessions alone. Which ones did is asked once they are
+// stopped, when what the server says of them can no longer change.
+func stopWaiting(ctx context.Context, admin string, pids []int, stopped map[int]bool) []int {
+	var tried []int
+	for _, pid := range pids {
+		if !stopped[pid] && syscall.Kill(pid, syscall.SIGSTOP) == nil {
+			tried = append(tried, pid)
+		}
+	}
+	for _, pid := range tried {
+		for deadline := time.Now().Add(time.Second); !processStopped(pid) && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var still []int
+	if len(tried) > 0 {
+		still, _ = queryPids(ctx, admin, `SELECT pid FROM pg_stat_activity WHERE pid = ANY($1)
+			AND wait_event = 'ClientRead'`, tried)
+	}
+	var out []int
+	for _, pid := range tried {
+		if slices.Contains(still, pid) && processStopped(pid) {
+			out = append(out, pid)
+		} else {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	return out
+}
+
+// processStopped reports whether the process pid is stopped by a signal
+// (state T in /proc/<pid>/stat, whose command name may hold any byte but
+// ends at the last ')').
+func processStopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
 // release continues the stopped backends and says how many there were; it
@@ -417,6 +470,57 @@ func TestAStoppedServerGivesBusyOrStorageWithinTheBoundAndLosesNoAcknowledgedTra
 	for job, n := range completed {
 		require.Equal(t, 1, n, "job %s completed once", job)
 	}
+}
+
+func TestStoppingOneApplicationsBackendsLeavesTheServerToEveryOtherApplication(t *testing.T) {
+	// The stopped-server tests share their server with the other tests of a
+	// run (and with other runs): their stall must be the stopped
+	// application's alone. A backend stopped while it held a lock of the
+	// server's shared memory stalled every session of the server.
+	pgFaultsOnly(t)
+	a, app, _ := appAuthority(t, freshSchema(t), 300*time.Millisecond, "connect_timeout", "1", "statement_timeout", "500")
+	by, _, _ := appAuthority(t, freshSchema(t), 0)
+	const stall = 6 * time.Second
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// cycles requests, claims and completes jobs of auth until stop, and
+	// records when each cycle committed (UnixNano) in last.
+	cycles := func(auth *Authority, worker string, last *atomic.Int64) {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if _, err := auth.RequestJob("p", "", nil); err != nil {
+				continue
+			}
+			if l, err := auth.Claim("p", worker, time.Minute); err == nil && l.Complete(Facts{}) == nil && last != nil {
+				last.Store(time.Now().UnixNano())
+			}
+		}
+	}
+	var byLast atomic.Int64
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go cycles(a, fmt.Sprintf("w%d", w), nil)
+	}
+	wg.Add(1)
+	go cycles(by, "bystander", &byLast)
+	time.Sleep(200 * time.Millisecond)
+	s := stopBackends(t, app)
+	time.Sleep(stall)
+	// Read before the release: in the stall's second half every backend
+	// of the stopped application has long been stopped.
+	bystanderLast, stallEnd := time.Unix(0, byLast.Load()), time.Now()
+	stopped := s.release()
+	close(stop)
+	wg.Wait()
+	require.Positive(t, stopped, "backends were stopped")
+	require.True(t, bystanderLast.After(stallEnd.Add(-stall/2)),
+		"another application's transitions stopped with the stopped one's backends (its last commit was %s before the stall ended)",
+		stallEnd.Sub(bystanderLast))
 }
 
 // stoppingTx stops the transaction's backend just before its COMMIT, and

@@ -74,8 +74,7 @@ func TestNoticesStayInTheirSchema(t *testing.T) {
 func TestTheWatcherReconnectsAfterItsConnectionIsLost(t *testing.T) {
 	db, u := open(t, 0)
 	changes := watch(t, db)
-	pgtest.Exec(t, strings.TrimSuffix(u, "&pool_max_conns=80"), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name = $1 AND datname = current_database()`, listenApplicationName)
+	terminateWatcher(t, u)
 	require.Equal(t, "", next(t, changes), "listening again, it reports that notices may have been lost")
 	tx := begin(t, db)
 	_, err := tx.HWM(ctx)
@@ -137,4 +136,27 @@ func TestALookInOneRoundTripAgreesWithItsParts(t *testing.T) {
 	check(false, now+time.Second.Microseconds())
 	update(ids[1], store.StateClaimed, now-1) // expired: claimable again
 	check(true, now-1)
+}
+
+// terminateWatcher ends the session of the watcher of u's store: the one
+// whose last statement listens on its schema's channel (every store's
+// watcher has the same application name).
+func terminateWatcher(t *testing.T, u string) {
+	t.Helper()
+	pgtest.Exec(t, strings.TrimSuffix(u, "&pool_max_conns=80"), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = $1 AND datname = current_database()
+		AND query = 'LISTEN "' || `+channelSQL+` || '"'`, listenApplicationName)
+}
+
+func TestEndingOneStoresWatcherLeavesTheWatchersOfOtherStoresListening(t *testing.T) {
+	// Every schema's store listens in the same database, and the tests of a
+	// run share the server: ending one test's watcher must not end the
+	// watchers of the others, whose "" report wakes every waiter.
+	db, u := open(t, 0)
+	other, _ := open(t, 0)
+	changes := watch(t, db)
+	others := watch(t, other)
+	terminateWatcher(t, u)
+	require.Equal(t, "", next(t, changes), "the ended watcher listens again")
+	quiet(t, others)
 }
