@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/libleases/libleases/core"
 )
@@ -138,27 +140,38 @@ func (pl *programLog) drained() {
 // that started the program exits, so the program is started, and waited
 // for, on a locked OS thread that is not released until it has been
 // reaped. waited delivers cmd.Wait's result.
+//
+// The reaper runs before the program does (started after it, a worker
+// killed while the reaper was still starting left the program's group to
+// nobody), and the program runs none of its own code before the reaper
+// knows its group: it is held at its first instruction (startHeld) until
+// the group's number is written. Without the hold, a worker killed between
+// the program's exec and that write (a thread not scheduled for a few
+// milliseconds on a loaded host is enough) left the children the program
+// had forked meanwhile running: the program died by its parent-death
+// signal, its children by nothing.
 func startSupervised(cmd *exec.Cmd) (waited <-chan error, err error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	// The reaper runs before the program does: started after it, a worker
-	// killed while the reaper was still starting left the program's group
-	// to nobody. What is left is the write of the group's number, on this
-	// thread right after the program's exec.
 	reaper.ready()
 	started := make(chan error, 1)
 	w := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread() // only once the program is reaped
-		if err := cmd.Start(); err != nil {
+		held, err := startHeld(cmd)
+		if err != nil {
 			started <- err
 			return
 		}
+		pausePoint("program-held")
 		reaper.watch(cmd.Process.Pid)
+		if held {
+			letGo(cmd.Process.Pid)
+		}
 		started <- nil
 		w <- cmd.Wait()
 	}()
@@ -166,6 +179,93 @@ func startSupervised(cmd *exec.Cmd) (waited <-chan error, err error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// startHeld starts cmd traced by this thread (PTRACE_TRACEME in the child),
+// so that the kernel stops the program right after its exec, before its
+// first instruction, and waits for that stop; letGo lets it run. Where
+// tracing is refused (this process is traced itself, by strace or a
+// debugger; a seccomp or Yama policy), it starts cmd untraced and reports
+// held false: the program then runs at once, as before the hold. The
+// calling goroutine is locked to its OS thread, which is the tracer.
+func startHeld(cmd *exec.Cmd) (held bool, err error) {
+	cmd.SysProcAttr.Ptrace = true
+	err = cmd.Start()
+	cmd.SysProcAttr.Ptrace = false
+	if err != nil {
+		if !errors.Is(err, syscall.EPERM) {
+			return false, err
+		}
+		// Tracing refused, or the exec itself refused with EPERM: a
+		// second start without tracing tells them apart. A Cmd starts
+		// once, even when its start failed: the second is a copy.
+		*cmd = exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+			Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles,
+			SysProcAttr: cmd.SysProcAttr, Cancel: cmd.Cancel, WaitDelay: cmd.WaitDelay}
+		return false, cmd.Start()
+	}
+	if !heldAtExec(cmd.Process.Pid) {
+		return false, nil
+	}
+	return true, nil
+}
+
+// heldAtExec waits for the traced program's stop at its exec (the SIGTRAP
+// the kernel sends a traced process that execs). A signal that reaches it
+// first (a drain forwarded to its group) stops it too: that signal is kept
+// back until letGo, so that it is delivered once and the SIGTRAP never is.
+// It reports false if the program ended first (killed before it ran); the
+// wait leaves an ended program's status for cmd.Wait (WNOWAIT).
+func heldAtExec(pid int) bool {
+	for {
+		code, sig, err := waitNoReap(pid)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || code != cldTrapped {
+			return false
+		}
+		if sig == syscall.SIGTRAP {
+			return true
+		}
+		heldSignals.Store(pid, sig)
+		if syscall.PtraceCont(pid, 0) != nil {
+			return false
+		}
+	}
+}
+
+// cldTrapped is the si_code of a traced child's stop (CLD_TRAPPED).
+const cldTrapped = 4
+
+// waitNoReap waits for pid to stop or end, without reaping it: waitid(2)
+// with WNOWAIT, which the syscall package does not wrap. It returns the
+// si_code (CLD_*) and the signal (or exit status) of the siginfo.
+func waitNoReap(pid int) (code int32, sig syscall.Signal, err error) {
+	const pPID, wExited, wStopped, wNoWait, wAll = 1, 4, 2, 0x1000000, 0x40000000
+	// siginfo_t on Linux: si_signo, si_errno, si_code, then (8-aligned)
+	// si_pid, si_uid, si_status; 128 bytes in all.
+	var info [32]int32
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])),
+		wExited|wStopped|wNoWait|wAll, 0, 0)
+	if e != 0 {
+		return 0, 0, e
+	}
+	return info[2], syscall.Signal(info[6]), nil
+}
+
+// heldSignals: the signal each held program received before its exec stop,
+// by pid, delivered by letGo.
+var heldSignals sync.Map
+
+// letGo detaches from a program held by startHeld, which then runs; a
+// signal it received while held is delivered now.
+func letGo(pid int) {
+	sig := 0
+	if s, ok := heldSignals.LoadAndDelete(pid); ok {
+		sig = int(s.(syscall.Signal))
+	}
+	syscall.RawSyscall6(syscall.SYS_PTRACE, syscall.PTRACE_DETACH, uintptr(pid), 0, uintptr(sig), 0, 0)
 }
 
 // reaperArg, as the only argument, runs leases as a reaper.

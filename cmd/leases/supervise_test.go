@@ -7,6 +7,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -151,6 +152,71 @@ func TestTheReaperRunsBeforeTheFirstProgramStarts(t *testing.T) {
 			t.Fatalf("the reaper was not started before the first program (program %d); the worker's children: %q", self, b)
 		}
 	})
+}
+
+// Nothing of a program runs before the reaper knows its group: a worker
+// killed between the program's start and its word to the reaper (here, at
+// a leasestest pause point between the two) leaves nothing running. Before
+// the program was held at its first instruction until then, it ran and
+// forked meanwhile, and its children outlived the worker: the program died
+// by its parent-death signal, its children by nothing.
+func TestNothingOfAProgramRunsBeforeTheReaperKnowsItsGroup(t *testing.T) {
+	onBothStores(t, func(t *testing.T, e *env) {
+		ids := e.setup(1)
+		tok, _ := e.claim("w-exec", "1m")
+		pauses := t.TempDir()
+		ran := filepath.Join(e.dir, "ran."+ids[0])
+		p := e.startProc(opts{env: []string{"LEASES_TEST_PAUSE=program-held", "LEASES_TEST_PAUSE_DIR=" + pauses}},
+			"exec", "--token-file", tok, "--output-dir", e.outDir(), "--",
+			"sh", "-c", `sleep 60 & echo "$$ $!" > "`+ran+`"; wait`)
+		waitFor(t, "the pause between the program's start and the reaper's word", func() bool {
+			return exists(filepath.Join(pauses, "program-held.paused"))
+		})
+		program := programOf(t, p.cmd.Process.Pid)
+		// An unheld program starts a child and writes its file within
+		// milliseconds; this leaves it half a second.
+		time.Sleep(500 * time.Millisecond)
+		ranWhileUnknown := exists(ran)
+		p.killOutright()
+		pids := []int{program}
+		if b, err := os.ReadFile(ran); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, n)
+				}
+			}
+		}
+		wantGoneWithin(t, pids, promptly)
+		p.wait(promptly)
+		if ranWhileUnknown {
+			t.Fatalf("the program ran (and forked) before the reaper knew its group")
+		}
+		time.Sleep(200 * time.Millisecond)
+		if exists(ran) {
+			t.Fatalf("the program ran after its worker was killed")
+		}
+	})
+}
+
+// programOf is the one child of the worker pid that is not its reaper.
+func programOf(t *testing.T, worker int) int {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", worker))
+	var programs []int
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, c := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(c)
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if !strings.Contains(string(cmdline), reaperArg) {
+				programs = append(programs, pid)
+			}
+		}
+	}
+	if len(programs) != 1 {
+		t.Fatalf("the worker's children other than its reaper: %v, want one program", programs)
+	}
+	return programs[0]
 }
 
 // A killed worker's temporary output does not stay for good: once its owner
