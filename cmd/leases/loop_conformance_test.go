@@ -1,8 +1,9 @@
 package main
 
 // The CLI's face of the worker loop's conformance suite
-// (tests/vectors/worker_loop.json, docs/workers.md), and the facts a
-// program publishes through LEASES_FACTS. Both stores.
+// (tests/vectors/worker_loop.json, docs/workers.md): the scenarios and the
+// zero values; and the facts a program publishes through LEASES_FACTS. Both
+// stores.
 
 import (
 	"encoding/json"
@@ -44,17 +45,28 @@ var cliSkips = map[string]string{
 // cannot pass: its exit status is the reason.
 var cliReason = map[string]string{"error": "exit status 75", "fail": "exit status 3"}
 
-func TestEveryScenarioOfTheSharedLoopSuiteHoldsForLeasesWork(t *testing.T) {
+// loopVectors is tests/vectors/worker_loop.json.
+type loopVectors struct {
+	BackoffUS  []int64           `json:"backoff_us"`
+	ZeroValues map[string]string `json:"zero_values"`
+	Scenarios  []cliScenario     `json:"scenarios"`
+}
+
+func readLoopVectors(t *testing.T) loopVectors {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "tests", "vectors", "worker_loop.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
-		Scenarios []cliScenario `json:"scenarios"`
-	}
+	var v loopVectors
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
+	return v
+}
+
+func TestEveryScenarioOfTheSharedLoopSuiteHoldsForLeasesWork(t *testing.T) {
+	v := readLoopVectors(t)
 	for _, sc := range v.Scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
 			if why, ok := cliSkips[sc.Name]; ok {
@@ -136,42 +148,80 @@ esac`
 
 func strconvI(n int) string { return strconv.Itoa(n) }
 
-func TestAProgramPublishesItsJobsFactsThroughLeasesFacts(t *testing.T) {
-	onBothStores(t, func(t *testing.T, e *env) {
-		ids := e.requestPayloads("x")
-		out := e.outDir()
-		prog := `cat > "$LEASES_OUTPUT"; printf '{"metadata":{"frames":12},"provenance":{"host":"render-7"}}' > "$LEASES_FACTS"`
-		r := e.startProc(opts{}, append(workArgs("--exit-when-empty", "--output-dir", out, "--metadata", "tool=\"sh\""),
-			"--", "sh", "-c", prog)...).wait(60 * time.Second)
-		wantExit(t, r, 0, "1 completed")
-		f := e.facts(ids[0])
-		if string(f.Metadata["frames"]) != "12" || string(f.Provenance["host"]) != `"render-7"` ||
-			string(f.Metadata["tool"]) != `"sh"` || len(f.Outputs) != 1 {
-			t.Fatalf("facts %+v: want the program's, the flags' and the output, published together", f)
+// Every flag of leases work whose knob is in the vectors' zero_values is
+// given its zero explicitly, and means what the vectors say: --concurrency 0
+// runs one program at a time, --max-jobs 0 claims without limit,
+// --drain-timeout 0 lets a drain wait as long as the program takes, and
+// --exit-when-empty=false waits for more jobs. (The interval has no flag: the
+// CLI always renews every third of --duration, the interval's zero value.)
+func TestEveryZeroValueOfLeasesWorkMeansWhatTheSharedVectorsSay(t *testing.T) {
+	v := readLoopVectors(t)
+	for knob, want := range map[string]string{
+		"concurrency":     "one lease out at a time",
+		"max_jobs":        "no limit",
+		"drain_timeout":   "a drain waits as long as the jobs take",
+		"exit_when_empty": "false: wait for more jobs",
+		"interval":        "a third of the duration",
+	} {
+		if v.ZeroValues[knob] != want {
+			t.Fatalf("zero_values.%s is %q; this test checks %q", knob, v.ZeroValues[knob], want)
 		}
-	})
-}
-
-func TestBadFactsFromAProgramFailItsJobWithTheReason(t *testing.T) {
-	cases := []struct{ name, write, reason string }{
-		{"bad JSON", `printf '{"metadata":' > "$LEASES_FACTS"`, "is not valid"},
-		{"an unknown member", `printf '{"outputs":[]}' > "$LEASES_FACTS"`, "is not valid"},
-		{"bad UTF-8", `printf '{"metadata":{"a":"\377"}}' > "$LEASES_FACTS"`, "is not valid UTF-8"},
-		{"too large", `head -c 1048577 /dev/zero | tr '\0' ' ' > "$LEASES_FACTS"`, "is over the limit of 1048576 bytes"},
-		{"a fact the command line sets", `printf '{"metadata":{"tool":"x"}}' > "$LEASES_FACTS"`, `sets metadata "tool", which --metadata sets too`},
 	}
 	onBothStores(t, func(t *testing.T, e *env) {
-		e.must("production", "create", prod)
-		for _, c := range cases {
-			ids := e.requestPayloads(c.name)
-			r := e.startProc(opts{}, append(workArgs("--max-jobs", "1", "--metadata", "tool=\"sh\""),
-				"--", "sh", "-c", "cat >/dev/null; "+c.write)...).wait(60 * time.Second)
-			wantExit(t, r, 0, "1 failed", "LEASES_FACTS")
-			rec := e.record(ids[0])
-			if rec.State != "failed" || rec.Reason == nil || !strings.Contains(*rec.Reason, "LEASES_FACTS") ||
-				!strings.Contains(*rec.Reason, c.reason) {
-				t.Errorf("%s: job %+v, want failed with a reason naming LEASES_FACTS and %q", c.name, rec, c.reason)
+		ids := e.requestPayloads("one", "two", "three")
+		// A program that finds another one running (the busy directory
+		// taken) marks the overlap.
+		prog := `p=$(cat)
+mkdir "` + e.dir + `/busy" 2>/dev/null || touch "` + e.dir + `/overlap"
+touch "` + e.dir + `/started.$LEASES_JOB_ID"
+case "$p" in
+gate) while [ ! -e "` + e.dir + `/gate" ]; do sleep 0.02; done ;;
+*) sleep 0.2 ;;
+esac
+rmdir "` + e.dir + `/busy" 2>/dev/null
+exit 0`
+		p := e.startProc(opts{}, append(workArgs("--concurrency", "0", "--max-jobs", "0", "--drain-timeout", "0",
+			"--exit-when-empty=false"), "--", "sh", "-c", prog)...)
+		running := func(what string) {
+			t.Helper()
+			select {
+			case err := <-p.done:
+				t.Fatalf("%s: leases work ended (%v); stderr:\n%s", what, err, p.errb.String())
+			default:
 			}
 		}
+		waitFor(t, "the three jobs to complete", func() bool {
+			jobs := e.jobs()
+			for _, id := range ids {
+				if jobs[id].State != "completed" {
+					return false
+				}
+			}
+			return true
+		})
+		if exists(filepath.Join(e.dir, "overlap")) {
+			t.Fatal("--concurrency 0 ran two programs at once")
+		}
+		// --exit-when-empty=false: a worker that would exit ends once a claim
+		// finds nothing within 100 ms; this one waits for more.
+		time.Sleep(500 * time.Millisecond)
+		running("nothing left to claim")
+		gate := e.requestPayloads("gate")[0]
+		waitFor(t, "the gated job to start", func() bool { return e.started(gate) })
+		p.signal(syscall.SIGTERM)
+		waitFor(t, "the worker to report the drain", func() bool { return strings.Contains(p.errb.String(), "draining") })
+		// --drain-timeout 0: the drain waits for the program, well past "at once".
+		time.Sleep(500 * time.Millisecond)
+		running("draining")
+		wantStates(t, e, map[string]string{gate: "claimed"})
+		if err := os.WriteFile(filepath.Join(e.dir, "gate"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := p.wait(60 * time.Second)
+		wantExit(t, r, 0, "work stopped: 4 completed, 0 failed, 0 given back")
+		if exists(filepath.Join(e.dir, "overlap")) {
+			t.Fatal("--concurrency 0 ran two programs at once")
+		}
+		wantStates(t, e, map[string]string{ids[0]: "completed", ids[1]: "completed", ids[2]: "completed", gate: "completed"})
 	})
 }
