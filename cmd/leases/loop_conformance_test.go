@@ -1,19 +1,24 @@
 package main
 
 // The CLI's face of the worker loop's conformance suite
-// (tests/vectors/worker_loop.json, docs/workers.md): the scenarios and the
-// zero values; and the facts a program publishes through LEASES_FACTS. Both
-// stores.
+// (tests/vectors/worker_loop.json, docs/workers.md): the scenarios, the zero
+// values, the back-off sequence; and the facts a program publishes through
+// LEASES_FACTS. Both stores.
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	leases "github.com/libleases/libleases"
 )
 
 type cliScenario struct {
@@ -223,5 +228,147 @@ exit 0`
 			t.Fatal("--concurrency 0 ran two programs at once")
 		}
 		wantStates(t, e, map[string]string{ids[0]: "completed", ids[1]: "completed", ids[2]: "completed", gate: "completed"})
+	})
+}
+
+// holdClaims makes every claim of e's production through another process
+// wait until release is called (and fail, past a short busy timeout): on
+// SQLite an edit of this process holds the writer lock; on PostgreSQL a
+// transaction holds the jobs table in EXCLUSIVE mode, which lets a look read
+// the jobs but makes a claim's row lock wait (past its lock_timeout, it
+// fails). The same hold as worker/conformance_test.go's.
+func holdClaims(t *testing.T, e *env) (release func()) {
+	t.Helper()
+	if !strings.HasPrefix(e.db, "postgres") {
+		a, err := leases.Open(e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ed, err := a.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ed.RequestJob(prod, "", nil); err != nil { // takes the writer lock
+			t.Fatal(err)
+		}
+		return func() {
+			ed.Abort()
+			a.Close()
+		}
+	}
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE leases_jobs IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// claimFailedPause is the pause the loop logs after a failed claim.
+var claimFailedPause = regexp.MustCompile(`claim failed; trying again.* in=(\S+)`)
+
+// The back-off of leases work is worker.Run's, seen from outside: with its
+// claims kept failing (the store's lock held by this test, the CLI's busy
+// timeout 1 ms through the test build's LEASES_TEST_BUSY_TIMEOUT_US) the
+// loop logs each failure with the pause before the next claim, and the
+// pauses are the vectors' backoff_us; once the lock is free the job is
+// claimed and run.
+func TestLeasesWorkWhoseClaimsFailBacksOffByTheSharedSequence(t *testing.T) {
+	v := readLoopVectors(t)
+	onBothStores(t, func(t *testing.T, e *env) {
+		id := e.requestPayloads("x")[0]
+		pauses := t.TempDir()
+		p := e.startProc(opts{env: []string{"LEASES_TEST_BUSY_TIMEOUT_US=1000",
+			"LEASES_TEST_PAUSE=work-listening", "LEASES_TEST_PAUSE_DIR=" + pauses}},
+			append(workArgs("--max-jobs", "1"), "--", "sh", "-c", "cat >/dev/null")...)
+		// The authority is open (its opening takes no lock this test holds):
+		// hold the claims, then let the loop start.
+		waitFor(t, "the worker to open its authority", func() bool { return exists(filepath.Join(pauses, "work-listening.paused")) })
+		release := holdClaims(t, e)
+		released := false
+		defer func() {
+			if !released {
+				release()
+			}
+		}()
+		if err := os.WriteFile(filepath.Join(pauses, "work-listening.resume"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "four failed claims", func() bool {
+			return len(claimFailedPause.FindAllString(p.errb.String(), -1)) >= 4
+		})
+		release()
+		released = true
+		r := p.wait(60 * time.Second)
+		wantExit(t, r, 0, "work stopped: 1 completed")
+		wantStates(t, e, map[string]string{id: "completed"})
+		logged := claimFailedPause.FindAllStringSubmatch(r.stderr, -1)
+		if len(logged) < 4 {
+			t.Fatalf("%d failed claims logged, want at least 4:\n%s", len(logged), r.stderr)
+		}
+		// One claimer: each failure is the next of the sequence.
+		var seen []string
+		for i, m := range logged {
+			seen = append(seen, m[1])
+			want := time.Duration(v.BackoffUS[min(i, len(v.BackoffUS)-1)]) * time.Microsecond
+			if m[1] != want.String() {
+				t.Errorf("the pause after %d failed claims is %s, want %s", i+1, m[1], want)
+			}
+		}
+		t.Logf("pauses after the failed claims: %s", strings.Join(seen, " "))
+	})
+}
+
+func TestAProgramPublishesItsJobsFactsThroughLeasesFacts(t *testing.T) {
+	onBothStores(t, func(t *testing.T, e *env) {
+		ids := e.requestPayloads("x")
+		out := e.outDir()
+		prog := `cat > "$LEASES_OUTPUT"; printf '{"metadata":{"frames":12},"provenance":{"host":"render-7"}}' > "$LEASES_FACTS"`
+		r := e.startProc(opts{}, append(workArgs("--exit-when-empty", "--output-dir", out, "--metadata", "tool=\"sh\""),
+			"--", "sh", "-c", prog)...).wait(60 * time.Second)
+		wantExit(t, r, 0, "1 completed")
+		f := e.facts(ids[0])
+		if string(f.Metadata["frames"]) != "12" || string(f.Provenance["host"]) != `"render-7"` ||
+			string(f.Metadata["tool"]) != `"sh"` || len(f.Outputs) != 1 {
+			t.Fatalf("facts %+v: want the program's, the flags' and the output, published together", f)
+		}
+	})
+}
+
+func TestBadFactsFromAProgramFailItsJobWithTheReason(t *testing.T) {
+	cases := []struct{ name, write, reason string }{
+		{"bad JSON", `printf '{"metadata":' > "$LEASES_FACTS"`, "is not valid"},
+		{"an unknown member", `printf '{"outputs":[]}' > "$LEASES_FACTS"`, "is not valid"},
+		{"bad UTF-8", `printf '{"metadata":{"a":"\377"}}' > "$LEASES_FACTS"`, "is not valid UTF-8"},
+		{"too large", `head -c 1048577 /dev/zero | tr '\0' ' ' > "$LEASES_FACTS"`, "is over the limit of 1048576 bytes"},
+		{"a fact the command line sets", `printf '{"metadata":{"tool":"x"}}' > "$LEASES_FACTS"`, `sets metadata "tool", which --metadata sets too`},
+	}
+	onBothStores(t, func(t *testing.T, e *env) {
+		e.must("production", "create", prod)
+		for _, c := range cases {
+			ids := e.requestPayloads(c.name)
+			r := e.startProc(opts{}, append(workArgs("--max-jobs", "1", "--metadata", "tool=\"sh\""),
+				"--", "sh", "-c", "cat >/dev/null; "+c.write)...).wait(60 * time.Second)
+			wantExit(t, r, 0, "1 failed", "LEASES_FACTS")
+			rec := e.record(ids[0])
+			if rec.State != "failed" || rec.Reason == nil || !strings.Contains(*rec.Reason, "LEASES_FACTS") ||
+				!strings.Contains(*rec.Reason, c.reason) {
+				t.Errorf("%s: job %+v, want failed with a reason naming LEASES_FACTS and %q", c.name, rec, c.reason)
+			}
+		}
 	})
 }
