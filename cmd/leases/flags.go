@@ -187,7 +187,9 @@ func (cc *cmdContext) open() (*core.Authority, error) { return cc.openWith(cc.cr
 func (cc *cmdContext) openCreating() (*core.Authority, error) { return cc.openWith(true) }
 
 func (cc *cmdContext) openWith(create bool) (*core.Authority, error) {
-	a, err := leases.OpenWith(cc.dbPath(), leases.Options{MustExist: !create})
+	o := leases.Options{MustExist: !create}
+	openOptionsHook(&o)
+	a, err := leases.OpenWith(cc.dbPath(), o)
 	if !create && errors.Is(err, core.ErrNotFound) {
 		return nil, fmt.Errorf("%w; nothing was created ('leases production create NAME' creates it, or add --create)", err)
 	}

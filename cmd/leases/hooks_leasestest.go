@@ -8,9 +8,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
+	leases "github.com/libleases/libleases"
 	"github.com/libleases/libleases/core"
 )
 
@@ -80,5 +82,16 @@ func workLeaseHook(l *core.Lease) {
 	}
 	if tok, err := l.Export(); err == nil {
 		os.WriteFile(filepath.Join(dir, l.JobID()+".token"), []byte(tok), 0o600)
+	}
+}
+
+// openOptionsHook: with LEASES_TEST_BUSY_TIMEOUT_US=N the authority waits at
+// most N µs for a lock held elsewhere (SQLite's writer lock, PostgreSQL's
+// lock_timeout), so that a test holding the lock makes every write fail with
+// busy within a millisecond instead of the default 10 s: how the worker
+// loop's back-off is observed through leases work.
+func openOptionsHook(o *leases.Options) {
+	if n, err := strconv.ParseInt(os.Getenv("LEASES_TEST_BUSY_TIMEOUT_US"), 10, 64); err == nil && n > 0 {
+		o.BusyTimeout = time.Duration(n) * time.Microsecond
 	}
 }

@@ -4,7 +4,10 @@
 // environment variable can change how a shipped leases binary behaves.
 package main
 
-import "github.com/libleases/libleases/core"
+import (
+	leases "github.com/libleases/libleases"
+	"github.com/libleases/libleases/core"
+)
 
 const testHooks = false
 
@@ -17,3 +20,5 @@ func claimCommitHook(*core.Authority) {}
 func pausePoint(string) {}
 
 func workLeaseHook(*core.Lease) {}
+
+func openOptionsHook(*leases.Options) {}

@@ -1,18 +1,24 @@
 package main
 
 // The CLI's face of the worker loop's conformance suite
-// (tests/vectors/worker_loop.json, docs/workers.md), and the facts a
-// program publishes through LEASES_FACTS. Both stores.
+// (tests/vectors/worker_loop.json, docs/workers.md): the scenarios, the zero
+// values, the back-off sequence; and the facts a program publishes through
+// LEASES_FACTS. Both stores.
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	leases "github.com/libleases/libleases"
 )
 
 type cliScenario struct {
@@ -44,17 +50,28 @@ var cliSkips = map[string]string{
 // cannot pass: its exit status is the reason.
 var cliReason = map[string]string{"error": "exit status 75", "fail": "exit status 3"}
 
-func TestEveryScenarioOfTheSharedLoopSuiteHoldsForLeasesWork(t *testing.T) {
+// loopVectors is tests/vectors/worker_loop.json.
+type loopVectors struct {
+	BackoffUS  []int64           `json:"backoff_us"`
+	ZeroValues map[string]string `json:"zero_values"`
+	Scenarios  []cliScenario     `json:"scenarios"`
+}
+
+func readLoopVectors(t *testing.T) loopVectors {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "tests", "vectors", "worker_loop.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
-		Scenarios []cliScenario `json:"scenarios"`
-	}
+	var v loopVectors
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
+	return v
+}
+
+func TestEveryScenarioOfTheSharedLoopSuiteHoldsForLeasesWork(t *testing.T) {
+	v := readLoopVectors(t)
 	for _, sc := range v.Scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
 			if why, ok := cliSkips[sc.Name]; ok {
@@ -135,6 +152,186 @@ esac`
 }
 
 func strconvI(n int) string { return strconv.Itoa(n) }
+
+// Every flag of leases work whose knob is in the vectors' zero_values is
+// given its zero explicitly, and means what the vectors say: --concurrency 0
+// runs one program at a time, --max-jobs 0 claims without limit,
+// --drain-timeout 0 lets a drain wait as long as the program takes, and
+// --exit-when-empty=false waits for more jobs. (The interval has no flag: the
+// CLI always renews every third of --duration, the interval's zero value.)
+func TestEveryZeroValueOfLeasesWorkMeansWhatTheSharedVectorsSay(t *testing.T) {
+	v := readLoopVectors(t)
+	for knob, want := range map[string]string{
+		"concurrency":     "one lease out at a time",
+		"max_jobs":        "no limit",
+		"drain_timeout":   "a drain waits as long as the jobs take",
+		"exit_when_empty": "false: wait for more jobs",
+		"interval":        "a third of the duration",
+	} {
+		if v.ZeroValues[knob] != want {
+			t.Fatalf("zero_values.%s is %q; this test checks %q", knob, v.ZeroValues[knob], want)
+		}
+	}
+	onBothStores(t, func(t *testing.T, e *env) {
+		ids := e.requestPayloads("one", "two", "three")
+		// A program that finds another one running (the busy directory
+		// taken) marks the overlap.
+		prog := `p=$(cat)
+mkdir "` + e.dir + `/busy" 2>/dev/null || touch "` + e.dir + `/overlap"
+touch "` + e.dir + `/started.$LEASES_JOB_ID"
+case "$p" in
+gate) while [ ! -e "` + e.dir + `/gate" ]; do sleep 0.02; done ;;
+*) sleep 0.2 ;;
+esac
+rmdir "` + e.dir + `/busy" 2>/dev/null
+exit 0`
+		p := e.startProc(opts{}, append(workArgs("--concurrency", "0", "--max-jobs", "0", "--drain-timeout", "0",
+			"--exit-when-empty=false"), "--", "sh", "-c", prog)...)
+		running := func(what string) {
+			t.Helper()
+			select {
+			case err := <-p.done:
+				t.Fatalf("%s: leases work ended (%v); stderr:\n%s", what, err, p.errb.String())
+			default:
+			}
+		}
+		waitFor(t, "the three jobs to complete", func() bool {
+			jobs := e.jobs()
+			for _, id := range ids {
+				if jobs[id].State != "completed" {
+					return false
+				}
+			}
+			return true
+		})
+		if exists(filepath.Join(e.dir, "overlap")) {
+			t.Fatal("--concurrency 0 ran two programs at once")
+		}
+		// --exit-when-empty=false: a worker that would exit ends once a claim
+		// finds nothing within 100 ms; this one waits for more.
+		time.Sleep(500 * time.Millisecond)
+		running("nothing left to claim")
+		gate := e.requestPayloads("gate")[0]
+		waitFor(t, "the gated job to start", func() bool { return e.started(gate) })
+		p.signal(syscall.SIGTERM)
+		waitFor(t, "the worker to report the drain", func() bool { return strings.Contains(p.errb.String(), "draining") })
+		// --drain-timeout 0: the drain waits for the program, well past "at once".
+		time.Sleep(500 * time.Millisecond)
+		running("draining")
+		wantStates(t, e, map[string]string{gate: "claimed"})
+		if err := os.WriteFile(filepath.Join(e.dir, "gate"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := p.wait(60 * time.Second)
+		wantExit(t, r, 0, "work stopped: 4 completed, 0 failed, 0 given back")
+		if exists(filepath.Join(e.dir, "overlap")) {
+			t.Fatal("--concurrency 0 ran two programs at once")
+		}
+		wantStates(t, e, map[string]string{ids[0]: "completed", ids[1]: "completed", ids[2]: "completed", gate: "completed"})
+	})
+}
+
+// holdClaims makes every claim of e's production through another process
+// wait until release is called (and fail, past a short busy timeout): on
+// SQLite an edit of this process holds the writer lock; on PostgreSQL a
+// transaction holds the jobs table in EXCLUSIVE mode, which lets a look read
+// the jobs but makes a claim's row lock wait (past its lock_timeout, it
+// fails). The same hold as worker/conformance_test.go's.
+func holdClaims(t *testing.T, e *env) (release func()) {
+	t.Helper()
+	if !strings.HasPrefix(e.db, "postgres") {
+		a, err := leases.Open(e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ed, err := a.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ed.RequestJob(prod, "", nil); err != nil { // takes the writer lock
+			t.Fatal(err)
+		}
+		return func() {
+			ed.Abort()
+			a.Close()
+		}
+	}
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE leases_jobs IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// claimFailedPause is the pause the loop logs after a failed claim.
+var claimFailedPause = regexp.MustCompile(`claim failed; trying again.* in=(\S+)`)
+
+// The back-off of leases work is worker.Run's, seen from outside: with its
+// claims kept failing (the store's lock held by this test, the CLI's busy
+// timeout 1 ms through the test build's LEASES_TEST_BUSY_TIMEOUT_US) the
+// loop logs each failure with the pause before the next claim, and the
+// pauses are the vectors' backoff_us; once the lock is free the job is
+// claimed and run.
+func TestLeasesWorkWhoseClaimsFailBacksOffByTheSharedSequence(t *testing.T) {
+	v := readLoopVectors(t)
+	onBothStores(t, func(t *testing.T, e *env) {
+		id := e.requestPayloads("x")[0]
+		pauses := t.TempDir()
+		p := e.startProc(opts{env: []string{"LEASES_TEST_BUSY_TIMEOUT_US=1000",
+			"LEASES_TEST_PAUSE=work-listening", "LEASES_TEST_PAUSE_DIR=" + pauses}},
+			append(workArgs("--max-jobs", "1"), "--", "sh", "-c", "cat >/dev/null")...)
+		// The authority is open (its opening takes no lock this test holds):
+		// hold the claims, then let the loop start.
+		waitFor(t, "the worker to open its authority", func() bool { return exists(filepath.Join(pauses, "work-listening.paused")) })
+		release := holdClaims(t, e)
+		released := false
+		defer func() {
+			if !released {
+				release()
+			}
+		}()
+		if err := os.WriteFile(filepath.Join(pauses, "work-listening.resume"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "four failed claims", func() bool {
+			return len(claimFailedPause.FindAllString(p.errb.String(), -1)) >= 4
+		})
+		release()
+		released = true
+		r := p.wait(60 * time.Second)
+		wantExit(t, r, 0, "work stopped: 1 completed")
+		wantStates(t, e, map[string]string{id: "completed"})
+		logged := claimFailedPause.FindAllStringSubmatch(r.stderr, -1)
+		if len(logged) < 4 {
+			t.Fatalf("%d failed claims logged, want at least 4:\n%s", len(logged), r.stderr)
+		}
+		// One claimer: each failure is the next of the sequence.
+		var seen []string
+		for i, m := range logged {
+			seen = append(seen, m[1])
+			want := time.Duration(v.BackoffUS[min(i, len(v.BackoffUS)-1)]) * time.Microsecond
+			if m[1] != want.String() {
+				t.Errorf("the pause after %d failed claims is %s, want %s", i+1, m[1], want)
+			}
+		}
+		t.Logf("pauses after the failed claims: %s", strings.Join(seen, " "))
+	})
+}
 
 func TestAProgramPublishesItsJobsFactsThroughLeasesFacts(t *testing.T) {
 	onBothStores(t, func(t *testing.T, e *env) {

@@ -60,13 +60,18 @@ func runWork(cc *cmdContext) error {
 	survivingClosedLogs()
 	prod := cc.fs.String("production", "", "production `NAME`")
 	workerName := cc.fs.String("worker", "", "worker `NAME` recorded as every claim's attribution")
-	var dur, drain durationFlag
+	var dur durationFlag
+	// Zero is every knob's "none" here as in every face of the loop
+	// (tests/vectors/worker_loop.json, zero_values): a drain timeout of 0
+	// waits as long as the programs take, concurrency 0 runs one at a time,
+	// max jobs 0 is no limit.
+	drain := durationFlag{rule: spanRule{max: core.MaxDuration, zeroOK: true}}
 	cc.fs.Var(&dur, "duration", "claim each job for `DURATION` (us, ms, s, m, h), renewed every third of it while PROGRAM runs")
-	concurrency := cc.fs.Int("concurrency", 1, "run up to `N` programs at once (at most 1024)")
+	concurrency := cc.fs.Int("concurrency", 1, "run up to `N` programs at once (0: one; at most 1024)")
 	outDir := cc.fs.String("output-dir", "", "register each run's output file in `DIR` (without it, PROGRAM gets no LEASES_OUTPUT)")
 	maxJobs := cc.fs.Int("max-jobs", 0, "claim at most `N` jobs, then stop once they are settled (0: no limit)")
 	exitWhenEmpty := cc.fs.Bool("exit-when-empty", false, "stop once nothing is left to claim, instead of waiting for more")
-	cc.fs.Var(&drain, "drain-timeout", "after SIGTERM/SIGINT, let running programs go on for at most `DURATION` (default: until they finish)")
+	cc.fs.Var(&drain, "drain-timeout", "after SIGTERM/SIGINT, let running programs go on for at most `DURATION` (0, the default: until they finish)")
 	retryExit := retryExitFlags(cc)
 	md, pv := cc.factFlags()
 	prog, done, err := prepare(cc, false)
@@ -81,8 +86,8 @@ func runWork(cc *cmdContext) error {
 	switch {
 	case len(prog) == 0:
 		return usagef(cc.cmd.name, "give the PROGRAM to run after --")
-	case *concurrency < 1 || *concurrency > maxConcurrency:
-		return usagef(cc.cmd.name, "--concurrency must be from 1 to %d", maxConcurrency)
+	case *concurrency < 0 || *concurrency > maxConcurrency:
+		return usagef(cc.cmd.name, "--concurrency must be from 0 (one at a time) to %d", maxConcurrency)
 	case *maxJobs < 0:
 		return usagef(cc.cmd.name, "--max-jobs must not be negative")
 	}

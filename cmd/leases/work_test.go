@@ -417,14 +417,15 @@ func TestWorkRefusesBadInputClaimingNothing(t *testing.T) {
 		msg  string
 	}{
 		{workArgs(), 2, "give the PROGRAM"},
-		{append(workArgs("--concurrency", "0"), "--", "true"), 2, "--concurrency must be from 1 to 1024"},
-		{append(workArgs("--concurrency", "1025"), "--", "true"), 2, "--concurrency must be from 1 to 1024"},
+		{append(workArgs("--concurrency", "-1"), "--", "true"), 2, "--concurrency must be from 0 (one at a time) to 1024"},
+		{append(workArgs("--concurrency", "1025"), "--", "true"), 2, "--concurrency must be from 0 (one at a time) to 1024"},
 		{append(workArgs("--concurrency", "99999999999999999999"), "--", "true"), 2, "invalid --concurrency"},
 		{append(workArgs("--max-jobs", "99999999999999999999"), "--", "true"), 2, "invalid --max-jobs"},
 		{append(workArgs("--drain-timeout", "25h"), "--", "true"), 2, "at most 24h"},
 		{append(workArgs("--max-jobs", "-1"), "--", "true"), 2, "--max-jobs must not be negative"},
 		{[]string{"work", "--production", prod, "--worker", "w", "--", "true"}, 2, "--duration is required"},
-		{append(workArgs("--drain-timeout", "0s"), "--", "true"), 2, "--drain-timeout"},
+		{append(workArgs("--drain-timeout", "-1s"), "--", "true"), 2, "--drain-timeout"},
+		{append(workArgs("--drain-timeout", "0"), "--", "./no-such-program"), 1, "nothing was claimed"}, // 0 is valid
 		{append(workArgs(), "--", "./no-such-program"), 1, "nothing was claimed"},
 		{append(workArgs("--output-dir", filepath.Join(e.dir, "missing")), "--", "true"), 1, "not a directory"},
 		{[]string{"work", "--production", "absent", "--worker", "w", "--duration", "1m", "--", "true"}, 1, "not_found"},

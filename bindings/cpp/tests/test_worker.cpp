@@ -2,7 +2,8 @@
 // their cancellers, keep-alive, check and wait_lost on a lease, and
 // leases::Worker (drain, drain timeout, stop from another thread, a real
 // process stopped by SIGTERM mid-job). PostgreSQL: test_postgres.cpp; the
-// Worker's one commit per job (Stores/WorkerLoop) runs on both stores here.
+// Worker's one commit per job and the shared conformance suite (scenarios,
+// reasons, the back-off sequence: Stores/WorkerLoop) run on both stores here.
 // Timed assertions are upper bounds generous by orders of magnitude; what
 // makes each one fail is a wait of an hour that the rule must cut short.
 #include "pg.hpp"
@@ -12,6 +13,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <sstream>
@@ -767,4 +769,121 @@ TEST_P(WorkerLoop, EveryScenarioOfTheSharedLoopSuiteHoldsForTheCppWorker) {
             }
         }
     }
+}
+
+namespace {
+
+// Makes every claim of production "p" through another handle with a 1 ms
+// busy timeout fail until it is destroyed, as the C suite's hold_claims does:
+// on SQLite an edit of the test's authority holds the writer lock; on
+// PostgreSQL a psql session holds the schema's jobs table in EXCLUSIVE mode
+// (a look reads the job; the claim's row lock waits past its lock_timeout
+// and fails). psql runs the statements as they come down the pipe and
+// touches a file once the lock is held.
+class ClaimsHeld {
+public:
+    ClaimsHeld(leases::Authority &holder, const PgSchema *schema, const fs::path &scratch) {
+        if (schema == nullptr) {
+            edit_.emplace(holder.edit());
+            held_ = edit_->claim("p", "holder", 1min);  // the writer lock is held
+            return;
+        }
+        const fs::path flag = scratch / "claims-held";
+        pipe_ = popen("PSQL=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql 2>/dev/null | tail -n 1); "
+                      "PGOPTIONS='-c client_min_messages=warning' \"${PSQL:-psql}\" \"$LEASES_TEST_PG_URL\" -qX "
+                      "-v ON_ERROR_STOP=1 >/dev/null",
+                      "w");
+        if (pipe_ == nullptr) {
+            throw std::runtime_error("popen psql failed");
+        }
+        std::fprintf(pipe_, "SET search_path TO %s;\nBEGIN;\nLOCK TABLE leases_jobs IN EXCLUSIVE MODE;\n\\! touch '%s'\n",
+                     schema->name().c_str(), flag.c_str());
+        std::fflush(pipe_);
+        for (const auto until = steady::now() + 30s; !fs::exists(flag) && steady::now() < until;) {
+            std::this_thread::sleep_for(10ms);
+        }
+        if (!fs::exists(flag)) {
+            throw std::runtime_error("psql did not take the lock on the jobs table");
+        }
+    }
+    ClaimsHeld(const ClaimsHeld &) = delete;
+    ClaimsHeld &operator=(const ClaimsHeld &) = delete;
+    ~ClaimsHeld() { release(); }
+
+    void release() {
+        held_.reset();
+        if (edit_) {
+            edit_->abort();
+            edit_.reset();
+        }
+        if (pipe_ != nullptr) {
+            std::fputs("ROLLBACK;\n", pipe_);
+            EXPECT_EQ(pclose(pipe_), 0) << "psql failed";
+            pipe_ = nullptr;
+        }
+    }
+
+private:
+    std::optional<leases::Edit> edit_;
+    std::optional<leases::Lease> held_;
+    FILE *pipe_ = nullptr;
+};
+
+}  // namespace
+
+// The back-off after failed claims is the shared sequence (backoff_us): with
+// its claims kept failing, the handle every C++ Worker runs on reports each
+// pause in its stats (leases_worker_stats_json, as the C suite reads them);
+// a Worker on such a handle backs off instead of failing, and once the lock
+// is free it claims. Not under valgrind, where the C suite leaves it out too:
+// the slowed runtime makes the samples of a 50 ms pause unreliable.
+TEST_P(WorkerLoop, AWorkersFailedClaimsBackOffByTheSharedSequence) {
+    if (under_valgrind()) {
+        GTEST_SKIP() << "timing-bound: run outside valgrind";
+    }
+    const mini_json::Value doc = loop_vectors();
+    const std::string id = a().request_job("p");
+    leases::OpenOptions oo;
+    oo.busy_timeout = 1ms;
+    leases::Authority failing = leases::Authority::open(location, oo);
+    set_clock(failing, t0 + now);
+    ClaimsHeld held(a(), schema ? &*schema : nullptr, dir.path());
+
+    leases_worker *h = nullptr;
+    ASSERT_EQ(leases_worker_new(failing.capi(), "p", "w", 60'000'000, nullptr, &h), LEASES_OK);
+    std::map<std::int64_t, std::int64_t> seen;  // failed claims -> the pause after them
+    for (const auto until = steady::now() + 60s; (seen.empty() || seen.rbegin()->first < 4) && steady::now() < until;) {
+        leases_lease *l = nullptr;
+        ASSERT_EQ(leases_worker_next(h, 20000, &l), LEASES_NOTHING_TO_CLAIM);
+        char *out = nullptr;
+        ASSERT_EQ(leases_worker_stats_json(h, &out), LEASES_OK);
+        const mini_json::Value stats = mini_json::Parser(out).document();
+        leases_free(out);
+        if (const std::int64_t n = stats["failed_claims"].number; n > 0) {
+            seen[n] = stats["backoff_us"].number;
+        }
+    }
+    leases_worker_free(h);
+    ASSERT_FALSE(seen.empty());
+    EXPECT_GE(seen.rbegin()->first, 4) << "failed claims";
+    const auto &want = doc["backoff_us"].items;
+    for (const auto &[n, us] : seen) {  // a sample may miss one
+        ASSERT_LE(static_cast<std::size_t>(n), want.size());
+        EXPECT_EQ(us, want[static_cast<std::size_t>(n - 1)].number) << "the pause after " << n << " failed claims";
+    }
+
+    // The C++ Worker on such a handle: run() backs off and goes on.
+    leases::WorkerOptions o = loop_options();
+    o.max_jobs = 1;
+    leases::Worker w(failing, o);
+    auto run = std::async(std::launch::async, [&] { return w.run([](leases::Lease &) { return std::string(); }); });
+    EXPECT_EQ(run.wait_for(300ms), std::future_status::timeout) << "run() returned while every claim failed";
+    held.release();
+    if (run.wait_for(30s) != std::future_status::ready) {
+        w.request_give_back();
+        FAIL() << "the Worker did not claim once the lock was free";
+    }
+    const leases::WorkerReport r = run.get();
+    EXPECT_EQ(r.completed, 1u) << "once the lock is free the Worker claims";
+    EXPECT_EQ(state(id), leases::JobState::Completed);
 }

@@ -105,6 +105,11 @@ impl Store {
         Store { auth, location, scratch, _schema: None }
     }
 
+    /// The PostgreSQL schema of the store; None on SQLite.
+    pub fn schema(&self) -> Option<&pg::Schema> {
+        self._schema.as_ref()
+    }
+
     /// None (the test then returns) when there is no server and none is required.
     pub fn postgres(tag: &str) -> Option<Store> {
         let schema = pg::Schema::new()?;

@@ -1,8 +1,9 @@
 //! Fresh PostgreSQL schemas for the tests: each test gets its own schema of
 //! `$LEASES_TEST_PG_URL`, created and dropped with `psql`.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use leases::Authority;
@@ -84,6 +85,53 @@ impl Schema {
         let auth = Authority::open(&self.url).expect("open the PostgreSQL authority");
         auth.create_production(PRODUCTION).expect("create production");
         auth
+    }
+}
+
+impl Schema {
+    /// Holds the schema's jobs table in EXCLUSIVE mode until the returned
+    /// lock is dropped: a look still reads the jobs, but a claim's row lock
+    /// waits (and fails past its lock_timeout, a short busy timeout). A psql
+    /// session runs the statements as they come down its standard input and
+    /// says when the lock is held.
+    pub fn lock_jobs_table(&self) -> TableLock {
+        let mut child = Command::new(psql_binary())
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", &self.server])
+            .env("PGOPTIONS", "-c client_min_messages=warning")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run psql");
+        let mut stdin = child.stdin.take().expect("psql's standard input");
+        write!(
+            stdin,
+            "SET search_path TO {};\nBEGIN;\nLOCK TABLE leases_jobs IN EXCLUSIVE MODE;\n\\echo held\n",
+            self.name
+        )
+        .and_then(|_| stdin.flush())
+        .expect("write to psql");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("psql's standard output")).read_line(&mut line).expect("read psql");
+        assert_eq!(line.trim_end(), "held", "psql did not take the lock");
+        TableLock { child, stdin: Some(stdin) }
+    }
+}
+
+/// A psql session holding a jobs table locked; dropping it rolls back.
+pub struct TableLock {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Drop for TableLock {
+    fn drop(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"ROLLBACK;\n");
+        } // closed: psql ends
+        let status = self.child.wait();
+        if !std::thread::panicking() {
+            assert!(status.expect("wait for psql").success(), "psql failed");
+        }
     }
 }
 
