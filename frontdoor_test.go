@@ -10,8 +10,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -167,11 +169,298 @@ func goLocations(t *testing.T) map[string]func(t *testing.T) string {
 	}
 }
 
+// handles are the types of the front door that reach the store: each
+// exported method is checked one by one. Every other type with methods must
+// be in values.
+var handles = map[string]reflect.Type{
+	"Authority": reflect.TypeFor[*Authority](),
+	"Lease":     reflect.TypeFor[*Lease](),
+	"Edit":      reflect.TypeFor[*Edit](),
+	"Execution": reflect.TypeFor[*Execution](),
+}
+
+// values are the types whose methods compute from the value alone (how it
+// prints, marshals, compares, or what it derives): they hold no handle of
+// the store, and none of their methods may take one.
+var values = map[string]reflect.Type{
+	"Kind":            reflect.TypeFor[*Kind](),
+	"Error":           reflect.TypeFor[*Error](),
+	"LeaseState":      reflect.TypeFor[*LeaseState](),
+	"Secret":          reflect.TypeFor[*Secret](),
+	"Token":           reflect.TypeFor[*Token](),
+	"Production":      reflect.TypeFor[*Production](),
+	"Job":             reflect.TypeFor[*Job](),
+	"Event":           reflect.TypeFor[*Event](),
+	"Attempt":         reflect.TypeFor[*Attempt](),
+	"RetryPolicy":     reflect.TypeFor[*RetryPolicy](),
+	"RetentionPolicy": reflect.TypeFor[*RetentionPolicy](),
+	"PruneResult":     reflect.TypeFor[*PruneResult](),
+	"JobRecord":       reflect.TypeFor[*JobRecord](),
+	"JobTimes":        reflect.TypeFor[*JobTimes](),
+	"JobCounts":       reflect.TypeFor[*JobCounts](),
+	"MinuteCount":     reflect.TypeFor[*MinuteCount](),
+	"WorkerActivity":  reflect.TypeFor[*WorkerActivity](),
+	"ClockReading":    reflect.TypeFor[*ClockReading](),
+}
+
+// Reasons a method or function needs no context.
+const (
+	presents  = "presents the value: how it prints, logs or marshals; reads only its own fields"
+	local     = "reads the handle's own fields, not the store"
+	plainRead = "reads only: it commits nothing (the observations, ListJobs and the rest, are the reads that take a context)"
+	inEdit    = "runs in the edit's transaction, under the context the edit was begun with (BeginContext)"
+	computes  = "computes from its arguments alone: no store"
+	opening   = "opens an authority: connecting is bounded by the connect timeout, and creating or migrating " +
+		"the schema, the one commit of opening, by the busy timeout (Options); no call of it has a context to pass"
+	stopsLocal = "ends the handle's own work: rolls back or stops, commits nothing"
+)
+
+// notWrites are the exported methods of the handles that take no context,
+// and why each needs none; the presenting methods of every handle first.
+var notWrites = map[string]map[string]string{
+	"*": {"String": presents, "GoString": presents, "Format": presents, "LogValue": presents, "MarshalJSON": presents},
+	"Authority": {
+		"Close": "ends the authority: its waits, renewers and pruner stop and open edits roll back; it commits nothing",
+		"SetPruneInterval": "schedules the background pruner, whose passes run under the authority's own context, " +
+			"ended by Close or SetPruneInterval(0); it writes nothing itself",
+		"Productions":   plainRead,
+		"Jobs":          plainRead,
+		"Job":           plainRead,
+		"Payload":       plainRead,
+		"Events":        plainRead,
+		"FactsOf":       plainRead,
+		"HighWaterMark": plainRead,
+	},
+	"Lease": {
+		"Payload":        plainRead,
+		"Export":         local,
+		"Done":           local,
+		"Err":            local,
+		"Expiry":         local,
+		"ExpiryUnixUS":   local,
+		"JobID":          local,
+		"Production":     local,
+		"ProductionID":   local,
+		"State":          local,
+		"Worker":         local,
+		"BeginExecution": "reserves a temporary file; nothing is written to the store",
+		"KeepAlive": "starts a renewer and returns: each renewal must commit before the lease's expiry, " +
+			"and StopKeepAlive, the lease's end or Close stops it",
+		"StopKeepAlive": stopsLocal,
+	},
+	"Edit": {
+		"RequestJob":     inEdit,
+		"RequestJobWith": inEdit,
+		"Claim":          inEdit,
+		"ClaimJob":       inEdit,
+		"Complete":       inEdit,
+		"Commit":         inEdit,
+		"Abort":          stopsLocal,
+	},
+	"Execution": {
+		"Abandon":   "removes the temporary file; nothing is written to the store",
+		"TempPath":  local,
+		"FinalPath": local,
+		"Nonce":     local,
+		"Lease":     local,
+	},
+}
+
+// notWriteFuncs are the exported functions of core and of the front door
+// that take no context, and why each needs none.
+var notWriteFuncs = map[string]string{
+	"Open":                   opening,
+	"OpenWith":               opening,
+	"OpenStore":              opening,
+	"IsPostgres":             computes,
+	"KindOf":                 computes,
+	"Kinds":                  computes,
+	"MissingProduction":      computes,
+	"ValidateDuration":       computes,
+	"ValidateDurationUS":     computes,
+	"FormatDuration":         computes,
+	"KeepAliveInterval":      computes,
+	"DisplayName":            computes,
+	"DefaultRetryPolicy":     computes,
+	"DefaultRetentionPolicy": computes,
+	"IsJobIDPrefix":          computes,
+	"NewSecret":              computes,
+	"EncodeToken":            computes,
+	"DecodeToken":            computes,
+	"ParseFacts":             computes,
+}
+
+var contextType = reflect.TypeFor[context.Context]()
+
+// takesContext reports whether m (a method value's type: the receiver is
+// not a parameter) takes a context first.
+func takesContext(m reflect.Type) bool { return m.NumIn() > 0 && m.In(0) == contextType }
+
+// contextFormOf reports whether c is plain with a context first: the same
+// parameters after it, the same results.
+func contextFormOf(plain, c reflect.Type) bool {
+	if !takesContext(c) || c.NumIn() != plain.NumIn()+1 || c.NumOut() != plain.NumOut() ||
+		c.IsVariadic() != plain.IsVariadic() {
+		return false
+	}
+	for i := 0; i < plain.NumIn(); i++ {
+		if c.In(i+1) != plain.In(i) {
+			return false
+		}
+	}
+	for i := 0; i < plain.NumOut(); i++ {
+		if c.Out(i) != plain.Out(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// methodsOf is the exported method set of t as callers see it (the
+// receiver dropped from each signature).
+func methodsOf(t reflect.Type) map[string]reflect.Type {
+	ms := map[string]reflect.Type{}
+	for i := 0; i < t.NumMethod(); i++ {
+		m := t.Method(i)
+		in := make([]reflect.Type, 0, m.Type.NumIn()-1)
+		for j := 1; j < m.Type.NumIn(); j++ {
+			in = append(in, m.Type.In(j))
+		}
+		out := make([]reflect.Type, 0, m.Type.NumOut())
+		for j := 0; j < m.Type.NumOut(); j++ {
+			out = append(out, m.Type.Out(j))
+		}
+		ms[m.Name] = reflect.FuncOf(in, out, m.Type.IsVariadic())
+	}
+	return ms
+}
+
+// declared lists, from the source of a package as a program built without
+// test tags sees it, the exported top-level functions (name: first
+// parameter's type as written, "" for none) and the types that have
+// exported methods.
+func declared(t *testing.T, pattern, pkg string) (funcs map[string]string, receivers map[string]bool) {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(pattern)
+	require.NoError(t, err)
+	funcs, receivers = map[string]string{}, map[string]bool{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		if f.Name.Name != pkg || hasBuildTag(f) {
+			continue
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || !fn.Name.IsExported() {
+				continue
+			}
+			if fn.Recv == nil {
+				first := ""
+				if ps := fn.Type.Params.List; len(ps) > 0 {
+					first = types.ExprString(ps[0].Type)
+				}
+				funcs[fn.Name.Name] = first
+				continue
+			}
+			recv := fn.Recv.List[0].Type
+			if star, ok := recv.(*ast.StarExpr); ok {
+				recv = star.X
+			}
+			if id, ok := recv.(*ast.Ident); ok && id.IsExported() {
+				receivers[id.Name] = true
+			}
+		}
+	}
+	return funcs, receivers
+}
+
+// contextForms checks the rule over everything exported: every method of a
+// handle, and every exported function of core and of the front door, takes
+// a context first, has a …Context form (the same with a context first), or
+// is listed as needing none, with the reason. It returns the …Context forms
+// of the handles, "Type.Name", sorted.
+func contextForms(t *testing.T) []string {
+	t.Helper()
+	var missing, forms []string
+	for tn, ty := range handles {
+		ms := methodsOf(ty)
+		for name, m := range ms {
+			if takesContext(m) {
+				if strings.HasSuffix(name, "Context") {
+					forms = append(forms, tn+"."+name)
+				}
+				continue
+			}
+			if c, ok := ms[name+"Context"]; ok {
+				require.True(t, contextFormOf(m, c), "%s.%sContext is not %s with a context first", tn, name, name)
+				continue
+			}
+			if notWrites["*"][name] == "" && notWrites[tn][name] == "" {
+				missing = append(missing, tn+"."+name)
+			}
+		}
+		for name := range notWrites[tn] {
+			m, ok := ms[name]
+			require.True(t, ok, "notWrites lists %s.%s, which does not exist", tn, name)
+			_, hasForm := ms[name+"Context"]
+			require.False(t, takesContext(m) || hasForm, "notWrites lists %s.%s, which has a context", tn, name)
+		}
+	}
+	for tn, ty := range values {
+		for name, m := range methodsOf(ty) {
+			for i := 0; i < m.NumIn(); i++ {
+				for _, h := range handles {
+					require.NotEqual(t, h, m.In(i), "%s.%s takes a handle of the store: check it as a handle", tn, name)
+				}
+			}
+		}
+	}
+	funcs, receivers := declared(t, "core/*.go", "core")
+	doorFuncs, doorReceivers := declared(t, "*.go", "leases")
+	for n := range doorReceivers {
+		receivers[n] = true
+	}
+	for n := range receivers {
+		_, h := handles[n]
+		_, v := values[n]
+		require.True(t, h || v, "%s has exported methods: list it in handles or values", n)
+	}
+	for n, first := range doorFuncs {
+		funcs[n] = first
+	}
+	for name, first := range funcs {
+		_, hasForm := funcs[name+"Context"]
+		switch {
+		case first == "context.Context" || hasForm:
+			require.Empty(t, notWriteFuncs[name], "notWriteFuncs lists %s, which has a context", name)
+		case notWriteFuncs[name] == "":
+			missing = append(missing, name)
+		}
+	}
+	for name := range notWriteFuncs {
+		_, ok := funcs[name]
+		require.True(t, ok, "notWriteFuncs lists %s, which does not exist", name)
+	}
+	sort.Strings(missing)
+	require.Empty(t, missing, "writes without a …Context form (or, if one is no write, list it in notWrites "+
+		"or notWriteFuncs with the reason)")
+	sort.Strings(forms)
+	return forms
+}
+
 // Every Go write takes a context.Context as the waits do (…Context, as
-// database/sql names them): a context that has ended before the write
-// ends it, nothing is written, and the error is busy wrapping the
-// context's error; a live one writes as the plain form does.
+// database/sql names them): found by enumerating what the front door
+// exports, so a write added without one fails here. A context that has
+// ended before the write ends it, nothing is written, and the error is
+// busy wrapping the context's error; a live one writes as the plain form
+// does. Each …Context form is exercised so, on each store.
 func TestEveryGoWriteTakesAContextAsTheWaitsDo(t *testing.T) {
+	forms := contextForms(t)
 	for store, location := range goLocations(t) {
 		t.Run(store, func(t *testing.T) {
 			auth, err := Open(location(t))
@@ -208,39 +497,67 @@ func TestEveryGoWriteTakesAContextAsTheWaitsDo(t *testing.T) {
 			}
 			before := snapshot()
 			writes := map[string]func(ctx context.Context) error{
-				"CreateProductionContext": func(ctx context.Context) error { _, err := auth.CreateProductionContext(ctx, "q"); return err },
-				"CreateProductionWithPolicyContext": func(ctx context.Context) error {
+				"Authority.CreateProductionContext": func(ctx context.Context) error {
+					_, err := auth.CreateProductionContext(ctx, "q")
+					return err
+				},
+				"Authority.CreateProductionWithPolicyContext": func(ctx context.Context) error {
 					_, err := auth.CreateProductionWithPolicyContext(ctx, "q", DefaultRetryPolicy())
 					return err
 				},
-				"SetRetryPolicyContext": func(ctx context.Context) error { return auth.SetRetryPolicyContext(ctx, "p", DefaultRetryPolicy()) },
-				"RequestJobContext":     func(ctx context.Context) error { _, err := auth.RequestJobContext(ctx, "p", "k", nil); return err },
-				"RequestJobWithContext": func(ctx context.Context) error {
+				"Authority.CreateProductionWithPoliciesContext": func(ctx context.Context) error {
+					_, err := auth.CreateProductionWithPoliciesContext(ctx, "q", DefaultRetryPolicy(), DefaultRetentionPolicy())
+					return err
+				},
+				"Authority.SetRetryPolicyContext": func(ctx context.Context) error {
+					return auth.SetRetryPolicyContext(ctx, "p", DefaultRetryPolicy())
+				},
+				"Authority.SetRetentionPolicyContext": func(ctx context.Context) error {
+					return auth.SetRetentionPolicyContext(ctx, "p", RetentionPolicy{Completed: time.Hour})
+				},
+				"Authority.RequestJobContext": func(ctx context.Context) error {
+					_, err := auth.RequestJobContext(ctx, "p", "k", nil)
+					return err
+				},
+				"Authority.RequestJobWithContext": func(ctx context.Context) error {
 					_, err := auth.RequestJobWithContext(ctx, "p", "k", nil, RequestOptions{})
 					return err
 				},
-				"CancelContext":   func(ctx context.Context) error { return auth.CancelContext(ctx, "p", ids[2]) },
-				"RetryJobContext": func(ctx context.Context) error { return auth.RetryJobContext(ctx, "p", ids[3]) },
-				"RedriveContext":  func(ctx context.Context) error { _, err := auth.RedriveContext(ctx, "p", StateCancelled); return err },
-				"ClaimContext":    func(ctx context.Context) error { _, err := auth.ClaimContext(ctx, "p", "w", time.Minute); return err },
-				"ClaimJobContext": func(ctx context.Context) error {
+				"Authority.CancelContext":   func(ctx context.Context) error { return auth.CancelContext(ctx, "p", ids[2]) },
+				"Authority.RetryJobContext": func(ctx context.Context) error { return auth.RetryJobContext(ctx, "p", ids[3]) },
+				"Authority.RedriveContext": func(ctx context.Context) error {
+					_, err := auth.RedriveContext(ctx, "p", StateCancelled)
+					return err
+				},
+				"Authority.ClaimContext": func(ctx context.Context) error {
+					_, err := auth.ClaimContext(ctx, "p", "w", time.Minute)
+					return err
+				},
+				"Authority.ClaimJobContext": func(ctx context.Context) error {
 					_, err := auth.ClaimJobContext(ctx, "p", ids[1], "w", time.Minute)
 					return err
 				},
-				"ImportContext":  func(ctx context.Context) error { _, err := auth.ImportContext(ctx, tok); return err },
-				"BeginContext":   func(ctx context.Context) error { _, err := auth.BeginContext(ctx); return err },
-				"RenewContext":   func(ctx context.Context) error { return l.RenewContext(ctx, time.Hour) },
-				"ReleaseContext": func(ctx context.Context) error { return l.ReleaseContext(ctx) },
-				"FailContext":    func(ctx context.Context) error { return l.FailContext(ctx, "r") },
-				"FailRetryContext": func(ctx context.Context) error {
+				"Authority.ImportContext": func(ctx context.Context) error { _, err := auth.ImportContext(ctx, tok); return err },
+				"Authority.BeginContext":  func(ctx context.Context) error { _, err := auth.BeginContext(ctx); return err },
+				"Lease.RenewContext":      func(ctx context.Context) error { return l.RenewContext(ctx, time.Hour) },
+				"Lease.ReleaseContext":    func(ctx context.Context) error { return l.ReleaseContext(ctx) },
+				"Lease.FailContext":       func(ctx context.Context) error { return l.FailContext(ctx, "r") },
+				"Lease.FailRetryContext": func(ctx context.Context) error {
 					return l.FailRetryContext(ctx, "r", time.Second)
 				},
-				"CompleteContext": func(ctx context.Context) error { return l.CompleteContext(ctx, Facts{}) },
-				"CompleteAndClaimNextContext": func(ctx context.Context) error {
+				"Lease.CompleteContext": func(ctx context.Context) error { return l.CompleteContext(ctx, Facts{}) },
+				"Lease.CompleteAndClaimNextContext": func(ctx context.Context) error {
 					_, err := l.CompleteAndClaimNextContext(ctx, Facts{}, time.Minute)
 					return err
 				},
 			}
+			// FinishContext is checked last: it consumes the execution.
+			exercised := []string{"Execution.FinishContext"}
+			for name := range writes {
+				exercised = append(exercised, name)
+			}
+			sort.Strings(exercised)
+			require.Equal(t, forms, exercised, "every …Context form is exercised here")
 			for name, write := range writes {
 				err := write(ended)
 				require.True(t, errors.Is(err, ErrBusy), "%s: %v", name, err)
@@ -268,6 +585,17 @@ func TestEveryGoWriteTakesAContextAsTheWaitsDo(t *testing.T) {
 			j, err := auth.Job("p", ids[0])
 			require.NoError(t, err)
 			require.Equal(t, StateCompleted, j.State)
+			kept := RetentionPolicy{Completed: time.Hour, Events: time.Hour}
+			require.NoError(t, auth.SetRetentionPolicyContext(live, "p", kept))
+			q, err := auth.CreateProductionWithPoliciesContext(live, "q", DefaultRetryPolicy(), kept)
+			require.NoError(t, err)
+			require.Equal(t, kept, q.Retention)
+			prods, err := auth.Productions()
+			require.NoError(t, err)
+			require.Len(t, prods, 2)
+			for _, p := range prods {
+				require.Equal(t, kept, p.Retention, p.Name)
+			}
 		})
 	}
 }

@@ -4,8 +4,11 @@
 // written and the error is KindBusy wrapping the context's error
 // (errors.Is(err, context.Canceled) or context.DeadlineExceeded). Once the
 // commit has started the operation finishes: it then fails only as
-// KindOutcomeUnknown. The waits (ClaimWait, Lease.Check) and the
-// observations (ListJobs, Counts, ...) take a context already.
+// KindOutcomeUnknown. The waits (ClaimWait, Lease.Check), the
+// observations (ListJobs, Counts, ...) and the maintenance writes (Prune,
+// ArchiveProduction, DeleteProduction) take a context already. A write
+// without a form here fails TestEveryGoWriteTakesAContextAsTheWaitsDo
+// (frontdoor_test.go at the module root).
 package core
 
 import (
@@ -30,6 +33,18 @@ func (a *Authority) CreateProductionWithPolicyContext(ctx context.Context, name 
 // SetRetryPolicyContext is SetRetryPolicy with ctx.
 func (a *Authority) SetRetryPolicyContext(ctx context.Context, production string, policy RetryPolicy) error {
 	return a.setRetryPolicy(ctx, production, policy)
+}
+
+// CreateProductionWithPoliciesContext is CreateProductionWithPolicies with
+// ctx.
+func (a *Authority) CreateProductionWithPoliciesContext(ctx context.Context, name string, policy RetryPolicy,
+	retention RetentionPolicy) (Production, error) {
+	return a.createProductionWithPolicies(ctx, name, policy, retention)
+}
+
+// SetRetentionPolicyContext is SetRetentionPolicy with ctx.
+func (a *Authority) SetRetentionPolicyContext(ctx context.Context, production string, r RetentionPolicy) error {
+	return a.setRetentionPolicy(ctx, production, r)
 }
 
 // RequestJobContext is RequestJob with ctx.

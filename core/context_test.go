@@ -55,6 +55,13 @@ func TestACancelledContextIsHonouredAndWritesNothing(t *testing.T) {
 			},
 			"import": func() error { _, err := f.a.importToken(ctx, tok); return err },
 			"begin":  func() error { _, err := f.a.begin(ctx); return err },
+			"create production with policies": func() error {
+				_, err := f.a.CreateProductionWithPoliciesContext(ctx, "q", DefaultRetryPolicy(), DefaultRetentionPolicy())
+				return err
+			},
+			"set retention policy": func() error {
+				return f.a.SetRetentionPolicyContext(ctx, "p", RetentionPolicy{Completed: time.Hour})
+			},
 		}
 		for name, op := range ops {
 			err := op()
@@ -121,6 +128,13 @@ func TestAContextThatEndsBeforeCommitWritesNothing(t *testing.T) {
 		"request": func(ctx context.Context) error {
 			_, err := f.a.request(ctx, "p", "", nil, RequestOptions{})
 			return err
+		},
+		"create production with policies": func(ctx context.Context) error {
+			_, err := f.a.CreateProductionWithPoliciesContext(ctx, "q", DefaultRetryPolicy(), DefaultRetentionPolicy())
+			return err
+		},
+		"set retention policy": func(ctx context.Context) error {
+			return f.a.SetRetentionPolicyContext(ctx, "p", RetentionPolicy{Completed: time.Hour})
 		},
 		"edit": func(ctx context.Context) error {
 			e, err := f.a.begin(ctx)

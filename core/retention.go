@@ -123,6 +123,11 @@ func keepUS(r store.Retention, state string) int64 {
 // the same (another is WrongState: change them with SetRetryPolicy and
 // SetRetentionPolicy).
 func (a *Authority) CreateProductionWithPolicies(name string, policy RetryPolicy, retention RetentionPolicy) (Production, error) {
+	return a.createProductionWithPolicies(context.Background(), name, policy, retention)
+}
+
+func (a *Authority) createProductionWithPolicies(ctx context.Context, name string, policy RetryPolicy,
+	retention RetentionPolicy) (Production, error) {
 	sp, err := policy.check()
 	if err != nil {
 		return Production{}, err
@@ -131,18 +136,21 @@ func (a *Authority) CreateProductionWithPolicies(name string, policy RetryPolicy
 	if err != nil {
 		return Production{}, err
 	}
-	return a.createProductionWith(context.Background(), name, &sp, &sr)
+	return a.createProductionWith(ctx, name, &sp, &sr)
 }
 
 // SetRetentionPolicy is the coordinator's change of a production's
 // retention policy. Pruning applies it from its next batch. A
 // retention_changed event records it.
 func (a *Authority) SetRetentionPolicy(production string, r RetentionPolicy) error {
+	return a.setRetentionPolicy(context.Background(), production, r)
+}
+
+func (a *Authority) setRetentionPolicy(ctx context.Context, production string, r RetentionPolicy) error {
 	sr, err := r.check()
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	return a.changeProduction(ctx, production, func(tx store.Tx, p store.Production, now int64) error {
 		if p.Retention == sr {
 			return nil
