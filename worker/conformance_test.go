@@ -48,6 +48,7 @@ type scenario struct {
 		Concurrency    int `json:"concurrency"`
 		MaxJobs        int `json:"max_jobs"`
 		DrainTimeoutMS int `json:"drain_timeout_ms"`
+		IntervalMS     int `json:"interval_ms"`
 	} `json:"options"`
 	Jobs    []string `json:"jobs"`
 	Stop    string   `json:"stop"`
@@ -109,8 +110,11 @@ func TestAHandlersErrorBecomesTheSharedReasonText(t *testing.T) {
 	}
 }
 
-// goAction is the Go handler of a scenario's action.
-func goAction(action string, stopped <-chan struct{}) Handler {
+// goAction is the Go handler of a scenario's action. cancel has the test
+// cancel the handler's job through the authority, as a coordinator does;
+// heard reports the cause with which the cancelled action's context ended
+// (nil: it did not end within the bound).
+func goAction(action string, stopped <-chan struct{}, cancel func(id string) error, heard func(error)) Handler {
 	facts := core.Facts{Metadata: map[string]json.RawMessage{"done": json.RawMessage("true")}}
 	return func(ctx context.Context, l *core.Lease) (core.Facts, error) {
 		kind, arg, _ := strings.Cut(action, ":")
@@ -133,6 +137,18 @@ func goAction(action string, stopped <-chan struct{}) Handler {
 		case "hang":
 			<-ctx.Done()
 			return core.Facts{}, context.Cause(ctx)
+		case "cancelled":
+			if err := cancel(l.JobID()); err != nil {
+				return core.Facts{}, err
+			}
+			select {
+			case <-ctx.Done():
+				heard(context.Cause(ctx))
+				return core.Facts{}, context.Cause(ctx) // a lost lease's handler returns why
+			case <-time.After(testwait.EventuallyBound):
+				heard(nil)
+				return core.Facts{}, errors.New("the cancel never reached the handler")
+			}
 		}
 		return core.Facts{}, errors.New("unknown action " + action)
 	}
@@ -158,6 +174,7 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForRun(t *testing.T) {
 			cfg := config()
 			cfg.Concurrency, cfg.MaxJobs = sc.Options.Concurrency, sc.Options.MaxJobs
 			cfg.DrainTimeout = time.Duration(sc.Options.DrainTimeoutMS) * time.Millisecond
+			cfg.Interval = time.Duration(sc.Options.IntervalMS) * time.Millisecond
 			cfg.ExitWhenEmpty = sc.Stop == ""
 			ctx, drain := context.WithCancel(context.Background())
 			defer drain()
@@ -168,6 +185,30 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForRun(t *testing.T) {
 			started := 0
 			out := min(max(sc.Options.Concurrency, 1), len(sc.Jobs))
 			allOut := make(chan struct{})
+			// The cancelled action's job is cancelled from the test's side, by
+			// this goroutine, as a coordinator would, while its handler runs.
+			type cancelReq struct {
+				id   string
+				done chan error
+			}
+			cancels := make(chan cancelReq)
+			defer close(cancels)
+			go func() {
+				for r := range cancels {
+					r.done <- a.Cancel("p", r.id)
+				}
+			}()
+			cancel := func(id string) error {
+				done := make(chan error, 1)
+				cancels <- cancelReq{id, done}
+				return <-done
+			}
+			var causes []error
+			heard := func(cause error) {
+				mu.Lock()
+				causes = append(causes, cause)
+				mu.Unlock()
+			}
 			res := runAsync(ctx, a, cfg, func(hctx context.Context, l *core.Lease) (core.Facts, error) {
 				mu.Lock()
 				started++
@@ -175,7 +216,7 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForRun(t *testing.T) {
 					close(allOut)
 				}
 				mu.Unlock()
-				return goAction(actions[l.JobID()], stopped)(hctx, l)
+				return goAction(actions[l.JobID()], stopped, cancel, heard)(hctx, l)
 			})
 			if sc.Stop != "" {
 				testwait.Receive(t, allOut, testwait.EventuallyBound, "the jobs to be out")
@@ -198,6 +239,15 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForRun(t *testing.T) {
 			s := states(t, a)
 			for i, id := range ids {
 				require.Equal(t, sc.States[i], s[id], "job %d (%s)", i, sc.Jobs[i])
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, job := range sc.Jobs {
+				if job == "cancelled" {
+					require.NotEmpty(t, causes, "job %d: its handler never ran", i)
+					require.ErrorIs(t, causes[0], core.ErrCancelled, "job %d: the cancel reached the handler", i)
+					causes = causes[1:]
+				}
 			}
 			if sc.Attempt != nil {
 				r, err := a.JobDetail(context.Background(), "p", ids[0])

@@ -27,6 +27,7 @@ type cliScenario struct {
 		Concurrency    int `json:"concurrency"`
 		MaxJobs        int `json:"max_jobs"`
 		DrainTimeoutMS int `json:"drain_timeout_ms"`
+		IntervalMS     int `json:"interval_ms"`
 	} `json:"options"`
 	Jobs    []string `json:"jobs"`
 	Stop    string   `json:"stop"`
@@ -81,6 +82,13 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForLeasesWork(t *testing.T) {
 				e.must("production", "create", prod)
 				ids := e.requestPayloads(sc.Jobs...)
 				args := workArgs("--retry-exit", "75")
+				if sc.Options.IntervalMS > 0 {
+					// leases work has no interval of its own: it renews every
+					// third of --duration. The nearest to a short interval that
+					// a stalled host survives: 3 s, renewed every second (a
+					// later flag wins over workArgs' --duration).
+					args = append(args, "--duration", "3s")
+				}
 				if sc.Options.Concurrency > 0 {
 					args = append(args, "--concurrency", strconvI(sc.Options.Concurrency))
 				}
@@ -94,7 +102,9 @@ func TestEveryScenarioOfTheSharedLoopSuiteHoldsForLeasesWork(t *testing.T) {
 					args = append(args, "--exit-when-empty")
 				}
 				// The actions as a program: complete publishes its facts
-				// through LEASES_FACTS.
+				// through LEASES_FACTS; cancelled waits to be killed (the
+				// worker kills its group once the cancel reaches the claim),
+				// and leaves a mark if it never was.
 				prog := `p=$(cat)
 touch "` + e.dir + `/started.$LEASES_JOB_ID"
 case "$p" in
@@ -103,8 +113,19 @@ error:*) exit 75 ;;
 fail:*) exit 3 ;;
 wait) while [ ! -e "` + e.dir + `/gate" ]; do sleep 0.02; done; printf '{"metadata":{"done":true}}' > "$LEASES_FACTS" ;;
 hang) sleep 60 & wait ;;
+cancelled) sleep 60 & wait; touch "` + e.dir + `/survived.$LEASES_JOB_ID" ;;
 esac`
 				p := e.startProc(opts{}, append(args, "--", "sh", "-c", prog)...)
+				want := []string{"work stopped"}
+				for i, id := range ids {
+					if sc.Jobs[i] == "cancelled" {
+						// The coordinator's cancel, through the CLI, once the
+						// program runs.
+						waitFor(t, "the program of the job to cancel to start", func() bool { return e.started(id) })
+						e.must("cancel", "--production", prod, "--job", id)
+						want = append(want, "the claim on job "+id+" was lost", "cancelled")
+					}
+				}
 				if sc.Stop != "" {
 					out := min(max(sc.Options.Concurrency, 1), len(sc.Jobs))
 					waitFor(t, "the jobs to be out", func() bool {
@@ -125,12 +146,14 @@ esac`
 					os.WriteFile(filepath.Join(e.dir, "gate"), nil, 0o600)
 				}
 				r := p.wait(60 * time.Second)
-				want := []string{"work stopped"}
 				if sc.End == "gave_back" {
 					want = append(want, "1 given back")
 				}
 				wantExit(t, r, 0, want...)
 				for i, id := range ids {
+					if exists(filepath.Join(e.dir, "survived."+id)) {
+						t.Errorf("job %d (%s): the program was never killed", i, sc.Jobs[i])
+					}
 					wantStates(t, e, map[string]string{id: sc.States[i]})
 					if sc.Jobs[i] == "complete" && sc.States[i] == "completed" {
 						if f := e.facts(id); string(f.Metadata["done"]) != "true" {

@@ -48,7 +48,7 @@ def worker_loop(root: pathlib.Path):
         e, w = segments(r["error"]), segments(r["reason"])
         lines.append("    {%s, %s, %d, %s, %d}," % (c_string(r["name"]), c_bytes(e), len(e), c_bytes(w), len(w)))
     lines += ["};", "#define SCENARIO_MAX_JOBS 8",
-              "struct worker_scenario { const char *name; int32_t concurrency; int64_t max_jobs; int64_t drain_timeout_ms;",
+              "struct worker_scenario { const char *name; int32_t concurrency; int64_t max_jobs; int64_t drain_timeout_ms; int64_t interval_ms;",
               "    const char *stop; int njobs; const char *jobs[SCENARIO_MAX_JOBS]; const char *states[SCENARIO_MAX_JOBS];",
               "    const char *end; const char *attempt_ending; const char *attempt_reason; };",
               "static const struct worker_scenario worker_scenarios[] = {"]
@@ -58,8 +58,9 @@ def worker_loop(root: pathlib.Path):
         jobs = "{" + ", ".join(c_string(j) for j in sc["jobs"]) + "}" if sc["jobs"] else "{0}"
         states = "{" + ", ".join(c_string(j) for j in sc["states"]) + "}" if sc["states"] else "{0}"
         at = sc.get("attempt") or {}
-        lines.append("    {%s, %d, INT64_C(%d), INT64_C(%d), %s, %d, %s, %s, %s, %s, %s}," % (
+        lines.append("    {%s, %d, INT64_C(%d), INT64_C(%d), INT64_C(%d), %s, %d, %s, %s, %s, %s, %s}," % (
             c_string(sc["name"]), o.get("concurrency", 0), o.get("max_jobs", 0), o.get("drain_timeout_ms", 0),
+            o.get("interval_ms", 0),
             c_string(sc.get("stop", "")), len(sc["jobs"]), jobs, states, c_string(sc["end"]),
             c_string(at.get("ending", "")), c_string(at.get("reason", ""))))
     lines.append("};")

@@ -55,7 +55,49 @@ struct scenario_run {
 	volatile int started; /* jobs handed out */
 	volatile int stopped; /* the test has stopped the loop */
 	pthread_mutex_t mu;
+	/* The cancelled action: its handler names its job in to_cancel and
+	 * waits until the coordinator thread has cancelled it (cancels_done
+	 * counts them; one handler at a time asks, holding cancel_turn), then
+	 * counts in heard a cancel its lease reported. */
+	leases_authority *a;
+	char *to_cancel;
+	int cancel_turn, cancels_done, heard;
 };
+
+/* The coordinator of the cancelled action: cancels each job a handler names,
+ * through the authority, as a coordinator does, until want were cancelled. */
+struct scenario_coordinator {
+	struct scenario_run *r;
+	int want;
+};
+
+static void *scenario_coordinator_thread(void *arg) {
+	struct scenario_coordinator *c = arg;
+	struct scenario_run *r = c->r;
+	struct timespec t0 = mono_now();
+	for (int done = 0; done < c->want;) {
+		pthread_mutex_lock(&r->mu);
+		char *id = r->to_cancel;
+		r->to_cancel = NULL;
+		pthread_mutex_unlock(&r->mu);
+		if (id == NULL) {
+			if (seconds_since(t0) > 60) {
+				fprintf(stderr, "    the handler of a cancelled job never ran\n");
+				CHECK(0);
+				return NULL;
+			}
+			sleep_ms(5);
+			continue;
+		}
+		CHECK_OK(leases_cancel(r->a, "p", id));
+		leases_free(id);
+		pthread_mutex_lock(&r->mu);
+		r->cancels_done++;
+		pthread_mutex_unlock(&r->mu);
+		done++;
+	}
+	return NULL;
+}
 
 /* One caller thread: next, act on the payload, settle, until no more. */
 static void *scenario_thread(void *arg) {
@@ -90,6 +132,42 @@ static void *scenario_thread(void *arg) {
 		} else if (strcmp(action, "wait") == 0) {
 			while (!r->stopped) sleep_ms(5);
 			CHECK_OK(leases_worker_settle(r->w, l, LEASES_RESULT_COMPLETE, WFACTS, strlen(WFACTS)));
+		} else if (strcmp(action, "cancelled") == 0) {
+			/* Name the job to the coordinator and wait until it cancelled
+			 * it; then until the cancel reaches the lease (its keep-alive's
+			 * next renewal is refused). A handler of a lost lease settles it
+			 * all the same, and is told why it was not recorded. */
+			char *id = NULL;
+			CHECK_OK(leases_lease_job_id(l, &id));
+			int before = 0;
+			for (;;) {
+				pthread_mutex_lock(&r->mu);
+				int mine = !r->cancel_turn;
+				if (mine) {
+					r->cancel_turn = 1;
+					r->to_cancel = id;
+					before = r->cancels_done;
+				}
+				pthread_mutex_unlock(&r->mu);
+				if (mine) break;
+				sleep_ms(5);
+			}
+			struct timespec t0 = mono_now();
+			for (int cancelled = 0; !cancelled && seconds_since(t0) < 60;) {
+				pthread_mutex_lock(&r->mu);
+				cancelled = r->cancels_done > before;
+				if (cancelled) r->cancel_turn = 0;
+				pthread_mutex_unlock(&r->mu);
+				if (!cancelled) sleep_ms(5);
+			}
+			leases_status why = LEASES_OK;
+			CHECK_OK(leases_lease_wait_lost(l, 60 * WSEC, NULL, &why));
+			if (why == LEASES_CANCELLED) {
+				pthread_mutex_lock(&r->mu);
+				r->heard++;
+				pthread_mutex_unlock(&r->mu);
+			}
+			CHECK_ST(leases_worker_settle(r->w, l, LEASES_RESULT_FAIL_RETRY, "cancelled", 9), LEASES_CANCELLED);
 		} else if (strcmp(action, "hang") == 0) {
 			/* The handler's "done" signal: the lease's end (here, the worker
 			 * giving it back) ends the wait with LEASES_CLOSED. */
@@ -125,9 +203,15 @@ static void test_every_scenario_of_the_shared_loop_suite_holds_for_the_c_handle(
 		o.concurrency = sc->concurrency;
 		o.max_jobs = sc->max_jobs;
 		o.drain_timeout_us = sc->drain_timeout_ms * 1000;
+		o.interval_us = sc->interval_ms * 1000;
 		if (sc->stop[0] == '\0') o.flags = LEASES_WORKER_EXIT_WHEN_EMPTY;
 		struct scenario_run r = {0};
+		r.a = a;
 		pthread_mutex_init(&r.mu, NULL);
+		struct scenario_coordinator coord = {&r, 0};
+		for (int j = 0; j < sc->njobs; j++) coord.want += strcmp(sc->jobs[j], "cancelled") == 0;
+		pthread_t coordinator;
+		if (coord.want > 0) pthread_create(&coordinator, NULL, scenario_coordinator_thread, &coord);
 		CHECK_OK(leases_worker_new(a, "p", "w", 60 * WSEC, &o, &r.w));
 		int threads = sc->concurrency > 0 ? sc->concurrency : 1;
 		int out = threads < sc->njobs ? threads : sc->njobs;
@@ -147,6 +231,13 @@ static void test_every_scenario_of_the_shared_loop_suite_holds_for_the_c_handle(
 			r.stopped = 1;
 		}
 		for (int k = 0; k < threads; k++) pthread_join(t[k], NULL);
+		if (coord.want > 0) {
+			pthread_join(coordinator, NULL);
+			if (r.heard != coord.want)
+				fprintf(stderr, "    scenario \"%s\": %d of %d cancels reached their handler\n", sc->name, r.heard,
+				        coord.want);
+			CHECK(r.heard == coord.want);
+		}
 		int32_t end = -1;
 		CHECK_OK(leases_worker_wait(r.w, 30 * WSEC, NULL, &end));
 		int32_t want = strcmp(sc->end, "stopped") == 0 ? LEASES_WORKER_STOPPED : LEASES_WORKER_GAVE_BACK;

@@ -717,12 +717,42 @@ TEST_P(WorkerLoop, EveryScenarioOfTheSharedLoopSuiteHoldsForTheCppWorker) {
         if (const auto *c = opts.find("concurrency")) o.concurrency = static_cast<unsigned>(c->integer());
         if (const auto *m = opts.find("max_jobs")) o.max_jobs = static_cast<std::uint64_t>(m->integer());
         if (const auto *d = opts.find("drain_timeout_ms")) o.drain_timeout = std::chrono::milliseconds(d->integer());
+        if (const auto *i = opts.find("interval_ms")) o.keep_alive_interval = std::chrono::milliseconds(i->integer());
         const mini_json::Value *stop = sc.find("stop");
         o.exit_when_empty = stop == nullptr;
         const std::size_t out = std::min<std::size_t>(std::max(1u, o.concurrency), ids.size());
         leases::Worker w(a(), o);
         std::atomic<std::size_t> started{0};
         std::atomic<bool> stopped{false};
+        // The cancelled action: a handler names its job to the coordinator
+        // thread (the test's side), which cancels it through the authority,
+        // as a coordinator does; then records what its lease reported.
+        std::size_t cancelled = 0;
+        for (const auto &job : sc["jobs"].items) cancelled += job.str() == "cancelled";
+        std::mutex mu;
+        std::condition_variable cv;
+        std::vector<std::string> asks;
+        std::set<std::string> cancels_done;
+        std::vector<leases_status> heard;
+        std::thread coordinator;
+        if (cancelled > 0) {
+            coordinator = std::thread([&] {
+                for (std::size_t k = 0; k < cancelled; ++k) {
+                    std::unique_lock<std::mutex> lock(mu);
+                    if (!cv.wait_for(lock, 60s, [&] { return !asks.empty(); })) {
+                        ADD_FAILURE() << name << ": a cancelled job's handler never ran";
+                        return;
+                    }
+                    const std::string id = asks.back();
+                    asks.pop_back();
+                    lock.unlock();
+                    a().cancel(production, id);
+                    lock.lock();
+                    cancels_done.insert(id);
+                    cv.notify_all();
+                }
+            });
+        }
         std::thread stopper;
         if (stop != nullptr) {
             stopper = std::thread([&] {
@@ -749,9 +779,29 @@ TEST_P(WorkerLoop, EveryScenarioOfTheSharedLoopSuiteHoldsForTheCppWorker) {
                 (void)l.wait_lost(60s);  // given back: run() may have returned, so touch nothing of the test
                 return std::string();
             }
+            if (action == "cancelled") {
+                {
+                    std::unique_lock<std::mutex> lock(mu);
+                    asks.push_back(l.job_id());
+                    cv.notify_all();
+                    cv.wait_for(lock, 60s, [&] { return cancels_done.count(l.job_id()) > 0; });
+                }
+                // The cancel reaches the kept-alive lease at its next renewal;
+                // a handler of a lost lease stops working: it throws why.
+                const std::optional<leases::Verdict> v = l.wait_lost(60s);
+                {
+                    const std::lock_guard<std::mutex> lock(mu);
+                    heard.push_back(v ? v->reason() : LEASES_OK);
+                }
+                if (v) v->throw_if_not_held();
+                throw std::runtime_error("the cancel never reached the handler");
+            }
             return facts;
         });
         if (stopper.joinable()) stopper.join();
+        if (coordinator.joinable()) coordinator.join();
+        EXPECT_EQ(heard, std::vector<leases_status>(cancelled, LEASES_CANCELLED))
+            << name << ": what the cancelled leases reported";
         EXPECT_EQ(r.gave_back ? "gave_back" : "stopped", sc["end"].str()) << name;
         for (std::size_t j = 0; j < ids.size(); ++j) {
             EXPECT_EQ(std::string(leases::to_string(a().job(production, ids[j]).state)), sc["states"].items[j].str())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
 import signal
 import threading
 import time
@@ -41,7 +42,36 @@ class Panic(RuntimeError):
     """What a handler raises for the vector's panic action."""
 
 
-def scenario_handler(stopped: threading.Event, started: "threading.Semaphore") -> Any:
+class Coordinator:
+    """The test's side of the cancelled action: a thread that cancels,
+    through the authority, as a coordinator does, each job a running
+    handler names; and what each such handler's lease reported."""
+
+    def __init__(self, store: leases.Authority, jobs: int) -> None:
+        self.asks: "queue.Queue[Tuple[str, threading.Event]]" = queue.Queue()
+        self.heard: List[Optional[leases.LeasesError]] = []
+        self.failures: List[BaseException] = []
+        self.thread = threading.Thread(target=self.serve, args=(store, jobs), daemon=True)
+        self.thread.start()
+
+    def serve(self, store: leases.Authority, jobs: int) -> None:
+        for _ in range(jobs):
+            try:
+                job, done = self.asks.get(timeout=EVENTUALLY)
+                store.cancel(PRODUCTION, job)
+                done.set()
+            except BaseException as e:  # the handler waits on: the test reports it
+                self.failures.append(e)
+                return
+
+    def cancel(self, lease: leases.Lease) -> None:
+        """Has the handler's job cancelled, and returns once it was."""
+        done = threading.Event()
+        self.asks.put((lease.job_id, done))
+        assert done.wait(EVENTUALLY), "the coordinator never cancelled the job"
+
+
+def scenario_handler(stopped: threading.Event, started: "threading.Semaphore", coordinator: Coordinator) -> Any:
     def handler(lease: leases.Lease) -> Optional[Dict[str, Any]]:
         started.release()
         action = lease.payload.decode()
@@ -62,6 +92,11 @@ def scenario_handler(stopped: threading.Event, started: "threading.Semaphore") -
             return {"done": True}
         elif action == "hang":
             lease.wait_lost(timedelta(seconds=EVENTUALLY))
+        elif action == "cancelled":
+            coordinator.cancel(lease)
+            # The cancel reaches the kept-alive lease at its next renewal;
+            # with nothing to publish, the handler returns.
+            coordinator.heard.append(lease.wait_lost(timedelta(seconds=EVENTUALLY)))
         return None
 
     return handler
@@ -78,6 +113,8 @@ def test_every_shared_loop_scenario_ends_as_the_vector_says(store: leases.Author
         options["max_jobs"] = o["max_jobs"]
     if "drain_timeout_ms" in o:
         options["drain_timeout"] = timedelta(milliseconds=o["drain_timeout_ms"])
+    if "interval_ms" in o:
+        options["interval"] = timedelta(milliseconds=o["interval_ms"])
     stop = case.get("stop")
     worker = store.work(
         PRODUCTION, worker="conformance", duration=SECONDS_30, exit_when_empty=stop is None,
@@ -85,6 +122,8 @@ def test_every_shared_loop_scenario_ends_as_the_vector_says(store: leases.Author
     )
     stopped = threading.Event()
     started = threading.Semaphore(0)
+    cancelled = case["jobs"].count("cancelled")
+    coordinator = Coordinator(store, cancelled)
     if stop is not None:
         want = min(o.get("concurrency", 1), len(ids))
 
@@ -103,7 +142,12 @@ def test_every_shared_loop_scenario_ends_as_the_vector_says(store: leases.Author
             stopped.set()
 
         threading.Thread(target=stopper, daemon=True).start()
-    worker.run(scenario_handler(stopped, started))
+    worker.run(scenario_handler(stopped, started, coordinator))
+    coordinator.thread.join(EVENTUALLY)
+    assert not coordinator.failures
+    assert len(coordinator.heard) == cancelled, "a cancelled job's handler did not run"
+    for why in coordinator.heard:
+        assert isinstance(why, leases.CancelledError), f"the handler's lease reported {why!r}, not the cancel"
     assert worker.stats()["state"] == case["end"]
     assert [str(store.job(PRODUCTION, j).state) for j in ids] == case["states"]
     if "attempt" in case:

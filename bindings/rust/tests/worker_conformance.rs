@@ -7,17 +7,21 @@
 //! `Err(TEXT)` (recorded through `Display`); fail:TEXT and release call
 //! `Lease::fail` and `Lease::release` (the worker finds the lease settled);
 //! panic:TEXT panics; settle completes the lease itself; wait runs until the
-//! test stopped the loop; hang runs until its lease ends.
+//! test stopped the loop; hang runs until its lease ends; cancelled has the
+//! test cancel its job through the authority, as a coordinator does, then
+//! waits for `wait_lost` to report `Cancelled` and returns `Err` (nothing
+//! to publish: the worker's settle is refused, and the job stays cancelled).
 
 #[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
 use leases::serde_json::{self, Value};
-use leases::{AttemptEnding, Authority, Error, Facts, JobState, Lease, Worker, WorkerConfig};
+use leases::{AttemptEnding, Authority, Error, ErrorKind, Facts, JobState, Lease, Worker, WorkerConfig};
 
 fn vectors() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/worker_loop.json");
@@ -60,12 +64,20 @@ fn run_scenario(auth: &Authority, production: &str, sc: &Value) {
     if let Some(ms) = opts["drain_timeout_ms"].as_u64() {
         config = config.drain_timeout(Duration::from_millis(ms));
     }
+    if let Some(ms) = opts["interval_ms"].as_u64() {
+        config = config.keep_alive_interval(Duration::from_millis(ms));
+    }
     let worker = Worker::new(auth, config).unwrap();
     let stop = worker.stop_handle();
     let concurrency = opts["concurrency"].as_u64().unwrap_or(1).max(1) as usize;
     let out_before_stop = concurrency.min(jobs.len());
     let started = AtomicUsize::new(0);
     let stopped = AtomicBool::new(false);
+    // The cancelled action: a handler asks the coordinator thread (the
+    // test's side) to cancel its job, and records what its lease reported.
+    let cancelled = jobs.iter().filter(|j| *j == "cancelled").count();
+    let (ask, asks) = mpsc::channel::<(String, mpsc::Sender<()>)>();
+    let heard: Mutex<Vec<Option<ErrorKind>>> = Mutex::new(Vec::new());
     let handler = |lease: &Lease| -> Result<Facts, String> {
         started.fetch_add(1, Ordering::SeqCst);
         let action = String::from_utf8(lease.payload().unwrap()).unwrap();
@@ -96,10 +108,28 @@ fn run_scenario(auth: &Authority, production: &str, sc: &Value) {
                 while lease.wait_lost(Duration::from_millis(100), None).unwrap().is_none() {}
                 Ok(done())
             }
+            "cancelled" => {
+                let (tell, told) = mpsc::channel();
+                ask.send((lease.job_id().to_string(), tell)).unwrap();
+                told.recv_timeout(Duration::from_secs(60)).expect("the coordinator cancelled the job");
+                // The cancel reaches the kept-alive lease at its next renewal.
+                let why = lease.wait_lost(Duration::from_secs(60), None).unwrap();
+                heard.lock().unwrap().push(why.as_ref().map(Error::kind));
+                Err(why.map_or_else(|| "the cancel never reached the handler".to_string(), |e| e.to_string()))
+            }
             other => panic!("unknown action {other}"),
         }
     };
     let report = std::thread::scope(|s| {
+        if cancelled > 0 {
+            s.spawn(move || {
+                for _ in 0..cancelled {
+                    let (id, tell) = asks.recv_timeout(Duration::from_secs(60)).expect("a cancelled job's handler ran");
+                    auth.cancel(production, &id).unwrap();
+                    tell.send(()).unwrap();
+                }
+            });
+        }
         if let Some(mode) = stop_mode {
             let (stop, started, stopped) = (&stop, &started, &stopped);
             s.spawn(move || {
@@ -119,6 +149,11 @@ fn run_scenario(auth: &Authority, production: &str, sc: &Value) {
         worker.run(handler)
     });
     let report = report.unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(
+        *heard.lock().unwrap(),
+        vec![Some(ErrorKind::Cancelled); cancelled],
+        "{name}: what the cancelled leases reported"
+    );
     let want_end = sc["end"].as_str().unwrap();
     assert_eq!(report.drain_timed_out, want_end == "gave_back", "{name}: the loop's end, {report:?}");
     for (i, (id, want)) in ids.iter().zip(sc["states"].as_array().unwrap()).enumerate() {
