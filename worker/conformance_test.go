@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -359,36 +360,83 @@ func TestAHandlersRefusedFactsFailItsAttemptForARetryWithWhy(t *testing.T) {
 // The signal rule of every face: the first SIGTERM or SIGINT drains (Run's
 // context ends), a second gives the running jobs back at once.
 func TestTheFirstSignalDrainsAndASecondGivesTheRunningJobsBackAtOnce(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("concurrency %d", n), func(t *testing.T) {
+			a := authority(t)
+			ids := request(t, a, n+1)
+			var got []int
+			var mu sync.Mutex
+			ctx, giveBack, stop := NotifySignals(context.Background(), func(n int, s os.Signal) {
+				mu.Lock()
+				got = append(got, n)
+				mu.Unlock()
+			})
+			defer stop()
+			cfg := config()
+			cfg.GiveBack = giveBack
+			cfg.Concurrency = n
+			started := make(chan struct{}, n+1)
+			causes := make(chan error, n+1)
+			res := runAsync(ctx, a, cfg, func(hctx context.Context, l *core.Lease) (core.Facts, error) {
+				started <- struct{}{}
+				<-hctx.Done()
+				causes <- context.Cause(hctx)
+				return core.Facts{}, context.Cause(hctx)
+			})
+			for i := 0; i < n; i++ {
+				testwait.Receive(t, started, testwait.EventuallyBound, "every handler to start")
+			}
+			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+			testwait.Receive(t, ctx.Done(), testwait.EventuallyBound, "the drain")
+			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+			require.ErrorIs(t, result(t, res), ErrGivenBack)
+			for i := 0; i < n; i++ {
+				require.ErrorIs(t, testwait.Receive(t, causes, testwait.EventuallyBound, "the handlers' end"), ErrGivenBack)
+			}
+			for _, id := range ids {
+				require.Equal(t, core.StateRequested, states(t, a)[id],
+					"given back (a running job) or never claimed (the one the drain left): claimable again at once")
+			}
+			mu.Lock()
+			require.Equal(t, []int{1, 2}, got)
+			mu.Unlock()
+		})
+	}
+}
+
+// A first signal lets every running handler of a concurrent loop finish
+// and settle its job, and claims nothing more: the drain is the same with
+// or without concurrency.
+func TestAFirstSignalLetsEveryRunningHandlerOfAConcurrentLoopFinish(t *testing.T) {
+	const n = 3
 	a := authority(t)
-	ids := request(t, a, 2)
-	var got []int
-	var mu sync.Mutex
-	ctx, giveBack, stop := NotifySignals(context.Background(), func(n int, s os.Signal) {
-		mu.Lock()
-		got = append(got, n)
-		mu.Unlock()
-	})
+	ids := request(t, a, n+1)
+	ctx, giveBack, stop := NotifySignals(context.Background(), nil)
 	defer stop()
 	cfg := config()
 	cfg.GiveBack = giveBack
-	started := make(chan struct{}, 2)
-	causes := make(chan error, 2)
+	cfg.Concurrency = n
+	started := make(chan string, n+1)
+	finish := make(chan struct{})
 	res := runAsync(ctx, a, cfg, func(hctx context.Context, l *core.Lease) (core.Facts, error) {
-		started <- struct{}{}
-		<-hctx.Done()
-		causes <- context.Cause(hctx)
-		return core.Facts{}, context.Cause(hctx)
+		started <- l.JobID()
+		<-finish
+		return core.Facts{}, hctx.Err()
 	})
-	testwait.Receive(t, started, testwait.EventuallyBound, "the first job to start")
+	running := map[string]bool{}
+	for i := 0; i < n; i++ {
+		running[testwait.Receive(t, started, testwait.EventuallyBound, "every handler to start")] = true
+	}
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	testwait.Receive(t, ctx.Done(), testwait.EventuallyBound, "the drain")
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
-	require.ErrorIs(t, result(t, res), ErrGivenBack)
-	require.ErrorIs(t, testwait.Receive(t, causes, testwait.EventuallyBound, "the handler's end"), ErrGivenBack)
+	close(finish)
+	require.NoError(t, result(t, res))
 	s := states(t, a)
-	require.Equal(t, core.StateRequested, s[ids[0]], "given back: claimable again at once")
-	require.Equal(t, core.StateRequested, s[ids[1]], "nothing new was claimed after the drain began")
-	mu.Lock()
-	require.Equal(t, []int{1, 2}, got)
-	mu.Unlock()
+	for _, id := range ids {
+		if running[id] {
+			require.Equal(t, core.StateCompleted, s[id], "a running job finished and was settled")
+		} else {
+			require.Equal(t, core.StateRequested, s[id], "nothing new was claimed after the drain began")
+		}
+	}
 }
