@@ -96,6 +96,15 @@ class WorkOptions(TypedDict, total=False):
 _OPTIONS = frozenset(WorkOptions.__annotations__)
 
 
+def drain_timeout(worker: str, out: List[str]) -> DrainTimeout:
+    """What a loop raises when it gave back the jobs ``out`` (their ids)
+    because its drain timeout passed or a second SIGTERM came."""
+    return DrainTimeout(
+        f"leases: worker {worker}: the drain timeout passed while job(s) {', '.join(out)} "
+        "were running; they were given back"
+    )
+
+
 def failure_reason(e: BaseException) -> bytes:
     """The text of a handler's exception, which the library turns into the
     attempt's reason by the one rule (invalid UTF-8 becomes U+FFFD, NUL
@@ -421,10 +430,7 @@ class Worker(Closing):
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         if out:
-            raise DrainTimeout(
-                f"leases: worker {self.worker}: the drain timeout passed while job(s) {', '.join(out)} "
-                "were running; they were given back"
-            )
+            raise drain_timeout(self.worker, out)
 
     def _install_signals(self) -> List[Tuple[int, Any]]:
         wanted = self._handle_signals

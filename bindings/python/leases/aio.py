@@ -22,6 +22,7 @@ its async twin; each async iterator reads the blocking one's ``Pages`` through
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -41,6 +42,7 @@ from typing import (
     Protocol,
     Sequence,
     Set,
+    Tuple,
     Type,
     TypeVar,
     Union,
@@ -52,7 +54,8 @@ from ._errors import LeasesError
 from ._lease import Execution, JSONMapping, Lease
 from ._records import Event, Job, JobCounts, JobRecord, JobState, Page, Production, RetryPolicy
 from ._waiting import Canceller
-from ._worker import WorkOptions, Worker
+from ._worker import WorkOptions, Worker, drain_timeout
+from ._worker import log as _worker_log
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations only, never evaluated
@@ -480,12 +483,20 @@ class AsyncAuthority(_AsyncHandle):
     def work(
         self, production: str, *, worker: str, duration: timedelta, **options: Unpack[WorkOptions]
     ) -> "AsyncWorker":
-        """The worker loop (``Authority.work``) for ``async for``; each claim
-        waits in a thread. Stop it with ``stop()`` (e.g. from
-        ``loop.add_signal_handler``) or by cancelling the task; it handles
-        no signal itself."""
+        """The worker loop (``Authority.work``) for ``async for`` and
+        ``await run(handler)``; each claim waits in a thread. While it runs
+        in the main thread's event loop it drains on SIGINT and SIGTERM and
+        gives the jobs back on a second one, as ``Worker.run`` does
+        (``handle_signals``: None, the default, means "if this is the main
+        thread"; False leaves the signals alone). ``stop()`` drains it from
+        any thread; cancelling the task gives its jobs back."""
+        handle_signals = options.pop("handle_signals", None)
+        # The blocking loop runs in worker threads, where it could handle no
+        # signal: the event loop's handlers are this face's own.
         options["handle_signals"] = False
-        return AsyncWorker(self.sync.work(production, worker=worker, duration=duration, **options))
+        return AsyncWorker(
+            self.sync.work(production, worker=worker, duration=duration, **options), handle_signals=handle_signals
+        )
 
     async def run(self, call: Callable[[Authority], _T]) -> _T:
         """Runs call(authority) in a worker thread: a whole edit, say, which
@@ -496,27 +507,187 @@ class AsyncAuthority(_AsyncHandle):
         return f"<leases.aio.AsyncAuthority {self.sync!r}>"
 
 
+# The signals a worker loop drains on, as the blocking loop's.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class AsyncWorker(_AsyncHandle):
     """``Authority.work``'s loop for ``async for``: each step (settling the
     previous job, claiming the next, waiting for it) runs in a worker thread,
     so the event loop keeps running. ``async with`` ends it on exit, giving
-    back a job the body left unsettled; ``stop()`` drains it from the loop
-    (a signal handler of ``loop.add_signal_handler``) or any thread, and
-    cancelling the awaiting task stops it the same way."""
+    back a job the body left unsettled; ``stop()`` drains it from the loop or
+    any thread.
+
+    While ``async for`` or ``run()`` runs in the main thread's event loop,
+    SIGINT and SIGTERM drain it as they drain ``Worker.run``
+    (``handle_signals``: None, the default, means "if this is the main
+    thread"): the first one claims nothing more and lets the running jobs
+    finish. Its handlers are the event loop's (``loop.add_signal_handler``),
+    ahead of ``asyncio.run``'s own SIGINT handler, and the handlers they
+    replaced come back when the loop ends, also on an error; a signal the
+    process was started ignoring stays ignored. A second signal, or the
+    drain timeout passing during a drain, gives the running jobs back at
+    once and cancels the tasks running them; ``run()`` then raises
+    ``KeyboardInterrupt`` for SIGINT, else ``DrainTimeout`` when jobs were
+    running, and so does leaving ``async with`` on that cancellation (a bare
+    ``async for`` lets the ``CancelledError`` through). Without signal
+    handling (``handle_signals=False``, or a loop in another thread),
+    cancelling the awaiting task gives its jobs back."""
 
     sync: Worker
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, *, handle_signals: Optional[bool] = None) -> None:
         self.sync = worker
         self._steps: Optional[Iterator[Lease]] = None
         self._scoped = False
+        self._handle_signals = handle_signals
+        # Set while this worker's signal handlers are in place: the loop that
+        # holds them, and what each replaced (the signal module's handler,
+        # and the loop's own when it had one).
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._saved: List[Tuple[int, Any, Optional[asyncio.Handle]]] = []
+        self._signalled = False  # a signal came
+        self._alarm: Optional[asyncio.TimerHandle] = None  # the drain timeout, once a drain began
+        self._tasks: Sequence["asyncio.Future[Any]"] = ()  # what runs the jobs: cancelled on a give-back
+        self._ending: Optional[BaseException] = None  # what a give-back ends the loop with
 
     def stop(self) -> None:
+        """Drains: claims nothing more (a waiting claim ends at once), lets
+        the running jobs finish, then ends the loop (``Worker.stop``). From
+        the loop or any thread; idempotent. While the signal handlers are in
+        place, the drain timeout then ends the loop as after a signal."""
         self.sync.stop()
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._arm_alarm)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
 
     @property
     def stopping(self) -> bool:
         return self.sync.stopping
+
+    # ---- signals -------------------------------------------------------------
+
+    def _install_signals(self, tasks: Sequence["asyncio.Future[Any]"]) -> bool:
+        """Drains on SIGINT and SIGTERM while the loop runs, when the option
+        asks for it (None: if this is the main thread); tasks run the jobs,
+        and a give-back cancels them. Whether this call installed them (the
+        caller then restores them)."""
+        if self._loop is not None:
+            return False
+        self._tasks = tasks
+        wanted = self._handle_signals
+        main = threading.current_thread() is threading.main_thread()
+        if wanted is None:
+            wanted = main
+        if not wanted:
+            return False
+        if not main:
+            raise RuntimeError(
+                "handle_signals=True needs the main thread's event loop (Python runs signal handlers there); "
+                "in other threads call worker.stop() instead"
+            )
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        # A handler of the loop's own (add_signal_handler) is held by the
+        # loop, not by the signal module: it is put back there.
+        own = getattr(loop, "_signal_handlers", None)
+        try:
+            for sig in _SIGNALS:
+                previous = signal.getsignal(sig)
+                if previous is signal.SIG_IGN:  # started ignoring it (nohup, a background job)
+                    continue
+                before = own.get(sig) if isinstance(own, dict) else None
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                self._saved.append((sig, previous, before))
+        except NotImplementedError:
+            # An event loop without signal handlers (Windows'): by default
+            # the loop runs without them, as in a thread.
+            self._restore_signals()
+            if self._handle_signals:
+                raise
+            return False
+        except BaseException:
+            self._restore_signals()
+            raise
+        return True
+
+    def _restore_signals(self) -> None:
+        """Puts back the handlers the loop's replaced (idempotent; in the
+        main thread, where they were installed)."""
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
+        loop, saved = self._loop, self._saved
+        if loop is None or threading.current_thread() is not threading.main_thread():
+            return
+        self._loop, self._saved = None, []
+        for sig, previous, before in reversed(saved):
+            try:
+                loop.remove_signal_handler(sig)
+                if before is not None and not before.cancelled():
+                    loop.add_signal_handler(sig, getattr(before, "_callback"), *getattr(before, "_args"))
+                elif previous is not None:
+                    signal.signal(sig, previous)
+            except (RuntimeError, ValueError, OSError) as e:  # the loop closed meanwhile, say
+                _worker_log.warning(
+                    "worker %s: signal %d: its previous handler could not be put back: %s", self.sync.worker, sig, e
+                )
+
+    def _on_signal(self, signum: int) -> None:
+        # A callback of the event loop, one at a time: a second signal is
+        # always taken for one, however soon it follows the first.
+        second = self._signalled or self.sync._asked
+        self._signalled = True
+        if not second:
+            _worker_log.info("worker %s: signal %d: draining", self.sync.worker, signum)
+            self.sync.stop()
+            self._arm_alarm()
+            return
+        self._give_back(signum)
+
+    def _arm_alarm(self) -> None:
+        """Once a drain began: gives the jobs back when the drain timeout
+        passes, as a second signal does (the library releases them then; this
+        also ends the tasks running them)."""
+        drain_s = self.sync._drain_s
+        if drain_s is not None and self._loop is not None and self._alarm is None:
+            self._alarm = self._loop.call_later(drain_s, self._give_back, None)
+
+    def _give_back(self, signum: Optional[int]) -> None:
+        """A second signal, or the drain timeout passing (signum None): the
+        running jobs are given back at once and the tasks running them
+        cancelled; the loop ends with KeyboardInterrupt for SIGINT, else
+        DrainTimeout when jobs were running."""
+        sync = self.sync
+        with sync._lock:
+            out = sorted(lease.job_id for lease in sync._out)
+        sync._stop(STOP_GIVE_BACK)
+        if self._ending is None:
+            if signum == signal.SIGINT:
+                self._ending = KeyboardInterrupt()
+            elif out:
+                self._ending = drain_timeout(sync.worker, out)
+            else:
+                return
+        for task in self._tasks:
+            task.cancel()
+
+    def _raise_ending(self, uncancel: bool) -> None:
+        """Raises what a give-back ends the loop with, in place of the
+        cancellation it caused (uncancel: of the current task)."""
+        ending = self._ending
+        if ending is None:
+            return
+        if uncancel:
+            undo = getattr(asyncio.current_task(), "uncancel", None)  # Python 3.11
+            if undo is not None:
+                undo()
+        raise ending from None
+
+    # ---- the loop --------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[AsyncLease]:
         return self._leases()
@@ -535,21 +706,41 @@ class AsyncWorker(_AsyncHandle):
         the loop closes it (asyncio runs its ``aclose()``) even while this
         worker is still referenced. Outside ``async with``, closing it ends
         the loop as a bare ``for`` does: a job left unsettled is failed for
-        a retry. Inside, ``__aexit__`` ends the loop, knowing why."""
+        a retry. Inside, ``__aexit__`` ends the loop, knowing why. The signal
+        handlers are in place from its start to its end; a give-back cancels
+        the task iterating it."""
+        task = asyncio.current_task()
+        installed = self._install_signals(() if task is None else (task,))
         try:
             while True:
                 try:
                     lease = await self.__anext__()
                 except StopAsyncIteration:
                     return
+                except asyncio.CancelledError:
+                    self._raise_ending(uncancel=True)
+                    raise
                 yield lease
         finally:
+            if installed:
+                self._restore_signals()
             if not self._scoped:
                 await _run(self.sync._close_loop)
 
     async def __aenter__(self) -> "AsyncWorker":
         self._scoped = True
         return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self._restore_signals()
+        await _run(lambda: self.sync.__exit__(exc_type, exc, tb))
+        if isinstance(exc, asyncio.CancelledError):
+            self._raise_ending(uncancel=True)
 
     async def run(self, handler: Callable[[AsyncLease], Awaitable[Optional[Mapping[str, Any]]]]) -> None:
         """``Worker.run`` for asyncio: ``await handler(lease)`` for each job,
@@ -558,7 +749,8 @@ class AsyncWorker(_AsyncHandle):
         ``Exception`` fails the job for a retry with its text and the loop
         goes on; a cancellation (or another ``BaseException``) gives the
         job back, stops the loop (the other tasks' jobs are given back too)
-        and is raised."""
+        and is raised. SIGINT and SIGTERM drain it, a second one gives the
+        jobs back (see the class)."""
         sync = self.sync
         if sync._iterated:
             raise RuntimeError("a leases.Worker runs once; make another with Authority.work")
@@ -581,15 +773,28 @@ class AsyncWorker(_AsyncHandle):
                     raise
                 await _run(lambda: sync._returned(lease, metadata))
 
-        tasks = [asyncio.ensure_future(serve()) for _ in range(sync.concurrency)]
+        tasks: List["asyncio.Future[None]"] = []
+        installed = self._install_signals(tasks)  # filled in below, before any signal can be handled
         try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            sync._stop(STOP_GIVE_BACK)
-            for t in tasks:
-                t.cancel()
-            await asyncio.wait(tasks)
-            raise
+            tasks.extend(asyncio.ensure_future(serve()) for _ in range(sync.concurrency))
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                sync._stop(STOP_GIVE_BACK)
+                for t in tasks:
+                    t.cancel()
+                await asyncio.wait(tasks)
+                self._raise_ending(uncancel=False)
+                raise
+            self._raise_ending(uncancel=False)
+        finally:
+            if installed:
+                self._restore_signals()
+
+    async def close(self) -> None:
+        """Ends the loop, giving back a job the body left unsettled."""
+        self._restore_signals()
+        await _run(self.sync.close)
 
     async def aclose(self) -> None:
         """Ends the loop, giving back a job the body left unsettled (as

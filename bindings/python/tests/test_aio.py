@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -256,6 +257,109 @@ def test_the_async_work_loop_completes_and_claims_the_next_in_one_commit_and_run
             assert done.state == "completed" and done.facts.metadata == {"by": "handler"}
 
     asyncio.run(main())
+
+
+class Abort(BaseException):
+    """What a handler raises to end the loop with an error."""
+
+
+def test_an_async_worker_takes_sigterm_while_it_runs_and_puts_back_the_handlers_it_replaced(location: str) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        sigint_before = signal.getsignal(signal.SIGINT)  # asyncio.run's own, from Python 3.11
+        theirs: List[int] = []
+        loop.add_signal_handler(signal.SIGTERM, theirs.append, 1)  # the program's own, put back after
+        try:
+            async with await AsyncAuthority.open(location) as auth:
+                await auth.create_production(PRODUCTION)
+                ids = [await auth.request_job(PRODUCTION) for _ in range(3)]
+                worker = auth.work(PRODUCTION, worker="aio", duration=SECONDS_30)
+
+                async def handler(lease: AsyncLease) -> None:
+                    assert signal.getsignal(signal.SIGINT) is not sigint_before
+                    os.kill(os.getpid(), signal.SIGTERM)  # the worker's: it drains
+                    while not worker.stopping:
+                        await asyncio.sleep(0.01)
+
+                await worker.run(handler)
+                assert theirs == []
+                assert [j.state for j in await auth.jobs(PRODUCTION)] == ["completed", "requested", "requested"]
+                assert signal.getsignal(signal.SIGINT) is sigint_before
+                os.kill(os.getpid(), signal.SIGTERM)  # the program's again
+                for _ in range(500):
+                    if theirs:
+                        break
+                    await asyncio.sleep(0.01)
+                assert theirs == [1]
+
+                # Put back also when the loop ends on an error, in both forms.
+                async def abort(lease: AsyncLease) -> None:
+                    raise Abort()
+
+                with pytest.raises(Abort):
+                    await auth.work(PRODUCTION, worker="aio", duration=SECONDS_30).run(abort)
+                with pytest.raises(Abort):
+                    async with auth.work(PRODUCTION, worker="aio", duration=SECONDS_30) as jobs:
+                        async for lease in jobs:
+                            assert signal.getsignal(signal.SIGINT) is not sigint_before
+                            raise Abort()
+                assert signal.getsignal(signal.SIGINT) is sigint_before
+                assert [j.state for j in await auth.jobs(PRODUCTION)] == ["completed", "requested", "requested"]
+                assert all(e.kind != "claimed" for e in await auth.events(PRODUCTION) if e.job_id == ids[2])
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(500):
+                    if len(theirs) == 2:
+                        break
+                    await asyncio.sleep(0.01)
+                assert theirs == [1, 1]
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    asyncio.run(main())
+
+
+def test_an_async_worker_without_signal_handling_leaves_the_signals_alone_and_gives_back_when_cancelled(
+    location: str,
+) -> None:
+    async def main(production: str, handle_signals: Optional[bool]) -> None:
+        sigint_before = signal.getsignal(signal.SIGINT)
+        sigterm_before = signal.getsignal(signal.SIGTERM)
+        async with await AsyncAuthority.open(location) as auth:
+            await auth.create_production(production)
+            await auth.request_job(production)
+            started = asyncio.Event()
+
+            async def handler(lease: AsyncLease) -> None:
+                assert signal.getsignal(signal.SIGINT) is sigint_before
+                assert signal.getsignal(signal.SIGTERM) is sigterm_before
+                started.set()
+                await asyncio.sleep(600)
+
+            worker = auth.work(production, worker="aio", duration=SECONDS_30, handle_signals=handle_signals)
+            task = asyncio.ensure_future(worker.run(handler))
+            await asyncio.wait([task, asyncio.ensure_future(started.wait())], return_when=asyncio.FIRST_COMPLETED)
+            task.cancel()  # as before: the job is given back
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert [str(j.state) for j in await auth.jobs(production)] == ["requested"]
+            assert [e.kind for e in await auth.events(production)][-1] == "released"
+
+    asyncio.run(main("off", False))  # turned off, in the main thread
+    errors: List[BaseException] = []
+
+    def in_a_thread(production: str, handle_signals: Optional[bool]) -> None:
+        try:
+            asyncio.run(main(production, handle_signals))
+        except BaseException as e:
+            errors.append(e)
+
+    # By default a loop in another thread handles none; asked to, it refuses.
+    for production, option in (("thread", None), ("asked", True)):
+        t = threading.Thread(target=in_a_thread, args=(production, option))
+        t.start()
+        t.join(60)
+        assert not t.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError) and "main thread" in str(errors[0]), errors
 
 
 def test_an_async_wait_for_a_lost_lease_sees_a_coordinators_cancel(location: str) -> None:

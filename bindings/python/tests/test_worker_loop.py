@@ -1,8 +1,8 @@
 """The Python face of the one worker loop (docs/workers.md): the shared
 conformance suite (tests/vectors/worker_loop.json) on both stores, the
 options of work(), concurrency in a thread pool and in asyncio tasks, and
-Ctrl-C/SIGTERM draining a worker with its own thread pool in a real
-process."""
+Ctrl-C/SIGTERM draining a worker with its own thread pool, and an
+asyncio.run worker, in a real process."""
 
 from __future__ import annotations
 
@@ -639,3 +639,80 @@ def test_sigterm_drains_a_worker_with_its_own_thread_pool(store: leases.Authorit
     assert "started" not in out and "drained 2" in out, out
     assert sorted(str(j.state) for j in store.jobs(PRODUCTION)) == ["completed", "completed", "requested"]
     assert sum("claimed" in kinds(store, j) for j in ids) == 2
+
+
+# The asyncio face drains on signals as the thread pool does: asyncio.run's
+# main task runs AsyncWorker.run with one task or three, or `async for`
+# inside `async with` (one job at a time).
+AIO_FORMS = [
+    pytest.param("aio-run", 1, id="run-1-task"),
+    pytest.param("aio-run", 3, id="run-3-tasks"),
+    pytest.param("aio-for", 1, id="async-for"),
+]
+
+
+def aio_drains_on(signum: int, store: leases.Authority, location: str, mode: str, concurrency: int) -> None:
+    ids = [store.request_job(PRODUCTION) for _ in range(concurrency + 2)]
+    p = spawn(location, f"w-{mode}", mode, "until-stop", "", str(concurrency))
+    read_until(p, concurrency, "started")
+    sent = time.monotonic()
+    p.send_signal(signum)
+    out, err = finish(p)
+    assert p.returncode == 0, (out, err)
+    ended = float(out.split("ended ")[1].split()[0])
+    # The running jobs finish; nothing is claimed after the signal; the
+    # handlers asyncio.run had (and SIGTERM's default) are back.
+    assert "started" not in out and f"drained {concurrency}" in out and "restored" in out, out
+    assert ended - sent < PROMPT, f"still running {ended - sent:.1f} s after the signal"
+    assert sorted(states(store)) == ["completed"] * concurrency + ["requested"] * 2
+    assert sum("claimed" in kinds(store, j) for j in ids) == concurrency
+
+
+@pytest.mark.parametrize("mode, concurrency", AIO_FORMS)
+def test_ctrl_c_drains_an_asyncio_worker(store: leases.Authority, location: str, mode: str, concurrency: int) -> None:
+    aio_drains_on(signal.SIGINT, store, location, mode, concurrency)
+
+
+@pytest.mark.parametrize("mode, concurrency", AIO_FORMS)
+def test_sigterm_drains_an_asyncio_worker(store: leases.Authority, location: str, mode: str, concurrency: int) -> None:
+    aio_drains_on(signal.SIGTERM, store, location, mode, concurrency)
+
+
+@pytest.mark.parametrize("mode, concurrency", AIO_FORMS)
+def test_a_second_ctrl_c_gives_the_jobs_of_an_asyncio_worker_back_at_once(
+    store: leases.Authority, location: str, mode: str, concurrency: int
+) -> None:
+    ids = [store.request_job(PRODUCTION) for _ in range(concurrency)]
+    p = spawn(location, f"w-{mode}-2", mode, "until-lost", "", str(concurrency))
+    read_until(p, concurrency, "started")
+    p.send_signal(signal.SIGINT)
+    read_until(p, 1, "noticed")  # the first is taken in: the next one is a second
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = finish(p)
+    assert p.returncode != 0 and "KeyboardInterrupt" in err, (out, err)
+    assert "drained" not in out, out
+    ended = float(out.split("ended ")[1].split()[0])
+    assert ended - sent < PROMPT, f"still running {ended - sent:.1f} s after the second SIGINT"
+    assert states(store) == ["requested"] * concurrency
+    assert all(kinds(store, j)[-1] == "released" for j in ids)
+
+
+@pytest.mark.parametrize("mode, concurrency", AIO_FORMS)
+def test_sigterm_past_the_drain_timeout_gives_an_asyncio_workers_jobs_back(
+    store: leases.Authority, location: str, mode: str, concurrency: int
+) -> None:
+    ids = [store.request_job(PRODUCTION) for _ in range(concurrency)]
+    p = spawn(location, f"w-{mode}-3", mode, "600", "0.3", str(concurrency))
+    read_until(p, concurrency, "started")
+    sent = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    out, err = finish(p)
+    assert p.returncode == 1 and "drain timeout passed" in err, (out, err)
+    assert all(j in err for j in ids), err
+    ended = float(out.split("ended ")[1].split()[0])
+    # After the 0.3 s drain timeout, not the 600 s jobs: seconds for a
+    # stalled host.
+    assert 0.3 <= ended - sent < 0.3 + PROMPT, ended - sent
+    assert states(store) == ["requested"] * concurrency
+    assert all(kinds(store, j)[-1] == "released" for j in ids)

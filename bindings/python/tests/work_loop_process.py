@@ -18,12 +18,17 @@ runs until the loop says it is stopping (it then claims nothing more);
 "until-lost": until the job's lease is lost (given back), printing
 "lost <job id>" then. With SECOND_SIGINT_WHEN_NOTICED set in the
 environment, the process sends itself a second SIGINT as it prints
-"noticed".
+"noticed". MODE aio-run: the same with leases.aio under asyncio.run,
+AsyncWorker.run and CONCURRENCY tasks; MODE aio-for: ``async for`` inside
+``async with`` (each job completed by the body); both print "restored" when
+the loop ended and the handlers of SIGINT (asyncio.run's) and SIGTERM are
+those from before it ran.
 Nothing printed here is a secret.
 """
 
 from __future__ import annotations
 
+import asyncio
 import faulthandler
 import logging
 import os
@@ -32,8 +37,10 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from typing import Optional
 
 import leases
+import leases.aio
 
 
 _say = threading.RLock()  # reentrant: a signal handler may print inside say()
@@ -56,6 +63,58 @@ class Noticed(logging.Handler):
                 os.kill(os.getpid(), signal.SIGINT)
 
 
+async def aio_main(location: str, production: str, worker: str, mode: str, how_long: str,
+                   drain: Optional[timedelta], concurrency: int) -> int:
+    """The aio-run and aio-for modes, in asyncio.run's main task."""
+    jobs = 0
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    async with await leases.aio.AsyncAuthority.open(location) as auth:
+        loop = auth.work(
+            production, worker=worker, duration=timedelta(seconds=1), drain_timeout=drain, concurrency=concurrency
+        )
+
+        async def work_on(lease: leases.aio.AsyncLease) -> None:
+            if how_long == "until-stop":
+                while not loop.stopping:
+                    await asyncio.sleep(0.01)
+            elif how_long == "until-lost":
+                await lease.wait_lost(timedelta(seconds=600))
+                say(f"lost {lease.job_id}")
+            else:
+                await asyncio.sleep(float(how_long))
+
+        def report_stopping() -> None:
+            while not loop.stopping:
+                time.sleep(0.01)
+            say("stopping")
+
+        threading.Thread(target=report_stopping, daemon=True).start()
+        try:
+            say("looping")
+            if mode == "aio-run":
+
+                async def handler(lease: leases.aio.AsyncLease) -> None:
+                    nonlocal jobs
+                    say(f"started {lease.job_id}")
+                    await work_on(lease)
+                    jobs += 1
+
+                await loop.run(handler)
+            else:
+                async with loop as steps:
+                    async for lease in steps:
+                        say(f"started {lease.job_id}")
+                        await work_on(lease)
+                        await lease.complete(metadata={"worked": how_long})
+                        jobs += 1
+            say(f"drained {jobs}")
+            if (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before:
+                say("restored")
+        finally:
+            say(f"ended {time.monotonic()}")
+    return 0
+
+
 def main() -> int:
     # As in a foreground program: a test runner may have started us with
     # SIGINT ignored (a background job), which Python would leave ignored.
@@ -66,6 +125,10 @@ def main() -> int:
     how_long = sys.argv[5] if len(sys.argv) > 5 else "0"
     drain = timedelta(seconds=float(sys.argv[6])) if len(sys.argv) > 6 and sys.argv[6] else None
     concurrency = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    if mode.startswith("aio-"):
+        logging.getLogger("leases.worker").setLevel(logging.INFO)
+        logging.getLogger("leases.worker").addHandler(Noticed())
+        return asyncio.run(aio_main(location, production, worker, mode, how_long, drain, concurrency))
     with leases.Authority(location) as auth:
         if mode == "wait":
             try:
