@@ -841,6 +841,26 @@ func (b *lookCounter) HasClaimable(ctx context.Context, productionID string, now
 	return b.Backend.HasClaimable(ctx, productionID, now)
 }
 
+// waitInSlices waits n times for 5 ms on the empty production "p", as the
+// bindings wait in slices, each finding nothing to claim.
+func waitInSlices(t *testing.T, f *fixture, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		_, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 5*time.Millisecond)
+		requireKind(t, err, KindNothingToClaim)
+	}
+}
+
+// sliceClaimsAJobRequestedNow requests a job and requires the next slice
+// to claim it: the slices still see a commit.
+func sliceClaimsAJobRequestedNow(t *testing.T, f *fixture) {
+	t.Helper()
+	id := f.request(1)[0]
+	l, err := f.a.ClaimWait(context.Background(), "p", "w", time.Minute, 5*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, id, l.JobID())
+}
+
 func TestWaitingInShortSlicesLooksOnlyWhenSomethingHappened(t *testing.T) {
 	// The bindings wait in slices of at most 100 ms (so that Ctrl-C is
 	// noticed): a slice after a quiet one costs no read.
@@ -848,16 +868,9 @@ func TestWaitingInShortSlicesLooksOnlyWhenSomethingHappened(t *testing.T) {
 	f := newFixture(t)
 	looks := &lookCounter{Backend: f.a.b}
 	f.a.b = looks
-	bg := context.Background()
-	for i := 0; i < 20; i++ {
-		_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
-		requireKind(t, err, KindNothingToClaim)
-	}
+	waitInSlices(t, f, 20)
 	require.LessOrEqual(t, looks.looks.Load(), int64(3), "the first slice looks, and the watcher's start may ask once more")
-	id := f.request(1)[0] // a commit: the next slice looks, and claims
-	l, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
-	require.NoError(t, err)
-	require.Equal(t, id, l.JobID())
+	sliceClaimsAJobRequestedNow(t, f) // a commit: the next slice looks, and claims
 }
 
 func TestTheSafetyPollLooksAgainWhenNothingWokeAWaiter(t *testing.T) {
@@ -1014,16 +1027,9 @@ func TestWaitingInSlicesLooksUpTheProductionOnce(t *testing.T) {
 	f := newFixture(t)
 	lookups := &lookupCounter{Backend: f.a.b}
 	f.a.b = lookups
-	bg := context.Background()
-	for i := 0; i < 20; i++ {
-		_, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
-		requireKind(t, err, KindNothingToClaim)
-	}
+	waitInSlices(t, f, 20)
 	require.EqualValues(t, 1, lookups.lookups.Load(), "20 slices looked the production up")
-	id := f.request(1)[0] // the slices still see a commit, and claim
-	l, err := f.a.ClaimWait(bg, "p", "w", time.Minute, 5*time.Millisecond)
-	require.NoError(t, err)
-	require.Equal(t, id, l.JobID())
+	sliceClaimsAJobRequestedNow(t, f) // the slices still see a commit, and claim
 }
 
 // A look that no longer finds its production (deleted, through any handle

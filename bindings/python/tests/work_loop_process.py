@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from datetime import timedelta
-from typing import Optional
+from typing import Any, Optional
 
 import leases
 import leases.aio
@@ -63,6 +63,17 @@ class Noticed(logging.Handler):
                 os.kill(os.getpid(), signal.SIGINT)
 
 
+def report_stopping(loop: Any) -> None:
+    """Says "stopping" once the loop has begun to stop (a signal drains it)."""
+
+    def watch() -> None:
+        while not loop.stopping:
+            time.sleep(0.01)
+        say("stopping")
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 async def aio_main(location: str, production: str, worker: str, mode: str, how_long: str,
                    drain: Optional[timedelta], concurrency: int) -> int:
     """The aio-run and aio-for modes, in asyncio.run's main task."""
@@ -83,12 +94,7 @@ async def aio_main(location: str, production: str, worker: str, mode: str, how_l
             else:
                 await asyncio.sleep(float(how_long))
 
-        def report_stopping() -> None:
-            while not loop.stopping:
-                time.sleep(0.01)
-            say("stopping")
-
-        threading.Thread(target=report_stopping, daemon=True).start()
+        report_stopping(loop)
         try:
             say("looping")
             if mode == "aio-run":
@@ -159,12 +165,7 @@ def main() -> int:
             else:
                 time.sleep(float(how_long))
 
-        def report_stopping() -> None:
-            while not loop.stopping:
-                time.sleep(0.01)
-            say("stopping")
-
-        threading.Thread(target=report_stopping, daemon=True).start()
+        report_stopping(loop)
         try:
             say("looping")
             if mode == "run":
