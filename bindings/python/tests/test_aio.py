@@ -22,6 +22,10 @@ from leases.aio import AsyncAuthority, AsyncExecution, AsyncLease
 
 from conftest import PRODUCTION, SECONDS_30
 
+# A bound on a test whose worker takes signals: a signal lost would
+# otherwise leave it waiting for good.
+BOUND_S = 120.0
+
 
 async def ticking(ticks: List[int]) -> None:
     while True:
@@ -315,7 +319,14 @@ def test_an_async_worker_takes_sigterm_while_it_runs_and_puts_back_the_handlers_
         finally:
             loop.remove_signal_handler(signal.SIGTERM)
 
-    asyncio.run(main())
+    # As an interactive process starts: a process started in the background
+    # of a script ignores SIGINT, and then neither asyncio.run nor the worker
+    # takes it (a signal the process was started ignoring stays ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        asyncio.run(asyncio.wait_for(main(), BOUND_S))
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_an_async_worker_without_signal_handling_leaves_the_signals_alone_and_gives_back_when_cancelled(
