@@ -162,7 +162,7 @@ func startSupervised(cmd *exec.Cmd) (waited <-chan error, err error) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread() // only once the program is reaped
-		held, err := startHeld(cmd)
+		held, pending, err := startHeld(cmd)
 		if err != nil {
 			started <- err
 			return
@@ -170,7 +170,7 @@ func startSupervised(cmd *exec.Cmd) (waited <-chan error, err error) {
 		pausePoint("program-held")
 		reaper.watch(cmd.Process.Pid)
 		if held {
-			letGo(cmd.Process.Pid)
+			letGo(cmd.Process.Pid, pending)
 		}
 		started <- nil
 		w <- cmd.Wait()
@@ -183,18 +183,19 @@ func startSupervised(cmd *exec.Cmd) (waited <-chan error, err error) {
 
 // startHeld starts cmd traced by this thread (PTRACE_TRACEME in the child),
 // so that the kernel stops the program right after its exec, before its
-// first instruction, and waits for that stop; letGo lets it run. Where
+// first instruction, and waits for that stop; letGo lets it run, with the
+// signal (pending) that reached it while it was held, if one did. Where
 // tracing is refused (this process is traced itself, by strace or a
 // debugger; a seccomp or Yama policy), it starts cmd untraced and reports
 // held false: the program then runs at once, as before the hold. The
 // calling goroutine is locked to its OS thread, which is the tracer.
-func startHeld(cmd *exec.Cmd) (held bool, err error) {
+func startHeld(cmd *exec.Cmd) (held bool, pending syscall.Signal, err error) {
 	cmd.SysProcAttr.Ptrace = true
 	err = cmd.Start()
 	cmd.SysProcAttr.Ptrace = false
 	if err != nil {
 		if !errors.Is(err, syscall.EPERM) {
-			return false, err
+			return false, 0, err
 		}
 		// Tracing refused, or the exec itself refused with EPERM: a
 		// second start without tracing tells them apart. A Cmd starts
@@ -202,35 +203,34 @@ func startHeld(cmd *exec.Cmd) (held bool, err error) {
 		*cmd = exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
 			Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles,
 			SysProcAttr: cmd.SysProcAttr, Cancel: cmd.Cancel, WaitDelay: cmd.WaitDelay}
-		return false, cmd.Start()
+		return false, 0, cmd.Start()
 	}
-	if !heldAtExec(cmd.Process.Pid) {
-		return false, nil
-	}
-	return true, nil
+	held, pending = heldAtExec(cmd.Process.Pid)
+	return held, pending, nil
 }
 
 // heldAtExec waits for the traced program's stop at its exec (the SIGTRAP
 // the kernel sends a traced process that execs). A signal that reaches it
 // first (a drain forwarded to its group) stops it too: that signal is kept
-// back until letGo, so that it is delivered once and the SIGTRAP never is.
-// It reports false if the program ended first (killed before it ran); the
-// wait leaves an ended program's status for cmd.Wait (WNOWAIT).
-func heldAtExec(pid int) bool {
+// back (pending) for letGo to deliver, so that it is delivered once and the
+// SIGTRAP never is. It reports false if the program ended first (killed
+// before it ran); the wait leaves an ended program's status for cmd.Wait
+// (WNOWAIT).
+func heldAtExec(pid int) (held bool, pending syscall.Signal) {
 	for {
 		code, sig, err := waitNoReap(pid)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil || code != cldTrapped {
-			return false
+			return false, 0
 		}
 		if sig == syscall.SIGTRAP {
-			return true
+			return true, pending
 		}
-		heldSignals.Store(pid, sig)
+		pending = sig
 		if syscall.PtraceCont(pid, 0) != nil {
-			return false
+			return false, 0
 		}
 	}
 }
@@ -254,18 +254,10 @@ func waitNoReap(pid int) (code int32, sig syscall.Signal, err error) {
 	return info[2], syscall.Signal(info[6]), nil
 }
 
-// heldSignals: the signal each held program received before its exec stop,
-// by pid, delivered by letGo.
-var heldSignals sync.Map
-
-// letGo detaches from a program held by startHeld, which then runs; a
-// signal it received while held is delivered now.
-func letGo(pid int) {
-	sig := 0
-	if s, ok := heldSignals.LoadAndDelete(pid); ok {
-		sig = int(s.(syscall.Signal))
-	}
-	syscall.RawSyscall6(syscall.SYS_PTRACE, syscall.PTRACE_DETACH, uintptr(pid), 0, uintptr(sig), 0, 0)
+// letGo detaches from a program held by startHeld, which then runs; the
+// signal it received while held (pending, 0 for none) is delivered now.
+func letGo(pid int, pending syscall.Signal) {
+	syscall.RawSyscall6(syscall.SYS_PTRACE, syscall.PTRACE_DETACH, uintptr(pid), 0, uintptr(pending), 0, 0)
 }
 
 // reaperArg, as the only argument, runs leases as a reaper.
