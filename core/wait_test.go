@@ -442,6 +442,14 @@ func TestOneRequestCostsOneClaimTransactionWhenAWaiterJoinsWhileTheFirstLooks(t 
 		defer mu.Unlock()
 		return arrived["second"] > 0 && pending == 0
 	})
+	theFirstClaimedItAlone(t, b, id, r, cancel, other)
+}
+
+// theFirstClaimedItAlone ends the other waiter (cancel) and requires that
+// one request and one claim transaction began, that the waiter "first"
+// claimed job id (r), and that the other was interrupted.
+func theFirstClaimedItAlone(t *testing.T, b *hookedBackend, id string, r waitResult, cancel context.CancelFunc, other <-chan waitResult) {
+	t.Helper()
 	cancel()
 	o := receive(t, other)
 	require.Equal(t, int64(2), b.begun.Load(), "one request and one claim transaction, no more")
@@ -505,13 +513,7 @@ func TestOneRequestCostsOneClaimTransactionWhenTheWaitersCheckTheClockDuringTheC
 	hold.Store(true)
 	id := f.request(1)[0]
 	r, other := firstOfTwo(t, first, second)
-	cancel()
-	o := receive(t, other)
-	require.Equal(t, int64(2), b.begun.Load(), "one request and one claim transaction, no more")
-	require.NoError(t, r.err)
-	require.Equal(t, id, r.l.JobID())
-	require.Equal(t, "first", r.l.Worker(), "the first waiter claims the job")
-	requireKind(t, o.err, KindInterrupted)
+	theFirstClaimedItAlone(t, b, id, r, cancel, other)
 }
 
 // thiefBackend lets another claimer take the job a waiter's look found,
