@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/storetest"
@@ -49,13 +50,35 @@ func TestASchema6FileIsMigratedTo7AndItsProductionsKeepEverything(t *testing.T) 
 }
 
 // fileSize is the database file's size once the WAL is checkpointed.
+// fileSize is the size of the file at path once its WAL has been copied
+// into it whole and cut to nothing.
 func fileSize(t *testing.T, s *DB, path string) int64 {
 	t.Helper()
-	_, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
-	require.NoError(t, err)
+	checkpointAll(t, s)
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	return fi.Size()
+}
+
+// checkpointAll copies the whole WAL into the file and cuts the WAL to
+// nothing, waiting out the handle's own checkpointer: a TRUNCATE checkpoint
+// that finds another checkpoint running reports it as busy instead of
+// waiting, and that one goes on growing the file meanwhile (it copies pages
+// that lie past the file's end), which a test of free disk space must not
+// race with.
+func checkpointAll(t *testing.T, s *DB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var busy, log, copied int64
+		require.NoError(t, s.db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &copied))
+		if busy == 0 && log <= 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the WAL is still not copied whole: busy %d, %d frames, %d copied",
+			busy, log, copied)
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestANewFileGivesThePagesPruningFreedBackToTheFileSystem(t *testing.T) {
