@@ -49,7 +49,6 @@ func TestASchema6FileIsMigratedTo7AndItsProductionsKeepEverything(t *testing.T) 
 	require.Equal(t, schemaOf(t, fresh), schemaOf(t, old))
 }
 
-// fileSize is the database file's size once the WAL is checkpointed.
 // fileSize is the size of the file at path once its WAL has been copied
 // into it whole and cut to nothing.
 func fileSize(t *testing.T, s *DB, path string) int64 {
