@@ -125,9 +125,7 @@ func cycleBTrees(t *testing.T) (claim, complete []string) {
 // expiry. The event log's secondary indexes are written by the projection
 // that trails the log, not by the commit (docs/schema.md, "Schema 13").
 func TestClaimsAreIndexedOnceSoAClaimAndACompletionWriteOneIndexOfClaims(t *testing.T) {
-	if testingPostgres() {
-		t.Skip("pages per commit are SQLite's")
-	}
+	pagesAreSQLites(t)
 	claim, complete := cycleBTrees(t)
 	require.Equal(t, []string{
 		"events", "jobs", "jobs_claimable", "jobs_claimed_ready", "jobs_due", "meta",
@@ -145,9 +143,7 @@ func TestClaimsAreIndexedOnceSoAClaimAndACompletionWriteOneIndexOfClaims(t *test
 // is written by the projection that trails the log (docs/schema.md,
 // "Schema 13"), a commit in time order writes no index by kind at all.
 func TestAnEventIsIndexedByKindOnceSoNoCommitWritesAnIndexOfEventsByTime(t *testing.T) {
-	if testingPostgres() {
-		t.Skip("pages per commit are SQLite's")
-	}
+	pagesAreSQLites(t)
 	claim, complete := cycleBTrees(t)
 	for _, trees := range [][]string{claim, complete} {
 		var byKind []string
@@ -165,9 +161,7 @@ func TestAnEventIsIndexedByKindOnceSoNoCommitWritesAnIndexOfEventsByTime(t *test
 // secondary indexes (by production, job, kind and worker): the projection
 // that trails the log writes those in its own transactions.
 func TestACommitRecordsItsEventWithoutWritingTheEventLogsIndexes(t *testing.T) {
-	if testingPostgres() {
-		t.Skip("pages per commit are SQLite's")
-	}
+	pagesAreSQLites(t)
 	claim, complete := cycleBTrees(t)
 	for _, trees := range [][]string{claim, complete} {
 		require.Contains(t, trees, "events", "the commit records its event")
@@ -181,9 +175,7 @@ func TestACommitRecordsItsEventWithoutWritingTheEventLogsIndexes(t *testing.T) {
 // is one b-tree keyed by job and the attempt's number within it, so a
 // completion writes its attempt once, not into a table and an index by job.
 func TestAnAttemptIsWrittenOnceIntoAHistoryOrderedByJob(t *testing.T) {
-	if testingPostgres() {
-		t.Skip("pages per commit are SQLite's")
-	}
+	pagesAreSQLites(t)
 	_, complete := cycleBTrees(t)
 	var history []string
 	for _, name := range complete {
@@ -192,4 +184,15 @@ func TestAnAttemptIsWrittenOnceIntoAHistoryOrderedByJob(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"attempts"}, history, "%v", complete)
+}
+
+// pagesAreSQLites skips a test of the b-trees and pages a SQLite commit
+// writes in the PostgreSQL pass: a PostgreSQL commit writes no pages of a
+// file of its own; its statements and round trips per commit are bounded by
+// pg_roundtrips_test.go instead.
+func pagesAreSQLites(t *testing.T) {
+	t.Helper()
+	if testingPostgres() {
+		t.Skip("pages per commit are a SQLite file's: the PostgreSQL pass bounds its commits' statements and round trips in pg_roundtrips_test.go")
+	}
 }

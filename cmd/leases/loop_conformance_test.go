@@ -43,8 +43,9 @@ type cliScenario struct {
 var cliSkips = map[string]string{
 	"a handler that panics or throws fails the attempt for a retry": "a program that crashes (killed by a signal) fails its job for good: " +
 		"only an exit status given to --retry-exit retries, and a signal is never one",
-	"a give-back releases the job":                             "a program cannot give its job back: exit 0 completes, any other exit fails it",
-	"a lease the handler settled itself is left as it left it": "the reference executor always settles the job itself: every CLI job is settled by its handler",
+	"a give-back releases the job": "a program cannot give its job back: exit 0 completes, any other exit fails it",
+	"a lease the handler settled itself is left as it left it": "a program is given no lease or token to settle: " +
+		"leases work settles every job itself, from the program's exit status",
 }
 
 // cliReason is the attempt's reason for an action whose text a program

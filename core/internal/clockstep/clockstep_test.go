@@ -50,7 +50,8 @@ func TestASubscriberThatStartsToPollIsToldWithoutWaitingForAStep(t *testing.T) {
 
 func TestOnLinuxAWatcherWithoutPollingSubscribersNeverWakes(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("elsewhere the watcher polls")
+		t.Skip("only Linux tells a process that its wall clock was set (a timerfd with TFD_TIMER_CANCEL_ON_SET); " +
+			"elsewhere the watcher polls every period, as TestAPollingSubscriberIsToldEveryPeriod checks")
 	}
 	old := SetPeriod(time.Millisecond)
 	t.Cleanup(func() { SetPeriod(old) })
@@ -86,7 +87,8 @@ func TestNoReportReachesASubscriberOnceItsCancelReturned(t *testing.T) {
 
 func TestOnLinuxOneSubscribersPollIsNotReportedToTheOthers(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("elsewhere the watcher polls for everyone")
+		t.Skip("only Linux tells a process that its wall clock was set; elsewhere the watcher polls and tells every " +
+			"subscriber each period, as TestAPollingSubscriberIsToldEveryPeriod checks")
 	}
 	old := SetPeriod(time.Millisecond)
 	t.Cleanup(func() { SetPeriod(old) })
