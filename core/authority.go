@@ -455,6 +455,17 @@ func (a *Authority) write(ctx context.Context, fn func(tx store.Tx, now int64, w
 // try held the writer: from BeginWrite's return to the end of its Commit or
 // Rollback.
 func (a *Authority) writeHeld(ctx context.Context, held *time.Duration, fn func(tx store.Tx, now int64, w *wakes) error) error {
+	return a.writeTx(ctx, held, true, fn)
+}
+
+// deleteHeld is writeHeld for a transaction that records no time: it only
+// deletes what reads outside it chose (pruning's batches), so it reads
+// neither the mark nor the clock, and fn gets now 0.
+func (a *Authority) deleteHeld(ctx context.Context, held *time.Duration, fn func(tx store.Tx) error) error {
+	return a.writeTx(ctx, held, false, func(tx store.Tx, _ int64, _ *wakes) error { return fn(tx) })
+}
+
+func (a *Authority) writeTx(ctx context.Context, held *time.Duration, timed bool, fn func(tx store.Tx, now int64, w *wakes) error) error {
 	return a.retrying(ctx, func() error {
 		tx, err := a.b.BeginWrite(ctx)
 		if err != nil {
@@ -465,7 +476,10 @@ func (a *Authority) writeHeld(ctx context.Context, held *time.Duration, fn func(
 			defer func() { *held += time.Since(began) }()
 		}
 		var w wakes
-		now, err := a.unguardedNow(ctx, tx)
+		var now int64
+		if timed {
+			now, err = a.unguardedNow(ctx, tx)
+		}
 		if err == nil {
 			err = fn(tx, now, &w)
 		}

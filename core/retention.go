@@ -544,15 +544,16 @@ func (r PruneResult) MarshalJSON() ([]byte, error) {
 	}{r.Jobs, r.Events, r.Batches, r.Held.Microseconds(), r.Vacuumed, r.Note})
 }
 
-// planJobs, inside tx at now, is the next batch of a production's jobs of
-// one finished state that may be pruned: at most PruneJobBatch, in request
-// order, ending before the first one still kept (or the newest job, or the
-// newest event's job). more reports that the batch was full.
+// planJobs, read from r at now (a write transaction, or the store outside
+// one), is the next batch of a production's jobs of one finished state
+// that may be pruned: at most PruneJobBatch, in request order, ending
+// before the first one still kept (or the newest job, or the newest event's
+// job). more reports that the batch was full.
 //
 // older allAges plans every finished job whatever its age; allOfIt the
 // newest job too (the production is being deleted: its numbers end with
 // it).
-func planJobs(ctx context.Context, tx store.Tx, p store.Production, state string, older, now int64) ([]store.Job, bool, error) {
+func planJobs(ctx context.Context, tx store.Reader, p store.Production, state string, older, now int64) ([]store.Job, bool, error) {
 	keep := older
 	if keep == 0 {
 		keep = keepUS(p.Retention, state)
@@ -587,10 +588,11 @@ func planJobs(ctx context.Context, tx store.Tx, p store.Production, state string
 	return jobs, len(jobs) == PruneJobBatch, nil
 }
 
-// planEvents, inside tx at now, is the next batch of a production's events
-// older than its retention: at most PruneEventBatch, oldest first, ending
-// before the first one still kept (or the newest event).
-func planEvents(ctx context.Context, tx store.Tx, p store.Production, older, now int64) ([]store.Event, bool, error) {
+// planEvents, read from r at now (a write transaction, or the store
+// outside one), is the next batch of a production's events older than its
+// retention: at most PruneEventBatch, oldest first, ending before the first
+// one still kept (or the newest event).
+func planEvents(ctx context.Context, tx store.Reader, p store.Production, older, now int64) ([]store.Event, bool, error) {
 	keep := older
 	if keep == 0 {
 		keep = p.Retention.EventsUS
@@ -621,7 +623,68 @@ func planEvents(ctx context.Context, tx store.Tx, p store.Production, older, now
 // pruneJobs is one batch of a production's jobs of one finished state: at
 // most PruneJobBatch jobs and PruneEventBatch of their events. more reports
 // that the next batch may find more.
+//
+// The batch is chosen by reads outside any write, and its transaction only
+// deletes: a worker queued for the writer waits behind the deleting
+// statements, not behind the reads that chose them (on PostgreSQL the
+// transaction is two round trips, not six). What the reads chose may have
+// changed before the write: a job retried or redriven since is in another
+// state or changed later, and the store's newest event may now be one of
+// them; DeleteFinishedJobs checks all three inside the write and keeps
+// such a job. The production's newest job only moves on, so a job older
+// than it stays older, and a job that did not change has the events that
+// were counted. A batch whose events are more than PruneEventBatch (jobs
+// with long histories) is chosen and deleted inside one write, job by job
+// (pruneJobsInWrite).
 func (a *Authority) pruneJobs(ctx context.Context, production, state string, older int64) (PruneResult, bool, error) {
+	p, err := productionByName(ctx, a.b, production)
+	if err != nil {
+		return PruneResult{}, false, err
+	}
+	now, err := a.pruneNow(ctx)
+	if err != nil {
+		return PruneResult{}, false, err
+	}
+	jobs, full, err := planJobs(ctx, a.b, p, state, older, now)
+	if err != nil || len(jobs) == 0 {
+		return PruneResult{}, false, err
+	}
+	ids := make([]string, len(jobs))
+	var updatedBy int64
+	for i, j := range jobs {
+		ids[i] = j.ID
+		updatedBy = max(updatedBy, j.UpdatedAt)
+	}
+	if n, err := a.b.CountJobEvents(ctx, ids); err != nil {
+		return PruneResult{}, false, storageErr("count a batch's events", err)
+	} else if n > PruneEventBatch {
+		return a.pruneJobsInWrite(ctx, production, state, older)
+	}
+	var res PruneResult
+	var held time.Duration
+	err = a.deleteHeld(ctx, &held, func(tx store.Tx) error {
+		var err error
+		res.Jobs, res.Events, err = tx.DeleteFinishedJobs(ctx, ids, state, updatedBy)
+		return storageErrOrNil("prune jobs", err)
+	})
+	res.Held = held
+	if err != nil {
+		return PruneResult{Held: held}, false, err
+	}
+	if res.Jobs+res.Events == 0 {
+		// Every job chosen changed, or another process's pruner holds
+		// them: the next pass looks again.
+		return res, false, nil
+	}
+	res.Batches = 1
+	return res, full, nil
+}
+
+// pruneJobsInWrite is pruneJobs with the batch chosen inside its write,
+// for a batch whose events are more than PruneEventBatch: each job's events
+// go in the order of the batch, and a job whose events the budget cuts goes
+// in the next batch.
+func (a *Authority) pruneJobsInWrite(ctx context.Context, production, state string, older int64) (PruneResult, bool, error) {
 	var res PruneResult
 	var more bool
 	var held time.Duration
@@ -642,8 +705,8 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 		for i, j := range jobs {
 			ids[i] = j.ID
 		}
-		// The common case: the batch's events fit its budget, and a few
-		// statements delete it all.
+		// The jobs chosen now may differ from those pruneJobs counted: if
+		// their events fit the budget, a few statements delete them all.
 		if n, err := tx.CountJobEvents(ctx, ids); err != nil {
 			return storageErr("count a batch's events", err)
 		} else if n <= PruneEventBatch {
@@ -684,36 +747,38 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 }
 
 // pruneEvents is one batch of a production's events older than its
-// retention.
+// retention, chosen as pruneJobs chooses its jobs, by reads outside any
+// write: an event never changes, and the store's newest event only moves
+// on, so the transaction only deletes the events chosen.
 func (a *Authority) pruneEvents(ctx context.Context, production string, older int64) (PruneResult, bool, error) {
+	p, err := productionByName(ctx, a.b, production)
+	if err != nil {
+		return PruneResult{}, false, err
+	}
+	now, err := a.pruneNow(ctx)
+	if err != nil {
+		return PruneResult{}, false, err
+	}
+	evs, full, err := planEvents(ctx, a.b, p, older, now)
+	if err != nil || len(evs) == 0 {
+		return PruneResult{}, false, err
+	}
 	var res PruneResult
-	var more bool
 	var held time.Duration
-	err := a.writeHeld(ctx, &held, func(tx store.Tx, now int64, _ *wakes) error {
-		res, more = PruneResult{}, false
-		p, err := productionByName(ctx, tx, production)
-		if err != nil {
-			return err
-		}
-		evs, full, err := planEvents(ctx, tx, p, older, now)
-		if err != nil || len(evs) == 0 {
-			return err
-		}
-		n, err := tx.DeleteEvents(ctx, p.ID, eventSeqs(evs))
-		if err != nil {
-			return storageErr("prune events", err)
-		}
-		res.Events, more = n, full
-		return nil
+	err = a.deleteHeld(ctx, &held, func(tx store.Tx) error {
+		var err error
+		res.Events, err = tx.DeleteEvents(ctx, p.ID, eventSeqs(evs))
+		return storageErrOrNil("prune events", err)
 	})
 	res.Held = held
 	if err != nil {
 		return PruneResult{Held: held}, false, err
 	}
-	if res.Events > 0 {
-		res.Batches = 1
+	if res.Events == 0 {
+		return res, false, nil
 	}
-	return res, more, nil
+	res.Batches = 1
+	return res, full, nil
 }
 
 func eventSeqs(evs []store.Event) []int64 {

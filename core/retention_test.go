@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -332,6 +333,13 @@ func (c countingTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64,
 	return jobs, events, err
 }
 
+func (c countingTx) DeleteFinishedJobs(ctx context.Context, ids []string, state string, by int64) (int64, int64, error) {
+	jobs, events, err := c.Tx.DeleteFinishedJobs(ctx, ids, state, by)
+	*c.jobs += jobs
+	*c.events += events
+	return jobs, events, err
+}
+
 func (c countingTx) DeleteJobEvents(ctx context.Context, id string, limit int) (int64, error) {
 	n, err := c.Tx.DeleteJobEvents(ctx, id, limit)
 	*c.events += n
@@ -391,6 +399,87 @@ func TestAPruningTransactionDeletesAtMostItsBatchOfJobsAndEvents(t *testing.T) {
 	require.Equal(t, r.Events, events)
 	require.Greater(t, r.Batches, int64(4))
 	f.gone(long)
+}
+
+// beforeWrite runs hook once, just before the next write transaction
+// begins.
+type beforeWrite struct {
+	store.Backend
+	hook func()
+}
+
+func (b *beforeWrite) BeginWrite(ctx context.Context) (store.Tx, error) {
+	if h := b.hook; h != nil {
+		b.hook = nil
+		h()
+	}
+	return b.Backend.BeginWrite(ctx)
+}
+
+// A pruning batch is chosen by reads outside any write, and its write
+// deletes only what still qualifies then: a job redriven after it was
+// chosen (in another state now), and one redriven and failed again (in the
+// same state, changed later), stay with their events, and the rest of the
+// batch goes. Inside a write, the job of the store's newest event stays
+// too, whatever its state and age.
+func TestAPruningBatchKeepsEveryJobThatChangedAfterItWasChosen(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Failed: time.Hour, Events: KeepForGood})
+	redriven := f.finished(StateFailed)
+	again := f.finished(StateFailed)
+	old := f.finished(StateFailed)
+	f.request(1) // the newest job, which pruning keeps
+	f.clk.advance(2 * time.Hour)
+	b := &beforeWrite{Backend: f.a.b}
+	b.hook = func() {
+		require.NoError(t, f.a.RetryJob("p", redriven))
+		require.NoError(t, f.a.RetryJob("p", again))
+		l, err := f.a.ClaimJob("p", again, "w", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Fail("broken again"))
+		f.request(1) // the newest event is not again's
+	}
+	f.a.b = b
+	r := f.prune(PruneOptions{})
+	require.Nil(t, b.hook, "the prune wrote")
+	require.EqualValues(t, 1, r.Jobs)
+	f.gone(old)
+	require.Equal(t, StateRequested, f.job(redriven).State)
+	require.Contains(t, f.kinds(redriven), "redriven")
+	require.Equal(t, StateFailed, f.job(again).State)
+	require.Contains(t, f.kinds(again), "redriven")
+
+	// The newest event's job, in a write.
+	last := f.finished(StateFailed)
+	f.clk.advance(2 * time.Hour)
+	p, err := f.a.b.ProductionByName(context.Background(), "p")
+	require.NoError(t, err)
+	sj, err := f.a.b.JobsInState(context.Background(), p.ID, StateFailed, 10)
+	require.NoError(t, err)
+	var changed int64
+	for _, j := range sj {
+		if j.ID == again {
+			changed = j.UpdatedAt
+		}
+	}
+	require.NotZero(t, changed)
+	ctx := context.Background()
+	tx, err := f.a.b.BeginWrite(ctx)
+	require.NoError(t, err)
+	jobs, events, err := tx.DeleteFinishedJobs(ctx, []string{last}, StateFailed, math.MaxInt64)
+	require.NoError(t, err)
+	require.Zero(t, jobs+events, "the newest event's job stays")
+	jobs, _, err = tx.DeleteFinishedJobs(ctx, []string{again}, StateFailed, changed-1)
+	require.NoError(t, err)
+	require.Zero(t, jobs, "a job changed after updatedBy stays")
+	jobs, _, err = tx.DeleteFinishedJobs(ctx, []string{redriven}, StateFailed, math.MaxInt64)
+	require.NoError(t, err)
+	require.Zero(t, jobs, "a job in another state stays")
+	jobs, events, err = tx.DeleteFinishedJobs(ctx, []string{again}, StateFailed, changed)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, jobs)
+	require.NotZero(t, events)
+	require.NoError(t, tx.Rollback())
 }
 
 func TestPruningBesideWorkersLosesNoJobAndDeletesOnlyFinishedOnes(t *testing.T) {
@@ -517,6 +606,18 @@ type batchPausingTx struct {
 }
 
 func (p batchPausingTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
+	p.pause(ctx)
+	return p.Tx.DeleteJobs(ctx, ids)
+}
+
+func (p batchPausingTx) DeleteFinishedJobs(ctx context.Context, ids []string, state string, by int64) (int64, int64, error) {
+	p.pause(ctx)
+	return p.Tx.DeleteFinishedJobs(ctx, ids, state, by)
+}
+
+// pause holds the first batch until resume, and has the second look at
+// the job the claim takes.
+func (p batchPausingTx) pause(ctx context.Context) {
 	*p.batches++
 	switch *p.batches {
 	case 1:
@@ -528,7 +629,6 @@ func (p batchPausingTx) DeleteJobs(ctx context.Context, ids []string) (int64, in
 		j, err := p.Tx.JobByID(ctx, p.job)
 		*p.claimedBySecond = err == nil && j.State == store.StateClaimed
 	}
-	return p.Tx.DeleteJobs(ctx, ids)
 }
 
 func TestAClaimWaitsBehindAtMostOnePruningBatchNotTheWholePass(t *testing.T) {
@@ -624,6 +724,12 @@ func (t redoCountingTx) DeleteJobs(ctx context.Context, ids []string) (int64, in
 	return j, e, err
 }
 
+func (t redoCountingTx) DeleteFinishedJobs(ctx context.Context, ids []string, state string, by int64) (int64, int64, error) {
+	j, e, err := t.Tx.DeleteFinishedJobs(ctx, ids, state, by)
+	t.deleted(j + e)
+	return j, e, err
+}
+
 func (t redoCountingTx) DeleteJob(ctx context.Context, id string) error {
 	err := t.Tx.DeleteJob(ctx, id)
 	t.deleted(1)
@@ -708,6 +814,11 @@ func (b *batchTimer) BeginWrite(ctx context.Context) (store.Tx, error) {
 func (t *batchTimerTx) DeleteJobs(ctx context.Context, ids []string) (int64, int64, error) {
 	t.deleted = true
 	return t.Tx.DeleteJobs(ctx, ids)
+}
+
+func (t *batchTimerTx) DeleteFinishedJobs(ctx context.Context, ids []string, state string, by int64) (int64, int64, error) {
+	t.deleted = true
+	return t.Tx.DeleteFinishedJobs(ctx, ids, state, by)
 }
 
 func (t *batchTimerTx) Commit() error {

@@ -326,6 +326,13 @@ type Reader interface {
 	// seq would number the next one again if it were deleted: pruning
 	// keeps it, and the job it names.
 	NewestEvent(ctx context.Context) (seq int64, jobID string, err error)
+	// JobsInState returns at most limit jobs of the production in state,
+	// in request order; in a write transaction, locked (a server store
+	// skips locked rows).
+	JobsInState(ctx context.Context, productionID, state string, limit int) ([]Job, error)
+	// CountJobEvents counts the events of the jobs ids (a range of the job
+	// timeline's index per job).
+	CountJobEvents(ctx context.Context, ids []string) (int64, error)
 }
 
 // ClaimScan is what Tx.ClaimScan found: the lapsed claims, how many delayed
@@ -354,13 +361,16 @@ type Tx interface {
 	// DeleteJobEvents deletes at most limit events of the job, oldest
 	// first, and returns how many it deleted.
 	DeleteJobEvents(ctx context.Context, jobID string, limit int) (int64, error)
-	// CountJobEvents counts the events of the jobs ids (a range of the job
-	// timeline's index per job).
-	CountJobEvents(ctx context.Context, ids []string) (int64, error)
 	// DeleteJobs deletes the jobs ids with all their events, facts,
 	// outputs and attempts, a few statements for them all, and returns how
 	// many jobs and events it deleted.
 	DeleteJobs(ctx context.Context, ids []string) (jobs, events int64, err error)
+	// DeleteFinishedJobs is DeleteJobs for those of the jobs ids that are
+	// still in state, last changed at or before updatedBy, and not the job
+	// of the store's newest event, all decided inside this transaction (a
+	// server store skips rows others hold): pruning plans a batch with
+	// reads outside any write, and a job that changed since then stays.
+	DeleteFinishedJobs(ctx context.Context, ids []string, state string, updatedBy int64) (jobs, events int64, err error)
 	// DeleteJob deletes a job that has no events left: its facts, outputs,
 	// attempts and row. It returns ErrNoRow when the job is gone.
 	DeleteJob(ctx context.Context, jobID string) error
@@ -386,9 +396,6 @@ type Tx interface {
 	// claim ends the lapsed claims after it, and then looks for the next
 	// job again (a lapse may have made a job claimable).
 	ClaimScan(ctx context.Context, productionID string, now int64, lapseLimit, promoteLimit int) (ClaimScan, error)
-	// JobsInState returns at most limit jobs of the production in state,
-	// in request order, locked (a server store skips locked rows).
-	JobsInState(ctx context.Context, productionID, state string, limit int) ([]Job, error)
 	// InsertAttempt records an ended attempt and keeps only the newest keep
 	// of the job's attempts.
 	InsertAttempt(ctx context.Context, a Attempt, keep int) error

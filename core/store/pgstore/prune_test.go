@@ -5,9 +5,11 @@ package pgstore
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/libleases/libleases/core/store"
 	"github.com/libleases/libleases/core/store/storetest"
 	"github.com/libleases/libleases/internal/pgtest"
@@ -77,6 +79,27 @@ func TestAPrunedJobLeavesNoFactOutputOrAttemptBehind(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, jobs)
 	require.NoError(t, tx.DeleteJob(ctx, "j3"))
+	require.NoError(t, tx.Commit())
+	require.Zero(t, left(), "a pruned job's facts, outputs and attempts go with it")
+	// And the background pruner's delete, of the jobs still qualifying.
+	for _, st := range []string{
+		`INSERT INTO leases_jobs (id, production_id, payload, state, requested_unix_us, updated_unix_us)
+			SELECT 'j' || g, 'pid', '', 'completed', g, g FROM generate_series(1, 3) g`,
+		`INSERT INTO leases_facts (job_id, kind, key, value_json) SELECT 'j' || g, 'metadata', 'k', '1' FROM generate_series(1, 3) g`,
+		`INSERT INTO leases_outputs (job_id, path, size, sha256, nonce)
+			SELECT 'j' || g, 'out', 1, 'h', 'n' FROM generate_series(1, 3) g`,
+		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending)
+			SELECT 'j' || g, 1, 'w', g, g, 'completed' FROM generate_series(1, 3) g`,
+	} {
+		_, err := c.Exec(ctx, st)
+		require.NoError(t, err, st)
+	}
+	require.EqualValues(t, 9, left())
+	tx, err = db.BeginWrite(ctx)
+	require.NoError(t, err)
+	jobs, _, err = tx.DeleteFinishedJobs(ctx, []string{"j1", "j2", "j3"}, "completed", 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, jobs)
 	require.NoError(t, tx.Commit())
 	require.Zero(t, left(), "a pruned job's facts, outputs and attempts go with it")
 	var kept int64
@@ -173,4 +196,26 @@ func TestAPostgreSQLDatabaseOfASchemaOnlySQLiteHasIsRefused(t *testing.T) {
 		_, err = Open(u, Options{})
 		require.ErrorIs(t, err, store.ErrNotLeases, "version %d", v)
 	}
+}
+
+// TestTheBackgroundPrunersDeleteReadsEachTablesIndexByJob: the statement
+// that deletes a batch chosen outside the write reads the jobs it may
+// delete by their key, and every other table by its index by job, never a
+// whole table (a join with the locked rows lets the planner hash or loop
+// over them: tens of ms a batch instead of a few).
+func TestTheBackgroundPrunersDeleteReadsEachTablesIndexByJob(t *testing.T) {
+	u := freshURL(t)
+	pid := fillRealistic(t, u, 3, 20000)
+	c := connect(t, u)
+	rows, err := c.Query(ctx, `SELECT id FROM leases_jobs WHERE production_id = $1 AND state = 'completed' ORDER BY seq LIMIT 64`, pid)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, ids, 64)
+	p := plan(t, c, "delete finished jobs", deleteFinishedJobsSQL, []any{"{" + strings.Join(ids, ",") + "}", "completed", int64(1) << 62})
+	require.NotRegexp(t, "Seq Scan|Hash|Nested Loop", p, p)
+	for _, table := range []string{"leases_jobs", "leases_events", "leases_facts", "leases_outputs", "leases_attempts"} {
+		require.Regexp(t, "Delete on "+table+"\\b", p, p)
+	}
+	require.GreaterOrEqual(t, strings.Count(p, "Index"), 6, p)
 }

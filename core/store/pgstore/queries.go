@@ -386,6 +386,28 @@ func (q queries) DeleteJobs(ctx context.Context, ids []string) (int64, int64, er
 	return jobs, events, classify(err)
 }
 
+// DeleteFinishedJobs deletes, in one round trip, those of ids that still
+// qualify, locked first (skipping rows another transaction holds: a job
+// being changed now is not one to prune). Each table's delete takes the
+// locked ids as an array, which its index on the job's id answers; a join
+// with the locked rows would let the planner scan the tables.
+func (q queries) DeleteFinishedJobs(ctx context.Context, ids []string, state string, updatedBy int64) (int64, int64, error) {
+	var jobs, events int64
+	err := q.q.QueryRow(ctx, deleteFinishedJobsSQL, ids, state, updatedBy).Scan(&jobs, &events)
+	return jobs, events, classify(err)
+}
+
+const deleteFinishedJobsSQL = `WITH l AS (SELECT ARRAY(SELECT id FROM leases_jobs WHERE id = ANY($1) AND state = $2
+		AND updated_unix_us <= $3
+		AND id IS DISTINCT FROM (SELECT job_id FROM leases_events ORDER BY seq DESC LIMIT 1)
+		FOR UPDATE SKIP LOCKED) AS ids),
+	e AS (DELETE FROM leases_events WHERE job_id = ANY((SELECT ids FROM l)::text[]) RETURNING 1),
+	f AS (DELETE FROM leases_facts WHERE job_id = ANY((SELECT ids FROM l)::text[])),
+	o AS (DELETE FROM leases_outputs WHERE job_id = ANY((SELECT ids FROM l)::text[])),
+	a AS (DELETE FROM leases_attempts WHERE job_id = ANY((SELECT ids FROM l)::text[])),
+	j AS (DELETE FROM leases_jobs WHERE id = ANY((SELECT ids FROM l)::text[]) RETURNING 1)
+	SELECT (SELECT count(*) FROM j), (SELECT count(*) FROM e)`
+
 // DeleteJob deletes the job's rows in one round trip.
 func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	var n int64

@@ -421,6 +421,33 @@ func (q queries) DeleteJobs(ctx context.Context, ids []string) (int64, int64, er
 	return n[1], n[0], nil
 }
 
+// DeleteFinishedJobs reads which of ids still qualify (their keys, one
+// statement), then deletes those as DeleteJobs does: the writer is this
+// transaction's alone, so nothing changes between the two.
+func (q queries) DeleteFinishedJobs(ctx context.Context, ids []string, state string, updatedBy int64) (int64, int64, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, 0, err
+	}
+	rows, err := q.query(ctx, `SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?1))
+		AND state = ?2 AND updated_unix_us <= ?3
+		AND id IS NOT (SELECT job_id FROM events ORDER BY seq DESC LIMIT 1)`, string(list), state, updatedBy)
+	if err != nil {
+		return 0, 0, classify(err)
+	}
+	kept, err := collect(rows, func(r scanner) (string, error) {
+		var id string
+		return id, r.Scan(&id)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(kept) == 0 {
+		return 0, 0, nil
+	}
+	return q.DeleteJobs(ctx, kept)
+}
+
 func (q queries) DeleteJob(ctx context.Context, jobID string) error {
 	for _, st := range []string{`DELETE FROM facts WHERE job_id = ?`, `DELETE FROM outputs WHERE job_id = ?`,
 		`DELETE FROM attempts WHERE job_id = ?`} {
