@@ -205,7 +205,7 @@ func (a *Authority) pruneArchived(ctx context.Context, ar *archive, production, 
 		if state == "" {
 			evs, more, err = planEvents(ctx, tx, p, older, now)
 		} else {
-			jobs, more, err = planJobs(ctx, tx, p, state, older, now)
+			jobs, more, err = planJobs(ctx, tx, p, state, older, now, PruneJobBatch)
 		}
 		return err
 	})

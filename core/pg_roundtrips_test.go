@@ -341,7 +341,7 @@ func TestABackgroundPruningBatchHoldsTheWriterForTwoRoundTripsOnPostgreSQL(t *te
 		var res PruneResult
 		var more bool
 		trips := proxy.count(func() {
-			res, more, err = a.pruneJobs(ctx, "p", StateCompleted, 0)
+			res, more, err = a.pruneJobs(ctx, "p", StateCompleted, 0, PruneJobBatch)
 			require.NoError(t, err)
 		})
 		require.EqualValues(t, PruneJobBatch, res.Jobs)

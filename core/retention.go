@@ -29,6 +29,11 @@ const (
 	// for a bounded time (docs/decisions.md, "Retention").
 	PruneJobBatch   = 64
 	PruneEventBatch = 1000
+	// serialBackgroundBatch is the background pruner's batch of jobs on a
+	// store whose writers take turns (store.SerialWriter): a worker's
+	// claim that arrives while a batch writes waits for it there, so the
+	// batch is a quarter of PruneJobBatch (docs/decisions.md, "Retention").
+	serialBackgroundBatch = 16
 	// reclaimBatch is how many free pages one transaction gives back to
 	// the file system after a prune (SQLite: 2 MiB at 4 KiB a page).
 	reclaimBatch = 512
@@ -353,9 +358,12 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 	// with an archive stays durable (nothing archived is ever archived
 	// again), and so does one by an age given (OlderThan): the policy's
 	// next pass may keep what it deleted.
-	wctx := ctx
+	wctx, batch := ctx, PruneJobBatch
 	if opts.Background && ar == nil && older == 0 {
 		wctx = store.Redoable(ctx)
+		if _, ok := a.b.(store.SerialWriter); ok {
+			batch = serialBackgroundBatch
+		}
 	}
 	for _, name := range names {
 		for _, state := range append(FinishedStates[:len(FinishedStates):len(FinishedStates)], "") {
@@ -380,7 +388,7 @@ func (a *Authority) Prune(ctx context.Context, opts PruneOptions) (PruneResult, 
 				case state == "":
 					b, more, err = a.pruneEvents(wctx, name, older)
 				default:
-					b, more, err = a.pruneJobs(wctx, name, state, older)
+					b, more, err = a.pruneJobs(wctx, name, state, older, batch)
 				}
 				res.add(b)
 				if err != nil {
@@ -546,14 +554,14 @@ func (r PruneResult) MarshalJSON() ([]byte, error) {
 
 // planJobs, read from r at now (a write transaction, or the store outside
 // one), is the next batch of a production's jobs of one finished state
-// that may be pruned: at most PruneJobBatch, in request order, ending
+// that may be pruned: at most batch, in request order, ending
 // before the first one still kept (or the newest job, or the newest event's
 // job). more reports that the batch was full.
 //
 // older allAges plans every finished job whatever its age; allOfIt the
 // newest job too (the production is being deleted: its numbers end with
 // it).
-func planJobs(ctx context.Context, tx store.Reader, p store.Production, state string, older, now int64) ([]store.Job, bool, error) {
+func planJobs(ctx context.Context, tx store.Reader, p store.Production, state string, older, now int64, batch int) ([]store.Job, bool, error) {
 	keep := older
 	if keep == 0 {
 		keep = keepUS(p.Retention, state)
@@ -565,7 +573,7 @@ func planJobs(ctx context.Context, tx store.Reader, p store.Production, state st
 	if older < 0 {
 		cutoff = math.MaxInt64
 	}
-	jobs, err := tx.JobsInState(ctx, p.ID, state, PruneJobBatch)
+	jobs, err := tx.JobsInState(ctx, p.ID, state, batch)
 	if err != nil || len(jobs) == 0 {
 		return nil, false, storageErrOrNil("find jobs to prune", err)
 	}
@@ -585,7 +593,7 @@ func planJobs(ctx context.Context, tx store.Reader, p store.Production, state st
 			return jobs[:i], false, nil
 		}
 	}
-	return jobs, len(jobs) == PruneJobBatch, nil
+	return jobs, len(jobs) == batch, nil
 }
 
 // planEvents, read from r at now (a write transaction, or the store
@@ -621,8 +629,8 @@ func planEvents(ctx context.Context, tx store.Reader, p store.Production, older,
 }
 
 // pruneJobs is one batch of a production's jobs of one finished state: at
-// most PruneJobBatch jobs and PruneEventBatch of their events. more reports
-// that the next batch may find more.
+// most batch jobs (PruneJobBatch at most) and PruneEventBatch of their
+// events. more reports that the next batch may find more.
 //
 // The batch is chosen by reads outside any write, and its transaction only
 // deletes: a worker queued for the writer waits behind the deleting
@@ -636,7 +644,7 @@ func planEvents(ctx context.Context, tx store.Reader, p store.Production, older,
 // were counted. A batch whose events are more than PruneEventBatch (jobs
 // with long histories) is chosen and deleted inside one write, job by job
 // (pruneJobsInWrite).
-func (a *Authority) pruneJobs(ctx context.Context, production, state string, older int64) (PruneResult, bool, error) {
+func (a *Authority) pruneJobs(ctx context.Context, production, state string, older int64, batch int) (PruneResult, bool, error) {
 	p, err := productionByName(ctx, a.b, production)
 	if err != nil {
 		return PruneResult{}, false, err
@@ -645,7 +653,7 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 	if err != nil {
 		return PruneResult{}, false, err
 	}
-	jobs, full, err := planJobs(ctx, a.b, p, state, older, now)
+	jobs, full, err := planJobs(ctx, a.b, p, state, older, now, batch)
 	if err != nil || len(jobs) == 0 {
 		return PruneResult{}, false, err
 	}
@@ -658,7 +666,7 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 	if n, err := a.b.CountJobEvents(ctx, ids); err != nil {
 		return PruneResult{}, false, storageErr("count a batch's events", err)
 	} else if n > PruneEventBatch {
-		return a.pruneJobsInWrite(ctx, production, state, older)
+		return a.pruneJobsInWrite(ctx, production, state, older, batch)
 	}
 	var res PruneResult
 	var held time.Duration
@@ -684,7 +692,7 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 // for a batch whose events are more than PruneEventBatch: each job's events
 // go in the order of the batch, and a job whose events the budget cuts goes
 // in the next batch.
-func (a *Authority) pruneJobsInWrite(ctx context.Context, production, state string, older int64) (PruneResult, bool, error) {
+func (a *Authority) pruneJobsInWrite(ctx context.Context, production, state string, older int64, batch int) (PruneResult, bool, error) {
 	var res PruneResult
 	var more bool
 	var held time.Duration
@@ -694,7 +702,7 @@ func (a *Authority) pruneJobsInWrite(ctx context.Context, production, state stri
 		if err != nil {
 			return err
 		}
-		jobs, full, err := planJobs(ctx, tx, p, state, older, now)
+		jobs, full, err := planJobs(ctx, tx, p, state, older, now, batch)
 		if err != nil {
 			return err
 		}

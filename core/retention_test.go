@@ -482,6 +482,36 @@ func TestAPruningBatchKeepsEveryJobThatChangedAfterItWasChosen(t *testing.T) {
 	require.NoError(t, tx.Rollback())
 }
 
+// Where a worker's claim waits for the pruning batch in progress (a store
+// whose writers take turns: SQLite), the background pruner's batches are a
+// quarter of the size; a prune asked for keeps the full batch, and so does
+// every prune on a store where a claim waits for no batch (PostgreSQL).
+func TestTheBackgroundPrunerDeletesInSmallerBatchesWhereAClaimWaitsForTheBatch(t *testing.T) {
+	f := newFixture(t)
+	f.retention(RetentionPolicy{Completed: time.Hour, Events: KeepForGood})
+	_, serial := f.a.b.(store.SerialWriter)
+	require.Equal(t, !testingPostgres(), serial)
+	fill := func() {
+		for range PruneJobBatch {
+			f.finished(StateCompleted)
+		}
+		f.request(1)
+		f.clk.advance(2 * time.Hour)
+	}
+	fill()
+	r := f.prune(PruneOptions{Background: true})
+	require.EqualValues(t, PruneJobBatch, r.Jobs)
+	if serial {
+		require.EqualValues(t, PruneJobBatch/serialBackgroundBatch, r.Batches)
+	} else {
+		require.EqualValues(t, 1, r.Batches)
+	}
+	fill()
+	r = f.prune(PruneOptions{})
+	require.EqualValues(t, PruneJobBatch, r.Jobs)
+	require.EqualValues(t, 1, r.Batches)
+}
+
 func TestPruningBesideWorkersLosesNoJobAndDeletesOnlyFinishedOnes(t *testing.T) {
 	f := newFixture(t)
 	f.retention(RetentionPolicy{Completed: time.Microsecond, Events: time.Microsecond})

@@ -445,6 +445,16 @@ type SpaceModeUpgrader interface {
 	UpgradeSpaceMode(ctx context.Context) (rewrote bool, held time.Duration, err error)
 }
 
+// SerialWriter is a store whose write transactions take turns (SQLite: one
+// writer per file): a writer that begins while another's transaction is
+// open waits for it, so a worker's claim waits for a pruning batch in
+// progress. The background pruner's batches are smaller on it.
+type SerialWriter interface {
+	// WaitingWriters is how many of this handle's writers wait for their
+	// turn now.
+	WaitingWriters() int
+}
+
 // Backend is one opened authority store.
 type Backend interface {
 	Reader

@@ -172,8 +172,12 @@ func dropQueue(q *writerQueue) {
 
 // WaitingWriters is how many writers of this process wait for the file's
 // writer lock behind the one holding it: the queue's length, for tests of
-// other packages that check a write path waits its turn there.
+// other packages that check a write path waits its turn there. It makes
+// the handle a store.SerialWriter: the background pruner's batches are
+// small here.
 func (s *DB) WaitingWriters() int { return s.writers.waiting() }
+
+var _ store.SerialWriter = (*DB)(nil)
 
 // writerConn is the one connection a handle writes through; readers keep
 // the pool. The queue lets one writer of the process in at a time, so one
