@@ -884,6 +884,18 @@ func (t *Tx) NewestEvent(ctx context.Context) (int64, string, error) {
 	return t.queries.NewestEvent(ctx)
 }
 
+// DeleteFinishedJobs sends, with the delete, a setting for the rest of its
+// transaction (which only deletes): read no table whole. The tables a
+// steady state keeps are small, so the planner reads them whole, and then
+// compares every row with every id of the batch (an array known only when
+// the statement runs cannot be hashed): 2,000 events by 64 ids is most of
+// a batch's time on the server. By the index by job, a batch reads each
+// job's own rows (docs/PERFORMANCE.md, section 12).
+func (t *Tx) DeleteFinishedJobs(ctx context.Context, ids []string, state string, updatedBy int64) (int64, int64, error) {
+	t.conn.hold(nil, "SET LOCAL enable_seqscan = off")
+	return t.queries.DeleteFinishedJobs(ctx, ids, state, updatedBy)
+}
+
 // ClaimScan sends the claim's three looks in one round trip: the lapsed
 // claims (locked), the promotion of due delayed jobs, and the next
 // claimable job (locked, with the clock once it is held, as NextClaimable).

@@ -219,3 +219,38 @@ func TestTheBackgroundPrunersDeleteReadsEachTablesIndexByJob(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, strings.Count(p, "Index"), 6, p)
 }
+
+// TestAPruningBatchsDeleteReadsNoTableWholeWhenTheTablesAreSmall: in a
+// steady state the tables hold about a retention window's rows, and the
+// planner would read them whole, comparing every row with every id of the
+// batch; the batch's transaction reads each table by its index by job.
+func TestAPruningBatchsDeleteReadsNoTableWholeWhenTheTablesAreSmall(t *testing.T) {
+	u := freshURL(t)
+	pid := fillRealistic(t, u, 3, 300)
+	c := connect(t, u)
+	rows, err := c.Query(ctx, `SELECT id FROM leases_jobs WHERE production_id = $1 AND state = 'completed' ORDER BY seq LIMIT 64`, pid)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, ids, 64)
+	db, err := Open(u, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	for range 8 { // past the custom plans of a prepared statement
+		tx, err := db.BeginWrite(ctx)
+		require.NoError(t, err)
+		jobs, events, err := tx.DeleteFinishedJobs(ctx, ids, "completed", 1<<62)
+		require.NoError(t, err)
+		require.EqualValues(t, 64, jobs)
+		require.NotZero(t, events)
+		var whole map[string]int64
+		require.NoError(t, tx.(*Tx).conn.c.QueryRow(ctx, `SELECT jsonb_object_agg(relname, seq_scan)
+			FROM pg_stat_xact_user_tables WHERE relname IN ('leases_jobs', 'leases_events', 'leases_facts',
+			'leases_outputs', 'leases_attempts')`).Scan(&whole))
+		require.NoError(t, tx.Rollback())
+		require.Len(t, whole, 5)
+		for table, n := range whole {
+			require.Zero(t, n, "%s read whole", table)
+		}
+	}
+}
