@@ -645,11 +645,7 @@ func planEvents(ctx context.Context, tx store.Reader, p store.Production, older,
 // with long histories) is chosen and deleted inside one write, job by job
 // (pruneJobsInWrite).
 func (a *Authority) pruneJobs(ctx context.Context, production, state string, older int64, batch int) (PruneResult, bool, error) {
-	p, err := productionByName(ctx, a.b, production)
-	if err != nil {
-		return PruneResult{}, false, err
-	}
-	now, err := a.pruneNow(ctx)
+	p, now, err := a.pruneFrom(ctx, production)
 	if err != nil {
 		return PruneResult{}, false, err
 	}
@@ -759,11 +755,7 @@ func (a *Authority) pruneJobsInWrite(ctx context.Context, production, state stri
 // write: an event never changes, and the store's newest event only moves
 // on, so the transaction only deletes the events chosen.
 func (a *Authority) pruneEvents(ctx context.Context, production string, older int64) (PruneResult, bool, error) {
-	p, err := productionByName(ctx, a.b, production)
-	if err != nil {
-		return PruneResult{}, false, err
-	}
-	now, err := a.pruneNow(ctx)
+	p, now, err := a.pruneFrom(ctx, production)
 	if err != nil {
 		return PruneResult{}, false, err
 	}
@@ -795,6 +787,17 @@ func eventSeqs(evs []store.Event) []int64 {
 		out[i] = e.Seq
 	}
 	return out
+}
+
+// pruneFrom reads, outside any write, the production a batch is chosen
+// from and the time it is chosen at (pruneNow).
+func (a *Authority) pruneFrom(ctx context.Context, production string) (store.Production, int64, error) {
+	p, err := productionByName(ctx, a.b, production)
+	if err != nil {
+		return p, 0, err
+	}
+	now, err := a.pruneNow(ctx)
+	return p, now, err
 }
 
 // pruneNow is the time ages to prune by are measured from: the authority's

@@ -44,25 +44,33 @@ func TestAPruningBatchRunsNoForeignKeyCheckPerDeletedJob(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
+// completedJobs inserts completed jobs j1..jn of production pid, each with
+// a fact, an output and an attempt.
+func completedJobs(t *testing.T, c *pgx.Conn, n int) {
+	t.Helper()
+	for _, st := range []string{
+		`INSERT INTO leases_jobs (id, production_id, payload, state, requested_unix_us, updated_unix_us)
+			SELECT 'j' || g, 'pid', '', 'completed', g, g FROM generate_series(1, $1) g`,
+		`INSERT INTO leases_facts (job_id, kind, key, value_json) SELECT 'j' || g, 'metadata', 'k', '1' FROM generate_series(1, $1) g`,
+		`INSERT INTO leases_outputs (job_id, path, size, sha256, nonce)
+			SELECT 'j' || g, 'out', 1, 'h', 'n' FROM generate_series(1, $1) g`,
+		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending)
+			SELECT 'j' || g, 1, 'w', g, g, 'completed' FROM generate_series(1, $1) g`,
+	} {
+		_, err := c.Exec(ctx, st, n)
+		require.NoError(t, err, st)
+	}
+}
+
 // TestAPrunedJobLeavesNoFactOutputOrAttemptBehind: with no foreign key to
 // refuse it, the deletes themselves must take every row that names a
 // pruned job, in the batch's statement and in the single job's.
 func TestAPrunedJobLeavesNoFactOutputOrAttemptBehind(t *testing.T) {
 	u := freshURL(t)
 	c := connect(t, u)
-	for _, st := range []string{
-		`INSERT INTO leases_productions (id, name, created_unix_us) VALUES ('pid', 'p', 1)`,
-		`INSERT INTO leases_jobs (id, production_id, payload, state, requested_unix_us, updated_unix_us)
-			SELECT 'j' || g, 'pid', '', 'completed', g, g FROM generate_series(1, 4) g`,
-		`INSERT INTO leases_facts (job_id, kind, key, value_json) SELECT 'j' || g, 'metadata', 'k', '1' FROM generate_series(1, 4) g`,
-		`INSERT INTO leases_outputs (job_id, path, size, sha256, nonce)
-			SELECT 'j' || g, 'out', 1, 'h', 'n' FROM generate_series(1, 4) g`,
-		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending)
-			SELECT 'j' || g, 1, 'w', g, g, 'completed' FROM generate_series(1, 4) g`,
-	} {
-		_, err := c.Exec(ctx, st)
-		require.NoError(t, err, st)
-	}
+	_, err := c.Exec(ctx, `INSERT INTO leases_productions (id, name, created_unix_us) VALUES ('pid', 'p', 1)`)
+	require.NoError(t, err)
+	completedJobs(t, c, 4)
 	db, err := Open(u, Options{})
 	require.NoError(t, err)
 	defer db.Close()
@@ -82,18 +90,7 @@ func TestAPrunedJobLeavesNoFactOutputOrAttemptBehind(t *testing.T) {
 	require.NoError(t, tx.Commit())
 	require.Zero(t, left(), "a pruned job's facts, outputs and attempts go with it")
 	// And the background pruner's delete, of the jobs still qualifying.
-	for _, st := range []string{
-		`INSERT INTO leases_jobs (id, production_id, payload, state, requested_unix_us, updated_unix_us)
-			SELECT 'j' || g, 'pid', '', 'completed', g, g FROM generate_series(1, 3) g`,
-		`INSERT INTO leases_facts (job_id, kind, key, value_json) SELECT 'j' || g, 'metadata', 'k', '1' FROM generate_series(1, 3) g`,
-		`INSERT INTO leases_outputs (job_id, path, size, sha256, nonce)
-			SELECT 'j' || g, 'out', 1, 'h', 'n' FROM generate_series(1, 3) g`,
-		`INSERT INTO leases_attempts (job_id, number, worker, claimed_unix_us, ended_unix_us, ending)
-			SELECT 'j' || g, 1, 'w', g, g, 'completed' FROM generate_series(1, 3) g`,
-	} {
-		_, err := c.Exec(ctx, st)
-		require.NoError(t, err, st)
-	}
+	completedJobs(t, c, 3)
 	require.EqualValues(t, 9, left())
 	tx, err = db.BeginWrite(ctx)
 	require.NoError(t, err)
@@ -198,6 +195,17 @@ func TestAPostgreSQLDatabaseOfASchemaOnlySQLiteHasIsRefused(t *testing.T) {
 	}
 }
 
+// firstCompleted is the ids of the production's first 64 completed jobs.
+func firstCompleted(t *testing.T, c *pgx.Conn, productionID string) []string {
+	t.Helper()
+	rows, err := c.Query(ctx, `SELECT id FROM leases_jobs WHERE production_id = $1 AND state = 'completed' ORDER BY seq LIMIT 64`, productionID)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, ids, 64)
+	return ids
+}
+
 // TestTheBackgroundPrunersDeleteReadsEachTablesIndexByJob: the statement
 // that deletes a batch chosen outside the write reads the jobs it may
 // delete by their key, and every other table by its index by job, never a
@@ -207,11 +215,7 @@ func TestTheBackgroundPrunersDeleteReadsEachTablesIndexByJob(t *testing.T) {
 	u := freshURL(t)
 	pid := fillRealistic(t, u, 3, 20000)
 	c := connect(t, u)
-	rows, err := c.Query(ctx, `SELECT id FROM leases_jobs WHERE production_id = $1 AND state = 'completed' ORDER BY seq LIMIT 64`, pid)
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	require.Len(t, ids, 64)
+	ids := firstCompleted(t, c, pid)
 	p := plan(t, c, "delete finished jobs", deleteFinishedJobsSQL, []any{"{" + strings.Join(ids, ",") + "}", "completed", int64(1) << 62})
 	require.NotRegexp(t, "Seq Scan|Hash|Nested Loop", p, p)
 	for _, table := range []string{"leases_jobs", "leases_events", "leases_facts", "leases_outputs", "leases_attempts"} {
@@ -226,13 +230,7 @@ func TestTheBackgroundPrunersDeleteReadsEachTablesIndexByJob(t *testing.T) {
 // batch; the batch's transaction reads each table by its index by job.
 func TestAPruningBatchsDeleteReadsNoTableWholeWhenTheTablesAreSmall(t *testing.T) {
 	u := freshURL(t)
-	pid := fillRealistic(t, u, 3, 300)
-	c := connect(t, u)
-	rows, err := c.Query(ctx, `SELECT id FROM leases_jobs WHERE production_id = $1 AND state = 'completed' ORDER BY seq LIMIT 64`, pid)
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	require.Len(t, ids, 64)
+	ids := firstCompleted(t, connect(t, u), fillRealistic(t, u, 3, 300))
 	db, err := Open(u, Options{})
 	require.NoError(t, err)
 	defer db.Close()
