@@ -561,7 +561,7 @@ func (r PruneResult) MarshalJSON() ([]byte, error) {
 // older allAges plans every finished job whatever its age; allOfIt the
 // newest job too (the production is being deleted: its numbers end with
 // it).
-func planJobs(ctx context.Context, tx store.Reader, p store.Production, state string, older, now int64, batch int) ([]store.Job, bool, error) {
+func planJobs(ctx context.Context, r store.Reader, p store.Production, state string, older, now int64, batch int) ([]store.Job, bool, error) {
 	keep := older
 	if keep == 0 {
 		keep = keepUS(p.Retention, state)
@@ -573,18 +573,18 @@ func planJobs(ctx context.Context, tx store.Reader, p store.Production, state st
 	if older < 0 {
 		cutoff = math.MaxInt64
 	}
-	jobs, err := tx.JobsInState(ctx, p.ID, state, batch)
+	jobs, err := r.JobsInState(ctx, p.ID, state, batch)
 	if err != nil || len(jobs) == 0 {
 		return nil, false, storageErrOrNil("find jobs to prune", err)
 	}
-	newest, err := tx.NewestJobSeq(ctx, p.ID)
+	newest, err := r.NewestJobSeq(ctx, p.ID)
 	if err != nil {
 		return nil, false, storageErr("find jobs to prune", err)
 	}
 	if older == allOfIt {
 		newest = math.MaxInt64
 	}
-	_, newestEventJob, err := tx.NewestEvent(ctx)
+	_, newestEventJob, err := r.NewestEvent(ctx)
 	if err != nil {
 		return nil, false, storageErr("find jobs to prune", err)
 	}
@@ -600,7 +600,7 @@ func planJobs(ctx context.Context, tx store.Reader, p store.Production, state st
 // outside one), is the next batch of a production's events older than its
 // retention: at most PruneEventBatch, oldest first, ending before the first
 // one still kept (or the newest event).
-func planEvents(ctx context.Context, tx store.Reader, p store.Production, older, now int64) ([]store.Event, bool, error) {
+func planEvents(ctx context.Context, r store.Reader, p store.Production, older, now int64) ([]store.Event, bool, error) {
 	keep := older
 	if keep == 0 {
 		keep = p.Retention.EventsUS
@@ -612,11 +612,11 @@ func planEvents(ctx context.Context, tx store.Reader, p store.Production, older,
 	if older < 0 {
 		cutoff = math.MaxInt64
 	}
-	evs, err := tx.Events(ctx, p.ID, 0, PruneEventBatch)
+	evs, err := r.Events(ctx, p.ID, 0, PruneEventBatch)
 	if err != nil || len(evs) == 0 {
 		return nil, false, storageErrOrNil("find events to prune", err)
 	}
-	newest, _, err := tx.NewestEvent(ctx)
+	newest, _, err := r.NewestEvent(ctx)
 	if err != nil {
 		return nil, false, storageErr("find events to prune", err)
 	}
@@ -664,20 +664,28 @@ func (a *Authority) pruneJobs(ctx context.Context, production, state string, old
 	} else if n > PruneEventBatch {
 		return a.pruneJobsInWrite(ctx, production, state, older, batch)
 	}
-	var res PruneResult
-	var held time.Duration
-	err = a.deleteHeld(ctx, &held, func(tx store.Tx) error {
-		var err error
-		res.Jobs, res.Events, err = tx.DeleteFinishedJobs(ctx, ids, state, updatedBy)
-		return storageErrOrNil("prune jobs", err)
+	return a.deleteChosen(ctx, full, func(tx store.Tx) (int64, int64, error) {
+		jobs, events, err := tx.DeleteFinishedJobs(ctx, ids, state, updatedBy)
+		return jobs, events, storageErrOrNil("prune jobs", err)
 	})
-	res.Held = held
+}
+
+// deleteChosen runs del, the write of a batch chosen by reads outside it,
+// and counts what it deleted. A batch that deleted nothing (every job
+// chosen changed, or another process's pruner holds them) ends the state's
+// pass: the next pass looks again. Otherwise more is full, whether the
+// reads found a whole batch.
+func (a *Authority) deleteChosen(ctx context.Context, full bool, del func(tx store.Tx) (jobs, events int64, err error)) (PruneResult, bool, error) {
+	var res PruneResult
+	err := a.deleteHeld(ctx, &res.Held, func(tx store.Tx) error {
+		var err error
+		res.Jobs, res.Events, err = del(tx)
+		return err
+	})
 	if err != nil {
-		return PruneResult{Held: held}, false, err
+		return PruneResult{Held: res.Held}, false, err
 	}
 	if res.Jobs+res.Events == 0 {
-		// Every job chosen changed, or another process's pruner holds
-		// them: the next pass looks again.
 		return res, false, nil
 	}
 	res.Batches = 1
@@ -763,22 +771,10 @@ func (a *Authority) pruneEvents(ctx context.Context, production string, older in
 	if err != nil || len(evs) == 0 {
 		return PruneResult{}, false, err
 	}
-	var res PruneResult
-	var held time.Duration
-	err = a.deleteHeld(ctx, &held, func(tx store.Tx) error {
-		var err error
-		res.Events, err = tx.DeleteEvents(ctx, p.ID, eventSeqs(evs))
-		return storageErrOrNil("prune events", err)
+	return a.deleteChosen(ctx, full, func(tx store.Tx) (int64, int64, error) {
+		n, err := tx.DeleteEvents(ctx, p.ID, eventSeqs(evs))
+		return 0, n, storageErrOrNil("prune events", err)
 	})
-	res.Held = held
-	if err != nil {
-		return PruneResult{Held: held}, false, err
-	}
-	if res.Events == 0 {
-		return res, false, nil
-	}
-	res.Batches = 1
-	return res, full, nil
 }
 
 func eventSeqs(evs []store.Event) []int64 {
