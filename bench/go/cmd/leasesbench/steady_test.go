@@ -45,3 +45,42 @@ func TestTheSteadyRowIsFlatWhenNothingGrowsAfterTheFirstWindow(t *testing.T) {
 		}
 	}
 }
+
+// The workers' view of pruning sets each repetition's claim p99 against
+// that of the same flow with no prune pass, run beside it: the ratio is
+// the median of the per-repetition ratios, not the ratio of the medians.
+func TestTheSteadyBaselineSetsEachRepetitionAgainstTheSameFlowWithoutPruning(t *testing.T) {
+	mk := func(name string, p99s ...int64) *row {
+		r := &row{section: "steady", name: name}
+		for _, v := range p99s {
+			r.res = append(r.res, result{Ops: 100, Secs: 1, P99NS: v, P50NS: v / 4, Extra: map[string]float64{}})
+		}
+		return r
+	}
+	var b strings.Builder
+	renderSteady(&b, []*row{
+		mk("SQLite FULL", 4000e3, 3000e3, 6000e3),
+		mk("SQLite FULL"+baseRow, 2000e3, 3000e3, 4000e3),
+		mk("PostgreSQL", 5000e3),
+		{section: "steady", name: "PostgreSQL" + baseRow, skip: "no server"},
+	}, "one run")
+	out := b.String()
+	var sq, pg string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "| SQLite FULL"+baseRow):
+			t.Fatalf("a baseline row is no row of the steady table: %q", l)
+		case strings.HasPrefix(l, "| SQLite FULL | 4000 µs"):
+			sq = l
+		case strings.HasPrefix(l, "| PostgreSQL | —"):
+			pg = l
+		}
+	}
+	// Ratios 2.0, 1.0, 1.5: median 1.5 (the medians' ratio would be 1.33).
+	if !strings.Contains(sq, "| 4000 µs | 3000 µs | 1.50× |") {
+		t.Fatalf("the SQLite line sets each repetition against its baseline: %q\n%s", sq, out)
+	}
+	if !strings.Contains(pg, "no server") {
+		t.Fatalf("a store whose baseline did not run says why: %q\n%s", pg, out)
+	}
+}
