@@ -230,6 +230,9 @@ var notWrites = map[string]map[string]string{
 		"Events":        plainRead,
 		"FactsOf":       plainRead,
 		"HighWaterMark": plainRead,
+
+		"SetLogger":           "sets where the authority logs what it cannot return; nothing of the store",
+		"LastBackgroundPrune": local,
 	},
 	"Lease": {
 		"Payload":        plainRead,

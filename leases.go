@@ -67,6 +67,7 @@ type (
 	RetentionPolicy = core.RetentionPolicy
 	PruneOptions    = core.PruneOptions
 	PruneResult     = core.PruneResult
+	BackgroundPrune = core.BackgroundPrune
 )
 
 // KeepForGood, as a duration of a RetentionPolicy, keeps what it covers for

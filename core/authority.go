@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
@@ -25,12 +26,14 @@ type Authority struct {
 	b      store.Backend
 	seam   atomic.Pointer[func() int64] // test builds only; nil in release builds
 	closed atomic.Bool
-	waits  *waitroom // waiting claims (wait.go)
+	waits  *waitroom                   // waiting claims (wait.go)
+	logger atomic.Pointer[slog.Logger] // SetLogger; nil: slog.Default()
 
-	mu      sync.Mutex
-	edits   map[*Edit]struct{}  // open edits, aborted by Close
-	keepers map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
-	pruner  func()              // stops the background pruner (retention.go)
+	mu        sync.Mutex
+	edits     map[*Edit]struct{}  // open edits, aborted by Close
+	keepers   map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
+	pruner    func()              // stops the background pruner (retention.go)
+	lastPrune BackgroundPrune     // the background pruner's last pass (retention.go)
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.
@@ -55,6 +58,20 @@ func OpenStore(location, name string, open func() (store.Backend, error)) (*Auth
 	a := &Authority{b: b, waits: newWaitroom(b)}
 	a.SetPruneInterval(DefaultPruneInterval)
 	return a, nil
+}
+
+// SetLogger sets where the authority writes what it cannot return to a
+// caller: today the background pruner's failed passes (SetPruneInterval).
+// nil, the default, is slog.Default() at the time of each record. It may be
+// called at any time, from any goroutine.
+func (a *Authority) SetLogger(l *slog.Logger) { a.logger.Store(l) }
+
+// log is the logger of SetLogger, or slog.Default().
+func (a *Authority) log() *slog.Logger {
+	if l := a.logger.Load(); l != nil {
+		return l
+	}
+	return slog.Default()
 }
 
 // now is the clock of a store without a server clock (SQLite): this host's

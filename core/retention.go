@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -182,7 +183,12 @@ const DefaultPruneInterval = 10 * time.Minute
 // it deletes (two pruners at once take turns, and a row is deleted once), so
 // no pruner is elected; a pass that finds nothing costs a few index reads
 // per production. A pass that fails (busy, a store fault) is tried again at
-// the next interval. Close stops it, waiting for a batch in flight.
+// the next interval, and logged (SetLogger): a Warn record per failed pass,
+// with its error and how many passes in a row have failed, a Warn record for
+// a pass that could not vacuum (PruneResult.Note), and an Info record for
+// the first pass that succeeds after failures; a pass that succeeds logs
+// nothing. LastBackgroundPrune is what the last pass did. Close stops it,
+// waiting for a batch in flight.
 func (a *Authority) SetPruneInterval(d time.Duration) {
 	a.mu.Lock()
 	stop := a.pruner
@@ -202,7 +208,13 @@ func (a *Authority) SetPruneInterval(d time.Duration) {
 				return
 			case <-time.After(wait):
 			}
-			_, _ = a.Prune(ctx, PruneOptions{Background: true})
+			res, err := a.Prune(ctx, PruneOptions{Background: true})
+			if err != nil && (ctx.Err() != nil || a.closed.Load()) {
+				// Cut short by Close or by SetPruneInterval: no failure of
+				// the store's, and no pass to report.
+				continue
+			}
+			a.backgroundPassEnded(res, err)
 		}
 	})
 	a.mu.Lock()
@@ -214,6 +226,55 @@ func (a *Authority) SetPruneInterval(d time.Duration) {
 	}
 	a.pruner = run
 	a.mu.Unlock()
+}
+
+// BackgroundPrune is what the background pruner's last pass did.
+type BackgroundPrune struct {
+	Ended    time.Time   // when the last pass ended; zero if none has yet
+	Result   PruneResult // what it deleted (before its error, if any)
+	Err      error       // why it stopped early; nil if it finished
+	Failures int64       // consecutive passes that failed, this one included; 0 after a success
+}
+
+// LastBackgroundPrune is what this authority's background pruner's last
+// pass did (SetPruneInterval); a pass cut short by Close or by
+// SetPruneInterval is not one. Its Err is also logged (SetLogger); a program
+// that reports on its own health can read Failures instead.
+func (a *Authority) LastBackgroundPrune() BackgroundPrune {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastPrune
+}
+
+// backgroundPassEnded records a background pass (LastBackgroundPrune) and
+// logs what it cannot return to anyone: a failure, a vacuum it could not
+// run, or a success after failures. A pass that succeeds logs nothing: one
+// runs every few minutes in every process. Nothing logged carries a secret
+// or a payload: the store keeps only secrets' hashes, and pruning writes no
+// row's values; its errors are its own texts and the store's messages
+// (PostgreSQL's without their detail, the part that may quote a row).
+func (a *Authority) backgroundPassEnded(res PruneResult, err error) {
+	last := BackgroundPrune{Ended: time.Now(), Result: res, Err: err}
+	a.mu.Lock()
+	before := a.lastPrune.Failures
+	if err != nil {
+		last.Failures = before + 1
+	}
+	a.lastPrune = last
+	a.mu.Unlock()
+	ctx := context.Background()
+	log := a.log()
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "leases: background prune failed", slog.Any("err", err),
+			slog.Int64("jobs", res.Jobs), slog.Int64("events", res.Events), slog.Int64("batches", res.Batches),
+			slog.Int64("failures", last.Failures))
+	}
+	if res.Note != "" {
+		log.LogAttrs(ctx, slog.LevelWarn, "leases: background prune could not vacuum", slog.String("note", res.Note))
+	}
+	if err == nil && before > 0 {
+		log.LogAttrs(ctx, slog.LevelInfo, "leases: background prune recovered", slog.Int64("failures", before))
+	}
 }
 
 // FinishedStates are the states pruning deletes jobs of, in the order it
