@@ -29,11 +29,12 @@ type Authority struct {
 	waits  *waitroom                   // waiting claims (wait.go)
 	logger atomic.Pointer[slog.Logger] // SetLogger; nil: slog.Default()
 
-	mu        sync.Mutex
-	edits     map[*Edit]struct{}  // open edits, aborted by Close
-	keepers   map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
-	pruner    func()              // stops the background pruner (retention.go)
-	lastPrune BackgroundPrune     // the background pruner's last pass (retention.go)
+	mu         sync.Mutex
+	edits      map[*Edit]struct{}  // open edits, aborted by Close
+	keepers    map[*Lease]struct{} // leases kept alive, stopped by Close (keepalive.go)
+	pruner     func()              // stops the background pruner (retention.go)
+	lastPrune  BackgroundPrune     // the background pruner's last pass (retention.go)
+	noteLogged string              // the last PruneResult.Note the background pruner logged
 }
 
 // systemClock is the authority's private clock: wall time in unix µs.

@@ -259,29 +259,33 @@ func TestClosingTheAuthorityDuringABackgroundPruneLogsNoFailure(t *testing.T) {
 	require.Equal(t, StateCompleted, f.job(done).State)
 }
 
-func TestABackgroundPrunePassThatCouldNotVacuumIsLoggedWithItsNote(t *testing.T) {
+func TestABackgroundPrunePassThatCouldNotVacuumIsLoggedWithItsNoteOnceWhileItStaysTheSame(t *testing.T) {
 	f := newFixture(t)
 	f.a.SetPruneInterval(0)
 	log := logTo(f.a)
 	const note = "the space of the deleted rows is left to the server's autovacuum"
+	const other = "the vacuum failed"
 	f.a.backgroundPassEnded(PruneResult{Jobs: 3, Batches: 1, Note: note}, nil)
 	f.a.backgroundPassEnded(PruneResult{Jobs: 1}, &Error{Kind: KindStorage, Msg: "prune jobs"})
 	f.a.backgroundPassEnded(PruneResult{Jobs: 2, Batches: 1, Note: note}, nil)
+	f.a.backgroundPassEnded(PruneResult{Jobs: 2, Batches: 1, Note: note}, nil)
+	f.a.backgroundPassEnded(PruneResult{Jobs: 2, Batches: 1, Note: other}, nil)
 	rs := log.all()
 	require.Len(t, rs, 4)
 	for i, want := range []struct {
 		level slog.Level
 		msg   string
-	}{{slog.LevelWarn, pruneNoVacuum}, {slog.LevelWarn, pruneFailed}, {slog.LevelWarn, pruneNoVacuum},
-		{slog.LevelInfo, pruneRecovered}} {
+	}{{slog.LevelWarn, pruneNoVacuum}, {slog.LevelWarn, pruneFailed}, {slog.LevelInfo, pruneRecovered},
+		{slog.LevelWarn, pruneNoVacuum}} {
 		require.Equal(t, want.level, rs[i].Level, i)
 		require.Equal(t, want.msg, rs[i].Message, i)
 	}
 	require.Equal(t, note, recordAttrs(rs[0])["note"].String())
 	require.EqualValues(t, 1, recordAttrs(rs[1])["jobs"].Int64(), "what the pass deleted before it failed")
-	require.EqualValues(t, 1, recordAttrs(rs[3])["failures"].Int64())
+	require.EqualValues(t, 1, recordAttrs(rs[2])["failures"].Int64())
+	require.Equal(t, other, recordAttrs(rs[3])["note"].String(), "a different note is news")
 	last := f.a.LastBackgroundPrune()
-	require.Equal(t, note, last.Result.Note)
+	require.Equal(t, other, last.Result.Note)
 	require.Zero(t, last.Failures)
 
 	// nil is slog.Default() at the time of logging.

@@ -185,7 +185,8 @@ const DefaultPruneInterval = 10 * time.Minute
 // per production. A pass that fails (busy, a store fault) is tried again at
 // the next interval, and logged (SetLogger): a Warn record per failed pass,
 // with its error and how many passes in a row have failed, a Warn record for
-// a pass that could not vacuum (PruneResult.Note), and an Info record for
+// a pass that could not vacuum (PruneResult.Note; once while the note stays
+// the same), and an Info record for
 // the first pass that succeeds after failures; a pass that succeeds logs
 // nothing. LastBackgroundPrune is what the last pass did. Close stops it,
 // waiting for a batch in flight.
@@ -249,7 +250,9 @@ func (a *Authority) LastBackgroundPrune() BackgroundPrune {
 // backgroundPassEnded records a background pass (LastBackgroundPrune) and
 // logs what it cannot return to anyone: a failure, a vacuum it could not
 // run, or a success after failures. A pass that succeeds logs nothing: one
-// runs every few minutes in every process. Nothing logged carries a secret
+// runs every few minutes in every process. A note is logged when it differs
+// from the last one logged: a role that may not vacuum is a standing setting
+// (the server's autovacuum then brings the space back), not news every pass. Nothing logged carries a secret
 // or a payload: the store keeps only secrets' hashes, and pruning writes no
 // row's values; its errors are its own texts and the store's messages
 // (PostgreSQL's without their detail, the part that may quote a row).
@@ -261,6 +264,10 @@ func (a *Authority) backgroundPassEnded(res PruneResult, err error) {
 		last.Failures = before + 1
 	}
 	a.lastPrune = last
+	newNote := res.Note != "" && res.Note != a.noteLogged
+	if newNote {
+		a.noteLogged = res.Note
+	}
 	a.mu.Unlock()
 	ctx := context.Background()
 	log := a.log()
@@ -269,7 +276,7 @@ func (a *Authority) backgroundPassEnded(res PruneResult, err error) {
 			slog.Int64("jobs", res.Jobs), slog.Int64("events", res.Events), slog.Int64("batches", res.Batches),
 			slog.Int64("failures", last.Failures))
 	}
-	if res.Note != "" {
+	if newNote {
 		log.LogAttrs(ctx, slog.LevelWarn, "leases: background prune could not vacuum", slog.String("note", res.Note))
 	}
 	if err == nil && before > 0 {
