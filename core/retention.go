@@ -186,10 +186,9 @@ const DefaultPruneInterval = 10 * time.Minute
 // the next interval, and logged (SetLogger): a Warn record per failed pass,
 // with its error and how many passes in a row have failed, a Warn record for
 // a pass that could not vacuum (PruneResult.Note; once while the note stays
-// the same), and an Info record for
-// the first pass that succeeds after failures; a pass that succeeds logs
-// nothing. LastBackgroundPrune is what the last pass did. Close stops it,
-// waiting for a batch in flight.
+// the same), and an Info record for the first pass that succeeds after
+// failures; a pass that succeeds logs nothing. LastBackgroundPrune is what
+// the last pass did. Close stops it, waiting for a batch in flight.
 func (a *Authority) SetPruneInterval(d time.Duration) {
 	a.mu.Lock()
 	stop := a.pruner
@@ -252,10 +251,11 @@ func (a *Authority) LastBackgroundPrune() BackgroundPrune {
 // run, or a success after failures. A pass that succeeds logs nothing: one
 // runs every few minutes in every process. A note is logged when it differs
 // from the last one logged: a role that may not vacuum is a standing setting
-// (the server's autovacuum then brings the space back), not news every pass. Nothing logged carries a secret
-// or a payload: the store keeps only secrets' hashes, and pruning writes no
-// row's values; its errors are its own texts and the store's messages
-// (PostgreSQL's without their detail, the part that may quote a row).
+// (the server's autovacuum then brings the space back), not news every pass.
+// Nothing logged carries a secret or a payload: the store keeps only
+// secrets' hashes, and pruning writes no row's values; its errors are its
+// own texts and the store's messages (PostgreSQL's without their detail, the
+// part that may quote a row).
 func (a *Authority) backgroundPassEnded(res PruneResult, err error) {
 	last := BackgroundPrune{Ended: time.Now(), Result: res, Err: err}
 	a.mu.Lock()
